@@ -1,0 +1,74 @@
+# agentplane — see README.md. `make run` starts the platform locally, `make test` tests it.
+
+SHELL := /usr/bin/env bash -o pipefail
+.SHELLFLAGS := -ec
+
+GO ?= go
+BIN := $(CURDIR)/bin
+CONTROLLER_GEN := $(BIN)/controller-gen
+# The test control plane (kube-apiserver + etcd), built from Go modules by hack/build-controlplane.sh.
+K8S_ASSETS := $(BIN)/k8s
+export KUBEBUILDER_ASSETS := $(K8S_ASSETS)
+STATE_DIR ?= .agentplane
+DEV_ARGS ?=
+TEST_TIMEOUT ?= 30m
+GO_TEST_FLAGS ?=
+
+.PHONY: all
+all: build
+
+##@ Development
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-22s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+$(CONTROLLER_GEN): hack/tools/codegen/go.mod hack/tools/codegen/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/codegen && $(GO) build -o $(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
+	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
+
+.PHONY: manifests
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
+	$(CONTROLLER_GEN) crd rbac:roleName=agentplane-manager paths="./..." \
+		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify-generated
+verify-generated: ## Fail when generated files are stale.
+	hack/verify-generated.sh
+
+.PHONY: fmt
+fmt: ## gofmt the tree.
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: vet
+vet: ## go vet and a gofmt check.
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: envtest-assets
+envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once).
+	hack/build-controlplane.sh $(K8S_ASSETS)
+
+.PHONY: engine
+engine: ## Install the pinned OpenClaw engine and Node into the user cache (once).
+	@hack/install-engine.sh >/dev/null
+
+##@ Build
+
+.PHONY: build
+build: ## Build bin/agentplane.
+	$(GO) build -o $(BIN)/agentplane ./cmd/agentplane
+
+.PHONY: run
+run: build envtest-assets engine ## Run the platform locally (agentplane dev).
+	$(BIN)/agentplane dev --state-dir $(STATE_DIR) --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
+
+##@ Test
+
+.PHONY: test
+test: envtest-assets engine verify-generated vet ## Unit, envtest and end-to-end tests.
+	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...

@@ -1,0 +1,190 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AgentPhase is the coarse state of an agent, in the hosted service's words.
+// +kubebuilder:validation:Enum=starting;running;not_running
+type AgentPhase string
+
+const (
+	// AgentStarting: provisioning or the gateway is booting.
+	AgentStarting AgentPhase = "starting"
+	// AgentRunning: the gateway answers its health check.
+	AgentRunning AgentPhase = "running"
+	// AgentNotRunning: stopped, crashed or failed to provision; see the conditions.
+	AgentNotRunning AgentPhase = "not_running"
+)
+
+// Agent condition types.
+const (
+	// AgentProvisioned is True once the runtime holds everything the agent needs
+	// (workspace, config, token, process or StatefulSet).
+	AgentProvisioned = "Provisioned"
+	// AgentGatewayReady is True while the gateway answers its health check.
+	AgentGatewayReady = "GatewayReady"
+)
+
+// Agent condition reasons.
+const (
+	ReasonProvisioning      = "Provisioning"
+	ReasonProvisioned       = "Provisioned"
+	ReasonProvisionFailed   = "ProvisionFailed"
+	ReasonAgentLimitReached = "AgentLimitReached"
+	ReasonStarting          = "Starting"
+	ReasonHealthy           = "Healthy"
+	ReasonCrashed           = "GatewayCrashed"
+	ReasonStopped           = "Stopped"
+)
+
+// EngineName names an agent engine.
+// +kubebuilder:validation:Enum=openclaw
+type EngineName string
+
+// EngineOpenClaw is the OpenClaw gateway (npm package `openclaw`).
+const EngineOpenClaw EngineName = "openclaw"
+
+// EngineSpec chooses the engine that runs the agent.
+type EngineSpec struct {
+	// Name of the engine.
+	// +kubebuilder:default=openclaw
+	Name EngineName `json:"name,omitempty"`
+	// Version of the engine, for example `2026.9.6`. Unset means the platform's default.
+	// Must be one of the versions the platform offers.
+	// +kubebuilder:validation:Pattern=`^[0-9]+\.[0-9]+\.[0-9]+([-.][0-9A-Za-z.-]+)?$`
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Version string `json:"version,omitempty"`
+}
+
+// AgentSkill attaches an installed Skill, by the CID of its bundle.
+type AgentSkill struct {
+	// CID of the skill bundle (see Skill.spec.cid).
+	// +kubebuilder:validation:Pattern=`^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`
+	CID string `json:"cid"`
+}
+
+// AgentSpec is the desired state of an agent.
+type AgentSpec struct {
+	// DisplayName is the agent's name (the REST field `name`): 1 to 100 characters, not blank,
+	// without control characters or any of < > { } ` \ (they break prompts and markup).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F<>{}\x60\\]+$`
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="name must not be blank"
+	DisplayName string `json:"displayName"`
+	// Description of what the agent is for.
+	// +kubebuilder:validation:MaxLength=1000
+	// +optional
+	Description string `json:"description,omitempty"`
+	// Vibe is a short personality line written into the agent's identity.
+	// +kubebuilder:validation:MaxLength=200
+	// +optional
+	Vibe string `json:"vibe,omitempty"`
+	// Emoji shown next to the agent.
+	// +kubebuilder:validation:MaxLength=16
+	// +optional
+	Emoji string `json:"emoji,omitempty"`
+	// Engine that runs the agent.
+	// +kubebuilder:default={name: openclaw}
+	// +optional
+	Engine EngineSpec `json:"engine,omitempty"`
+	// Template is the AgentTemplate (by name) the agent was created from.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Template string `json:"template,omitempty"`
+	// Skills attached to the agent, at most 10.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=cid
+	// +optional
+	Skills []AgentSkill `json:"skills,omitempty"`
+	// Secrets are AgentSecrets (by object name) exposed to the agent as environment.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Secrets []LocalObjectReference `json:"secrets,omitempty"`
+	// DesiredSnapshot is the CID of a snapshot of this agent to restore the workspace from.
+	// +kubebuilder:validation:Pattern=`^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`
+	// +optional
+	DesiredSnapshot string `json:"desiredSnapshot,omitempty"`
+	// Stopped keeps the agent's state but runs no gateway.
+	// +optional
+	Stopped bool `json:"stopped,omitempty"`
+	// RestartRequestedAt restarts the gateway when set to a time later than the last restart.
+	// +optional
+	RestartRequestedAt *metav1.Time `json:"restartRequestedAt,omitempty"`
+}
+
+// AgentStatus is the observed state of an agent, rebuilt from the runtime on every pass.
+type AgentStatus struct {
+	// ObservedGeneration is the generation this status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase: starting, running or not_running.
+	// +optional
+	Phase AgentPhase `json:"phase,omitempty"`
+	// Endpoint is the gateway's base URL.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
+	// EngineVersion is the engine version the gateway runs.
+	// +optional
+	EngineVersion string `json:"engineVersion,omitempty"`
+	// GatewayTokenSecret names the core Secret that holds the gateway token.
+	// +optional
+	GatewayTokenSecret string `json:"gatewayTokenSecret,omitempty"`
+	// SnapshotCID is the snapshot the workspace was last restored from.
+	// +optional
+	SnapshotCID string `json:"snapshotCid,omitempty"`
+	// Restarts counts gateway crashes observed by the runtime.
+	// +optional
+	Restarts int32 `json:"restarts,omitempty"`
+	// LastRestartAt is the restart request that was last carried out.
+	// +optional
+	LastRestartAt *metav1.Time `json:"lastRestartAt,omitempty"`
+	// DomainReservations are the slots of the per-agent domain limit. Written only with
+	// optimistic concurrency.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	DomainReservations []Reservation `json:"domainReservations,omitempty"`
+	// Conditions: Provisioned, GatewayReady.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Agent is an AI agent: one OpenClaw gateway with its workspace, secrets, skills, channels,
+// domains and snapshots.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ag,categories=agentplane
+// +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.status.engineVersion`
+// +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Agent struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AgentSpec   `json:"spec,omitempty"`
+	Status AgentStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// AgentList is a list of Agents.
+type AgentList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Agent `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Agent{}, &AgentList{})
+}

@@ -1,0 +1,23 @@
+// Package v1alpha1 contains the agentplane.io/v1alpha1 API: agents and everything they are
+// made of (secrets, skills, channels, domains, snapshots, templates), tenancy (workspaces and
+// API keys) and content-addressed files.
+//
+// +kubebuilder:object:generate=true
+// +groupName=agentplane.io
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/scheme"
+)
+
+var (
+	// GroupVersion is the group and version of every kind in this package.
+	GroupVersion = schema.GroupVersion{Group: "agentplane.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
+	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+
+	// AddToScheme adds the kinds of this package to a runtime.Scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Regenerates deepcopy code, CRDs and RBAC and fails when the result differs from the tree:
+# generated files must be committed as the generator makes them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+files() { find api config/crd/bases config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) 2>/dev/null | sort; }
+before=$(files | xargs -r sha256sum)
+make -s generate manifests >/dev/null
+after=$(files | xargs -r sha256sum)
+if [[ "$before" != "$after" ]]; then
+  echo "generated files are stale; run 'make generate manifests' and commit the result:" >&2
+  diff <(echo "$before") <(echo "$after") >&2 || true
+  exit 1
+fi
+echo "generated files are up to date"
