@@ -87,6 +87,9 @@ type WorkspaceStatus struct {
 	// Agents counts the agents that currently exist in the workspace.
 	// +optional
 	Agents int32 `json:"agents"`
+	// AgentLimit is the limit in force (spec.agentLimit or the plan's default).
+	// +optional
+	AgentLimit int32 `json:"agentLimit,omitempty"`
 	// AgentReservations are the slots of the agent limit taken by agents that exist or are
 	// being created. Written only with optimistic concurrency.
 	// +listType=map
@@ -107,7 +110,7 @@ type WorkspaceStatus struct {
 // +kubebuilder:resource:scope=Cluster,shortName=ws,categories=agentplane
 // +kubebuilder:printcolumn:name="Plan",type=string,JSONPath=`.spec.plan`
 // +kubebuilder:printcolumn:name="Agents",type=integer,JSONPath=`.status.agents`
-// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.spec.agentLimit`
+// +kubebuilder:printcolumn:name="Limit",type=integer,JSONPath=`.status.agentLimit`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="workspace name must be at most 63 characters (it names a namespace)"

@@ -13,12 +13,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/scheme"
 )
 
 // Env is a running control plane.
@@ -33,18 +32,6 @@ type Env struct {
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
-// Scheme returns a scheme with the core kinds and agentplane's kinds.
-func Scheme() *k8sruntime.Scheme {
-	s := k8sruntime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := agentsv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
 }
 
 // AssetsDir is where kube-apiserver and etcd are: $KUBEBUILDER_ASSETS or bin/k8s.
@@ -62,7 +49,7 @@ func Start() (*Env, error) {
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
 	}
-	s := Scheme()
+	s := scheme.New()
 	e := &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,

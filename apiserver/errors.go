@@ -1,0 +1,126 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Error is an answer with a status and the contract's exact text. Every handler returns
+// either a response or an error; httpError turns any error into an *Error in one place.
+type Error struct {
+	Status  int
+	Message string
+	// Fields are extra top-level members of a /v0 error body (for example the agent of a
+	// `Gateway failed to start`).
+	Fields map[string]any
+	// Cause is logged, never sent.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%d %s: %v", e.Status, e.Message, e.Cause)
+	}
+	return fmt.Sprintf("%d %s", e.Status, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// errorf returns an *Error with the given status and exact message.
+func errorf(status int, message string) *Error { return &Error{Status: status, Message: message} }
+
+// withCause returns an *Error that keeps cause for the log.
+func withCause(status int, message string, cause error) *Error {
+	return &Error{Status: status, Message: message, Cause: cause}
+}
+
+// Messages that are not fixed by the contract but shared by many routes.
+const (
+	msgUnauthorized     = "Unauthorized"
+	msgForbidden        = "Permission denied"
+	msgNotFound         = "Not found"
+	msgMethodNotAllowed = "Method not allowed"
+	msgConflict         = "Conflict"
+	msgInvalidBody      = "Invalid request body"
+	msgBodyTooLarge     = "Request body too large"
+	msgUnavailable      = "Service unavailable"
+	msgInternal         = "Internal server error"
+	msgMissingUserID    = "Missing userId"
+)
+
+// ErrUnavailable marks a dependency (API server, storage, DNS, registry) that cannot be
+// reached right now; it always maps to 503.
+var ErrUnavailable = errors.New("dependency unavailable")
+
+// httpError maps any error to the answer the client gets. It is the only place that knows
+// how Kubernetes API errors and dependency failures become HTTP statuses.
+func httpError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var maxErr *http.MaxBytesError
+	switch {
+	case errors.As(err, &maxErr):
+		return withCause(http.StatusRequestEntityTooLarge, msgBodyTooLarge, err)
+	case errors.Is(err, ErrUnavailable), isUnreachable(err):
+		return withCause(http.StatusServiceUnavailable, msgUnavailable, err)
+	case apierrors.IsNotFound(err):
+		return withCause(http.StatusNotFound, msgNotFound, err)
+	case apierrors.IsAlreadyExists(err), apierrors.IsConflict(err):
+		return withCause(http.StatusConflict, msgConflict, err)
+	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
+		return withCause(http.StatusBadRequest, invalidMessage(err), err)
+	case apierrors.IsForbidden(err):
+		// The API server refusing the manager is a deployment fault, not the caller's.
+		return withCause(http.StatusInternalServerError, msgInternal, err)
+	case apierrors.IsServiceUnavailable(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsTooManyRequests(err), apierrors.IsInternalError(err):
+		return withCause(http.StatusServiceUnavailable, msgUnavailable, err)
+	default:
+		return withCause(http.StatusInternalServerError, msgInternal, err)
+	}
+}
+
+// isUnreachable recognises a dependency that did not answer (refused, reset, timed out).
+func isUnreachable(err error) bool {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
+		return true
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr)
+}
+
+// invalidMessage turns the API server's validation causes into one readable line.
+func invalidMessage(err error) string {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return "Validation failed"
+	}
+	details := status.Status().Details
+	if details == nil || len(details.Causes) == 0 {
+		return "Validation failed"
+	}
+	parts := make([]string, 0, len(details.Causes))
+	for _, c := range details.Causes {
+		field := strings.TrimPrefix(c.Field, "spec.")
+		if field != "" {
+			parts = append(parts, field+": "+c.Message)
+		} else {
+			parts = append(parts, c.Message)
+		}
+	}
+	return "Validation failed: " + strings.Join(parts, "; ")
+}

@@ -1,0 +1,206 @@
+// Package apiserver is the REST facade: it turns /v0 (agent management) and /v3 (files and
+// signatures) calls into operations on agentplane's custom resources, and answers with the
+// statuses and exact error strings of the interface contract.
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentplane/agentplane/internal/auth"
+)
+
+// Default limits.
+const (
+	DefaultMaxBodyBytes   = 1 << 20   // JSON bodies
+	DefaultMaxUploadBytes = 100 << 20 // /v3/files uploads (the pinata SDK switches to resumable uploads above 90 MiB)
+)
+
+// Options are the facade's dependencies and settings.
+type Options struct {
+	// Client reads from the manager's informer cache and writes to the API server.
+	Client client.Client
+	// APIReader reads from the API server directly (cache misses, read-your-writes).
+	APIReader client.Reader
+	// Signer verifies bearer JWTs.
+	Signer *auth.Signer
+	// Log receives the access log and errors.
+	Log logr.Logger
+	// Registry receives the request metrics (the manager's registry).
+	Registry prometheus.Registerer
+	// MaxBodyBytes bounds JSON request bodies (413 beyond).
+	MaxBodyBytes int64
+	// MaxUploadBytes bounds file uploads (413 beyond).
+	MaxUploadBytes int64
+	// Now is the clock (tests inject one).
+	Now func() time.Time
+}
+
+// Server is the REST facade. It is an http.Handler.
+type Server struct {
+	opts    Options
+	log     logr.Logger
+	mux     *http.ServeMux
+	metrics *metrics
+	handler http.Handler
+}
+
+// New builds the facade and registers every route.
+func New(opts Options) *Server {
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.MaxUploadBytes <= 0 {
+		opts.MaxUploadBytes = DefaultMaxUploadBytes
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.APIReader == nil {
+		opts.APIReader = opts.Client
+	}
+	s := &Server{opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry)}
+	s.routes()
+	s.handler = s.observe()
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
+
+// Handler answers one route. It returns a response or an error; the server writes both.
+type Handler func(r *http.Request, c *Caller) (*Response, error)
+
+// access is what a route requires of its caller.
+type access struct {
+	// scope the token must carry ("" for none).
+	scope string
+	// perm is what the caller's role must allow.
+	perm auth.Permission
+	// public routes need no token at all.
+	public bool
+	// gateway routes also accept the agent's gateway token (for that agent only).
+	gateway bool
+	// maxBody overrides the JSON body limit (uploads).
+	maxBody int64
+}
+
+// handle registers a route. Authentication, the body limit and error mapping happen here,
+// identically for every route.
+func (s *Server) handle(pattern string, a access, h Handler) {
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		limit := s.opts.MaxBodyBytes
+		if a.maxBody > 0 {
+			limit = a.maxBody
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		var resp *Response
+		caller, err := s.authenticate(r, a)
+		if err == nil {
+			resp, err = h(r, caller)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		writeJSON(w, resp.Status, resp.Body)
+	}))
+}
+
+// writeError logs server-side failures with their cause and writes the error envelope.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := httpError(err)
+	if e.Status >= 500 {
+		logr.FromContextOrDiscard(r.Context()).Error(err, "request failed", "path", r.URL.Path, "status", e.Status)
+	}
+	writeJSON(w, e.Status, errorBody(r.URL.Path, e))
+}
+
+// unmatched answers paths and methods that no route takes, in the JSON envelope of the
+// path's API family (the mux would answer in plain text).
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request, h http.Handler) {
+	probe := &headerProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	status := probe.status
+	msg := msgNotFound
+	if status == http.StatusMethodNotAllowed {
+		msg = msgMethodNotAllowed
+		if allow := probe.header.Get("Allow"); allow != "" {
+			w.Header().Set("Allow", allow)
+		}
+	} else {
+		status = http.StatusNotFound
+	}
+	writeJSON(w, status, errorBody(r.URL.Path, errorf(status, msg)))
+}
+
+// headerProbe captures the status and headers the mux's fallback handlers would write.
+type headerProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *headerProbe) Header() http.Header         { return p.header }
+func (p *headerProbe) Write(b []byte) (int, error) { return len(b), nil }
+func (p *headerProbe) WriteHeader(code int)        { p.status = code }
+
+// Serve runs the facade on addr until ctx ends, then drains in-flight requests.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          nil,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		return err
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Runnable adapts the facade to a controller-runtime manager (it runs on every replica, not
+// only the leader).
+type Runnable struct {
+	Server *Server
+	Addr   string
+	// Ready, when set, receives the bound address once listening.
+	Ready func(addr string)
+}
+
+// Start listens on Addr and serves until ctx ends.
+func (r *Runnable) Start(ctx context.Context) error {
+	l, err := net.Listen("tcp", r.Addr)
+	if err != nil {
+		return err
+	}
+	if r.Ready != nil {
+		r.Ready(l.Addr().String())
+	}
+	r.Server.log.Info("REST facade listening", "addr", l.Addr().String())
+	return r.Server.Serve(ctx, l)
+}
+
+// NeedLeaderElection: every replica serves the facade.
+func (r *Runnable) NeedLeaderElection() bool { return false }

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/tenancy"
+)
+
+type devFlags struct {
+	stateDir, controlPlaneDir, workspace, user string
+}
+
+func newDevCommand() *cobra.Command {
+	o := platform.Options{}
+	f := devFlags{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the embedded local platform: control plane, controllers, REST facade and local agents",
+		Long: `dev starts a local kube-apiserver and etcd (state under --state-dir, so a restart keeps
+every object), installs the CRDs, runs the controllers and the REST facade in this process, and
+writes <state-dir>/kubeconfig and <state-dir>/dev.env (KUBECONFIG, AGENTPLANE_URL,
+AGENTPLANE_TOKEN). Ctrl-C stops everything it started.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(ctrl.SetupSignalHandler(), cmd.OutOrStdout(), f, o)
+		},
+	}
+	addPlatformFlags(cmd, &o, "127.0.0.1:8080")
+	fl := cmd.Flags()
+	fl.StringVar(&f.stateDir, "state-dir", ".agentplane", "where the control plane, agents and files keep their state")
+	fl.StringVar(&f.controlPlaneDir, "control-plane-dir", "bin/k8s", "directory with the kube-apiserver and etcd binaries (make envtest-assets)")
+	fl.StringVar(&f.workspace, "workspace", "dev", "workspace the dev token belongs to")
+	fl.StringVar(&f.user, "user", "developer", "user id of the dev token")
+	fl.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "metrics endpoint address (0 disables)")
+	return cmd
+}
+
+func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) error {
+	stateDir, err := filepath.Abs(f.stateDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "[dev] starting the local control plane (state in %s)\n", stateDir)
+	cp, err := devenv.Start(stateDir, f.controlPlaneDir)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "[dev] stopping the control plane")
+		if err := cp.Stop(); err != nil {
+			fmt.Fprintln(out, "[dev] stop:", err)
+		}
+	}()
+	fmt.Fprintf(out, "[dev] control plane up at %s\n", cp.URL())
+
+	o.Log = ctrl.Log
+	o.ProbeAddr = "0"
+	ready := make(chan string, 1)
+	o.APIReady = func(addr string) { ready <- addr }
+	p, err := platform.New(ctx, cp.Config, o)
+	if err != nil {
+		return err
+	}
+	token, err := devToken(ctx, cp, p.Signer, stateDir, f)
+	if err != nil {
+		return err
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- p.Start(runCtx) }()
+	var apiAddr string
+	select {
+	case apiAddr = <-ready:
+	case err := <-errc:
+		return err
+	}
+	url := "http://" + apiAddr
+	envFile := filepath.Join(stateDir, "dev.env")
+	if err := writeDevEnv(envFile, cp.Kubeconfig, url, token); err != nil {
+		return err
+	}
+	printDevSummary(out, url, cp.Kubeconfig, envFile)
+	err = <-errc
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return err
+}
+
+// devToken returns the token of the dev workspace: the one written by an earlier run when its
+// ApiKey still exists and it still verifies, else a new one.
+func devToken(ctx context.Context, cp *devenv.ControlPlane, signer *auth.Signer, stateDir string, f devFlags) (string, error) {
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		return "", err
+	}
+	ws := &agentsv1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: f.workspace},
+		Spec: agentsv1.WorkspaceSpec{
+			DisplayName: "Local development", Plan: agentsv1.PlanPro, Internal: true,
+			Members: []agentsv1.WorkspaceMember{{UserID: f.user, Role: agentsv1.RoleOwner}},
+		},
+	}
+	if err := tenancy.EnsureWorkspace(ctx, c, ws); err != nil {
+		return "", err
+	}
+	if old := readDevEnv(filepath.Join(stateDir, "dev.env"))["AGENTPLANE_TOKEN"]; old != "" {
+		if claims, err := signer.Parse(old); err == nil && claims.Workspace == f.workspace {
+			key := &agentsv1.ApiKey{}
+			if err := c.Get(ctx, client.ObjectKey{Namespace: f.workspace, Name: claims.ID}, key); err == nil && !key.Spec.Revoked {
+				return old, nil
+			}
+		}
+	}
+	tok, _, err := auth.CreateKey(ctx, c, signer, auth.KeyRequest{
+		Workspace: f.workspace, UserID: f.user, Scopes: []string{auth.ScopeAll},
+		Role: agentsv1.RoleOwner, Description: "agentplane dev token",
+	})
+	return tok, err
+}
+
+func writeDevEnv(path, kubeconfig, url, token string) error {
+	content := fmt.Sprintf("KUBECONFIG=%s\nAGENTPLANE_URL=%s\nAGENTPLANE_TOKEN=%s\n", kubeconfig, url, token)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readDevEnv(path string) map[string]string {
+	out := map[string]string{}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func printDevSummary(out io.Writer, url, kubeconfig, envFile string) {
+	fmt.Fprintf(out, `
+agentplane is running.
+
+  REST API    %s
+  kubeconfig  %s
+  env file    %s   (KUBECONFIG, AGENTPLANE_URL, AGENTPLANE_TOKEN)
+
+Try, in another terminal:
+
+  set -a; . %s; set +a
+  curl -s -H "Authorization: Bearer $AGENTPLANE_TOKEN" -d '{"name":"demo"}' $AGENTPLANE_URL/v0/agents
+  kubectl get agents -A
+  curl -s -H "Authorization: Bearer $AGENTPLANE_TOKEN" -d '{"command":"ls -la"}' $AGENTPLANE_URL/v0/agents/<agentId>/console/exec
+
+Press Ctrl-C to stop.
+`, url, kubeconfig, envFile, envFile)
+}

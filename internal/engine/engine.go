@@ -1,0 +1,145 @@
+// Package engine knows an agent engine's command line and files. It runs nothing itself:
+// it builds commands that a runtime executes in the agent's home (a local process or a pod)
+// and parses what they print. The Agent controller never talks to an engine directly.
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Command is one engine CLI invocation. The runtime prefixes the engine binary, runs it in the
+// agent's home with the engine's environment plus Env, and enforces Timeout.
+type Command struct {
+	Args    []string
+	Env     map[string]string
+	Timeout time.Duration
+}
+
+// Layout names the engine's files, relative to the agent's home directory.
+type Layout struct {
+	// StateDir holds everything the engine keeps (".openclaw").
+	StateDir string
+	// ConfigPath is the engine config file (".openclaw/openclaw.json").
+	ConfigPath string
+	// WorkspaceDir is the agent's workspace: what console exec, uploads and snapshots see.
+	WorkspaceDir string
+	// SkillsDir is where skill bundles are unpacked (inside the workspace).
+	SkillsDir string
+}
+
+// GatewayParams describe how to run the gateway.
+type GatewayParams struct {
+	Port int
+	// Bind is "loopback" (local runtime) or "lan" (pods).
+	Bind string
+}
+
+// Identity is what the engine config says about the agent.
+type Identity struct {
+	Name, Description, Vibe, Emoji string
+}
+
+// ValidateResult is the engine's verdict on a candidate config.
+type ValidateResult struct {
+	Valid  bool     `json:"valid"`
+	Issues []string `json:"issues,omitempty"`
+	// Output is the validator's raw output (JSON), returned to REST callers.
+	Output string `json:"output"`
+}
+
+// Schedule of a task: exactly one of Cron, EveryMs, At.
+type Schedule struct {
+	Kind    string `json:"kind"` // cron | every | at
+	Expr    string `json:"expr,omitempty"`
+	TZ      string `json:"tz,omitempty"`
+	EveryMs int64  `json:"everyMs,omitempty"`
+	At      string `json:"at,omitempty"`
+}
+
+// Payload of a task: an agent turn with a message, or a system event with text.
+type Payload struct {
+	Kind    string `json:"kind"` // agentTurn | systemEvent
+	Message string `json:"message,omitempty"`
+	Text    string `json:"text,omitempty"`
+}
+
+// Task is a scheduled job of the engine's cron.
+type Task struct {
+	ID        string   `json:"id,omitempty"`
+	Name      string   `json:"name"`
+	Enabled   bool     `json:"enabled"`
+	Schedule  Schedule `json:"schedule"`
+	Payload   Payload  `json:"payload"`
+	NextRunAt string   `json:"nextRunAt,omitempty"`
+	CreatedAt string   `json:"createdAt,omitempty"`
+}
+
+// Devices are the gateway's paired and pending devices, as the engine prints them.
+type Devices struct {
+	Pending []map[string]any `json:"pending"`
+	Paired  []map[string]any `json:"paired"`
+}
+
+// Channel is a chat channel as written into the engine config. Tokens are never written in
+// plaintext: the config refers to environment variables that the runtime sets.
+type Channel struct {
+	Type        string // telegram | slack | discord | whatsapp
+	Enabled     bool
+	BotTokenEnv string // env var holding the bot token ("" for whatsapp)
+	AppTokenEnv string // env var holding the slack app token
+	DMPolicy    string
+	AllowFrom   []string
+}
+
+// Errors a runtime maps to HTTP answers.
+var (
+	// ErrCLI: the engine CLI ran and failed (non-zero exit, unparseable output).
+	ErrCLI = errors.New("engine CLI failed")
+	// ErrInvalidConfig: the config is not JSON / JSON5 the engine can read.
+	ErrInvalidConfig = errors.New("invalid config")
+)
+
+// Engine is one agent engine (OpenClaw).
+type Engine interface {
+	// Name is the engine name of Agent.spec.engine.name.
+	Name() string
+	// Layout is where the engine keeps its files in the agent's home.
+	Layout() Layout
+	// Env is the environment every engine process of the agent gets (gateway and CLI).
+	// home is the agent's home directory as the process sees it.
+	Env(home string) map[string]string
+	// GatewayCommand runs the gateway in the foreground.
+	GatewayCommand(p GatewayParams) Command
+	// InitialConfig is the config a new agent starts with: local gateway mode, token auth with
+	// gatewayToken, the agent's identity, no channels.
+	InitialConfig(id Identity, gatewayToken string) ([]byte, error)
+	// SetGatewayToken returns config with the gateway token replaced (hot-reloaded by the engine).
+	SetGatewayToken(config []byte, token string) ([]byte, error)
+	// SetChannel / RemoveChannel edit the channels section of config (and plugin entries).
+	SetChannel(config []byte, ch Channel) ([]byte, error)
+	RemoveChannel(config []byte, channelType string) ([]byte, error)
+	// RedactConfig hides secrets (the gateway token) in a config shown to clients;
+	// RestoreRedacted puts the current secrets back into a config a client sends.
+	RedactConfig(config []byte) ([]byte, error)
+	RestoreRedacted(candidate, current []byte) ([]byte, error)
+	// ValidateCommand validates the config file at configPath (relative to home).
+	ValidateCommand(configPath string) Command
+	ParseValidate(stdout []byte, exitCode int) (ValidateResult, error)
+	// Cron.
+	CronAddCommand(t Task) (Command, error)
+	ParseCronAdd(stdout []byte, exitCode int) (Task, error)
+	CronListCommand() Command
+	// ParseCronList returns the user's tasks; the engine's own system jobs are left out.
+	ParseCronList(stdout []byte, exitCode int) ([]Task, error)
+	// Devices.
+	DevicesListCommand() Command
+	ParseDevices(stdout []byte, exitCode int) (Devices, error)
+	// Version.
+	VersionCommand() Command
+	ParseVersion(stdout []byte) (string, error)
+	// Healthy reports whether the gateway at baseURL answers its health check (the JSON body is
+	// checked: unknown paths answer 200 too).
+	Healthy(ctx context.Context, baseURL string) error
+}

@@ -1,0 +1,163 @@
+// Package quota enforces limits that span objects (agents per workspace, domains per agent)
+// under concurrent callers on any number of replicas. A slot is a Reservation in the status
+// of a holder object (the Workspace, the Agent), written with optimistic concurrency: the API
+// server accepts one update per resourceVersion, so two callers can never both take the last
+// slot.
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// ErrLimitReached: every slot is taken.
+var ErrLimitReached = errors.New("limit reached")
+
+// StaleAfter is how long a reservation without its object is kept before it is released
+// (a caller that reserved and died before creating the object).
+const StaleAfter = 2 * time.Minute
+
+// holder is an object whose status keeps reservations.
+type holder interface {
+	client.Object
+	reservations() *[]agentsv1.Reservation
+}
+
+type workspaceHolder struct{ *agentsv1.Workspace }
+
+func (h workspaceHolder) reservations() *[]agentsv1.Reservation {
+	return &h.Status.AgentReservations
+}
+
+type agentHolder struct{ *agentsv1.Agent }
+
+func (h agentHolder) reservations() *[]agentsv1.Reservation { return &h.Status.DomainReservations }
+
+// Limiter reads holders from the API server (never a cache: a stale read only costs a
+// conflict and a retry, but reading live keeps retries rare) and writes their status.
+type Limiter struct {
+	Reader client.Reader
+	Writer client.Client
+	Now    func() time.Time
+}
+
+func (l *Limiter) now() time.Time {
+	if l.Now != nil {
+		return l.Now()
+	}
+	return time.Now()
+}
+
+// ReserveAgent takes a slot of workspace ws's agent limit for agent. Reserving twice for the
+// same agent is a no-op. It returns ErrLimitReached when every slot is taken.
+func (l *Limiter) ReserveAgent(ctx context.Context, ws, agent string) error {
+	return l.reserve(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} },
+		func(h holder) int { return h.(workspaceHolder).EffectiveAgentLimit() }, agent)
+}
+
+// ReleaseAgent frees agent's slot in workspace ws.
+func (l *Limiter) ReleaseAgent(ctx context.Context, ws, agent string) error {
+	return l.release(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} }, agent)
+}
+
+// ReserveDomain takes one of the agent's MaxDomainsPerAgent slots for domain.
+func (l *Limiter) ReserveDomain(ctx context.Context, agent client.ObjectKey, domain string) error {
+	return l.reserve(ctx, agent, func() holder { return agentHolder{&agentsv1.Agent{}} },
+		func(holder) int { return agentsv1.MaxDomainsPerAgent }, domain)
+}
+
+// ReleaseDomain frees domain's slot on agent.
+func (l *Limiter) ReleaseDomain(ctx context.Context, agent client.ObjectKey, domain string) error {
+	return l.release(ctx, agent, func() holder { return agentHolder{&agentsv1.Agent{}} }, domain)
+}
+
+// PruneAgents releases reservations of workspace ws whose agent does not exist (exists says)
+// and that are older than StaleAfter.
+func (l *Limiter) PruneAgents(ctx context.Context, ws string, exists func(name string) bool) error {
+	return l.update(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} },
+		func(h holder) (bool, error) {
+			res := h.reservations()
+			kept := (*res)[:0:0]
+			for _, r := range *res {
+				if exists(r.Name) || l.now().Sub(r.Time.Time) < StaleAfter {
+					kept = append(kept, r)
+				}
+			}
+			changed := len(kept) != len(*res)
+			*res = kept
+			return changed, nil
+		})
+}
+
+func (l *Limiter) reserve(ctx context.Context, key client.ObjectKey, newHolder func() holder, limit func(holder) int, name string) error {
+	return l.update(ctx, key, newHolder, func(h holder) (bool, error) {
+		res := h.reservations()
+		for _, r := range *res {
+			if r.Name == name {
+				return false, nil
+			}
+		}
+		if len(*res) >= limit(h) {
+			return false, ErrLimitReached
+		}
+		*res = append(*res, agentsv1.Reservation{Name: name, Time: metav1.NewTime(l.now())})
+		return true, nil
+	})
+}
+
+func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder func() holder, name string) error {
+	err := l.update(ctx, key, newHolder, func(h holder) (bool, error) {
+		res := h.reservations()
+		for i, r := range *res {
+			if r.Name == name {
+				*res = append((*res)[:i:i], (*res)[i+1:]...)
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// update reads the holder, applies mutate and writes the status with the read resourceVersion,
+// retrying on conflicts with jittered backoff.
+func (l *Limiter) update(ctx context.Context, key client.ObjectKey, newHolder func() holder, mutate func(holder) (bool, error)) error {
+	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: 40, Cap: 500 * time.Millisecond}
+	var lastErr error
+	for backoff.Steps > 0 {
+		h := newHolder()
+		if err := l.Reader.Get(ctx, key, h); err != nil {
+			return err
+		}
+		changed, err := mutate(h)
+		if err != nil || !changed {
+			return err
+		}
+		err = l.Writer.Status().Update(ctx, h)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff.Step()):
+		}
+	}
+	return fmt.Errorf("quota on %s: too much contention: %w", key, lastErr)
+}

@@ -1,0 +1,67 @@
+// Package tenancy maps workspaces to namespaces: a Workspace named W owns the namespace W,
+// labelled agentplane.io/workspace=W.
+package tenancy
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// LabelWorkspace marks a namespace as the home of a workspace.
+const LabelWorkspace = "agentplane.io/workspace"
+
+// EnsureNamespace creates the workspace's namespace (owned by the Workspace, so deleting the
+// Workspace deletes it on a cluster with a garbage collector), or labels a namespace that
+// already exists, for example one applied together with the Workspace.
+func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspace) error {
+	ns := &corev1.Namespace{}
+	err := c.Get(ctx, types.NamespacedName{Name: ws.Name}, ns)
+	if apierrors.IsNotFound(err) {
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws.Name, Labels: map[string]string{LabelWorkspace: ws.Name}}}
+		if err := controllerutil.SetControllerReference(ws, ns, c.Scheme()); err != nil {
+			return err
+		}
+		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace: %w", err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if ns.Labels[LabelWorkspace] == ws.Name {
+		return nil
+	}
+	patch := client.MergeFrom(ns.DeepCopy())
+	if ns.Labels == nil {
+		ns.Labels = map[string]string{}
+	}
+	ns.Labels[LabelWorkspace] = ws.Name
+	return c.Patch(ctx, ns, patch)
+}
+
+// EnsureWorkspace creates ws when no Workspace of that name exists, and its namespace. An
+// existing Workspace is left as it is and returned in ws.
+func EnsureWorkspace(ctx context.Context, c client.Client, ws *agentsv1.Workspace) error {
+	want := ws.DeepCopy()
+	err := c.Get(ctx, client.ObjectKey{Name: ws.Name}, ws)
+	if apierrors.IsNotFound(err) {
+		*ws = *want
+		if err = c.Create(ctx, ws); apierrors.IsAlreadyExists(err) {
+			err = c.Get(ctx, client.ObjectKey{Name: ws.Name}, ws)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return EnsureNamespace(ctx, c, ws)
+}
