@@ -1,0 +1,145 @@
+package apiserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+var (
+	env       *testenv.Env
+	k8sClient client.Client
+	ctx       context.Context
+	cancel    context.CancelFunc
+	plat      *platform.Platform
+	baseURL   string
+)
+
+func TestAPIServer(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "REST facade suite")
+}
+
+var _ = BeforeSuite(func() {
+	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	ctx, cancel = context.WithCancel(context.Background())
+	var err error
+	env, err = testenv.Start()
+	Expect(err).NotTo(HaveOccurred())
+	k8sClient = env.Client
+	plat, baseURL = startPlatform(ctx)
+})
+
+var _ = AfterSuite(func() {
+	cancel()
+	if env != nil {
+		Expect(env.Stop()).To(Succeed())
+	}
+})
+
+// startPlatform runs one replica of the manager and facade against the suite's control plane
+// and returns it with the facade's base URL.
+func startPlatform(ctx context.Context) (*platform.Platform, string) {
+	ready := make(chan string, 1)
+	p, err := platform.New(ctx, env.Config, platform.Options{
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
+		Log:      logf.Log,
+		APIReady: func(a string) { ready <- a },
+	})
+	Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer GinkgoRecover()
+		Expect(p.Start(ctx)).To(Succeed())
+	}()
+	var addr string
+	Eventually(ready, 30*time.Second).Should(Receive(&addr))
+	return p, "http://" + addr
+}
+
+// workspace creates a workspace (and its namespace) with the given plan and members.
+func workspace(name string, plan agentsv1.Plan, members ...agentsv1.WorkspaceMember) *agentsv1.Workspace {
+	ws := &agentsv1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       agentsv1.WorkspaceSpec{Plan: plan, Members: members},
+	}
+	Expect(tenancy.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
+	return ws
+}
+
+// token mints a token for user in ws with the given scopes and role.
+func token(ws, user string, role agentsv1.Role, scopes ...string) string {
+	tok, _, err := auth.CreateKey(ctx, k8sClient, plat.Signer, auth.KeyRequest{
+		Workspace: ws, UserID: user, Scopes: scopes, Role: role,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	return tok
+}
+
+// reply is a decoded HTTP answer.
+type reply struct {
+	Status int
+	Header http.Header
+	Raw    string
+	Body   map[string]any
+}
+
+// call sends a request with an optional bearer token and JSON body.
+func call(method, path, tok string, body any, headers ...string) reply {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		Expect(err).NotTo(HaveOccurred())
+		rd = strings.NewReader(string(raw))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, baseURL+path, rd)
+	Expect(err).NotTo(HaveOccurred())
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	Expect(err).NotTo(HaveOccurred())
+	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.Body)
+	return r
+}
+
+// v0Error is the error string of a /v0 answer.
+func (r reply) v0Error() string {
+	s, _ := r.Body["error"].(string)
+	return s
+}
+
+// v3Error is the (code, message) of a /v3 answer.
+func (r reply) v3Error() (float64, string) {
+	e, _ := r.Body["error"].(map[string]any)
+	code, _ := e["code"].(float64)
+	msg, _ := e["message"].(string)
+	return code, msg
+}
