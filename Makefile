@@ -33,7 +33,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
-	$(CONTROLLER_GEN) crd rbac:roleName=agentplane-manager paths="./..." \
+	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
 .PHONY: verify-generated

@@ -17,6 +17,24 @@ func (s *Server) routes() {
 	// Who am I: the caller as the facade resolved it.
 	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead}, s.whoami)
 
+	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}
+	write := access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}
+	own := func(a access) access { a.gateway = true; return a }
+
+	// Agents.
+	s.handle("GET /v0/agents", read, s.listAgents)
+	s.handle("POST /v0/agents", write, s.createAgent)
+	s.handle("GET /v0/agents/{agentId}", own(read), s.getAgentRoute)
+	s.handle("DELETE /v0/agents/{agentId}", write, s.deleteAgent)
+	s.handle("POST /v0/agents/{agentId}/restart", own(write), s.restartAgent)
+	s.handle("GET /v0/agents/{agentId}/versions", own(read), s.agentVersions)
+	s.handle("GET /v0/agents/{agentId}/gateway-token", access{scope: auth.ScopeAgentsWrite, perm: auth.PermAdmin}, s.getGatewayToken)
+	s.handle("POST /v0/agents/{agentId}/gateway-token/rotate", own(access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}), s.rotateGatewayToken)
+	s.handle("POST /v0/agents/{agentId}/platform/token", own(write), s.platformToken)
+	s.handle("POST /v0/agents/{agentId}/scripts/retry", own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite}), s.retryScripts)
+	s.handle("GET /v0/agents/{agentId}/devices", own(read), s.listDevices)
+	s.handle("GET /v0/templates", read, s.listTemplates)
+
 	// v3: the hosted API's auth check used by the pinata SDK.
 	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
 }

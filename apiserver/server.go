@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // Default limits.
@@ -41,6 +44,18 @@ type Options struct {
 	MaxUploadBytes int64
 	// Now is the clock (tests inject one).
 	Now func() time.Time
+
+	// Limiter enforces the agents-per-workspace and domains-per-agent limits.
+	Limiter *quota.Limiter
+	// Versions are the engine versions agents may run.
+	Versions engine.Versions
+	// Runtime runs commands in agents' homes; Engine knows the engine's CLI.
+	Runtime runtime.Runtime
+	Engine  engine.Engine
+	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
+	ProvisionTimeout time.Duration
+	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).
+	SnapshotExists func(ctx context.Context, namespace, cid string) bool
 }
 
 // Server is the REST facade. It is an http.Handler.

@@ -20,6 +20,8 @@ type KeyRequest struct {
 	Role        agentsv1.Role
 	TTL         time.Duration // 0: no expiry
 	Description string
+	// Owner, when set, is applied to the ApiKey before it is created (owner references).
+	Owner func(*agentsv1.ApiKey) error
 }
 
 // CreateKey creates the ApiKey object for a new token in the workspace's namespace and returns
@@ -45,6 +47,11 @@ func CreateKey(ctx context.Context, c client.Client, s *Signer, req KeyRequest) 
 		exp := s.now().Add(req.TTL).Truncate(time.Second)
 		key.Spec.ExpiresAt = &metav1.Time{Time: exp}
 		claims.ExpiresAt = jwt.NewNumericDate(exp)
+	}
+	if req.Owner != nil {
+		if err := req.Owner(key); err != nil {
+			return "", nil, err
+		}
 	}
 	if err := c.Create(ctx, key); err != nil {
 		return "", nil, fmt.Errorf("create ApiKey: %w", err)

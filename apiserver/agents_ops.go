@@ -1,0 +1,227 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// Messages of the agent operations (fixed by the contract).
+const (
+	msgRestartFailed   = "Restart failed"
+	msgCLIError        = "CLI error"
+	msgTokenGenFailed  = "Token generation failed"
+	msgScriptLaunch    = "Script launch failed"
+	platformTokenTTL   = time.Hour
+	startupScriptsArgs = `set -u; ran=0; for f in startup.sh .agentplane/startup/*.sh; do [ -f "$f" ] || continue; ran=$((ran+1)); echo "== $f"; sh "$f" || exit $?; done; echo "ran $ran script(s)"`
+)
+
+// restartRequest is the body of POST /v0/agents/{agentId}/restart.
+type restartRequest struct {
+	Version       string `json:"version"`
+	EngineVersion string `json:"engineVersion"`
+}
+
+func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
+	var req restartRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
+			return nil, err
+		}
+	}
+	version := req.Version
+	if version == "" {
+		version = req.EngineVersion
+	}
+	if version != "" {
+		if _, offered := s.opts.Versions.Resolve(version); !offered {
+			return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
+		}
+	}
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	var requested metav1.Time
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &agentsv1.Agent{}
+		if err := s.opts.APIReader.Get(r.Context(), client.ObjectKeyFromObject(a), cur); err != nil {
+			return err
+		}
+		// The API keeps seconds: make each request strictly later than the previous one.
+		requested = metav1.NewTime(s.opts.Now().UTC().Truncate(time.Second))
+		if prev := cur.Spec.RestartRequestedAt; prev != nil && !requested.After(prev.Time) {
+			requested = metav1.NewTime(prev.Add(time.Second))
+		}
+		cur.Spec.RestartRequestedAt = &requested
+		cur.Spec.Stopped = false
+		if version != "" {
+			cur.Spec.Engine.Version = version
+		}
+		if err := s.opts.Client.Update(r.Context(), cur); err != nil {
+			return err
+		}
+		a = cur
+		return nil
+	})
+	if err != nil {
+		return nil, withCause(http.StatusInternalServerError, msgRestartFailed, err)
+	}
+	if r.URL.Query().Get("wait") == "false" {
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"agent": viewAgent(a)}}, nil
+	}
+	return s.waitForGateway(r.Context(), a, http.StatusOK, msgRestartFailed, func(got *agentsv1.Agent) bool {
+		return got.Status.LastRestartAt != nil && !got.Status.LastRestartAt.Before(&requested)
+	})
+}
+
+func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	current, _ := s.opts.Versions.Resolve(a.Spec.Engine.Version)
+	return ok(map[string]any{
+		"current": current, "running": a.Status.EngineVersion,
+		"default": s.opts.Versions.Default, "available": s.opts.Versions.Available,
+	})
+}
+
+// gatewaySecret reads the agent's gateway-token Secret.
+func (s *Server) gatewaySecret(ctx context.Context, a *agentsv1.Agent) (*corev1.Secret, error) {
+	sec := &corev1.Secret{}
+	name := a.Status.GatewayTokenSecret
+	if name == "" {
+		name = a.Name + "-gateway-token"
+	}
+	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); err != nil {
+		return nil, err
+	}
+	return sec, nil
+}
+
+func (s *Server) getGatewayToken(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	sec, err := s.gatewaySecret(r.Context(), a)
+	if err != nil {
+		return nil, err
+	}
+	return ok(map[string]any{"agentId": a.Name, "token": string(sec.Data[GatewayTokenDataKey]), "endpoint": a.Status.Endpoint})
+}
+
+// rotateGatewayToken replaces the agent's gateway token. The previous value is refused as
+// soon as this answers: the handler waits until its own cache has the new value.
+func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	tok := auth.NewGatewayToken()
+	var updated *corev1.Secret
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sec, err := s.gatewaySecret(r.Context(), a)
+		if err != nil {
+			return err
+		}
+		sec.Data[GatewayTokenDataKey] = []byte(tok)
+		if err := s.opts.Client.Update(r.Context(), sec); err != nil {
+			return err
+		}
+		updated = sec
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.waitForCache(r.Context(), updated)
+	return ok(map[string]any{"agentId": a.Name, "token": tok})
+}
+
+// waitForCache waits (briefly) until the informer cache holds obj's resourceVersion or later.
+func (s *Server) waitForCache(ctx context.Context, obj *corev1.Secret) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		got := &corev1.Secret{}
+		if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), got); err == nil &&
+			string(got.Data[GatewayTokenDataKey]) == string(obj.Data[GatewayTokenDataKey]) {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// platformToken mints a short-lived JWT the agent uses to call the platform on its own behalf.
+// Its ApiKey is owned by the agent, so it goes with it.
+func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	tok, key, err := auth.CreateKey(r.Context(), s.opts.Client, s.opts.Signer, auth.KeyRequest{
+		Workspace: a.Namespace, UserID: "agent:" + a.Name, Role: agentsv1.RoleMember, TTL: platformTokenTTL,
+		Scopes:      []string{auth.ScopeAgentsRead, auth.ScopeFilesRead, auth.ScopeFilesWrite},
+		Description: "platform token of agent " + a.Name,
+		Owner:       func(k *agentsv1.ApiKey) error { return controllerutil.SetOwnerReference(a, k, s.opts.Client.Scheme()) },
+	})
+	if err != nil {
+		return nil, withCause(http.StatusInternalServerError, msgTokenGenFailed, err)
+	}
+	return created(map[string]any{"token": tok, "expiresAt": key.Spec.ExpiresAt.UTC().Format(time.RFC3339)})
+}
+
+// retryScripts re-runs the agent's start-up scripts (startup.sh and .agentplane/startup/*.sh
+// in the workspace), in order, stopping at the first failure.
+func (s *Server) retryScripts(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.opts.Runtime.Exec(r.Context(), a, runtime.ExecRequest{Argv: []string{"sh", "-c", startupScriptsArgs}, Timeout: 5 * time.Minute})
+	if err != nil {
+		return nil, withCause(http.StatusInternalServerError, msgScriptLaunch, err)
+	}
+	return ok(map[string]any{
+		"exitCode": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr),
+		"timestamp": s.opts.Now().UTC().Format(time.RFC3339Nano),
+	})
+}
+
+func (s *Server) listDevices(r *http.Request, c *Caller) (*Response, error) {
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := s.opts.Engine.DevicesListCommand()
+	res, err := s.runEngine(r.Context(), a, cmd)
+	if err != nil {
+		return nil, withCause(http.StatusInternalServerError, msgCLIError, err)
+	}
+	devices, err := s.opts.Engine.ParseDevices(res.Stdout, res.ExitCode)
+	if err != nil {
+		return nil, withCause(http.StatusInternalServerError, msgCLIError, err)
+	}
+	return ok(devices)
+}
+
+// runEngine runs an engine CLI command in the agent's home.
+func (s *Server) runEngine(ctx context.Context, a *agentsv1.Agent, cmd engine.Command) (runtime.ExecResult, error) {
+	if s.opts.Runtime == nil || s.opts.Engine == nil {
+		return runtime.ExecResult{}, errors.New("no runtime configured")
+	}
+	return s.opts.Runtime.Exec(ctx, a, runtime.ExecRequest{Argv: cmd.Args, Engine: true, Env: cmd.Env, Timeout: cmd.Timeout})
+}

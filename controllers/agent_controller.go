@@ -1,0 +1,237 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// AgentFinalizer lets the controller stop the runtime and release the agent's slot before the
+// Agent goes away.
+const AgentFinalizer = "agentplane.io/agent"
+
+// Requeue intervals.
+const (
+	// startingPoll re-checks a booting gateway (runtimes also notify, this is the safety net).
+	startingPoll = 5 * time.Second
+	// limitRetry re-checks an agent that waits for a free slot of the workspace's limit.
+	limitRetry = time.Minute
+)
+
+// EnvResolver gathers the environment an agent's attached secrets (and channels) give it.
+// It returns the variables and the name of the core Secret that holds them (for runtimes that
+// reference rather than copy them).
+type EnvResolver interface {
+	Resolve(ctx context.Context, agent *agentsv1.Agent) (env map[string]string, secretName string, err error)
+}
+
+// AgentReconciler runs each Agent's gateway on the configured runtime and reports its state.
+type AgentReconciler struct {
+	client.Client
+	Runtime  runtime.Runtime
+	Versions engine.Versions
+	Limiter  *quota.Limiter
+	Recorder events.EventRecorder
+	// Env resolves attached secrets into environment; nil means none.
+	Env EnvResolver
+	// Notifications carries runtime notifications (a process exited, became healthy).
+	Notifications chan event.GenericEvent
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile converges one Agent: cluster-api style, a normal and a delete path, and the status
+// computed in one place and written only when it changed.
+func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	agent := &agentsv1.Agent{}
+	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if agent.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.reconcileDelete(ctx, agent)
+	}
+	if controllerutil.AddFinalizer(agent, AgentFinalizer) {
+		if err := r.Update(ctx, agent); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	before := agent.Status.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, agent, before); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	return r.reconcileNormal(ctx, agent)
+}
+
+// reconcileNormal takes a slot of the workspace's limit, makes sure the gateway token exists,
+// asks the runtime for the desired state and records what it observes.
+func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
+	if err := r.Limiter.ReserveAgent(ctx, agent.Namespace, agent.Name); err != nil {
+		if errors.Is(err, quota.ErrLimitReached) {
+			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.now())
+			return ctrl.Result{RequeueAfter: limitRetry}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	version, offered := r.Versions.Resolve(agent.Spec.Engine.Version)
+	if !offered {
+		setProvisionFailure(agent, "InvalidVersion", fmt.Sprintf("engine version %q is not offered", version), r.now())
+		return ctrl.Result{}, nil
+	}
+	token, secretName, err := r.ensureGatewayToken(ctx, agent)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	desired, err := r.desired(ctx, agent, version, token, secretName)
+	if err != nil {
+		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.now())
+		return ctrl.Result{}, err
+	}
+	observed, err := r.Runtime.Ensure(ctx, agent, desired)
+	if err != nil {
+		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.now())
+		return ctrl.Result{}, err
+	}
+	agent.Status.GatewayTokenSecret = secretName
+	applyObserved(agent, observed, r.now())
+	if observed.Phase == runtime.PhaseStarting {
+		return ctrl.Result{RequeueAfter: startingPoll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// desired is what the runtime should run for agent.
+func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, version, token, tokenSecret string) (runtime.Desired, error) {
+	d := runtime.Desired{
+		EngineVersion:      version,
+		GatewayToken:       token,
+		GatewayTokenSecret: tokenSecret,
+		Stopped:            agent.Spec.Stopped,
+		Identity: runtime.Identity{
+			Name: agent.Spec.DisplayName, Description: agent.Spec.Description,
+			Vibe: agent.Spec.Vibe, Emoji: agent.Spec.Emoji,
+		},
+	}
+	if t := agent.Spec.RestartRequestedAt; t != nil {
+		d.RestartNonce = t.UTC().Format(time.RFC3339Nano)
+	}
+	if r.Env != nil {
+		env, secretName, err := r.Env.Resolve(ctx, agent)
+		if err != nil {
+			return d, fmt.Errorf("resolve secrets: %w", err)
+		}
+		d.Env, d.EnvSecret = env, secretName
+	}
+	d.ConfigHash = configHash(d)
+	return d, nil
+}
+
+// reconcileDelete stops the runtime, releases the agent's slot and lets the Agent go.
+func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.Agent) error {
+	if !controllerutil.ContainsFinalizer(agent, AgentFinalizer) {
+		return nil
+	}
+	if err := r.Runtime.Delete(ctx, agent); err != nil {
+		return fmt.Errorf("stop runtime: %w", err)
+	}
+	if err := r.Limiter.ReleaseAgent(ctx, agent.Namespace, agent.Name); err != nil {
+		return err
+	}
+	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")
+	controllerutil.RemoveFinalizer(agent, AgentFinalizer)
+	return client.IgnoreNotFound(r.Update(ctx, agent))
+}
+
+// patchStatus writes the status only when it changed (so a quiet pass does not trigger
+// another) and records phase changes as events.
+func (r *AgentReconciler) patchStatus(ctx context.Context, agent *agentsv1.Agent, before *agentsv1.AgentStatus) error {
+	agent.Status.ObservedGeneration = agent.Generation
+	if equality.Semantic.DeepEqual(before, &agent.Status) {
+		return nil
+	}
+	orig := agent.DeepCopy()
+	orig.Status = *before
+	if err := r.Status().Patch(ctx, agent, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if before.Phase != agent.Status.Phase {
+		typ := corev1.EventTypeNormal
+		if agent.Status.Phase == agentsv1.AgentNotRunning {
+			typ = corev1.EventTypeWarning
+		}
+		r.event(agent, typ, "Phase"+phaseEventSuffix(agent.Status.Phase), "Reconcile", "agent is %s: %s", agent.Status.Phase, gatewayMessage(agent))
+		log.FromContext(ctx).Info("agent phase changed", "from", before.Phase, "to", agent.Status.Phase)
+	}
+	return nil
+}
+
+func (r *AgentReconciler) event(agent *agentsv1.Agent, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(agent, nil, typ, reason, action, note, args...)
+	}
+}
+
+func (r *AgentReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the controller: Agents, their gateway-token Secrets, and the
+// runtime's notifications.
+func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1.Agent{}).
+		Owns(&corev1.Secret{}).
+		Named("agent")
+	if r.Notifications != nil {
+		b = b.WatchesRawSource(source.Channel(r.Notifications, &handler.EnqueueRequestForObject{}))
+	}
+	for _, f := range extra {
+		b = f(b)
+	}
+	return b.Complete(r)
+}
+
+// NotifyFunc returns a runtime.Notifier that enqueues the agent through r.Notifications.
+func NotifyFunc(ch chan event.GenericEvent) runtime.Notifier {
+	return func(key types.NamespacedName) {
+		a := &agentsv1.Agent{}
+		a.Name, a.Namespace = key.Name, key.Namespace
+		select {
+		case ch <- event.GenericEvent{Object: a}:
+		default:
+			// The channel is full: a reconcile for some agent is already pending and the
+			// controller's periodic requeue catches up; never block the runtime.
+		}
+	}
+}

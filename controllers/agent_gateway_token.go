@@ -1,0 +1,64 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/auth"
+)
+
+// GatewayTokenSecretName is the core Secret that holds an agent's gateway token.
+func GatewayTokenSecretName(agent string) string { return agent + "-gateway-token" }
+
+// BuildGatewayTokenSecret is the gateway-token Secret of agent holding token, owned by agent.
+func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: GatewayTokenSecretName(agent.Name), Namespace: agent.Namespace,
+			Labels: map[string]string{
+				apiserver.LabelGatewayAgent:  agent.Name,
+				"app.kubernetes.io/part-of":  "agentplane",
+				"app.kubernetes.io/instance": agent.Name,
+			},
+		},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{apiserver.GatewayTokenDataKey: []byte(token)},
+	}
+}
+
+// ensureGatewayToken returns the agent's gateway token, creating its Secret with a random
+// token the first time.
+func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent) (string, string, error) {
+	name := GatewayTokenSecretName(agent.Name)
+	s := &corev1.Secret{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, s)
+	if err == nil {
+		if tok := string(s.Data[apiserver.GatewayTokenDataKey]); tok != "" {
+			return tok, name, nil
+		}
+		return "", "", fmt.Errorf("secret %s has no gateway token", name)
+	}
+	if !apierrors.IsNotFound(err) {
+		return "", "", err
+	}
+	s = BuildGatewayTokenSecret(agent, auth.NewGatewayToken())
+	if err := controllerutil.SetControllerReference(agent, s, r.Scheme()); err != nil {
+		return "", "", err
+	}
+	if err := r.Create(ctx, s); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			// Created by an earlier pass the cache has not seen yet: read it next time.
+			return "", "", fmt.Errorf("gateway token secret %s not yet in cache", name)
+		}
+		return "", "", err
+	}
+	return string(s.Data[apiserver.GatewayTokenDataKey]), name, nil
+}

@@ -1,0 +1,120 @@
+package controllers
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// applyObserved rebuilds the agent's status from what the runtime observes.
+func applyObserved(agent *agentsv1.Agent, o runtime.Observed, now time.Time) {
+	agent.Status.Phase = phaseFor(o)
+	agent.Status.Endpoint = o.Endpoint
+	agent.Status.EngineVersion = o.EngineVersion
+	agent.Status.Restarts = o.Restarts
+	if t := agent.Spec.RestartRequestedAt; t != nil && o.Phase != runtime.PhaseStarting {
+		agent.Status.LastRestartAt = t.DeepCopy()
+	}
+	meta.SetStatusCondition(&agent.Status.Conditions, computeProvisionedCondition(agent))
+	meta.SetStatusCondition(&agent.Status.Conditions, computeGatewayReadyCondition(agent, o))
+}
+
+// phaseFor maps the runtime's observation onto the hosted service's three words.
+func phaseFor(o runtime.Observed) agentsv1.AgentPhase {
+	switch o.Phase {
+	case runtime.PhaseRunning:
+		return agentsv1.AgentRunning
+	case runtime.PhaseStarting:
+		return agentsv1.AgentStarting
+	default:
+		return agentsv1.AgentNotRunning
+	}
+}
+
+// computeProvisionedCondition: the runtime accepted the agent.
+func computeProvisionedCondition(agent *agentsv1.Agent) metav1.Condition {
+	return metav1.Condition{
+		Type: agentsv1.AgentProvisioned, Status: metav1.ConditionTrue, ObservedGeneration: agent.Generation,
+		Reason: agentsv1.ReasonProvisioned, Message: "the runtime holds the agent's gateway",
+	}
+}
+
+// computeGatewayReadyCondition: the gateway answers its health check.
+func computeGatewayReadyCondition(agent *agentsv1.Agent, o runtime.Observed) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.AgentGatewayReady, ObservedGeneration: agent.Generation, Status: metav1.ConditionFalse}
+	switch o.Phase {
+	case runtime.PhaseRunning:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonHealthy, "the gateway answers its health check"
+	case runtime.PhaseStarting:
+		c.Reason, c.Message = agentsv1.ReasonStarting, "the gateway is starting"
+	case runtime.PhaseStopped:
+		c.Reason, c.Message = agentsv1.ReasonStopped, "the agent is stopped"
+	default:
+		c.Reason, c.Message = agentsv1.ReasonCrashed, "the gateway crashed"
+		if o.Reason != "" {
+			c.Reason = o.Reason
+		}
+	}
+	if o.Message != "" {
+		c.Message = o.Message
+	}
+	return c
+}
+
+// setProvisionFailure records that the agent could not be provisioned.
+func setProvisionFailure(agent *agentsv1.Agent, reason, message string, _ time.Time) {
+	agent.Status.Phase = agentsv1.AgentNotRunning
+	meta.SetStatusCondition(&agent.Status.Conditions, metav1.Condition{
+		Type: agentsv1.AgentProvisioned, Status: metav1.ConditionFalse, ObservedGeneration: agent.Generation,
+		Reason: reason, Message: message,
+	})
+	meta.SetStatusCondition(&agent.Status.Conditions, metav1.Condition{
+		Type: agentsv1.AgentGatewayReady, Status: metav1.ConditionFalse, ObservedGeneration: agent.Generation,
+		Reason: reason, Message: message,
+	})
+}
+
+// gatewayMessage is the GatewayReady condition's message.
+func gatewayMessage(agent *agentsv1.Agent) string {
+	if c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentGatewayReady); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+func phaseEventSuffix(p agentsv1.AgentPhase) string {
+	switch p {
+	case agentsv1.AgentRunning:
+		return "Running"
+	case agentsv1.AgentStarting:
+		return "Starting"
+	default:
+		return "NotRunning"
+	}
+}
+
+// configHash fingerprints everything in d that needs the gateway restarted when it changes.
+// The gateway token is left out: the engine hot-reloads it.
+func configHash(d runtime.Desired) string {
+	h := sha256.New()
+	write := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
+	write(d.EngineVersion)
+	write(d.EnvSecret)
+	keys := make([]string, 0, len(d.Env))
+	for k := range d.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		write(k)
+		write(d.Env[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
