@@ -115,6 +115,9 @@ func invalidMessage(err error) string {
 	}
 	parts := make([]string, 0, len(details.Causes))
 	for _, c := range details.Causes {
+		if strings.Contains(c.Message, "some validation rules were not checked") {
+			continue
+		}
 		field := strings.TrimPrefix(c.Field, "spec.")
 		if field != "" {
 			parts = append(parts, field+": "+c.Message)

@@ -124,6 +124,7 @@ func (s *Server) observe() http.Handler {
 			s.unmatched(w, r, handler)
 			return
 		}
-		handler.ServeHTTP(w, r)
+		// The mux (not the handler it found) serves, so that it sets the path values.
+		s.mux.ServeHTTP(w, r)
 	})
 }

@@ -37,6 +37,19 @@ func (s *Server) routes() {
 
 	// v3: the hosted API's auth check used by the pinata SDK.
 	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
+
+	// v3: files by CID and wallet signatures.
+	filesRead := access{scope: auth.ScopeFilesRead, perm: auth.PermRead}
+	filesWrite := access{scope: auth.ScopeFilesWrite, perm: auth.PermWrite}
+	upload := filesWrite
+	upload.maxBody = s.opts.MaxUploadBytes
+	s.handle("POST /v3/files", upload, s.uploadFile)
+	s.handle("GET /v3/files/{network}", filesRead, s.listFiles)
+	s.handle("GET /v3/files/{network}/{id}", filesRead, s.getFile)
+	s.handle("DELETE /v3/files/{network}/{id}", filesWrite, s.deleteFile)
+	s.handle("POST /v3/files/{network}/signature/{cid}", filesWrite, s.addSignature)
+	s.handle("GET /v3/files/{network}/signature/{cid}", filesRead, s.getSignature)
+	s.handle("DELETE /v3/files/{network}/signature/{cid}", filesWrite, s.deleteSignature)
 }
 
 func (s *Server) testAuthentication(*http.Request, *Caller) (*Response, error) {

@@ -19,6 +19,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -58,8 +59,10 @@ var _ = AfterSuite(func() {
 // and returns it with the facade's base URL.
 func startPlatform(ctx context.Context) (*platform.Platform, string) {
 	ready := make(chan string, 1)
+	files, err := local.New(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
 	p, err := platform.New(ctx, env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files,
 		Log:      logf.Log,
 		APIReady: func(a string) { ready <- a },
 	})
@@ -102,6 +105,11 @@ type reply struct {
 
 // call sends a request with an optional bearer token and JSON body.
 func call(method, path, tok string, body any, headers ...string) reply {
+	return send(method, path, tok, "", body, headers...)
+}
+
+// send is call with an explicit Content-Type ("" for none).
+func send(method, path, tok, contentType string, body any, headers ...string) reply {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -116,6 +124,9 @@ func call(method, path, tok string, body any, headers ...string) reply {
 	Expect(err).NotTo(HaveOccurred())
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])

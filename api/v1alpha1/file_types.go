@@ -37,7 +37,7 @@ type FileSpec struct {
 	// +kubebuilder:validation:Pattern=`^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`
 	CID string `json:"cid"`
 	// ID is the file's public id in the REST API.
-	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ID string `json:"id,omitempty"`
 	// Name given at upload.

@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/quota"
 	agentscheme "github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/storage"
 )
 
 // DefaultSystemNamespace holds the platform's own Secrets (JWT signing key, secrets key).
@@ -44,6 +45,8 @@ type Options struct {
 	APIReady func(addr string)
 	// Log is the root logger.
 	Log logr.Logger
+	// Files stores /v3 files and snapshots (nil: `Storage not configured`).
+	Files storage.Store
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -118,6 +121,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		p.API = apiserver.New(apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
+			Limiter: limiter, Files: o.Files,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
 			return nil, err
