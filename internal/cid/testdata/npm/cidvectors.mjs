@@ -7,7 +7,7 @@
 // Output: one line per file, "<cid base32> <size in bytes> <path>".
 //
 // This is an independent implementation used to check internal/cid (Go, boxo).
-// It must run from the directory that install.sh prints, next to node_modules:
+// It runs from the directory that install.sh prints, next to node_modules:
 //   node "$(internal/cid/testdata/install.sh)/cidvectors.mjs" FILE...
 import { createReadStream, statSync } from 'node:fs'
 import { importer } from 'ipfs-unixfs-importer'
