@@ -119,7 +119,7 @@ func (s *Server) getAgent(ctx context.Context, c *Caller, id string) (*agentsv1.
 		return nil, errorf(http.StatusNotFound, msgAgentNotFound)
 	}
 	a := &agentsv1.Agent{}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, a); err != nil {
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, a); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, withCause(http.StatusNotFound, msgAgentNotFound, err)
 		}
@@ -130,7 +130,7 @@ func (s *Server) getAgent(ctx context.Context, c *Caller, id string) (*agentsv1.
 
 func (s *Server) listAgents(r *http.Request, c *Caller) (*Response, error) {
 	var list agentsv1.AgentList
-	if err := s.opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {

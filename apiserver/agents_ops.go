@@ -106,7 +106,7 @@ func (s *Server) gatewaySecret(ctx context.Context, a *agentsv1.Agent) (*corev1.
 	if name == "" {
 		name = a.Name + "-gateway-token"
 	}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); err != nil {
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); err != nil {
 		return nil, err
 	}
 	return sec, nil

@@ -159,7 +159,8 @@ func (s *Server) workspace(ctx context.Context, name string) (*agentsv1.Workspac
 	return ws, nil
 }
 
-// getCachedOrLive reads from the informer cache and, only on a miss, from the API server: a
+// getCachedOrLive (auth lookups) reads from the informer cache and, only on a miss, from the
+// API server: a
 // key created a moment ago by another replica is not refused while the cache catches up.
 func (s *Server) getCachedOrLive(ctx context.Context, key client.ObjectKey, obj client.Object) error {
 	err := s.opts.Client.Get(ctx, key, obj)

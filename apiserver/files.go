@@ -193,7 +193,7 @@ func (s *Server) listFiles(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	var list agentsv1.FileList
-	if err := s.opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	q := r.URL.Query()
@@ -266,7 +266,7 @@ func fileMatches(f *agentsv1.File, q map[string][]string) bool {
 // fileByID reads a file of the caller's workspace on network.
 func (s *Server) fileByID(ctx context.Context, c *Caller, network agentsv1.Network, id string) (*agentsv1.File, error) {
 	f := &agentsv1.File{}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, f); err != nil {
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, f); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, errorf(http.StatusNotFound, msgFileNotFound)
 		}

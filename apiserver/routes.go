@@ -35,6 +35,14 @@ func (s *Server) routes() {
 	s.handle("GET /v0/agents/{agentId}/devices", own(read), s.listDevices)
 	s.handle("GET /v0/templates", read, s.listTemplates)
 
+	// Workspace secrets and their attachment to agents.
+	s.handle("POST /v0/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.createSecret)
+	s.handle("GET /v0/secrets", access{scope: auth.ScopeSecretsRead, perm: auth.PermRead}, s.listSecrets)
+	s.handle("DELETE /v0/secrets/{secretId}", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.deleteSecret)
+	s.handle("GET /v0/agents/{agentId}/secrets", own(access{scope: auth.ScopeSecretsRead, perm: auth.PermRead}), s.listAgentSecrets)
+	s.handle("POST /v0/agents/{agentId}/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.attachSecrets)
+	s.handle("DELETE /v0/agents/{agentId}/secrets/{secretId}", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.detachSecret)
+
 	// v3: the hosted API's auth check used by the pinata SDK.
 	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
 

@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -55,6 +56,8 @@ type Options struct {
 	Engine  engine.Engine
 	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
 	ProvisionTimeout time.Duration
+	// Sealer encrypts secret values (nil: `Secrets not configured`).
+	Sealer *secrets.Sealer
 	// Files stores /v3 files (nil: `Storage not configured`).
 	Files storage.Store
 	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).

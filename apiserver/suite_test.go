@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -19,6 +21,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -45,7 +48,12 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	plat, baseURL = startPlatform(ctx)
+	plat, baseURL = startPlatform(ctx, platform.Options{})
+	// The secrets key of the main platform's system namespace.
+	Expect(k8sClient.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: platform.DefaultSystemNamespace},
+		Data:       map[string][]byte{"key": bytes.Repeat([]byte{0x5e}, 32)},
+	})).To(Succeed())
 })
 
 var _ = AfterSuite(func() {
@@ -55,17 +63,19 @@ var _ = AfterSuite(func() {
 	}
 })
 
-// startPlatform runs one replica of the manager and facade against the suite's control plane
-// and returns it with the facade's base URL.
-func startPlatform(ctx context.Context) (*platform.Platform, string) {
+// startPlatform runs one replica of the manager and facade (o adds to the defaults) against
+// the suite's control plane and returns it with the facade's base URL.
+func startPlatform(ctx context.Context, o platform.Options) (*platform.Platform, string) {
 	ready := make(chan string, 1)
-	files, err := local.New(GinkgoT().TempDir())
-	Expect(err).NotTo(HaveOccurred())
-	p, err := platform.New(ctx, env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files,
-		Log:      logf.Log,
-		APIReady: func(a string) { ready <- a },
-	})
+	if o.Files == nil {
+		files, err := local.New(GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		o.Files = files
+	}
+	o.APIAddr, o.MetricsAddr, o.ProbeAddr = "127.0.0.1:0", "0", "0"
+	o.Log = logf.Log
+	o.APIReady = func(a string) { ready <- a }
+	p, err := platform.New(ctx, env.Config, o)
 	Expect(err).NotTo(HaveOccurred())
 	go func() {
 		defer GinkgoRecover()

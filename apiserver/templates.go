@@ -40,7 +40,7 @@ func viewTemplate(t *agentsv1.AgentTemplate) templateView {
 // listTemplates answers the published templates, by slug.
 func (s *Server) listTemplates(r *http.Request, _ *Caller) (*Response, error) {
 	var list agentsv1.AgentTemplateList
-	if err := s.opts.Client.List(r.Context(), &list); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list); err != nil {
 		return nil, err
 	}
 	out := []templateView{}
@@ -59,7 +59,7 @@ func (s *Server) publishedTemplate(ctx context.Context, id, slug string) (*agent
 	notFound := errorf(http.StatusNotFound, msgTemplateNotFound)
 	if id != "" {
 		t := &agentsv1.AgentTemplate{}
-		if err := s.getCachedOrLive(ctx, client.ObjectKey{Name: id}, t); err != nil {
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Name: id}, t); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, notFound
 			}
@@ -71,7 +71,7 @@ func (s *Server) publishedTemplate(ctx context.Context, id, slug string) (*agent
 		return t, nil
 	}
 	var list agentsv1.AgentTemplateList
-	if err := s.opts.Client.List(ctx, &list); err != nil {
+	if err := s.opts.APIReader.List(ctx, &list); err != nil {
 		return nil, err
 	}
 	for i := range list.Items {

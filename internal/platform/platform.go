@@ -21,10 +21,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/quota"
 	agentscheme "github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -47,6 +47,11 @@ type Options struct {
 	Log logr.Logger
 	// Files stores /v3 files and snapshots (nil: `Storage not configured`).
 	Files storage.Store
+	// SecretsKey provides the key that seals workspace secrets (nil: the core Secret
+	// agentplane-secrets-key in the system namespace).
+	SecretsKey secrets.KeySource
+	// APIOnly runs the REST facade without controllers (extra facade replicas, tests).
+	APIOnly bool
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -55,6 +60,8 @@ type Platform struct {
 	API     *apiserver.Server
 	Signer  *auth.Signer
 	opts    Options
+	limiter *quota.Limiter
+	sealer  *secrets.Sealer
 }
 
 // New builds the manager, registers every controller and the REST facade.
@@ -110,18 +117,25 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	limiter := &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()}
-
-	if err := (&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr); err != nil {
-		return nil, err
+	keys := o.SecretsKey
+	if keys == nil {
+		keys = &secrets.SecretKeySource{Reader: mgr.GetAPIReader(), Namespace: o.SystemNamespace}
 	}
-
-	p := &Platform{Manager: mgr, Signer: signer, opts: o}
+	p := &Platform{
+		Manager: mgr, Signer: signer, opts: o,
+		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		sealer:  &secrets.Sealer{Keys: keys},
+	}
+	if !o.APIOnly {
+		if err := p.setupControllers(); err != nil {
+			return nil, err
+		}
+	}
 	if o.APIAddr != "" {
 		p.API = apiserver.New(apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
-			Limiter: limiter, Files: o.Files,
+			Limiter: p.limiter, Files: o.Files, Sealer: p.sealer,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
 			return nil, err

@@ -1,0 +1,89 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/secrets"
+)
+
+// SecretEnv resolves an agent's attached secrets into environment variables. With
+// DerivedSecret set (kube runtime) it also keeps a core Secret `<agent>-env` holding them, owned
+// by the agent, for the pod's envFrom.
+type SecretEnv struct {
+	Client        client.Client
+	APIReader     client.Reader
+	Sealer        *secrets.Sealer
+	DerivedSecret bool
+}
+
+// EnvSecretName is the derived Secret with an agent's environment.
+func EnvSecretName(agent string) string { return agent + "-env" }
+
+// Resolve implements EnvResolver.
+func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[string]string, string, error) {
+	env := map[string]string{}
+	for _, ref := range agent.Spec.Secrets {
+		sec := &agentsv1.AgentSecret{}
+		if err := e.Client.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: ref.Name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, "", fmt.Errorf("secret %s not found", ref.Name)
+			}
+			return nil, "", err
+		}
+		v, err := SecretValue(ctx, e.APIReader, e.Sealer, sec)
+		if err != nil {
+			return nil, "", fmt.Errorf("secret %s: %w", ref.Name, err)
+		}
+		env[apiserver.EnvNameOf(sec)] = string(v)
+	}
+	if !e.DerivedSecret {
+		return env, "", nil
+	}
+	name := EnvSecretName(agent.Name)
+	if err := e.writeDerived(ctx, agent, name, env); err != nil {
+		return nil, "", err
+	}
+	return env, name, nil
+}
+
+// writeDerived creates or updates the derived Secret. It reads through the API reader: the
+// manager's cache holds only gateway-token Secrets.
+func (e *SecretEnv) writeDerived(ctx context.Context, agent *agentsv1.Agent, name string, env map[string]string) error {
+	data := make(map[string][]byte, len(env))
+	for k, v := range env {
+		data[k] = []byte(v)
+	}
+	cur := &corev1.Secret{}
+	err := e.APIReader.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, cur)
+	if apierrors.IsNotFound(err) {
+		s := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: agent.Namespace, Labels: map[string]string{
+				"app.kubernetes.io/part-of": "agentplane", "app.kubernetes.io/instance": agent.Name,
+			}},
+			Type: corev1.SecretTypeOpaque,
+			Data: data,
+		}
+		if err := controllerutil.SetControllerReference(agent, s, e.Client.Scheme()); err != nil {
+			return err
+		}
+		return e.Client.Create(ctx, s)
+	}
+	if err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(cur.Data, data) {
+		return nil
+	}
+	cur.Data = data
+	return e.Client.Update(ctx, cur)
+}
