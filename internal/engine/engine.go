@@ -10,7 +10,12 @@ import (
 )
 
 // Command is one engine CLI invocation. The runtime prefixes the engine binary, runs it in the
-// agent's home with the engine's environment plus Env, and enforces Timeout.
+// agent's home with the engine's environment (Engine.Env) plus Env, and enforces Timeout
+// (0 = none: the gateway runs in the foreground until stopped).
+//
+// Env values are literal: the runtime passes them as they are and expands nothing. An engine
+// that needs a path in the agent's home uses a form the engine itself resolves against the
+// home it gets from Engine.Env (OpenClaw expands a leading "~/").
 type Command struct {
 	Args    []string
 	Env     map[string]string
@@ -99,6 +104,8 @@ var (
 	ErrCLI = errors.New("engine CLI failed")
 	// ErrInvalidConfig: the config is not JSON / JSON5 the engine can read.
 	ErrInvalidConfig = errors.New("invalid config")
+	// ErrInvalidInput: a Task or Channel handed to the engine is incomplete or malformed.
+	ErrInvalidInput = errors.New("invalid input")
 )
 
 // Engine is one agent engine (OpenClaw).
@@ -108,8 +115,10 @@ type Engine interface {
 	// Layout is where the engine keeps its files in the agent's home.
 	Layout() Layout
 	// Env is the environment every engine process of the agent gets (gateway and CLI).
-	// home is the agent's home directory as the process sees it.
-	Env(home string) map[string]string
+	// home is the agent's home directory as the process sees it; gatewayPort is the port the
+	// agent's gateway listens on (GatewayParams.Port), which CLI processes need to reach the
+	// running gateway (0 = the engine's default port).
+	Env(home string, gatewayPort int) map[string]string
 	// GatewayCommand runs the gateway in the foreground.
 	GatewayCommand(p GatewayParams) Command
 	// InitialConfig is the config a new agent starts with: local gateway mode, token auth with
@@ -124,7 +133,9 @@ type Engine interface {
 	// RestoreRedacted puts the current secrets back into a config a client sends.
 	RedactConfig(config []byte) ([]byte, error)
 	RestoreRedacted(candidate, current []byte) ([]byte, error)
-	// ValidateCommand validates the config file at configPath (relative to home).
+	// ValidateCommand validates the config file at configPath, relative to the agent's home
+	// (e.g. ".openclaw/candidate.json"). The command locates the file through the home in
+	// Engine.Env: the runtime needs to make no path absolute.
 	ValidateCommand(configPath string) Command
 	ParseValidate(stdout []byte, exitCode int) (ValidateResult, error)
 	// Cron.
