@@ -1,0 +1,304 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// Names inside the pod.
+const (
+	ContainerGateway = "gateway"
+	ContainerSeed    = "seed-config"
+	VolumeHome       = "home"
+	VolumeTmp        = "tmp"
+	VolumeSeed       = "seed"
+	SeedDir          = "/etc/agentplane/seed"
+	TokenEnv         = "OPENCLAW_GATEWAY_TOKEN"
+	TokenKey         = "token"
+	portName         = "gateway"
+	nodeUID          = int64(1000)
+	// MaxAgentNameLength: the StatefulSet controller labels pods with
+	// "<name>-<10 char hash>", which must fit a 63 character label value.
+	MaxAgentNameLength = 52
+)
+
+// seedScript copies the seed config into the home only when no config exists yet, so edits
+// made later (config set, channels, token) survive restarts.
+const seedScript = `set -e
+cfg=$1; seed=$2; ws=$3
+mkdir -p "$(dirname "$cfg")" "$ws"
+test -e "$cfg" || { cp "$seed" "$cfg.seed-tmp" && chmod 600 "$cfg.seed-tmp" && mv -f "$cfg.seed-tmp" "$cfg"; }`
+
+func checkDesired(a *agentsv1.Agent, d runtime.Desired, o Options) error {
+	switch {
+	case o.Engine == nil:
+		return errors.New("kube runtime: no engine")
+	case len(a.Name) > MaxAgentNameLength:
+		return fmt.Errorf("kube runtime: agent name %q is longer than %d characters", a.Name, MaxAgentNameLength)
+	case d.EngineVersion == "":
+		return errors.New("kube runtime: no engine version")
+	case d.GatewayTokenSecret == "":
+		return errors.New("kube runtime: no gateway token secret")
+	}
+	return nil
+}
+
+func objectMeta(a *agentsv1.Agent, name string, o Options) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: Labels(a, o.Engine.Name())}
+}
+
+func own(a *agentsv1.Agent, obj client.Object, o Options) error {
+	if err := controllerutil.SetControllerReference(a, obj, o.Scheme); err != nil {
+		return fmt.Errorf("owner reference: %w", err)
+	}
+	return nil
+}
+
+// BuildConfigMap holds the engine's initial config for the agent, without the gateway token
+// (the gateway reads it from OPENCLAW_GATEWAY_TOKEN).
+func BuildConfigMap(a *agentsv1.Agent, d runtime.Desired, o Options) (*corev1.ConfigMap, error) {
+	o = o.withDefaults()
+	if err := checkDesired(a, d, o); err != nil {
+		return nil, err
+	}
+	id := engine.Identity(d.Identity)
+	cfg, err := o.Engine.InitialConfig(id, "")
+	if err != nil {
+		return nil, fmt.Errorf("initial config: %w", err)
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: objectMeta(a, ConfigMapName(a), o),
+		Data:       map[string]string{seedKey(o): string(cfg)},
+	}
+	return cm, own(a, cm, o)
+}
+
+func seedKey(o Options) string { return path.Base(o.Engine.Layout().ConfigPath) }
+
+// BuildService exposes the gateway port inside the cluster (ClusterIP).
+func BuildService(a *agentsv1.Agent, o Options) (*corev1.Service, error) {
+	o = o.withDefaults()
+	if o.Engine == nil {
+		return nil, errors.New("kube runtime: no engine")
+	}
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: objectMeta(a, ServiceName(a), o),
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(a),
+			Ports: []corev1.ServicePort{{
+				Name: portName, Port: GatewayPort, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromString(portName),
+			}},
+		},
+	}
+	return svc, own(a, svc, o)
+}
+
+// BuildStatefulSet runs the gateway: one replica (none when stopped) with the home volume.
+func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.StatefulSet, error) {
+	o = o.withDefaults()
+	if err := checkDesired(a, d, o); err != nil {
+		return nil, err
+	}
+	replicas := int32(1)
+	if d.Stopped {
+		replicas = 0
+	}
+	layout := o.Engine.Layout()
+	image := Image(o.Image, d.EngineVersion)
+	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
+	command := append(append([]string{}, o.EngineCommand...), gw.Args...)
+
+	gateway := corev1.Container{
+		Name:            ContainerGateway,
+		Image:           image,
+		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		Command:         command,
+		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, d.GatewayTokenSecret),
+		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
+		Resources:       gatewayResources(o),
+		SecurityContext: containerSecurity(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: VolumeHome, MountPath: Home},
+			{Name: VolumeTmp, MountPath: "/tmp"},
+		},
+		StartupProbe:   probe(5, 3, 36), // up to 3 minutes: boot takes 10-40 s, plugin installs more
+		LivenessProbe:  probe(15, 5, 4),
+		ReadinessProbe: probe(5, 3, 3),
+	}
+	if d.EnvSecret != "" {
+		gateway.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: d.EnvSecret},
+		}}}
+	}
+	seed := corev1.Container{
+		Name:    ContainerSeed,
+		Image:   image,
+		Command: []string{"sh", "-c", seedScript, "seed-config"},
+		Args: []string{
+			path.Join(Home, layout.ConfigPath),
+			path.Join(SeedDir, seedKey(o)),
+			path.Join(Home, layout.WorkspaceDir),
+		},
+		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQ("64Mi")},
+		},
+		SecurityContext: containerSecurity(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: VolumeHome, MountPath: Home},
+			{Name: VolumeSeed, MountPath: SeedDir, ReadOnly: true},
+		},
+	}
+	labels := Labels(a, o.Engine.Name())
+	sts := &appsv1.StatefulSet{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
+		ObjectMeta: objectMeta(a, StatefulSetName(a), o),
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    &replicas,
+			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(a)},
+			ServiceName: ServiceName(a),
+			// Parallel: a crash-looping pod of an old revision is replaced by the next rollout
+			// (OrderedReady waits forever for it to become Ready).
+			PodManagementPolicy:  appsv1.ParallelPodManagement,
+			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			RevisionHistoryLimit: ptr.To[int32](3),
+			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      labels,
+					Annotations: map[string]string{AnnotationConfigHash: ConfigHash(d)},
+				},
+				Spec: corev1.PodSpec{
+					InitContainers:                []corev1.Container{seed},
+					Containers:                    []corev1.Container{gateway},
+					SecurityContext:               podSecurity(),
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					TerminationGracePeriodSeconds: ptr.To(int64(o.TerminationGracePeriod.Seconds())),
+					Volumes: []corev1.Volume{
+						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: VolumeSeed, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(a)},
+							DefaultMode:          ptr.To[int32](0o444),
+						}}},
+					},
+				},
+			},
+			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{homeClaim(labels, o)},
+		},
+	}
+	return sts, own(a, sts, o)
+}
+
+func homeClaim(labels map[string]string, o Options) corev1.PersistentVolumeClaim {
+	pvc := corev1.PersistentVolumeClaim{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+		ObjectMeta: metav1.ObjectMeta{Name: VolumeHome, Labels: labels},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceStorage: o.StorageSize},
+			},
+		},
+	}
+	if o.StorageClass != "" {
+		pvc.Spec.StorageClassName = ptr.To(o.StorageClass)
+	}
+	return pvc
+}
+
+// gatewayEnv is the engine environment (sorted, for a stable pod template) plus the gateway
+// token from its Secret. The token is never a literal value.
+func gatewayEnv(engineEnv, cmdEnv map[string]string, tokenSecret string) []corev1.EnvVar {
+	all := map[string]string{}
+	for k, v := range engineEnv {
+		all[k] = v
+	}
+	for k, v := range cmdEnv {
+		all[k] = v
+	}
+	delete(all, TokenEnv)
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	env := make([]corev1.EnvVar, 0, len(keys)+1)
+	for _, k := range keys {
+		env = append(env, corev1.EnvVar{Name: k, Value: all[k]})
+	}
+	return append(env, corev1.EnvVar{Name: TokenEnv, ValueFrom: &corev1.EnvVarSource{
+		SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: tokenSecret},
+			Key:                  TokenKey,
+		},
+	}})
+}
+
+func gatewayResources(o Options) corev1.ResourceRequirements {
+	r := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: o.CPURequest, corev1.ResourceMemory: o.MemoryRequest},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: o.MemoryLimit},
+	}
+	if !o.CPULimit.IsZero() {
+		r.Limits[corev1.ResourceCPU] = o.CPULimit
+	}
+	return r
+}
+
+func probe(period, timeout, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path: "/healthz", Port: intstr.FromString(portName), Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   timeout,
+		FailureThreshold: failures,
+		SuccessThreshold: 1,
+	}
+}
+
+func podSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot:        ptr.To(true),
+		RunAsUser:           ptr.To(nodeUID),
+		RunAsGroup:          ptr.To(nodeUID),
+		FSGroup:             ptr.To(nodeUID),
+		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
+		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+func containerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To(nodeUID),
+		RunAsGroup:               ptr.To(nodeUID),
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}

@@ -1,0 +1,17 @@
+// Package kube is the Runtime for real clusters: every agent is a StatefulSet with one replica
+// whose PersistentVolumeClaim holds the engine home (/home/node), a Service on the gateway port
+// and a ConfigMap that seeds the first engine config. Engine commands and file operations run
+// in the pod through the pods/exec subresource.
+//
+// Objects are written with server-side apply (field manager "agentplane"), so an Ensure that
+// changes nothing writes nothing, and fields other managers own are left alone.
+package kube
+
+// RBAC the manager needs for this runtime. The Agent controller adds its own markers.
+//
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=pods/exec,verbs=create;get

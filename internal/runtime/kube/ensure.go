@@ -1,0 +1,187 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// Ensure applies the agent's ConfigMap, Service and StatefulSet (server-side apply, field
+// manager "agentplane"; an unchanged apply is a no-op on the server) and reports what the
+// StatefulSet and its pod show.
+func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
+	o := r.opts
+	cm, err := BuildConfigMap(agent, d, o)
+	if err != nil {
+		return runtime.Observed{}, err
+	}
+	svc, err := BuildService(agent, o)
+	if err != nil {
+		return runtime.Observed{}, err
+	}
+	sts, err := BuildStatefulSet(agent, d, o)
+	if err != nil {
+		return runtime.Observed{}, err
+	}
+	var live appsv1.StatefulSet
+	switch err := o.Client.Get(ctx, client.ObjectKeyFromObject(sts), &live); {
+	case err == nil:
+		keepClaims(sts, &live)
+	case !apierrors.IsNotFound(err):
+		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
+	}
+	if _, err := r.apply(ctx, cm); err != nil {
+		return runtime.Observed{}, fmt.Errorf("apply configmap: %w", err)
+	}
+	if _, err := r.apply(ctx, svc); err != nil {
+		return runtime.Observed{}, fmt.Errorf("apply service: %w", err)
+	}
+	u, err := r.apply(ctx, sts)
+	if err != nil {
+		return runtime.Observed{}, fmt.Errorf("apply statefulset: %w", err)
+	}
+	applied := &appsv1.StatefulSet{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, applied); err != nil {
+		return runtime.Observed{}, fmt.Errorf("decode statefulset: %w", err)
+	}
+	pod := &corev1.Pod{}
+	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
+	case apierrors.IsNotFound(err):
+		pod = nil
+	case err != nil:
+		return runtime.Observed{}, fmt.Errorf("get pod: %w", err)
+	case !ownedPod(pod, agent):
+		pod = nil
+	}
+	return observe(applied, pod, want{
+		Hash:          ConfigHash(d),
+		Image:         Image(o.Image, d.EngineVersion),
+		Version:       d.EngineVersion,
+		Endpoint:      Endpoint(agent),
+		ImageTemplate: o.Image,
+		Stopped:       d.Stopped,
+	}), nil
+}
+
+// keepClaims keeps the live volume claim templates when ours differ: they are immutable, so a
+// changed storage size or class applies to new agents only.
+func keepClaims(desired, live *appsv1.StatefulSet) {
+	if len(live.Spec.VolumeClaimTemplates) == 0 || len(desired.Spec.VolumeClaimTemplates) != len(live.Spec.VolumeClaimTemplates) {
+		return
+	}
+	for i, want := range desired.Spec.VolumeClaimTemplates {
+		have := live.Spec.VolumeClaimTemplates[i]
+		same := want.Name == have.Name &&
+			equality.Semantic.DeepEqual(want.Spec.Resources, have.Spec.Resources) &&
+			equality.Semantic.DeepEqual(want.Spec.AccessModes, have.Spec.AccessModes) &&
+			equality.Semantic.DeepEqual(want.Spec.StorageClassName, have.Spec.StorageClassName) &&
+			equality.Semantic.DeepEqual(want.Labels, have.Labels)
+		if !same {
+			have.Status = corev1.PersistentVolumeClaimStatus{}
+			desired.Spec.VolumeClaimTemplates[i] = have
+		}
+	}
+}
+
+// ownedPod tells the agent's pod from an unrelated pod with the same name.
+func ownedPod(pod *corev1.Pod, agent *agentsv1.Agent) bool {
+	return pod.Labels[LabelAgent] == agent.Name && pod.Labels[LabelManagedBy] == ManagedBy
+}
+
+// apply server-side applies obj and returns the object the server answered with.
+func (r *Runtime) apply(ctx context.Context, obj client.Object) (*unstructured.Unstructured, error) {
+	u, err := applyObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	err = r.opts.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
+		client.FieldOwner(FieldManager), client.ForceOwnership)
+	return u, err
+}
+
+// applyObject converts a built object into an apply configuration: it leaves out status and
+// the empty creation timestamps a typed object carries, so we claim only the fields we set.
+func applyObject(obj client.Object) (*unstructured.Unstructured, error) {
+	m, err := k8sruntime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, err
+	}
+	delete(m, "status")
+	prune(m)
+	return &unstructured.Unstructured{Object: m}, nil
+}
+
+// prune drops null creation timestamps and PVC statuses anywhere in the object.
+func prune(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		if md, ok := v["metadata"].(map[string]any); ok && md["creationTimestamp"] == nil {
+			delete(md, "creationTimestamp")
+		}
+		if claims, ok := v["volumeClaimTemplates"].([]any); ok {
+			for _, c := range claims {
+				if c, ok := c.(map[string]any); ok {
+					delete(c, "status")
+				}
+			}
+		}
+		for _, x := range v {
+			prune(x)
+		}
+	case []any:
+		for _, x := range v {
+			prune(x)
+		}
+	}
+}
+
+// Delete scales the gateway to zero and deletes the agent's objects, its pod and its home
+// volume. Owner references garbage-collect them on a real cluster too; deleting them here
+// makes Delete complete without a garbage collector and frees the volume right away.
+func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
+	c := r.opts.Client
+	ns := agent.Namespace
+	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: StatefulSetName(agent)}}
+	scale := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))
+	if err := c.Patch(ctx, sts, scale, client.FieldOwner(FieldManager)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("scale statefulset to zero: %w", err)
+	}
+	objs := []client.Object{
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: StatefulSetName(agent)}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PodName(agent)}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ServiceName(agent)}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ConfigMapName(agent)}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PVCName(agent)}},
+	}
+	for _, obj := range objs {
+		if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return fmt.Errorf("get %T %s: %w", obj, obj.GetName(), err)
+		}
+		if obj.GetLabels()[LabelAgent] != agent.Name {
+			continue // same name, not ours: leave it alone
+		}
+		err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground),
+			client.Preconditions{UID: ptrUID(obj.GetUID())})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+func ptrUID(u types.UID) *types.UID { return &u }

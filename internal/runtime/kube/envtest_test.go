@@ -1,0 +1,272 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+var env *testenv.Env
+
+func TestMain(m *testing.M) {
+	var err error
+	env, err = testenv.Start()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "envtest:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = env.Stop()
+	os.Exit(code)
+}
+
+func newRuntime(o kube.Options) *kube.Runtime {
+	o.Client, o.APIReader, o.Scheme, o.RESTConfig = env.Client, env.Client, env.Scheme, env.Config
+	o.Engine = kube.NewStubEngine()
+	return kube.New(o)
+}
+
+func setup(t *testing.T, ns string) (context.Context, *agentsv1.Agent) {
+	t.Helper()
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, testenv.Namespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: ns},
+		Spec: agentsv1.AgentSpec{DisplayName: "Agent One"}}
+	if err := env.Client.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, a
+}
+
+func desired() runtime.Desired {
+	return runtime.Desired{
+		EngineVersion: "2026.9.6", GatewayToken: "tok-1", GatewayTokenSecret: "a1-gateway-token",
+		Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, EnvSecret: "a1-env",
+		Identity: runtime.Identity{Name: "Agent One"}, ConfigHash: "c1",
+	}
+}
+
+func ensure(t *testing.T, ctx context.Context, r *kube.Runtime, a *agentsv1.Agent, d runtime.Desired) runtime.Observed {
+	t.Helper()
+	o, err := r.Ensure(ctx, a, d)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	return o
+}
+
+func owned(ns string) []client.Object {
+	return []client.Object{
+		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1-seed"}},
+	}
+}
+
+func versions(t *testing.T, ctx context.Context, ns string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, obj := range owned(ns) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatal(err)
+		}
+		out[fmt.Sprintf("%T", obj)] = obj.GetResourceVersion()
+	}
+	return out
+}
+
+// podFor simulates what the StatefulSet controller and the kubelet would do: a pod from the
+// current template (the home claim stands in as an emptyDir).
+func podFor(t *testing.T, ctx context.Context, ns string) *corev1.Pod {
+	t.Helper()
+	sts := &appsv1.StatefulSet{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "a1"}, sts); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: sts.Spec.Template.ObjectMeta, Spec: sts.Spec.Template.Spec}
+	pod.Name, pod.Namespace = "a1-0", ns
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: kube.VolumeHome,
+		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+	if err := env.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+func setPodStatus(t *testing.T, ctx context.Context, pod *corev1.Pod, st corev1.PodStatus) {
+	t.Helper()
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = st
+	if err := env.Client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEnsureLifecycle(t *testing.T) {
+	ctx, a := setup(t, "lifecycle")
+	r := newRuntime(kube.Options{})
+	d := desired()
+
+	o := ensure(t, ctx, r, a, d)
+	if o.Phase != runtime.PhaseStarting || o.Reason != kube.ReasonPodMissing || o.Endpoint != "http://a1.lifecycle.svc:18789" {
+		t.Errorf("first observation %+v", o)
+	}
+	for _, obj := range owned("lifecycle") {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			t.Fatalf("%T: %v", obj, err)
+		}
+		refs := obj.GetOwnerReferences()
+		if len(refs) != 1 || refs[0].UID != a.UID || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%T owner refs %+v", obj, refs)
+		}
+		if obj.GetLabels()[kube.LabelAgent] != "a1" {
+			t.Errorf("%T labels %v", obj, obj.GetLabels())
+		}
+	}
+
+	// The same desired state writes nothing, even from a runtime whose new options only
+	// touch immutable fields (the volume claim template is kept).
+	before := versions(t, ctx, "lifecycle")
+	ensure(t, ctx, r, a, d)
+	if after := versions(t, ctx, "lifecycle"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("second Ensure wrote: %v -> %v", before, after)
+	}
+	bigger := newRuntime(kube.Options{StorageSize: resource.MustParse("50Gi")})
+	ensure(t, ctx, bigger, a, d)
+	if after := versions(t, ctx, "lifecycle"); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("Ensure with another storage size wrote: %v -> %v", before, after)
+	}
+
+	// The pod boots, becomes ready, crashes.
+	pod := podFor(t, ctx, "lifecycle")
+	gw := func(st corev1.ContainerState, ready bool, restarts int32, last corev1.ContainerState) []corev1.ContainerStatus {
+		return []corev1.ContainerStatus{{Name: kube.ContainerGateway, Image: "ghcr.io/openclaw/openclaw:2026.9.6",
+			State: st, Ready: ready, RestartCount: restarts, LastTerminationState: last}}
+	}
+	now := metav1.NewTime(time.Now().Truncate(time.Second))
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}
+	setPodStatus(t, ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}},
+		ContainerStatuses: gw(running, false, 0, corev1.ContainerState{})})
+	if o := ensure(t, ctx, r, a, d); o.Phase != runtime.PhaseStarting {
+		t.Errorf("booting: %+v", o)
+	}
+	setPodStatus(t, ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
+		ContainerStatuses: gw(running, true, 0, corev1.ContainerState{})})
+	o = ensure(t, ctx, r, a, d)
+	if o.Phase != runtime.PhaseRunning || o.EngineVersion != "2026.9.6" || !o.Since.Equal(now.Time) {
+		t.Errorf("ready: %+v", o)
+	}
+	setPodStatus(t, ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: now}},
+		ContainerStatuses: gw(corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+			Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container=gateway"}}, false, 3,
+			corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 78, Reason: "Error", FinishedAt: now}})})
+	o = ensure(t, ctx, r, a, d)
+	if o.Phase != runtime.PhaseCrashed || o.Reason != "CrashLoopBackOff" || o.Restarts != 3 || o.EngineVersion != "" {
+		t.Errorf("crashed: %+v", o)
+	}
+
+	// A rotated token rolls the pod: the pod of the old template no longer counts.
+	d.GatewayToken = "tok-2"
+	o = ensure(t, ctx, r, a, d)
+	if o.Phase != runtime.PhaseStarting || o.Reason != kube.ReasonUpdating {
+		t.Errorf("after rotation: %+v", o)
+	}
+	if after := versions(t, ctx, "lifecycle"); after["*v1.StatefulSet"] == before["*v1.StatefulSet"] ||
+		after["*v1.ConfigMap"] != before["*v1.ConfigMap"] || after["*v1.Service"] != before["*v1.Service"] {
+		t.Errorf("rotation should rewrite only the StatefulSet: %v -> %v", before, after)
+	}
+
+	// Stopped: replicas 0.
+	d.Stopped = true
+	o = ensure(t, ctx, r, a, d)
+	sts := &appsv1.StatefulSet{}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "lifecycle", Name: "a1"}, sts); err != nil {
+		t.Fatal(err)
+	}
+	if o.Phase != runtime.PhaseStopped || *sts.Spec.Replicas != 0 {
+		t.Errorf("stopped: %+v replicas %d", o, *sts.Spec.Replicas)
+	}
+	d.Stopped = false
+	if o := ensure(t, ctx, r, a, d); o.Phase == runtime.PhaseStopped {
+		t.Errorf("started again: %+v", o)
+	}
+}
+
+func TestDelete(t *testing.T) {
+	ctx, a := setup(t, "deletion")
+	r := newRuntime(kube.Options{})
+	ensure(t, ctx, r, a, desired())
+	pod := podFor(t, ctx, "deletion")
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "home-a1-0", Namespace: "deletion", Labels: pod.Labels},
+		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
+	}
+	if err := env.Client.Create(ctx, pvc); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pod exists but its gateway does not run: no exec.
+	if _, err := r.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Errorf("exec in a pod that does not run: %v", err)
+	}
+
+	if err := r.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range append(owned("deletion"), &corev1.Pod{ObjectMeta: pod.ObjectMeta}, pvc) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			t.Fatal(err)
+		case obj.GetDeletionTimestamp() == nil:
+			// The PVC keeps its protection finalizer until a controller removes it; being
+			// deleted is what Delete can do.
+			t.Errorf("%T %s not deleted", obj, obj.GetName())
+		}
+	}
+	// An object that only has the name Delete would pick is left alone.
+	stranger := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a2-seed", Namespace: "deletion"}}
+	if err := env.Client.Create(ctx, stranger); err != nil {
+		t.Fatal(err)
+	}
+	a2 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "a2", Namespace: "deletion"}}
+	if err := r.Delete(ctx, a2); err != nil {
+		t.Errorf("Delete of an agent with nothing: %v", err)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(stranger), stranger); err != nil {
+		t.Errorf("unrelated object: %v", err)
+	}
+	if err := r.Delete(ctx, a); err != nil {
+		t.Errorf("second Delete: %v", err)
+	}
+	if _, err := r.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Errorf("exec without a pod: %v", err)
+	}
+	if _, err := r.ReadFile(ctx, a, "x"); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Errorf("read without a pod: %v", err)
+	}
+}

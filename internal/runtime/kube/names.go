@@ -1,0 +1,116 @@
+package kube
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// Labels and annotations on the objects of an agent.
+const (
+	LabelName      = "app.kubernetes.io/name"
+	LabelInstance  = "app.kubernetes.io/instance"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelAgent     = "agentplane.io/agent"
+	ManagedBy      = "agentplane"
+	// AnnotationConfigHash on the pod template rolls the pod when it changes.
+	AnnotationConfigHash = "agentplane.io/config-hash"
+)
+
+// StatefulSetName is the agent's StatefulSet; its only pod is PodName.
+func StatefulSetName(a *agentsv1.Agent) string { return a.Name }
+
+// PodName is the agent's pod (`<agent>-0`).
+func PodName(a *agentsv1.Agent) string { return a.Name + "-0" }
+
+// ConfigMapName holds the seed config.
+func ConfigMapName(a *agentsv1.Agent) string { return a.Name + "-seed" }
+
+// PVCName is the home volume the StatefulSet controller creates for the pod.
+func PVCName(a *agentsv1.Agent) string { return VolumeHome + "-" + a.Name + "-0" }
+
+// ServiceName is the agent name when it is a valid Service name (a DNS-1035 label: starts with
+// a letter); otherwise "agent-<name>", or "agent-<hash>" when that is too long.
+func ServiceName(a *agentsv1.Agent) string {
+	if len(validation.IsDNS1035Label(a.Name)) == 0 {
+		return a.Name
+	}
+	if n := "agent-" + a.Name; len(validation.IsDNS1035Label(n)) == 0 {
+		return n
+	}
+	sum := sha256.Sum256([]byte(a.Name))
+	return "agent-" + hex.EncodeToString(sum[:12])
+}
+
+// Endpoint is the gateway's base URL inside the cluster.
+func Endpoint(a *agentsv1.Agent) string {
+	return fmt.Sprintf("http://%s.%s.svc:%d", ServiceName(a), a.Namespace, GatewayPort)
+}
+
+// Labels are set on every object of the agent.
+func Labels(a *agentsv1.Agent, engineName string) map[string]string {
+	return map[string]string{
+		LabelName:      engineName,
+		LabelInstance:  a.Name,
+		LabelManagedBy: ManagedBy,
+		LabelAgent:     a.Name,
+	}
+}
+
+// selectorLabels select the agent's pod; they are immutable on the StatefulSet.
+func selectorLabels(a *agentsv1.Agent) map[string]string {
+	return map[string]string{LabelInstance: a.Name, LabelAgent: a.Name}
+}
+
+// Image is the gateway image of version.
+func Image(template, version string) string {
+	if strings.Contains(template, "%s") {
+		return fmt.Sprintf(template, version)
+	}
+	return template
+}
+
+// versionFromImage is the version that Image(template, v) put into image, or "".
+func versionFromImage(template, image string) string {
+	pre, suf, ok := strings.Cut(template, "%s")
+	if !ok || !strings.HasPrefix(image, pre) || !strings.HasSuffix(image, suf) || len(image) <= len(pre)+len(suf) {
+		return ""
+	}
+	return image[len(pre) : len(image)-len(suf)]
+}
+
+// ConfigHash digests everything that needs a new pod: the controller's config hash, the
+// restart nonce, the engine version, the attached secrets (names and values), the gateway
+// token and the Secrets' names. Values are only ever stored digested, all in one hash.
+func ConfigHash(d runtime.Desired) string {
+	h := sha256.New()
+	field := func(name, value string) {
+		for _, s := range []string{name, value} {
+			_ = binary.Write(h, binary.BigEndian, uint64(len(s)))
+			h.Write([]byte(s))
+		}
+	}
+	field("config", d.ConfigHash)
+	field("restart", d.RestartNonce)
+	field("version", d.EngineVersion)
+	field("envSecret", d.EnvSecret)
+	keys := make([]string, 0, len(d.Env))
+	for k := range d.Env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		field("env:"+k, d.Env[k])
+	}
+	field("tokenSecret", d.GatewayTokenSecret)
+	field("token", d.GatewayToken)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
