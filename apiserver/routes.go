@@ -35,6 +35,18 @@ func (s *Server) routes() {
 	s.handle("GET /v0/agents/{agentId}/devices", own(read), s.listDevices)
 	s.handle("GET /v0/templates", read, s.listTemplates)
 
+	// Engine operations in the agent's home.
+	exec := own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite})
+	s.handle("POST /v0/agents/{agentId}/console/exec", exec, s.consoleExec)
+	s.handle("GET /v0/agents/{agentId}/config", own(read), s.getConfig)
+	s.handle("PUT /v0/agents/{agentId}/config", own(write), s.putConfig)
+	s.handle("POST /v0/agents/{agentId}/config/validate", own(read), s.validateConfig)
+	s.handle("GET /v0/agents/{agentId}/tasks", own(read), s.listTasks)
+	s.handle("POST /v0/agents/{agentId}/tasks", own(write), s.createTask)
+	uploads := own(write)
+	uploads.maxBody = s.agentUploadLimit()*4/3 + uploadBodyOverheadBytes
+	s.handle("POST /v0/agents/{agentId}/files/upload", uploads, s.uploadAgentFile)
+
 	// Workspace secrets and their attachment to agents.
 	s.handle("POST /v0/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.createSecret)
 	s.handle("GET /v0/secrets", access{scope: auth.ScopeSecretsRead, perm: auth.PermRead}, s.listSecrets)

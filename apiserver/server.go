@@ -56,12 +56,17 @@ type Options struct {
 	Engine  engine.Engine
 	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
 	ProvisionTimeout time.Duration
+	// ExecTimeout bounds console commands (DefaultExecTimeout).
+	ExecTimeout time.Duration
+	// MaxAgentUploadBytes bounds a file uploaded into a workspace (DefaultMaxAgentUpload).
+	MaxAgentUploadBytes int64
 	// Sealer encrypts secret values (nil: `Secrets not configured`).
 	Sealer *secrets.Sealer
 	// Files stores /v3 files (nil: `Storage not configured`).
 	Files storage.Store
 	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).
 	SnapshotExists func(ctx context.Context, namespace, cid string) bool
+
 }
 
 // Server is the REST facade. It is an http.Handler.
