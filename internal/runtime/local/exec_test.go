@@ -1,0 +1,167 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// stoppedAgent provisions an agent without a gateway (Exec and files need only the home).
+func stoppedAgent(t *testing.T, f *fixture, name string, env map[string]string) (workspace string) {
+	t.Helper()
+	d := desired("tok-" + name + "-000000000000")
+	d.Stopped, d.Env = true, env
+	ensure(t, f, newAgent(name), d)
+	return filepath.Join(f.rt.AgentDir(keyOf(newAgent(name))), "home/.openclaw/workspace")
+}
+
+func TestExecOutputsAndExitCode(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "exec", map[string]string{"ATTACHED_SECRET": "s3cr3t-value"})
+	a := newAgent("exec")
+
+	res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `echo out; echo err >&2; echo "$ATTACHED_SECRET|$HOME|$(pwd)|$EXTRA"; exit 3`},
+		Env:  map[string]string{"EXTRA": "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Dir(filepath.Dir(ws))
+	want := "out\ns3cr3t-value|" + home + "|" + ws + "|x\n"
+	if res.ExitCode != 3 || string(res.Stdout) != want || string(res.Stderr) != "err\n" || res.TimedOut || res.Truncated {
+		t.Fatalf("res = %d %q %q (want %q)", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"cat"}, Stdin: []byte("fed")})
+	if err != nil || string(res.Stdout) != "fed" || res.ExitCode != 0 {
+		t.Fatalf("stdin: %+v %v", res, err)
+	}
+
+	// Engine commands run the engine binary with the engine env.
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"--version"}, Engine: true})
+	if err != nil || !strings.Contains(string(res.Stdout), "OpenClaw "+fakeVersion) {
+		t.Fatalf("engine --version: %+v %v", res, err)
+	}
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"config", "file"}, Engine: true})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != filepath.Join(home, ".openclaw/openclaw.json") {
+		t.Fatalf("engine config file: %q %v", res.Stdout, err)
+	}
+}
+
+func TestExecTimeoutKillsTree(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "sleeper", nil)
+	start := time.Now()
+	res, err := f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
+		Argv:    []string{"sh", "-c", "sleep 100 & echo $! > bg.pid; sleep 100"},
+		Timeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second || !res.TimedOut {
+		t.Fatalf("timeout: %+v after %s", res, elapsed)
+	}
+	if res.ExitCode != 137 {
+		t.Errorf("exit code %d, want 137 (SIGKILL)", res.ExitCode)
+	}
+	b, err := os.ReadFile(filepath.Join(ws, "bg.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, bg, 2*time.Second)
+
+	// A background child of a command that exits is killed too, without waiting for it.
+	start = time.Now()
+	res, err = f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", "sleep 100 & echo $! > bg2.pid; echo done"},
+	})
+	if err != nil || string(res.Stdout) != "done\n" || res.TimedOut {
+		t.Fatalf("background: %+v %v", res, err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("waited %s for a background child", time.Since(start))
+	}
+	b, _ = os.ReadFile(filepath.Join(ws, "bg2.pid"))
+	bg, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+	waitGone(t, bg, 2*time.Second)
+}
+
+func TestExecOutputCap(t *testing.T) {
+	f := newFixture(t)
+	stoppedAgent(t, f, "chatty", nil)
+	res, err := f.rt.Exec(context.Background(), newAgent("chatty"), runtime.ExecRequest{
+		Argv:      []string{"sh", "-c", "head -c 5000000 /dev/zero; head -c 10 /dev/zero >&2"},
+		MaxOutput: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 1000 || len(res.Stderr) != 10 || !res.Truncated || res.ExitCode != 0 {
+		t.Fatalf("cap: out=%d err=%d truncated=%v code=%d", len(res.Stdout), len(res.Stderr), res.Truncated, res.ExitCode)
+	}
+}
+
+func TestExecWorkingDirectory(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "cwd", nil)
+	a := newAgent("cwd")
+	outside := t.TempDir()
+	for _, p := range []string{"sub/deeper"} {
+		if err := os.MkdirAll(filepath.Join(ws, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "out-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(ws, "in-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"sub/deeper": "sub/deeper", "in-link": "sub", "sub/../sub": "sub"} {
+		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"pwd"}, Dir: dir})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != filepath.Join(ws, want) {
+			t.Errorf("Dir %q: %q %v", dir, res.Stdout, err)
+		}
+	}
+	for _, dir := range []string{"..", "../..", "sub/../../x", "/tmp", outside, "out-link", "out-link/", "missing", "file"} {
+		_, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"pwd"}, Dir: dir})
+		if !errors.Is(err, runtime.ErrInvalidPath) {
+			t.Errorf("Dir %q: err = %v, want ErrInvalidPath", dir, err)
+		}
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.rt.Exec(context.Background(), newAgent("ghost"), runtime.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+	stoppedAgent(t, f, "errs", nil)
+	a := newAgent("errs")
+	for _, argv := range [][]string{{"/nonexistent/binary"}, {"no-such-command-anywhere"}, {}} {
+		if _, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: argv}); !errors.Is(err, runtime.ErrExec) {
+			t.Errorf("%v: err = %v, want ErrExec", argv, err)
+		}
+	}
+	// Cancelling the caller's context kills the command.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"sleep", "100"}})
+	if err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("cancelled exec: %v after %s", err, time.Since(start))
+	}
+}

@@ -1,0 +1,301 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+// markerEnv is set in every gateway's environment to the agent's home, so that a later
+// manager can recognize its gateways in /proc even when the engine renames its process.
+const markerEnv = "AGENTPLANE_AGENT_HOME"
+
+// adoptPoll is how often an adopted gateway (not our child: no wait status) is checked.
+const adoptPoll = 250 * time.Millisecond
+
+// process is one gateway process: our child, or adopted from a previous manager.
+type process struct {
+	pid     int
+	start   uint64 // start time in clock ticks after boot (/proc/<pid>/stat field 22)
+	adopted bool
+	started time.Time
+	// exited is closed once the process is gone; exitCode and exitDesc are set before.
+	exited   chan struct{}
+	exitCode int
+	exitDesc string
+	// healthySince is when the gateway first answered its health check (supervisor only).
+	healthySince time.Time
+}
+
+func (p *process) hasExited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// launch describes a gateway start.
+type launch struct {
+	binary  string
+	args    []string
+	env     []string
+	dir     string
+	logPath string
+}
+
+// startProcess starts a gateway in its own process group with stdout and stderr appended to
+// the log file (a file, not a pipe: the gateway outlives the manager), stdin /dev/null.
+func startProcess(l launch) (*process, error) {
+	logf, err := os.OpenFile(l.logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	fmt.Fprintf(logf, "--- agentplane %s: starting %s %s\n", time.Now().UTC().Format(time.RFC3339), l.binary, strings.Join(l.args, " "))
+	cmd := &exec.Cmd{
+		Path:        l.binary,
+		Args:        append([]string{l.binary}, l.args...),
+		Env:         l.env,
+		Dir:         l.dir,
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(logf, "--- agentplane: start failed: %v\n", err)
+		return nil, err
+	}
+	p := &process{pid: cmd.Process.Pid, started: time.Now(), exited: make(chan struct{})}
+	if info, err := readProcStat(p.pid); err == nil {
+		p.start = info.start
+	}
+	go func() {
+		err := cmd.Wait()
+		p.exitCode, p.exitDesc = describeExit(cmd.ProcessState, err)
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// describeExit turns a wait status into an exit code (128+signal when killed) and words.
+func describeExit(ps *os.ProcessState, err error) (int, string) {
+	if ps == nil {
+		return -1, fmt.Sprintf("unknown status (%v)", err)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), fmt.Sprintf("signal %d (%s)", int(ws.Signal()), ws.Signal())
+	}
+	return ps.ExitCode(), fmt.Sprintf("exit code %d", ps.ExitCode())
+}
+
+// adoptProcess watches a gateway that a previous manager started (it is not our child, so its
+// exit is noticed by polling /proc until the pid is gone, a zombie, or another process).
+func adoptProcess(pid int, start uint64) *process {
+	p := &process{pid: pid, start: start, adopted: true, started: time.Now(), exited: make(chan struct{})}
+	go func() {
+		t := time.NewTicker(adoptPoll)
+		defer t.Stop()
+		for range t.C {
+			if !procAlive(pid, start) {
+				p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
+				close(p.exited)
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// stopProcess stops p's process group: SIGTERM, then SIGKILL after timeout (or at once when
+// ctx ends), and SIGKILL again to whatever is left in the group once the leader is gone.
+func stopProcess(ctx context.Context, p *process, timeout time.Duration, log *logr.Logger) {
+	signalGroup(p.pid, syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		if log != nil {
+			log.Info("gateway did not stop in time, killing it", "pid", p.pid, "timeout", timeout)
+		}
+	case <-ctx.Done():
+	}
+	if p.hasExited() {
+		killGroup(p.pid)
+	} else {
+		signalGroup(p.pid, syscall.SIGKILL)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+		if log != nil {
+			log.Info("gateway still not gone after SIGKILL", "pid", p.pid)
+		}
+	}
+}
+
+// signalGroup signals the process group led by pid, and pid itself should it have left it.
+func signalGroup(pid int, sig syscall.Signal) {
+	if pid <= 1 {
+		return
+	}
+	_ = syscall.Kill(-pid, sig)
+	_ = syscall.Kill(pid, sig)
+}
+
+// killGroup kills what is left in the process group led by pid once pid itself is gone (never
+// pid alone: it may belong to another process by now).
+func killGroup(pid int) {
+	if pid > 1 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+// procStat is what the runtime reads from /proc/<pid>/stat.
+type procStat struct {
+	state byte
+	start uint64
+}
+
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return procStat{}, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: split after it.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return procStat{}, errors.New("bad /proc stat")
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); field 22 (starttime) is f[19].
+	if len(f) < 20 {
+		return procStat{}, errors.New("short /proc stat")
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return procStat{}, err
+	}
+	return procStat{state: f[0][0], start: start}, nil
+}
+
+// procAlive: pid runs (not a zombie) and, when start is known, is the process that started
+// then (not a later one that reused the pid).
+func procAlive(pid int, start uint64) bool {
+	st, err := readProcStat(pid)
+	if err != nil || st.state == 'Z' || st.state == 'X' {
+		return false
+	}
+	return start == 0 || st.start == start
+}
+
+// adoptable returns the gateway recorded in st when it still runs and is ours: the same pid
+// and start time, and a process of the engine (its executable under the engine dir, the
+// engine binary on its command line, or our marker in its environment).
+func (r *Runtime) adoptable(dir string, st state) *process {
+	if st.PID <= 0 || st.StartTime == 0 || !procAlive(st.PID, st.StartTime) {
+		return nil
+	}
+	proc := "/proc/" + strconv.Itoa(st.PID)
+	home := filepath.Join(dir, homeDirName)
+	ours := false
+	if st.EngineDir != "" {
+		engDir := st.EngineDir
+		if real, err := filepath.EvalSymlinks(engDir); err == nil {
+			engDir = real
+		}
+		if exe, err := os.Readlink(proc + "/exe"); err == nil && within(exe, engDir) {
+			ours = true
+		}
+		if cmdline, err := os.ReadFile(proc + "/cmdline"); err == nil {
+			bin := engineBinary(st.EngineDir)
+			for _, arg := range strings.Split(string(cmdline), "\x00") {
+				if arg == bin || (arg != "" && within(arg, engDir)) {
+					ours = true
+				}
+			}
+		}
+	}
+	if environ, err := os.ReadFile(proc + "/environ"); err == nil {
+		for _, kv := range strings.Split(string(environ), "\x00") {
+			if kv == markerEnv+"="+home {
+				ours = true
+			}
+		}
+	}
+	if !ours {
+		return nil
+	}
+	return adoptProcess(st.PID, st.StartTime)
+}
+
+// adoptAll adopts the gateways a previous manager left running under StateDir. A recorded
+// gateway that is gone (or is not ours any more) is forgotten; the next Ensure starts one.
+func (r *Runtime) adoptAll() {
+	root := filepath.Join(r.opts.StateDir, "agents")
+	namespaces, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	for _, ns := range namespaces {
+		names, err := os.ReadDir(filepath.Join(root, ns.Name()))
+		if err != nil || !ns.IsDir() {
+			continue
+		}
+		for _, n := range names {
+			key := types.NamespacedName{Namespace: ns.Name(), Name: n.Name()}
+			dir := r.AgentDir(key)
+			st, err := readState(dir)
+			if err != nil {
+				r.opts.Log.Error(err, "cannot read agent state", "agent", key)
+				continue
+			}
+			if st.PID == 0 {
+				continue
+			}
+			p := r.adoptable(dir, st)
+			if p == nil {
+				r.opts.Log.Info("the gateway of a previous manager is gone", "agent", key, "pid", st.PID)
+				st.PID, st.StartTime = 0, 0
+				if err := writeState(dir, st); err != nil {
+					r.opts.Log.Error(err, "cannot write agent state", "agent", key)
+				}
+				continue
+			}
+			a := r.newAgent(key)
+			a.st, a.loaded, a.proc = st, true, p
+			a.setPhase(runtime.PhaseStarting, "", "adopted a gateway that was already running")
+			r.agents[key] = a
+			r.ports[st.Port] = key
+			go a.supervise()
+			r.opts.Log.Info("adopted running gateway", "agent", key, "pid", st.PID, "port", st.Port)
+		}
+	}
+}
+
+// within reports whether path p is root or below it (both cleaned, no symlinks resolved).
+func within(p, root string) bool {
+	p, root = filepath.Clean(p), filepath.Clean(root)
+	if p == root {
+		return true
+	}
+	if root == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return strings.HasPrefix(p, root+string(filepath.Separator))
+}
