@@ -70,6 +70,7 @@ func (s *Server) routes() {
 	s.handle("POST /v3/files/{network}/signature/{cid}", filesWrite, s.addSignature)
 	s.handle("GET /v3/files/{network}/signature/{cid}", filesRead, s.getSignature)
 	s.handle("DELETE /v3/files/{network}/signature/{cid}", filesWrite, s.deleteSignature)
+	s.domainRoutes()
 }
 
 func (s *Server) testAuthentication(*http.Request, *Caller) (*Response, error) {

@@ -161,10 +161,7 @@ var _ = Describe("Secrets", func() {
 		tok, _, err := auth.CreateKey(ctx, k8sClient, p2.Signer, auth.KeyRequest{Workspace: ws, UserID: "sue", Scopes: []string{auth.ScopeSecretsWrite}})
 		Expect(err).NotTo(HaveOccurred())
 		post := func() reply {
-			saved := baseURL
-			baseURL = url
-			defer func() { baseURL = saved }()
-			return call("POST", "/v0/secrets", tok, map[string]string{"name": "LATE_KEY", "value": "v"})
+			return callURL(url, "POST", "/v0/secrets", tok, map[string]string{"name": "LATE_KEY", "value": "v"})
 		}
 		r := post()
 		Expect(r.Status).To(Equal(503), r.Raw)

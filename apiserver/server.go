@@ -67,6 +67,9 @@ type Options struct {
 	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).
 	SnapshotExists func(ctx context.Context, namespace, cid string) bool
 
+	// Domains configures the domain routes (brand, apps domain, verification key, claims);
+	// it must agree with the domain controller's settings.
+	Domains DomainOptions
 }
 
 // Server is the REST facade. It is an http.Handler.

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/local"
@@ -48,7 +51,21 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
-	plat, baseURL = startPlatform(ctx, platform.Options{})
+	fake, err := fakeclaw.EngineDir()
+	Expect(err).NotTo(HaveOccurred())
+	plat, baseURL = startPlatform(ctx, platform.Options{
+		Runtime: platform.RuntimeOptions{
+			Name: platform.RuntimeLocal, StateDir: GinkgoT().TempDir(), DefaultVersion: "2026.9.6",
+			// One fake engine offered under two versions (restarts that change version), and
+			// versions whose engine fails in one way each (fault tests).
+			EngineDirs: map[string]string{
+				"2026.9.6": fake, "2026.9.7": fake,
+				versionBrokenStart: faultyEngine(fake, "FAKECLAW_FAIL_START=1"),
+				versionBrokenCLI:   faultyEngine(fake, "FAKECLAW_FAIL=devices,config,cron"),
+			},
+		},
+		ProvisionTimeout: 30 * time.Second,
+	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: platform.DefaultSystemNamespace},
@@ -86,6 +103,21 @@ func startPlatform(ctx context.Context, o platform.Options) (*platform.Platform,
 	return p, "http://" + addr
 }
 
+// Engine versions whose fake engine fails.
+const (
+	versionBrokenStart = "2026.1.1-broken"
+	versionBrokenCLI   = "2026.1.2-nocli"
+)
+
+// faultyEngine is an engine dir whose bin/openclaw runs the fake with env set.
+func faultyEngine(fake, env string) string {
+	dir := GinkgoT().TempDir()
+	Expect(os.MkdirAll(filepath.Join(dir, "bin"), 0o755)).To(Succeed())
+	script := "#!/bin/sh\nexport " + env + "\nexec " + filepath.Join(fake, "bin", "openclaw") + " \"$@\"\n"
+	Expect(os.WriteFile(filepath.Join(dir, "bin", "openclaw"), []byte(script), 0o755)).To(Succeed())
+	return dir
+}
+
 // workspace creates a workspace (and its namespace) with the given plan and members.
 func workspace(name string, plan agentsv1.Plan, members ...agentsv1.WorkspaceMember) *agentsv1.Workspace {
 	ws := &agentsv1.Workspace{
@@ -118,8 +150,18 @@ func call(method, path, tok string, body any, headers ...string) reply {
 	return send(method, path, tok, "", body, headers...)
 }
 
+// callURL is call against another facade replica.
+func callURL(url, method, path, tok string, body any) reply {
+	return sendTo(url, method, path, tok, "", body)
+}
+
 // send is call with an explicit Content-Type ("" for none).
 func send(method, path, tok, contentType string, body any, headers ...string) reply {
+	return sendTo(baseURL, method, path, tok, contentType, body, headers...)
+}
+
+// sendTo is send to the facade at url.
+func sendTo(url, method, path, tok, contentType string, body any, headers ...string) reply {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -130,7 +172,7 @@ func send(method, path, tok, contentType string, body any, headers ...string) re
 		Expect(err).NotTo(HaveOccurred())
 		rd = strings.NewReader(string(raw))
 	}
-	req, err := http.NewRequestWithContext(ctx, method, baseURL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url+path, rd)
 	Expect(err).NotTo(HaveOccurred())
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)

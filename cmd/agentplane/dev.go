@@ -24,6 +24,7 @@ import (
 
 type devFlags struct {
 	stateDir, controlPlaneDir, workspace, user string
+	engineDirs                                 []string
 }
 
 func newDevCommand() *cobra.Command {
@@ -47,6 +48,8 @@ AGENTPLANE_TOKEN). Ctrl-C stops everything it started.`,
 	fl.StringVar(&f.workspace, "workspace", "dev", "workspace the dev token belongs to")
 	fl.StringVar(&f.user, "user", "developer", "user id of the dev token")
 	fl.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "metrics endpoint address (0 disables)")
+	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
+	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
 	return cmd
 }
 
@@ -73,6 +76,21 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 
 	o.Log = ctrl.Log
 	o.ProbeAddr = "0"
+	if len(f.engineDirs) == 0 {
+		return errors.New("no engine: pass --engine-dir (make run installs one with hack/install-engine.sh)")
+	}
+	fmt.Fprintln(out, "[dev] checking the engine")
+	if o.Runtime.EngineDirs, err = engineVersions(ctx, f.engineDirs); err != nil {
+		return err
+	}
+	o.Runtime.Name = platform.RuntimeLocal
+	o.Runtime.StateDir = filepath.Join(stateDir, "runtime")
+	if o.Files, err = localStorage(filepath.Join(stateDir, "storage")); err != nil {
+		return err
+	}
+	if err := ensureSecretsKey(ctx, cp, o.SystemNamespace); err != nil {
+		return err
+	}
 	ready := make(chan string, 1)
 	o.APIReady = func(addr string) { ready <- addr }
 	p, err := platform.New(ctx, cp.Config, o)

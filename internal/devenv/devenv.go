@@ -49,6 +49,8 @@ func Start(stateDir, assetsDir string) (*ControlPlane, error) {
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: dataDir}
+	// envtest trades durability for speed; the dev platform keeps its objects across crashes.
+	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "false")
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)

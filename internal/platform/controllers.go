@@ -1,6 +1,8 @@
 package platform
 
 import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
 	"github.com/agentplane/agentplane/controllers"
 )
 
@@ -12,6 +14,24 @@ func (p *Platform) setupControllers() error {
 	}
 	if err := (&controllers.AgentSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if p.runtime != nil {
+		r := &controllers.AgentReconciler{
+			Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions, Limiter: p.limiter,
+			Recorder:      mgr.GetEventRecorder("agentplane-agent"),
+			Notifications: p.notify,
+			Env: &controllers.SecretEnv{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
+				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,
+			},
+		}
+		var extra []func(*ctrl.Builder) *ctrl.Builder
+		if p.watchRuntime != nil {
+			extra = append(extra, p.watchRuntime)
+		}
+		if err := r.SetupWithManager(mgr, extra...); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -16,13 +16,20 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/dnsverify"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
 	agentscheme "github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
@@ -52,6 +59,12 @@ type Options struct {
 	SecretsKey secrets.KeySource
 	// APIOnly runs the REST facade without controllers (extra facade replicas, tests).
 	APIOnly bool
+	// Runtime chooses where agents run.
+	Runtime RuntimeOptions
+	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
+	ProvisionTimeout time.Duration
+	// Domains configures subdomains and custom domains.
+	Domains DomainOptions
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -62,6 +75,12 @@ type Platform struct {
 	opts    Options
 	limiter *quota.Limiter
 	sealer  *secrets.Sealer
+
+	versions     engine.Versions
+	runtime      runtime.Runtime
+	watchRuntime func(*ctrl.Builder) *ctrl.Builder
+	notify       chan event.GenericEvent
+	shutdown     func(context.Context) error
 }
 
 // New builds the manager, registers every controller and the REST facade.
@@ -74,6 +93,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if err != nil {
 		return nil, err
 	}
+	byObject := map[client.Object]cache.ByObject{
+		// Only gateway-token Secrets are cached (and indexed); other Secrets are read live.
+		&corev1.Secret{}: {Label: labels.NewSelector().Add(*gatewaySecrets)},
+	}
+	if o.Runtime.Name == RuntimeKube {
+		kubeCacheObjects(byObject)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Logger:                  o.Log,
@@ -82,10 +108,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "agentplane.io",
 		LeaderElectionNamespace: o.SystemNamespace,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			// Only gateway-token Secrets are cached (and indexed); other Secrets are read live.
-			&corev1.Secret{}: {Label: labels.NewSelector().Add(*gatewaySecrets)},
-		}},
+		Cache:                   cache.Options{ByObject: byObject},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -126,16 +149,41 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		sealer:  &secrets.Sealer{Keys: keys},
 	}
+	p.versions = o.Runtime.versions()
+	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
+		notify := make(chan event.GenericEvent, 1024)
+		rt, watch, err := p.buildRuntime(notify)
+		if err != nil {
+			return nil, err
+		}
+		p.runtime, p.watchRuntime, p.notify = rt, watch, notify
+	}
 	if !o.APIOnly {
 		if err := p.setupControllers(); err != nil {
 			return nil, err
 		}
 	}
+	// --- Domains: verification key, controller (not on API-only replicas), facade options. ---
+	domainKey, err := dnsverify.EnsureKey(ctx, direct, o.SystemNamespace)
+	if err != nil {
+		return nil, err
+	}
+	if !o.APIOnly {
+		if err := p.setupDomains(domainKey); err != nil {
+			return nil, err
+		}
+	}
+	domainAPI := apiserver.DomainOptions{
+		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey, SystemNamespace: o.SystemNamespace,
+	}
+	// --- end Domains ---
 	if o.APIAddr != "" {
 		p.API = apiserver.New(apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Limiter: p.limiter, Files: o.Files, Sealer: p.sealer,
+			Runtime: p.runtime, Engine: openclaw.New(), Versions: p.versions, ProvisionTimeout: o.ProvisionTimeout,
+			Domains: domainAPI,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
 			return nil, err
@@ -144,5 +192,61 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	return p, nil
 }
 
-// Start runs everything until ctx ends.
-func (p *Platform) Start(ctx context.Context) error { return p.Manager.Start(ctx) }
+// Start runs everything until ctx ends, then stops the runtime's local gateways (if any).
+func (p *Platform) Start(ctx context.Context) error {
+	err := p.Manager.Start(ctx)
+	if p.shutdown != nil {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if serr := p.shutdown(stopCtx); serr != nil && err == nil {
+			err = serr
+		}
+	}
+	return err
+}
+
+// Versions are the engine versions agents may run.
+func (p *Platform) Versions() engine.Versions { return p.versions }
+
+// --- Domains ---
+
+// DomainOptions configure domains: the domain controller and the facade's domain routes.
+type DomainOptions struct {
+	// Brand is refused in names and names the TXT record `_<brand>-verify.<domain>`
+	// (default "agentplane").
+	Brand string
+	// AppsDomain is the parent of subdomains (default "agents.localhost").
+	AppsDomain string
+	// Nameservers (`host:port`) answer TXT look-ups (default $AGENTPLANE_DNS_NAMESERVERS,
+	// else /etc/resolv.conf).
+	Nameservers []string
+	// Resolver replaces the DNS client built from Nameservers.
+	Resolver dnsverify.Resolver
+	// IngressClass and ClusterIssuer (cert-manager) shape the Ingresses of runtime kube.
+	IngressClass, ClusterIssuer string
+	// CheckInterval and MaxCheckInterval shape the delay between look-ups (10s doubling to 10m).
+	CheckInterval, MaxCheckInterval time.Duration
+}
+
+// setupDomains registers the domain controller: Ingresses route hosts on runtime kube, other
+// runtimes only record routes (local mode).
+func (p *Platform) setupDomains(key []byte) error {
+	mgr, o := p.Manager, p.opts.Domains
+	resolver := o.Resolver
+	if resolver == nil {
+		resolver = dnsverify.New(o.Nameservers, 0)
+	}
+	var router controllers.Router = &controllers.RecordRouter{}
+	if p.opts.Runtime.Name == RuntimeKube {
+		router = &controllers.IngressRouter{
+			Client: mgr.GetClient(), Scheme: mgr.GetScheme(), ServiceName: kube.ServiceName,
+			ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer,
+		}
+	}
+	return (&controllers.DomainReconciler{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Resolver: resolver, TokenKey: key,
+		Brand: o.Brand, AppsDomain: o.AppsDomain, Router: router, Limiter: p.limiter,
+		SystemNamespace: p.opts.SystemNamespace, CheckInterval: o.CheckInterval, MaxCheckInterval: o.MaxCheckInterval,
+		Recorder: mgr.GetEventRecorder("agentplane-domain"),
+	}).SetupWithManager(mgr)
+}

@@ -30,15 +30,22 @@ const StaleAfter = 2 * time.Minute
 type holder interface {
 	client.Object
 	reservations() *[]agentsv1.Reservation
+	// object is the pointer the API client reads into and writes from (holders are
+	// value types, which the client refuses).
+	object() client.Object
 }
 
 type workspaceHolder struct{ *agentsv1.Workspace }
+
+func (h workspaceHolder) object() client.Object { return h.Workspace }
 
 func (h workspaceHolder) reservations() *[]agentsv1.Reservation {
 	return &h.Status.AgentReservations
 }
 
 type agentHolder struct{ *agentsv1.Agent }
+
+func (h agentHolder) object() client.Object { return h.Agent }
 
 func (h agentHolder) reservations() *[]agentsv1.Reservation { return &h.Status.DomainReservations }
 
@@ -138,14 +145,14 @@ func (l *Limiter) update(ctx context.Context, key client.ObjectKey, newHolder fu
 	var lastErr error
 	for backoff.Steps > 0 {
 		h := newHolder()
-		if err := l.Reader.Get(ctx, key, h); err != nil {
+		if err := l.Reader.Get(ctx, key, h.object()); err != nil {
 			return err
 		}
 		changed, err := mutate(h)
 		if err != nil || !changed {
 			return err
 		}
-		err = l.Writer.Status().Update(ctx, h)
+		err = l.Writer.Status().Update(ctx, h.object())
 		if err == nil {
 			return nil
 		}

@@ -1,0 +1,266 @@
+package controllers_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/tenancy"
+)
+
+// startAgentManager runs the Agent controller on the kube runtime against envtest. There is
+// no kubelet: tests play it by creating the pod and writing its status.
+func startAgentManager() context.CancelFunc {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	rt := kube.New(kube.Options{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
+		Scheme: mgr.GetScheme(), Engine: openclaw.New(),
+	})
+	r := &controllers.AgentReconciler{
+		Client: mgr.GetClient(), Runtime: rt, Limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
+		Env:      &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
+	}
+	Expect(r.SetupWithManager(mgr, func(b *ctrl.Builder) *ctrl.Builder {
+		return b.Owns(&appsv1.StatefulSet{}).Watches(&corev1.Pod{}, podToAgentHandler())
+	})).To(Succeed())
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	return func() { stop(); <-done }
+}
+
+func agentWorkspace(name string, limit int32) string {
+	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(limit)}}
+	Expect(tenancy.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
+	return name
+}
+
+func createAgent(ns, name string, mut ...func(*agentsv1.Agent)) *agentsv1.Agent {
+	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: agentsv1.AgentSpec{DisplayName: name}}
+	for _, m := range mut {
+		m(a)
+	}
+	Expect(k8sClient.Create(ctx, a)).To(Succeed())
+	return a
+}
+
+func getAgent(a *agentsv1.Agent) *agentsv1.Agent {
+	got := &agentsv1.Agent{}
+	Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), got)).To(Succeed())
+	return got
+}
+
+func condition(a *agentsv1.Agent, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(a.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// playKubelet creates (or replaces) the agent's pod with the StatefulSet's template hash and
+// the given container state.
+func playKubelet(a *agentsv1.Agent, state corev1.ContainerState, ready bool, restarts int32) {
+	sts := &appsv1.StatefulSet{}
+	Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: a.Name}, sts) }).Should(Succeed())
+	pod := &corev1.Pod{}
+	key := client.ObjectKey{Namespace: a.Namespace, Name: a.Name + "-0"}
+	if err := k8sClient.Get(ctx, key, pod); apierrors.IsNotFound(err) {
+		pod = &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name + "-0", Labels: sts.Spec.Template.Labels, Annotations: sts.Spec.Template.Annotations},
+			Spec:       *sts.Spec.Template.Spec.DeepCopy(),
+		}
+		// The StatefulSet controller mounts each claim template's PVC; stand in with emptyDirs.
+		for _, t := range sts.Spec.VolumeClaimTemplates {
+			pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: t.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}
+		Expect(k8sClient.Create(ctx, pod)).To(Succeed())
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	readyStatus := corev1.ConditionFalse
+	if ready {
+		readyStatus = corev1.ConditionTrue
+	}
+	pod.Status = corev1.PodStatus{
+		Phase:      corev1.PodRunning,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: readyStatus, LastTransitionTime: metav1.Now()}},
+		ContainerStatuses: []corev1.ContainerStatus{{
+			Name: kube.ContainerGateway, Ready: ready, RestartCount: restarts, State: state,
+			Image: sts.Spec.Template.Spec.Containers[0].Image,
+		}},
+	}
+	Expect(k8sClient.Status().Update(ctx, pod)).To(Succeed())
+}
+
+var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
+	var stop context.CancelFunc
+	BeforeAll(func() { stop = startAgentManager() })
+	AfterAll(func() { stop() })
+
+	It("builds owned objects, then follows the pod from starting to running to a crash", func() {
+		ns := agentWorkspace("agents-kube", 5)
+		a := createAgent(ns, "agt-one")
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+		got := getAgent(a)
+		Expect(got.Finalizers).To(ContainElement(controllers.AgentFinalizer))
+		Expect(condition(got, agentsv1.AgentProvisioned).Status).To(Equal(metav1.ConditionTrue))
+		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
+
+		for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}} {
+			name := a.Name
+			if _, ok := obj.(*corev1.Secret); ok {
+				name = controllers.GatewayTokenSecretName(a.Name)
+			}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed())
+			Expect(obj.GetOwnerReferences()).To(ContainElement(And(HaveField("UID", got.UID), HaveField("Controller", ptr.To(true)))), "%T", obj)
+		}
+
+		playKubelet(a, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}, true, 0)
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentRunning))
+		got = getAgent(a)
+		Expect(condition(got, agentsv1.AgentGatewayReady).Status).To(Equal(metav1.ConditionTrue))
+		Expect(got.Status.Endpoint).To(ContainSubstring(":18789"))
+		Expect(got.Status.EngineVersion).To(Equal("2026.9.6"))
+
+		playKubelet(a, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}, false, 3)
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentNotRunning))
+		got = getAgent(a)
+		ready := condition(got, agentsv1.AgentGatewayReady)
+		Expect(ready.Reason).To(Equal("CrashLoopBackOff"))
+		Expect(got.Status.Restarts).To(Equal(int32(3)))
+
+		By("not rewriting status while nothing changes (no hot loop)")
+		time.Sleep(time.Second) // let in-flight passes for the last pod update land
+		rv := getAgent(a).ResourceVersion
+		Consistently(func() string { return getAgent(a).ResourceVersion }, 3*time.Second, 250*time.Millisecond).Should(Equal(rv))
+	})
+
+	It("refuses a version the platform does not offer and an agent beyond the workspace limit", func() {
+		ns := agentWorkspace("agents-kube-limit", 1)
+		first := createAgent(ns, "agt-first")
+		Eventually(func() agentsv1.AgentPhase { return getAgent(first).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+		second := createAgent(ns, "agt-second")
+		Eventually(func() string { return condition(getAgent(second), agentsv1.AgentProvisioned).Reason }).Should(Equal(agentsv1.ReasonAgentLimitReached))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: second.Name}, &appsv1.StatefulSet{})).NotTo(Succeed())
+
+		ns2 := agentWorkspace("agents-kube-version", 5)
+		old := createAgent(ns2, "agt-old", func(a *agentsv1.Agent) { a.Spec.Engine.Version = "1999.1.1" })
+		Eventually(func() string { return condition(getAgent(old), agentsv1.AgentProvisioned).Reason }).Should(Equal("InvalidVersion"))
+		Expect(getAgent(old).Status.Phase).To(Equal(agentsv1.AgentNotRunning))
+	})
+
+	It("rolls the pod when the agent's secrets change", func() {
+		ns := agentWorkspace("agents-kube-env", 5)
+		core := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-key"}, StringData: map[string]string{"k": "v1"}}
+		Expect(k8sClient.Create(ctx, core)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &agentsv1.AgentSecret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-key"},
+			Spec:       agentsv1.AgentSecretSpec{Name: "TEAM_KEY", SecretRef: &agentsv1.SecretKeyReference{Name: "team-key", Key: "k"}},
+		})).To(Succeed())
+		a := createAgent(ns, "agt-env", func(a *agentsv1.Agent) { a.Spec.Secrets = []agentsv1.LocalObjectReference{{Name: "team-key"}} })
+		hash := func() string {
+			sts := &appsv1.StatefulSet{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, sts); err != nil {
+				return ""
+			}
+			return sts.Spec.Template.Annotations[kube.AnnotationConfigHash]
+		}
+		Eventually(hash).ShouldNot(BeEmpty())
+		before := hash()
+		env := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.EnvSecretName(a.Name)}, env)).To(Succeed())
+		Expect(env.Data).To(HaveKeyWithValue("TEAM_KEY", []byte("v1")))
+
+		core.StringData = map[string]string{"k": "v2"}
+		Expect(k8sClient.Update(ctx, core)).To(Succeed())
+		// Referenced core Secrets are not watched; an agent change triggers the pass here.
+		patch := client.MergeFrom(getAgent(a))
+		fresh := getAgent(a)
+		fresh.Spec.Description = "touch"
+		Expect(k8sClient.Patch(ctx, fresh, patch)).To(Succeed())
+		Eventually(hash).ShouldNot(Equal(before))
+	})
+
+	It("cleans up through its finalizer and frees the slot", func() {
+		ns := agentWorkspace("agents-kube-delete", 1)
+		a := createAgent(ns, "agt-gone")
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+		Expect(k8sClient.Delete(ctx, getAgent(a))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), &agentsv1.Agent{}))
+		}).Should(BeTrue())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, &appsv1.StatefulSet{}))).To(BeTrue())
+		ws := &agentsv1.Workspace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, ws)).To(Succeed())
+		Expect(ws.Status.AgentReservations).To(BeEmpty())
+		next := createAgent(ns, "agt-next")
+		Eventually(func() agentsv1.AgentPhase { return getAgent(next).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+	})
+
+	It("converges without duplicates when the manager restarts mid-provisioning", func() {
+		ns := agentWorkspace("agents-kube-restart", 5)
+		var agents []*agentsv1.Agent
+		for i := range 5 {
+			agents = append(agents, createAgent(ns, fmt.Sprintf("agt-r%d", i)))
+		}
+		// Stop while the first passes are under way, then start a fresh manager.
+		time.Sleep(150 * time.Millisecond)
+		stop()
+		stop = startAgentManager()
+		for _, a := range agents {
+			Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+		}
+		tokens := map[string]string{}
+		for _, a := range agents {
+			s := &corev1.Secret{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.GatewayTokenSecretName(a.Name)}, s)).To(Succeed())
+			tokens[a.Name] = string(s.Data["token"])
+		}
+		var sets appsv1.StatefulSetList
+		Expect(k8sClient.List(ctx, &sets, client.InNamespace(ns))).To(Succeed())
+		Expect(sets.Items).To(HaveLen(5))
+		ws := &agentsv1.Workspace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, ws)).To(Succeed())
+		Expect(ws.Status.AgentReservations).To(HaveLen(5))
+		// Another restart changes nothing: same tokens, same objects.
+		stop()
+		stop = startAgentManager()
+		Consistently(func() map[string]string {
+			out := map[string]string{}
+			for _, a := range agents {
+				s := &corev1.Secret{}
+				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.GatewayTokenSecretName(a.Name)}, s)
+				out[a.Name] = string(s.Data["token"])
+			}
+			return out
+		}, 2*time.Second).Should(Equal(tokens))
+	})
+})

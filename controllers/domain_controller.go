@@ -1,0 +1,371 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/dnsverify"
+	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/quota"
+)
+
+// DomainFinalizer lets the controller release the host claim, the route and the agent's
+// domain slot before a Domain goes away.
+const DomainFinalizer = hostclaim.Finalizer
+
+// Retry intervals of failed domains (nothing watched tells when they may succeed).
+const (
+	domainLimitRetry = time.Minute
+	hostTakenRetry   = 5 * time.Minute
+)
+
+// DomainReconciler proves ownership of custom domains (a TXT record), claims each host
+// cluster-wide, holds the agent's domain slot and routes the host to the agent:
+// pending_ownership -> pending -> active, or failed.
+type DomainReconciler struct {
+	client.Client
+	// APIReader reads claims and slots from the API server (nil: the Client).
+	APIReader client.Reader
+	// Resolver looks TXT records up.
+	Resolver dnsverify.Resolver
+	// TokenKey derives verification tokens (dnsverify.Token).
+	TokenKey []byte
+	// Brand is refused in names and names the record `_<brand>-verify` (default "agentplane").
+	Brand string
+	// AppsDomain is the parent of subdomains (default "agents.localhost").
+	AppsDomain string
+	// Router sends hosts to agents.
+	Router Router
+	// Limiter holds the per-agent domain slots.
+	Limiter *quota.Limiter
+	// SystemNamespace holds the host claims.
+	SystemNamespace string
+	// CheckInterval and MaxCheckInterval shape the delay between TXT look-ups (10s doubling
+	// up to 10m by default).
+	CheckInterval, MaxCheckInterval time.Duration
+	// Recorder receives phase changes (nil: none).
+	Recorder events.EventRecorder
+	// Now is the clock.
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=agentplane.io,resources=domains,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=domains/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=domains/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile converges one Domain: a delete path and a normal path, the status computed in one
+// place and written only when it changed.
+func (r *DomainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	d := &agentsv1.Domain{}
+	if err := r.Get(ctx, req.NamespacedName, d); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if d.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.reconcileDelete(ctx, d)
+	}
+	agent := &agentsv1.Agent{}
+	agentErr := r.Get(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, agent)
+	if agentErr != nil && !apierrors.IsNotFound(agentErr) {
+		return ctrl.Result{}, agentErr
+	}
+	if agentErr != nil {
+		agent = nil
+	}
+	if err := r.ensureMetadata(ctx, d, agent); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	before := d.Status.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, d, before); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	return r.reconcileNormal(ctx, d, agent)
+}
+
+// ensureMetadata adds the finalizer and makes the agent an owner of d (deleting an agent
+// deletes its domains).
+func (r *DomainReconciler) ensureMetadata(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	changed := controllerutil.AddFinalizer(d, DomainFinalizer)
+	if agent != nil && !slices.ContainsFunc(d.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == agent.UID }) {
+		if err := controllerutil.SetOwnerReference(agent, d, r.Scheme()); err != nil {
+			return err
+		}
+		changed = true
+	}
+	if !changed {
+		return nil
+	}
+	return r.Update(ctx, d)
+}
+
+// reconcileNormal walks the domain through slot, name rules, ownership, claim and route.
+func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) (ctrl.Result, error) {
+	d.Status.Host = hostclaim.Host(&d.Spec, r.appsDomain())
+	custom := d.Spec.CustomDomain != ""
+	if custom {
+		d.Status.Verification = r.verification(d)
+		if meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified) == nil {
+			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, ReasonNotChecked, "the TXT record has not been looked up yet")
+		}
+	} else {
+		d.Status.Verification, d.Status.NextCheck = nil, nil
+		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, ReasonNotRequired, "subdomains of the platform need no ownership proof")
+	}
+
+	if agent == nil {
+		return ctrl.Result{}, r.fail(ctx, d, ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", d.Spec.AgentRef.Name))
+	}
+	if ok, err := r.ensureSlot(ctx, d, agent); err != nil {
+		return ctrl.Result{}, err
+	} else if !ok {
+		return ctrl.Result{RequeueAfter: domainLimitRetry}, nil
+	}
+	if hostclaim.Banned(hostclaim.ChosenName(&d.Spec), r.brand()) {
+		return ctrl.Result{}, r.fail(ctx, d, ReasonBannedName, fmt.Sprintf("names containing %q are reserved", r.brand()))
+	}
+	if custom {
+		verified, wait := r.checkOwnership(ctx, d)
+		if !verified {
+			d.Status.Phase = agentsv1.DomainPendingOwnership
+			setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonAwaitingOwnership,
+				"the host is routed once the TXT record "+d.Status.Verification.RecordName+" holds the token")
+			return ctrl.Result{RequeueAfter: wait}, nil
+		}
+	}
+
+	if err := r.ensureClaim(ctx, d); err != nil {
+		if !errors.Is(err, hostclaim.ErrHostTaken) {
+			return ctrl.Result{}, err
+		}
+		if err := r.fail(ctx, d, ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
+			return ctrl.Result{}, err
+		}
+		return ctrl.Result{RequeueAfter: hostTakenRetry}, nil
+	}
+	if !routed(d) {
+		d.Status.Phase = agentsv1.DomainPending
+		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonRouting, "routing "+d.Status.Host)
+	}
+	if err := r.Router.Route(ctx, d, agent); err != nil {
+		d.Status.Phase = agentsv1.DomainPending
+		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonRouteFailed, err.Error())
+		return ctrl.Result{}, fmt.Errorf("route %s: %w", d.Status.Host, err)
+	}
+	msg := "routed " + d.Status.Host
+	if rd, ok := r.Router.(routeDescriber); ok {
+		msg = rd.Describe(d)
+	}
+	d.Status.Phase = agentsv1.DomainActive
+	setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionTrue, ReasonRouted, msg)
+	return ctrl.Result{}, nil
+}
+
+// ensureSlot takes one of the agent's domain slots (a no-op when d holds one). It reports
+// false, with d marked failed, when no slot is free.
+func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) (bool, error) {
+	if slices.ContainsFunc(agent.Status.DomainReservations, func(res agentsv1.Reservation) bool { return res.Name == d.Name }) {
+		return true, nil
+	}
+	key := client.ObjectKeyFromObject(agent)
+	err := r.Limiter.ReserveDomain(ctx, key, d.Name)
+	if errors.Is(err, quota.ErrLimitReached) {
+		// Slots of callers that reserved and never created their Domain are freed, then retried.
+		if pruned, perr := hostclaim.PruneSlots(ctx, r.reader(), r.Client, key, r.now()); perr == nil && pruned {
+			err = r.Limiter.ReserveDomain(ctx, key, d.Name)
+		}
+	}
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, quota.ErrLimitReached):
+		msg := fmt.Sprintf("agent %s already has %d domains", agent.Name, agentsv1.MaxDomainsPerAgent)
+		return false, r.fail(ctx, d, ReasonDomainLimitReached, msg)
+	case apierrors.IsNotFound(err):
+		return false, r.fail(ctx, d, ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", agent.Name))
+	default:
+		return false, err
+	}
+}
+
+// ensureClaim makes d the holder of its host (read live; created only when not yet held).
+func (r *DomainReconciler) ensureClaim(ctx context.Context, d *agentsv1.Domain) error {
+	held, err := hostclaim.Lookup(ctx, r.reader(), r.SystemNamespace, d.Status.Host)
+	if err != nil {
+		return err
+	}
+	if held != nil && held.Domain == hostclaim.DomainKey(d) {
+		return nil
+	}
+	return hostclaim.ClaimHost(ctx, hostclaim.Live(r.Client, r.APIReader), r.SystemNamespace, d.Status.Host, d.Namespace, hostclaim.DomainKey(d))
+}
+
+// fail marks d failed and takes a route it had away.
+func (r *DomainReconciler) fail(ctx context.Context, d *agentsv1.Domain, reason, message string) error {
+	wasRouted := routed(d)
+	setDomainFailed(d, reason, message)
+	if wasRouted {
+		return r.Router.Unroute(ctx, d)
+	}
+	return nil
+}
+
+// reconcileDelete takes the route away, releases the claim and the slot, and lets d go.
+func (r *DomainReconciler) reconcileDelete(ctx context.Context, d *agentsv1.Domain) error {
+	if !controllerutil.ContainsFinalizer(d, DomainFinalizer) {
+		return nil
+	}
+	if err := r.Router.Unroute(ctx, d); err != nil {
+		return fmt.Errorf("unroute: %w", err)
+	}
+	host := hostclaim.Host(&d.Spec, r.appsDomain())
+	if err := hostclaim.ReleaseHost(ctx, hostclaim.Live(r.Client, r.APIReader), r.SystemNamespace, host, hostclaim.DomainKey(d)); err != nil {
+		return fmt.Errorf("release claim: %w", err)
+	}
+	if err := r.Limiter.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
+		return fmt.Errorf("release slot: %w", err)
+	}
+	r.event(d, corev1.EventTypeNormal, "Deleted", "Delete", "%s released", host)
+	controllerutil.RemoveFinalizer(d, DomainFinalizer)
+	return client.IgnoreNotFound(r.Update(ctx, d))
+}
+
+// patchStatus writes the status only when it changed and records phase changes as events.
+func (r *DomainReconciler) patchStatus(ctx context.Context, d *agentsv1.Domain, before *agentsv1.DomainStatus) error {
+	d.Status.ObservedGeneration = d.Generation
+	if equality.Semantic.DeepEqual(before, &d.Status) {
+		return nil
+	}
+	orig := d.DeepCopy()
+	orig.Status = *before
+	if err := r.Status().Patch(ctx, d, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if before.Phase != d.Status.Phase {
+		typ, msg := corev1.EventTypeNormal, ""
+		if c := routedCondition(d); c != nil {
+			msg = c.Message
+		}
+		if d.Status.Phase == agentsv1.DomainFailed {
+			typ = corev1.EventTypeWarning
+		}
+		r.event(d, typ, "Phase", "Reconcile", "domain %s is %s: %s", d.Status.Host, d.Status.Phase, msg)
+		log.FromContext(ctx).Info("domain phase changed", "host", d.Status.Host, "from", before.Phase, "to", d.Status.Phase)
+	}
+	return nil
+}
+
+func routedCondition(d *agentsv1.Domain) *metav1.Condition {
+	for i := range d.Status.Conditions {
+		if d.Status.Conditions[i].Type == agentsv1.DomainRouted {
+			return &d.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func (r *DomainReconciler) event(d *agentsv1.Domain, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(d, nil, typ, reason, action, note, args...)
+	}
+}
+
+func (r *DomainReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *DomainReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
+}
+
+func (r *DomainReconciler) brand() string {
+	if r.Brand != "" {
+		return r.Brand
+	}
+	return hostclaim.DefaultBrand
+}
+
+func (r *DomainReconciler) appsDomain() string {
+	if r.AppsDomain != "" {
+		return r.AppsDomain
+	}
+	return hostclaim.DefaultAppsDomain
+}
+
+// SetupWithManager registers the controller: Domains, their agents (created, deleted, spec
+// changed or a domain slot freed) and, with the IngressRouter, their Ingresses.
+func (r *DomainReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1.Domain{}).
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.domainsOfAgent),
+			builder.WithPredicates(agentChangedForDomains)).
+		Named("domain")
+	if _, ok := r.Router.(*IngressRouter); ok {
+		b = b.Owns(&networkingv1.Ingress{})
+	}
+	for _, f := range extra {
+		b = f(b)
+	}
+	return b.Complete(r)
+}
+
+// agentChangedForDomains lets through agents created or deleted, spec changes, and freed
+// domain slots (a domain waiting for one then proceeds at once).
+var agentChangedForDomains = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		oldA, okOld := e.ObjectOld.(*agentsv1.Agent)
+		newA, okNew := e.ObjectNew.(*agentsv1.Agent)
+		if !okOld || !okNew {
+			return false
+		}
+		return oldA.Generation != newA.Generation || len(newA.Status.DomainReservations) < len(oldA.Status.DomainReservations)
+	},
+}
+
+// domainsOfAgent maps an agent to the Domains that route to it.
+func (r *DomainReconciler) domainsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
+	var list agentsv1.DomainList
+	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		log.FromContext(ctx).Error(err, "list domains of agent", "agent", o.GetName())
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Spec.AgentRef.Name == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return out
+}

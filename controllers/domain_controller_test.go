@@ -1,0 +1,359 @@
+package controllers_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/dnsverify"
+	"github.com/agentplane/agentplane/internal/dnsverify/dnstest"
+	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/quota"
+)
+
+const (
+	domSystemNS = "domain-test-system"
+	appsDomain  = "apps.test"
+)
+
+// The domain controller runs in its own manager (a RecordRouter, a DNS server on loopback and
+// short check intervals) for the specs of this container.
+var _ = Describe("Domain controller", Ordered, func() {
+	var (
+		dnsSrv   *dnstest.Server
+		router   *controllers.RecordRouter
+		tokenKey = []byte("0123456789abcdef0123456789abcdef")
+		stop     context.CancelFunc
+	)
+
+	BeforeAll(func() {
+		var err error
+		dnsSrv, err = dnstest.Start()
+		Expect(err).NotTo(HaveOccurred())
+		if err := k8sClient.Create(ctx, namespace(domSystemNS)); !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+			Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		router = &controllers.RecordRouter{}
+		Expect((&controllers.DomainReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Resolver: dnsverify.New([]string{dnsSrv.Addr}, 300*time.Millisecond), TokenKey: tokenKey,
+			AppsDomain: appsDomain, Router: router, SystemNamespace: domSystemNS,
+			Limiter:       &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			CheckInterval: time.Second, MaxCheckInterval: 2 * time.Second,
+		}).SetupWithManager(mgr)).To(Succeed())
+		var mctx context.Context
+		mctx, stop = context.WithCancel(ctx)
+		go func() {
+			defer GinkgoRecover()
+			Expect(mgr.Start(mctx)).To(Succeed())
+		}()
+	})
+
+	AfterAll(func() {
+		stop()
+		dnsSrv.Stop()
+	})
+
+	It("makes a subdomain active at once and claims its host", func() {
+		ns := newWorkspaceNS("dom-sub")
+		agent := newAgent(ns, "a1")
+		d := newDomain(ns, "hello", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "hello" })
+		got := eventuallyPhase(d, agentsv1.DomainActive)
+		Expect(got.Status.Host).To(Equal("hello." + appsDomain))
+		Expect(got.Status.Verification).To(BeNil())
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonNotRequired)
+		routed := expectCondition(got, agentsv1.DomainRouted, metav1.ConditionTrue, controllers.ReasonRouted)
+		Expect(routed.Message).To(ContainSubstring("recorded (local mode)"))
+		Expect(got.Finalizers).To(ContainElement(controllers.DomainFinalizer))
+		Expect(got.OwnerReferences).To(ContainElement(HaveField("UID", agent.UID)))
+		Expect(router.Routes()).To(HaveKeyWithValue(ns+"/hello", controllers.RecordedRoute{
+			Host: "hello." + appsDomain, Namespace: ns, Agent: agent.Name, Port: controllers.DefaultTargetPort,
+		}))
+
+		lease := &coordinationv1.Lease{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName("hello." + appsDomain)}, lease)).To(Succeed())
+		Expect(lease.Name).To(HaveLen(len("domain-") + 40))
+		Expect(lease.Labels).To(HaveKeyWithValue(hostclaim.LabelClaim, hostclaim.ClaimKindDomain))
+		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationHost, "hello."+appsDomain))
+		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationWorkspace, ns))
+		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationDomain, ns+"/hello"))
+		Expect(reservations(ns, agent.Name)).To(ConsistOf("hello"))
+	})
+
+	It("walks a custom domain from pending_ownership to active as DNS catches up", func() {
+		ns := newWorkspaceNS("dom-cust")
+		agent := newAgent(ns, "a1")
+		d := newDomain(ns, "docs", agent.Name, func(d *agentsv1.Domain) { d.Spec.CustomDomain = "docs.example.com" })
+		record := "_agentplane-verify.docs.example.com"
+		token := dnsverify.Token(tokenKey, ns, "docs.example.com")
+
+		By("NXDOMAIN: not yet")
+		got := eventuallyReason(d, controllers.ReasonNotChecked, string(dnsverify.Missing))
+		Expect(got.Status.Phase).To(Equal(agentsv1.DomainPendingOwnership))
+		Expect(got.Status.Verification).To(Equal(&agentsv1.DomainVerification{RecordName: record, Token: token}))
+		Expect(got.Status.LastChecked).NotTo(BeNil())
+		Expect(got.Status.NextCheck).NotTo(BeNil())
+		Expect(got.Status.Checks).To(BeNumerically(">=", 1))
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonAwaitingOwnership)
+		expectNoClaim("docs.example.com")
+
+		By("a wrong value is not taken for the token")
+		dnsSrv.SetTXT(record, "not-the-token")
+		got = eventuallyReason(d, string(dnsverify.Mismatch))
+		Expect(got.Status.Phase).To(Equal(agentsv1.DomainPendingOwnership))
+		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.DomainVerified).Message).To(ContainSubstring("does not match"))
+
+		By("DNS down: still pending, reported in the condition")
+		dnsSrv.Stop()
+		got = eventuallyReason(d, string(dnsverify.Unavailable))
+		Expect(got.Status.Phase).To(Equal(agentsv1.DomainPendingOwnership))
+		Expect(got.Status.Checks).To(BeNumerically(">=", 3))
+
+		By("DNS back with the right token")
+		dnsSrv.SetTXT(record, "not-the-token", token)
+		Expect(dnsSrv.Restart()).To(Succeed())
+		got = eventuallyPhase(d, agentsv1.DomainActive)
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonDomainVerified)
+		Expect(got.Status.NextCheck).To(BeNil())
+		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, "docs.example.com")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.Workspace).To(Equal(ns))
+
+		By("once verified, DNS is not asked again")
+		before := dnsSrv.Queries()
+		Consistently(dnsSrv.Queries, 3*time.Second, 500*time.Millisecond).Should(Equal(before))
+	})
+
+	It("fails a name containing the brand", func() {
+		ns := newWorkspaceNS("dom-banned")
+		agent := newAgent(ns, "a1")
+		d := newDomain(ns, "banned", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "my-agentplane-site" })
+		got := eventuallyPhase(d, agentsv1.DomainFailed)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonBannedName)
+		expectNoClaim("my-agentplane-site." + appsDomain)
+		Expect(router.Routes()).NotTo(HaveKey(ns + "/banned"))
+	})
+
+	It("gives a custom domain to the first workspace that proves ownership", func() {
+		nsA, nsB := newWorkspaceNS("dom-shop-a"), newWorkspaceNS("dom-shop-b")
+		a, b := newAgent(nsA, "a1"), newAgent(nsB, "b1")
+		record := "_agentplane-verify.shop.example.com"
+		first := newDomain(nsA, "shop", a.Name, func(d *agentsv1.Domain) { d.Spec.CustomDomain = "shop.example.com" })
+		second := newDomain(nsB, "shop", b.Name, func(d *agentsv1.Domain) { d.Spec.CustomDomain = "shop.example.com" })
+		Expect(eventuallyPhase(second, agentsv1.DomainPendingOwnership).Status.Verification.Token).
+			NotTo(Equal(dnsverify.Token(tokenKey, nsA, "shop.example.com")), "tokens differ per workspace")
+
+		dnsSrv.SetTXT(record, dnsverify.Token(tokenKey, nsA, "shop.example.com"))
+		eventuallyPhase(first, agentsv1.DomainActive)
+		dnsSrv.SetTXT(record, dnsverify.Token(tokenKey, nsA, "shop.example.com"), dnsverify.Token(tokenKey, nsB, "shop.example.com"))
+		got := eventuallyPhase(second, agentsv1.DomainFailed)
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonDomainVerified)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonHostTaken)
+	})
+
+	It("refuses a kubectl-created sixth domain on one agent and lets it in when a slot frees", func() {
+		ns := newWorkspaceNS("dom-limit")
+		agent := newAgent(ns, "a1")
+		for i := range agentsv1.MaxDomainsPerAgent {
+			d := newDomain(ns, fmt.Sprintf("d%d", i), agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = fmt.Sprintf("lim%d", i) })
+			eventuallyPhase(d, agentsv1.DomainActive)
+		}
+		sixth := newDomain(ns, "d5", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "lim5" })
+		got := eventuallyPhase(sixth, agentsv1.DomainFailed)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonDomainLimitReached)
+		expectNoClaim("lim5." + appsDomain)
+
+		Expect(k8sClient.Delete(ctx, &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d0"}})).To(Succeed())
+		eventuallyPhase(sixth, agentsv1.DomainActive)
+		Expect(reservations(ns, agent.Name)).To(ConsistOf("d1", "d2", "d3", "d4", "d5"))
+	})
+
+	It("frees slots of domains that were reserved but never created", func() {
+		ns := newWorkspaceNS("dom-stale")
+		agent := newAgent(ns, "a1")
+		old := metav1.NewTime(time.Now().Add(-time.Hour))
+		for i := range agentsv1.MaxDomainsPerAgent {
+			agent.Status.DomainReservations = append(agent.Status.DomainReservations, agentsv1.Reservation{Name: fmt.Sprintf("ghost%d", i), Time: old})
+		}
+		Expect(k8sClient.Status().Update(ctx, agent)).To(Succeed())
+		d := newDomain(ns, "real", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "stale-slots" })
+		eventuallyPhase(d, agentsv1.DomainActive)
+		Expect(reservations(ns, agent.Name)).To(ConsistOf("real"))
+	})
+
+	It("gives a subdomain to one workspace only and releases it on delete", func() {
+		nsA, nsB := newWorkspaceNS("dom-race-a"), newWorkspaceNS("dom-race-b")
+		a, b := newAgent(nsA, "a1"), newAgent(nsB, "b1")
+		first := newDomain(nsA, "shared", a.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "shared" })
+		eventuallyPhase(first, agentsv1.DomainActive)
+		second := newDomain(nsB, "shared", b.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "shared" })
+		got := eventuallyPhase(second, agentsv1.DomainFailed)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonHostTaken)
+
+		By("the finalizer releases claim, route and slot")
+		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(first), &agentsv1.Domain{}))
+		}, 10*time.Second).Should(BeTrue())
+		expectNoClaim("shared." + appsDomain)
+		Expect(router.Routes()).NotTo(HaveKey(nsA + "/shared"))
+		Expect(reservations(nsA, a.Name)).To(BeEmpty())
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, "shared."+appsDomain, nsB, "other/claimant")).To(Succeed())
+	})
+})
+
+var _ = Describe("Host claims", func() {
+	BeforeEach(func() {
+		_ = k8sClient.Create(ctx, namespace(domSystemNS))
+	})
+
+	It("lets exactly one of 20 concurrent claimants from two workspaces win", func() {
+		host := "race.example.com"
+		var wg sync.WaitGroup
+		results := make([]error, 20)
+		for i := range results {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				ws := []string{"race-ws-a", "race-ws-b"}[i%2]
+				results[i] = hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, ws, fmt.Sprintf("%s/dom-%d", ws, i))
+			}()
+		}
+		wg.Wait()
+		wins, taken := 0, 0
+		for _, err := range results {
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, hostclaim.ErrHostTaken):
+				taken++
+			default:
+				Fail("unexpected error: " + err.Error())
+			}
+		}
+		Expect(wins).To(Equal(1))
+		Expect(taken).To(Equal(19))
+	})
+
+	It("is idempotent for its holder and released only by it", func() {
+		host := "idem.example.com"
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d2")).To(MatchError(hostclaim.ErrHostTaken))
+		Expect(hostclaim.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d2")).To(Succeed())
+		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, host)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.Domain).To(Equal("ws-a/d1"))
+		Expect(hostclaim.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d1")).To(Succeed())
+		expectNoClaim(host)
+	})
+
+	It("takes over a stale claim whose domain never appeared", func() {
+		host := "stale.example.com"
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-gone", "ws-gone/never-created")).To(Succeed())
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(MatchError(hostclaim.ErrHostTaken))
+		lease := &coordinationv1.Lease{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName(host)}, lease)).To(Succeed())
+		lease.Annotations[hostclaim.AnnotationClaimedAt] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
+		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(Succeed())
+		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, host)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.Workspace).To(Equal("ws-b"))
+	})
+})
+
+var _ = Describe("IngressRouter", func() {
+	It("creates an Ingress owned by the Domain that sends the host to the agent's Service", func() {
+		ns := newWorkspaceNS("dom-ingress")
+		agent := newAgent(ns, "a1")
+		d := newDomain(ns, "web", agent.Name, func(d *agentsv1.Domain) {
+			d.Spec.CustomDomain = "web.example.com"
+			d.Spec.TargetPort = 8080
+		})
+		d.Status.Host = "web.example.com"
+		r := &controllers.IngressRouter{Client: k8sClient, Scheme: env.Scheme, ClassName: "nginx", ClusterIssuer: "letsencrypt",
+			Annotations: map[string]string{"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600"}}
+		Expect(r.Route(ctx, d, agent)).To(Succeed())
+		Expect(r.Route(ctx, d, agent)).To(Succeed(), "idempotent")
+
+		ing := &networkingv1.Ingress{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing)).To(Succeed())
+		Expect(ing.OwnerReferences).To(ConsistOf(And(HaveField("UID", d.UID), HaveField("Controller", ptr.To(true)))))
+		Expect(ing.Spec.IngressClassName).To(Equal(ptr.To("nginx")))
+		Expect(ing.Spec.Rules).To(HaveLen(1))
+		Expect(ing.Spec.Rules[0].Host).To(Equal("web.example.com"))
+		backend := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
+		Expect(backend.Name).To(Equal(agent.Name))
+		Expect(backend.Port.Number).To(Equal(int32(8080)))
+		Expect(ing.Annotations).To(HaveKeyWithValue(controllers.ClusterIssuerAnnotation, "letsencrypt"))
+		Expect(ing.Annotations).To(HaveKeyWithValue("nginx.ingress.kubernetes.io/proxy-read-timeout", "3600"))
+		Expect(ing.Spec.TLS).To(ConsistOf(networkingv1.IngressTLS{Hosts: []string{"web.example.com"}, SecretName: "web-tls"}))
+
+		By("without an issuer there is no TLS")
+		r.ClusterIssuer = ""
+		Expect(r.Route(ctx, d, agent)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing)).To(Succeed())
+		Expect(ing.Spec.TLS).To(BeEmpty())
+		Expect(ing.Annotations).NotTo(HaveKey(controllers.ClusterIssuerAnnotation))
+
+		By("the runtime's Service name is used when given")
+		r.ServiceName = func(a *agentsv1.Agent) string { return "svc-" + a.Name }
+		Expect(r.Route(ctx, d, agent)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing)).To(Succeed())
+		Expect(ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name).To(Equal("svc-a1"))
+
+		Expect(r.Unroute(ctx, d)).To(Succeed())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing))).To(BeTrue())
+		Expect(r.Unroute(ctx, d)).To(Succeed(), "idempotent")
+	})
+})
+
+var _ = Describe("Domain verification key", func() {
+	It("is created once and shared by concurrent callers", func() {
+		const ns = "domain-key-system"
+		keys := make([][]byte, 10)
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				k, err := dnsverify.EnsureKey(ctx, k8sClient, ns)
+				Expect(err).NotTo(HaveOccurred())
+				keys[i] = k
+			}()
+		}
+		wg.Wait()
+		Expect(keys[0]).To(HaveLen(32))
+		for _, k := range keys {
+			Expect(k).To(Equal(keys[0]))
+		}
+		again, err := dnsverify.EnsureKey(ctx, k8sClient, ns)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(again).To(Equal(keys[0]))
+	})
+})

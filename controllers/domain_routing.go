@@ -1,0 +1,190 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// DefaultTargetPort is the agent port a Domain routes to when spec.targetPort is unset (the
+// gateway's port).
+const DefaultTargetPort int32 = 18789
+
+// Router sends a Domain's host to its agent. Both methods are idempotent.
+type Router interface {
+	// Route makes d.Status.Host reach agent on d's target port.
+	Route(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error
+	// Unroute stops routing d's host.
+	Unroute(ctx context.Context, d *agentsv1.Domain) error
+}
+
+// routeDescriber is implemented by routers that say what they did (the Routed condition's
+// message).
+type routeDescriber interface {
+	Describe(d *agentsv1.Domain) string
+}
+
+func targetPort(d *agentsv1.Domain) int32 {
+	if d.Spec.TargetPort > 0 {
+		return d.Spec.TargetPort
+	}
+	return DefaultTargetPort
+}
+
+// Ingress settings.
+const (
+	// ClusterIssuerAnnotation asks cert-manager for a certificate from a ClusterIssuer.
+	ClusterIssuerAnnotation = "cert-manager.io/cluster-issuer"
+	// LabelDomain names the Domain an Ingress routes.
+	LabelDomain = "agentplane.io/domain"
+)
+
+// IngressRouter (runtime kube) routes with a networking.k8s.io/v1 Ingress named after the
+// Domain and owned by it: host -> the agent's Service on the target port.
+type IngressRouter struct {
+	Client client.Client
+	Scheme *runtime.Scheme
+	// ServiceName is the name of the agent's Service (nil: the agent's name, as the kube
+	// runtime names it for DNS-1035 agent names; pass kube.ServiceName).
+	ServiceName func(*agentsv1.Agent) string
+	// ClassName is spec.ingressClassName ("" leaves the cluster's default class).
+	ClassName string
+	// ClusterIssuer, when set, asks cert-manager for a certificate (annotation
+	// cert-manager.io/cluster-issuer) stored in the Secret `<domain>-tls`.
+	ClusterIssuer string
+	// Annotations are added to every Ingress (ingress-controller settings).
+	Annotations map[string]string
+}
+
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+
+// Route creates or updates d's Ingress.
+func (r *IngressRouter) Route(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	ing := &networkingv1.Ingress{}
+	ing.Name, ing.Namespace = d.Name, d.Namespace
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, ing, func() error {
+		want := r.desiredIngress(d, agent)
+		if ing.Labels == nil {
+			ing.Labels = map[string]string{}
+		}
+		for k, v := range want.Labels {
+			ing.Labels[k] = v
+		}
+		if ing.Annotations == nil {
+			ing.Annotations = map[string]string{}
+		}
+		for k, v := range want.Annotations {
+			ing.Annotations[k] = v
+		}
+		if r.ClusterIssuer == "" {
+			delete(ing.Annotations, ClusterIssuerAnnotation)
+		}
+		ing.Spec = want.Spec
+		return controllerutil.SetControllerReference(d, ing, r.Scheme)
+	})
+	return err
+}
+
+// desiredIngress is the Ingress that routes d to agent.
+func (r *IngressRouter) desiredIngress(d *agentsv1.Domain, agent *agentsv1.Agent) *networkingv1.Ingress {
+	prefix := networkingv1.PathTypePrefix
+	ing := &networkingv1.Ingress{}
+	ing.Labels = map[string]string{LabelDomain: d.Name, "app.kubernetes.io/part-of": "agentplane"}
+	ing.Annotations = map[string]string{}
+	for k, v := range r.Annotations {
+		ing.Annotations[k] = v
+	}
+	if r.ClassName != "" {
+		ing.Spec.IngressClassName = &r.ClassName
+	}
+	ing.Spec.Rules = []networkingv1.IngressRule{{
+		Host: d.Status.Host,
+		IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{
+			Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: &prefix,
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+					Name: r.serviceName(agent), Port: networkingv1.ServiceBackendPort{Number: targetPort(d)},
+				}},
+			}},
+		}},
+	}}
+	if r.ClusterIssuer != "" {
+		ing.Annotations[ClusterIssuerAnnotation] = r.ClusterIssuer
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: []string{d.Status.Host}, SecretName: d.Name + "-tls"}}
+	}
+	return ing
+}
+
+func (r *IngressRouter) serviceName(agent *agentsv1.Agent) string {
+	if r.ServiceName != nil {
+		return r.ServiceName(agent)
+	}
+	return agent.Name
+}
+
+// Unroute deletes d's Ingress.
+func (r *IngressRouter) Unroute(ctx context.Context, d *agentsv1.Domain) error {
+	ing := &networkingv1.Ingress{}
+	ing.Name, ing.Namespace = d.Name, d.Namespace
+	return client.IgnoreNotFound(r.Client.Delete(ctx, ing))
+}
+
+// Describe is the Routed condition's message.
+func (r *IngressRouter) Describe(d *agentsv1.Domain) string {
+	return fmt.Sprintf("ingress %s sends %s to agent %s port %d", d.Name, d.Status.Host, d.Spec.AgentRef.Name, targetPort(d))
+}
+
+// RecordedRoute is a route RecordRouter keeps.
+type RecordedRoute struct {
+	Host, Namespace, Agent string
+	Port                   int32
+}
+
+// RecordRouter (local mode) only records routes: in local mode agents listen on this host
+// and nothing fronts them.
+type RecordRouter struct {
+	mu     sync.Mutex
+	routes map[string]RecordedRoute
+}
+
+// Route records d's route.
+func (r *RecordRouter) Route(_ context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.routes == nil {
+		r.routes = map[string]RecordedRoute{}
+	}
+	r.routes[d.Namespace+"/"+d.Name] = RecordedRoute{Host: d.Status.Host, Namespace: d.Namespace, Agent: agent.Name, Port: targetPort(d)}
+	return nil
+}
+
+// Unroute forgets d's route.
+func (r *RecordRouter) Unroute(_ context.Context, d *agentsv1.Domain) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.routes, d.Namespace+"/"+d.Name)
+	return nil
+}
+
+// Describe is the Routed condition's message.
+func (r *RecordRouter) Describe(d *agentsv1.Domain) string {
+	return fmt.Sprintf("%s -> agent %s port %d recorded (local mode)", d.Status.Host, d.Spec.AgentRef.Name, targetPort(d))
+}
+
+// Routes returns the recorded routes by Domain `namespace/name`.
+func (r *RecordRouter) Routes() map[string]RecordedRoute {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]RecordedRoute, len(r.routes))
+	for k, v := range r.routes {
+		out[k] = v
+	}
+	return out
+}

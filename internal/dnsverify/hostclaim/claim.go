@@ -1,0 +1,195 @@
+package hostclaim
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// A claim is a coordination.k8s.io/v1 Lease in the system namespace named after the host:
+// the API server accepts one create per name, so of any number of concurrent claimants on
+// any number of replicas exactly one holds a host.
+const (
+	// LabelClaim marks claim Leases (value ClaimKindDomain).
+	LabelClaim = "agentplane.io/claim"
+	// ClaimKindDomain is LabelClaim's value on host claims.
+	ClaimKindDomain = "domain"
+	// AnnotationHost, AnnotationWorkspace and AnnotationDomain say what is claimed, by which
+	// workspace and for which Domain (`namespace/name`).
+	AnnotationHost      = "agentplane.io/host"
+	AnnotationWorkspace = "agentplane.io/workspace"
+	AnnotationDomain    = "agentplane.io/domain"
+	// AnnotationClaimedAt is when the current holder took the claim (RFC 3339).
+	AnnotationClaimedAt = "agentplane.io/claimed-at"
+	// StaleAfter is how long a claim whose Domain does not exist is kept before another
+	// Domain may take it over (a caller that claimed and died before creating its Domain).
+	StaleAfter = 2 * time.Minute
+)
+
+// ErrHostTaken: another Domain (of another workspace, or another Domain of the same
+// workspace) holds the host.
+var ErrHostTaken = errors.New("host is taken")
+
+// Claim is who holds a host.
+type Claim struct {
+	Host, Workspace string
+	// Domain is the holder's `namespace/name`.
+	Domain    string
+	ClaimedAt time.Time
+}
+
+// ClaimName is the Lease name of host's claim: `domain-` and the first 40 hex digits of its
+// SHA-256 (host names are longer than object names may be).
+func ClaimName(host string) string {
+	sum := sha256.Sum256([]byte(strings.ToLower(host)))
+	return "domain-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// DomainKey is the `namespace/name` a claim records for d.
+func DomainKey(d *agentsv1.Domain) string { return d.Namespace + "/" + d.Name }
+
+// Lookup returns the claim on host, or nil when nobody holds it.
+func Lookup(ctx context.Context, r client.Reader, systemNS, host string) (*Claim, error) {
+	l := &coordinationv1.Lease{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: ClaimName(host)}, l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return claimOf(l), nil
+}
+
+func claimOf(l *coordinationv1.Lease) *Claim {
+	a := l.Annotations
+	c := &Claim{Host: a[AnnotationHost], Workspace: a[AnnotationWorkspace], Domain: a[AnnotationDomain], ClaimedAt: l.CreationTimestamp.Time}
+	if t, err := time.Parse(time.RFC3339, a[AnnotationClaimedAt]); err == nil {
+		c.ClaimedAt = t
+	}
+	return c
+}
+
+// ClaimHost makes Domain domainKey (`namespace/name`) of workspace the holder of host.
+// Claiming a host the same Domain holds is a no-op. A host held by any other Domain answers
+// an error wrapping ErrHostTaken, unless that Domain no longer exists and its claim is older
+// than StaleAfter: then the claim is taken over (with optimistic concurrency). c should read
+// from the API server, not a cache.
+func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, domainKey string) error {
+	host = strings.ToLower(host)
+	now := time.Now()
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ClaimName(host), Namespace: systemNS,
+			Labels:      map[string]string{LabelClaim: ClaimKindDomain, "app.kubernetes.io/part-of": "agentplane"},
+			Annotations: claimAnnotations(host, workspace, domainKey, now),
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &domainKey},
+	}
+	for range 3 {
+		err := c.Create(ctx, l.DeepCopy())
+		if err == nil || !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		cur := &coordinationv1.Lease{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(l), cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // released in between: create again
+			}
+			return err
+		}
+		held := claimOf(cur)
+		if held.Domain == domainKey {
+			return nil
+		}
+		stale, err := holderGone(ctx, c, held, now)
+		if err != nil {
+			return err
+		}
+		if !stale {
+			return fmt.Errorf("%w: %s is held by workspace %s", ErrHostTaken, host, held.Workspace)
+		}
+		cur.Annotations = claimAnnotations(host, workspace, domainKey, now)
+		cur.Spec.HolderIdentity = &domainKey
+		if err := c.Update(ctx, cur); err == nil {
+			return nil
+		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("%w: %s is contended", ErrHostTaken, host)
+}
+
+func claimAnnotations(host, workspace, domainKey string, now time.Time) map[string]string {
+	return map[string]string{
+		AnnotationHost: host, AnnotationWorkspace: workspace, AnnotationDomain: domainKey,
+		AnnotationClaimedAt: now.UTC().Format(time.RFC3339),
+	}
+}
+
+// holderGone reports whether the claim's Domain does not exist and the claim is stale.
+func holderGone(ctx context.Context, r client.Reader, held *Claim, now time.Time) (bool, error) {
+	if now.Sub(held.ClaimedAt) < StaleAfter {
+		return false, nil
+	}
+	ns, name, ok := strings.Cut(held.Domain, "/")
+	if !ok {
+		return true, nil
+	}
+	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &agentsv1.Domain{})
+	if apierrors.IsNotFound(err) {
+		return true, nil
+	}
+	return false, err
+}
+
+// ReleaseHost drops the claim on host when Domain domainKey holds it (a claim another Domain
+// took over is left alone).
+func ReleaseHost(ctx context.Context, c client.Client, systemNS, host, domainKey string) error {
+	cur := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: ClaimName(host)}, cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if claimOf(cur).Domain != domainKey {
+		return nil
+	}
+	pre := metav1.Preconditions{UID: &cur.UID, ResourceVersion: &cur.ResourceVersion}
+	err := c.Delete(ctx, cur, &client.DeleteOptions{Preconditions: &pre})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		// Gone already, or changed hands in between (then it is not ours to release).
+		return nil
+	}
+	return err
+}
+
+// Live returns c with reads going to r (the API server): claims must not be judged from a
+// cache that may lag.
+func Live(c client.Client, r client.Reader) client.Client {
+	if r == nil {
+		return c
+	}
+	return liveClient{Client: c, r: r}
+}
+
+type liveClient struct {
+	client.Client
+	r client.Reader
+}
+
+func (l liveClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	return l.r.Get(ctx, key, obj, opts...)
+}
+
+func (l liveClient) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return l.r.List(ctx, list, opts...)
+}

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatewayStatus POSTs a made-up tool to the gateway: 401 means the token is refused, 404 that
+// it is accepted (the tool does not exist), without side effects.
+func gatewayStatus(t *testing.T, endpoint, token string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", endpoint+"/tools/invoke", strings.NewReader(`{"tool":"agentplane_probe","args":{}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("gateway %s: %v", endpoint, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// eventually polls f until it is true or the timeout ends.
+func eventually(t *testing.T, timeout time.Duration, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if f() {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// TestRealEngineAgentLifecycle drives one agent on the real OpenClaw gateway through what a
+// user does with it.
+func TestRealEngineAgentLifecycle(t *testing.T) {
+	p := startDev(t, engineDir(t))
+
+	// Create: waits for provisioning and answers the running agent.
+	start := time.Now()
+	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "E2E Agent", "vibe": "thorough"}), 201, "create agent").obj("agent")
+	t.Logf("agent running after %s", time.Since(start).Round(time.Millisecond))
+	id, endpoint := created["id"].(string), created["endpoint"].(string)
+	if created["status"] != "running" || !strings.HasPrefix(endpoint, "http://127.0.0.1:") {
+		t.Fatalf("created agent: %v", created)
+	}
+	resp, err := http.Get(endpoint + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("gateway /healthz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	base := "/v0/agents/" + id
+
+	t.Run("devices", func(t *testing.T) {
+		r := must(t, p.call("GET", base+"/devices", nil), 200, "devices")
+		if _, ok := r.body["paired"]; !ok {
+			t.Fatalf("devices: %s", r.raw)
+		}
+	})
+
+	t.Run("console exec", func(t *testing.T) {
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hello; ls; exit 4"}), 200, "exec")
+		if r.body["exitCode"] != 4.0 || !strings.Contains(r.str("stdout"), "hello") {
+			t.Fatalf("exec: %s", r.raw)
+		}
+		for _, cwd := range []string{"..", "/etc", "../../.."} {
+			r := p.call("POST", base+"/console/exec", map[string]string{"command": "pwd", "cwd": cwd})
+			if r.status != 400 || r.str("error") != "Invalid command" {
+				t.Fatalf("cwd %q: %s", cwd, r.raw)
+			}
+		}
+	})
+
+	t.Run("config validate, write and read back", func(t *testing.T) {
+		r := must(t, p.call("POST", base+"/config/validate", map[string]any{"config": map[string]any{"gateway": map[string]any{"mode": "local"}}}), 200, "validate")
+		if r.body["valid"] != true {
+			t.Fatalf("valid config judged invalid: %s", r.raw)
+		}
+		r = must(t, p.call("POST", base+"/config/validate", map[string]any{"config": map[string]any{"bogusKey": 1}}), 200, "validate invalid")
+		if r.body["valid"] != false || !strings.Contains(r.str("output"), "bogusKey") {
+			t.Fatalf("invalid config: %s", r.raw)
+		}
+		cfg := must(t, p.call("GET", base+"/config", nil), 200, "read config").obj("config")
+		if strings.Contains(p.call("GET", base+"/config", nil).raw, "gw_") {
+			t.Fatal("the config answer shows the gateway token")
+		}
+		cfg["agents"].(map[string]any)["entries"].(map[string]any)["main"].(map[string]any)["description"] = "written by e2e"
+		must(t, p.call("PUT", base+"/config", map[string]any{"config": cfg}), 200, "write config")
+		back := p.call("GET", base+"/config", nil)
+		if !strings.Contains(back.raw, "written by e2e") {
+			t.Fatalf("config did not round-trip: %s", back.raw)
+		}
+		bad := p.call("PUT", base+"/config", map[string]any{"config": map[string]any{"bogusKey": true}})
+		if bad.status != 400 {
+			t.Fatalf("invalid config was written: %s", bad.raw)
+		}
+		if !strings.Contains(p.call("GET", base+"/config", nil).raw, "written by e2e") {
+			t.Fatal("a refused write changed the config")
+		}
+		if s := gatewayStatus(t, endpoint, p.call("GET", base+"/gateway-token", nil).str("token")); s != 404 {
+			t.Fatalf("gateway refuses its token after a config write: %d", s)
+		}
+	})
+
+	t.Run("cron add and list", func(t *testing.T) {
+		task := map[string]any{
+			"name":     "e2e-report",
+			"schedule": map[string]any{"kind": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Berlin"},
+			"payload":  map[string]any{"kind": "agentTurn", "message": "write the report"},
+		}
+		must(t, p.call("POST", base+"/tasks", task), 201, "cron add")
+		list := must(t, p.call("GET", base+"/tasks", nil), 200, "cron list")
+		tasks, _ := list.body["tasks"].([]any)
+		if len(tasks) != 1 || tasks[0].(map[string]any)["name"] != "e2e-report" {
+			t.Fatalf("tasks (system jobs must not show): %s", list.raw)
+		}
+		bad := p.call("POST", base+"/tasks", map[string]any{"name": "x", "schedule": map[string]any{"kind": "cron", "expr": "99 * * *"}, "payload": task["payload"]})
+		if bad.status != 400 || bad.str("error") != "Invalid parameters" {
+			t.Fatalf("bad cron: %s", bad.raw)
+		}
+	})
+
+	t.Run("files upload", func(t *testing.T) {
+		content := "uploaded into the workspace\n"
+		must(t, p.call("POST", base+"/files/upload", map[string]string{"filename": "docs/in.txt", "contentBase64": base64.StdEncoding.EncodeToString([]byte(content))}), 201, "upload")
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat docs/in.txt"}), 200, "cat")
+		if r.str("stdout") != content {
+			t.Fatalf("uploaded file reads %q", r.str("stdout"))
+		}
+	})
+
+	t.Run("gateway token rotation", func(t *testing.T) {
+		old := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
+		if gatewayStatus(t, endpoint, old) != 404 {
+			t.Fatal("the gateway refuses its current token")
+		}
+		if r := p.callAs(old, "GET", base, nil); r.status != 200 {
+			t.Fatalf("the gateway token does not open its agent's routes: %s", r.raw)
+		}
+		if r := p.callAs(old, "GET", "/v0/agents", nil); r.status != 401 {
+			t.Fatalf("a gateway token opened a workspace route: %d", r.status)
+		}
+		fresh := must(t, p.call("POST", base+"/gateway-token/rotate", nil), 200, "rotate").str("token")
+		if r := p.callAs(old, "GET", base, nil); r.status != 401 {
+			t.Fatalf("the rotated-out token still works on the facade: %d", r.status)
+		}
+		eventually(t, 30*time.Second, "the gateway to take the new token", func() bool {
+			return gatewayStatus(t, endpoint, fresh) == 404 && gatewayStatus(t, endpoint, old) == 401
+		})
+	})
+
+	t.Run("secrets reach the gateway's environment", func(t *testing.T) {
+		value := "sk-e2e-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		sec := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "OPENAI_API_KEY", "value": value, "provider": "openai"}), 201, "create secret").obj("secret")
+		must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
+		eventually(t, 3*time.Minute, "the gateway to restart with the secret", func() bool {
+			r := p.call("POST", base+"/console/exec", map[string]string{
+				"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^OPENAI_API_KEY='`,
+			})
+			return r.status == 200 && strings.TrimSpace(r.str("stdout")) == "OPENAI_API_KEY="+value
+		})
+		if strings.Contains(p.log.String(), value) {
+			t.Fatal("the secret value appears in the platform's log")
+		}
+	})
+
+	t.Run("restart and unknown version", func(t *testing.T) {
+		bad := p.call("POST", base+"/restart", map[string]string{"version": "1999.1.1"})
+		if bad.status != 400 || bad.str("error") != "Invalid version" {
+			t.Fatalf("unknown version: %s", bad.raw)
+		}
+		before := pidOf(t, p, id)
+		r := must(t, p.call("POST", base+"/restart", nil), 200, "restart")
+		if r.obj("agent")["status"] != "running" {
+			t.Fatalf("after restart: %s", r.raw)
+		}
+		if after := pidOf(t, p, id); after == before || !alive(after) {
+			t.Fatalf("restart kept pid %d (now %d)", before, after)
+		}
+	})
+
+	t.Run("delete stops the gateway", func(t *testing.T) {
+		pid := pidOf(t, p, id)
+		must(t, p.call("DELETE", base, nil), 200, "delete")
+		eventually(t, time.Minute, "the agent to disappear", func() bool { return p.call("GET", base, nil).status == 404 })
+		eventually(t, 30*time.Second, "the gateway process to exit", func() bool { return !alive(pid) })
+	})
+
+	// A second agent stays up until Ctrl-C, which must leave no process behind.
+	second := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Left running"}), 201, "second agent").obj("agent")
+	pid := pidOf(t, p, second["id"].(string))
+	p.stop()
+	if alive(pid) {
+		t.Fatalf("gateway %d survived Ctrl-C", pid)
+	}
+}
+
+// pidOf reads the local runtime's pid file of an agent.
+func pidOf(t *testing.T, p *platform, id string) int {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(p.stateDir, "runtime", "agents", "dev", id, "gateway.pid"))
+	if err != nil {
+		t.Fatalf("pid of %s: %v", id, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("pid file of %s: %q", id, raw)
+	}
+	return pid
+}
