@@ -186,4 +186,3 @@ func must(t *testing.T, r reply, status int, what string) reply {
 	}
 	return r
 }
-
