@@ -118,6 +118,12 @@ func (s *Server) callerFromJWT(ctx context.Context, tok string, needUser bool) (
 	}, nil
 }
 
+// gatewayScopes are what an agent's gateway token may do on that agent's own routes.
+var gatewayScopes = []string{
+	auth.ScopeAgentsWrite, auth.ScopeAgentsExec, auth.ScopeSecretsRead,
+	auth.ScopeDomainsWrite, auth.ScopeSkillsWrite, auth.ScopeChannelsWrite,
+}
+
 // callerFromGatewayToken accepts an agent's gateway token on that agent's own routes.
 func (s *Server) callerFromGatewayToken(r *http.Request, tok string, a access) (*Caller, error) {
 	agentID := r.PathValue("agentId")
@@ -137,7 +143,7 @@ func (s *Server) callerFromGatewayToken(r *http.Request, tok string, a access) (
 			}
 			return &Caller{
 				Workspace: ws, Namespace: ws.Name, Role: agentsv1.RoleMember,
-				Scopes: []string{auth.ScopeAgentsWrite, auth.ScopeAgentsExec, auth.ScopeSecretsRead}, GatewayAgent: agentID,
+				Scopes: gatewayScopes, GatewayAgent: agentID,
 			}, nil
 		}
 	}
