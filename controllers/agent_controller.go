@@ -22,6 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/storage"
 )
 
 // AgentFinalizer lets the controller stop the runtime and release the agent's slot before the
@@ -30,8 +31,10 @@ const AgentFinalizer = "agentplane.io/agent"
 
 // Requeue intervals.
 const (
-	// startingPoll re-checks a booting gateway (runtimes also notify, this is the safety net).
-	startingPoll = 5 * time.Second
+	// startingPoll re-checks a booting gateway. Runtimes report changes themselves (pod watches,
+	// local health notifications); this is only the safety net, kept long so that many
+	// starting agents do not add up to a steady load on the API server.
+	startingPoll = 30 * time.Second
 	// limitRetry re-checks an agent that waits for a free slot of the workspace's limit.
 	limitRetry = time.Minute
 )
@@ -52,6 +55,14 @@ type AgentReconciler struct {
 	Recorder events.EventRecorder
 	// Env resolves attached secrets into environment; nil means none.
 	Env EnvResolver
+	// Snapshots holds snapshot archives (spec.desiredSnapshot restores; nil: none configured);
+	// SnapshotReader reads Snapshots and templates for it (live; nil: the cached Client).
+	Snapshots      storage.Store
+	SnapshotReader client.Reader
+	// Skills holds skill bundles and Engine names the engine's files: attached skills are
+	// unpacked into the workspace (nil: they are not).
+	Skills storage.Store
+	Engine engine.Engine
 	// Notifications carries runtime notifications (a process exited, became healthy).
 	Notifications chan event.GenericEvent
 	// Now is the clock.
@@ -94,7 +105,7 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 // reconcileNormal takes a slot of the workspace's limit, makes sure the gateway token exists,
 // asks the runtime for the desired state and records what it observes.
 func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
-	if err := r.Limiter.ReserveAgent(ctx, agent.Namespace, agent.Name); err != nil {
+	if err := r.reserveSlot(ctx, agent); err != nil {
 		if errors.Is(err, quota.ErrLimitReached) {
 			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.now())
 			return ctrl.Result{RequeueAfter: limitRetry}, nil
@@ -122,10 +133,31 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	}
 	agent.Status.GatewayTokenSecret = secretName
 	applyObserved(agent, observed, r.now())
+	if res, err := r.restoreSnapshot(ctx, agent); err != nil || !res.IsZero() {
+		return res, err
+	}
+	if err := r.syncSkills(ctx, agent); err != nil {
+		return ctrl.Result{}, err
+	}
 	if observed.Phase == runtime.PhaseStarting {
 		return ctrl.Result{RequeueAfter: startingPoll}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// reserveSlot takes the agent's slot of the workspace limit. The cached Workspace answers the
+// common case (already reserved) without a round trip; only a missing reservation goes to the
+// API server through the Limiter.
+func (r *AgentReconciler) reserveSlot(ctx context.Context, agent *agentsv1.Agent) error {
+	ws := &agentsv1.Workspace{}
+	if err := r.Get(ctx, client.ObjectKey{Name: agent.Namespace}, ws); err == nil {
+		for _, res := range ws.Status.AgentReservations {
+			if res.Name == agent.Name {
+				return nil
+			}
+		}
+	}
+	return r.Limiter.ReserveAgent(ctx, agent.Namespace, agent.Name)
 }
 
 // desired is what the runtime should run for agent.

@@ -56,6 +56,8 @@ func Start() (*Env, error) {
 		BinaryAssetsDirectory: assets,
 		Scheme:                s,
 	}
+	// Room for thousands of agent Services (envtest's default range has 254 addresses).
+	e.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	cfg, err := e.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
