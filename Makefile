@@ -67,6 +67,23 @@ build: ## Build bin/agentplane.
 run: build envtest-assets engine ## Run the platform locally (agentplane dev).
 	$(BIN)/agentplane dev --state-dir $(STATE_DIR) --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
 
+##@ Deploy
+
+IMG ?= ghcr.io/agentplane/agentplane:latest
+KUBECTL ?= kubectl
+
+.PHONY: docker-build
+docker-build: ## Build the manager image (needs a Docker engine).
+	docker build -t $(IMG) .
+
+.PHONY: deploy
+deploy: ## Install CRDs, RBAC and the manager into the cluster of the current kubeconfig.
+	$(KUBECTL) kustomize config/default | sed 's|ghcr.io/agentplane/agentplane:latest|$(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed (CRDs included: this deletes every agentplane object).
+	$(KUBECTL) kustomize config/default | $(KUBECTL) delete --ignore-not-found -f -
+
 ##@ Test
 
 .PHONY: test
