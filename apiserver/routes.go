@@ -55,6 +55,10 @@ func (s *Server) routes() {
 	s.handle("POST /v0/agents/{agentId}/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.attachSecrets)
 	s.handle("DELETE /v0/agents/{agentId}/secrets/{secretId}", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.detachSecret)
 
+	// Issues: closed beta, internal accounts only (404 for everyone else).
+	s.handle("GET /v0/issues", read, s.listIssues)
+	s.handle("POST /v0/issues", write, s.createIssue)
+
 	// v3: the hosted API's auth check used by the pinata SDK.
 	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
 
