@@ -75,6 +75,9 @@ func (s *Server) routes() {
 	s.handle("GET /v3/files/{network}/signature/{cid}", filesRead, s.getSignature)
 	s.handle("DELETE /v3/files/{network}/signature/{cid}", filesWrite, s.deleteSignature)
 	s.domainRoutes()
+	s.snapshotRoutes()
+	s.skillRoutes()
+	s.channelRoutes()
 }
 
 func (s *Server) testAuthentication(*http.Request, *Caller) (*Response, error) {

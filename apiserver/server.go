@@ -67,6 +67,8 @@ type Options struct {
 	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).
 	SnapshotExists func(ctx context.Context, namespace, cid string) bool
 
+	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
+	ClawHubURL string
 	// Domains configures the domain routes (brand, apps domain, verification key, claims);
 	// it must agree with the domain controller's settings.
 	Domains DomainOptions

@@ -65,6 +65,8 @@ var _ = BeforeSuite(func() {
 			},
 		},
 		ProvisionTimeout: 30 * time.Second,
+		ClawHubURL:       hubURL(),
+		Files:            suiteFiles(),
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{

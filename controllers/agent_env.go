@@ -16,9 +16,9 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 )
 
-// SecretEnv resolves an agent's attached secrets into environment variables. With
-// DerivedSecret set (kube runtime) it also keeps a core Secret `<agent>-env` holding them, owned
-// by the agent, for the pod's envFrom.
+// SecretEnv resolves an agent's attached secrets, and the tokens of its enabled Channels
+// (channel_env.go), into environment variables. With DerivedSecret set (kube runtime) it also
+// keeps a core Secret `<agent>-env` holding them, owned by the agent, for the pod's envFrom.
 type SecretEnv struct {
 	Client        client.Client
 	APIReader     client.Reader
@@ -45,6 +45,10 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 			return nil, "", fmt.Errorf("secret %s: %w", ref.Name, err)
 		}
 		env[apiserver.EnvNameOf(sec)] = string(v)
+	}
+	// Channel tokens (fixed names, after attached secrets so they win).
+	if err := e.addChannelEnv(ctx, agent, env); err != nil {
+		return nil, "", err
 	}
 	if !e.DerivedSecret {
 		return env, "", nil

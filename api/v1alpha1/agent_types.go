@@ -144,6 +144,11 @@ type AgentStatus struct {
 	// LastRestartAt is the restart request that was last carried out.
 	// +optional
 	LastRestartAt *metav1.Time `json:"lastRestartAt,omitempty"`
+	// InstalledSkills are the CIDs of the skill bundles unpacked in the agent's workspace
+	// (`skills/<slug>/`), written by the Agent controller once it has unpacked spec.skills.
+	// +listType=set
+	// +optional
+	InstalledSkills []string `json:"installedSkills,omitempty"`
 	// DomainReservations are the slots of the per-agent domain limit. Written only with
 	// optimistic concurrency.
 	// +listType=map

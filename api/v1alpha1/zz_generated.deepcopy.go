@@ -247,6 +247,11 @@ func (in *AgentStatus) DeepCopyInto(out *AgentStatus) {
 		in, out := &in.LastRestartAt, &out.LastRestartAt
 		*out = (*in).DeepCopy()
 	}
+	if in.InstalledSkills != nil {
+		in, out := &in.InstalledSkills, &out.InstalledSkills
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.DomainReservations != nil {
 		in, out := &in.DomainReservations, &out.DomainReservations
 		*out = make([]Reservation, len(*in))

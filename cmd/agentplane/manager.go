@@ -1,16 +1,27 @@
 package main
 
 import (
-	"github.com/spf13/cobra"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"context"
+	"errors"
+	"fmt"
 
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/storage/s3"
 )
 
 func newManagerCommand() *cobra.Command {
 	o := platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}
 	var storageDir, secretsKeyFile string
+	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers and the REST facade (in a cluster)",
@@ -21,7 +32,14 @@ func newManagerCommand() *cobra.Command {
 				return err
 			}
 			o.Log = ctrl.Log
-			if storageDir != "" {
+			switch {
+			case storageDir != "" && s3f.endpoint != "":
+				return errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")
+			case s3f.endpoint != "":
+				if o.Files, err = s3f.open(ctx, cfg, o.SystemNamespace); err != nil {
+					return err
+				}
+			case storageDir != "":
 				if o.Files, err = localStorage(storageDir); err != nil {
 					return err
 				}
@@ -45,6 +63,8 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
 	cmd.Flags().StringVar(&storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
+	s3f.add(cmd)
+	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")
 	cmd.Flags().StringVar(&secretsKeyFile, "secrets-key-file", "", "file with the 32-byte secrets key (default: Secret agentplane-secrets-key in the system namespace)")
 	return cmd
 }
@@ -54,4 +74,56 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f := cmd.Flags()
 	f.StringVar(&o.APIAddr, "api-addr", apiAddr, "address of the REST facade")
 	f.StringVar(&o.SystemNamespace, "system-namespace", platform.DefaultSystemNamespace, "namespace of the platform's own keys")
+	f.StringVar(&o.ClawHubURL, "clawhub-url", clawhub.DefaultURL, "ClawHub registry skills are installed from")
+}
+
+// s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and
+// agent snapshots (instead of --storage-dir):
+//
+//	--s3-endpoint            host[:port] of the S3 API, without scheme (enables the backend)
+//	--s3-bucket              the bucket; it must exist
+//	--s3-region              the bucket's region (default us-east-1)
+//	--s3-prefix              optional key prefix under which every space lives ("a/b")
+//	--s3-insecure            plain http instead of https (in-cluster MinIO, versitygw)
+//	--s3-credentials-secret  core Secret in the system namespace with the keys accessKey and
+//	                         secretKey, read once at start (rotate by restarting the manager)
+//
+// Objects are keyed [<prefix>/]<workspace>/<network or "snapshots">/<cid>. An unreachable
+// endpoint does not stop the manager: storage routes answer 503 until it answers again.
+type s3Flags struct {
+	endpoint, bucket, region, prefix, credentialsSecret string
+	insecure                                            bool
+}
+
+func (f *s3Flags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.endpoint, "s3-endpoint", "", "S3-compatible storage endpoint host[:port] for files and snapshots (instead of --storage-dir)")
+	fl.StringVar(&f.bucket, "s3-bucket", "", "S3 bucket (must exist)")
+	fl.StringVar(&f.region, "s3-region", "us-east-1", "S3 region of the bucket")
+	fl.StringVar(&f.prefix, "s3-prefix", "", "key prefix for every object in the bucket")
+	fl.BoolVar(&f.insecure, "s3-insecure", false, "talk plain http to the S3 endpoint")
+	fl.StringVar(&f.credentialsSecret, "s3-credentials-secret", "", "Secret in the system namespace with accessKey and secretKey for S3")
+}
+
+// open reads the credentials Secret (if named) and builds the S3 store.
+func (f *s3Flags) open(ctx context.Context, cfg *rest.Config, systemNamespace string) (*s3.Store, error) {
+	if f.bucket == "" {
+		return nil, errors.New("--s3-bucket is required with --s3-endpoint")
+	}
+	c := s3.Config{Endpoint: f.endpoint, Bucket: f.bucket, Region: f.region, Prefix: f.prefix, UseSSL: !f.insecure}
+	if f.credentialsSecret != "" {
+		cl, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+		if err != nil {
+			return nil, err
+		}
+		sec := &corev1.Secret{}
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: systemNamespace, Name: f.credentialsSecret}, sec); err != nil {
+			return nil, fmt.Errorf("read S3 credentials Secret %s/%s: %w", systemNamespace, f.credentialsSecret, err)
+		}
+		c.AccessKey, c.SecretKey = string(sec.Data["accessKey"]), string(sec.Data["secretKey"])
+		if c.AccessKey == "" || c.SecretKey == "" {
+			return nil, fmt.Errorf("S3 credentials Secret %s/%s needs the keys accessKey and secretKey", systemNamespace, f.credentialsSecret)
+		}
+	}
+	return s3.New(c)
 }

@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
 )
 
 // setupControllers registers every controller with the manager.
@@ -20,18 +21,26 @@ func (p *Platform) setupControllers() error {
 			Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions, Limiter: p.limiter,
 			Recorder:      mgr.GetEventRecorder("agentplane-agent"),
 			Notifications: p.notify,
+			Skills:        p.opts.Files, Engine: openclaw.New(),
+			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,
 			},
 		}
-		var extra []func(*ctrl.Builder) *ctrl.Builder
+		extra := []func(*ctrl.Builder) *ctrl.Builder{controllers.WatchChannels}
 		if p.watchRuntime != nil {
 			extra = append(extra, p.watchRuntime)
 		}
 		if err := r.SetupWithManager(mgr, extra...); err != nil {
 			return err
 		}
+	}
+	if err := p.setupSnapshots(); err != nil {
+		return err
+	}
+	if err := p.setupChannels(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -65,6 +65,10 @@ type Options struct {
 	ProvisionTimeout time.Duration
 	// Domains configures subdomains and custom domains.
 	Domains DomainOptions
+	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
+	ClawHubURL string
+	// SnapshotRetention is how many completed snapshots per agent are kept (0: 10, <0: all).
+	SnapshotRetention int
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -183,7 +187,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Limiter: p.limiter, Files: o.Files, Sealer: p.sealer,
 			Runtime: p.runtime, Engine: openclaw.New(), Versions: p.versions, ProvisionTimeout: o.ProvisionTimeout,
-			Domains: domainAPI,
+			Domains: domainAPI, ClawHubURL: o.ClawHubURL,
+			SnapshotExists: p.snapshotExists,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
 			return nil, err

@@ -140,6 +140,10 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("channels", func(t *testing.T) { checkChannels(t, p, base) })
+
+	t.Run("snapshots", func(t *testing.T) { checkSnapshots(t, p, base) })
+
 	t.Run("gateway token rotation", func(t *testing.T) {
 		old := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
 		if gatewayStatus(t, endpoint, old) != 404 {

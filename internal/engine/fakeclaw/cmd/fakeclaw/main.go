@@ -30,6 +30,13 @@
 //	                                --keep-after-run, --description, --agent; cron list [--all];
 //	                                cron rm <id>.
 //	openclaw devices list [--json]  {"pending":[],"paired":[]}
+//	openclaw plugins install <spec> [--force]
+//	                                records the npm plugin (no network) in
+//	                                <state>/fake-plugins.json and sets
+//	                                plugins.entries.<id>.enabled in the config; a second
+//	                                install exits 1 with "plugin already exists: ... (delete it
+//	                                first)" on stderr, like openclaw (plugins.go).
+//	openclaw plugins list [--json]  the recorded plugins {"plugins":[{"id",...}]}
 //
 // Like the real CLI, cron and devices reach the running gateway: they connect to 127.0.0.1 on
 // --port > OPENCLAW_GATEWAY_PORT > gateway.port > 18789 (or --url / OPENCLAW_GATEWAY_URL, which
@@ -107,6 +114,10 @@ func run(args []string) int {
 		return cronRemove(rest)
 	case "devices list":
 		return devicesList(rest)
+	case "plugins install":
+		return pluginsInstall(rest)
+	case "plugins list":
+		return pluginsList(rest)
 	}
 	fmt.Fprintf(os.Stderr, "error: unknown command '%s'\n", strings.Join(args, " "))
 	return 1

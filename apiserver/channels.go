@@ -1,0 +1,290 @@
+package apiserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+)
+
+// Channel messages. `Unsupported channel`, `Configuration failed` and `Removal failed` are
+// fixed by the contract.
+const (
+	msgUnsupportedChannel  = "Unsupported channel"
+	msgChannelConfigFailed = "Configuration failed"
+	msgChannelRemoveFailed = "Removal failed"
+	msgChannelPlan         = "Channels require a paid plan"
+	msgChannelNotFound     = "Channel not found"
+	msgChannelRemoving     = "Channel is being removed"
+	msgBotTokenRequired    = "botToken is required"
+	msgAppTokenRequired    = "appToken is required for slack"
+	msgInvalidBotToken     = "Invalid botToken"
+	msgInvalidAppToken     = "Invalid appToken"
+	msgInvalidDMPolicy     = "Invalid dmPolicy"
+	msgInvalidAllowFrom    = "Invalid allowFrom"
+)
+
+// Names shared with the Channel controller.
+const (
+	// ChannelBotTokenKey and ChannelAppTokenKey are the data keys of a channel's token Secret.
+	ChannelBotTokenKey = "botToken"
+	ChannelAppTokenKey = "appToken"
+	// LabelChannelTokensOf marks the core Secret holding a Channel's tokens (value: the
+	// Channel's name). The Channel controller deletes such Secrets with their Channel.
+	LabelChannelTokensOf = "agentplane.io/channel-tokens-of"
+	// LabelChannelAgent is the agent a Channel (made by the facade) belongs to.
+	LabelChannelAgent = "agentplane.io/agent"
+	// AnnotationChannelRequest is set by the facade to a fresh value on every setup or removal
+	// request; the controller copies it to AnnotationChannelHandled once its status holds the
+	// verdict on that request. It also makes the Agent controller re-read the channel tokens.
+	AnnotationChannelRequest = "agentplane.io/channel-request"
+	AnnotationChannelHandled = "agentplane.io/channel-handled"
+)
+
+// Reasons of the Channel's Configured condition. ReasonChannelAgentNotReady means the
+// agent's home cannot be reached yet (the channel is applied once it can); every other False
+// reason is a failure.
+const (
+	ReasonChannelConfigured    = "Configured"
+	ReasonChannelAgentNotReady = "AgentNotReady"
+	ReasonChannelRemovalFailed = "RemovalFailed"
+	ReasonChannelConfigFailed  = "ConfigurationFailed"
+	ReasonChannelPluginFailed  = "PluginInstallFailed"
+	ReasonChannelTokenNotFound = "TokenNotFound"
+	ReasonChannelAgentNotFound = "AgentNotFound"
+	ReasonChannelDuplicate     = "Duplicate"
+	channelPollInterval        = 200 * time.Millisecond
+)
+
+// ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
+var ChannelTypes = []agentsv1.ChannelType{
+	agentsv1.ChannelTelegram, agentsv1.ChannelSlack, agentsv1.ChannelDiscord, agentsv1.ChannelWhatsApp,
+}
+
+// ChannelName is the Channel object of an agent's channel of type t.
+func ChannelName(agent string, t agentsv1.ChannelType) string { return agent + "-" + string(t) }
+
+// ChannelSecretName is the core Secret holding the tokens of an agent's channel of type t.
+func ChannelSecretName(agent string, t agentsv1.ChannelType) string {
+	return agent + "-channel-" + string(t)
+}
+
+// channelRoutes registers the channel routes: setup and removal need channels:write, the list
+// agents:read. The agent's gateway token is accepted on its own agent (with the scopes it
+// carries).
+func (s *Server) channelRoutes() {
+	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead, gateway: true}
+	write := access{scope: auth.ScopeChannelsWrite, perm: auth.PermWrite, gateway: true}
+	s.handle("GET /v0/agents/{agentId}/channels", read, s.listChannels)
+	s.handle("POST /v0/agents/{agentId}/channels/{channel}", write, s.setupChannel)
+	s.handle("DELETE /v0/agents/{agentId}/channels/{channel}", write, s.deleteChannel)
+}
+
+// channelTarget checks the path's channel type and the plan, then reads the agent.
+func (s *Server) channelTarget(r *http.Request, c *Caller) (*agentsv1.Agent, agentsv1.ChannelType, error) {
+	t := agentsv1.ChannelType(r.PathValue("channel"))
+	if !slices.Contains(ChannelTypes, t) {
+		return nil, "", errorf(http.StatusBadRequest, msgUnsupportedChannel)
+	}
+	if c.Workspace == nil || c.Workspace.Spec.Plan != agentsv1.PlanPro {
+		return nil, "", errorf(http.StatusForbidden, msgChannelPlan)
+	}
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, "", err
+	}
+	return a, t, nil
+}
+
+func (s *Server) listChannels(r *http.Request, c *Caller) (*Response, error) {
+	ctx := r.Context()
+	a, err := s.getAgent(ctx, c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	var list agentsv1.ChannelList
+	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(a.Namespace)); err != nil {
+		return nil, err
+	}
+	out := make(map[string]channelView, len(ChannelTypes))
+	for _, t := range ChannelTypes {
+		ch := pickChannel(list.Items, a.Name, t)
+		if ch == nil {
+			out[string(t)] = unconfiguredView(t)
+			continue
+		}
+		v, err := s.viewChannel(ctx, ch)
+		if err != nil {
+			return nil, err
+		}
+		out[string(t)] = v
+	}
+	return ok(map[string]any{"channels": out})
+}
+
+// setupChannel connects the agent to a chat network, or updates the connection. Tokens go to
+// the core Secret `<agent>-channel-<type>`; the Channel references them. The handler then
+// waits for the Channel controller's verdict on this request: Configured (200, 201 for a new
+// channel), a failure (500 `Configuration failed`), or not yet (202: the agent is not
+// reachable yet, the wait ended, or ?wait=false).
+func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
+	a, t, err := s.channelTarget(r, c)
+	if err != nil {
+		return nil, err
+	}
+	var req channelRequest
+	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
+		return nil, err
+	}
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	cur := &agentsv1.Channel{}
+	err = s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ChannelName(a.Name, t)}, cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return nil, err
+	case cur.DeletionTimestamp != nil:
+		return nil, errorf(http.StatusConflict, msgChannelRemoving)
+	}
+	if err := req.checkTokens(t, cur); err != nil {
+		return nil, err
+	}
+	secretName, err := s.writeChannelTokens(ctx, a, t, &req)
+	if err != nil {
+		return nil, err
+	}
+	nonce := newRequestNonce()
+	ch, isNew, err := s.applyChannel(ctx, a, t, &req, secretName, nonce)
+	if err != nil {
+		return nil, err
+	}
+	if r.URL.Query().Get("wait") == "false" {
+		return s.channelAnswer(ctx, ch, http.StatusAccepted)
+	}
+	got, err := s.awaitChannel(ctx, client.ObjectKeyFromObject(ch), nonce)
+	switch {
+	case err != nil:
+		return nil, err
+	case got == nil:
+		return s.channelAnswer(ctx, ch, http.StatusAccepted)
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
+	switch {
+	case cond == nil || cond.Status == metav1.ConditionUnknown:
+		return s.channelAnswer(ctx, got, http.StatusAccepted)
+	case cond.Status == metav1.ConditionTrue && isNew:
+		return s.channelAnswer(ctx, got, http.StatusCreated)
+	case cond.Status == metav1.ConditionTrue:
+		return s.channelAnswer(ctx, got, http.StatusOK)
+	case cond.Reason == ReasonChannelAgentNotReady:
+		return s.channelAnswer(ctx, got, http.StatusAccepted)
+	}
+	return nil, withCause(http.StatusInternalServerError, msgChannelConfigFailed, errors.New(cond.Reason+": "+cond.Message))
+}
+
+// deleteChannel disconnects the agent from a chat network: the Channel is deleted and its
+// finalizer removes it from the engine config. The handler waits until the Channel is gone
+// (200) or the controller reports that the removal failed (500 `Removal failed`; the
+// controller keeps retrying); 202 when the wait ends first.
+func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
+	a, t, err := s.channelTarget(r, c)
+	if err != nil {
+		return nil, err
+	}
+	ctx := r.Context()
+	ch := &agentsv1.Channel{}
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ChannelName(a.Name, t)}, ch); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, withCause(http.StatusNotFound, msgChannelNotFound, err)
+		}
+		return nil, err
+	}
+	if ch.DeletionTimestamp == nil {
+		if err := s.opts.Client.Delete(ctx, ch, client.Preconditions{UID: &ch.UID}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, err)
+		}
+	}
+	done := map[string]any{"id": a.Name, "channel": string(t), "deleted": true}
+	nonce := newRequestNonce()
+	if err := s.requestChannel(ctx, ch, nonce); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ok(done)
+		}
+		return nil, err
+	}
+	got, err := s.awaitChannel(ctx, client.ObjectKeyFromObject(ch), nonce)
+	switch {
+	case apierrors.IsNotFound(err):
+		return ok(done)
+	case err != nil:
+		return nil, err
+	case got == nil:
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"id": a.Name, "channel": string(t), "deleted": false}}, nil
+	}
+	cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
+	msg := "the controller did not remove the channel"
+	if cond != nil {
+		msg = cond.Reason + ": " + cond.Message
+	}
+	return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, errors.New(msg))
+}
+
+// requestChannel stamps a new request nonce on the Channel (merge patch: no conflicts).
+func (s *Server) requestChannel(ctx context.Context, ch *agentsv1.Channel, nonce string) error {
+	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationChannelRequest + `":"` + nonce + `"}}}`)
+	return s.opts.Client.Patch(ctx, ch, client.RawPatch(types.MergePatchType, patch))
+}
+
+// awaitChannel waits until the controller handled request nonce on the Channel and returns
+// it; nil when the wait ended first, a NotFound error when the Channel is gone.
+func (s *Server) awaitChannel(ctx context.Context, key client.ObjectKey, nonce string) (*agentsv1.Channel, error) {
+	timeout := s.opts.ProvisionTimeout
+	if timeout <= 0 {
+		timeout = defaultProvisionWait
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(channelPollInterval)
+	defer tick.Stop()
+	for {
+		got := &agentsv1.Channel{}
+		err := s.opts.APIReader.Get(ctx, key, got)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, err
+		case err == nil && got.Annotations[AnnotationChannelHandled] == nonce:
+			return got, nil
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return nil, nil
+			}
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// newRequestNonce is a fresh value for AnnotationChannelRequest.
+func newRequestNonce() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+}

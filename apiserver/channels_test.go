@@ -1,0 +1,374 @@
+package apiserver_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+)
+
+// syncBuffer collects what the platform logs (written from many goroutines).
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// shell runs a console command in the agent's workspace and returns its stdout.
+func shell(tok, agent, command string) string {
+	GinkgoHelper()
+	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{"command": command})
+	Expect(r.Status).To(Equal(200), r.Raw)
+	return r.Body["stdout"].(string)
+}
+
+// engineConfig reads the agent's engine config file as it is on disk (raw and parsed).
+func engineConfig(tok, agent string) (string, map[string]any) {
+	GinkgoHelper()
+	raw := shell(tok, agent, "cat ../openclaw.json")
+	var cfg map[string]any
+	Expect(json.Unmarshal([]byte(raw), &cfg)).To(Succeed(), raw)
+	return raw, cfg
+}
+
+// channelConfig is channels.<typ> of the config (nil when absent).
+func channelConfig(cfg map[string]any, typ string) map[string]any {
+	chans, _ := cfg["channels"].(map[string]any)
+	c, _ := chans[typ].(map[string]any)
+	return c
+}
+
+// gatewayEnv is the value of name in the running gateway's environment ("" when unset).
+func gatewayEnv(tok, agent, name string) string {
+	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{
+		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2-`,
+	})
+	if r.Status != 200 {
+		return "<exec " + strconv.Itoa(r.Status) + ">"
+	}
+	return strings.TrimSpace(r.Body["stdout"].(string))
+}
+
+func envRef(name string) map[string]any {
+	return map[string]any{"source": "env", "provider": "default", "id": name}
+}
+
+func channelOf(r reply) map[string]any {
+	c, _ := r.Body["channel"].(map[string]any)
+	return c
+}
+
+func newAgentIn(tok, name string) string {
+	GinkgoHelper()
+	r := call("POST", "/v0/agents", tok, map[string]any{"name": name})
+	Expect(r.Status).To(Equal(201), r.Raw)
+	return agentOf(r)["id"].(string)
+}
+
+var _ = Describe("Channels", Ordered, func() {
+	const ws = "channels-a"
+	var (
+		tok, agent, base string
+		logs             *syncBuffer
+		stamp            = strconv.FormatInt(time.Now().UnixNano(), 36)
+		tg1              = "123456789:tg-first-" + stamp
+		tg2              = "123456789:tg-second-" + stamp
+		slackBot         = "xoxb-slack-bot-" + stamp
+		slackApp         = "xapp-slack-app-" + stamp
+	)
+	channelPath := func(typ string) string { return base + "/channels/" + typ }
+
+	BeforeAll(func() {
+		logs = &syncBuffer{}
+		GinkgoWriter.TeeTo(logs)
+		DeferCleanup(GinkgoWriter.ClearTeeWriters)
+		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "cat", Role: agentsv1.RoleOwner})
+		tok = token(ws, "cat", "", auth.ScopeAll)
+		agent = newAgentIn(tok, "Chatty")
+		base = "/v0/agents/" + agent
+	})
+
+	It("refuses an unsupported channel on setup and on delete", func() {
+		for _, typ := range []string{"irc", "TELEGRAM", "sms"} {
+			for _, method := range []string{"POST", "DELETE"} {
+				r := call(method, channelPath(typ), tok, map[string]any{"botToken": "x:1234567890"})
+				Expect(r.Status).To(Equal(400), method+" "+typ+": "+r.Raw)
+				Expect(r.v0Error()).To(Equal("Unsupported channel"))
+			}
+		}
+	})
+
+	DescribeTable("refuses an incomplete or malformed initial setup with 400",
+		func(typ string, body any, msg string) {
+			r := call("POST", channelPath(typ), tok, body)
+			Expect(r.Status).To(Equal(400), r.Raw)
+			Expect(r.v0Error()).To(Equal(msg))
+			var list agentsv1.ChannelList
+			Expect(k8sClient.List(ctx, &list, client.InNamespace(ws))).To(Succeed())
+			Expect(list.Items).To(BeEmpty())
+		},
+		Entry("telegram without botToken", "telegram", map[string]any{"dmPolicy": "pairing"}, "botToken is required"),
+		Entry("telegram with an empty botToken", "telegram", map[string]any{"botToken": ""}, "botToken is required"),
+		Entry("discord without botToken", "discord", map[string]any{}, "botToken is required"),
+		Entry("slack without appToken", "slack", map[string]any{"botToken": "xoxb-1234567890"}, "appToken is required for slack"),
+		Entry("slack without botToken", "slack", map[string]any{"appToken": "xapp-1234567890"}, "botToken is required"),
+		Entry("an unknown dmPolicy", "telegram", map[string]any{"botToken": "1:abcdefghij", "dmPolicy": "everyone"}, "Invalid dmPolicy"),
+		Entry("a token with a newline", "telegram", map[string]any{"botToken": "1:abc\ndefghij"}, "Invalid botToken"),
+		Entry("an empty allowFrom entry", "telegram", map[string]any{"botToken": "1:abcdefghij", "allowFrom": []string{" "}}, "Invalid allowFrom"),
+		Entry("a body that is not JSON", "telegram", "botToken=1", "Invalid request body"),
+	)
+
+	It("needs channels:write and a paid plan", func() {
+		noScope := token(ws, "cat", "", auth.ScopeAgentsRead, auth.ScopeAgentsWrite)
+		r := call("POST", channelPath("telegram"), noScope, map[string]any{"botToken": tg1})
+		Expect(r.Status).To(Equal(403), r.Raw)
+		Expect(call("GET", base+"/channels", noScope, nil).Status).To(Equal(200))
+
+		free := "channels-free"
+		workspace(free, agentsv1.PlanFree, agentsv1.WorkspaceMember{UserID: "fay", Role: agentsv1.RoleOwner})
+		freeTok := token(free, "fay", "", auth.ScopeAll)
+		freeAgent := newAgentIn(freeTok, "Free")
+		for _, method := range []string{"POST", "DELETE"} {
+			r := call(method, "/v0/agents/"+freeAgent+"/channels/telegram", freeTok, map[string]any{"botToken": tg1})
+			Expect(r.Status).To(Equal(403), method+": "+r.Raw)
+			Expect(r.v0Error()).To(Equal("Channels require a paid plan"))
+		}
+		Expect(call("GET", "/v0/agents/"+freeAgent+"/channels", freeTok, nil).Status).To(Equal(200))
+	})
+
+	It("sets up telegram with the token only in the gateway's environment", func() {
+		r := call("POST", channelPath("telegram"), tok, map[string]any{"botToken": tg1, "dmPolicy": "allowlist", "allowFrom": []string{"12345"}})
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(r.Raw).NotTo(ContainSubstring(tg1))
+		Expect(channelOf(r)).To(HaveKeyWithValue("configured", true))
+		Expect(channelOf(r)).To(HaveKeyWithValue("enabled", true))
+		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg1[len(tg1)-4:]))
+
+		raw, cfg := engineConfig(tok, agent)
+		Expect(raw).NotTo(ContainSubstring(tg1))
+		tg := channelConfig(cfg, "telegram")
+		Expect(tg).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+		Expect(tg).To(HaveKeyWithValue("enabled", true))
+		Expect(tg).To(HaveKeyWithValue("dmPolicy", "allowlist"))
+		Expect(tg).To(HaveKeyWithValue("allowFrom", []any{"12345"}))
+		Expect(call("GET", base+"/config", tok, nil).Raw).NotTo(ContainSubstring(tg1))
+
+		ch := &agentsv1.Channel{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-telegram"}, ch)).To(Succeed())
+		crJSON, _ := json.Marshal(ch)
+		Expect(string(crJSON)).NotTo(ContainSubstring(tg1))
+		Expect(ch.Spec.BotTokenRef).To(Equal(&agentsv1.SecretKeyReference{Name: agent + "-channel-telegram", Key: "botToken"}))
+		Expect(ch.Status.BotTokenHint).To(Equal("****" + tg1[len(tg1)-4:]))
+		cond := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
+		Expect(cond).NotTo(BeNil())
+		Expect(cond.ObservedGeneration).To(Equal(ch.Generation))
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, sec)).To(Succeed())
+		Expect(string(sec.Data["botToken"])).To(Equal(tg1))
+
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg1))
+
+		list := call("GET", base+"/channels", tok, nil)
+		Expect(list.Status).To(Equal(200), list.Raw)
+		Expect(list.Raw).NotTo(ContainSubstring(tg1))
+		chans := list.Body["channels"].(map[string]any)
+		Expect(chans).To(HaveLen(4))
+		Expect(chans["telegram"]).To(HaveKeyWithValue("configured", true))
+		Expect(chans["telegram"]).To(HaveKeyWithValue("dmPolicy", "allowlist"))
+		Expect(chans["telegram"]).To(HaveKeyWithValue("allowFrom", []any{"12345"}))
+		for _, typ := range []string{"slack", "discord", "whatsapp"} {
+			Expect(chans[typ]).To(HaveKeyWithValue("configured", false), typ)
+		}
+	})
+
+	It("keeps the stored token on an update without one", func() {
+		r := call("POST", channelPath("telegram"), tok, map[string]any{"dmPolicy": "pairing", "allowFrom": []string{}})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg1[len(tg1)-4:]))
+		_, cfg := engineConfig(tok, agent)
+		tg := channelConfig(cfg, "telegram")
+		Expect(tg).To(HaveKeyWithValue("dmPolicy", "pairing"))
+		Expect(tg).NotTo(HaveKey("allowFrom"))
+		Expect(tg).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+		Expect(gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN")).To(Equal(tg1))
+	})
+
+	It("brings a new token into the gateway's environment", func() {
+		r := call("POST", channelPath("telegram"), tok, map[string]any{"botToken": tg2})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg2[len(tg2)-4:]))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
+		raw, _ := engineConfig(tok, agent)
+		Expect(raw).NotTo(ContainSubstring(tg2))
+	})
+
+	It("disables a channel: the config keeps it, the environment drops its token", func() {
+		r := call("POST", channelPath("telegram"), tok, map[string]any{"enabled": false})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(channelOf(r)).To(HaveKeyWithValue("enabled", false))
+		_, cfg := engineConfig(tok, agent)
+		Expect(channelConfig(cfg, "telegram")).To(HaveKeyWithValue("enabled", false))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(BeEmpty())
+		Expect(call("POST", channelPath("telegram"), tok, map[string]any{"enabled": true}).Status).To(Equal(200))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
+	})
+
+	It("sets up slack: installs its plugin, trusts it and passes both tokens", func() {
+		r := call("POST", channelPath("slack"), tok, map[string]any{"botToken": slackBot, "appToken": slackApp, "dmPolicy": "open", "allowFrom": []string{"*"}})
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(channelOf(r)).To(HaveKeyWithValue("appTokenHint", "****"+slackApp[len(slackApp)-4:]))
+		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/slack"`))
+		raw, cfg := engineConfig(tok, agent)
+		Expect(raw).NotTo(Or(ContainSubstring(slackBot), ContainSubstring(slackApp)))
+		sl := channelConfig(cfg, "slack")
+		Expect(sl).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_SLACK_BOT_TOKEN")))
+		Expect(sl).To(HaveKeyWithValue("appToken", envRef("AGENTPLANE_SLACK_APP_TOKEN")))
+		Expect(sl).To(HaveKeyWithValue("mode", "socket"))
+		Expect(cfg).To(HaveKeyWithValue("plugins", HaveKeyWithValue("entries", HaveKeyWithValue("slack", HaveKeyWithValue("enabled", true)))))
+		Expect(channelConfig(cfg, "telegram")).NotTo(BeNil(), "setting up slack kept telegram")
+		Eventually(func() []string {
+			return []string{gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
+		}, 30*time.Second, 250*time.Millisecond).Should(Equal([]string{slackBot, slackApp}))
+
+		// An update without tokens neither needs them nor reinstalls the plugin.
+		r = call("POST", channelPath("slack"), tok, map[string]any{"dmPolicy": "pairing"})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		ch := &agentsv1.Channel{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-slack"}, ch)).To(Succeed())
+		Expect(meta.IsStatusConditionTrue(ch.Status.Conditions, "PluginInstalled")).To(BeTrue())
+	})
+
+	It("sets up whatsapp without a token (it pairs by QR code)", func() {
+		r := call("POST", channelPath("whatsapp"), tok, map[string]any{"dmPolicy": "allowlist", "allowFrom": []string{"+15555550123"}})
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(channelOf(r)).NotTo(HaveKey("botTokenHint"))
+		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/whatsapp"`))
+		_, cfg := engineConfig(tok, agent)
+		Expect(channelConfig(cfg, "whatsapp")).To(Equal(map[string]any{"enabled": true, "dmPolicy": "allowlist", "allowFrom": []any{"+15555550123"}}))
+		Expect(call("DELETE", channelPath("whatsapp"), tok, nil).Status).To(Equal(200))
+		_, cfg = engineConfig(tok, agent)
+		Expect(channelConfig(cfg, "whatsapp")).To(BeNil())
+	})
+
+	It("removes channels from the config, the environment and the cluster", func() {
+		r := call("DELETE", channelPath("telegram"), tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(r.Body).To(HaveKeyWithValue("deleted", true))
+		_, cfg := engineConfig(tok, agent)
+		Expect(channelConfig(cfg, "telegram")).To(BeNil())
+		Expect(channelConfig(cfg, "slack")).NotTo(BeNil())
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-telegram"}, &agentsv1.Channel{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "channel: %v", err)
+		err = k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, &corev1.Secret{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "token secret: %v", err)
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(BeEmpty())
+		list := call("GET", base+"/channels", tok, nil)
+		Expect(list.Body["channels"]).To(HaveKeyWithValue("telegram", HaveKeyWithValue("configured", false)))
+
+		r = call("DELETE", channelPath("telegram"), tok, nil)
+		Expect(r.Status).To(Equal(404), r.Raw)
+
+		Expect(call("DELETE", channelPath("slack"), tok, nil).Status).To(Equal(200))
+		_, cfg = engineConfig(tok, agent)
+		Expect(cfg).NotTo(HaveKey("channels"))
+		Expect(cfg).NotTo(HaveKey("plugins"))
+	})
+
+	It("never shows a token in the platform's log or events", func() {
+		var evs eventsv1.EventList
+		Expect(k8sClient.List(ctx, &evs, client.InNamespace(ws))).To(Succeed())
+		evJSON, _ := json.Marshal(evs)
+		for _, secret := range []string{tg1, tg2, slackBot, slackApp} {
+			Expect(logs.String()).NotTo(ContainSubstring(secret))
+			Expect(string(evJSON)).NotTo(ContainSubstring(secret))
+		}
+		Expect(logs.String()).To(ContainSubstring("channel"), "the log was captured")
+	})
+
+	It("answers Configuration failed and Removal failed when the config cannot be edited", func() {
+		other := newAgentIn(tok, "Broken config")
+		path := "/v0/agents/" + other + "/channels/"
+		shell(tok, other, "cp ../openclaw.json ../good.json && printf '{broken' > ../openclaw.json")
+		r := call("POST", path+"telegram", tok, map[string]any{"botToken": tg1})
+		Expect(r.Status).To(Equal(500), r.Raw)
+		Expect(r.v0Error()).To(Equal("Configuration failed"))
+		list := call("GET", "/v0/agents/"+other+"/channels", tok, nil)
+		Expect(list.Body["channels"]).To(HaveKeyWithValue("telegram", HaveKeyWithValue("statusReason", "ConfigurationFailed")))
+
+		shell(tok, other, "cp ../good.json ../openclaw.json")
+		r = call("POST", path+"telegram", tok, map[string]any{})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(channelOf(r)).To(HaveKeyWithValue("configured", true))
+
+		shell(tok, other, "printf '{broken' > ../openclaw.json")
+		r = call("DELETE", path+"telegram", tok, nil)
+		Expect(r.Status).To(Equal(500), r.Raw)
+		Expect(r.v0Error()).To(Equal("Removal failed"))
+		shell(tok, other, "cp ../good.json ../openclaw.json")
+		r = call("DELETE", path+"telegram", tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		_, cfg := engineConfig(tok, other)
+		Expect(channelConfig(cfg, "telegram")).To(BeNil())
+
+		// A plugin that cannot be installed fails the setup too.
+		sec := call("POST", "/v0/secrets", tok, map[string]string{"name": "fakeclaw-fail", "value": "plugins install", "envName": "FAKECLAW_FAIL"})
+		Expect(sec.Status).To(Equal(201), sec.Raw)
+		Expect(call("POST", "/v0/agents/"+other+"/secrets", tok, map[string]any{"secretIds": []string{secretID(sec)}}).Status).To(Equal(200))
+		Eventually(func() string { return gatewayEnv(tok, other, "FAKECLAW_FAIL") }, 30*time.Second, 250*time.Millisecond).Should(Equal("plugins install"))
+		r = call("POST", path+"discord", tok, map[string]any{"botToken": "discord-" + stamp})
+		Expect(r.Status).To(Equal(500), r.Raw)
+		Expect(r.v0Error()).To(Equal("Configuration failed"))
+		list = call("GET", "/v0/agents/"+other+"/channels", tok, nil)
+		Expect(list.Body["channels"]).To(HaveKeyWithValue("discord", HaveKeyWithValue("statusReason", "PluginInstallFailed")))
+		_, cfg = engineConfig(tok, other)
+		Expect(channelConfig(cfg, "discord")).To(BeNil())
+
+		// Deleting the agent takes its channels and their token Secrets along.
+		Expect(call("DELETE", "/v0/agents/"+other, tok, nil).Status).To(Equal(200))
+		Eventually(func() bool {
+			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: other + "-discord"}, &agentsv1.Channel{})
+			return apierrors.IsNotFound(err)
+		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+		Eventually(func() bool {
+			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: other + "-channel-discord"}, &corev1.Secret{})
+			return apierrors.IsNotFound(err)
+		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+	})
+
+	It("accepts the agent's gateway token on its own channels only", func() {
+		gw := call("GET", base+"/gateway-token", tok, nil)
+		Expect(gw.Status).To(Equal(200), gw.Raw)
+		gwTok := gw.Body["token"].(string)
+		Expect(call("GET", base+"/channels", gwTok, nil).Status).To(Equal(200))
+		r := call("POST", channelPath("telegram"), gwTok, map[string]any{"botToken": tg1})
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(call("DELETE", channelPath("telegram"), gwTok, nil).Status).To(Equal(200))
+		otherAgent := newAgentIn(tok, "Neighbour")
+		r = call("POST", "/v0/agents/"+otherAgent+"/channels/telegram", gwTok, map[string]any{"botToken": tg1})
+		Expect(r.Status).To(Equal(401), r.Raw)
+	})
+})

@@ -1,0 +1,120 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/storage"
+)
+
+// restoreSnapshot restores the agent's workspace from spec.desiredSnapshot when it differs
+// from status.snapshotCid (the kubectl door; REST reset sets the same field). The CID must be
+// a completed Snapshot of this agent or a template's snapshot (templates seed new agents with
+// it). The runtime replaces the workspace atomically and restarts a running gateway; then
+// status.snapshotCid records the CID. The SnapshotRestored condition reports the outcome;
+// unreachable storage and a failed restore are retried with backoff, a CID that is no
+// snapshot of the agent is not (until the spec changes).
+func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
+	want := agent.Spec.DesiredSnapshot
+	if want == "" || apiserver.SameCID(want, agent.Status.SnapshotCID) {
+		return ctrl.Result{}, nil
+	}
+	if r.Snapshots == nil {
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonStorageNotConfigured, "snapshot %s: no storage is configured", want)
+		return ctrl.Result{}, nil
+	}
+	var reader client.Reader = r.Client
+	if r.SnapshotReader != nil {
+		reader = r.SnapshotReader
+		// The cache may not show yet the status an earlier pass wrote: never restore twice
+		// (the event of that write brings the agent back).
+		live := &agentsv1.Agent{}
+		if err := reader.Get(ctx, client.ObjectKeyFromObject(agent), live); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if live.Spec.DesiredSnapshot != want || apiserver.SameCID(want, live.Status.SnapshotCID) {
+			return ctrl.Result{}, nil
+		}
+	}
+	allowed, err := snapshotAllowed(ctx, reader, agent, want)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !allowed {
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonSnapshotNotFound,
+			"snapshot %s is neither a completed snapshot of this agent nor a template's snapshot", want)
+		return ctrl.Result{}, nil
+	}
+	space, err := SnapshotLocator{Reader: reader, Store: r.Snapshots}.Locate(ctx, agent.Namespace, want)
+	if err != nil {
+		return r.restoreFailed(ctx, agent, want, err)
+	}
+	rc, _, err := r.Snapshots.Get(ctx, space, want)
+	if err != nil {
+		return r.restoreFailed(ctx, agent, want, err)
+	}
+	defer rc.Close()
+	wasRunning := agent.Status.Phase != agentsv1.AgentNotRunning && !agent.Spec.Stopped
+	if err := r.Runtime.RestoreWorkspace(ctx, agent, rc); err != nil {
+		return r.restoreFailed(ctx, agent, want, err)
+	}
+	agent.Status.SnapshotCID = want
+	// The restore replaced the workspace, skills/ included: unpack the attached skills again.
+	agent.Status.InstalledSkills = nil
+	r.setRestored(agent, metav1.ConditionTrue, apiserver.ReasonRestored, "workspace restored from snapshot %s", want)
+	r.event(agent, corev1.EventTypeNormal, apiserver.ReasonRestored, "Restore", "workspace restored from snapshot %s", want)
+	log.FromContext(ctx).Info("workspace restored", "snapshot", want)
+	if wasRunning {
+		// The runtime restarted the gateway: report it starting until it is observed again.
+		applyObserved(agent, runtime.Observed{
+			Phase: runtime.PhaseStarting, Message: "the gateway restarts after a workspace restore",
+			Endpoint: agent.Status.Endpoint, EngineVersion: agent.Status.EngineVersion, Restarts: agent.Status.Restarts,
+		}, r.now())
+		return ctrl.Result{RequeueAfter: startingPoll}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// restoreFailed records why the restore of want did not happen and when to try again.
+func (r *AgentReconciler) restoreFailed(ctx context.Context, agent *agentsv1.Agent, want string, err error) (ctrl.Result, error) {
+	switch {
+	case errors.Is(err, storage.ErrUnavailable):
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonStorageUnavailable, "snapshot %s: storage is unreachable: %v", want, err)
+	case errors.Is(err, storage.ErrNotFound):
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonSnapshotNotFound, "snapshot %s: storage does not hold it", want)
+		return ctrl.Result{}, nil
+	case errors.Is(err, runtime.ErrNotRunning):
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonWaitingForAgent, "snapshot %s: %v", want, err)
+		return ctrl.Result{RequeueAfter: agentWaitPoll}, nil
+	case ctx.Err() != nil:
+		return ctrl.Result{}, ctx.Err()
+	default:
+		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonRestoreFailed, "snapshot %s: restore failed: %v", want, err)
+		r.event(agent, corev1.EventTypeWarning, apiserver.ReasonRestoreFailed, "Restore", "restore of snapshot %s failed", want)
+	}
+	var since time.Duration
+	if c := meta.FindStatusCondition(agent.Status.Conditions, apiserver.ConditionSnapshotRestored); c != nil {
+		since = r.now().Sub(c.LastTransitionTime.Time)
+	}
+	return ctrl.Result{RequeueAfter: retryWait(since, DefaultStorageRetryMin, DefaultStorageRetryMax)}, nil
+}
+
+// setRestored sets the SnapshotRestored condition.
+func (r *AgentReconciler) setRestored(agent *agentsv1.Agent, status metav1.ConditionStatus, reason, format string, args ...any) {
+	meta.SetStatusCondition(&agent.Status.Conditions, metav1.Condition{
+		Type: apiserver.ConditionSnapshotRestored, Status: status, ObservedGeneration: agent.Generation,
+		Reason: reason, Message: truncateMessage(fmt.Sprintf(format, args...)),
+	})
+}

@@ -1,0 +1,138 @@
+package controllers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/runtime"
+)
+
+const (
+	// defaultPluginTimeout bounds `openclaw plugins install` (an npm install, ~30 s).
+	defaultPluginTimeout = 5 * time.Minute
+	// maxChannelMessage bounds what a condition repeats of a command's output.
+	maxChannelMessage = 400
+)
+
+// pluginOf is the npm package of a channel type's external OpenClaw plugin ("" for telegram,
+// which OpenClaw bundles).
+func pluginOf(t agentsv1.ChannelType) string {
+	switch t {
+	case agentsv1.ChannelSlack, agentsv1.ChannelDiscord, agentsv1.ChannelWhatsApp:
+		return "@openclaw/" + string(t)
+	}
+	return ""
+}
+
+// installPlugin runs `openclaw plugins install @openclaw/<type>` in the agent's home. The
+// engine refuses to install a plugin twice ("plugin already exists"), which counts as
+// installed. The install also trusts the plugin in the config (plugins.entries.<id>), which
+// the gateway hot-reloads.
+func (r *ChannelReconciler) installPlugin(ctx context.Context, agent *agentsv1.Agent, t agentsv1.ChannelType) error {
+	spec := pluginOf(t)
+	timeout := r.PluginTimeout
+	if timeout <= 0 {
+		timeout = defaultPluginTimeout
+	}
+	res, err := r.Runtime.Exec(ctx, agent, runtime.ExecRequest{
+		Argv: []string{"plugins", "install", spec}, Engine: true, Timeout: timeout, MaxOutput: 64 << 10,
+	})
+	if err != nil {
+		return err
+	}
+	out := string(res.Stdout) + "\n" + string(res.Stderr)
+	switch {
+	case res.ExitCode == 0, strings.Contains(out, "plugin already exists"):
+		return nil
+	case res.TimedOut:
+		return fmt.Errorf("openclaw plugins install %s timed out after %s", spec, timeout)
+	}
+	return fmt.Errorf("openclaw plugins install %s exited %d: %s", spec, res.ExitCode, lastLine(out))
+}
+
+// applyConfig writes ch into the agent's engine config (tokens as env SecretRefs) unless the
+// config already says the same. It reports whether it wrote.
+func (r *ChannelReconciler) applyConfig(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel) (bool, error) {
+	path := r.Engine.Layout().ConfigPath
+	cur, err := r.Runtime.ReadFile(ctx, agent, path)
+	if err != nil {
+		return false, err
+	}
+	botEnv, appEnv := ChannelTokenEnv(ch.Spec.Type)
+	next, err := r.Engine.SetChannel(cur, engine.Channel{
+		Type: string(ch.Spec.Type), Enabled: channelEnabled(ch), BotTokenEnv: botEnv, AppTokenEnv: appEnv,
+		DMPolicy: string(ch.Spec.DMPolicy), AllowFrom: ch.Spec.AllowFrom,
+	})
+	if err != nil {
+		return false, err
+	}
+	if sameJSON(cur, next) {
+		return false, nil
+	}
+	return true, r.Runtime.WriteFile(ctx, agent, path, next)
+}
+
+// removeConfig deletes the channel type from the agent's engine config; a config that does
+// not exist has nothing to remove.
+func (r *ChannelReconciler) removeConfig(ctx context.Context, agent *agentsv1.Agent, t agentsv1.ChannelType) error {
+	path := r.Engine.Layout().ConfigPath
+	cur, err := r.Runtime.ReadFile(ctx, agent, path)
+	if errors.Is(err, runtime.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	next, err := r.Engine.RemoveChannel(cur, string(t))
+	if err != nil {
+		return err
+	}
+	if sameJSON(cur, next) {
+		return nil
+	}
+	return r.Runtime.WriteFile(ctx, agent, path, next)
+}
+
+// sameJSON reports whether a and b are the same JSON value (a document that is not plain
+// JSON, e.g. JSON5, never is).
+func sameJSON(a, b []byte) bool {
+	va, erra := decodeJSONValue(a)
+	vb, errb := decodeJSONValue(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeJSONValue(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out string) string {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+// truncate bounds a condition message.
+func truncate(s string) string {
+	if len(s) <= maxChannelMessage {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxChannelMessage], "") + "…"
+}

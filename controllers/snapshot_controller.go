@@ -1,0 +1,349 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/storage"
+)
+
+// SnapshotFinalizer lets the controller delete a Snapshot's archive from storage (unless
+// something still references its CID) before the Snapshot goes away.
+const SnapshotFinalizer = "agentplane.io/snapshot"
+
+// Defaults of SnapshotReconciler.
+const (
+	// DefaultSnapshotRetention is how many completed snapshots per agent are kept.
+	DefaultSnapshotRetention = 10
+	// DefaultStorageRetryMin and DefaultStorageRetryMax bound the wait between attempts while
+	// storage cannot be reached: the wait is as long as the outage has lasted, within bounds.
+	DefaultStorageRetryMin = time.Second
+	DefaultStorageRetryMax = time.Minute
+	// DefaultArchiveTimeout bounds one archive (a runtime that hangs must not block forever).
+	DefaultArchiveTimeout = 30 * time.Minute
+	// agentWaitPoll re-checks an agent whose workspace cannot be reached yet.
+	agentWaitPoll = 5 * time.Second
+	// maxConditionMessage bounds error text copied into conditions.
+	maxConditionMessage = 1024
+)
+
+// errPutEnded unblocks the archive writer once the store stopped reading.
+var errPutEnded = errors.New("storage put ended")
+
+// SnapshotReconciler archives each Snapshot's agent workspace exactly once: the runtime's
+// deterministic tar is streamed through a pipe into storage (space <namespace>/snapshots), so
+// memory stays bounded whatever the workspace size, and the same content always gives the same
+// CID. A completed or failed Snapshot is never archived again. While storage is unreachable the
+// Snapshot stays pending with Ready=False/StorageUnavailable and is retried with backoff.
+// Completed snapshots beyond Retention per agent are deleted; the finalizer deletes an
+// archive once no other Snapshot of the workspace and no AgentTemplate names its CID.
+type SnapshotReconciler struct {
+	client.Client
+	// APIReader reads live (the reference check before an archive is deleted).
+	APIReader client.Reader
+	// Runtime archives workspaces.
+	Runtime runtime.Runtime
+	// Store holds the archives; nil fails every Snapshot with StorageNotConfigured.
+	Store storage.Store
+	// Retention is how many completed snapshots per agent are kept: 0 means
+	// DefaultSnapshotRetention, a negative value keeps all.
+	Retention int
+	// RetryMin and RetryMax bound the backoff while storage is unreachable (defaults above).
+	RetryMin, RetryMax time.Duration
+	// ArchiveTimeout bounds one archive (DefaultArchiveTimeout).
+	ArchiveTimeout time.Duration
+	// MaxConcurrent archives run at once (default 4).
+	MaxConcurrent int
+	Recorder      events.EventRecorder
+	// Now is the clock.
+	Now func() time.Time
+
+	locks spaceLocks
+}
+
+// +kubebuilder:rbac:groups=agentplane.io,resources=snapshots,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agentplane.io,resources=snapshots/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=snapshots/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentplane.io,resources=agenttemplates,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
+
+// Reconcile archives a new Snapshot, keeps the retention, and cleans up on delete.
+func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	snap := &agentsv1.Snapshot{}
+	if err := r.Get(ctx, req.NamespacedName, snap); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if snap.DeletionTimestamp != nil {
+		return r.reconcileDelete(ctx, snap)
+	}
+	if snap.Status.Phase == agentsv1.SnapshotCompleted || snap.Status.Phase == agentsv1.SnapshotFailed {
+		// Never archived again; an agent that is gone takes its snapshots along (as the
+		// garbage collector would, where none runs) and the history keeps its size.
+		if gone, err := r.ownerGone(ctx, snap); err != nil || gone {
+			if gone {
+				err = client.IgnoreNotFound(r.Delete(ctx, snap, client.Preconditions{UID: &snap.UID}))
+			}
+			return ctrl.Result{}, err
+		}
+		if snap.Status.Phase == agentsv1.SnapshotFailed {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, r.applyRetention(ctx, snap)
+	}
+	// The cache may not show yet the status an earlier pass wrote: archive only what the API
+	// server says is still pending, so a Snapshot is never archived twice (the event of the
+	// write that changed it brings it back).
+	live := &agentsv1.Snapshot{}
+	if err := r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if live.DeletionTimestamp != nil || live.Status.Phase == agentsv1.SnapshotCompleted || live.Status.Phase == agentsv1.SnapshotFailed {
+		return ctrl.Result{}, nil
+	}
+	snap = live
+	agent := &agentsv1.Agent{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: snap.Spec.AgentRef.Name}, agent)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	if err != nil || agent.DeletionTimestamp != nil {
+		agent = nil
+	}
+	if err := r.adopt(ctx, snap, agent); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// Deletions of archives in this space wait until the status is written, so none can
+	// remove a blob this Put just wrote before the Snapshot naming it is recorded.
+	unlock := r.locks.rlock(apiserver.SnapshotSpace(snap.Namespace))
+	defer unlock()
+	before := snap.Status.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, snap, before); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	switch {
+	case agent == nil:
+		r.fail(snap, apiserver.ReasonAgentNotFound, fmt.Sprintf("agent %q does not exist", snap.Spec.AgentRef.Name))
+		return ctrl.Result{}, nil
+	case r.Store == nil:
+		r.fail(snap, apiserver.ReasonStorageNotConfigured, "no storage is configured for snapshots")
+		return ctrl.Result{}, nil
+	}
+	return r.archive(ctx, snap, agent)
+}
+
+// adopt adds the finalizer, the requested-at stamp, the owner reference to the agent and the
+// agent label in one write.
+func (r *SnapshotReconciler) adopt(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) error {
+	orig := snap.DeepCopy()
+	controllerutil.AddFinalizer(snap, SnapshotFinalizer)
+	if snap.Annotations[apiserver.AnnotationSnapshotRequestedAt] == "" {
+		// Orders snapshots created in the same second (kubectl sets no such annotation).
+		metav1.SetMetaDataAnnotation(&snap.ObjectMeta, apiserver.AnnotationSnapshotRequestedAt, r.now().UTC().Format(time.RFC3339Nano))
+	}
+	if agent != nil {
+		if err := controllerutil.SetOwnerReference(agent, snap, r.Scheme()); err != nil {
+			return err
+		}
+		if len(validation.IsValidLabelValue(agent.Name)) == 0 && snap.Labels[apiserver.LabelSnapshotAgent] != agent.Name {
+			if snap.Labels == nil {
+				snap.Labels = map[string]string{}
+			}
+			snap.Labels[apiserver.LabelSnapshotAgent] = agent.Name
+		}
+	}
+	if equality.Semantic.DeepEqual(orig.ObjectMeta, snap.ObjectMeta) {
+		return nil
+	}
+	return r.Update(ctx, snap)
+}
+
+// archive streams the agent's workspace into storage and records the outcome in snap.Status.
+func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) (ctrl.Result, error) {
+	space := apiserver.SnapshotSpace(snap.Namespace)
+	timeout := r.ArchiveTimeout
+	if timeout <= 0 {
+		timeout = DefaultArchiveTimeout
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	obj, storeErr, archiveErr := r.put(actx, agent, space)
+	switch {
+	case storeErr == nil && archiveErr == nil:
+		now := metav1.NewTime(r.now())
+		snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
+		r.setReady(snap, metav1.ConditionTrue, apiserver.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
+		r.event(snap, corev1.EventTypeNormal, "Archived", "Archive", "workspace of %s archived as %s (%d bytes)", agent.Name, obj.CID, obj.Size)
+		return ctrl.Result{}, nil
+	case errors.Is(storeErr, storage.ErrUnavailable):
+		r.pending(snap, apiserver.ReasonStorageUnavailable, "storage is unreachable: "+storeErr.Error())
+		log.FromContext(ctx).Info("snapshot storage unreachable, will retry", "error", storeErr.Error())
+		return ctrl.Result{RequeueAfter: r.backoff(snap)}, nil
+	case errors.Is(archiveErr, runtime.ErrNotRunning):
+		r.pending(snap, apiserver.ReasonWaitingForAgent, archiveErr.Error())
+		return ctrl.Result{RequeueAfter: agentWaitPoll}, nil
+	case ctx.Err() != nil:
+		return ctrl.Result{}, ctx.Err()
+	case archiveErr != nil:
+		r.fail(snap, apiserver.ReasonArchiveFailed, "archiving the workspace failed: "+archiveErr.Error())
+	default:
+		r.fail(snap, apiserver.ReasonArchiveFailed, "storing the archive failed: "+storeErr.Error())
+	}
+	return ctrl.Result{}, nil
+}
+
+// put streams the runtime's archive of the agent's workspace into storage.
+func (r *SnapshotReconciler) put(ctx context.Context, agent *agentsv1.Agent, space string) (storage.Object, error, error) {
+	return StreamArchive(ctx, r.Store, space, func(w io.Writer) error {
+		return r.Runtime.ArchiveWorkspace(ctx, agent, w)
+	})
+}
+
+// StreamArchive runs write (an archiver) into one end of a pipe and store.Put on the other, so
+// the archive is hashed and stored as it is produced, in bounded memory. It returns the
+// stored object, the store's own error and the archiver's error apart (an archiver failure
+// also fails the Put; that is reported as the archiver's error only).
+func StreamArchive(ctx context.Context, store storage.Store, space string, write func(io.Writer) error) (obj storage.Object, storeErr, archiveErr error) {
+	pr, pw := io.Pipe()
+	archived := make(chan error, 1)
+	go func() {
+		err := write(pw)
+		_ = pw.CloseWithError(err) // nil: the reader sees EOF
+		archived <- err
+	}()
+	obj, storeErr = store.Put(ctx, space, pr)
+	_ = pr.CloseWithError(errPutEnded)
+	archiveErr = <-archived
+	if archiveErr != nil && errors.Is(archiveErr, errPutEnded) {
+		archiveErr = nil // the store gave up first; its error says why
+	}
+	if archiveErr != nil && storeErr != nil && !errors.Is(storeErr, storage.ErrUnavailable) {
+		storeErr = nil // the store only reports the archive's failure
+	}
+	if storeErr == nil && archiveErr == nil && obj.CID == "" {
+		storeErr = errors.New("storage returned no CID")
+	}
+	return obj, storeErr, archiveErr
+}
+
+// fail ends the Snapshot: phase failed, Ready=False with reason.
+func (r *SnapshotReconciler) fail(snap *agentsv1.Snapshot, reason, msg string) {
+	snap.Status.Phase = agentsv1.SnapshotFailed
+	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+	r.event(snap, corev1.EventTypeWarning, reason, "Archive", "%s", truncateMessage(msg))
+}
+
+// pending keeps the Snapshot waiting with Ready=False and reason.
+func (r *SnapshotReconciler) pending(snap *agentsv1.Snapshot, reason, msg string) {
+	snap.Status.Phase = agentsv1.SnapshotPending
+	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+}
+
+func (r *SnapshotReconciler) setReady(snap *agentsv1.Snapshot, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&snap.Status.Conditions, metav1.Condition{
+		Type: agentsv1.ConditionReady, Status: status, ObservedGeneration: snap.Generation,
+		Reason: reason, Message: truncateMessage(msg),
+	})
+}
+
+// backoff is the wait before the next attempt while storage is unreachable: as long as the
+// outage has lasted so far (so the waits double), within RetryMin and RetryMax.
+func (r *SnapshotReconciler) backoff(snap *agentsv1.Snapshot) time.Duration {
+	since := time.Duration(0)
+	if c := meta.FindStatusCondition(snap.Status.Conditions, agentsv1.ConditionReady); c != nil {
+		since = r.now().Sub(c.LastTransitionTime.Time)
+	}
+	return retryWait(since, r.RetryMin, r.RetryMax)
+}
+
+// retryWait clamps elapsed into [lo, hi] (defaults when zero).
+func retryWait(elapsed, lo, hi time.Duration) time.Duration {
+	if lo <= 0 {
+		lo = DefaultStorageRetryMin
+	}
+	if hi <= 0 {
+		hi = DefaultStorageRetryMax
+	}
+	return min(max(elapsed, lo), max(hi, lo))
+}
+
+// patchStatus writes the status (merge patch: no conflict can force a second archive) when it
+// changed.
+func (r *SnapshotReconciler) patchStatus(ctx context.Context, snap *agentsv1.Snapshot, before *agentsv1.SnapshotStatus) error {
+	snap.Status.ObservedGeneration = snap.Generation
+	if equality.Semantic.DeepEqual(before, &snap.Status) {
+		return nil
+	}
+	orig := snap.DeepCopy()
+	orig.Status = *before
+	return client.IgnoreNotFound(r.Status().Patch(ctx, snap, client.MergeFrom(orig)))
+}
+
+func (r *SnapshotReconciler) event(snap *agentsv1.Snapshot, typ, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(snap, nil, typ, reason, action, note, args...)
+	}
+}
+
+func (r *SnapshotReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// truncateMessage bounds text copied into conditions and events.
+func truncateMessage(s string) string {
+	if len(s) > maxConditionMessage {
+		return s[:maxConditionMessage]
+	}
+	return s
+}
+
+// SetupWithManager registers the controller for Snapshots, and for the deletion of Agents
+// (their snapshots go with them).
+func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	n := r.MaxConcurrent
+	if n <= 0 {
+		n = 4
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1.Snapshot{}).
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.snapshotsOfAgent),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				UpdateFunc: func(event.UpdateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return true },
+			})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: n}).
+		Named("snapshot").
+		Complete(r)
+}

@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatewayEnvValue is the value of name in the running gateway's environment ("" when unset);
+// ok is false when no gateway process could be read.
+func gatewayEnvValue(p *platform, base, name string) (value string, ok bool) {
+	r := p.call("POST", base+"/console/exec", map[string]string{
+		"command": `pid=$(cat ../../../gateway.pid) && test -r /proc/$pid/environ && { tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2-; true; }`,
+	})
+	if r.status != 200 || r.body["exitCode"] != 0.0 {
+		return "", false
+	}
+	return strings.TrimSpace(r.str("stdout")), true
+}
+
+// gatewayHealthy reports whether the agent is running and its gateway answers /healthz.
+func gatewayHealthy(p *platform, base string) bool {
+	a := p.call("GET", base, nil).obj("agent")
+	endpoint, _ := a["endpoint"].(string)
+	if a["status"] != "running" || endpoint == "" {
+		return false
+	}
+	resp, err := http.Get(endpoint + "/healthz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
+}
+
+// checkChannels connects the agent to telegram with a dummy bot token on the real engine: the
+// config holds an env SecretRef (never the token), `openclaw config validate` accepts it, the
+// restarted gateway has the token in its environment and keeps answering; removing the
+// channel takes it out of the config and the environment again.
+func checkChannels(t *testing.T, p *platform, base string) {
+	token := "987654321:e2e-dummy-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	start := time.Now()
+	r := must(t, p.call("POST", base+"/channels/telegram", map[string]any{"botToken": token, "dmPolicy": "pairing"}), 201, "telegram setup")
+	t.Logf("telegram configured after %s", time.Since(start).Round(time.Millisecond))
+	if ch := r.obj("channel"); ch["configured"] != true || ch["botTokenHint"] != "****"+token[len(token)-4:] || strings.Contains(r.raw, token) {
+		t.Fatalf("setup answer: %s", r.raw)
+	}
+
+	disk := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}), 200, "read config").str("stdout")
+	if strings.Contains(disk, token) {
+		t.Fatal("the bot token is in the engine config file")
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(disk), &cfg); err != nil {
+		t.Fatalf("config on disk: %v\n%s", err, disk)
+	}
+	tg, _ := cfg["channels"].(map[string]any)["telegram"].(map[string]any)
+	want := map[string]any{"source": "env", "provider": "default", "id": "AGENTPLANE_TELEGRAM_BOT_TOKEN"}
+	if !reflect.DeepEqual(tg["botToken"], want) || tg["enabled"] != true || tg["dmPolicy"] != "pairing" {
+		t.Fatalf("channels.telegram: %v", tg)
+	}
+	v := must(t, p.call("POST", base+"/config/validate", map[string]any{"config": cfg}), 200, "validate")
+	if v.body["valid"] != true {
+		t.Fatalf("openclaw config validate refuses the channel config: %s", v.raw)
+	}
+	if got := p.call("GET", base+"/channels", nil); !strings.Contains(got.raw, `"configured":true`) || strings.Contains(got.raw, token) {
+		t.Fatalf("channel list: %s", got.raw)
+	}
+
+	eventually(t, 3*time.Minute, "the gateway to restart with the bot token", func() bool {
+		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
+		return ok && v == token
+	})
+	eventually(t, 3*time.Minute, "the gateway with the channel to answer /healthz", func() bool { return gatewayHealthy(p, base) })
+	t.Logf("gateway up with the channel after %s", time.Since(start).Round(time.Millisecond))
+
+	must(t, p.call("DELETE", base+"/channels/telegram", nil), 200, "telegram removal")
+	after := must(t, p.call("GET", base+"/config", nil), 200, "read config").obj("config")
+	if chans, _ := after["channels"].(map[string]any); chans["telegram"] != nil {
+		t.Fatalf("the removed channel is still configured: %v", chans)
+	}
+	eventually(t, 3*time.Minute, "the gateway to restart without the bot token", func() bool {
+		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
+		return ok && v == "" && gatewayHealthy(p, base)
+	})
+	if strings.Contains(p.log.String(), token) {
+		t.Fatal("the bot token appears in the platform's log")
+	}
+}
