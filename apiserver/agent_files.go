@@ -13,14 +13,14 @@ import (
 
 // Upload messages (`File too large` is fixed by the contract).
 const (
-	msgFileTooLarge          = "File too large"
-	msgInvalidFilename       = "Invalid filename"
-	msgInvalidContent        = "Invalid contentBase64"
-	msgUploadFailed          = "Upload failed"
-	DefaultMaxAgentUpload    = 25 << 20
-	uploadBodyOverheadBytes  = 64 << 10
-	maxUploadFilenameRunes   = 255
-	maxUploadFilenameDepth   = 16
+	msgFileTooLarge         = "File too large"
+	msgInvalidFilename      = "Invalid filename"
+	msgInvalidContent       = "Invalid contentBase64"
+	msgUploadFailed         = "Upload failed"
+	DefaultMaxAgentUpload   = 25 << 20
+	uploadBodyOverheadBytes = 64 << 10
+	maxUploadFilenameRunes  = 255
+	maxUploadFilenameDepth  = 16
 )
 
 // agentUploadLimit is the largest decoded file a workspace upload takes.

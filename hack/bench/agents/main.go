@@ -132,7 +132,7 @@ func benchLocal(n int) error {
 	p50 := took[len(took)/2]
 	fmt.Printf("local runtime, POST /v0/agents -> gateway healthy, %d agents, real openclaw\n", n)
 	fmt.Printf("  p50 %s   min %s   max %s\n", p50.Round(time.Millisecond), took[0].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
-	fmt.Printf("  ratio reference (30 s) / p50: %.2f\n", (30 * time.Second).Seconds()/p50.Seconds())
+	fmt.Printf("  ratio reference (30 s) / p50: %.2f\n", (30*time.Second).Seconds()/p50.Seconds())
 	cancel()
 	<-errc
 	return nil
