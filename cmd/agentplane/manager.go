@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 func newManagerCommand() *cobra.Command {
 	o := platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}
 	var storageDir, secretsKeyFile string
+	var engineDirs []string
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "manager",
@@ -47,6 +49,17 @@ func newManagerCommand() *cobra.Command {
 			if secretsKeyFile != "" {
 				o.SecretsKey = secrets.FileKeySource{Path: secretsKeyFile}
 			}
+			if o.Runtime.Name == platform.RuntimeLocal {
+				if len(engineDirs) == 0 {
+					return errors.New("--runtime local needs --engine-dir")
+				}
+				if o.Runtime.EngineDirs, err = engineVersions(ctx, engineDirs); err != nil {
+					return err
+				}
+				if o.Runtime.StateDir == "" {
+					o.Runtime.StateDir = "agentplane-runtime"
+				}
+			}
 			p, err := platform.New(ctx, cfg, o)
 			if err != nil {
 				return err
@@ -58,6 +71,8 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
 	cmd.Flags().StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	cmd.Flags().BoolVar(&o.LeaderElection, "leader-elect", false, "run controllers on one replica at a time (the REST facade runs on all)")
+	cmd.Flags().StringSliceVar(&engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw, for --runtime local; repeat for several versions")
+	cmd.Flags().StringVar(&o.Runtime.StateDir, "runtime-dir", "", "where --runtime local keeps the agents' homes (default ./agentplane-runtime)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{"2026.9.6"}, "engine versions agents may run (kube runtime; their images must exist)")
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
@@ -75,6 +90,12 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.APIAddr, "api-addr", apiAddr, "address of the REST facade")
 	f.StringVar(&o.SystemNamespace, "system-namespace", platform.DefaultSystemNamespace, "namespace of the platform's own keys")
 	f.StringVar(&o.ClawHubURL, "clawhub-url", clawhub.DefaultURL, "ClawHub registry skills are installed from")
+	f.StringVar(&o.Domains.AppsDomain, "apps-domain", "agents.localhost", "parent domain of agent subdomains (<subdomain>.<apps-domain>)")
+	f.StringVar(&o.Domains.Brand, "brand", "agentplane", "brand refused in domain names; custom domains prove ownership with _<brand>-verify.<domain>")
+	f.StringSliceVar(&o.Domains.Nameservers, "dns-nameservers", nil, "host:port of DNS servers for ownership checks (default $AGENTPLANE_DNS_NAMESERVERS, else /etc/resolv.conf)")
+	f.StringVar(&o.Domains.IngressClass, "ingress-class", "", "IngressClass of agent domains (kube runtime)")
+	f.StringVar(&o.Domains.ClusterIssuer, "cluster-issuer", "", "cert-manager ClusterIssuer for TLS of agent domains (kube runtime; empty: no TLS)")
+	f.DurationVar(&o.ProvisionTimeout, "provision-timeout", 3*time.Minute, "how long agent create and restart wait for the gateway before answering 202")
 }
 
 // s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and
