@@ -245,6 +245,8 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl
 		For(&agentsv1.Agent{}).
 		Owns(&corev1.Secret{}).
 		Named("agent")
+	// The agent's environment carries its channels' tokens.
+	b = WatchChannels(b)
 	if r.Notifications != nil {
 		b = b.WatchesRawSource(source.Channel(r.Notifications, &handler.EnqueueRequestForObject{}))
 	}

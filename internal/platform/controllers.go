@@ -28,7 +28,7 @@ func (p *Platform) setupControllers() error {
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,
 			},
 		}
-		extra := []func(*ctrl.Builder) *ctrl.Builder{controllers.WatchChannels}
+		var extra []func(*ctrl.Builder) *ctrl.Builder
 		if p.watchRuntime != nil {
 			extra = append(extra, p.watchRuntime)
 		}
