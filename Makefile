@@ -36,6 +36,10 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
 
+.PHONY: docs
+docs: ## Generate the REST API docs: docs/openapi.json (embedded, GET /openapi.json) and README's route table.
+	$(GO) run ./hack/gendocs
+
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
 	hack/verify-generated.sh

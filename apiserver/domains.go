@@ -98,7 +98,7 @@ func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	var list agentsv1.DomainList
-	if err := s.opts.Client.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
 		return nil, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
@@ -239,7 +239,7 @@ func (s *Server) customDomainFree(ctx context.Context, c *Caller, host string) e
 		return errorf(http.StatusConflict, msgDomainRegistered)
 	}
 	var list agentsv1.DomainList
-	if err := s.opts.Client.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(c.Namespace)); err != nil {
 		return err
 	}
 	for i := range list.Items {
@@ -269,7 +269,7 @@ func (s *Server) getDomain(ctx context.Context, c *Caller, agentID, id string) (
 		return nil, err
 	}
 	d := &agentsv1.Domain{}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, d); err != nil {
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, d); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, withCause(http.StatusNotFound, msgDomainNotFound, err)
 		}

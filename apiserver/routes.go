@@ -13,6 +13,8 @@ func (s *Server) routes() {
 	s.handle("GET /healthz", access{public: true}, func(*http.Request, *Caller) (*Response, error) {
 		return ok(map[string]string{"status": "ok"})
 	})
+	// This API's OpenAPI document (no token).
+	s.handle("GET /openapi.json", access{public: true}, s.serveOpenAPI)
 
 	// Who am I: the caller as the facade resolved it.
 	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead}, s.whoami)

@@ -81,6 +81,8 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics
 	handler http.Handler
+	// registered are the routes in registration order (see Routes).
+	registered []RouteInfo
 }
 
 // New builds the facade and registers every route.
@@ -125,6 +127,7 @@ type access struct {
 // handle registers a route. Authentication, the body limit and error mapping happen here,
 // identically for every route.
 func (s *Server) handle(pattern string, a access, h Handler) {
+	s.registered = append(s.registered, routeInfo(pattern, a))
 	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		limit := s.opts.MaxBodyBytes
 		if a.maxBody > 0 {
