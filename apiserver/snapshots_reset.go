@@ -76,6 +76,11 @@ func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid stri
 		})
 		return s.opts.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
+	if err == nil {
+		// The controller reacts to spec and metadata changes, not to status writes: touch an
+		// annotation so it takes the request up.
+		err = s.touchAgent(ctx, key, annotationRestoreRequested, s.opts.Now().UTC().Format(time.RFC3339Nano))
+	}
 	req.marked = err == nil
 	return req, resetError(err)
 }
@@ -176,4 +181,21 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 			cur = got
 		}
 	}
+}
+
+// annotationRestoreRequested records the last restore the facade asked for.
+const annotationRestoreRequested = "agentplane.io/restore-requested-at"
+
+// touchAgent sets an annotation on the agent (a metadata change the Agent controller reacts to).
+func (s *Server) touchAgent(ctx context.Context, key client.ObjectKey, name, value string) error {
+	cur := &agentsv1.Agent{}
+	if err := s.opts.APIReader.Get(ctx, key, cur); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[name] = value
+	return s.opts.Client.Patch(ctx, cur, patch)
 }

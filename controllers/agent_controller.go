@@ -11,11 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -67,6 +70,8 @@ type AgentReconciler struct {
 	Notifications chan event.GenericEvent
 	// Now is the clock.
 	Now func() time.Time
+	// Workers is how many agents reconcile at once (default 4).
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
@@ -242,8 +247,11 @@ func (r *AgentReconciler) now() time.Time {
 // runtime's notifications.
 func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
 	b := ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1.Agent{}).
+		// The controller's own status writes (and others' reservations) need no pass.
+		For(&agentsv1.Agent{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Owns(&corev1.Secret{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		Named("agent")
 	// The agent's environment carries its channels' tokens.
 	b = WatchChannels(b)
@@ -254,6 +262,14 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl
 		b = f(b)
 	}
 	return b.Complete(r)
+}
+
+// workers is how many agents reconcile at once (Workers, default 4).
+func (r *AgentReconciler) workers() int {
+	if r.Workers > 0 {
+		return r.Workers
+	}
+	return 4
 }
 
 // NotifyFunc returns a runtime.Notifier that enqueues the agent through r.Notifications.

@@ -60,12 +60,20 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		existing[a.Name] = true
 	}
 	requeue := time.Duration(0)
-	if len(ws.Status.AgentReservations) > 0 {
-		// Reservations whose agent never appeared are released once stale.
+	// Reservations whose agent never appeared are released once stale. The cached status says
+	// whether there is any candidate; only then does the Limiter go to the API server.
+	for _, res := range ws.Status.AgentReservations {
+		if existing[res.Name] {
+			continue
+		}
+		if age := time.Since(res.Time.Time); age < quota.StaleAfter {
+			requeue = quota.StaleAfter - age + time.Second
+			continue
+		}
 		if err := r.Limiter.PruneAgents(ctx, ws.Name, func(n string) bool { return existing[n] }); err != nil {
 			return ctrl.Result{}, err
 		}
-		requeue = quota.StaleAfter
+		break
 	}
 
 	ws.Status.Namespace = ws.Name
