@@ -45,7 +45,7 @@ func startAgentManager() context.CancelFunc {
 		Env:      &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
 	}
 	Expect(r.SetupWithManager(mgr, func(b *ctrl.Builder) *ctrl.Builder {
-		return b.Owns(&appsv1.StatefulSet{}).Watches(&corev1.Pod{}, podToAgentHandler())
+		return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).Watches(&corev1.Pod{}, podToAgentHandler())
 	})).To(Succeed())
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})

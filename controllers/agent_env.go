@@ -60,15 +60,15 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 	return env, name, nil
 }
 
-// writeDerived creates or updates the derived Secret. It reads through the API reader: the
-// manager's cache holds only gateway-token Secrets.
+// writeDerived creates or updates the derived Secret. It reads the manager's cache (which holds
+// agentplane's own Secrets), so a pass that changes nothing costs no round trip.
 func (e *SecretEnv) writeDerived(ctx context.Context, agent *agentsv1.Agent, name string, env map[string]string) error {
 	data := make(map[string][]byte, len(env))
 	for k, v := range env {
 		data[k] = []byte(v)
 	}
 	cur := &corev1.Secret{}
-	err := e.APIReader.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, cur)
+	err := e.Client.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, cur)
 	if apierrors.IsNotFound(err) {
 		s := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: agent.Namespace, Labels: map[string]string{
@@ -80,7 +80,11 @@ func (e *SecretEnv) writeDerived(ctx context.Context, agent *agentsv1.Agent, nam
 		if err := controllerutil.SetControllerReference(agent, s, e.Client.Scheme()); err != nil {
 			return err
 		}
-		return e.Client.Create(ctx, s)
+		if err = e.Client.Create(ctx, s); !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		// Created by an earlier pass the cache has not seen yet: update the live object.
+		err = e.APIReader.Get(ctx, client.ObjectKeyFromObject(s), cur)
 	}
 	if err != nil {
 		return err

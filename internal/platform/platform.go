@@ -11,7 +11,6 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -34,6 +33,9 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
 )
+
+// LabelPartOf marks the objects agentplane makes (and caches).
+const LabelPartOf = "app.kubernetes.io/part-of"
 
 // DefaultSystemNamespace holds the platform's own Secrets (JWT signing key, secrets key).
 const DefaultSystemNamespace = "agentplane-system"
@@ -93,13 +95,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		o.SystemNamespace = DefaultSystemNamespace
 	}
 	scheme := agentscheme.New()
-	gatewaySecrets, err := labels.NewRequirement(apiserver.LabelGatewayAgent, selection.Exists, nil)
-	if err != nil {
-		return nil, err
-	}
 	byObject := map[client.Object]cache.ByObject{
-		// Only gateway-token Secrets are cached (and indexed); other Secrets are read live.
-		&corev1.Secret{}: {Label: labels.NewSelector().Add(*gatewaySecrets)},
+		// Only the platform's own Secrets (gateway tokens, derived env, keys) are cached;
+		// Secrets of users (secretRef targets) are read live.
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelPartOf: "agentplane"})},
 	}
 	if o.Runtime.Name == RuntimeKube {
 		kubeCacheObjects(byObject)

@@ -67,6 +67,8 @@ func kubeCacheObjects(byObject map[client.Object]cache.ByObject) {
 	managed := labels.SelectorFromSet(labels.Set{kube.LabelManagedBy: kube.ManagedBy})
 	byObject[&corev1.Pod{}] = cache.ByObject{Label: managed}
 	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed}
+	byObject[&corev1.Service{}] = cache.ByObject{Label: managed}
+	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: managed}
 }
 
 // buildRuntime makes the configured runtime; notify receives its out-of-band notifications.
@@ -93,7 +95,7 @@ func (p *Platform) buildRuntime(notify chan event.GenericEvent) (runtime.Runtime
 			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image,
 		})
 		watch := func(b *ctrl.Builder) *ctrl.Builder {
-			return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).
+			return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).
 				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToAgent))
 		}
 		return rt, watch, nil

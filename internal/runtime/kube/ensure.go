@@ -2,6 +2,9 @@ package kube
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -35,26 +38,29 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	if err != nil {
 		return runtime.Observed{}, err
 	}
+	// The fingerprint of what this pass builds, so it is the same on every pass until the
+	// agent or the options change. The volume claim templates are left out: they are
+	// immutable, so option changes to them apply to new agents only (keepClaims).
+	noClaims := sts.DeepCopy()
+	noClaims.Spec.VolumeClaimTemplates = nil
+	fp, err := fingerprint(cm, svc, noClaims)
+	if err != nil {
+		return runtime.Observed{}, err
+	}
 	var live appsv1.StatefulSet
+	exists := false
 	switch err := o.Client.Get(ctx, client.ObjectKeyFromObject(sts), &live); {
 	case err == nil:
+		exists = true
 		keepClaims(sts, &live)
 	case !apierrors.IsNotFound(err):
 		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
 	}
-	if _, err := r.apply(ctx, cm); err != nil {
-		return runtime.Observed{}, fmt.Errorf("apply configmap: %w", err)
-	}
-	if _, err := r.apply(ctx, svc); err != nil {
-		return runtime.Observed{}, fmt.Errorf("apply service: %w", err)
-	}
-	u, err := r.apply(ctx, sts)
-	if err != nil {
-		return runtime.Observed{}, fmt.Errorf("apply statefulset: %w", err)
-	}
-	applied := &appsv1.StatefulSet{}
-	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, applied); err != nil {
-		return runtime.Observed{}, fmt.Errorf("decode statefulset: %w", err)
+	applied := &live
+	if !exists || !r.upToDate(ctx, fp, &live, cm, svc) {
+		if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
+			return runtime.Observed{}, err
+		}
 	}
 	pod := &corev1.Pod{}
 	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
@@ -73,6 +79,66 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		ImageTemplate: o.Image,
 		Stopped:       d.Stopped,
 	}), nil
+}
+
+// applyAll applies the three objects, the StatefulSet marked with the fingerprint of the set,
+// and returns the StatefulSet the server answered with.
+func (r *Runtime) applyAll(ctx context.Context, fp string, cm *corev1.ConfigMap, svc *corev1.Service, sts *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+	if sts.Annotations == nil {
+		sts.Annotations = map[string]string{}
+	}
+	sts.Annotations[AnnotationApplied] = fp
+	if _, err := r.apply(ctx, cm); err != nil {
+		return nil, fmt.Errorf("apply configmap: %w", err)
+	}
+	if _, err := r.apply(ctx, svc); err != nil {
+		return nil, fmt.Errorf("apply service: %w", err)
+	}
+	u, err := r.apply(ctx, sts)
+	if err != nil {
+		return nil, fmt.Errorf("apply statefulset: %w", err)
+	}
+	applied := &appsv1.StatefulSet{}
+	if err := k8sruntime.DefaultUnstructuredConverter.FromUnstructured(u.Object, applied); err != nil {
+		return nil, fmt.Errorf("decode statefulset: %w", err)
+	}
+	return applied, nil
+}
+
+// upToDate reports whether the live StatefulSet (from the cache) carries the fingerprint of
+// what this pass would apply and the ConfigMap and Service exist: then the three applies would
+// change nothing and are skipped.
+func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.StatefulSet, cm *corev1.ConfigMap, svc *corev1.Service) bool {
+	if live.Annotations[AnnotationApplied] != fp || live.DeletionTimestamp != nil {
+		return false
+	}
+	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}} {
+		key := client.ObjectKeyFromObject(cm)
+		if _, isSvc := obj.(*corev1.Service); isSvc {
+			key = client.ObjectKeyFromObject(svc)
+		}
+		if err := r.opts.Client.Get(ctx, key, obj); err != nil || obj.GetDeletionTimestamp() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// fingerprint hashes the objects as they would be applied.
+func fingerprint(objs ...client.Object) (string, error) {
+	h := sha256.New()
+	for _, obj := range objs {
+		u, err := applyObject(obj)
+		if err != nil {
+			return "", err
+		}
+		raw, err := json.Marshal(u.Object)
+		if err != nil {
+			return "", err
+		}
+		h.Write(raw)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:32], nil
 }
 
 // keepClaims keeps the live volume claim templates when ours differ: they are immutable, so a

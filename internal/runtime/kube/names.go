@@ -20,7 +20,10 @@ const (
 	LabelInstance  = "app.kubernetes.io/instance"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	LabelAgent     = "agentplane.io/agent"
-	ManagedBy      = "agentplane"
+	// AnnotationApplied (on the StatefulSet) fingerprints what the runtime last applied to an
+	// agent's objects; an Ensure that would apply the same skips the applies.
+	AnnotationApplied = "agentplane.io/applied"
+	ManagedBy         = "agentplane"
 	// AnnotationConfigHash on the pod template rolls the pod when it changes.
 	AnnotationConfigHash = "agentplane.io/config-hash"
 )
