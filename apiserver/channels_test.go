@@ -1,11 +1,9 @@
 package apiserver_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -18,25 +16,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
-
-// syncBuffer collects what the platform logs (written from many goroutines).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // shell runs a console command in the agent's workspace and returns its stdout.
 func shell(tok, agent, command string) string {
@@ -93,7 +74,7 @@ var _ = Describe("Channels", Ordered, func() {
 	const ws = "channels-a"
 	var (
 		tok, agent, base string
-		logs             *syncBuffer
+		logs             *testenv.SyncBuffer
 		stamp            = strconv.FormatInt(time.Now().UnixNano(), 36)
 		tg1              = "123456789:tg-first-" + stamp
 		tg2              = "123456789:tg-second-" + stamp
@@ -103,7 +84,7 @@ var _ = Describe("Channels", Ordered, func() {
 	channelPath := func(typ string) string { return base + "/channels/" + typ }
 
 	BeforeAll(func() {
-		logs = &syncBuffer{}
+		logs = &testenv.SyncBuffer{}
 		GinkgoWriter.TeeTo(logs)
 		DeferCleanup(GinkgoWriter.ClearTeeWriters)
 		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "cat", Role: agentsv1.RoleOwner})

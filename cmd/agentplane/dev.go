@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -113,8 +112,8 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 		return err
 	}
 	url := "http://" + apiAddr
-	envFile := filepath.Join(stateDir, "dev.env")
-	if err := writeDevEnv(envFile, cp.Kubeconfig, url, token); err != nil {
+	envFile := filepath.Join(stateDir, devenv.EnvFileName)
+	if err := devenv.WriteEnvFile(envFile, cp.Kubeconfig, url, token); err != nil {
 		return err
 	}
 	printDevSummary(out, url, cp.Kubeconfig, envFile)
@@ -142,7 +141,7 @@ func devToken(ctx context.Context, cp *devenv.ControlPlane, signer *auth.Signer,
 	if err := tenancy.EnsureWorkspace(ctx, c, ws); err != nil {
 		return "", err
 	}
-	if old := readDevEnv(filepath.Join(stateDir, "dev.env"))["AGENTPLANE_TOKEN"]; old != "" {
+	if old := devenv.ReadEnvFile(filepath.Join(stateDir, devenv.EnvFileName))["AGENTPLANE_TOKEN"]; old != "" {
 		if claims, err := signer.Parse(old); err == nil && claims.Workspace == f.workspace {
 			key := &agentsv1.ApiKey{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: f.workspace, Name: claims.ID}, key); err == nil && !key.Spec.Revoked {
@@ -155,29 +154,6 @@ func devToken(ctx context.Context, cp *devenv.ControlPlane, signer *auth.Signer,
 		Role: agentsv1.RoleOwner, Description: "agentplane dev token",
 	})
 	return tok, err
-}
-
-func writeDevEnv(path, kubeconfig, url, token string) error {
-	content := fmt.Sprintf("KUBECONFIG=%s\nAGENTPLANE_URL=%s\nAGENTPLANE_TOKEN=%s\n", kubeconfig, url, token)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func readDevEnv(path string) map[string]string {
-	out := map[string]string{}
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return out
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if k, v, ok := strings.Cut(line, "="); ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func printDevSummary(out io.Writer, url, kubeconfig, envFile string) {

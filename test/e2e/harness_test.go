@@ -4,7 +4,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -79,7 +79,7 @@ func startDev(t *testing.T, engine string) *platform {
 	})
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
-		env := readEnv(filepath.Join(p.stateDir, "dev.env"))
+		env := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))
 		if env["AGENTPLANE_URL"] != "" && env["AGENTPLANE_TOKEN"] != "" {
 			p.url, p.token = env["AGENTPLANE_URL"], env["AGENTPLANE_TOKEN"]
 			return p
@@ -149,22 +149,6 @@ func (r reply) obj(key string) map[string]any {
 func (r reply) str(key string) string {
 	s, _ := r.body[key].(string)
 	return s
-}
-
-func readEnv(path string) map[string]string {
-	out := map[string]string{}
-	f, err := os.Open(path)
-	if err != nil {
-		return out
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 func tail(s string, n int) string {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // The tests run against a real S3-compatible server: versitygw with its posix
@@ -74,26 +76,8 @@ type server struct {
 	addr string // 127.0.0.1:port
 	data string // posix backend root; each bucket is a directory
 	cmd  *exec.Cmd
-	log  *syncBuffer
+	log  *testenv.SyncBuffer
 	done chan struct{}
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writers and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // startServer starts versitygw on a free loopback port with a temp data dir.
@@ -113,7 +97,7 @@ func startServer(t *testing.T) *server {
 
 func (s *server) start() {
 	s.t.Helper()
-	s.log = &syncBuffer{}
+	s.log = &testenv.SyncBuffer{}
 	s.cmd = exec.Command(s.bin, "--port", s.addr, "--quiet", "posix", s.data)
 	s.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+accessKey, "ROOT_SECRET_KEY="+secretKey)
 	s.cmd.Stdout = s.log
