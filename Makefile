@@ -93,3 +93,9 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 .PHONY: test
 test: envtest-assets engine verify-generated vet ## Unit, envtest and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+
+STRESS_TIMEOUT ?= 10m
+
+.PHONY: test-stress
+test-stress: envtest-assets ## Only the stress, fault and security tests (test/stress), verbose; `make test` runs them too.
+	$(GO) test -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/

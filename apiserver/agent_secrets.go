@@ -16,6 +16,12 @@ type attachSecretsRequest struct {
 	SecretIDs []string `json:"secretIds"`
 }
 
+// secretRetry re-reads and re-applies on conflicts, like skillRetry: concurrent attaches and
+// deletes, the AgentSecret controller's writes of attachedTo and the Agent controller's status
+// writes all bump the resourceVersions, more often than retry.DefaultRetry's five quick
+// attempts absorb (an attach would answer a bare 409 Conflict).
+var secretRetry = skillRetry
+
 // errConflictingSecrets aborts an attach whose secrets share a provider.
 var errConflictingSecrets = errorf(http.StatusConflict, msgConflictingSecrets)
 
@@ -45,7 +51,7 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 		wanted[id] = sec
 	}
 	var added []string
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(secretRetry, func() error {
 		cur := &agentsv1.Agent{}
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), cur); err != nil {
 			return err
@@ -73,11 +79,18 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range added {
+	// Every requested secret records the agent, also one the agent already referenced: that
+	// reference may be a concurrent attach's, of a secret deleted since, and a 200 must mean
+	// the secret is there and attached.
+	for _, id := range req.SecretIDs {
 		if err := s.markAttached(ctx, c.Namespace, id, agent.Name, true); err != nil {
 			// The secret went away meanwhile: undo the attach rather than leave a dangling
 			// reference.
-			_ = s.removeFromAgent(context.WithoutCancel(ctx), agent, added...)
+			undo := added
+			if apierrors.IsNotFound(err) && !slices.Contains(undo, id) {
+				undo = append(slices.Clone(added), id)
+			}
+			_ = s.removeFromAgent(context.WithoutCancel(ctx), agent, undo...)
 			if apierrors.IsNotFound(err) {
 				return nil, errorf(http.StatusNotFound, msgSecretNotFound)
 			}
@@ -128,7 +141,7 @@ func (s *Server) checkProviders(ctx context.Context, c *Caller, agent *agentsv1.
 
 // markAttached adds (or removes) agent in the secret's status.attachedTo.
 func (s *Server) markAttached(ctx context.Context, namespace, secretID, agent string, attached bool) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(secretRetry, func() error {
 		sec := &agentsv1.AgentSecret{}
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: secretID}, sec); err != nil {
 			return err
@@ -148,7 +161,7 @@ func (s *Server) markAttached(ctx context.Context, namespace, secretID, agent st
 
 // removeFromAgent drops secret references from the agent's spec.
 func (s *Server) removeFromAgent(ctx context.Context, agent *agentsv1.Agent, ids ...string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	return retry.RetryOnConflict(secretRetry, func() error {
 		cur := &agentsv1.Agent{}
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(agent), cur); err != nil {
 			return err

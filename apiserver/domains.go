@@ -131,21 +131,13 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	o := s.domainOpts()
 	host := hostclaim.Host(&d.Spec, o.AppsDomain)
 	agentKey := client.ObjectKeyFromObject(agent)
-	if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
-		return nil, err
-	}
-	release := func(claimed bool) {
-		bg := context.WithoutCancel(ctx)
-		if claimed {
-			_ = hostclaim.ReleaseHost(bg, s.claimClient(), o.SystemNamespace, host, hostclaim.DomainKey(d))
-		}
-		// If this fails too, the slot is freed as stale once the limit is hit.
-		_ = s.opts.Limiter.ReleaseDomain(bg, agentKey, d.Name)
-	}
+	bg := context.WithoutCancel(ctx)
+	// A subdomain's host is claimed before one of the agent's slots is taken: of concurrent
+	// claimants of one host only the winner takes a slot, so the losers (409) cannot fill the
+	// agent's limit for a moment and make other requests answer `Domain limit reached`.
 	claimed := false
 	if d.Spec.Subdomain != "" {
 		if err := hostclaim.ClaimHost(ctx, s.claimClient(), o.SystemNamespace, host, c.Namespace, hostclaim.DomainKey(d)); err != nil {
-			release(false)
 			if errors.Is(err, hostclaim.ErrHostTaken) {
 				return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)
 			}
@@ -153,8 +145,19 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 		}
 		claimed = true
 	}
+	releaseClaim := func() {
+		if claimed {
+			_ = hostclaim.ReleaseHost(bg, s.claimClient(), o.SystemNamespace, host, hostclaim.DomainKey(d))
+		}
+	}
+	if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
+		releaseClaim()
+		return nil, err
+	}
 	if err := s.opts.Client.Create(ctx, d); err != nil {
-		release(claimed)
+		releaseClaim()
+		// If this fails too, the slot is freed as stale once the limit is hit.
+		_ = s.opts.Limiter.ReleaseDomain(bg, agentKey, d.Name)
 		return nil, err
 	}
 	return created(map[string]any{"domain": s.viewDomain(d)})

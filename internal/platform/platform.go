@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -61,6 +62,8 @@ type Options struct {
 	SecretsKey secrets.KeySource
 	// APIOnly runs the REST facade without controllers (extra facade replicas, tests).
 	APIOnly bool
+	// SkipNameValidation lets several platforms run their controllers in one process (tests).
+	SkipNameValidation bool
 	// Runtime chooses where agents run.
 	Runtime RuntimeOptions
 	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
@@ -112,6 +115,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		LeaderElectionID:        "agentplane.io",
 		LeaderElectionNamespace: o.SystemNamespace,
 		Cache:                   cache.Options{ByObject: byObject},
+		Controller:              config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
@@ -181,6 +185,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	// --- end Domains ---
 	if o.APIAddr != "" {
+		if err := p.warmFacadeCache(ctx); err != nil {
+			return nil, err
+		}
 		p.API = apiserver.New(apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,

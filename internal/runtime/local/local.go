@@ -159,6 +159,7 @@ func New(opts Options) (*Runtime, error) {
 		verFail:  map[string]time.Time{},
 	}
 	r.adoptAll()
+	r.reapOrphans()
 	return r, nil
 }
 

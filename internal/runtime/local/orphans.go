@@ -1,0 +1,68 @@
+package local
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// reapOrphans stops the gateways of a previous manager that no state.json records: that
+// manager died after starting one and before writing its pid, so nothing would ever adopt or
+// stop it (it would run beside the gateway the next Ensure starts, holding its port). They are
+// recognized by the marker in their environment (an agent's home under StateDir, which this
+// runtime holds the lock of); processes in the group of an adopted gateway are its own.
+func (r *Runtime) reapOrphans() {
+	adopted := map[int]bool{}
+	r.mu.Lock()
+	for _, a := range r.agents {
+		a.mu.Lock()
+		if a.proc != nil {
+			adopted[a.proc.pid] = true
+		}
+		a.mu.Unlock()
+	}
+	r.mu.Unlock()
+	prefix := markerEnv + "=" + filepath.Join(r.opts.StateDir, "agents") + string(filepath.Separator)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || adopted[pid] || adopted[processGroup(pid)] {
+			continue
+		}
+		environ, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(environ), "\x00"+prefix) && !strings.HasPrefix(string(environ), prefix) {
+			continue
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.state == 'Z' || st.state == 'X' {
+			continue
+		}
+		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
+		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
+	}
+}
+
+// processGroup is the process group of pid (0 when unknown).
+func processGroup(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	// After the command name: state (3), ppid (4), pgrp (5).
+	f := strings.Fields(s[i+1:])
+	if len(f) < 3 {
+		return 0
+	}
+	pgid, _ := strconv.Atoi(f[2])
+	return pgid
+}
