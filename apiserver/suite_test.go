@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -88,6 +89,13 @@ var _ = AfterSuite(func() {
 // startPlatform runs one replica of the manager and facade (o adds to the defaults) against
 // the suite's control plane and returns it with the facade's base URL.
 func startPlatform(ctx context.Context, o platform.Options) (*platform.Platform, string) {
+	p, url, _ := startPlatformWith(ctx, env.Config, o)
+	return p, url
+}
+
+// startPlatformWith is startPlatform with its own client configuration (an impersonated
+// identity, for instance); done closes once the platform has stopped after ctx ended.
+func startPlatformWith(ctx context.Context, cfg *rest.Config, o platform.Options) (p *platform.Platform, url string, done <-chan struct{}) {
 	ready := make(chan string, 1)
 	if o.Files == nil {
 		files, err := local.New(GinkgoT().TempDir())
@@ -97,15 +105,17 @@ func startPlatform(ctx context.Context, o platform.Options) (*platform.Platform,
 	o.APIAddr, o.MetricsAddr, o.ProbeAddr = "127.0.0.1:0", "0", "0"
 	o.Log = logf.Log
 	o.APIReady = func(a string) { ready <- a }
-	p, err := platform.New(ctx, env.Config, o)
+	p, err := platform.New(ctx, cfg, o)
 	Expect(err).NotTo(HaveOccurred())
+	stopped := make(chan struct{})
 	go func() {
 		defer GinkgoRecover()
+		defer close(stopped)
 		Expect(p.Start(ctx)).To(Succeed())
 	}()
 	var addr string
 	Eventually(ready, 30*time.Second).Should(Receive(&addr))
-	return p, "http://" + addr
+	return p, "http://" + addr, stopped
 }
 
 // Engine versions whose fake engine fails.
