@@ -30,6 +30,8 @@ const (
 	msgInvalidKeyValues = "keyvalues must be a JSON object of strings"
 	msgStorageMissing   = "Storage not configured"
 	dateLayoutMillis    = "2006-01-02T15:04:05.000Z"
+	// maxKeyValuesBytes bounds an upload's keyvalues (JSON text), which its File object holds.
+	maxKeyValuesBytes = 64 << 10
 )
 
 // fileView is a file as the hosted v3 API (and so the pinata SDK) shows it.
@@ -110,6 +112,10 @@ func (s *Server) uploadFile(r *http.Request, c *Caller) (*Response, error) {
 	}
 	var keyvalues map[string]string
 	if v := r.FormValue("keyvalues"); v != "" {
+		if len(v) > maxKeyValuesBytes {
+			// Stored in the File object: beyond this it would not fit in the API server.
+			return nil, errorf(http.StatusBadRequest, msgInvalidKeyValues)
+		}
 		if err := json.Unmarshal([]byte(v), &keyvalues); err != nil {
 			return nil, withCause(http.StatusBadRequest, msgInvalidKeyValues, err)
 		}

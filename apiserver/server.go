@@ -99,6 +99,7 @@ func New(opts Options) *Server {
 	if opts.APIReader == nil {
 		opts.APIReader = opts.Client
 	}
+	guardNames(&opts)
 	s := &Server{opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry)}
 	s.routes()
 	s.handler = s.observe()
