@@ -99,3 +99,11 @@ STRESS_TIMEOUT ?= 10m
 .PHONY: test-stress
 test-stress: envtest-assets ## Only the stress, fault and security tests (test/stress), verbose; `make test` runs them too.
 	$(GO) test -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/
+
+##@ Benchmarks
+
+BENCH_LOAD_FLAGS ?= -rate 50 -duration 60s -repeats 3
+
+.PHONY: bench-load
+bench-load: envtest-assets ## Mixed REST load at a fixed rate against `agentplane dev` (fake engine): latency, errors, RSS.
+	$(GO) run ./hack/bench/load $(BENCH_LOAD_FLAGS)

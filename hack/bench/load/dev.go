@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// dev is a running `agentplane dev` process: the manager, controllers and REST facade in one
+// process (its control plane and agents are its children), on a fresh state directory, with
+// the fake engine.
+type dev struct {
+	cmd   *exec.Cmd
+	dir   string
+	url   string
+	token string
+	done  chan error
+}
+
+// startDev builds bin/agentplane into a temporary directory and starts `agentplane dev` with
+// the fakeclaw engine, the envtest control-plane binaries and a random facade port.
+func startDev() (*dev, error) {
+	dir, err := os.MkdirTemp("", "bench-load")
+	if err != nil {
+		return nil, err
+	}
+	d := &dev{dir: dir, done: make(chan error, 1)}
+	bin := filepath.Join(dir, "agentplane")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/agentplane")
+	build.Dir = testenv.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		d.cleanup()
+		return nil, fmt.Errorf("go build ./cmd/agentplane: %v\n%s", err, out)
+	}
+	engine, err := fakeclaw.EngineDir()
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	d.cmd = exec.Command(bin, "dev", "--state-dir", filepath.Join(dir, "state"), "--control-plane-dir", testenv.AssetsDir(),
+		"--engine-dir", engine, "--api-addr", "127.0.0.1:0")
+	d.cmd.Stdout, d.cmd.Stderr = logFile, logFile
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	go func() { d.done <- d.cmd.Wait(); logFile.Close() }()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		env := devenv.ReadEnvFile(filepath.Join(dir, "state", devenv.EnvFileName))
+		if env["AGENTPLANE_URL"] != "" && env["AGENTPLANE_TOKEN"] != "" {
+			d.url, d.token = env["AGENTPLANE_URL"], env["AGENTPLANE_TOKEN"]
+			return d, nil
+		}
+		select {
+		case err := <-d.done:
+			d.done <- err
+			d.stop()
+			return nil, fmt.Errorf("agentplane dev exited early (%v); see its log in %s", err, logFile.Name())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	d.stop()
+	return nil, fmt.Errorf("agentplane dev did not write dev.env within 3 minutes")
+}
+
+// stop interrupts the process (it stops its agents and control plane), kills its process
+// group if it has not exited within a minute, and removes the state directory.
+func (d *dev) stop() {
+	if d.cmd != nil && d.cmd.Process != nil {
+		_ = d.cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-d.done:
+		case <-time.After(time.Minute):
+			_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			<-d.done
+		}
+	}
+	d.cleanup()
+}
+
+func (d *dev) cleanup() { _ = os.RemoveAll(d.dir) }
+
+// rssMiB is the resident set size of the dev process (the manager and facade), from
+// /proc/<pid>/status.
+func (d *dev) rssMiB() float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseFloat(f[0], 64)
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}
