@@ -16,6 +16,9 @@ func (p *Platform) setupControllers() error {
 	if err := (&controllers.AgentSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := (&controllers.SkillReconciler{Client: mgr.GetClient(), Store: p.opts.Files}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	if p.runtime != nil {
 		r := &controllers.AgentReconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions, Limiter: p.limiter,

@@ -1,0 +1,146 @@
+package controllers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sort"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/storage"
+)
+
+// Reasons of a Skill's Ready condition.
+const (
+	ReasonSkillStored             = "Stored"
+	ReasonSkillBundleMissing      = "BundleMissing"
+	ReasonSkillStorageUnavailable = "StorageUnavailable"
+	ReasonSkillNoStorage          = "StorageNotConfigured"
+)
+
+// SkillReconciler keeps each Skill's status true to the world: whether its bundle is in the
+// workspace's storage (Ready, size) and which agents attach it (any of its CIDs, the current
+// one or an earlier version's that an agent still pins).
+type SkillReconciler struct {
+	client.Client
+	// Store holds the bundles (space `<namespace>/skills`); nil when storage is not configured.
+	Store storage.Store
+	// RetryAfter is how soon a Skill whose storage could not be reached is looked at again
+	// (default 30 s).
+	RetryAfter time.Duration
+}
+
+// +kubebuilder:rbac:groups=agentplane.io,resources=skills,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=skills/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
+
+// Reconcile converges one Skill's status; it writes only when the status changed.
+func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	sk := &agentsv1.Skill{}
+	if err := r.Get(ctx, req.NamespacedName, sk); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := sk.Status.DeepCopy()
+	attached, err := r.attachedAgents(ctx, sk)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sk.Status.AttachedTo = attached
+	sk.Status.ObservedGeneration = sk.Generation
+	ready, size := r.computeReadyCondition(ctx, sk)
+	meta.SetStatusCondition(&sk.Status.Conditions, ready)
+	if size > 0 {
+		sk.Status.Size = size
+	}
+	var result ctrl.Result
+	if ready.Reason == ReasonSkillStorageUnavailable {
+		result.RequeueAfter = cmp.Or(r.RetryAfter, 30*time.Second)
+	}
+	if equality.Semantic.DeepEqual(before, &sk.Status) {
+		return result, nil
+	}
+	return result, client.IgnoreNotFound(r.Status().Update(ctx, sk))
+}
+
+// attachedAgents are the agents (not being deleted) whose spec.skills hold one of the skill's
+// CIDs, sorted; nil when there are none.
+func (r *SkillReconciler) attachedAgents(ctx context.Context, sk *agentsv1.Skill) ([]string, error) {
+	var agents agentsv1.AgentList
+	if err := r.List(ctx, &agents, client.InNamespace(sk.Namespace)); err != nil {
+		return nil, err
+	}
+	cids := apiserver.SkillCIDs(sk)
+	var out []string
+	for i := range agents.Items {
+		a := &agents.Items[i]
+		if a.DeletionTimestamp == nil && slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) }) {
+			out = append(out, a.Name)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// computeReadyCondition: the bundle of spec.cid is in storage (its size is returned too).
+func (r *SkillReconciler) computeReadyCondition(ctx context.Context, sk *agentsv1.Skill) (metav1.Condition, int64) {
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sk.Generation, Status: metav1.ConditionFalse}
+	if r.Store == nil {
+		c.Reason, c.Message = ReasonSkillNoStorage, "no storage is configured: the bundle cannot be checked or unpacked"
+		return c, 0
+	}
+	obj, err := r.Store.Stat(ctx, apiserver.SkillsSpace(sk.Namespace), sk.Spec.CID)
+	switch {
+	case err == nil:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonSkillStored, "the bundle is in storage"
+		return c, obj.Size
+	case errors.Is(err, storage.ErrNotFound):
+		c.Reason, c.Message = ReasonSkillBundleMissing, "storage holds no bundle with CID "+sk.Spec.CID+": install the skill through the REST API, or upload the bundle"
+	default:
+		c.Reason, c.Message = ReasonSkillStorageUnavailable, "storage could not be reached; checking again shortly"
+	}
+	return c, 0
+}
+
+// SetupWithManager registers the controller: Skills, and Agents (which change who attaches
+// what).
+func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&agentsv1.Skill{}).
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.skillsOfAgent)).
+		Named("skill").
+		Complete(r)
+}
+
+// skillsOfAgent maps an agent to the skills it attaches or is recorded on.
+func (r *SkillReconciler) skillsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
+	a, ok := o.(*agentsv1.Agent)
+	if !ok {
+		return nil
+	}
+	var list agentsv1.SkillList
+	if err := r.List(ctx, &list, client.InNamespace(a.Namespace)); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for i := range list.Items {
+		sk := &list.Items[i]
+		cids := apiserver.SkillCIDs(sk)
+		if slices.Contains(sk.Status.AttachedTo, a.Name) ||
+			slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) }) {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sk.Namespace, Name: sk.Name}})
+		}
+	}
+	return out
+}
