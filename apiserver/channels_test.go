@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -216,6 +217,29 @@ var _ = Describe("Channels", Ordered, func() {
 		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(BeEmpty())
 		Expect(call("POST", channelPath("telegram"), tok, map[string]any{"enabled": true}).Status).To(Equal(200))
 		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
+	})
+
+	It("puts a channel back into a config written whole without it", func() {
+		got := call("GET", base+"/config", tok, nil)
+		Expect(got.Status).To(Equal(200), got.Raw)
+		cfg := got.Body["config"].(map[string]any)
+		Expect(cfg).To(HaveKey("channels"))
+		delete(cfg, "channels")
+		before := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, before)).To(Succeed())
+		r := call("PUT", base+"/config", tok, map[string]any{"config": cfg})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		after := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, after)).To(Succeed())
+		Expect(after.Annotations[apiserver.AnnotationConfigWritten]).NotTo(BeEmpty())
+		Expect(after.Annotations[apiserver.AnnotationConfigWritten]).NotTo(Equal(before.Annotations[apiserver.AnnotationConfigWritten]))
+		// The Channel object is the truth: its controller re-applies it after the write.
+		Eventually(func() map[string]any {
+			_, cfg := engineConfig(tok, agent)
+			return channelConfig(cfg, "telegram")
+		}, 30*time.Second, 250*time.Millisecond).Should(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+		raw, _ := engineConfig(tok, agent)
+		Expect(raw).NotTo(ContainSubstring(tg2))
 	})
 
 	It("sets up slack: installs its plugin, trusts it and passes both tokens", func() {

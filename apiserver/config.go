@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 
 	"github.com/titanous/json5"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
@@ -25,6 +27,11 @@ const (
 	msgReadConfigFailed  = "Failed to read config"
 	msgWriteConfigFailed = "Failed to write config"
 )
+
+// AnnotationConfigWritten is set on an Agent to a fresh value after each PUT of its config.
+// The Channel controller re-applies the agent's Channels on it: a config written whole (or
+// racing a channel change) cannot drop what the Channel objects say.
+const AnnotationConfigWritten = "agentplane.io/config-written"
 
 // getConfig answers the agent's engine config with its secrets redacted.
 func (s *Server) getConfig(r *http.Request, c *Caller) (*Response, error) {
@@ -153,5 +160,18 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.opts.Runtime.WriteFile(ctx, a, configPath, cfg); err != nil {
 		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
 	}
+	s.markConfigWritten(ctx, a)
 	return s.getConfig(r, c)
+}
+
+// markConfigWritten bumps AnnotationConfigWritten on the agent. The config is written either
+// way: a failure is logged (the channels are re-applied on their next change).
+func (s *Server) markConfigWritten(ctx context.Context, a *agentsv1.Agent) {
+	nonce := make([]byte, 8)
+	_, _ = rand.Read(nonce)
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		AnnotationConfigWritten: hex.EncodeToString(nonce)}}})
+	if err := s.opts.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		s.log.Info("marking the agent's config as written failed", "agent", a.Name, "error", err.Error())
+	}
 }

@@ -378,7 +378,8 @@ func (r *ChannelReconciler) agentToChannels(ctx context.Context, o client.Object
 	return out
 }
 
-// agentPhaseChanged passes agent creations, deletions, phase changes and deletion starts.
+// agentPhaseChanged passes agent creations, deletions, phase changes, deletion starts and
+// config writes through the REST facade (apiserver.AnnotationConfigWritten).
 func agentPhaseChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -387,7 +388,8 @@ func agentPhaseChanged() predicate.Predicate {
 			if !ok1 || !ok2 {
 				return true
 			}
-			return o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+			return o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
+				o.Annotations[apiserver.AnnotationConfigWritten] != n.Annotations[apiserver.AnnotationConfigWritten]
 		},
 	}
 }

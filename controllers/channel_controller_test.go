@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -182,6 +183,22 @@ var _ = Describe("Channel controller", Ordered, func() {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(second), &agentsv1.Channel{}))
 		}, wait).Should(BeTrue())
 		Expect(channelsIn(a)).To(HaveKey("telegram"), "deleting the duplicate kept the config entry")
+	})
+
+	It("re-applies its channels when the agent's config was written whole through the facade", func() {
+		a := agentWithConfig("rewrite-agent")
+		tokenSecret("rewrite-tokens", map[string]string{"bot": "444:rewrite-token"})
+		ch := newChannel("rewrite", a.Name, agentsv1.ChannelTelegram, nil)
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(channelsIn(a)).To(HaveKey("telegram"))
+
+		// A config written without the channel (what PUT /config with a whole document does).
+		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local"}}`))).To(Succeed())
+		Consistently(func() map[string]any { return channelsIn(a) }, 2*time.Second, 200*time.Millisecond).Should(BeNil(),
+			"nothing re-applies the channel before the facade says the config was written")
+		Expect(k8sClient.Patch(ctx, a, client.RawPatch("application/merge-patch+json",
+			[]byte(`{"metadata":{"annotations":{"`+apiserver.AnnotationConfigWritten+`":"w1"}}}`)))).To(Succeed())
+		Eventually(func() map[string]any { return channelsIn(a) }, wait).Should(HaveKey("telegram"))
 	})
 
 	It("waits for a missing token, then configures the channel", func() {
