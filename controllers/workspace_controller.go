@@ -10,9 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -52,7 +55,9 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	nsErr := tenancy.EnsureNamespace(ctx, r.Client, ws)
 	var agents agentsv1.AgentList
-	if err := r.List(ctx, &agents, client.InNamespace(ws.Name)); err != nil {
+	// Only names are read: no deep copy of every agent per pass (the cache's objects are not
+	// modified).
+	if err := r.List(ctx, &agents, client.InNamespace(ws.Name), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
 	existing := make(map[string]bool, len(agents.Items))
@@ -116,14 +121,16 @@ func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws *agentsv1.Work
 	return nil
 }
 
-// SetupWithManager registers the controller: Workspaces, their namespaces and their agents.
+// SetupWithManager registers the controller: Workspaces, their namespaces and the creation
+// and deletion of their agents (what the agent count and the reservations depend on; an
+// agent's updates do not change them, and with many agents they would cost a pass each).
 func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Workspace{}).
 		Owns(&corev1.Namespace{}).
 		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
-		})).
+		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
 		Named("workspace").
 		Complete(r)
 }

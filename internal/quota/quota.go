@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -55,6 +56,11 @@ type Limiter struct {
 	Reader client.Reader
 	Writer client.Client
 	Now    func() time.Time
+
+	// locks queue this process's updates of one holder (many workers reserving in one
+	// workspace would otherwise mostly conflict with each other); other replicas are still
+	// kept apart by the resourceVersion.
+	locks sync.Map // client.ObjectKey -> *sync.Mutex
 }
 
 func (l *Limiter) now() time.Time {
@@ -141,6 +147,9 @@ func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder f
 // update reads the holder, applies mutate and writes the status with the read resourceVersion,
 // retrying on conflicts with jittered backoff.
 func (l *Limiter) update(ctx context.Context, key client.ObjectKey, newHolder func() holder, mutate func(holder) (bool, error)) error {
+	mu, _ := l.locks.LoadOrStore(key, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
 	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: 40, Cap: 500 * time.Millisecond}
 	var lastErr error
 	for backoff.Steps > 0 {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,7 +98,8 @@ func benchKube(n int) error {
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rssMiB()
-	p, err := platform.New(ctx, env.Config, platform.Options{MetricsAddr: "0", ProbeAddr: "0",
+	counted, requests := countRequests(env.Config)
+	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0",
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube, Versions: []string{"2026.9.6"}}})
 	if err != nil {
 		return err
@@ -108,15 +112,18 @@ func benchKube(n int) error {
 	}); err != nil {
 		return err
 	}
+	// Poll metadata only: listing 1,000 whole StatefulSets every tick would load the API
+	// server more than the controller does.
 	for {
-		var sets appsv1.StatefulSetList
-		if err := c.List(ctx, &sets, client.InNamespace("bench-kube")); err != nil {
+		sets := &metav1.PartialObjectMetadataList{}
+		sets.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSetList"))
+		if err := c.List(ctx, sets, client.InNamespace("bench-kube")); err != nil {
 			return err
 		}
 		if len(sets.Items) >= n {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond)
 	}
 	reconciled := time.Since(start)
 	rssAfter := rssMiB()
@@ -129,7 +136,75 @@ func benchKube(n int) error {
 	fmt.Printf("  direct API writes   %8.2f s   (same objects, 8 writers, no controller)\n", direct.Seconds())
 	fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/reconciled.Seconds())
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents)\n", rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
+	requests.print(n)
 	return nil
+}
+
+// requestCounter counts the manager's API requests by method and resource.
+type requestCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// countRequests returns a copy of cfg whose requests are counted.
+func countRequests(cfg *rest.Config) (*rest.Config, *requestCounter) {
+	rc := &requestCounter{counts: map[string]int{}}
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			rc.add(req)
+			return rt.RoundTrip(req)
+		})
+	})
+	return out, rc
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// add counts req as "<METHOD> <resource>[/<subresource>]" (watches apart).
+func (rc *requestCounter) add(req *http.Request) {
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// .../namespaces/<ns>/<resource>/<name>/<sub> or .../<resource>[/<name>[/<sub>]]
+	var resource string
+	for i := 0; i < len(parts); i++ {
+		if parts[i] == "namespaces" && i+2 < len(parts) {
+			i++
+			continue
+		}
+		if i >= 2 && (parts[0] == "api" && i >= 2 || parts[0] == "apis" && i >= 3) {
+			resource = parts[i]
+			if i+2 < len(parts) {
+				resource += "/" + parts[i+2]
+			}
+			break
+		}
+	}
+	key := req.Method + " " + resource
+	if req.URL.Query().Get("watch") == "true" {
+		key = "WATCH " + resource
+	}
+	rc.mu.Lock()
+	rc.counts[key]++
+	rc.mu.Unlock()
+}
+
+// print shows the most frequent requests, per agent.
+func (rc *requestCounter) print(n int) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	keys := make([]string, 0, len(rc.counts))
+	total := 0
+	for k, v := range rc.counts {
+		keys = append(keys, k)
+		total += v
+	}
+	sort.Slice(keys, func(i, j int) bool { return rc.counts[keys[i]] > rc.counts[keys[j]] })
+	fmt.Printf("  manager API requests: %d (%.1f per agent); most frequent:\n", total, float64(total)/float64(n))
+	for _, k := range keys[:min(len(keys), 10)] {
+		fmt.Printf("    %-48s %6d  (%.2f per agent)\n", k, rc.counts[k], float64(rc.counts[k])/float64(n))
+	}
 }
 
 func parallel(workers, n int, f func(int) error) error {
