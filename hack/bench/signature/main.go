@@ -25,6 +25,7 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -41,6 +42,7 @@ func main() {
 	n := flag.Int("n", 400, "signatures per side")
 	conc := flag.Int("c", 8, "concurrent clients")
 	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
 	if err := run(*n, *conc); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
