@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -50,7 +51,8 @@ func runningTestPod() *corev1.Pod {
 // localRuntime is a Runtime whose pod commands run on this host in the fixture's home.
 func localRuntime(t *testing.T) (*Runtime, fixture) {
 	f := newFixture(t)
-	r := New(Options{Engine: stubEngine{}, APIReader: podReader{runningTestPod()}})
+	r := New(Options{Engine: stubEngine{}, APIReader: podReader{runningTestPod()},
+		Client: fake.NewClientBuilder().WithObjects(runningTestPod()).Build()})
 	r.home, r.exec = f.home, localExec
 	return r, f
 }
@@ -211,7 +213,8 @@ func TestExecStreamErrors(t *testing.T) {
 			t.Errorf("%v: got %v", tc.err, err)
 		}
 	}
-	r := New(Options{Engine: stubEngine{}, APIReader: podReader{runningTestPod()}})
+	r := New(Options{Engine: stubEngine{}, APIReader: podReader{runningTestPod()},
+		Client: fake.NewClientBuilder().WithObjects(runningTestPod()).Build()})
 	if _, err := r.Exec(context.Background(), &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: "ws1"}},
 		runtime.ExecRequest{Argv: []string{"true"}}); err == nil || !strings.Contains(err.Error(), "REST config") {
 		t.Errorf("no REST config: %v", err)

@@ -8,6 +8,10 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
@@ -84,6 +88,17 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, agent *agentsv1.Agent, r
 	}
 	if code != 0 {
 		return commandFailed("restore workspace", code, stderr)
+	}
+	return r.rollPod(ctx, agent)
+}
+
+// rollPod deletes the agent's pod so the gateway starts again on the restored workspace (it
+// reads part of it only at start); its StatefulSet makes a new pod on the same volume. A pod
+// already gone is fine. An error leaves the restore to be retried, which is idempotent.
+func (r *Runtime) rollPod(ctx context.Context, agent *agentsv1.Agent) error {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: agent.Namespace, Name: PodName(agent)}}
+	if err := r.opts.Client.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("restart the gateway after the restore: %w", err)
 	}
 	return nil
 }

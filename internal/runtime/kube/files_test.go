@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -153,6 +157,10 @@ func TestArchiveRestore(t *testing.T) {
 	must(t, os.Remove(filepath.Join(f.ws, "file.txt")))
 	must(t, os.WriteFile(filepath.Join(f.ws, "extra.txt"), []byte("extra"), 0o644))
 	must(t, r.RestoreWorkspace(ctx, a, bytes.NewReader(one.Bytes())))
+	// The gateway's pod is rolled so it starts on the restored files.
+	if err := r.opts.Client.Get(ctx, client.ObjectKey{Namespace: "ws1", Name: "a1-0"}, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the pod was not restarted after the restore: %v", err)
+	}
 	var three bytes.Buffer
 	must(t, r.ArchiveWorkspace(ctx, a, &three))
 	if !bytes.Equal(one.Bytes(), three.Bytes()) {
