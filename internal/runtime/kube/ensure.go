@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -58,8 +59,14 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	}
 	applied := &live
 	if !exists || !r.upToDate(ctx, fp, &live, cm, svc) {
-		if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
-			return runtime.Observed{}, err
+		if recent := r.recentApply(client.ObjectKeyFromObject(sts), fp); recent != nil {
+			// This runtime applied the same objects moments ago; the cache has not caught up.
+			applied = recent
+		} else {
+			if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
+				return runtime.Observed{}, err
+			}
+			r.recent.Store(client.ObjectKeyFromObject(sts), recentApply{fp: fp, at: r.now(), sts: applied})
 		}
 	}
 	pod := &corev1.Pod{}
@@ -79,6 +86,40 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		ImageTemplate: o.Image,
 		Stopped:       d.Stopped,
 	}), nil
+}
+
+// recentApplyWindow is how long an apply of this runtime stands in for a cache that has not
+// seen it yet. Cache lag is usually milliseconds; the window bounds how long an object
+// deleted right after its apply goes unnoticed.
+const recentApplyWindow = 5 * time.Second
+
+// recentApply is what this runtime last applied for one agent.
+type recentApply struct {
+	fp  string
+	at  time.Time
+	sts *appsv1.StatefulSet
+}
+
+// recentApply returns the StatefulSet this runtime applied with fingerprint fp within the
+// window, or nil: the pass that follows an apply (triggered by the objects it created)
+// would otherwise apply everything again because the cache lags.
+func (r *Runtime) recentApply(key client.ObjectKey, fp string) *appsv1.StatefulSet {
+	v, ok := r.recent.Load(key)
+	if !ok {
+		return nil
+	}
+	m := v.(recentApply)
+	if m.fp != fp || r.now().Sub(m.at) > recentApplyWindow {
+		return nil
+	}
+	return m.sts.DeepCopy()
+}
+
+func (r *Runtime) now() time.Time {
+	if r.clock != nil {
+		return r.clock()
+	}
+	return time.Now()
 }
 
 // applyAll applies the three objects, the StatefulSet marked with the fingerprint of the set,
@@ -217,6 +258,7 @@ func prune(v any) {
 // volume. Owner references garbage-collect them on a real cluster too; deleting them here
 // makes Delete complete without a garbage collector and frees the volume right away.
 func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
+	r.recent.Delete(client.ObjectKey{Namespace: agent.Namespace, Name: StatefulSetName(agent)})
 	c := r.opts.Client
 	ns := agent.Namespace
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: StatefulSetName(agent)}}

@@ -88,6 +88,11 @@ type Runtime struct {
 	csOnce sync.Once
 	cs     kubernetes.Interface
 	csErr  error
+
+	// recent remembers each agent's last apply (client.ObjectKey of the StatefulSet ->
+	// recentApply) so the pass right after it does not apply again; clock is replaced in tests.
+	recent sync.Map
+	clock  func() time.Time
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
