@@ -95,6 +95,11 @@ func benchKube(n int) error {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	direct := time.Since(start)
+	// The baseline's Agents go before the platform starts, or its controller would reconcile
+	// them too (they are Agents like any other) and the run would measure twice the work.
+	if err := c.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace("bench-direct")); err != nil {
+		return fmt.Errorf("remove the baseline's agents: %w", err)
+	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rssMiB()
