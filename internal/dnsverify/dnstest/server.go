@@ -43,11 +43,12 @@ type Server struct {
 	tcp     *dns.Server
 	queries atomic.Int64
 	tcpSeen atomic.Int64
+	byName  map[string]int64 // queries per question name (under mu)
 }
 
 // Start starts a server on a random loopback port.
 func Start() (*Server, error) {
-	s := &Server{records: map[string][]string{}}
+	s := &Server{records: map[string][]string{}, byName: map[string]int64{}}
 	if err := s.listen("127.0.0.1:0"); err != nil {
 		return nil, err
 	}
@@ -128,6 +129,14 @@ func (s *Server) SetMode(m Mode) {
 // Queries is the number of queries received.
 func (s *Server) Queries() int64 { return s.queries.Load() }
 
+// QueriesFor is the number of queries received for name (tests sharing a server count
+// their own names only).
+func (s *Server) QueriesFor(name string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.byName[key(name)]
+}
+
 // TCPQueries is the number of queries received over TCP.
 func (s *Server) TCPQueries() int64 { return s.tcpSeen.Load() }
 
@@ -144,6 +153,7 @@ func (s *Server) serve(w dns.ResponseWriter, req *dns.Msg) {
 	var values []string
 	exists := false
 	if len(req.Question) == 1 {
+		s.byName[key(req.Question[0].Name)]++
 		values, exists = s.records[key(req.Question[0].Name)]
 		values = append([]string{}, values...)
 	}
