@@ -129,10 +129,12 @@ var _ = Describe("Snapshots", func() {
 		Expect(k8sClient.Patch(ctx, agent, patch)).To(Succeed())
 		Eventually(func() string {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(agent), agent)).To(Succeed())
-			return agent.Status.SnapshotCID
-		}, 30*time.Second).Should(Equal(cid1))
-		c := meta.FindStatusCondition(agent.Status.Conditions, apiserver.ConditionSnapshotRestored)
-		Expect(c.Status).To(Equal(metav1.ConditionTrue))
+			c := meta.FindStatusCondition(agent.Status.Conditions, apiserver.ConditionSnapshotRestored)
+			if c == nil {
+				return agent.Status.SnapshotCID + " (no condition)"
+			}
+			return agent.Status.SnapshotCID + " " + string(c.Status) + " " + c.Reason
+		}, 30*time.Second).Should(Equal(cid1 + " True " + apiserver.ReasonRestored))
 		Eventually(func() string { return execOK(baseURL, tok, id, treeCommand) }, 30*time.Second).Should(Equal(tree1))
 
 		// A kubectl Snapshot joins the history.
