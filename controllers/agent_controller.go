@@ -216,7 +216,11 @@ func (r *AgentReconciler) patchStatus(ctx context.Context, agent *agentsv1.Agent
 	}
 	orig := agent.DeepCopy()
 	orig.Status = *before
-	if err := r.Status().Patch(ctx, agent, client.MergeFrom(orig)); err != nil {
+	// Optimistic lock: the facade (restore requests) and the quota writers also write this
+	// status, and a merge patch replaces the whole conditions list. A pass that read a cache
+	// older than their write must not put its stale conditions back: it conflicts and runs
+	// again on fresh data.
+	if err := r.Status().Patch(ctx, agent, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	if before.Phase != agent.Status.Phase {
