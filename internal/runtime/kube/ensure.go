@@ -57,17 +57,18 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	case !apierrors.IsNotFound(err):
 		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
 	}
-	applied := &live
-	if !exists || !r.upToDate(ctx, fp, &live, cm, svc) {
-		if recent := r.recentApply(client.ObjectKeyFromObject(sts), fp); recent != nil {
-			// This runtime applied the same objects moments ago; the cache has not caught up.
-			applied = recent
-		} else {
-			if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
-				return runtime.Observed{}, err
-			}
-			r.recent.Store(client.ObjectKeyFromObject(sts), recentApply{fp: fp, at: r.now(), sts: applied})
+	applied, key := &live, client.ObjectKeyFromObject(sts)
+	if exists && r.upToDate(ctx, fp, &live, cm, svc) {
+		// The cache shows the apply: nothing to remember any more.
+		r.recent.Delete(key)
+	} else if recent := r.recentApply(key, fp); recent != nil {
+		// This runtime applied the same objects moments ago; the cache has not caught up.
+		applied = recent
+	} else {
+		if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
+			return runtime.Observed{}, err
 		}
+		r.recent.Store(key, recentApply{fp: fp, at: r.now(), sts: applied})
 	}
 	pod := &corev1.Pod{}
 	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {

@@ -89,7 +89,7 @@ type Runtime struct {
 	cs     kubernetes.Interface
 	csErr  error
 
-	// recent remembers each agent's last apply (client.ObjectKey of the StatefulSet ->
+	// recent remembers an agent's last apply until the cache shows it (client.ObjectKey of the StatefulSet ->
 	// recentApply) so the pass right after it does not apply again; clock is replaced in tests.
 	recent sync.Map
 	clock  func() time.Time

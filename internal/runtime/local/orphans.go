@@ -31,7 +31,7 @@ func (r *Runtime) reapOrphans() {
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || adopted[pid] || adopted[processGroup(pid)] {
+		if err != nil || adopted[pid] {
 			continue
 		}
 		environ, err := os.ReadFile("/proc/" + e.Name() + "/environ")
@@ -39,30 +39,10 @@ func (r *Runtime) reapOrphans() {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.state == 'Z' || st.state == 'X' {
+		if err != nil || st.state == 'Z' || st.state == 'X' || adopted[st.pgrp] {
 			continue
 		}
 		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
 		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
 	}
-}
-
-// processGroup is the process group of pid (0 when unknown).
-func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	// After the command name: state (3), ppid (4), pgrp (5).
-	f := strings.Fields(s[i+1:])
-	if len(f) < 3 {
-		return 0
-	}
-	pgid, _ := strconv.Atoi(f[2])
-	return pgid
 }

@@ -168,6 +168,7 @@ func killGroup(pid int) {
 // procStat is what the runtime reads from /proc/<pid>/stat.
 type procStat struct {
 	state byte
+	pgrp  int
 	start uint64
 }
 
@@ -191,7 +192,8 @@ func readProcStat(pid int) (procStat, error) {
 	if err != nil {
 		return procStat{}, err
 	}
-	return procStat{state: f[0][0], start: start}, nil
+	pgrp, _ := strconv.Atoi(f[2]) // field 5
+	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
 }
 
 // procAlive: pid runs (not a zombie) and, when start is known, is the process that started
