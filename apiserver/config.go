@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
+	"time"
 
 	"github.com/titanous/json5"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -167,11 +167,7 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 // markConfigWritten bumps AnnotationConfigWritten on the agent. The config is written either
 // way: a failure is logged (the channels are re-applied on their next change).
 func (s *Server) markConfigWritten(ctx context.Context, a *agentsv1.Agent) {
-	nonce := make([]byte, 8)
-	_, _ = rand.Read(nonce)
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		AnnotationConfigWritten: hex.EncodeToString(nonce)}}})
-	if err := s.opts.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := s.touchAgent(ctx, client.ObjectKeyFromObject(a), AnnotationConfigWritten, s.opts.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		s.log.Info("marking the agent's config as written failed", "agent", a.Name, "error", err.Error())
 	}
 }

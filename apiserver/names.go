@@ -28,10 +28,7 @@ func (r namedReader) Get(ctx context.Context, key client.ObjectKey, obj client.O
 type namedClient struct{ client.Client }
 
 func (c namedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if err := impossibleName(key, obj); err != nil {
-		return err
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
+	return namedReader{c.Client}.Get(ctx, key, obj, opts...)
 }
 
 // impossibleName is a NotFound error when key cannot name an object, else nil.

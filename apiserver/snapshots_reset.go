@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -186,16 +188,13 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 // annotationRestoreRequested records the last restore the facade asked for.
 const annotationRestoreRequested = "agentplane.io/restore-requested-at"
 
-// touchAgent sets an annotation on the agent (a metadata change the Agent controller reacts to).
+// touchAgent sets an annotation on the agent (a metadata change the Agent and Channel
+// controllers react to). A merge patch of one annotation needs no read first.
 func (s *Server) touchAgent(ctx context.Context, key client.ObjectKey, name, value string) error {
-	cur := &agentsv1.Agent{}
-	if err := s.opts.APIReader.Get(ctx, key, cur); err != nil {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{name: value}}})
+	if err != nil {
 		return err
 	}
-	patch := client.MergeFrom(cur.DeepCopy())
-	if cur.Annotations == nil {
-		cur.Annotations = map[string]string{}
-	}
-	cur.Annotations[name] = value
-	return s.opts.Client.Patch(ctx, cur, patch)
+	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	return s.opts.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch))
 }
