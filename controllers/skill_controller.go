@@ -85,12 +85,17 @@ func (r *SkillReconciler) attachedAgents(ctx context.Context, sk *agentsv1.Skill
 	var out []string
 	for i := range agents.Items {
 		a := &agents.Items[i]
-		if a.DeletionTimestamp == nil && slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) }) {
+		if a.DeletionTimestamp == nil && attachesSkill(a, cids) {
 			out = append(out, a.Name)
 		}
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// attachesSkill reports whether the agent's spec.skills hold one of cids (a skill's versions).
+func attachesSkill(a *agentsv1.Agent, cids []string) bool {
+	return slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) })
 }
 
 // computeReadyCondition: the bundle of spec.cid is in storage (its size is returned too).
@@ -136,9 +141,7 @@ func (r *SkillReconciler) skillsOfAgent(ctx context.Context, o client.Object) []
 	var out []reconcile.Request
 	for i := range list.Items {
 		sk := &list.Items[i]
-		cids := apiserver.SkillCIDs(sk)
-		if slices.Contains(sk.Status.AttachedTo, a.Name) ||
-			slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) }) {
+		if slices.Contains(sk.Status.AttachedTo, a.Name) || attachesSkill(a, apiserver.SkillCIDs(sk)) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sk.Namespace, Name: sk.Name}})
 		}
 	}
