@@ -3,7 +3,9 @@ package devenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 )
 
 // EnvFileName is the file `agentplane dev` writes under its state directory for shells
@@ -34,4 +36,25 @@ func ReadEnvFile(path string) map[string]string {
 		}
 	}
 	return out
+}
+
+// WaitEnvFile waits up to timeout for stateDir's env file to name the URL and token of a
+// starting `agentplane dev`, and returns them. exited carries the process's exit (a channel
+// with room for one value): if it exits first, its exit is put back on the channel for the
+// caller and reported as the error.
+func WaitEnvFile(stateDir string, timeout time.Duration, exited chan error) (url, token string, err error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		env := ReadEnvFile(filepath.Join(stateDir, EnvFileName))
+		if env["AGENTPLANE_URL"] != "" && env["AGENTPLANE_TOKEN"] != "" {
+			return env["AGENTPLANE_URL"], env["AGENTPLANE_TOKEN"], nil
+		}
+		select {
+		case err := <-exited:
+			exited <- err
+			return "", "", fmt.Errorf("agentplane dev exited early: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return "", "", fmt.Errorf("agentplane dev did not write %s within %s", EnvFileName, timeout)
 }

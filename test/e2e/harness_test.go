@@ -77,21 +77,11 @@ func startDev(t *testing.T, engine string) *platform {
 			t.Logf("agentplane dev output (last 60 lines):\n%s", tail(p.log.String(), 60))
 		}
 	})
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		env := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))
-		if env["AGENTPLANE_URL"] != "" && env["AGENTPLANE_TOKEN"] != "" {
-			p.url, p.token = env["AGENTPLANE_URL"], env["AGENTPLANE_TOKEN"]
-			return p
-		}
-		select {
-		case err := <-p.done:
-			t.Fatalf("agentplane dev exited early: %v\n%s", err, p.log.String())
-		case <-time.After(200 * time.Millisecond):
-		}
+	var err error
+	if p.url, p.token, err = devenv.WaitEnvFile(p.stateDir, 3*time.Minute, p.done); err != nil {
+		t.Fatalf("%v\n%s", err, p.log.String())
 	}
-	t.Fatalf("agentplane dev did not write dev.env\n%s", p.log.String())
-	return nil
+	return p
 }
 
 // stop sends SIGINT (Ctrl-C) and waits for a clean exit.

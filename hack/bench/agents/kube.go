@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +19,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -28,18 +27,6 @@ import (
 	"github.com/agentplane/agentplane/internal/tenancy"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
-
-// rssMiB is this process's resident set size.
-func rssMiB() float64 {
-	raw, _ := os.ReadFile("/proc/self/status")
-	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			kb, _ := strconv.Atoi(strings.Fields(line)[1])
-			return float64(kb) / 1024
-		}
-	}
-	return 0
-}
 
 func benchKube(n int) error {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,7 +89,7 @@ func benchKube(n int) error {
 	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
-	rssBefore := rssMiB()
+	rssBefore := rss.MiB("self")
 	counted, requests := countRequests(env.Config)
 	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0",
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube, Versions: []string{"2026.9.6"}}})
@@ -131,7 +118,7 @@ func benchKube(n int) error {
 		time.Sleep(250 * time.Millisecond)
 	}
 	reconciled := time.Since(start)
-	rssAfter := rssMiB()
+	rssAfter := rss.MiB("self")
 	// Sanity: an agent's objects are complete.
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "bench-kube", Name: "agt-0000"}, &corev1.Service{}); err != nil {
 		return fmt.Errorf("service of agt-0000: %w", err)

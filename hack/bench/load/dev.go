@@ -6,10 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -60,23 +60,11 @@ func startDev() (*dev, error) {
 		return nil, err
 	}
 	go func() { d.done <- d.cmd.Wait(); logFile.Close() }()
-	deadline := time.Now().Add(3 * time.Minute)
-	for time.Now().Before(deadline) {
-		env := devenv.ReadEnvFile(filepath.Join(dir, "state", devenv.EnvFileName))
-		if env["AGENTPLANE_URL"] != "" && env["AGENTPLANE_TOKEN"] != "" {
-			d.url, d.token = env["AGENTPLANE_URL"], env["AGENTPLANE_TOKEN"]
-			return d, nil
-		}
-		select {
-		case err := <-d.done:
-			d.done <- err
-			d.stop()
-			return nil, fmt.Errorf("agentplane dev exited early (%v); see its log in %s", err, logFile.Name())
-		case <-time.After(200 * time.Millisecond):
-		}
+	if d.url, d.token, err = devenv.WaitEnvFile(filepath.Join(dir, "state"), 3*time.Minute, d.done); err != nil {
+		d.stop()
+		return nil, fmt.Errorf("%w; see its log in %s", err, logFile.Name())
 	}
-	d.stop()
-	return nil, fmt.Errorf("agentplane dev did not write dev.env within 3 minutes")
+	return d, nil
 }
 
 // stop interrupts the process (it stops its agents and control plane), kills its process
@@ -96,21 +84,5 @@ func (d *dev) stop() {
 
 func (d *dev) cleanup() { _ = os.RemoveAll(d.dir) }
 
-// rssMiB is the resident set size of the dev process (the manager and facade), from
-// /proc/<pid>/status.
-func (d *dev) rssMiB() float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
-}
+// rssMiB is the resident set size of the dev process (the manager and facade).
+func (d *dev) rssMiB() float64 { return rss.MiB(strconv.Itoa(d.cmd.Process.Pid)) }
