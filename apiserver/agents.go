@@ -196,7 +196,7 @@ func (s *Server) agentFromRequest(ctx context.Context, c *Caller, req *createAge
 	a := &agentsv1.Agent{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: newAgentID(), Namespace: c.Namespace,
-			Labels: map[string]string{"agentplane.io/created-by": labelSafe(c.UserID)},
+			Labels: map[string]string{agentsv1.LabelCreatedBy: labelSafe(c.UserID)},
 		},
 		Spec: agentsv1.AgentSpec{
 			Description: req.Description, Vibe: req.Vibe, Emoji: req.Emoji,

@@ -121,7 +121,7 @@ func (s *Server) getGatewayToken(r *http.Request, c *Caller) (*Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	return ok(map[string]any{"agentId": a.Name, "token": string(sec.Data[GatewayTokenDataKey]), "endpoint": a.Status.Endpoint})
+	return ok(map[string]any{"agentId": a.Name, "token": string(sec.Data[agentsv1.GatewayTokenDataKey]), "endpoint": a.Status.Endpoint})
 }
 
 // rotateGatewayToken replaces the agent's gateway token. The previous value is refused as
@@ -138,7 +138,7 @@ func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, erro
 		if err != nil {
 			return err
 		}
-		sec.Data[GatewayTokenDataKey] = []byte(tok)
+		sec.Data[agentsv1.GatewayTokenDataKey] = []byte(tok)
 		if err := s.opts.Client.Update(r.Context(), sec); err != nil {
 			return err
 		}
@@ -158,7 +158,7 @@ func (s *Server) waitForCache(ctx context.Context, obj *corev1.Secret) {
 	for time.Now().Before(deadline) {
 		got := &corev1.Secret{}
 		if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), got); err == nil &&
-			string(got.Data[GatewayTokenDataKey]) == string(obj.Data[GatewayTokenDataKey]) {
+			string(got.Data[agentsv1.GatewayTokenDataKey]) == string(obj.Data[agentsv1.GatewayTokenDataKey]) {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -36,12 +36,9 @@ type Caller struct {
 // of another workspace is then refused with 401.
 const HeaderWorkspace = "X-Agentplane-Workspace"
 
-// Field index on core Secrets: the agent whose gateway token a Secret holds.
-const (
-	IndexGatewayAgent   = "agentplane.gatewayAgent"
-	LabelGatewayAgent   = "agentplane.io/gateway-token-of"
-	GatewayTokenDataKey = "token"
-)
+// IndexGatewayAgent is the field index on core Secrets: the agent whose gateway token a
+// Secret holds (agentsv1.LabelGatewayTokenOf).
+const IndexGatewayAgent = "agentplane.gatewayAgent"
 
 func unauthorized(msg string, cause error) *Error {
 	return withCause(http.StatusUnauthorized, msg, cause)
@@ -136,7 +133,7 @@ func (s *Server) callerFromGatewayToken(r *http.Request, tok string, a access) (
 	}
 	for i := range secrets.Items {
 		sec := &secrets.Items[i]
-		if stored := string(sec.Data[GatewayTokenDataKey]); stored != "" && auth.TokensEqual(stored, tok) {
+		if stored := string(sec.Data[agentsv1.GatewayTokenDataKey]); stored != "" && auth.TokensEqual(stored, tok) {
 			ws, err := s.workspace(r.Context(), sec.Namespace)
 			if err != nil {
 				return nil, err

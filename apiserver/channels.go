@@ -36,37 +36,7 @@ const (
 	msgInvalidAllowFrom    = "Invalid allowFrom"
 )
 
-// Names shared with the Channel controller.
-const (
-	// ChannelBotTokenKey and ChannelAppTokenKey are the data keys of a channel's token Secret.
-	ChannelBotTokenKey = "botToken"
-	ChannelAppTokenKey = "appToken"
-	// LabelChannelTokensOf marks the core Secret holding a Channel's tokens (value: the
-	// Channel's name). The Channel controller deletes such Secrets with their Channel.
-	LabelChannelTokensOf = "agentplane.io/channel-tokens-of"
-	// LabelChannelAgent is the agent a Channel (made by the facade) belongs to.
-	LabelChannelAgent = "agentplane.io/agent"
-	// AnnotationChannelRequest is set by the facade to a fresh value on every setup or removal
-	// request; the controller copies it to AnnotationChannelHandled once its status holds the
-	// verdict on that request. It also makes the Agent controller re-read the channel tokens.
-	AnnotationChannelRequest = "agentplane.io/channel-request"
-	AnnotationChannelHandled = "agentplane.io/channel-handled"
-)
-
-// Reasons of the Channel's Configured condition. ReasonChannelAgentNotReady means the
-// agent's home cannot be reached yet (the channel is applied once it can); every other False
-// reason is a failure.
-const (
-	ReasonChannelConfigured    = "Configured"
-	ReasonChannelAgentNotReady = "AgentNotReady"
-	ReasonChannelRemovalFailed = "RemovalFailed"
-	ReasonChannelConfigFailed  = "ConfigurationFailed"
-	ReasonChannelPluginFailed  = "PluginInstallFailed"
-	ReasonChannelTokenNotFound = "TokenNotFound"
-	ReasonChannelAgentNotFound = "AgentNotFound"
-	ReasonChannelDuplicate     = "Duplicate"
-	channelPollInterval        = 200 * time.Millisecond
-)
+const channelPollInterval = 200 * time.Millisecond
 
 // ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
 var ChannelTypes = []agentsv1.ChannelType{
@@ -192,7 +162,7 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 		return s.channelAnswer(ctx, got, http.StatusCreated)
 	case cond.Status == metav1.ConditionTrue:
 		return s.channelAnswer(ctx, got, http.StatusOK)
-	case cond.Reason == ReasonChannelAgentNotReady:
+	case cond.Reason == agentsv1.ReasonChannelAgentNotReady:
 		return s.channelAnswer(ctx, got, http.StatusAccepted)
 	}
 	return nil, withCause(http.StatusInternalServerError, msgChannelConfigFailed, errors.New(cond.Reason+": "+cond.Message))
@@ -247,7 +217,7 @@ func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 
 // requestChannel stamps a new request nonce on the Channel (merge patch: no conflicts).
 func (s *Server) requestChannel(ctx context.Context, ch *agentsv1.Channel, nonce string) error {
-	patch := []byte(`{"metadata":{"annotations":{"` + AnnotationChannelRequest + `":"` + nonce + `"}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + agentsv1.AnnotationChannelRequest + `":"` + nonce + `"}}}`)
 	return s.opts.Client.Patch(ctx, ch, client.RawPatch(types.MergePatchType, patch))
 }
 
@@ -268,7 +238,7 @@ func (s *Server) awaitChannel(ctx context.Context, key client.ObjectKey, nonce s
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, err
-		case err == nil && got.Annotations[AnnotationChannelHandled] == nonce:
+		case err == nil && got.Annotations[agentsv1.AnnotationChannelHandled] == nonce:
 			return got, nil
 		}
 		select {
@@ -282,7 +252,7 @@ func (s *Server) awaitChannel(ctx context.Context, key client.ObjectKey, nonce s
 	}
 }
 
-// newRequestNonce is a fresh value for AnnotationChannelRequest.
+// newRequestNonce is a fresh value for agentsv1.AnnotationChannelRequest.
 func newRequestNonce() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)

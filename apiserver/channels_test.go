@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -231,8 +230,8 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(r.Status).To(Equal(200), r.Raw)
 		after := &agentsv1.Agent{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, after)).To(Succeed())
-		Expect(after.Annotations[apiserver.AnnotationConfigWritten]).NotTo(BeEmpty())
-		Expect(after.Annotations[apiserver.AnnotationConfigWritten]).NotTo(Equal(before.Annotations[apiserver.AnnotationConfigWritten]))
+		Expect(after.Annotations[agentsv1.AnnotationConfigWritten]).NotTo(BeEmpty())
+		Expect(after.Annotations[agentsv1.AnnotationConfigWritten]).NotTo(Equal(before.Annotations[agentsv1.AnnotationConfigWritten]))
 		// The Channel object is the truth: its controller re-applies it after the write.
 		Eventually(func() map[string]any {
 			_, cfg := engineConfig(tok, agent)

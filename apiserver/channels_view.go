@@ -107,10 +107,10 @@ func (q *channelRequest) checkTokens(t agentsv1.ChannelType, cur *agentsv1.Chann
 func (s *Server) writeChannelTokens(ctx context.Context, a *agentsv1.Agent, t agentsv1.ChannelType, q *channelRequest) (string, error) {
 	data := map[string][]byte{}
 	if q.BotToken != nil {
-		data[ChannelBotTokenKey] = []byte(*q.BotToken)
+		data[agentsv1.ChannelBotTokenKey] = []byte(*q.BotToken)
 	}
 	if q.AppToken != nil {
-		data[ChannelAppTokenKey] = []byte(*q.AppToken)
+		data[agentsv1.ChannelAppTokenKey] = []byte(*q.AppToken)
 	}
 	if len(data) == 0 {
 		return "", nil
@@ -122,8 +122,8 @@ func (s *Server) writeChannelTokens(ctx context.Context, a *agentsv1.Agent, t ag
 		if apierrors.IsNotFound(err) {
 			sec := &corev1.Secret{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: map[string]string{
-					"app.kubernetes.io/part-of": "agentplane", LabelChannelAgent: a.Name,
-					LabelChannelTokensOf: ChannelName(a.Name, t),
+					"app.kubernetes.io/part-of": "agentplane", agentsv1.LabelAgent: a.Name,
+					agentsv1.LabelChannelTokensOf: ChannelName(a.Name, t),
 				}},
 				Type: corev1.SecretTypeOpaque,
 				Data: data,
@@ -145,7 +145,7 @@ func (s *Server) writeChannelTokens(ctx context.Context, a *agentsv1.Agent, t ag
 		if cur.Labels == nil {
 			cur.Labels = map[string]string{}
 		}
-		cur.Labels[LabelChannelTokensOf] = ChannelName(a.Name, t)
+		cur.Labels[agentsv1.LabelChannelTokensOf] = ChannelName(a.Name, t)
 		return s.opts.Client.Update(ctx, cur)
 	})
 	if err != nil {
@@ -171,7 +171,7 @@ func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1
 			ch = &agentsv1.Channel{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: ChannelName(a.Name, t), Namespace: a.Namespace,
-					Labels: map[string]string{"app.kubernetes.io/part-of": "agentplane", LabelChannelAgent: a.Name},
+					Labels: map[string]string{"app.kubernetes.io/part-of": "agentplane", agentsv1.LabelAgent: a.Name},
 				},
 				Spec: agentsv1.ChannelSpec{
 					AgentRef: agentsv1.LocalObjectReference{Name: a.Name}, Type: t,
@@ -188,7 +188,7 @@ func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1
 		if ch.Annotations == nil {
 			ch.Annotations = map[string]string{}
 		}
-		ch.Annotations[AnnotationChannelRequest] = nonce
+		ch.Annotations[agentsv1.AnnotationChannelRequest] = nonce
 		if isNew {
 			err = s.opts.Client.Create(ctx, ch)
 		} else {
@@ -203,10 +203,10 @@ func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1
 // applyTo writes the fields q gives into ch's spec.
 func (q *channelRequest) applyTo(ch *agentsv1.Channel, secretName string) {
 	if q.BotToken != nil {
-		ch.Spec.BotTokenRef = &agentsv1.SecretKeyReference{Name: secretName, Key: ChannelBotTokenKey}
+		ch.Spec.BotTokenRef = &agentsv1.SecretKeyReference{Name: secretName, Key: agentsv1.ChannelBotTokenKey}
 	}
 	if q.AppToken != nil {
-		ch.Spec.AppTokenRef = &agentsv1.SecretKeyReference{Name: secretName, Key: ChannelAppTokenKey}
+		ch.Spec.AppTokenRef = &agentsv1.SecretKeyReference{Name: secretName, Key: agentsv1.ChannelAppTokenKey}
 	}
 	if q.DMPolicy != nil {
 		ch.Spec.DMPolicy = agentsv1.DMPolicy(*q.DMPolicy)

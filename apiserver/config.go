@@ -28,11 +28,6 @@ const (
 	msgWriteConfigFailed = "Failed to write config"
 )
 
-// AnnotationConfigWritten is set on an Agent to a fresh value after each PUT of its config.
-// The Channel controller re-applies the agent's Channels on it: a config written whole (or
-// racing a channel change) cannot drop what the Channel objects say.
-const AnnotationConfigWritten = "agentplane.io/config-written"
-
 // getConfig answers the agent's engine config with its secrets redacted.
 func (s *Server) getConfig(r *http.Request, c *Caller) (*Response, error) {
 	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
@@ -146,7 +141,7 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
 	}
 	if sec, err := s.gatewaySecret(ctx, a); err == nil {
-		if cfg, err = s.opts.Engine.SetGatewayToken(cfg, string(sec.Data[GatewayTokenDataKey])); err != nil {
+		if cfg, err = s.opts.Engine.SetGatewayToken(cfg, string(sec.Data[agentsv1.GatewayTokenDataKey])); err != nil {
 			return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
 		}
 	}
@@ -164,10 +159,10 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	return s.getConfig(r, c)
 }
 
-// markConfigWritten bumps AnnotationConfigWritten on the agent. The config is written either
+// markConfigWritten bumps agentsv1.AnnotationConfigWritten on the agent. The config is written either
 // way: a failure is logged (the channels are re-applied on their next change).
 func (s *Server) markConfigWritten(ctx context.Context, a *agentsv1.Agent) {
-	if err := s.touchAgent(ctx, client.ObjectKeyFromObject(a), AnnotationConfigWritten, s.opts.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if err := s.touchAgent(ctx, client.ObjectKeyFromObject(a), agentsv1.AnnotationConfigWritten, s.opts.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		s.log.Info("marking the agent's config as written failed", "agent", a.Name, "error", err.Error())
 	}
 }

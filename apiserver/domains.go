@@ -38,7 +38,6 @@ const (
 	msgSubdomainTaken     = "Subdomain already taken"
 	defaultVerifyWait     = 10 * time.Second
 	defaultDomainPort     = 18789
-	labelDomainAgent      = "agentplane.io/agent"
 	domainVerifyPollEvery = 200 * time.Millisecond
 )
 
@@ -195,8 +194,8 @@ func (s *Server) domainFromRequest(ctx context.Context, c *Caller, agent *agents
 	d := &agentsv1.Domain{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: newDomainID(), Namespace: c.Namespace,
-			Labels:     map[string]string{labelDomainAgent: agent.Name},
-			Finalizers: []string{hostclaim.Finalizer},
+			Labels:     map[string]string{agentsv1.LabelAgent: agent.Name},
+			Finalizers: []string{agentsv1.DomainFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: agentsv1.GroupVersion.String(), Kind: "Agent", Name: agent.Name, UID: agent.UID,
 			}},

@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
 )
 
 // verifyDomain asks the controller to look the TXT record up now (annotation
@@ -32,7 +31,7 @@ func (s *Server) verifyDomain(r *http.Request, c *Caller) (*Response, error) {
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Annotations[hostclaim.AnnotationVerifyRequested] = requested.UTC().Format(time.RFC3339)
+	d.Annotations[agentsv1.AnnotationVerifyRequested] = requested.UTC().Format(time.RFC3339)
 	if err := s.opts.Client.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, withCause(http.StatusNotFound, msgDomainNotFound, err)

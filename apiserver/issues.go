@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,7 +18,6 @@ import (
 // other account gets 404, as if they did not exist. For internal accounts they keep a simple
 // list of reported issues, each a ConfigMap labelled agentplane.io/issue in the workspace.
 const (
-	labelIssue         = "agentplane.io/issue"
 	msgIssueTitle      = "Issue title is required (at most 200 characters)"
 	maxIssueBodyBytes  = 16 << 10
 	issueNameGenerated = "issue-"
@@ -57,7 +58,7 @@ func (s *Server) listIssues(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	var list corev1.ConfigMapList
-	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace), client.HasLabels{labelIssue}); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace), client.HasLabels{agentsv1.LabelIssue}); err != nil {
 		return nil, err
 	}
 	out := make([]issueView, 0, len(list.Items))
@@ -86,7 +87,7 @@ func (s *Server) createIssue(r *http.Request, c *Caller) (*Response, error) {
 		}
 	}
 	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: issueNameGenerated, Namespace: c.Namespace, Labels: map[string]string{labelIssue: "true"}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: issueNameGenerated, Namespace: c.Namespace, Labels: map[string]string{agentsv1.LabelIssue: "true"}},
 		Data:       map[string]string{"title": title, "body": req.Body, "agentId": req.AgentID, "reporter": c.UserID},
 	}
 	if err := s.opts.Client.Create(r.Context(), cm); err != nil {

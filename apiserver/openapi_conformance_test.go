@@ -47,7 +47,7 @@ func conformanceObjects() []client.Object {
 			Phase: agentsv1.AgentRunning, Endpoint: "http://127.0.0.1:1", EngineVersion: "2026.9.6",
 			InstalledSkills: []string{conformanceCID},
 		}},
-		&corev1.Secret{ObjectMeta: meta(conformanceAgent + "-gateway-token"), Data: map[string][]byte{GatewayTokenDataKey: []byte("gw-token")}},
+		&corev1.Secret{ObjectMeta: meta(conformanceAgent + "-gateway-token"), Data: map[string][]byte{agentsv1.GatewayTokenDataKey: []byte("gw-token")}},
 		&agentsv1.AgentSecret{ObjectMeta: meta("sec-openai"), Spec: agentsv1.AgentSecretSpec{Name: "openai", Provider: "openai"},
 			Status: agentsv1.AgentSecretStatus{AttachedTo: []string{conformanceAgent}}},
 		&agentsv1.Skill{ObjectMeta: meta("weather"), Spec: agentsv1.SkillSpec{Slug: "weather", Version: "1.0.0", CID: conformanceCID}},
@@ -59,10 +59,10 @@ func conformanceObjects() []client.Object {
 		}},
 		&agentsv1.Snapshot{ObjectMeta: meta(conformanceAgent + "-1"), Spec: agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: conformanceAgent}},
 			Status: agentsv1.SnapshotStatus{Phase: agentsv1.SnapshotCompleted, CID: conformanceCID, Size: 42}},
-		&corev1.Secret{ObjectMeta: meta(ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram)), Data: map[string][]byte{ChannelBotTokenKey: []byte("123456:telegram-bot-token")}},
+		&corev1.Secret{ObjectMeta: meta(ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram)), Data: map[string][]byte{agentsv1.ChannelBotTokenKey: []byte("123456:telegram-bot-token")}},
 		&agentsv1.Channel{ObjectMeta: meta(ChannelName(conformanceAgent, agentsv1.ChannelTelegram)), Spec: agentsv1.ChannelSpec{
 			AgentRef: agentsv1.LocalObjectReference{Name: conformanceAgent}, Type: agentsv1.ChannelTelegram, DMPolicy: "pairing", Enabled: &enabled,
-			BotTokenRef: &agentsv1.SecretKeyReference{Name: ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram), Key: ChannelBotTokenKey},
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram), Key: agentsv1.ChannelBotTokenKey},
 		}},
 		&agentsv1.AgentTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl-helper"}, Spec: agentsv1.AgentTemplateSpec{
 			Slug: "helper", DisplayName: "Helper", State: agentsv1.TemplatePublished,
@@ -72,7 +72,7 @@ func conformanceObjects() []client.Object {
 			MimeType: "text/plain", CreatedAt: "2026-05-01T12:00:00.000Z",
 			Signature: &agentsv1.FileSignature{Address: "0x0000000000000000000000000000000000000001", Signature: "0x" + strings.Repeat("ab", 65), SignedAt: now},
 		}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "issue-1", Namespace: ns, CreationTimestamp: now, Labels: map[string]string{labelIssue: "true"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "issue-1", Namespace: ns, CreationTimestamp: now, Labels: map[string]string{agentsv1.LabelIssue: "true"}},
 			Data: map[string]string{"title": "It broke", "reporter": "alice"}},
 	}
 }
@@ -90,7 +90,7 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(conformanceObjects()...).
 		WithIndex(&corev1.Secret{}, IndexGatewayAgent, func(o client.Object) []string {
-			if a := o.GetLabels()[LabelGatewayAgent]; a != "" {
+			if a := o.GetLabels()[agentsv1.LabelGatewayTokenOf]; a != "" {
 				return []string{a}
 			}
 			return nil

@@ -53,26 +53,9 @@ type secretView struct {
 
 func viewSecret(s *agentsv1.AgentSecret) secretView {
 	return secretView{
-		ID: s.Name, Name: s.Spec.Name, Provider: s.Spec.Provider, EnvName: EnvNameOf(s),
+		ID: s.Name, Name: s.Spec.Name, Provider: s.Spec.Provider, EnvName: secrets.EnvNameOf(s),
 		AttachedTo: append([]string{}, s.Status.AttachedTo...), CreatedAt: s.CreationTimestamp.UTC(),
 	}
-}
-
-// EnvNameOf is the environment variable an agent sees a secret as.
-func EnvNameOf(s *agentsv1.AgentSecret) string {
-	if s.Spec.EnvName != "" {
-		return s.Spec.EnvName
-	}
-	var b strings.Builder
-	for i, r := range strings.ToUpper(s.Spec.Name) {
-		switch {
-		case r >= 'A' && r <= 'Z', r == '_', r >= '0' && r <= '9' && i > 0:
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
 }
 
 // SecretObjectName derives an AgentSecret's object name from its secret name, so the API

@@ -48,30 +48,11 @@ const (
 	MaxAgentSkills = 10
 )
 
-// Annotations of Skill objects.
-const (
-	// AnnotationSkillInstalledAt is when the current version was installed (RFC 3339).
-	AnnotationSkillInstalledAt = "agentplane.io/installed-at"
-	// AnnotationSkillPreviousCIDs lists, comma-separated and newest first, the bundles of
-	// earlier versions, so agents still attaching them can be updated and detached.
-	AnnotationSkillPreviousCIDs = "agentplane.io/previous-cids"
-	maxPreviousCIDs             = 20
-)
+// maxPreviousCIDs bounds the earlier versions a Skill remembers.
+const maxPreviousCIDs = 20
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills/status,verbs=get;update;patch
-
-// SkillsSpace is the storage key space of a workspace's skill bundles.
-func SkillsSpace(namespace string) string { return namespace + "/skills" }
-
-// SkillCIDs are the bundles a Skill stands for: its current CID first, then earlier ones.
-func SkillCIDs(sk *agentsv1.Skill) []string {
-	out := []string{sk.Spec.CID}
-	if prev := sk.Annotations[AnnotationSkillPreviousCIDs]; prev != "" {
-		out = append(out, strings.Split(prev, ",")...)
-	}
-	return out
-}
 
 // SkillObjectName is the Skill's object name for a slug: the slug itself when it is a valid
 // object name, else a sanitized form with a hash (slugs may hold '_', names may not).
@@ -105,7 +86,7 @@ func viewSkill(sk *agentsv1.Skill) skillView {
 		DisplayName: sk.Spec.DisplayName, Registry: sk.Spec.Registry, Size: sk.Status.Size,
 		InstalledAt: sk.CreationTimestamp.UTC(),
 	}
-	if t, err := time.Parse(time.RFC3339Nano, sk.Annotations[AnnotationSkillInstalledAt]); err == nil {
+	if t, err := time.Parse(time.RFC3339Nano, sk.Annotations[agentsv1.AnnotationSkillInstalledAt]); err == nil {
 		v.InstalledAt = t.UTC()
 	}
 	return v
@@ -215,18 +196,18 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 func (s *Server) setSkillVersion(sk *agentsv1.Skill, version, cid, displayName string) {
 	if old := sk.Spec.CID; old != "" && old != cid {
 		prev := []string{old}
-		for _, p := range SkillCIDs(sk)[1:] {
+		for _, p := range (sk).CIDs()[1:] {
 			if p != cid && p != old && len(prev) < maxPreviousCIDs {
 				prev = append(prev, p)
 			}
 		}
-		metav1.SetMetaDataAnnotation(&sk.ObjectMeta, AnnotationSkillPreviousCIDs, strings.Join(prev, ","))
+		metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillPreviousCIDs, strings.Join(prev, ","))
 	}
 	sk.Spec.Version, sk.Spec.CID, sk.Spec.Registry = version, cid, s.registryURL()
 	if displayName != "" {
 		sk.Spec.DisplayName = truncate(displayName, 200)
 	}
-	metav1.SetMetaDataAnnotation(&sk.ObjectMeta, AnnotationSkillInstalledAt, s.opts.Now().UTC().Format(time.RFC3339Nano))
+	metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillInstalledAt, s.opts.Now().UTC().Format(time.RFC3339Nano))
 }
 
 // markSkillStored records the bundle's size and the Ready condition. It is informational:
@@ -234,7 +215,7 @@ func (s *Server) setSkillVersion(sk *agentsv1.Skill, version, cid, displayName s
 func (s *Server) markSkillStored(ctx context.Context, sk *agentsv1.Skill, size int64) {
 	sk.Status.Size, sk.Status.ObservedGeneration = size, sk.Generation
 	meta.SetStatusCondition(&sk.Status.Conditions, metav1.Condition{
-		Type: "Ready", Status: metav1.ConditionTrue, Reason: "Stored", ObservedGeneration: sk.Generation,
+		Type: agentsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonSkillStored, ObservedGeneration: sk.Generation,
 		Message: "the bundle is in storage",
 	})
 	if err := s.opts.Client.Status().Update(ctx, sk); err != nil {
@@ -255,7 +236,7 @@ func (s *Server) fetchBundle(ctx context.Context, namespace, slug, version strin
 	if s.opts.Files == nil {
 		return storage.Object{}, errorf(http.StatusServiceUnavailable, msgStorageMissing)
 	}
-	obj, err := s.opts.Files.Put(ctx, SkillsSpace(namespace), bytes.NewReader(zipBytes))
+	obj, err := s.opts.Files.Put(ctx, storage.SkillsSpace(namespace), bytes.NewReader(zipBytes))
 	if err != nil {
 		if errors.Is(err, storage.ErrUnavailable) {
 			return storage.Object{}, fmt.Errorf("%w: %w", ErrUnavailable, err)

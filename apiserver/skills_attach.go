@@ -95,7 +95,7 @@ func (s *Server) detachSkill(r *http.Request, c *Caller) (*Response, error) {
 	if canonical, err := storage.CanonicalCID(id); err == nil {
 		match = []string{canonical}
 	} else if sk, err := s.getSkill(ctx, c, id); err == nil {
-		match = SkillCIDs(sk)
+		match = (sk).CIDs()
 	}
 	var removed []string
 	err = s.editAgentSkills(ctx, agent, func(cur []agentsv1.AgentSkill) ([]agentsv1.AgentSkill, error) {
@@ -152,7 +152,7 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 	if req.ExpectedVersion != "" && req.ExpectedVersion != sk.Spec.Version {
 		return nil, errorf(http.StatusConflict, msgSkillConflict)
 	}
-	cids := SkillCIDs(sk)
+	cids := (sk).CIDs()
 	i := slices.IndexFunc(agent.Spec.Skills, func(as agentsv1.AgentSkill) bool { return slices.Contains(cids, as.CID) })
 	if i < 0 {
 		return nil, errorf(http.StatusNotFound, msgSkillNotFound)
@@ -220,7 +220,7 @@ func (s *Server) listAgentSkills(r *http.Request, c *Caller) (*Response, error) 
 	for _, as := range agent.Spec.Skills {
 		v := skillView{CID: as.CID}
 		for i := range skills {
-			if slices.Contains(SkillCIDs(&skills[i]), as.CID) {
+			if slices.Contains((&skills[i]).CIDs(), as.CID) {
 				v = viewSkill(&skills[i])
 				v.CID = as.CID
 				break

@@ -9,12 +9,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentplane/agentplane/internal/storage"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/cid"
 	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
@@ -106,7 +107,7 @@ var _ = Describe("Skills: install from ClawHub", Ordered, func() {
 		Expect(skillOf(up)).To(HaveKeyWithValue("cid", cidOf(v2)))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
 		Expect(obj.Spec.CID).To(Equal(cidOf(v2)))
-		Expect(apiserver.SkillCIDs(obj)).To(Equal([]string{cidOf(v2), cidOf(v1)}))
+		Expect((obj).CIDs()).To(Equal([]string{cidOf(v2), cidOf(v1)}))
 
 		By("listing the workspace's skills")
 		publish("alpha", "0.1.0")
@@ -186,14 +187,14 @@ var _ = Describe("Skills: install from ClawHub", Ordered, func() {
 			}
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: slug}, &agentsv1.Skill{})).NotTo(Succeed(), slug)
 		}
-		objs, err := store.List(ctx, apiserver.SkillsSpace(ws))
+		objs, err := store.List(ctx, storage.SkillsSpace(ws))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(objs).To(BeEmpty())
 
 		By("a sound bundle through the same facade is stored under its CID")
 		good := publish("sound", "1.0.0")
 		Expect(installAt(url, tok, "sound", nil).Status).To(Equal(201))
-		objs, err = store.List(ctx, apiserver.SkillsSpace(ws))
+		objs, err = store.List(ctx, storage.SkillsSpace(ws))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(objs).To(HaveLen(1))
 		Expect(objs[0].CID).To(Equal(cidOf(good)))

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/snapshots"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,12 +52,12 @@ type snapshotView struct {
 }
 
 func viewSnapshot(sn *agentsv1.Snapshot) snapshotView {
-	return snapshotView{ID: sn.Name, CID: sn.Status.CID, Size: sn.Status.Size, CreatedAt: SnapshotRequestedAt(sn).UTC()}
+	return snapshotView{ID: sn.Name, CID: sn.Status.CID, Size: sn.Status.Size, CreatedAt: snapshots.RequestedAt(sn).UTC()}
 }
 
 // probeSnapshots checks that the snapshot storage answers (503 when it does not).
 func (s *Server) probeSnapshots(ctx context.Context, namespace string) error {
-	if _, err := s.opts.Files.List(ctx, SnapshotSpace(namespace)); err != nil {
+	if _, err := s.opts.Files.List(ctx, storage.SnapshotSpace(namespace)); err != nil {
 		return storageError(err)
 	}
 	return nil
@@ -67,7 +69,7 @@ func (s *Server) history(ctx context.Context, a *agentsv1.Agent) ([]agentsv1.Sna
 	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(a.Namespace)); err != nil {
 		return nil, err
 	}
-	return CompletedSnapshots(list.Items, a.Name), nil
+	return snapshots.Completed(list.Items, a.Name), nil
 }
 
 // listSnapshots answers the agent's snapshot history, newest first.
@@ -124,7 +126,7 @@ func newSnapshot(a *agentsv1.Agent, now time.Time) *agentsv1.Snapshot {
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: a.Name + "-",
 			Namespace:    a.Namespace,
-			Annotations:  map[string]string{AnnotationSnapshotRequestedAt: now.UTC().Format(time.RFC3339Nano)},
+			Annotations:  map[string]string{agentsv1.AnnotationSnapshotRequestedAt: now.UTC().Format(time.RFC3339Nano)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: agentsv1.GroupVersion.String(), Kind: "Agent", Name: a.Name, UID: a.UID,
 			}},
@@ -132,7 +134,7 @@ func newSnapshot(a *agentsv1.Agent, now time.Time) *agentsv1.Snapshot {
 		Spec: agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: a.Name}},
 	}
 	if len(validation.IsValidLabelValue(a.Name)) == 0 {
-		sn.Labels = map[string]string{LabelSnapshotAgent: a.Name}
+		sn.Labels = map[string]string{agentsv1.LabelAgent: a.Name}
 	}
 	return sn
 }
@@ -154,9 +156,9 @@ func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*ag
 				return got, nil
 			case got.Status.Phase == agentsv1.SnapshotFailed:
 				return nil, withCause(http.StatusInternalServerError, msgSyncFailed, conditionError(ready))
-			case ready != nil && ready.Reason == ReasonStorageUnavailable:
+			case ready != nil && ready.Reason == agentsv1.ReasonStorageUnavailable:
 				return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
-			case ready != nil && ready.Reason == ReasonWaitingForAgent:
+			case ready != nil && ready.Reason == agentsv1.ReasonWaitingForAgent:
 				// The workspace cannot be reached (no pod yet): give it the provisioning time.
 				if s.waitedTooLong(&waitingSince) {
 					return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
@@ -225,7 +227,7 @@ func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	}
 	var found *agentsv1.Snapshot
 	for i := range items {
-		if SameCID(items[i].Status.CID, want) {
+		if storage.SameCID(items[i].Status.CID, want) {
 			found = &items[i]
 			break
 		}
@@ -236,7 +238,7 @@ func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	if s.opts.Files == nil {
 		return nil, errorf(http.StatusBadRequest, msgStorageMissing)
 	}
-	if _, err := s.opts.Files.Stat(ctx, SnapshotSpace(a.Namespace), found.Status.CID); err != nil {
+	if _, err := s.opts.Files.Stat(ctx, storage.SnapshotSpace(a.Namespace), found.Status.CID); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil, withCause(http.StatusNotFound, msgSnapshotNotFound, err)
 		}

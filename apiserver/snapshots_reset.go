@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/storage"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +61,7 @@ func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid stri
 		req.generation, changed = cur.Generation, true
 		return nil
 	})
-	if err != nil || changed && !SameCID(restoredFrom, cid) {
+	if err != nil || changed && !storage.SameCID(restoredFrom, cid) {
 		return req, resetError(err)
 	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -68,20 +70,20 @@ func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid stri
 			return err
 		}
 		orig := cur.DeepCopy()
-		if SameCID(cur.Status.SnapshotCID, cid) {
+		if storage.SameCID(cur.Status.SnapshotCID, cid) {
 			cur.Status.SnapshotCID = ""
 		}
 		req.at = s.opts.Now().Truncate(time.Second)
 		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
-			Type: ConditionSnapshotRestored, Status: metav1.ConditionUnknown, ObservedGeneration: cur.Generation,
-			Reason: ReasonRestoreRequested, Message: fmt.Sprintf("restore of snapshot %s requested", cid),
+			Type: agentsv1.AgentSnapshotRestored, Status: metav1.ConditionUnknown, ObservedGeneration: cur.Generation,
+			Reason: agentsv1.ReasonRestoreRequested, Message: fmt.Sprintf("restore of snapshot %s requested", cid),
 		})
 		return s.opts.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 	})
 	if err == nil {
 		// The controller reacts to spec and metadata changes, not to status writes: touch an
 		// annotation so it takes the request up.
-		err = s.touchAgent(ctx, key, annotationRestoreRequested, s.opts.Now().UTC().Format(time.RFC3339Nano))
+		err = s.touchAgent(ctx, key, agentsv1.AnnotationRestoreRequested, s.opts.Now().UTC().Format(time.RFC3339Nano))
 	}
 	req.marked = err == nil
 	return req, resetError(err)
@@ -108,14 +110,14 @@ func (s *Server) waitForRestore(ctx context.Context, key client.ObjectKey, req r
 		err := s.opts.APIReader.Get(ctx, key, got)
 		switch {
 		case err == nil:
-			if SameCID(got.Status.SnapshotCID, req.cid) {
+			if storage.SameCID(got.Status.SnapshotCID, req.cid) {
 				return got, nil
 			}
-			c := meta.FindStatusCondition(got.Status.Conditions, ConditionSnapshotRestored)
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
 			if c != nil && req.failedBy(c) {
 				return nil, restoreFailure(c)
 			}
-			if c != nil && c.Reason == ReasonWaitingForAgent && s.waitedTooLong(&waitingSince) {
+			if c != nil && c.Reason == agentsv1.ReasonWaitingForAgent && s.waitedTooLong(&waitingSince) {
 				return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(c))
 			}
 		case apierrors.IsNotFound(err):
@@ -136,7 +138,7 @@ func (s *Server) waitForRestore(ctx context.Context, key client.ObjectKey, req r
 
 // failedBy reports whether c is a failure of this request (not an earlier one's).
 func (req restoreRequest) failedBy(c *metav1.Condition) bool {
-	if c.Status != metav1.ConditionFalse || c.Reason == ReasonWaitingForAgent || c.ObservedGeneration < req.generation {
+	if c.Status != metav1.ConditionFalse || c.Reason == agentsv1.ReasonWaitingForAgent || c.ObservedGeneration < req.generation {
 		return false
 	}
 	return !req.marked || !c.LastTransitionTime.Time.Before(req.at)
@@ -146,11 +148,11 @@ func (req restoreRequest) failedBy(c *metav1.Condition) bool {
 func restoreFailure(c *metav1.Condition) error {
 	cause := conditionError(c)
 	switch c.Reason {
-	case ReasonSnapshotNotFound:
+	case agentsv1.ReasonSnapshotNotFound:
 		return withCause(http.StatusNotFound, msgSnapshotNotFound, cause)
-	case ReasonStorageUnavailable:
+	case agentsv1.ReasonStorageUnavailable:
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
-	case ReasonStorageNotConfigured:
+	case agentsv1.ReasonStorageNotConfigured:
 		return withCause(http.StatusBadRequest, msgStorageMissing, cause)
 	}
 	return withCause(http.StatusInternalServerError, msgResetFailed, cause)
@@ -184,9 +186,6 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 		}
 	}
 }
-
-// annotationRestoreRequested records the last restore the facade asked for.
-const annotationRestoreRequested = "agentplane.io/restore-requested-at"
 
 // touchAgent sets an annotation on the agent (a metadata change the Agent and Channel
 // controllers react to). A merge patch of one annotation needs no read first.

@@ -129,12 +129,12 @@ var _ = Describe("Snapshots", func() {
 		Expect(k8sClient.Patch(ctx, agent, patch)).To(Succeed())
 		Eventually(func() string {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(agent), agent)).To(Succeed())
-			c := meta.FindStatusCondition(agent.Status.Conditions, apiserver.ConditionSnapshotRestored)
+			c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentSnapshotRestored)
 			if c == nil {
 				return agent.Status.SnapshotCID + " (no condition)"
 			}
 			return agent.Status.SnapshotCID + " " + string(c.Status) + " " + c.Reason
-		}, 30*time.Second).Should(Equal(cid1 + " True " + apiserver.ReasonRestored))
+		}, 30*time.Second).Should(Equal(cid1 + " True " + agentsv1.ReasonRestored))
 		Eventually(func() string { return execOK(baseURL, tok, id, treeCommand) }, 30*time.Second).Should(Equal(tree1))
 
 		// A kubectl Snapshot joins the history.
@@ -275,7 +275,7 @@ var _ = Describe("Snapshots", func() {
 				return c.Reason
 			}
 			return ""
-		}, 20*time.Second).Should(Equal(apiserver.ReasonStorageUnavailable))
+		}, 20*time.Second).Should(Equal(agentsv1.ReasonStorageUnavailable))
 
 		end()
 		Eventually(func() agentsv1.SnapshotPhase {

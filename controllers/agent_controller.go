@@ -28,10 +28,6 @@ import (
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
-// AgentFinalizer lets the controller stop the runtime and release the agent's slot before the
-// Agent goes away.
-const AgentFinalizer = "agentplane.io/agent"
-
 // Requeue intervals.
 const (
 	// startingPoll re-checks a booting gateway. Runtimes report changes themselves (pod watches,
@@ -92,7 +88,7 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	if agent.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.reconcileDelete(ctx, agent)
 	}
-	if controllerutil.AddFinalizer(agent, AgentFinalizer) {
+	if controllerutil.AddFinalizer(agent, agentsv1.AgentFinalizer) {
 		if err := r.Update(ctx, agent); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -119,7 +115,7 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	}
 	version, offered := r.Versions.Resolve(agent.Spec.Engine.Version)
 	if !offered {
-		setProvisionFailure(agent, "InvalidVersion", fmt.Sprintf("engine version %q is not offered", version), r.now())
+		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.now())
 		return ctrl.Result{}, nil
 	}
 	token, secretName, err := r.ensureGatewayToken(ctx, agent)
@@ -193,7 +189,7 @@ func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, ve
 
 // reconcileDelete stops the runtime, releases the agent's slot and lets the Agent go.
 func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.Agent) error {
-	if !controllerutil.ContainsFinalizer(agent, AgentFinalizer) {
+	if !controllerutil.ContainsFinalizer(agent, agentsv1.AgentFinalizer) {
 		return nil
 	}
 	if err := r.Runtime.Delete(ctx, agent); err != nil {
@@ -203,7 +199,7 @@ func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.A
 		return err
 	}
 	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")
-	controllerutil.RemoveFinalizer(agent, AgentFinalizer)
+	controllerutil.RemoveFinalizer(agent, agentsv1.AgentFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, agent))
 }
 

@@ -130,7 +130,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		a := createAgent(ns, "agt-one")
 		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
 		got := getAgent(a)
-		Expect(got.Finalizers).To(ContainElement(controllers.AgentFinalizer))
+		Expect(got.Finalizers).To(ContainElement(agentsv1.AgentFinalizer))
 		Expect(condition(got, agentsv1.AgentProvisioned).Status).To(Equal(metav1.ConditionTrue))
 		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 
@@ -191,7 +191,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, sts); err != nil {
 				return ""
 			}
-			return sts.Spec.Template.Annotations[kube.AnnotationConfigHash]
+			return sts.Spec.Template.Annotations[agentsv1.AnnotationConfigHash]
 		}
 		Eventually(hash).ShouldNot(BeEmpty())
 		before := hash()

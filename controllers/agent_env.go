@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/secrets"
 )
 
@@ -44,7 +43,7 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 		if err != nil {
 			return nil, "", fmt.Errorf("secret %s: %w", ref.Name, err)
 		}
-		env[apiserver.EnvNameOf(sec)] = string(v)
+		env[secrets.EnvNameOf(sec)] = string(v)
 	}
 	// Channel tokens (fixed names, after attached secrets so they win).
 	if err := e.addChannelEnv(ctx, agent, env); err != nil {

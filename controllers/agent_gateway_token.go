@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 )
 
@@ -24,13 +23,13 @@ func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret
 		ObjectMeta: metav1.ObjectMeta{
 			Name: GatewayTokenSecretName(agent.Name), Namespace: agent.Namespace,
 			Labels: map[string]string{
-				apiserver.LabelGatewayAgent:  agent.Name,
+				agentsv1.LabelGatewayTokenOf: agent.Name,
 				"app.kubernetes.io/part-of":  "agentplane",
 				"app.kubernetes.io/instance": agent.Name,
 			},
 		},
 		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{apiserver.GatewayTokenDataKey: []byte(token)},
+		Data: map[string][]byte{agentsv1.GatewayTokenDataKey: []byte(token)},
 	}
 }
 
@@ -41,7 +40,7 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 	s := &corev1.Secret{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, s)
 	if err == nil {
-		if tok := string(s.Data[apiserver.GatewayTokenDataKey]); tok != "" {
+		if tok := string(s.Data[agentsv1.GatewayTokenDataKey]); tok != "" {
 			return tok, name, nil
 		}
 		return "", "", fmt.Errorf("secret %s has no gateway token", name)
@@ -60,5 +59,5 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 		}
 		return "", "", err
 	}
-	return string(s.Data[apiserver.GatewayTokenDataKey]), name, nil
+	return string(s.Data[agentsv1.GatewayTokenDataKey]), name, nil
 }

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/storage"
@@ -55,7 +54,7 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 	}
 	slugOf := func(cid string) string {
 		for i := range list.Items {
-			if sk := &list.Items[i]; slices.Contains(apiserver.SkillCIDs(sk), cid) && clawhub.ValidSlug(sk.Spec.Slug) {
+			if sk := &list.Items[i]; slices.Contains((sk).CIDs(), cid) && clawhub.ValidSlug(sk.Spec.Slug) {
 				return sk.Spec.Slug
 			}
 		}
@@ -114,7 +113,7 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 // unpackSkill reads the bundle cid from storage and writes its files into skills/<slug>/,
 // after removing what that directory held.
 func (r *AgentReconciler) unpackSkill(ctx context.Context, agent *agentsv1.Agent, slug, cid string) error {
-	rc, _, err := r.Skills.Get(ctx, apiserver.SkillsSpace(agent.Namespace), cid)
+	rc, _, err := r.Skills.Get(ctx, storage.SkillsSpace(agent.Namespace), cid)
 	if err != nil {
 		return err
 	}

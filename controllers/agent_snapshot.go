@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/storage"
 )
@@ -28,11 +27,11 @@ import (
 // snapshot of the agent is not (until the spec changes).
 func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
 	want := agent.Spec.DesiredSnapshot
-	if want == "" || apiserver.SameCID(want, agent.Status.SnapshotCID) {
+	if want == "" || storage.SameCID(want, agent.Status.SnapshotCID) {
 		return ctrl.Result{}, nil
 	}
 	if r.Snapshots == nil {
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonStorageNotConfigured, "snapshot %s: no storage is configured", want)
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonStorageNotConfigured, "snapshot %s: no storage is configured", want)
 		return ctrl.Result{}, nil
 	}
 	var reader client.Reader = r.Client
@@ -44,7 +43,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		if err := reader.Get(ctx, client.ObjectKeyFromObject(agent), live); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		if live.Spec.DesiredSnapshot != want || apiserver.SameCID(want, live.Status.SnapshotCID) {
+		if live.Spec.DesiredSnapshot != want || storage.SameCID(want, live.Status.SnapshotCID) {
 			return ctrl.Result{}, nil
 		}
 	}
@@ -53,7 +52,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		return ctrl.Result{}, err
 	}
 	if !allowed {
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonSnapshotNotFound,
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonSnapshotNotFound,
 			"snapshot %s is neither a completed snapshot of this agent nor a template's snapshot", want)
 		return ctrl.Result{}, nil
 	}
@@ -73,8 +72,8 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 	agent.Status.SnapshotCID = want
 	// The restore replaced the workspace, skills/ included: unpack the attached skills again.
 	agent.Status.InstalledSkills = nil
-	r.setRestored(agent, metav1.ConditionTrue, apiserver.ReasonRestored, "workspace restored from snapshot %s", want)
-	r.event(agent, corev1.EventTypeNormal, apiserver.ReasonRestored, "Restore", "workspace restored from snapshot %s", want)
+	r.setRestored(agent, metav1.ConditionTrue, agentsv1.ReasonRestored, "workspace restored from snapshot %s", want)
+	r.event(agent, corev1.EventTypeNormal, agentsv1.ReasonRestored, "Restore", "workspace restored from snapshot %s", want)
 	log.FromContext(ctx).Info("workspace restored", "snapshot", want)
 	if wasRunning {
 		// The runtime restarted the gateway: report it starting until it is observed again.
@@ -91,21 +90,21 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 func (r *AgentReconciler) restoreFailed(ctx context.Context, agent *agentsv1.Agent, want string, err error) (ctrl.Result, error) {
 	switch {
 	case errors.Is(err, storage.ErrUnavailable):
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonStorageUnavailable, "snapshot %s: storage is unreachable: %v", want, err)
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonStorageUnavailable, "snapshot %s: storage is unreachable: %v", want, err)
 	case errors.Is(err, storage.ErrNotFound):
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonSnapshotNotFound, "snapshot %s: storage does not hold it", want)
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonSnapshotNotFound, "snapshot %s: storage does not hold it", want)
 		return ctrl.Result{}, nil
 	case errors.Is(err, runtime.ErrNotRunning):
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonWaitingForAgent, "snapshot %s: %v", want, err)
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonWaitingForAgent, "snapshot %s: %v", want, err)
 		return ctrl.Result{RequeueAfter: agentWaitPoll}, nil
 	case ctx.Err() != nil:
 		return ctrl.Result{}, ctx.Err()
 	default:
-		r.setRestored(agent, metav1.ConditionFalse, apiserver.ReasonRestoreFailed, "snapshot %s: restore failed: %v", want, err)
-		r.event(agent, corev1.EventTypeWarning, apiserver.ReasonRestoreFailed, "Restore", "restore of snapshot %s failed", want)
+		r.setRestored(agent, metav1.ConditionFalse, agentsv1.ReasonRestoreFailed, "snapshot %s: restore failed: %v", want, err)
+		r.event(agent, corev1.EventTypeWarning, agentsv1.ReasonRestoreFailed, "Restore", "restore of snapshot %s failed", want)
 	}
 	var since time.Duration
-	if c := meta.FindStatusCondition(agent.Status.Conditions, apiserver.ConditionSnapshotRestored); c != nil {
+	if c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentSnapshotRestored); c != nil {
 		since = r.now().Sub(c.LastTransitionTime.Time)
 	}
 	return ctrl.Result{RequeueAfter: retryWait(since, DefaultStorageRetryMin, DefaultStorageRetryMax)}, nil
@@ -114,7 +113,7 @@ func (r *AgentReconciler) restoreFailed(ctx context.Context, agent *agentsv1.Age
 // setRestored sets the SnapshotRestored condition.
 func (r *AgentReconciler) setRestored(agent *agentsv1.Agent, status metav1.ConditionStatus, reason, format string, args ...any) {
 	meta.SetStatusCondition(&agent.Status.Conditions, metav1.Condition{
-		Type: apiserver.ConditionSnapshotRestored, Status: status, ObservedGeneration: agent.Generation,
+		Type: agentsv1.AgentSnapshotRestored, Status: status, ObservedGeneration: agent.Generation,
 		Reason: reason, Message: truncateMessage(fmt.Sprintf(format, args...)),
 	})
 }

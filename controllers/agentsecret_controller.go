@@ -103,7 +103,7 @@ func referencesSecret(a *agentsv1.Agent, secret string) bool {
 // computeReadyCondition: the value opens under the platform key, or the referenced core
 // Secret holds the key.
 func (r *AgentSecretReconciler) computeReadyCondition(ctx context.Context, sec *agentsv1.AgentSecret) metav1.Condition {
-	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sec.Generation, Status: metav1.ConditionTrue, Reason: "ValueAvailable", Message: "the value is available to agents"}
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sec.Generation, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonValueAvailable, Message: "the value is available to agents"}
 	if _, err := SecretValue(ctx, r.APIReader, r.Sealer, sec); err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "ValueUnavailable", err.Error()
 	}
@@ -113,7 +113,7 @@ func (r *AgentSecretReconciler) computeReadyCondition(ctx context.Context, sec *
 // computeDuplicateCondition: another AgentSecret of the workspace (an older one) has the same
 // name. The REST facade cannot create duplicates; objects applied with kubectl can.
 func (r *AgentSecretReconciler) computeDuplicateCondition(ctx context.Context, sec *agentsv1.AgentSecret) (metav1.Condition, error) {
-	c := metav1.Condition{Type: agentsv1.SecretDuplicate, ObservedGeneration: sec.Generation, Status: metav1.ConditionFalse, Reason: "Unique", Message: "no other secret has this name"}
+	c := metav1.Condition{Type: agentsv1.SecretDuplicate, ObservedGeneration: sec.Generation, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonUnique, Message: "no other secret has this name"}
 	var list agentsv1.AgentSecretList
 	if err := r.List(ctx, &list, client.InNamespace(sec.Namespace)); err != nil {
 		return c, err

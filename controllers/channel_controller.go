@@ -25,19 +25,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
-
-// ChannelFinalizer lets the controller remove a channel from the engine config (and delete
-// its token Secret) before the Channel goes away.
-const ChannelFinalizer = "agentplane.io/channel"
-
-// ChannelPluginInstalled is True once the channel's external engine plugin is installed in
-// the agent's home (slack, discord, whatsapp; telegram is bundled).
-const ChannelPluginInstalled = "PluginInstalled"
 
 // Requeue intervals of the Channel controller.
 const (
@@ -92,7 +83,7 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			return res, err
 		}
 	} else {
-		if controllerutil.AddFinalizer(ch, ChannelFinalizer) {
+		if controllerutil.AddFinalizer(ch, agentsv1.ChannelFinalizer) {
 			if err := r.Update(ctx, ch); err != nil {
 				return ctrl.Result{}, client.IgnoreNotFound(err)
 			}
@@ -119,32 +110,32 @@ func (r *ChannelReconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Ch
 	if dup, err := r.olderSibling(ctx, ch); err != nil {
 		return ctrl.Result{}, err
 	} else if dup != "" {
-		setConfigured(ch, false, apiserver.ReasonChannelDuplicate,
+		setConfigured(ch, false, agentsv1.ReasonChannelDuplicate,
 			fmt.Sprintf("channel %s already connects agent %s to %s", dup, agent.Name, ch.Spec.Type))
 		return ctrl.Result{}, nil
 	}
 	if missing, err := r.readHints(ctx, ch); err != nil {
 		return ctrl.Result{}, err
 	} else if missing != "" {
-		setConfigured(ch, false, apiserver.ReasonChannelTokenNotFound, missing)
+		setConfigured(ch, false, agentsv1.ReasonChannelTokenNotFound, missing)
 		return ctrl.Result{RequeueAfter: channelWaitRetry}, nil
 	}
 
 	unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
 	defer unlock()
-	if pluginOf(ch.Spec.Type) != "" && !meta.IsStatusConditionTrue(ch.Status.Conditions, ChannelPluginInstalled) {
+	if pluginOf(ch.Spec.Type) != "" && !meta.IsStatusConditionTrue(ch.Status.Conditions, agentsv1.ChannelPluginInstalled) {
 		if err := r.installPlugin(ctx, agent, ch.Spec.Type); err != nil {
-			return r.failed(ch, err, apiserver.ReasonChannelPluginFailed, "installing plugin "+pluginOf(ch.Spec.Type)+" failed: ")
+			return r.failed(ch, err, agentsv1.ReasonChannelPluginFailed, "installing plugin "+pluginOf(ch.Spec.Type)+" failed: ")
 		}
 		meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
-			Type: ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: "Installed",
+			Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonPluginInstalled,
 			Message: pluginOf(ch.Spec.Type) + " is installed", ObservedGeneration: ch.Generation,
 		})
 	}
 	if _, err := r.applyConfig(ctx, agent, ch); err != nil {
-		return r.failed(ch, err, apiserver.ReasonChannelConfigFailed, "writing the engine config failed: ")
+		return r.failed(ch, err, agentsv1.ReasonChannelConfigFailed, "writing the engine config failed: ")
 	}
-	setConfigured(ch, true, apiserver.ReasonChannelConfigured, fmt.Sprintf("channels.%s is in the engine config", ch.Spec.Type))
+	setConfigured(ch, true, agentsv1.ReasonChannelConfigured, fmt.Sprintf("channels.%s is in the engine config", ch.Spec.Type))
 	return ctrl.Result{RequeueAfter: channelResync}, nil
 }
 
@@ -152,12 +143,12 @@ func (r *ChannelReconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Ch
 // AgentNotReady, anything else reason (with prefix before the error). It retries later.
 func (r *ChannelReconciler) failed(ch *agentsv1.Channel, err error, reason, prefix string) (ctrl.Result, error) {
 	if errors.Is(err, runtime.ErrNotRunning) {
-		setConfigured(ch, false, apiserver.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
+		setConfigured(ch, false, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
 	}
-	if reason == apiserver.ReasonChannelPluginFailed {
+	if reason == agentsv1.ReasonChannelPluginFailed {
 		meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
-			Type: ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: "InstallFailed",
+			Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonPluginInstallFailed,
 			Message: truncate(err.Error()), ObservedGeneration: ch.Generation,
 		})
 	}
@@ -175,11 +166,11 @@ func (r *ChannelReconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) 
 			return ctrl.Result{}, err
 		}
 		if err != nil || live.UID != owner.UID || live.DeletionTimestamp != nil {
-			setConfigured(ch, false, apiserver.ReasonChannelAgentNotFound, fmt.Sprintf("agent %s is gone: the channel goes with it", owner.Name))
+			setConfigured(ch, false, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s is gone: the channel goes with it", owner.Name))
 			return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, ch, client.Preconditions{UID: &ch.UID}))
 		}
 	}
-	setConfigured(ch, false, apiserver.ReasonChannelAgentNotFound, fmt.Sprintf("agent %s does not exist", ch.Spec.AgentRef.Name))
+	setConfigured(ch, false, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", ch.Spec.AgentRef.Name))
 	return ctrl.Result{RequeueAfter: channelWaitRetry}, nil
 }
 
@@ -187,7 +178,7 @@ func (r *ChannelReconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) 
 // too, or an older Channel of the type owns the config entry), deletes the token Secrets made
 // for it and releases the Channel. gone reports that the Channel was released.
 func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (ctrl.Result, bool, error) {
-	if !controllerutil.ContainsFinalizer(ch, ChannelFinalizer) {
+	if !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
 		return ctrl.Result{}, true, nil
 	}
 	agent := &agentsv1.Agent{}
@@ -205,7 +196,7 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Ch
 			err := r.removeConfig(ctx, agent, ch.Spec.Type)
 			unlock()
 			if err != nil {
-				setConfigured(ch, false, apiserver.ReasonChannelRemovalFailed, truncate("removing the channel from the engine config failed: "+err.Error()))
+				setConfigured(ch, false, agentsv1.ReasonChannelRemovalFailed, truncate("removing the channel from the engine config failed: "+err.Error()))
 				return ctrl.Result{RequeueAfter: channelFailureRetry}, false, nil
 			}
 		}
@@ -214,12 +205,12 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Ch
 		return ctrl.Result{}, false, err
 	}
 	r.event(ch, corev1.EventTypeNormal, "Removed", "Delete", "channel %s removed from agent %s", ch.Spec.Type, ch.Spec.AgentRef.Name)
-	controllerutil.RemoveFinalizer(ch, ChannelFinalizer)
+	controllerutil.RemoveFinalizer(ch, agentsv1.ChannelFinalizer)
 	return ctrl.Result{}, true, client.IgnoreNotFound(r.Update(ctx, ch))
 }
 
 // deleteTokenSecrets deletes the Secrets the Channel references that were made for it
-// (labelled apiserver.LabelChannelTokensOf = the Channel's name).
+// (labelled agentsv1.LabelChannelTokensOf = the Channel's name).
 func (r *ChannelReconciler) deleteTokenSecrets(ctx context.Context, ch *agentsv1.Channel) error {
 	for _, ref := range []*agentsv1.SecretKeyReference{ch.Spec.BotTokenRef, ch.Spec.AppTokenRef} {
 		if ref == nil {
@@ -233,7 +224,7 @@ func (r *ChannelReconciler) deleteTokenSecrets(ctx context.Context, ch *agentsv1
 		if err != nil {
 			return err
 		}
-		if sec.Labels[apiserver.LabelChannelTokensOf] != ch.Name {
+		if sec.Labels[agentsv1.LabelChannelTokensOf] != ch.Name {
 			continue
 		}
 		if err := r.Delete(ctx, sec, client.Preconditions{UID: &sec.UID}); client.IgnoreNotFound(err) != nil {
@@ -305,7 +296,7 @@ func setConfigured(ch *agentsv1.Channel, ok bool, reason, msg string) {
 	meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 		Type: agentsv1.ChannelConfigured, Status: status, Reason: reason, Message: msg, ObservedGeneration: ch.Generation,
 	})
-	if reason != apiserver.ReasonChannelAgentNotReady {
+	if reason != agentsv1.ReasonChannelAgentNotReady {
 		ch.Status.Configured = ok
 	}
 }
@@ -330,11 +321,11 @@ func (r *ChannelReconciler) finish(ctx context.Context, ch *agentsv1.Channel, be
 			r.event(ch, typ, cur.Reason, "Reconcile", "%s", cur.Message)
 		}
 	}
-	want := ch.Annotations[apiserver.AnnotationChannelRequest]
-	if !ack || want == "" || ch.Annotations[apiserver.AnnotationChannelHandled] == want {
+	want := ch.Annotations[agentsv1.AnnotationChannelRequest]
+	if !ack || want == "" || ch.Annotations[agentsv1.AnnotationChannelHandled] == want {
 		return nil
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, apiserver.AnnotationChannelHandled, want)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, agentsv1.AnnotationChannelHandled, want)
 	return client.IgnoreNotFound(r.Patch(ctx, ch, client.RawPatch(types.MergePatchType, patch)))
 }
 
@@ -379,7 +370,7 @@ func (r *ChannelReconciler) agentToChannels(ctx context.Context, o client.Object
 }
 
 // agentPhaseChanged passes agent creations, deletions, phase changes, deletion starts and
-// config writes through the REST facade (apiserver.AnnotationConfigWritten).
+// config writes through the REST facade (agentsv1.AnnotationConfigWritten).
 func agentPhaseChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -389,7 +380,7 @@ func agentPhaseChanged() predicate.Predicate {
 				return true
 			}
 			return o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-				o.Annotations[apiserver.AnnotationConfigWritten] != n.Annotations[apiserver.AnnotationConfigWritten]
+				o.Annotations[agentsv1.AnnotationConfigWritten] != n.Annotations[agentsv1.AnnotationConfigWritten]
 		},
 	}
 }

@@ -22,7 +22,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -197,7 +196,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Consistently(func() map[string]any { return channelsIn(a) }, 2*time.Second, 200*time.Millisecond).Should(BeNil(),
 			"nothing re-applies the channel before the facade says the config was written")
 		Expect(k8sClient.Patch(ctx, a, client.RawPatch("application/merge-patch+json",
-			[]byte(`{"metadata":{"annotations":{"`+apiserver.AnnotationConfigWritten+`":"w1"}}}`)))).To(Succeed())
+			[]byte(`{"metadata":{"annotations":{"`+agentsv1.AnnotationConfigWritten+`":"w1"}}}`)))).To(Succeed())
 		Eventually(func() map[string]any { return channelsIn(a) }, wait).Should(HaveKey("telegram"))
 	})
 

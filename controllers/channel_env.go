@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 )
 
 // Environment variables that carry channel tokens to the gateway. The engine config's
@@ -143,7 +142,7 @@ func channelChanged() predicate.Predicate {
 			}
 			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
-				e.ObjectOld.GetAnnotations()[apiserver.AnnotationChannelRequest] != e.ObjectNew.GetAnnotations()[apiserver.AnnotationChannelRequest]
+				e.ObjectOld.GetAnnotations()[agentsv1.AnnotationChannelRequest] != e.ObjectNew.GetAnnotations()[agentsv1.AnnotationChannelRequest]
 		},
 	}
 }

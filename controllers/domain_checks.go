@@ -9,23 +9,6 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
-)
-
-// Domain condition reasons (besides dnsverify's outcomes for Verified=False: RecordNotFound,
-// TokenMismatch, DNSUnavailable).
-const (
-	ReasonDomainVerified     = "Verified"
-	ReasonNotRequired        = "NotRequired"
-	ReasonNotChecked         = "NotChecked"
-	ReasonAwaitingOwnership  = "AwaitingOwnership"
-	ReasonRouted             = "Routed"
-	ReasonRouteFailed        = "RouteFailed"
-	ReasonRouting            = "Routing"
-	ReasonDomainLimitReached = "DomainLimitReached"
-	ReasonBannedName         = "BannedName"
-	ReasonHostTaken          = "HostTaken"
-	ReasonAgentNotFound      = "AgentNotFound"
 )
 
 // Defaults of the ownership check's growing delay.
@@ -75,7 +58,7 @@ func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domai
 	forced := !requested.IsZero() && (d.Status.LastChecked == nil || requested.After(d.Status.LastChecked.Time))
 	if next := d.Status.NextCheck; next != nil && now.Before(next.Time) && !forced {
 		if meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified) == nil {
-			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, ReasonNotChecked, "the TXT record has not been looked up yet")
+			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the TXT record has not been looked up yet")
 		}
 		bumpCondition(d, agentsv1.DomainVerified)
 		return false, next.Sub(now)
@@ -97,7 +80,7 @@ func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domai
 	d.Status.Checks++
 	if res.Outcome == dnsverify.Verified {
 		d.Status.NextCheck = nil
-		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, ReasonDomainVerified, res.Message)
+		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonDomainVerified, res.Message)
 		return true, 0
 	}
 	delay := r.checkDelay(d.Status.Checks)
@@ -110,7 +93,7 @@ func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domai
 
 // verifyRequested is the time of a requested check (zero when none).
 func verifyRequested(d *agentsv1.Domain) time.Time {
-	v := d.Annotations[hostclaim.AnnotationVerifyRequested]
+	v := d.Annotations[agentsv1.AnnotationVerifyRequested]
 	if v == "" {
 		return time.Time{}
 	}

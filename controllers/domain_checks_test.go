@@ -10,7 +10,6 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
 )
 
 // fakeResolver answers from a map and counts look-ups.
@@ -93,7 +92,7 @@ func TestCheckOwnership(t *testing.T) {
 	// A requested check runs at once and restarts the delay.
 	res.err = nil
 	now = now.Add(time.Second)
-	d.Annotations = map[string]string{hostclaim.AnnotationVerifyRequested: now.Format(time.RFC3339)}
+	d.Annotations = map[string]string{agentsv1.AnnotationVerifyRequested: now.Format(time.RFC3339)}
 	check(4, string(dnsverify.Mismatch))
 	if d.Status.Checks != 1 {
 		t.Fatalf("a requested check restarts the count: %d", d.Status.Checks)
@@ -103,13 +102,13 @@ func TestCheckOwnership(t *testing.T) {
 	// The right token verifies; afterwards nothing is looked up again.
 	now = now.Add(time.Minute)
 	res.values[d.Status.Verification.RecordName] = []string{"other", d.Status.Verification.Token}
-	check(5, ReasonDomainVerified)
+	check(5, agentsv1.ReasonDomainVerified)
 	if d.Status.NextCheck != nil {
 		t.Fatalf("next check after verification: %v", d.Status.NextCheck)
 	}
 	now = now.Add(time.Hour)
 	d.Generation = 4
-	check(5, ReasonDomainVerified)
+	check(5, agentsv1.ReasonDomainVerified)
 }
 
 func TestRequesterClockAheadStillAnswersTheRequest(t *testing.T) {
@@ -120,7 +119,7 @@ func TestRequesterClockAheadStillAnswersTheRequest(t *testing.T) {
 	d.Status.Verification = r.verification(d)
 	r.checkOwnership(context.Background(), d)
 	ahead := now.Add(3 * time.Second)
-	d.Annotations = map[string]string{hostclaim.AnnotationVerifyRequested: ahead.Format(time.RFC3339)}
+	d.Annotations = map[string]string{agentsv1.AnnotationVerifyRequested: ahead.Format(time.RFC3339)}
 	r.checkOwnership(context.Background(), d)
 	if res.calls != 2 || d.Status.LastChecked.Before(&metav1.Time{Time: ahead}) {
 		t.Fatalf("calls %d, lastChecked %v", res.calls, d.Status.LastChecked)

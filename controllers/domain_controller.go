@@ -32,7 +32,7 @@ import (
 
 // DomainFinalizer lets the controller release the host claim, the route and the agent's
 // domain slot before a Domain goes away.
-const DomainFinalizer = hostclaim.Finalizer
+const DomainFinalizer = agentsv1.DomainFinalizer
 
 // Retry intervals of failed domains (nothing watched tells when they may succeed).
 const (
@@ -132,15 +132,15 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 	if custom {
 		d.Status.Verification = r.verification(d)
 		if meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified) == nil {
-			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, ReasonNotChecked, "the TXT record has not been looked up yet")
+			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the TXT record has not been looked up yet")
 		}
 	} else {
 		d.Status.Verification, d.Status.NextCheck = nil, nil
-		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, ReasonNotRequired, "subdomains of the platform need no ownership proof")
+		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonNotRequired, "subdomains of the platform need no ownership proof")
 	}
 
 	if agent == nil {
-		return ctrl.Result{}, r.fail(ctx, d, ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", d.Spec.AgentRef.Name))
+		return ctrl.Result{}, r.fail(ctx, d, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", d.Spec.AgentRef.Name))
 	}
 	if ok, err := r.ensureSlot(ctx, d, agent); err != nil {
 		return ctrl.Result{}, err
@@ -148,13 +148,13 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 		return ctrl.Result{RequeueAfter: domainLimitRetry}, nil
 	}
 	if hostclaim.Banned(hostclaim.ChosenName(&d.Spec), r.brand()) {
-		return ctrl.Result{}, r.fail(ctx, d, ReasonBannedName, fmt.Sprintf("names containing %q are reserved", r.brand()))
+		return ctrl.Result{}, r.fail(ctx, d, agentsv1.ReasonBannedName, fmt.Sprintf("names containing %q are reserved", r.brand()))
 	}
 	if custom {
 		verified, wait := r.checkOwnership(ctx, d)
 		if !verified {
 			d.Status.Phase = agentsv1.DomainPendingOwnership
-			setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonAwaitingOwnership,
+			setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonAwaitingOwnership,
 				"the host is routed once the TXT record "+d.Status.Verification.RecordName+" holds the token")
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
@@ -164,18 +164,18 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 		if !errors.Is(err, hostclaim.ErrHostTaken) {
 			return ctrl.Result{}, err
 		}
-		if err := r.fail(ctx, d, ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
+		if err := r.fail(ctx, d, agentsv1.ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: hostTakenRetry}, nil
 	}
 	if !routed(d) {
 		d.Status.Phase = agentsv1.DomainPending
-		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonRouting, "routing "+d.Status.Host)
+		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonRouting, "routing "+d.Status.Host)
 	}
 	if err := r.Router.Route(ctx, d, agent); err != nil {
 		d.Status.Phase = agentsv1.DomainPending
-		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, ReasonRouteFailed, err.Error())
+		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonRouteFailed, err.Error())
 		return ctrl.Result{}, fmt.Errorf("route %s: %w", d.Status.Host, err)
 	}
 	msg := "routed " + d.Status.Host
@@ -183,7 +183,7 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 		msg = rd.Describe(d)
 	}
 	d.Status.Phase = agentsv1.DomainActive
-	setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionTrue, ReasonRouted, msg)
+	setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionTrue, agentsv1.ReasonRouted, msg)
 	return ctrl.Result{}, nil
 }
 
@@ -206,9 +206,9 @@ func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, a
 		return true, nil
 	case errors.Is(err, quota.ErrLimitReached):
 		msg := fmt.Sprintf("agent %s already has %d domains", agent.Name, agentsv1.MaxDomainsPerAgent)
-		return false, r.fail(ctx, d, ReasonDomainLimitReached, msg)
+		return false, r.fail(ctx, d, agentsv1.ReasonDomainLimitReached, msg)
 	case apierrors.IsNotFound(err):
-		return false, r.fail(ctx, d, ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", agent.Name))
+		return false, r.fail(ctx, d, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", agent.Name))
 	default:
 		return false, err
 	}

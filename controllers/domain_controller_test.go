@@ -83,8 +83,8 @@ var _ = Describe("Domain controller", Ordered, func() {
 		got := eventuallyPhase(d, agentsv1.DomainActive)
 		Expect(got.Status.Host).To(Equal("hello." + appsDomain))
 		Expect(got.Status.Verification).To(BeNil())
-		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonNotRequired)
-		routed := expectCondition(got, agentsv1.DomainRouted, metav1.ConditionTrue, controllers.ReasonRouted)
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonNotRequired)
+		routed := expectCondition(got, agentsv1.DomainRouted, metav1.ConditionTrue, agentsv1.ReasonRouted)
 		Expect(routed.Message).To(ContainSubstring("recorded (local mode)"))
 		Expect(got.Finalizers).To(ContainElement(controllers.DomainFinalizer))
 		Expect(got.OwnerReferences).To(ContainElement(HaveField("UID", agent.UID)))
@@ -95,10 +95,10 @@ var _ = Describe("Domain controller", Ordered, func() {
 		lease := &coordinationv1.Lease{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName("hello." + appsDomain)}, lease)).To(Succeed())
 		Expect(lease.Name).To(HaveLen(len("domain-") + 40))
-		Expect(lease.Labels).To(HaveKeyWithValue(hostclaim.LabelClaim, hostclaim.ClaimKindDomain))
-		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationHost, "hello."+appsDomain))
-		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationWorkspace, ns))
-		Expect(lease.Annotations).To(HaveKeyWithValue(hostclaim.AnnotationDomain, ns+"/hello"))
+		Expect(lease.Labels).To(HaveKeyWithValue(agentsv1.LabelClaim, hostclaim.ClaimKindDomain))
+		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimHost, "hello."+appsDomain))
+		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimWorkspace, ns))
+		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimDomain, ns+"/hello"))
 		Expect(reservations(ns, agent.Name)).To(ConsistOf("hello"))
 	})
 
@@ -110,13 +110,13 @@ var _ = Describe("Domain controller", Ordered, func() {
 		token := dnsverify.Token(tokenKey, ns, "docs.example.com")
 
 		By("NXDOMAIN: not yet")
-		got := eventuallyReason(d, controllers.ReasonNotChecked, string(dnsverify.Missing))
+		got := eventuallyReason(d, agentsv1.ReasonNotChecked, string(dnsverify.Missing))
 		Expect(got.Status.Phase).To(Equal(agentsv1.DomainPendingOwnership))
 		Expect(got.Status.Verification).To(Equal(&agentsv1.DomainVerification{RecordName: record, Token: token}))
 		Expect(got.Status.LastChecked).NotTo(BeNil())
 		Expect(got.Status.NextCheck).NotTo(BeNil())
 		Expect(got.Status.Checks).To(BeNumerically(">=", 1))
-		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonAwaitingOwnership)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonAwaitingOwnership)
 		expectNoClaim("docs.example.com")
 
 		By("a wrong value is not taken for the token")
@@ -135,7 +135,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		dnsSrv.SetTXT(record, "not-the-token", token)
 		Expect(dnsSrv.Restart()).To(Succeed())
 		got = eventuallyPhase(d, agentsv1.DomainActive)
-		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonDomainVerified)
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonDomainVerified)
 		Expect(got.Status.NextCheck).To(BeNil())
 		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, "docs.example.com")
 		Expect(err).NotTo(HaveOccurred())
@@ -160,7 +160,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		agent := newAgent(ns, "a1")
 		d := newDomain(ns, "banned", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "my-agentplane-site" })
 		got := eventuallyPhase(d, agentsv1.DomainFailed)
-		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonBannedName)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonBannedName)
 		expectNoClaim("my-agentplane-site." + appsDomain)
 		Expect(router.Routes()).NotTo(HaveKey(ns + "/banned"))
 	})
@@ -178,8 +178,8 @@ var _ = Describe("Domain controller", Ordered, func() {
 		eventuallyPhase(first, agentsv1.DomainActive)
 		dnsSrv.SetTXT(record, dnsverify.Token(tokenKey, nsA, "shop.example.com"), dnsverify.Token(tokenKey, nsB, "shop.example.com"))
 		got := eventuallyPhase(second, agentsv1.DomainFailed)
-		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, controllers.ReasonDomainVerified)
-		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonHostTaken)
+		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonDomainVerified)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonHostTaken)
 	})
 
 	It("refuses a kubectl-created sixth domain on one agent and lets it in when a slot frees", func() {
@@ -191,7 +191,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		}
 		sixth := newDomain(ns, "d5", agent.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "lim5" })
 		got := eventuallyPhase(sixth, agentsv1.DomainFailed)
-		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonDomainLimitReached)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonDomainLimitReached)
 		expectNoClaim("lim5." + appsDomain)
 
 		Expect(k8sClient.Delete(ctx, &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "d0"}})).To(Succeed())
@@ -219,7 +219,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		eventuallyPhase(first, agentsv1.DomainActive)
 		second := newDomain(nsB, "shared", b.Name, func(d *agentsv1.Domain) { d.Spec.Subdomain = "shared" })
 		got := eventuallyPhase(second, agentsv1.DomainFailed)
-		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, controllers.ReasonHostTaken)
+		expectCondition(got, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonHostTaken)
 
 		By("the finalizer releases claim, route and slot")
 		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
@@ -286,7 +286,7 @@ var _ = Describe("Host claims", func() {
 		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(MatchError(hostclaim.ErrHostTaken))
 		lease := &coordinationv1.Lease{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName(host)}, lease)).To(Succeed())
-		lease.Annotations[hostclaim.AnnotationClaimedAt] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
+		lease.Annotations[agentsv1.AnnotationClaimedAt] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
 		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(Succeed())
 		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, host)

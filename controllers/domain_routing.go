@@ -42,8 +42,6 @@ func targetPort(d *agentsv1.Domain) int32 {
 const (
 	// ClusterIssuerAnnotation asks cert-manager for a certificate from a ClusterIssuer.
 	ClusterIssuerAnnotation = "cert-manager.io/cluster-issuer"
-	// LabelDomain names the Domain an Ingress routes.
-	LabelDomain = "agentplane.io/domain"
 )
 
 // IngressRouter (runtime kube) routes with a networking.k8s.io/v1 Ingress named after the
@@ -96,7 +94,7 @@ func (r *IngressRouter) Route(ctx context.Context, d *agentsv1.Domain, agent *ag
 func (r *IngressRouter) desiredIngress(d *agentsv1.Domain, agent *agentsv1.Agent) *networkingv1.Ingress {
 	prefix := networkingv1.PathTypePrefix
 	ing := &networkingv1.Ingress{}
-	ing.Labels = map[string]string{LabelDomain: d.Name, "app.kubernetes.io/part-of": "agentplane"}
+	ing.Labels = map[string]string{agentsv1.LabelDomain: d.Name, "app.kubernetes.io/part-of": "agentplane"}
 	ing.Annotations = map[string]string{}
 	for k, v := range r.Annotations {
 		ing.Annotations[k] = v

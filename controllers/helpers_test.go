@@ -3,14 +3,14 @@ package controllers_test
 import (
 	"context"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/agentplane/agentplane/internal/runtime/kube"
 )
 
 func namespace(name string) *corev1.Namespace {
@@ -20,7 +20,7 @@ func namespace(name string) *corev1.Namespace {
 // podToAgentHandler maps an agent's pod to the agent (as the platform wires it).
 func podToAgentHandler() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if a := o.GetLabels()[kube.LabelAgent]; a != "" {
+		if a := o.GetLabels()[agentsv1.LabelAgent]; a != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: a}}}
 		}
 		return nil

@@ -18,16 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/storage"
-)
-
-// Reasons of a Skill's Ready condition.
-const (
-	ReasonSkillStored             = "Stored"
-	ReasonSkillBundleMissing      = "BundleMissing"
-	ReasonSkillStorageUnavailable = "StorageUnavailable"
-	ReasonSkillNoStorage          = "StorageNotConfigured"
 )
 
 // SkillReconciler keeps each Skill's status true to the world: whether its bundle is in the
@@ -65,7 +56,7 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		sk.Status.Size = size
 	}
 	var result ctrl.Result
-	if ready.Reason == ReasonSkillStorageUnavailable {
+	if ready.Reason == agentsv1.ReasonStorageUnavailable {
 		result.RequeueAfter = cmp.Or(r.RetryAfter, 30*time.Second)
 	}
 	if equality.Semantic.DeepEqual(before, &sk.Status) {
@@ -81,7 +72,7 @@ func (r *SkillReconciler) attachedAgents(ctx context.Context, sk *agentsv1.Skill
 	if err := r.List(ctx, &agents, client.InNamespace(sk.Namespace)); err != nil {
 		return nil, err
 	}
-	cids := apiserver.SkillCIDs(sk)
+	cids := (sk).CIDs()
 	var out []string
 	for i := range agents.Items {
 		a := &agents.Items[i]
@@ -102,18 +93,18 @@ func attachesSkill(a *agentsv1.Agent, cids []string) bool {
 func (r *SkillReconciler) computeReadyCondition(ctx context.Context, sk *agentsv1.Skill) (metav1.Condition, int64) {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sk.Generation, Status: metav1.ConditionFalse}
 	if r.Store == nil {
-		c.Reason, c.Message = ReasonSkillNoStorage, "no storage is configured: the bundle cannot be checked or unpacked"
+		c.Reason, c.Message = agentsv1.ReasonStorageNotConfigured, "no storage is configured: the bundle cannot be checked or unpacked"
 		return c, 0
 	}
-	obj, err := r.Store.Stat(ctx, apiserver.SkillsSpace(sk.Namespace), sk.Spec.CID)
+	obj, err := r.Store.Stat(ctx, storage.SkillsSpace(sk.Namespace), sk.Spec.CID)
 	switch {
 	case err == nil:
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, ReasonSkillStored, "the bundle is in storage"
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonSkillStored, "the bundle is in storage"
 		return c, obj.Size
 	case errors.Is(err, storage.ErrNotFound):
-		c.Reason, c.Message = ReasonSkillBundleMissing, "storage holds no bundle with CID "+sk.Spec.CID+": install the skill through the REST API, or upload the bundle"
+		c.Reason, c.Message = agentsv1.ReasonSkillBundleMissing, "storage holds no bundle with CID "+sk.Spec.CID+": install the skill through the REST API, or upload the bundle"
 	default:
-		c.Reason, c.Message = ReasonSkillStorageUnavailable, "storage could not be reached; checking again shortly"
+		c.Reason, c.Message = agentsv1.ReasonStorageUnavailable, "storage could not be reached; checking again shortly"
 	}
 	return c, 0
 }
@@ -141,7 +132,7 @@ func (r *SkillReconciler) skillsOfAgent(ctx context.Context, o client.Object) []
 	var out []reconcile.Request
 	for i := range list.Items {
 		sk := &list.Items[i]
-		if slices.Contains(sk.Status.AttachedTo, a.Name) || attachesSkill(a, apiserver.SkillCIDs(sk)) {
+		if slices.Contains(sk.Status.AttachedTo, a.Name) || attachesSkill(a, (sk).CIDs()) {
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sk.Namespace, Name: sk.Name}})
 		}
 	}

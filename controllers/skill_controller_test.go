@@ -5,6 +5,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/storage"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +18,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/cid"
 	"github.com/agentplane/agentplane/internal/storage/local"
@@ -90,16 +91,16 @@ var _ = Describe("Skill status", Ordered, func() {
 			Spec:       agentsv1.SkillSpec{Slug: "weather", Version: "1.0.0", CID: cidOf(bundle)},
 		}
 		Expect(k8sClient.Create(ctx, sk)).To(Succeed())
-		Eventually(ready("weather")).Should(Equal("False/" + controllers.ReasonSkillBundleMissing))
+		Eventually(ready("weather")).Should(Equal("False/" + agentsv1.ReasonSkillBundleMissing))
 
-		obj, err := store.Put(ctx, apiserver.SkillsSpace(ns), bytes.NewReader(bundle))
+		obj, err := store.Put(ctx, storage.SkillsSpace(ns), bytes.NewReader(bundle))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(obj.CID).To(Equal(sk.Spec.CID))
 		// A new version names the stored bundle: the spec change is looked at again.
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sk), sk)).To(Succeed())
 		sk.Spec.Version = "1.0.1"
 		Expect(k8sClient.Update(ctx, sk)).To(Succeed())
-		Eventually(ready("weather")).Should(Equal("True/" + controllers.ReasonSkillStored))
+		Eventually(ready("weather")).Should(Equal("True/" + agentsv1.ReasonSkillStored))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sk), sk)).To(Succeed())
 		Expect(sk.Status.Size).To(Equal(int64(len(bundle))))
 	})
@@ -107,12 +108,12 @@ var _ = Describe("Skill status", Ordered, func() {
 	It("lists the agents that attach any of the skill's versions, and drops them when they detach or go", func() {
 		old, cur := []byte("notes bundle v1"), []byte("notes bundle v2")
 		for _, b := range [][]byte{old, cur} {
-			_, err := store.Put(ctx, apiserver.SkillsSpace(ns), bytes.NewReader(b))
+			_, err := store.Put(ctx, storage.SkillsSpace(ns), bytes.NewReader(b))
 			Expect(err).NotTo(HaveOccurred())
 		}
 		sk := &agentsv1.Skill{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "notes",
-				Annotations: map[string]string{apiserver.AnnotationSkillPreviousCIDs: cidOf(old)}},
+				Annotations: map[string]string{agentsv1.AnnotationSkillPreviousCIDs: cidOf(old)}},
 			Spec: agentsv1.SkillSpec{Slug: "notes", Version: "2.0.0", CID: cidOf(cur)},
 		}
 		Expect(k8sClient.Create(ctx, sk)).To(Succeed())
@@ -134,7 +135,7 @@ var _ = Describe("Skill status", Ordered, func() {
 
 	It("says storage is unreachable while it is down, recovers by itself, and does not rewrite an unchanged status", func() {
 		bundle := []byte("search bundle")
-		_, err := store.Put(ctx, apiserver.SkillsSpace(ns), bytes.NewReader(bundle))
+		_, err := store.Put(ctx, storage.SkillsSpace(ns), bytes.NewReader(bundle))
 		Expect(err).NotTo(HaveOccurred())
 		store.down.Store(true)
 		DeferCleanup(func() { store.down.Store(false) })
@@ -143,10 +144,10 @@ var _ = Describe("Skill status", Ordered, func() {
 			Spec:       agentsv1.SkillSpec{Slug: "search", Version: "1.0.0", CID: cidOf(bundle)},
 		}
 		Expect(k8sClient.Create(ctx, sk)).To(Succeed())
-		Eventually(ready("search")).Should(Equal("False/" + controllers.ReasonSkillStorageUnavailable))
+		Eventually(ready("search")).Should(Equal("False/" + agentsv1.ReasonStorageUnavailable))
 
 		store.down.Store(false)
-		Eventually(ready("search")).Should(Equal("True/" + controllers.ReasonSkillStored))
+		Eventually(ready("search")).Should(Equal("True/" + agentsv1.ReasonSkillStored))
 
 		// Settled: the controller keeps quiet (no status write per pass).
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(sk), sk)).To(Succeed())

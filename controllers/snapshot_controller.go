@@ -25,14 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/storage"
 )
-
-// SnapshotFinalizer lets the controller delete a Snapshot's archive from storage (unless
-// something still references its CID) before the Snapshot goes away.
-const SnapshotFinalizer = "agentplane.io/snapshot"
 
 // Defaults of SnapshotReconciler.
 const (
@@ -138,7 +133,7 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 
 	// Deletions of archives in this space wait until the status is written, so none can
 	// remove a blob this Put just wrote before the Snapshot naming it is recorded.
-	unlock := r.locks.rlock(apiserver.SnapshotSpace(snap.Namespace))
+	unlock := r.locks.rlock(storage.SnapshotSpace(snap.Namespace))
 	defer unlock()
 	before := snap.Status.DeepCopy()
 	defer func() {
@@ -148,10 +143,10 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	}()
 	switch {
 	case agent == nil:
-		r.fail(snap, apiserver.ReasonAgentNotFound, fmt.Sprintf("agent %q does not exist", snap.Spec.AgentRef.Name))
+		r.fail(snap, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %q does not exist", snap.Spec.AgentRef.Name))
 		return ctrl.Result{}, nil
 	case r.Store == nil:
-		r.fail(snap, apiserver.ReasonStorageNotConfigured, "no storage is configured for snapshots")
+		r.fail(snap, agentsv1.ReasonStorageNotConfigured, "no storage is configured for snapshots")
 		return ctrl.Result{}, nil
 	}
 	return r.archive(ctx, snap, agent)
@@ -161,20 +156,20 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 // agent label in one write.
 func (r *SnapshotReconciler) adopt(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) error {
 	orig := snap.DeepCopy()
-	controllerutil.AddFinalizer(snap, SnapshotFinalizer)
-	if snap.Annotations[apiserver.AnnotationSnapshotRequestedAt] == "" {
+	controllerutil.AddFinalizer(snap, agentsv1.SnapshotFinalizer)
+	if snap.Annotations[agentsv1.AnnotationSnapshotRequestedAt] == "" {
 		// Orders snapshots created in the same second (kubectl sets no such annotation).
-		metav1.SetMetaDataAnnotation(&snap.ObjectMeta, apiserver.AnnotationSnapshotRequestedAt, r.now().UTC().Format(time.RFC3339Nano))
+		metav1.SetMetaDataAnnotation(&snap.ObjectMeta, agentsv1.AnnotationSnapshotRequestedAt, r.now().UTC().Format(time.RFC3339Nano))
 	}
 	if agent != nil {
 		if err := controllerutil.SetOwnerReference(agent, snap, r.Scheme()); err != nil {
 			return err
 		}
-		if len(validation.IsValidLabelValue(agent.Name)) == 0 && snap.Labels[apiserver.LabelSnapshotAgent] != agent.Name {
+		if len(validation.IsValidLabelValue(agent.Name)) == 0 && snap.Labels[agentsv1.LabelAgent] != agent.Name {
 			if snap.Labels == nil {
 				snap.Labels = map[string]string{}
 			}
-			snap.Labels[apiserver.LabelSnapshotAgent] = agent.Name
+			snap.Labels[agentsv1.LabelAgent] = agent.Name
 		}
 	}
 	if equality.Semantic.DeepEqual(orig.ObjectMeta, snap.ObjectMeta) {
@@ -185,7 +180,7 @@ func (r *SnapshotReconciler) adopt(ctx context.Context, snap *agentsv1.Snapshot,
 
 // archive streams the agent's workspace into storage and records the outcome in snap.Status.
 func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) (ctrl.Result, error) {
-	space := apiserver.SnapshotSpace(snap.Namespace)
+	space := storage.SnapshotSpace(snap.Namespace)
 	timeout := r.ArchiveTimeout
 	if timeout <= 0 {
 		timeout = DefaultArchiveTimeout
@@ -197,22 +192,22 @@ func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapsho
 	case storeErr == nil && archiveErr == nil:
 		now := metav1.NewTime(r.now())
 		snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
-		r.setReady(snap, metav1.ConditionTrue, apiserver.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
+		r.setReady(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
 		r.event(snap, corev1.EventTypeNormal, "Archived", "Archive", "workspace of %s archived as %s (%d bytes)", agent.Name, obj.CID, obj.Size)
 		return ctrl.Result{}, nil
 	case errors.Is(storeErr, storage.ErrUnavailable):
-		r.pending(snap, apiserver.ReasonStorageUnavailable, "storage is unreachable: "+storeErr.Error())
+		r.pending(snap, agentsv1.ReasonStorageUnavailable, "storage is unreachable: "+storeErr.Error())
 		log.FromContext(ctx).Info("snapshot storage unreachable, will retry", "error", storeErr.Error())
 		return ctrl.Result{RequeueAfter: r.backoff(snap)}, nil
 	case errors.Is(archiveErr, runtime.ErrNotRunning):
-		r.pending(snap, apiserver.ReasonWaitingForAgent, archiveErr.Error())
+		r.pending(snap, agentsv1.ReasonWaitingForAgent, archiveErr.Error())
 		return ctrl.Result{RequeueAfter: agentWaitPoll}, nil
 	case ctx.Err() != nil:
 		return ctrl.Result{}, ctx.Err()
 	case archiveErr != nil:
-		r.fail(snap, apiserver.ReasonArchiveFailed, "archiving the workspace failed: "+archiveErr.Error())
+		r.fail(snap, agentsv1.ReasonArchiveFailed, "archiving the workspace failed: "+archiveErr.Error())
 	default:
-		r.fail(snap, apiserver.ReasonArchiveFailed, "storing the archive failed: "+storeErr.Error())
+		r.fail(snap, agentsv1.ReasonArchiveFailed, "storing the archive failed: "+storeErr.Error())
 	}
 	return ctrl.Result{}, nil
 }

@@ -20,7 +20,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/quota"
@@ -119,7 +118,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 		return got
 	}
 	blob := func(ns, c string) (string, error) {
-		rc, _, err := store.Get(ctx, apiserver.SnapshotSpace(ns), c)
+		rc, _, err := store.Get(ctx, storage.SnapshotSpace(ns), c)
 		if err != nil {
 			return "", err
 		}
@@ -140,10 +139,10 @@ var _ = Describe("Snapshots", Ordered, func() {
 		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionReady)
 		Expect(c).NotTo(BeNil())
 		Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		Expect(c.Reason).To(Equal(apiserver.ReasonArchived))
+		Expect(c.Reason).To(Equal(agentsv1.ReasonArchived))
 		Expect(c.ObservedGeneration).To(Equal(got.Generation))
 		Expect(got.OwnerReferences).To(ContainElement(HaveField("Name", "once")))
-		Expect(got.Finalizers).To(ContainElement(controllers.SnapshotFinalizer))
+		Expect(got.Finalizers).To(ContainElement(agentsv1.SnapshotFinalizer))
 		_, err := blob(nsA, got.Status.CID)
 		Expect(err).NotTo(HaveOccurred())
 
@@ -173,7 +172,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 				return ""
 			}
 			return c.Reason
-		}, snapWait).Should(Equal(apiserver.ReasonStorageUnavailable))
+		}, snapWait).Should(Equal(agentsv1.ReasonStorageUnavailable))
 		Expect(getSnapshot(s).Status.Phase).To(Equal(agentsv1.SnapshotPending))
 		store.down.Store(false)
 		Expect(completed(s).Status.CID).To(Equal(cidOf(map[string]string{"x": "during the outage"})))
@@ -186,12 +185,12 @@ var _ = Describe("Snapshots", Ordered, func() {
 		s := snapshot(key)
 		Eventually(func() agentsv1.SnapshotPhase { return getSnapshot(s).Status.Phase }, snapWait).Should(Equal(agentsv1.SnapshotFailed))
 		c := meta.FindStatusCondition(getSnapshot(s).Status.Conditions, agentsv1.ConditionReady)
-		Expect(c.Reason).To(Equal(apiserver.ReasonArchiveFailed))
+		Expect(c.Reason).To(Equal(agentsv1.ReasonArchiveFailed))
 		Expect(c.Message).To(ContainSubstring("tar exploded"))
 
 		ghost := snapshot(types.NamespacedName{Namespace: nsA, Name: "no-such-agent"})
 		Eventually(func() agentsv1.SnapshotPhase { return getSnapshot(ghost).Status.Phase }, snapWait).Should(Equal(agentsv1.SnapshotFailed))
-		Expect(meta.FindStatusCondition(getSnapshot(ghost).Status.Conditions, agentsv1.ConditionReady).Reason).To(Equal(apiserver.ReasonAgentNotFound))
+		Expect(meta.FindStatusCondition(getSnapshot(ghost).Status.Conditions, agentsv1.ConditionReady).Reason).To(Equal(agentsv1.ReasonAgentNotFound))
 	})
 
 	It("keeps the newest snapshots per agent and deletes archives nothing references", func() {
@@ -246,9 +245,9 @@ var _ = Describe("Snapshots", Ordered, func() {
 		setDesired(key, s.Status.CID)
 		Eventually(func() string { return agentAt(key).Status.SnapshotCID }, snapWait).Should(Equal(s.Status.CID))
 		Expect(rt.read(key)).To(Equal(files))
-		c := meta.FindStatusCondition(agentAt(key).Status.Conditions, apiserver.ConditionSnapshotRestored)
+		c := meta.FindStatusCondition(agentAt(key).Status.Conditions, agentsv1.AgentSnapshotRestored)
 		Expect(c.Status).To(Equal(metav1.ConditionTrue))
-		Expect(c.Reason).To(Equal(apiserver.ReasonRestored))
+		Expect(c.Reason).To(Equal(agentsv1.ReasonRestored))
 	})
 
 	It("refuses a CID that is no snapshot of the agent, and retries while storage is down", func() {
@@ -258,7 +257,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 		key := agent(nsA, "picky")
 		rt.write(key, map[string]string{"mine": "1"})
 		setDesired(key, foreign.Status.CID)
-		Eventually(func() string { return restoreReason(key) }, snapWait).Should(Equal(apiserver.ReasonSnapshotNotFound))
+		Eventually(func() string { return restoreReason(key) }, snapWait).Should(Equal(agentsv1.ReasonSnapshotNotFound))
 		Expect(rt.read(key)).To(Equal(map[string]string{"mine": "1"}))
 
 		own := completed(snapshot(key))
@@ -266,7 +265,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 		DeferCleanup(func() { store.down.Store(false) })
 		rt.write(key, map[string]string{"mine": "2"})
 		setDesired(key, own.Status.CID)
-		Eventually(func() string { return restoreReason(key) }, snapWait).Should(Equal(apiserver.ReasonStorageUnavailable))
+		Eventually(func() string { return restoreReason(key) }, snapWait).Should(Equal(agentsv1.ReasonStorageUnavailable))
 		store.down.Store(false)
 		Eventually(func() string { return agentAt(key).Status.SnapshotCID }, snapWait).Should(Equal(own.Status.CID))
 		Expect(rt.read(key)).To(Equal(map[string]string{"mine": "1"}))
@@ -314,7 +313,7 @@ func setDesired(key types.NamespacedName, c string) {
 }
 
 func restoreReason(key types.NamespacedName) string {
-	if c := meta.FindStatusCondition(agentAt(key).Status.Conditions, apiserver.ConditionSnapshotRestored); c != nil {
+	if c := meta.FindStatusCondition(agentAt(key).Status.Conditions, agentsv1.AgentSnapshotRestored); c != nil {
 		return c.Reason
 	}
 	return ""

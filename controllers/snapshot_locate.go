@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentplane/agentplane/internal/snapshots"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -36,7 +37,7 @@ func (l SnapshotLocator) Locate(ctx context.Context, namespace, cid string) (str
 			return false, nil
 		}
 		tried[ns] = true
-		_, err := l.Store.Stat(ctx, apiserver.SnapshotSpace(ns), cid)
+		_, err := l.Store.Stat(ctx, storage.SnapshotSpace(ns), cid)
 		switch {
 		case err == nil:
 			return true, nil
@@ -46,16 +47,16 @@ func (l SnapshotLocator) Locate(ctx context.Context, namespace, cid string) (str
 		return false, err
 	}
 	if found, err := try(namespace); found || err != nil {
-		return apiserver.SnapshotSpace(namespace), err
+		return storage.SnapshotSpace(namespace), err
 	}
 	var snaps agentsv1.SnapshotList
 	if err := l.Reader.List(ctx, &snaps); err != nil {
 		return "", err
 	}
 	for i := range snaps.Items {
-		if s := &snaps.Items[i]; apiserver.SameCID(s.Status.CID, cid) {
+		if s := &snaps.Items[i]; storage.SameCID(s.Status.CID, cid) {
 			if found, err := try(s.Namespace); found || err != nil {
-				return apiserver.SnapshotSpace(s.Namespace), err
+				return storage.SnapshotSpace(s.Namespace), err
 			}
 		}
 	}
@@ -66,7 +67,7 @@ func (l SnapshotLocator) Locate(ctx context.Context, namespace, cid string) (str
 	for i := range workspaces.Items {
 		ns := workspaces.Items[i].Name
 		if found, err := try(ns); found || err != nil {
-			return apiserver.SnapshotSpace(ns), err
+			return storage.SnapshotSpace(ns), err
 		}
 	}
 	return "", storage.NotFound("snapshots", cid, nil)
@@ -86,8 +87,8 @@ func snapshotAllowed(ctx context.Context, reader client.Reader, agent *agentsv1.
 	if err := reader.List(ctx, &snaps, client.InNamespace(agent.Namespace)); err != nil {
 		return false, err
 	}
-	for _, s := range apiserver.CompletedSnapshots(snaps.Items, agent.Name) {
-		if apiserver.SameCID(s.Status.CID, cid) {
+	for _, s := range snapshots.Completed(snaps.Items, agent.Name) {
+		if storage.SameCID(s.Status.CID, cid) {
 			return true, nil
 		}
 	}
@@ -97,7 +98,7 @@ func snapshotAllowed(ctx context.Context, reader client.Reader, agent *agentsv1.
 	}
 	for i := range templates.Items {
 		t := &templates.Items[i]
-		if apiserver.SameCID(t.Spec.SnapshotCID, cid) && (t.Name == agent.Spec.Template || t.Spec.State == agentsv1.TemplatePublished) {
+		if storage.SameCID(t.Spec.SnapshotCID, cid) && (t.Name == agent.Spec.Template || t.Spec.State == agentsv1.TemplatePublished) {
 			return true, nil
 		}
 	}

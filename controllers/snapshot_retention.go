@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/agentplane/agentplane/internal/snapshots"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -33,7 +34,7 @@ func (r *SnapshotReconciler) applyRetention(ctx context.Context, snap *agentsv1.
 	if err := r.APIReader.List(ctx, &list, client.InNamespace(snap.Namespace)); err != nil {
 		return err
 	}
-	history := apiserver.CompletedSnapshots(list.Items, snap.Spec.AgentRef.Name)
+	history := snapshots.Completed(list.Items, snap.Spec.AgentRef.Name)
 	if len(history) <= keep {
 		return nil
 	}
@@ -91,11 +92,11 @@ func (r *SnapshotReconciler) snapshotsOfAgent(ctx context.Context, o client.Obje
 // workspace or an AgentTemplate names the same CID, then lets the Snapshot go. While storage
 // is unreachable it retries with backoff.
 func (r *SnapshotReconciler) reconcileDelete(ctx context.Context, snap *agentsv1.Snapshot) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(snap, SnapshotFinalizer) {
+	if !controllerutil.ContainsFinalizer(snap, agentsv1.SnapshotFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	if snap.Status.CID != "" && r.Store != nil {
-		space := apiserver.SnapshotSpace(snap.Namespace)
+		space := storage.SnapshotSpace(snap.Namespace)
 		unlock := r.locks.lock(space)
 		defer unlock()
 		used, err := r.cidReferenced(ctx, snap)
@@ -113,7 +114,7 @@ func (r *SnapshotReconciler) reconcileDelete(ctx context.Context, snap *agentsv1
 			}
 		}
 	}
-	controllerutil.RemoveFinalizer(snap, SnapshotFinalizer)
+	controllerutil.RemoveFinalizer(snap, agentsv1.SnapshotFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, snap))
 }
 
@@ -126,7 +127,7 @@ func (r *SnapshotReconciler) cidReferenced(ctx context.Context, snap *agentsv1.S
 	}
 	for i := range snaps.Items {
 		o := &snaps.Items[i]
-		if o.UID != snap.UID && o.DeletionTimestamp == nil && apiserver.SameCID(o.Status.CID, snap.Status.CID) {
+		if o.UID != snap.UID && o.DeletionTimestamp == nil && storage.SameCID(o.Status.CID, snap.Status.CID) {
 			return true, nil
 		}
 	}
@@ -135,7 +136,7 @@ func (r *SnapshotReconciler) cidReferenced(ctx context.Context, snap *agentsv1.S
 		return false, err
 	}
 	for i := range templates.Items {
-		if apiserver.SameCID(templates.Items[i].Spec.SnapshotCID, snap.Status.CID) {
+		if storage.SameCID(templates.Items[i].Spec.SnapshotCID, snap.Status.CID) {
 			return true, nil
 		}
 	}

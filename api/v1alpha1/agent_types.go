@@ -17,27 +17,6 @@ const (
 	AgentNotRunning AgentPhase = "not_running"
 )
 
-// Agent condition types.
-const (
-	// AgentProvisioned is True once the runtime holds everything the agent needs
-	// (workspace, config, token, process or StatefulSet).
-	AgentProvisioned = "Provisioned"
-	// AgentGatewayReady is True while the gateway answers its health check.
-	AgentGatewayReady = "GatewayReady"
-)
-
-// Agent condition reasons.
-const (
-	ReasonProvisioning      = "Provisioning"
-	ReasonProvisioned       = "Provisioned"
-	ReasonProvisionFailed   = "ProvisionFailed"
-	ReasonAgentLimitReached = "AgentLimitReached"
-	ReasonStarting          = "Starting"
-	ReasonHealthy           = "Healthy"
-	ReasonCrashed           = "GatewayCrashed"
-	ReasonStopped           = "Stopped"
-)
-
 // EngineName names an agent engine.
 // +kubebuilder:validation:Enum=openclaw
 type EngineName string

@@ -4,12 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// AgentSecret condition types and reasons.
-const (
-	// SecretDuplicate is True when another AgentSecret of the workspace has the same name.
-	SecretDuplicate = "DuplicateName"
-)
-
 // EncryptedValue is a value sealed with AES-256-GCM under the platform's secrets key.
 type EncryptedValue struct {
 	// KeyID identifies the key the value was sealed with.

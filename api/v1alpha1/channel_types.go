@@ -19,12 +19,6 @@ const (
 // +kubebuilder:validation:Enum=pairing;allowlist;open;disabled
 type DMPolicy string
 
-// Channel condition types.
-const (
-	// ChannelConfigured is True once the channel is written into the engine config.
-	ChannelConfigured = "Configured"
-)
-
 // ChannelSpec connects an agent to a chat network. Tokens live in core Secrets; this object
 // only references them.
 //

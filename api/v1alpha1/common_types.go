@@ -4,12 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types shared by several kinds.
-const (
-	// ConditionReady is True when the object is fully reconciled and usable.
-	ConditionReady = "Ready"
-)
-
 // CIDPattern accepts a CIDv0 (base58btc, "Qm...") or a CIDv1 in base32 ("b..."), the forms
 // agentplane stores and answers with. Full parsing happens in the REST facade and controllers.
 const CIDPattern = `^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`

@@ -19,14 +19,6 @@ const (
 	DomainFailed DomainPhase = "failed"
 )
 
-// Domain condition types.
-const (
-	// DomainVerified is True once ownership is proven (always True for subdomains).
-	DomainVerified = "Verified"
-	// DomainRouted is True once traffic for the host reaches the agent.
-	DomainRouted = "Routed"
-)
-
 // MaxDomainsPerAgent is the contract's limit of domains on one agent.
 const MaxDomainsPerAgent = 5
 

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -76,4 +78,14 @@ type SkillList struct {
 
 func init() {
 	SchemeBuilder.Register(&Skill{}, &SkillList{})
+}
+
+// CIDs are the bundles the Skill stands for: its current CID first, then earlier versions'
+// (AnnotationSkillPreviousCIDs).
+func (s *Skill) CIDs() []string {
+	out := []string{s.Spec.CID}
+	if prev := s.Annotations[AnnotationSkillPreviousCIDs]; prev != "" {
+		out = append(out, strings.Split(prev, ",")...)
+	}
+	return out
 }

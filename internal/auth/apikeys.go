@@ -34,7 +34,7 @@ func CreateKey(ctx context.Context, c client.Client, s *Signer, req KeyRequest) 
 	key := &agentsv1.ApiKey{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jti, Namespace: req.Workspace,
-			Labels: map[string]string{"agentplane.io/user": labelValue(req.UserID)},
+			Labels: map[string]string{agentsv1.LabelUser: labelValue(req.UserID)},
 		},
 		Spec: agentsv1.ApiKeySpec{
 			UserID: req.UserID, Scopes: req.Scopes, Role: req.Role, Description: req.Description,

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -34,9 +36,6 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
 )
-
-// LabelPartOf marks the objects agentplane makes (and caches).
-const LabelPartOf = "app.kubernetes.io/part-of"
 
 // DefaultSystemNamespace holds the platform's own Secrets (JWT signing key, secrets key).
 const DefaultSystemNamespace = "agentplane-system"
@@ -101,7 +100,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	byObject := map[client.Object]cache.ByObject{
 		// Only the platform's own Secrets (gateway tokens, derived env, keys) are cached;
 		// Secrets of users (secretRef targets) are read live.
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{LabelPartOf: "agentplane"})},
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{agentsv1.LabelAppPartOf: "agentplane"})},
 	}
 	if o.Runtime.Name == RuntimeKube {
 		kubeCacheObjects(byObject)
@@ -121,7 +120,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, apiserver.IndexGatewayAgent, func(o client.Object) []string {
-		if a := o.GetLabels()[apiserver.LabelGatewayAgent]; a != "" {
+		if a := o.GetLabels()[agentsv1.LabelGatewayTokenOf]; a != "" {
 			return []string{a}
 		}
 		return nil

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -64,7 +66,7 @@ func (o RuntimeOptions) versions() engine.Versions {
 
 // kubeCacheObjects restricts the cache to the Pods and StatefulSets agentplane manages.
 func kubeCacheObjects(byObject map[client.Object]cache.ByObject) {
-	managed := labels.SelectorFromSet(labels.Set{kube.LabelManagedBy: kube.ManagedBy})
+	managed := labels.SelectorFromSet(labels.Set{agentsv1.LabelAppManagedBy: agentsv1.ManagedBy})
 	byObject[&corev1.Pod{}] = cache.ByObject{Label: managed}
 	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed}
 	byObject[&corev1.Service{}] = cache.ByObject{Label: managed}
@@ -105,7 +107,7 @@ func (p *Platform) buildRuntime(notify chan event.GenericEvent) (runtime.Runtime
 
 // podToAgent maps an agent's pod to the agent.
 func podToAgent(_ context.Context, o client.Object) []reconcile.Request {
-	if a := o.GetLabels()[kube.LabelAgent]; a != "" {
+	if a := o.GetLabels()[agentsv1.LabelAgent]; a != "" {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: a}}}
 	}
 	return nil

@@ -160,3 +160,23 @@ func (s *SourceReader) SourceError(op string, storeErr error) error {
 	}
 	return Unavailable(op, storeErr)
 }
+
+// SameCID reports whether a and b name the same object once canonical (a CIDv1 in another
+// multibase equals its base32 form); strings that do not parse are compared as they are.
+func SameCID(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	ca, errA := CanonicalCID(a)
+	cb, errB := CanonicalCID(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	return ca == cb
+}
+
+// SnapshotSpace is the key space of a workspace's snapshots.
+func SnapshotSpace(namespace string) string { return namespace + "/snapshots" }
+
+// SkillsSpace is the key space of a workspace's skill bundles.
+func SkillsSpace(namespace string) string { return namespace + "/skills" }

@@ -16,9 +16,6 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
-// LabelWorkspace marks a namespace as the home of a workspace.
-const LabelWorkspace = "agentplane.io/workspace"
-
 // EnsureNamespace creates the workspace's namespace (owned by the Workspace, so deleting the
 // Workspace deletes it on a cluster with a garbage collector), or labels a namespace that
 // already exists, for example one applied together with the Workspace.
@@ -26,7 +23,7 @@ func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspac
 	ns := &corev1.Namespace{}
 	err := c.Get(ctx, types.NamespacedName{Name: ws.Name}, ns)
 	if apierrors.IsNotFound(err) {
-		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws.Name, Labels: map[string]string{LabelWorkspace: ws.Name}}}
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws.Name, Labels: map[string]string{agentsv1.LabelWorkspace: ws.Name}}}
 		if err := controllerutil.SetControllerReference(ws, ns, c.Scheme()); err != nil {
 			return err
 		}
@@ -38,14 +35,14 @@ func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspac
 	if err != nil {
 		return err
 	}
-	if ns.Labels[LabelWorkspace] == ws.Name {
+	if ns.Labels[agentsv1.LabelWorkspace] == ws.Name {
 		return nil
 	}
 	patch := client.MergeFrom(ns.DeepCopy())
 	if ns.Labels == nil {
 		ns.Labels = map[string]string{}
 	}
-	ns.Labels[LabelWorkspace] = ws.Name
+	ns.Labels[agentsv1.LabelWorkspace] = ws.Name
 	return c.Patch(ctx, ns, patch)
 }
 

@@ -123,8 +123,8 @@ func TestRaceSubdomainClaim(t *testing.T) {
 		t.Fatalf("the 201 named %s, the workspaces hold domains %v", winner, held)
 	}
 	claims := claimsFor(t, "contested."+hostclaim.DefaultAppsDomain)
-	if len(claims) != 1 || !slices.Contains(wss[:], claims[0].Annotations[hostclaim.AnnotationWorkspace]) ||
-		*claims[0].Spec.HolderIdentity != claims[0].Annotations[hostclaim.AnnotationWorkspace]+"/"+winner {
+	if len(claims) != 1 || !slices.Contains(wss[:], claims[0].Annotations[agentsv1.AnnotationClaimWorkspace]) ||
+		*claims[0].Spec.HolderIdentity != claims[0].Annotations[agentsv1.AnnotationClaimWorkspace]+"/"+winner {
 		t.Fatalf("want one claim held by %s, have %d: %+v", winner, len(claims), claims)
 	}
 }
@@ -134,12 +134,12 @@ func claimsFor(t testing.TB, host string) []coordinationv1.Lease {
 	t.Helper()
 	var leases coordinationv1.LeaseList
 	if err := k8s.List(bg(), &leases, client.InNamespace(platform.DefaultSystemNamespace),
-		client.MatchingLabels{hostclaim.LabelClaim: hostclaim.ClaimKindDomain}); err != nil {
+		client.MatchingLabels{agentsv1.LabelClaim: hostclaim.ClaimKindDomain}); err != nil {
 		t.Fatal(err)
 	}
 	var out []coordinationv1.Lease
 	for _, l := range leases.Items {
-		if l.Annotations[hostclaim.AnnotationHost] == host {
+		if l.Annotations[agentsv1.AnnotationClaimHost] == host {
 			out = append(out, l)
 		}
 	}

@@ -7,10 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/storage"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 )
 
@@ -76,7 +77,7 @@ func TestStorageOutageDuringSnapshotSync(t *testing.T) {
 		t.Fatalf("the history lists %v, want [%s %s]", listed, second, first)
 	}
 	for _, c := range listed {
-		if _, err := files.Stat(bg(), apiserver.SnapshotSpace(ws), c); err != nil {
+		if _, err := files.Stat(bg(), storage.SnapshotSpace(ws), c); err != nil {
 			t.Errorf("snapshot %s is listed but not in storage: %v", c, err)
 		}
 	}

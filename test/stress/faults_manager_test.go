@@ -16,8 +16,6 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -161,12 +159,12 @@ func TestManagerKilledMidProvisioning(t *testing.T) {
 func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string) {
 	t.Helper()
 	var secrets corev1.SecretList
-	if err := cp.Client.List(bg(), &secrets, client.InNamespace(ws), client.HasLabels{apiserver.LabelGatewayAgent}); err != nil {
+	if err := cp.Client.List(bg(), &secrets, client.InNamespace(ws), client.HasLabels{agentsv1.LabelGatewayTokenOf}); err != nil {
 		t.Fatal(err)
 	}
 	perAgent := map[string]int{}
 	for _, s := range secrets.Items {
-		perAgent[s.Labels[apiserver.LabelGatewayAgent]]++
+		perAgent[s.Labels[agentsv1.LabelGatewayTokenOf]]++
 	}
 	w := &agentsv1.Workspace{}
 	if err := cp.Client.Get(bg(), keyOf("", ws), w); err != nil {
@@ -179,7 +177,7 @@ func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string
 	for _, a := range agents {
 		fin := 0
 		for _, f := range agentIn(t, cp, ws, a).Finalizers {
-			if f == controllers.AgentFinalizer {
+			if f == agentsv1.AgentFinalizer {
 				fin++
 			}
 		}

@@ -21,17 +21,8 @@ import (
 // the API server accepts one create per name, so of any number of concurrent claimants on
 // any number of replicas exactly one holds a host.
 const (
-	// LabelClaim marks claim Leases (value ClaimKindDomain).
-	LabelClaim = "agentplane.io/claim"
-	// ClaimKindDomain is LabelClaim's value on host claims.
+	// ClaimKindDomain is agentsv1.LabelClaim's value on host claims.
 	ClaimKindDomain = "domain"
-	// AnnotationHost, AnnotationWorkspace and AnnotationDomain say what is claimed, by which
-	// workspace and for which Domain (`namespace/name`).
-	AnnotationHost      = "agentplane.io/host"
-	AnnotationWorkspace = "agentplane.io/workspace"
-	AnnotationDomain    = "agentplane.io/domain"
-	// AnnotationClaimedAt is when the current holder took the claim (RFC 3339).
-	AnnotationClaimedAt = "agentplane.io/claimed-at"
 	// StaleAfter is how long a claim whose Domain does not exist is kept before another
 	// Domain may take it over (a caller that claimed and died before creating its Domain).
 	StaleAfter = 2 * time.Minute
@@ -73,8 +64,8 @@ func Lookup(ctx context.Context, r client.Reader, systemNS, host string) (*Claim
 
 func claimOf(l *coordinationv1.Lease) *Claim {
 	a := l.Annotations
-	c := &Claim{Host: a[AnnotationHost], Workspace: a[AnnotationWorkspace], Domain: a[AnnotationDomain], ClaimedAt: l.CreationTimestamp.Time}
-	if t, err := time.Parse(time.RFC3339, a[AnnotationClaimedAt]); err == nil {
+	c := &Claim{Host: a[agentsv1.AnnotationClaimHost], Workspace: a[agentsv1.AnnotationClaimWorkspace], Domain: a[agentsv1.AnnotationClaimDomain], ClaimedAt: l.CreationTimestamp.Time}
+	if t, err := time.Parse(time.RFC3339, a[agentsv1.AnnotationClaimedAt]); err == nil {
 		c.ClaimedAt = t
 	}
 	return c
@@ -91,7 +82,7 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ClaimName(host), Namespace: systemNS,
-			Labels:      map[string]string{LabelClaim: ClaimKindDomain, "app.kubernetes.io/part-of": "agentplane"},
+			Labels:      map[string]string{agentsv1.LabelClaim: ClaimKindDomain, "app.kubernetes.io/part-of": "agentplane"},
 			Annotations: claimAnnotations(host, workspace, domainKey, now),
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &domainKey},
@@ -132,8 +123,8 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 
 func claimAnnotations(host, workspace, domainKey string, now time.Time) map[string]string {
 	return map[string]string{
-		AnnotationHost: host, AnnotationWorkspace: workspace, AnnotationDomain: domainKey,
-		AnnotationClaimedAt: now.UTC().Format(time.RFC3339),
+		agentsv1.AnnotationClaimHost: host, agentsv1.AnnotationClaimWorkspace: workspace, agentsv1.AnnotationClaimDomain: domainKey,
+		agentsv1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339),
 	}
 }
 

@@ -64,12 +64,3 @@ func UnderDomain(host, parent string) bool {
 	host, parent = strings.TrimSuffix(host, "."), strings.TrimSuffix(strings.ToLower(parent), ".")
 	return parent != "" && (host == parent || strings.HasSuffix(host, "."+parent))
 }
-
-// Finalizer on Domains: the domain controller releases the claim, the route and the slot
-// before the Domain goes away. The REST facade sets it at creation.
-const Finalizer = "agentplane.io/domain"
-
-// AnnotationVerifyRequested on a Domain asks the controller to look its TXT record up now,
-// whatever the backoff says; the value is the request time (RFC 3339). The check is done
-// once status.lastChecked is at or after that time.
-const AnnotationVerifyRequested = "agentplane.io/verify-requested-at"

@@ -188,7 +188,7 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      labels,
-					Annotations: map[string]string{AnnotationConfigHash: ConfigHash(d)},
+					Annotations: map[string]string{agentsv1.AnnotationConfigHash: ConfigHash(d)},
 				},
 				Spec: corev1.PodSpec{
 					InitContainers:                []corev1.Container{seed},

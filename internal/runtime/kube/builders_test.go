@@ -109,7 +109,7 @@ func TestConfigHash(t *testing.T) {
 				t.Errorf("hash changed=%v, want %v", got != base, tc.changes)
 			}
 			sts := mustSTS(t, d, testOptions())
-			if ann := sts.Spec.Template.Annotations[AnnotationConfigHash]; ann != got {
+			if ann := sts.Spec.Template.Annotations[agentsv1.AnnotationConfigHash]; ann != got {
 				t.Errorf("pod template annotation %q, want %q", ann, got)
 			}
 		})
@@ -269,7 +269,7 @@ func TestLabelsAndOwners(t *testing.T) {
 	sts := mustSTS(t, d, o)
 	cm, _ := BuildConfigMap(a, d, o)
 	svc, _ := BuildService(a, o)
-	want := map[string]string{LabelName: "openclaw", LabelInstance: "a1", LabelManagedBy: "agentplane", LabelAgent: "a1"}
+	want := map[string]string{agentsv1.LabelAppName: "openclaw", agentsv1.LabelAppInstance: "a1", agentsv1.LabelAppManagedBy: "agentplane", agentsv1.LabelAgent: "a1"}
 	for _, obj := range []client.Object{sts, cm, svc} {
 		if !reflect.DeepEqual(obj.GetLabels(), want) {
 			t.Errorf("%T labels %v", obj, obj.GetLabels())

@@ -129,7 +129,7 @@ func (r *Runtime) applyAll(ctx context.Context, fp string, cm *corev1.ConfigMap,
 	if sts.Annotations == nil {
 		sts.Annotations = map[string]string{}
 	}
-	sts.Annotations[AnnotationApplied] = fp
+	sts.Annotations[agentsv1.AnnotationApplied] = fp
 	if _, err := r.apply(ctx, cm); err != nil {
 		return nil, fmt.Errorf("apply configmap: %w", err)
 	}
@@ -151,7 +151,7 @@ func (r *Runtime) applyAll(ctx context.Context, fp string, cm *corev1.ConfigMap,
 // what this pass would apply and the ConfigMap and Service exist: then the three applies would
 // change nothing and are skipped.
 func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.StatefulSet, cm *corev1.ConfigMap, svc *corev1.Service) bool {
-	if live.Annotations[AnnotationApplied] != fp || live.DeletionTimestamp != nil {
+	if live.Annotations[agentsv1.AnnotationApplied] != fp || live.DeletionTimestamp != nil {
 		return false
 	}
 	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}} {
@@ -205,7 +205,7 @@ func keepClaims(desired, live *appsv1.StatefulSet) {
 
 // ownedPod tells the agent's pod from an unrelated pod with the same name.
 func ownedPod(pod *corev1.Pod, agent *agentsv1.Agent) bool {
-	return pod.Labels[LabelAgent] == agent.Name && pod.Labels[LabelManagedBy] == ManagedBy
+	return pod.Labels[agentsv1.LabelAgent] == agent.Name && pod.Labels[agentsv1.LabelAppManagedBy] == agentsv1.ManagedBy
 }
 
 // apply server-side applies obj and returns the object the server answered with.
@@ -281,7 +281,7 @@ func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
 			}
 			return fmt.Errorf("get %T %s: %w", obj, obj.GetName(), err)
 		}
-		if obj.GetLabels()[LabelAgent] != agent.Name {
+		if obj.GetLabels()[agentsv1.LabelAgent] != agent.Name {
 			continue // same name, not ours: leave it alone
 		}
 		err := c.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground),

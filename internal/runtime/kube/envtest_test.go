@@ -127,7 +127,7 @@ func TestEnsureLifecycle(t *testing.T) {
 	d := desired()
 
 	o := ensure(t, ctx, r, a, d)
-	if o.Phase != runtime.PhaseStarting || o.Reason != kube.ReasonPodMissing || o.Endpoint != "http://a1.lifecycle.svc:18789" {
+	if o.Phase != runtime.PhaseStarting || o.Reason != agentsv1.ReasonPodNotCreated || o.Endpoint != "http://a1.lifecycle.svc:18789" {
 		t.Errorf("first observation %+v", o)
 	}
 	for _, obj := range owned("lifecycle") {
@@ -138,7 +138,7 @@ func TestEnsureLifecycle(t *testing.T) {
 		if len(refs) != 1 || refs[0].UID != a.UID || refs[0].Controller == nil || !*refs[0].Controller {
 			t.Errorf("%T owner refs %+v", obj, refs)
 		}
-		if obj.GetLabels()[kube.LabelAgent] != "a1" {
+		if obj.GetLabels()[agentsv1.LabelAgent] != "a1" {
 			t.Errorf("%T labels %v", obj, obj.GetLabels())
 		}
 	}
@@ -190,7 +190,7 @@ func TestEnsureLifecycle(t *testing.T) {
 	// A rotated token rolls the pod: the pod of the old template no longer counts.
 	d.GatewayToken = "tok-2"
 	o = ensure(t, ctx, r, a, d)
-	if o.Phase != runtime.PhaseStarting || o.Reason != kube.ReasonUpdating {
+	if o.Phase != runtime.PhaseStarting || o.Reason != agentsv1.ReasonUpdating {
 		t.Errorf("after rotation: %+v", o)
 	}
 	if after := versions(t, ctx, "lifecycle"); after["*v1.StatefulSet"] == before["*v1.StatefulSet"] ||

@@ -42,7 +42,7 @@ func (podReader) List(context.Context, client.ObjectList, ...client.ListOption) 
 func runningTestPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "a1-0", Namespace: "ws1",
-			Labels: map[string]string{LabelAgent: "a1", LabelManagedBy: ManagedBy}},
+			Labels: map[string]string{agentsv1.LabelAgent: "a1", agentsv1.LabelAppManagedBy: agentsv1.ManagedBy}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
 			Name: ContainerGateway, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},
 	}

@@ -14,20 +14,6 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// Labels and annotations on the objects of an agent.
-const (
-	LabelName      = "app.kubernetes.io/name"
-	LabelInstance  = "app.kubernetes.io/instance"
-	LabelManagedBy = "app.kubernetes.io/managed-by"
-	LabelAgent     = "agentplane.io/agent"
-	// AnnotationApplied (on the StatefulSet) fingerprints what the runtime last applied to an
-	// agent's objects; an Ensure that would apply the same skips the applies.
-	AnnotationApplied = "agentplane.io/applied"
-	ManagedBy         = "agentplane"
-	// AnnotationConfigHash on the pod template rolls the pod when it changes.
-	AnnotationConfigHash = "agentplane.io/config-hash"
-)
-
 // StatefulSetName is the agent's StatefulSet; its only pod is PodName.
 func StatefulSetName(a *agentsv1.Agent) string { return a.Name }
 
@@ -61,16 +47,16 @@ func Endpoint(a *agentsv1.Agent) string {
 // Labels are set on every object of the agent.
 func Labels(a *agentsv1.Agent, engineName string) map[string]string {
 	return map[string]string{
-		LabelName:      engineName,
-		LabelInstance:  a.Name,
-		LabelManagedBy: ManagedBy,
-		LabelAgent:     a.Name,
+		agentsv1.LabelAppName:      engineName,
+		agentsv1.LabelAppInstance:  a.Name,
+		agentsv1.LabelAppManagedBy: agentsv1.ManagedBy,
+		agentsv1.LabelAgent:        a.Name,
 	}
 }
 
 // selectorLabels select the agent's pod; they are immutable on the StatefulSet.
 func selectorLabels(a *agentsv1.Agent) map[string]string {
-	return map[string]string{LabelInstance: a.Name, LabelAgent: a.Name}
+	return map[string]string{agentsv1.LabelAppInstance: a.Name, agentsv1.LabelAgent: a.Name}
 }
 
 // Image is the gateway image of version.

@@ -4,23 +4,12 @@ import (
 	"fmt"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/agentplane/agentplane/internal/runtime"
-)
-
-// Observed reasons besides the kubelet's own container reasons.
-const (
-	ReasonHealthy       = "Healthy"
-	ReasonStopped       = "Stopped"
-	ReasonStarting      = "Starting"
-	ReasonPodMissing    = "PodNotCreated"
-	ReasonTerminating   = "PodTerminating"
-	ReasonUpdating      = "Updating"
-	ReasonUnschedulable = "Unschedulable"
-	ReasonExited        = "Error"
-	ReasonPodFailed     = "PodFailed"
 )
 
 // crashReasons are container waiting reasons that mean the gateway cannot run without help.
@@ -58,30 +47,30 @@ func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, w want) runtime.Observed 
 	}
 	switch {
 	case w.Stopped || (sts != nil && sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0):
-		o.Phase, o.Reason, o.Message = runtime.PhaseStopped, ReasonStopped, "the gateway is stopped"
+		o.Phase, o.Reason, o.Message = runtime.PhaseStopped, agentsv1.ReasonStopped, "the gateway is stopped"
 		return o
 	case pod == nil:
-		o.Phase, o.Reason, o.Message = runtime.PhaseStarting, ReasonPodMissing, "waiting for the pod to be created"
+		o.Phase, o.Reason, o.Message = runtime.PhaseStarting, agentsv1.ReasonPodNotCreated, "waiting for the pod to be created"
 		if sts != nil {
 			o.Since = sts.CreationTimestamp.Time
 		}
 		return o
 	case pod.DeletionTimestamp != nil:
-		return starting(o, pod, ReasonTerminating, "the previous pod is shutting down")
-	case pod.Annotations[AnnotationConfigHash] != w.Hash:
-		return starting(o, pod, ReasonUpdating, "the pod is being replaced with the new configuration")
+		return starting(o, pod, agentsv1.ReasonPodTerminating, "the previous pod is shutting down")
+	case pod.Annotations[agentsv1.AnnotationConfigHash] != w.Hash:
+		return starting(o, pod, agentsv1.ReasonUpdating, "the pod is being replaced with the new configuration")
 	}
 	if c, ok := crashed(pod); ok {
 		c.Endpoint, c.EngineVersion, c.Restarts = o.Endpoint, o.EngineVersion, o.Restarts
 		return c
 	}
 	if cond := podCondition(pod, corev1.PodReady); cond != nil && cond.Status == corev1.ConditionTrue && gw != nil && gw.Ready {
-		o.Phase, o.Reason, o.Message = runtime.PhaseRunning, ReasonHealthy, "the gateway answers its health check"
+		o.Phase, o.Reason, o.Message = runtime.PhaseRunning, agentsv1.ReasonHealthy, "the gateway answers its health check"
 		o.Since = cond.LastTransitionTime.Time
 		return o
 	}
 	if cond := podCondition(pod, corev1.PodScheduled); cond != nil && cond.Status == corev1.ConditionFalse {
-		o = starting(o, pod, ReasonUnschedulable, cond.Message)
+		o = starting(o, pod, agentsv1.ReasonUnschedulable, cond.Message)
 		if !cond.LastTransitionTime.IsZero() {
 			o.Since = cond.LastTransitionTime.Time
 		}
@@ -92,7 +81,7 @@ func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, w want) runtime.Observed 
 			return starting(o, pod, cs.State.Waiting.Reason, cs.State.Waiting.Message)
 		}
 	}
-	return starting(o, pod, ReasonStarting, "the gateway is starting")
+	return starting(o, pod, agentsv1.ReasonStarting, "the gateway is starting")
 }
 
 func starting(o runtime.Observed, pod *corev1.Pod, reason, msg string) runtime.Observed {
@@ -107,7 +96,7 @@ func crashed(pod *corev1.Pod) (runtime.Observed, bool) {
 	if pod.Status.Phase == corev1.PodFailed {
 		reason := pod.Status.Reason
 		if reason == "" {
-			reason = ReasonPodFailed
+			reason = agentsv1.ReasonPodFailed
 		}
 		return runtime.Observed{Phase: runtime.PhaseCrashed, Reason: reason, Message: pod.Status.Message,
 			Since: pod.CreationTimestamp.Time}, true
@@ -125,7 +114,7 @@ func crashed(pod *corev1.Pod) (runtime.Observed, bool) {
 		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
 			reason := t.Reason
 			if reason == "" {
-				reason = ReasonExited
+				reason = agentsv1.ReasonPodExited
 			}
 			since := t.FinishedAt.Time
 			if since.IsZero() {

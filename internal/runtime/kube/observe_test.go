@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,7 +26,7 @@ func observeWant() want {
 func testPod(st corev1.ContainerState, ready bool, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "a1-0", CreationTimestamp: t0,
-			Annotations: map[string]string{AnnotationConfigHash: "h1"}},
+			Annotations: map[string]string{agentsv1.AnnotationConfigHash: "h1"}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerGateway, Image: "ghcr.io/openclaw/openclaw:2026.9.6"}}},
 		Status: corev1.PodStatus{
 			Phase:             corev1.PodRunning,
@@ -61,13 +63,13 @@ func TestObserve(t *testing.T) {
 		version  string
 		restarts int32
 	}{
-		{name: "ready", sts: one, pod: testPod(running, true), phase: runtime.PhaseRunning, reason: ReasonHealthy,
+		{name: "ready", sts: one, pod: testPod(running, true), phase: runtime.PhaseRunning, reason: agentsv1.ReasonHealthy,
 			version: "2026.9.6", restarts: 2},
-		{name: "replicas zero", sts: zero, pod: testPod(running, true), phase: runtime.PhaseStopped, reason: ReasonStopped,
+		{name: "replicas zero", sts: zero, pod: testPod(running, true), phase: runtime.PhaseStopped, reason: agentsv1.ReasonStopped,
 			version: "2026.9.6", restarts: 2},
-		{name: "stopped, no pod", sts: one, stopped: true, phase: runtime.PhaseStopped, reason: ReasonStopped},
-		{name: "no pod yet", sts: one, phase: runtime.PhaseStarting, reason: ReasonPodMissing},
-		{name: "booting", sts: one, pod: testPod(running, false), phase: runtime.PhaseStarting, reason: ReasonStarting,
+		{name: "stopped, no pod", sts: one, stopped: true, phase: runtime.PhaseStopped, reason: agentsv1.ReasonStopped},
+		{name: "no pod yet", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonPodNotCreated},
+		{name: "booting", sts: one, pod: testPod(running, false), phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
 			version: "2026.9.6", restarts: 2},
 		{name: "crash loop", sts: one, phase: runtime.PhaseCrashed, reason: "CrashLoopBackOff",
 			pod: testPod(crashing, false, func(p *corev1.Pod) {
@@ -85,7 +87,7 @@ func TestObserve(t *testing.T) {
 		{name: "exited non-zero", sts: one, phase: runtime.PhaseCrashed, reason: "OOMKilled", message: "code 137",
 			pod:      testPod(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}, false),
 			restarts: 2},
-		{name: "exited zero", sts: one, phase: runtime.PhaseStarting, reason: ReasonStarting,
+		{name: "exited zero", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
 			pod:      testPod(corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}, false),
 			restarts: 2},
 		{name: "init container crash", sts: one, phase: runtime.PhaseCrashed, reason: "CrashLoopBackOff",
@@ -99,23 +101,23 @@ func TestObserve(t *testing.T) {
 			pod: testPod(running, false, func(p *corev1.Pod) {
 				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "low on memory"
 			}), version: "2026.9.6", restarts: 2},
-		{name: "unschedulable", sts: one, phase: runtime.PhaseStarting, reason: ReasonUnschedulable, message: "Insufficient memory",
-			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationConfigHash: "h1"}},
+		{name: "unschedulable", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUnschedulable, message: "Insufficient memory",
+			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{agentsv1.AnnotationConfigHash: "h1"}},
 				Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
 					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes: Insufficient memory",
 					LastTransitionTime: t0}}}}},
-		{name: "old config, ready", sts: one, phase: runtime.PhaseStarting, reason: ReasonUpdating,
-			pod:     testPod(running, true, func(p *corev1.Pod) { p.Annotations[AnnotationConfigHash] = "old" }),
+		{name: "old config, ready", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
+			pod:     testPod(running, true, func(p *corev1.Pod) { p.Annotations[agentsv1.AnnotationConfigHash] = "old" }),
 			version: "2026.9.6", restarts: 2},
-		{name: "old config, crashed", sts: one, phase: runtime.PhaseStarting, reason: ReasonUpdating,
-			pod:      testPod(crashing, false, func(p *corev1.Pod) { p.Annotations[AnnotationConfigHash] = "old" }),
+		{name: "old config, crashed", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
+			pod:      testPod(crashing, false, func(p *corev1.Pod) { p.Annotations[agentsv1.AnnotationConfigHash] = "old" }),
 			restarts: 2},
-		{name: "terminating", sts: one, phase: runtime.PhaseStarting, reason: ReasonTerminating,
+		{name: "terminating", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonPodTerminating,
 			pod:     testPod(running, true, func(p *corev1.Pod) { p.DeletionTimestamp = &t0 }),
 			version: "2026.9.6", restarts: 2},
-		{name: "older image runs", sts: one, phase: runtime.PhaseStarting, reason: ReasonUpdating,
+		{name: "older image runs", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
 			pod: testPod(running, true, func(p *corev1.Pod) {
-				p.Annotations[AnnotationConfigHash] = "old"
+				p.Annotations[agentsv1.AnnotationConfigHash] = "old"
 				p.Spec.Containers[0].Image = "ghcr.io/openclaw/openclaw:2026.9.1"
 			}), version: "2026.9.1", restarts: 2},
 	} {

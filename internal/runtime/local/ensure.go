@@ -141,7 +141,7 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 func (a *agent) startLocked(ctx context.Context) {
 	port, err := a.rt.allocatePort(a.key, a.st.Port)
 	if err != nil {
-		a.crashedLocked(timeZero, ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
+		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
 	a.st.Port = port
@@ -154,7 +154,7 @@ func (a *agent) startLocked(ctx context.Context) {
 		logPath: filepath.Join(a.dir, logFileName),
 	})
 	if err != nil {
-		a.crashedLocked(timeZero, ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
+		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
 	a.proc, a.unhealthy = p, 0

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
 )
@@ -165,7 +167,7 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 	start := time.Now()
 	ensure(t, f, a, d)
 	o := waitPhase(t, f, a, d, runtime.PhaseCrashed)
-	if o.Reason != local.ReasonGatewayCrashed || !strings.Contains(o.Message, "exit code 1") ||
+	if o.Reason != agentsv1.ReasonCrashed || !strings.Contains(o.Message, "exit code 1") ||
 		!strings.Contains(o.Message, "gateway crashed (FAKECLAW_CRASH_AFTER=100ms)") {
 		t.Fatalf("crashed = %+v", o)
 	}
@@ -214,7 +216,7 @@ func TestStartFailureIsCrashed(t *testing.T) {
 	d := desired("tok-nostart-00000000000")
 	d.Env = map[string]string{"FAKECLAW_FAIL_START": "1"}
 	o := waitPhase(t, f, a, d, runtime.PhaseCrashed)
-	if o.Reason != local.ReasonGatewayCrashed || !strings.Contains(o.Message, "gateway failed to start") {
+	if o.Reason != agentsv1.ReasonCrashed || !strings.Contains(o.Message, "gateway failed to start") {
 		t.Fatalf("crashed = %+v", o)
 	}
 

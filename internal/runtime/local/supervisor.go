@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -15,18 +17,6 @@ const (
 	healthTimeout = 3 * time.Second
 	// unhealthyAfter failed checks in a row turn a Running gateway back to Starting.
 	unhealthyAfter = 3
-)
-
-// Reasons of Observed (CamelCase, for conditions).
-const (
-	// ReasonGatewayCrashed: the gateway exited on its own.
-	ReasonGatewayCrashed = "GatewayCrashed"
-	// ReasonGatewayStartFailed: the gateway process could not be started.
-	ReasonGatewayStartFailed = "GatewayStartFailed"
-	// ReasonGatewayStartTimeout: the gateway did not become healthy within StartTimeout.
-	ReasonGatewayStartTimeout = "GatewayStartTimeout"
-	// ReasonGatewayUnhealthy: a running gateway stopped answering its health check.
-	ReasonGatewayUnhealthy = "GatewayUnhealthy"
 )
 
 // noTimer: the supervisor waits for a poke or an exit only.
@@ -111,7 +101,7 @@ func (a *agent) step(ctx context.Context) time.Duration {
 		a.mu.Unlock()
 		stopProcess(context.Background(), p, a.rt.opts.StopTimeout, &a.log)
 		a.mu.Lock()
-		a.crashedLocked(p.healthySince, ReasonGatewayStartTimeout,
+		a.crashedLocked(p.healthySince, agentsv1.ReasonGatewayStartTimeout,
 			fmt.Sprintf("the gateway did not answer its health check within %s and was killed", a.rt.opts.StartTimeout))
 		notify = a.takeNotify()
 		a.mu.Unlock()
@@ -146,7 +136,7 @@ func (a *agent) step(ctx context.Context) time.Duration {
 	case a.phase == runtime.PhaseRunning:
 		a.unhealthy++
 		if a.unhealthy >= unhealthyAfter {
-			a.setPhase(runtime.PhaseStarting, ReasonGatewayUnhealthy, "the gateway does not answer its health check: "+err.Error())
+			a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayUnhealthy, "the gateway does not answer its health check: "+err.Error())
 		}
 	}
 	notify = a.takeNotify()
@@ -161,5 +151,5 @@ func (a *agent) handleExitLocked() {
 	p := a.proc
 	a.proc = nil
 	killGroup(p.pid) // whatever the gateway left in its group
-	a.crashedLocked(p.healthySince, ReasonGatewayCrashed, "the gateway exited with "+p.exitDesc)
+	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, "the gateway exited with "+p.exitDesc)
 }

@@ -1,0 +1,80 @@
+package v1alpha1
+
+// AgentFinalizer lets the Agent controller stop the runtime and release the agent's slot
+// before the Agent goes away.
+const AgentFinalizer = "agentplane.io/agent"
+
+// Agent condition types.
+const (
+	// AgentProvisioned is True once the runtime holds everything the agent needs
+	// (workspace, config, token, process or StatefulSet).
+	AgentProvisioned = "Provisioned"
+	// AgentGatewayReady is True while the gateway answers its health check.
+	AgentGatewayReady = "GatewayReady"
+	// AgentSnapshotRestored reports the last restore of the workspace from
+	// spec.desiredSnapshot.
+	AgentSnapshotRestored = "SnapshotRestored"
+)
+
+// Reasons of the Provisioned and GatewayReady conditions.
+const (
+	ReasonProvisioning      = "Provisioning"
+	ReasonProvisioned       = "Provisioned"
+	ReasonProvisionFailed   = "ProvisionFailed"
+	ReasonAgentLimitReached = "AgentLimitReached"
+	// ReasonInvalidVersion: spec.engine.version is not one the platform offers.
+	ReasonInvalidVersion = "InvalidVersion"
+	ReasonStarting       = "Starting"
+	ReasonHealthy        = "Healthy"
+	ReasonStopped        = "Stopped"
+	// ReasonCrashed: the gateway exited on its own.
+	ReasonCrashed = "GatewayCrashed"
+	// ReasonGatewayStartFailed: the gateway process could not be started (local runtime).
+	ReasonGatewayStartFailed = "GatewayStartFailed"
+	// ReasonGatewayStartTimeout: the gateway did not become healthy in time (local runtime).
+	ReasonGatewayStartTimeout = "GatewayStartTimeout"
+	// ReasonGatewayUnhealthy: a running gateway stopped answering its health check.
+	ReasonGatewayUnhealthy = "GatewayUnhealthy"
+	// Reasons the kube runtime reports besides the kubelet's own container reasons.
+	ReasonPodNotCreated  = "PodNotCreated"
+	ReasonPodTerminating = "PodTerminating"
+	ReasonUpdating       = "Updating"
+	ReasonUnschedulable  = "Unschedulable"
+	ReasonPodExited      = "Error"
+	ReasonPodFailed      = "PodFailed"
+)
+
+// Reasons of the SnapshotRestored condition (and ReasonStorageUnavailable,
+// ReasonStorageNotConfigured).
+const (
+	// ReasonRestoreRequested: a restore was asked for and has not happened yet.
+	ReasonRestoreRequested = "RestoreRequested"
+	// ReasonRestored: the workspace holds the snapshot's files.
+	ReasonRestored = "Restored"
+	// ReasonRestoreFailed: the runtime could not restore the archive.
+	ReasonRestoreFailed = "RestoreFailed"
+	// ReasonSnapshotNotFound: the CID is not a snapshot of the agent (or its template), or
+	// storage does not hold it.
+	ReasonSnapshotNotFound = "SnapshotNotFound"
+	// ReasonWaitingForAgent: the agent's workspace cannot be reached yet (no home, no pod).
+	ReasonWaitingForAgent = "WaitingForAgent"
+)
+
+// Labels, annotations and keys of an agent's objects.
+const (
+	// LabelGatewayTokenOf marks the core Secret holding an agent's gateway token (value: the
+	// agent's name).
+	LabelGatewayTokenOf = "agentplane.io/gateway-token-of"
+	// GatewayTokenDataKey is the data key of the gateway token in that Secret.
+	GatewayTokenDataKey = "token"
+	// AnnotationConfigWritten is bumped by the REST facade after it wrote the engine config
+	// whole, so the Channel controller writes the channels into it again.
+	AnnotationConfigWritten = "agentplane.io/config-written"
+	// AnnotationRestoreRequested records the last restore the REST facade asked for.
+	AnnotationRestoreRequested = "agentplane.io/restore-requested-at"
+	// AnnotationApplied (on the kube runtime's StatefulSet) fingerprints what the runtime last
+	// applied; an Ensure that would apply the same skips the applies.
+	AnnotationApplied = "agentplane.io/applied"
+	// AnnotationConfigHash on the pod template rolls the pod when it changes.
+	AnnotationConfigHash = "agentplane.io/config-hash"
+)

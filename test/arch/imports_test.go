@@ -1,0 +1,140 @@
+// Package arch checks the module's import rules: the two doors (the REST facade and the
+// controllers) share vocabulary through api/v1alpha1 and behaviour through internal
+// packages, never through each other.
+package arch
+
+import (
+	"errors"
+	"fmt"
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentplane/agentplane"
+
+// rules: the packages matching from (a prefix) must not depend, directly or not, on any
+// package matching one of the forbidden prefixes. Test code is not covered: integration
+// suites may start the whole platform.
+var rules = []struct {
+	from      string
+	forbidden []string
+	why       string
+}{
+	{"controllers", []string{"apiserver"}, "controllers never import the REST facade"},
+	{"apiserver", []string{"controllers", "internal/platform"}, "the REST facade never imports the controllers"},
+	{"api/", []string{"apiserver", "controllers", "internal/"}, "the API types depend on nothing of agentplane"},
+	{"internal/", []string{"apiserver", "controllers"}, "shared packages sit below both doors (only internal/platform wires them)"},
+}
+
+// exempt packages wire both doors together.
+var exempt = map[string]bool{"internal/platform": true}
+
+// imports reads every package of the module with go/build, in this process, so that the
+// files it reads key the test cache (an exec'd `go list` would not) and returns each
+// package's direct imports of the module's own packages (test files excluded).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		name := d.Name()
+		if path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "bin") {
+			return filepath.SkipDir
+		}
+		if path != root {
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir // another module (hack/tools/...)
+			}
+		}
+		p, err := build.Default.ImportDir(path, 0)
+		if err != nil {
+			var noGo *build.NoGoError
+			if errors.As(err, &noGo) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		rel, _ := filepath.Rel(root, path)
+		var own []string
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, module+"/") {
+				own = append(own, strings.TrimPrefix(imp, module+"/"))
+			}
+		}
+		out[filepath.ToSlash(rel)] = own
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// deps is the transitive closure of direct over the module's packages.
+func deps(direct map[string][]string, from string) map[string]bool {
+	seen := map[string]bool{}
+	stack := append([]string{}, direct[from]...)
+	for len(stack) > 0 {
+		p := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		stack = append(stack, direct[p]...)
+	}
+	return seen
+}
+
+func TestImportRules(t *testing.T) {
+	direct := imports(t)
+	if len(direct) < 10 {
+		t.Fatalf("found only %d packages", len(direct))
+	}
+	checked := map[string]int{}
+	for rel := range direct {
+		if exempt[rel] {
+			continue
+		}
+		for _, r := range rules {
+			if !under(rel, r.from) {
+				continue
+			}
+			checked[r.from]++
+			for d := range deps(direct, rel) {
+				for _, f := range r.forbidden {
+					if under(d, f) && !exempt[d] && !under(d, r.from) {
+						t.Errorf("%s depends on %s: %s", rel, d, r.why)
+					}
+				}
+			}
+		}
+	}
+	for _, r := range rules {
+		if checked[r.from] == 0 {
+			t.Errorf("rule %q matched no package: the layout changed, update the rule", r.from)
+		}
+	}
+}
+
+// under reports whether rel is the package prefix or below it ("internal/" matches every
+// package under internal; "controllers" matches controllers and controllers/...).
+func under(rel, prefix string) bool {
+	if strings.HasSuffix(prefix, "/") {
+		return strings.HasPrefix(rel, prefix)
+	}
+	return rel == prefix || strings.HasPrefix(rel, prefix+"/")
+}
