@@ -246,34 +246,29 @@ func (s *Server) waitForGateway(ctx context.Context, agent *agentsv1.Agent, stat
 	if timeout <= 0 {
 		timeout = defaultProvisionWait
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	key := client.ObjectKeyFromObject(agent)
-	tick := time.NewTicker(200 * time.Millisecond)
-	defer tick.Stop()
-	cur := agent
-	for {
-		got := &agentsv1.Agent{}
-		if err := s.opts.Client.Get(ctx, key, got); err == nil {
-			cur = got
-			current := got.Status.ObservedGeneration >= got.Generation && (done == nil || done(got))
-			switch {
-			case current && got.Status.Phase == agentsv1.AgentRunning:
-				return &Response{Status: status, Body: map[string]any{"agent": viewAgent(got)}}, nil
-			case current && got.Status.Phase == agentsv1.AgentNotRunning && !got.Spec.Stopped:
-				return nil, &Error{Status: http.StatusInternalServerError, Message: failMsg,
-					Fields: map[string]any{"agent": viewAgent(got)}}
-			}
+	got := agent.DeepCopy()
+	err := s.waitFor(wctx, got, func() (bool, error) {
+		if got.Status.ObservedGeneration < got.Generation || done != nil && !done(got) {
+			return false, nil
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return &Response{Status: http.StatusAccepted, Body: map[string]any{"agent": viewAgent(cur)}}, nil
-			}
-			return nil, ctx.Err()
-		case <-tick.C:
+		switch {
+		case got.Status.Phase == agentsv1.AgentRunning:
+			return true, nil
+		case got.Status.Phase == agentsv1.AgentNotRunning && !got.Spec.Stopped:
+			return true, &Error{Status: http.StatusInternalServerError, Message: failMsg,
+				Fields: map[string]any{"agent": viewAgent(got)}}
 		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return &Response{Status: status, Body: map[string]any{"agent": viewAgent(got)}}, nil
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"agent": viewAgent(got)}}, nil
 	}
+	return nil, err
 }
 
 // labelSafe keeps a value usable as a label value.

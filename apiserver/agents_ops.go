@@ -152,17 +152,14 @@ func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, erro
 	return ok(map[string]any{"agentId": a.Name, "token": tok})
 }
 
-// waitForCache waits (briefly) until the informer cache holds obj's resourceVersion or later.
+// waitForCache waits (briefly) until the informer cache holds obj's token.
 func (s *Server) waitForCache(ctx context.Context, obj *corev1.Secret) {
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		got := &corev1.Secret{}
-		if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(obj), got); err == nil &&
-			string(got.Data[agentsv1.GatewayTokenDataKey]) == string(obj.Data[agentsv1.GatewayTokenDataKey]) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got := obj.DeepCopy()
+	_ = s.waitFor(ctx, got, func() (bool, error) {
+		return string(got.Data[agentsv1.GatewayTokenDataKey]) == string(obj.Data[agentsv1.GatewayTokenDataKey]), nil
+	})
 }
 
 // platformToken mints a short-lived JWT the agent uses to call the platform on its own behalf.

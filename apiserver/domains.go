@@ -25,20 +25,19 @@ import (
 // limit reached; 403 custom domain on the free plan; 404 domain not on the agent; 409 custom
 // domain registered and verified, subdomain of another tenant) and no text but these.
 const (
-	msgDomainNotFound     = "Domain not found"
-	msgDomainLimit        = "Domain limit reached"
-	msgDomainExactlyOne   = "Exactly one of subdomain and customDomain is required"
-	msgDomainBanned       = "Domain name is not allowed"
-	msgInvalidSubdomain   = "Invalid subdomain"
-	msgInvalidDomain      = "Invalid domain name"
-	msgInvalidTargetPort  = "Invalid targetPort"
-	msgHostImmutable      = "The host name of a domain cannot be changed"
-	msgCustomDomainPlan   = "Custom domains require a paid plan"
-	msgDomainRegistered   = "Domain already registered"
-	msgSubdomainTaken     = "Subdomain already taken"
-	defaultVerifyWait     = 10 * time.Second
-	defaultDomainPort     = 18789
-	domainVerifyPollEvery = 200 * time.Millisecond
+	msgDomainNotFound    = "Domain not found"
+	msgDomainLimit       = "Domain limit reached"
+	msgDomainExactlyOne  = "Exactly one of subdomain and customDomain is required"
+	msgDomainBanned      = "Domain name is not allowed"
+	msgInvalidSubdomain  = "Invalid subdomain"
+	msgInvalidDomain     = "Invalid domain name"
+	msgInvalidTargetPort = "Invalid targetPort"
+	msgHostImmutable     = "The host name of a domain cannot be changed"
+	msgCustomDomainPlan  = "Custom domains require a paid plan"
+	msgDomainRegistered  = "Domain already registered"
+	msgSubdomainTaken    = "Subdomain already taken"
+	defaultVerifyWait    = 10 * time.Second
+	defaultDomainPort    = 18789
 )
 
 // DomainOptions configure the domain routes; they must agree with the domain controller's.

@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -40,24 +41,15 @@ func (s *Server) verifyDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.domainOpts().VerifyWait)
 	defer cancel()
-	tick := time.NewTicker(domainVerifyPollEvery)
-	defer tick.Stop()
-	for {
-		cur := &agentsv1.Domain{}
-		if err := s.opts.Client.Get(wctx, client.ObjectKeyFromObject(d), cur); err == nil {
-			d = cur
-			if lc := cur.Status.LastChecked; lc != nil && !lc.Before(&requested) ||
-				meta.IsStatusConditionTrue(cur.Status.Conditions, agentsv1.DomainVerified) {
-				return ok(map[string]any{"domain": s.viewDomain(cur)})
-			}
-		}
-		select {
-		case <-wctx.Done():
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			return &Response{Status: http.StatusAccepted, Body: map[string]any{"domain": s.viewDomain(d)}}, nil
-		case <-tick.C:
-		}
+	err = s.waitFor(wctx, d, func() (bool, error) {
+		lc := d.Status.LastChecked
+		return lc != nil && !lc.Before(&requested) || meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainVerified), nil
+	})
+	switch {
+	case err == nil:
+		return ok(map[string]any{"domain": s.viewDomain(d)})
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"domain": s.viewDomain(d)}}, nil
 	}
+	return nil, err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/auth"
@@ -34,6 +35,9 @@ type Options struct {
 	Client client.Client
 	// APIReader reads from the API server directly (cache misses, read-your-writes).
 	APIReader client.Reader
+	// Informers are the informers behind Client's cache (the manager's cache): waits for a
+	// controller's acknowledgement wake on their events. Nil: waits re-read every second.
+	Informers cache.Informers
 	// Signer verifies bearer JWTs.
 	Signer *auth.Signer
 	// Log receives the access log and errors.
@@ -83,6 +87,8 @@ type Server struct {
 	handler http.Handler
 	// registered are the routes in registration order (see Routes).
 	registered []RouteInfo
+	// waiters wake the waits for controllers' acknowledgements (waitFor).
+	waiters waiters
 }
 
 // New builds the facade and registers every route.

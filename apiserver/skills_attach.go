@@ -257,7 +257,7 @@ func (s *Server) editAgentSkills(ctx context.Context, agent *agentsv1.Agent, edi
 	})
 }
 
-// waitSkillsSynced polls the agent until done(status.installedSkills) holds, for at most
+// waitSkillsSynced waits until done(status.installedSkills) holds, for at most
 // SkillSyncWait (not at all for a stopped agent). It returns the last agent seen.
 func (s *Server) waitSkillsSynced(ctx context.Context, agent *agentsv1.Agent, done func([]string) bool) (*agentsv1.Agent, bool) {
 	if done(agent.Status.InstalledSkills) {
@@ -268,25 +268,14 @@ func (s *Server) waitSkillsSynced(ctx context.Context, agent *agentsv1.Agent, do
 	}
 	ctx, cancel := context.WithTimeout(ctx, SkillSyncWait)
 	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return agent, false
-		case <-tick.C:
-		}
-		got := &agentsv1.Agent{}
-		if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(agent), got); err != nil {
-			continue
-		}
+	got := agent.DeepCopy()
+	err := s.waitFor(ctx, got, func() (bool, error) {
 		if got.Generation >= agent.Generation {
-			agent = got
+			agent = got.DeepCopy()
 		}
-		if done(got.Status.InstalledSkills) {
-			return agent, true
-		}
-	}
+		return done(got.Status.InstalledSkills), nil
+	})
+	return agent, err == nil
 }
 
 // skillsAnswer is 200 once the workspace reflects the change, 202 while it is pending.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/agentplane/agentplane/internal/snapshots"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -142,40 +141,32 @@ func newSnapshot(a *agentsv1.Agent, now time.Time) *agentsv1.Snapshot {
 // waitForSnapshot waits until the Snapshot controller completed (the Snapshot), failed
 // (500 Sync failed) or met an unreachable backend (503) with the Snapshot key.
 func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*agentsv1.Snapshot, error) {
-	ctx, cancel := context.WithTimeout(ctx, snapshotWait)
+	wctx, cancel := context.WithTimeout(ctx, snapshotWait)
 	defer cancel()
-	tick := time.NewTicker(snapshotPoll)
-	defer tick.Stop()
 	var waitingSince time.Time
-	for {
-		got := &agentsv1.Snapshot{}
-		if err := s.opts.Client.Get(ctx, key, got); err == nil {
-			ready := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionReady)
-			switch {
-			case got.Status.Phase == agentsv1.SnapshotCompleted:
-				return got, nil
-			case got.Status.Phase == agentsv1.SnapshotFailed:
-				return nil, withCause(http.StatusInternalServerError, msgSyncFailed, conditionError(ready))
-			case ready != nil && ready.Reason == agentsv1.ReasonStorageUnavailable:
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
-			case ready != nil && ready.Reason == agentsv1.ReasonWaitingForAgent:
-				// The workspace cannot be reached (no pod yet): give it the provisioning time.
-				if s.waitedTooLong(&waitingSince) {
-					return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
-				}
-			}
-		} else if !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			return nil, err
+	got := &agentsv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	err := s.waitFor(wctx, got, func() (bool, error) {
+		ready := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionReady)
+		switch {
+		case got.Status.Phase == agentsv1.SnapshotCompleted:
+			return true, nil
+		case got.Status.Phase == agentsv1.SnapshotFailed:
+			return true, withCause(http.StatusInternalServerError, msgSyncFailed, conditionError(ready))
+		case ready != nil && ready.Reason == agentsv1.ReasonStorageUnavailable:
+			return true, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
+		case ready != nil && ready.Reason == agentsv1.ReasonWaitingForAgent && s.waitedTooLong(&waitingSince):
+			// The workspace cannot be reached (no pod yet): it had the provisioning time.
+			return true, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(ready))
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%w: the snapshot was not archived within %s", ErrUnavailable, snapshotWait)
-			}
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return got, nil
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return nil, fmt.Errorf("%w: the snapshot was not archived within %s", ErrUnavailable, snapshotWait)
 	}
+	return nil, err
 }
 
 // waitedTooLong starts the clock *since on its first call and reports whether the

@@ -188,7 +188,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			return nil, err
 		}
 		p.API = apiserver.New(apiserver.Options{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Signer: signer,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Limiter: p.limiter, Files: o.Files, Sealer: p.sealer,
 			Runtime: p.runtime, Engine: openclaw.New(), Versions: p.versions, ProvisionTimeout: o.ProvisionTimeout,
