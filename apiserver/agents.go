@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/admission"
 )
 
 // Agent messages (the contract fixes `Agent limit reached` and `Gateway failed to start`).
@@ -174,15 +174,15 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.opts.Limiter.ReserveAgent(r.Context(), c.Namespace, agent.Name); err != nil {
-		if errors.Is(err, quota.ErrLimitReached) {
+	if err := s.opts.Admission.ReserveAgent(r.Context(), agent); err != nil {
+		if errors.Is(err, admission.ErrLimitReached) {
 			return nil, errorf(http.StatusForbidden, msgAgentLimit)
 		}
 		return nil, err
 	}
 	if err := s.opts.Client.Create(r.Context(), agent); err != nil {
 		// Give the slot back; if this fails too the workspace controller releases it later.
-		_ = s.opts.Limiter.ReleaseAgent(context.WithoutCancel(r.Context()), c.Namespace, agent.Name)
+		_ = s.opts.Admission.ReleaseAgent(context.WithoutCancel(r.Context()), agent)
 		return nil, err
 	}
 	if r.URL.Query().Get("wait") == "false" {
@@ -191,7 +191,8 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 	return s.waitForGateway(r.Context(), agent, http.StatusCreated, msgGatewayFailed, nil)
 }
 
-// agentFromRequest validates the body and builds the Agent (from a template when named).
+// agentFromRequest validates the body and builds the Agent (expanded from a template when
+// one is named: the Agent controller expands an Agent applied with kubectl the same way).
 func (s *Server) agentFromRequest(ctx context.Context, c *Caller, req *createAgentRequest) (*agentsv1.Agent, error) {
 	a := &agentsv1.Agent{
 		ObjectMeta: metav1.ObjectMeta{
@@ -204,11 +205,14 @@ func (s *Server) agentFromRequest(ctx context.Context, c *Caller, req *createAge
 		},
 	}
 	if req.TemplateID != "" || req.Template != "" {
-		t, err := s.publishedTemplate(ctx, req.TemplateID, req.Template)
+		t, err := s.opts.Admission.Template(ctx, req.TemplateID, req.Template)
+		if errors.Is(err, admission.ErrTemplateNotFound) {
+			return nil, errorf(http.StatusNotFound, msgTemplateNotFound)
+		}
 		if err != nil {
 			return nil, err
 		}
-		applyTemplate(a, t, s.snapshotAvailable(ctx, c, t.Spec.SnapshotCID))
+		s.opts.Admission.Expand(ctx, a, t)
 	}
 	if req.Name != nil {
 		a.Spec.DisplayName = *req.Name
@@ -220,7 +224,7 @@ func (s *Server) agentFromRequest(ctx context.Context, c *Caller, req *createAge
 		a.Spec.Engine.Version = req.EngineVersion
 	}
 	if a.Spec.Engine.Version != "" {
-		if _, offered := s.opts.Versions.Resolve(a.Spec.Engine.Version); !offered {
+		if _, err := s.opts.Admission.Version(a); err != nil {
 			return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
 		}
 	}

@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
-	"github.com/agentplane/agentplane/internal/quota"
 )
 
 // Domain messages. The contract fixes the statuses (400 both/neither names, banned name,
@@ -48,8 +48,6 @@ type DomainOptions struct {
 	AppsDomain string
 	// TokenKey derives verification tokens (shown before the controller reports them).
 	TokenKey []byte
-	// SystemNamespace holds the host claims.
-	SystemNamespace string
 	// VerifyWait bounds how long POST .../verify waits for the controller's check (10s).
 	VerifyWait time.Duration
 }
@@ -135,8 +133,8 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	// agent's limit for a moment and make other requests answer `Domain limit reached`.
 	claimed := false
 	if d.Spec.Subdomain != "" {
-		if err := hostclaim.ClaimHost(ctx, s.claimClient(), o.SystemNamespace, host, c.Namespace, hostclaim.DomainKey(d)); err != nil {
-			if errors.Is(err, hostclaim.ErrHostTaken) {
+		if err := s.opts.Admission.ClaimHost(ctx, d, host); err != nil {
+			if errors.Is(err, admission.ErrHostTaken) {
 				return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)
 			}
 			return nil, err
@@ -145,7 +143,7 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	releaseClaim := func() {
 		if claimed {
-			_ = hostclaim.ReleaseHost(bg, s.claimClient(), o.SystemNamespace, host, hostclaim.DomainKey(d))
+			_ = s.opts.Admission.ReleaseHost(bg, d, host)
 		}
 	}
 	if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
@@ -155,23 +153,18 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.opts.Client.Create(ctx, d); err != nil {
 		releaseClaim()
 		// If this fails too, the slot is freed as stale once the limit is hit.
-		_ = s.opts.Limiter.ReleaseDomain(bg, agentKey, d.Name)
+		_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
 		return nil, err
 	}
 	return created(map[string]any{"domain": s.viewDomain(d)})
 }
 
-// reserveDomainSlot takes one of the agent's slots; slots whose Domain never appeared are
-// freed once before answering `Domain limit reached`.
+// reserveDomainSlot takes one of the agent's slots (admission frees slots whose Domain never
+// appeared once before answering `Domain limit reached`).
 func (s *Server) reserveDomainSlot(ctx context.Context, agent client.ObjectKey, name string) error {
-	err := s.opts.Limiter.ReserveDomain(ctx, agent, name)
-	if errors.Is(err, quota.ErrLimitReached) {
-		if pruned, perr := hostclaim.PruneSlots(ctx, s.opts.APIReader, s.opts.Client, agent, s.opts.Now()); perr == nil && pruned {
-			err = s.opts.Limiter.ReserveDomain(ctx, agent, name)
-		}
-	}
+	err := s.opts.Admission.ReserveDomain(ctx, agent, name)
 	switch {
-	case errors.Is(err, quota.ErrLimitReached):
+	case errors.Is(err, admission.ErrLimitReached):
 		return errorf(http.StatusBadRequest, msgDomainLimit)
 	case apierrors.IsNotFound(err):
 		return withCause(http.StatusNotFound, msgAgentNotFound, err)
@@ -232,7 +225,7 @@ func (s *Server) domainFromRequest(ctx context.Context, c *Caller, agent *agents
 // customDomainFree answers 409 when the custom domain is verified by any workspace (it holds
 // the host's claim) or already registered in the caller's workspace.
 func (s *Server) customDomainFree(ctx context.Context, c *Caller, host string) error {
-	held, err := hostclaim.Lookup(ctx, s.opts.APIReader, s.domainOpts().SystemNamespace, host)
+	held, err := s.opts.Admission.LookupClaim(ctx, host)
 	if err != nil {
 		return err
 	}
@@ -349,7 +342,7 @@ func (s *Server) deleteDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.opts.Client.Delete(ctx, d); err != nil && !apierrors.IsNotFound(err) {
 		return nil, err
 	}
-	if err := s.opts.Limiter.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
+	if err := s.opts.Admission.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
 		s.log.Error(err, "release domain slot (the controller retries)", "domain", d.Name)
 	}
 	return ok(map[string]any{"id": d.Name, "deleted": true})

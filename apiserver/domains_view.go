@@ -5,7 +5,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/dnsverify"
@@ -89,6 +88,3 @@ func timeOf(t *metav1.Time) *time.Time {
 	u := t.UTC()
 	return &u
 }
-
-// claimClient writes host claims and reads them from the API server (never the cache).
-func (s *Server) claimClient() client.Client { return hostclaim.Live(s.opts.Client, s.opts.APIReader) }

@@ -15,9 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage"
@@ -51,8 +51,9 @@ type Options struct {
 	// Now is the clock (tests inject one).
 	Now func() time.Time
 
-	// Limiter enforces the agents-per-workspace and domains-per-agent limits.
-	Limiter *quota.Limiter
+	// Admission applies the rules agents and domains pass before they are created (limits,
+	// engine version, template expansion, host claims); the controllers apply the same.
+	Admission *admission.Admitter
 	// Versions are the engine versions agents may run.
 	Versions engine.Versions
 	// Runtime runs commands in agents' homes; Engine knows the engine's CLI.
@@ -68,8 +69,6 @@ type Options struct {
 	Sealer *secrets.Sealer
 	// Files stores /v3 files (nil: `Storage not configured`).
 	Files storage.Store
-	// SnapshotExists reports whether storage holds a snapshot of the workspace (nil: never).
-	SnapshotExists func(ctx context.Context, namespace, cid string) bool
 
 	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
 	ClawHubURL string

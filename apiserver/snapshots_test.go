@@ -17,7 +17,6 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/quota"
 )
 
 // A CID that is well formed but names nothing stored.
@@ -241,7 +240,6 @@ var _ = Describe("Snapshots", func() {
 		id := snapAgent(baseURL, tok, "No storage")
 		bare := httptest.NewServer(apiserver.New(apiserver.Options{
 			Client: k8sClient, APIReader: k8sClient, Signer: plat.Signer, Log: logf.Log,
-			Limiter: &quota.Limiter{Reader: k8sClient, Writer: k8sClient},
 		}))
 		defer bare.Close()
 		r := callURL(bare.URL, "POST", "/v0/agents/"+id+"/snapshots/sync", tok, nil)

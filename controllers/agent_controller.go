@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/storage"
 )
@@ -48,10 +48,11 @@ type EnvResolver interface {
 // AgentReconciler runs each Agent's gateway on the configured runtime and reports its state.
 type AgentReconciler struct {
 	client.Client
-	Runtime  runtime.Runtime
-	Versions engine.Versions
-	Limiter  *quota.Limiter
-	Recorder events.EventRecorder
+	Runtime runtime.Runtime
+	// Admission takes the agent's slot of the workspace limit, resolves its engine version
+	// and expands spec.template, by the rules the REST facade applies too.
+	Admission *admission.Admitter
+	Recorder  events.EventRecorder
 	// Env resolves attached secrets into environment; nil means none.
 	Env EnvResolver
 	// Snapshots holds snapshot archives (spec.desiredSnapshot restores; nil: none configured);
@@ -103,20 +104,13 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	return r.reconcileNormal(ctx, agent)
 }
 
-// reconcileNormal takes a slot of the workspace's limit, makes sure the gateway token exists,
-// asks the runtime for the desired state and records what it observes.
+// reconcileNormal admits the agent (template, slot of the workspace's limit, engine version),
+// makes sure the gateway token exists, asks the runtime for the desired state and records
+// what it observes.
 func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
-	if err := r.reserveSlot(ctx, agent); err != nil {
-		if errors.Is(err, quota.ErrLimitReached) {
-			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.now())
-			return ctrl.Result{RequeueAfter: limitRetry}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	version, offered := r.Versions.Resolve(agent.Spec.Engine.Version)
-	if !offered {
-		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.now())
-		return ctrl.Result{}, nil
+	version, res, err := r.admit(ctx, agent)
+	if err != nil || !res.IsZero() || version == "" {
+		return res, err
 	}
 	token, secretName, err := r.ensureGatewayToken(ctx, agent)
 	if err != nil {
@@ -146,19 +140,37 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	return ctrl.Result{}, nil
 }
 
-// reserveSlot takes the agent's slot of the workspace limit. The cached Workspace answers the
-// common case (already reserved) without a round trip; only a missing reservation goes to the
-// API server through the Limiter.
-func (r *AgentReconciler) reserveSlot(ctx context.Context, agent *agentsv1.Agent) error {
-	ws := &agentsv1.Workspace{}
-	if err := r.Get(ctx, client.ObjectKey{Name: agent.Namespace}, ws); err == nil {
-		for _, res := range ws.Status.AgentReservations {
-			if res.Name == agent.Name {
-				return nil
+// admit applies the admission rules the REST facade applies before it creates an agent: an
+// Agent applied with kubectl that names a template gets it expanded into its spec (written
+// once, recorded by an annotation), then takes its slot of the workspace's limit and
+// resolves its engine version. It returns the version to run, or "" with the provision
+// failure recorded.
+func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (string, ctrl.Result, error) {
+	if admission.NeedsExpansion(agent) {
+		if err := r.Admission.ExpandNamed(ctx, agent); err != nil {
+			if errors.Is(err, admission.ErrTemplateNotFound) {
+				setProvisionFailure(agent, agentsv1.ReasonTemplateNotFound, fmt.Sprintf("template %q is not a published AgentTemplate", agent.Spec.Template), r.now())
+				return "", ctrl.Result{RequeueAfter: limitRetry}, nil
 			}
+			return "", ctrl.Result{}, err
+		}
+		if err := r.Update(ctx, agent); err != nil {
+			return "", ctrl.Result{}, err
 		}
 	}
-	return r.Limiter.ReserveAgent(ctx, agent.Namespace, agent.Name)
+	if err := r.Admission.ReserveAgent(ctx, agent); err != nil {
+		if errors.Is(err, admission.ErrLimitReached) {
+			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.now())
+			return "", ctrl.Result{RequeueAfter: limitRetry}, nil
+		}
+		return "", ctrl.Result{}, err
+	}
+	version, err := r.Admission.Version(agent)
+	if errors.Is(err, admission.ErrInvalidVersion) {
+		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.now())
+		return "", ctrl.Result{}, nil
+	}
+	return version, ctrl.Result{}, err
 }
 
 // desired is what the runtime should run for agent.
@@ -195,7 +207,7 @@ func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.A
 	if err := r.Runtime.Delete(ctx, agent); err != nil {
 		return fmt.Errorf("stop runtime: %w", err)
 	}
-	if err := r.Limiter.ReleaseAgent(ctx, agent.Namespace, agent.Name); err != nil {
+	if err := r.Admission.ReleaseAgent(ctx, agent); err != nil {
 		return err
 	}
 	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")

@@ -20,6 +20,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/quota"
@@ -40,9 +41,13 @@ func startAgentManager() context.CancelFunc {
 		Scheme: mgr.GetScheme(), Engine: openclaw.New(),
 	})
 	r := &controllers.AgentReconciler{
-		Client: mgr.GetClient(), Runtime: rt, Limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-		Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
-		Env:      &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
+		Client: mgr.GetClient(), Runtime: rt,
+		Admission: &admission.Admitter{
+			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+			Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
+		},
+		Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
 	}
 	Expect(r.SetupWithManager(mgr, func(b *ctrl.Builder) *ctrl.Builder {
 		return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).Watches(&corev1.Pod{}, podToAgentHandler())

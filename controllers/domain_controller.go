@@ -25,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
-	"github.com/agentplane/agentplane/internal/quota"
 )
 
 // DomainFinalizer lets the controller release the host claim, the route and the agent's
@@ -45,8 +45,6 @@ const (
 // pending_ownership -> pending -> active, or failed.
 type DomainReconciler struct {
 	client.Client
-	// APIReader reads claims and slots from the API server (nil: the Client).
-	APIReader client.Reader
 	// Resolver looks TXT records up.
 	Resolver dnsverify.Resolver
 	// TokenKey derives verification tokens (dnsverify.Token).
@@ -57,10 +55,9 @@ type DomainReconciler struct {
 	AppsDomain string
 	// Router sends hosts to agents.
 	Router Router
-	// Limiter holds the per-agent domain slots.
-	Limiter *quota.Limiter
-	// SystemNamespace holds the host claims.
-	SystemNamespace string
+	// Admission holds the agent's domain slots and the host claims, by the rules the REST
+	// facade applies too.
+	Admission *admission.Admitter
 	// CheckInterval and MaxCheckInterval shape the delay between TXT look-ups (10s doubling
 	// up to 10m by default).
 	CheckInterval, MaxCheckInterval time.Duration
@@ -161,7 +158,7 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 	}
 
 	if err := r.ensureClaim(ctx, d); err != nil {
-		if !errors.Is(err, hostclaim.ErrHostTaken) {
+		if !errors.Is(err, admission.ErrHostTaken) {
 			return ctrl.Result{}, err
 		}
 		if err := r.fail(ctx, d, agentsv1.ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
@@ -194,17 +191,12 @@ func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, a
 		return true, nil
 	}
 	key := client.ObjectKeyFromObject(agent)
-	err := r.Limiter.ReserveDomain(ctx, key, d.Name)
-	if errors.Is(err, quota.ErrLimitReached) {
-		// Slots of callers that reserved and never created their Domain are freed, then retried.
-		if pruned, perr := hostclaim.PruneSlots(ctx, r.reader(), r.Client, key, r.now()); perr == nil && pruned {
-			err = r.Limiter.ReserveDomain(ctx, key, d.Name)
-		}
-	}
+	// Slots of callers that reserved and never created their Domain are freed, then retried.
+	err := r.Admission.ReserveDomain(ctx, key, d.Name)
 	switch {
 	case err == nil:
 		return true, nil
-	case errors.Is(err, quota.ErrLimitReached):
+	case errors.Is(err, admission.ErrLimitReached):
 		msg := fmt.Sprintf("agent %s already has %d domains", agent.Name, agentsv1.MaxDomainsPerAgent)
 		return false, r.fail(ctx, d, agentsv1.ReasonDomainLimitReached, msg)
 	case apierrors.IsNotFound(err):
@@ -216,14 +208,7 @@ func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, a
 
 // ensureClaim makes d the holder of its host (read live; created only when not yet held).
 func (r *DomainReconciler) ensureClaim(ctx context.Context, d *agentsv1.Domain) error {
-	held, err := hostclaim.Lookup(ctx, r.reader(), r.SystemNamespace, d.Status.Host)
-	if err != nil {
-		return err
-	}
-	if held != nil && held.Domain == hostclaim.DomainKey(d) {
-		return nil
-	}
-	return hostclaim.ClaimHost(ctx, hostclaim.Live(r.Client, r.APIReader), r.SystemNamespace, d.Status.Host, d.Namespace, hostclaim.DomainKey(d))
+	return r.Admission.EnsureClaim(ctx, d, d.Status.Host)
 }
 
 // fail marks d failed and takes a route it had away.
@@ -245,10 +230,10 @@ func (r *DomainReconciler) reconcileDelete(ctx context.Context, d *agentsv1.Doma
 		return fmt.Errorf("unroute: %w", err)
 	}
 	host := hostclaim.Host(&d.Spec, r.appsDomain())
-	if err := hostclaim.ReleaseHost(ctx, hostclaim.Live(r.Client, r.APIReader), r.SystemNamespace, host, hostclaim.DomainKey(d)); err != nil {
+	if err := r.Admission.ReleaseHost(ctx, d, host); err != nil {
 		return fmt.Errorf("release claim: %w", err)
 	}
-	if err := r.Limiter.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
+	if err := r.Admission.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
 		return fmt.Errorf("release slot: %w", err)
 	}
 	r.event(d, corev1.EventTypeNormal, "Deleted", "Delete", "%s released", host)
@@ -301,13 +286,6 @@ func (r *DomainReconciler) now() time.Time {
 		return r.Now()
 	}
 	return time.Now()
-}
-
-func (r *DomainReconciler) reader() client.Reader {
-	if r.APIReader != nil {
-		return r.APIReader
-	}
-	return r.Client
 }
 
 func (r *DomainReconciler) brand() string {

@@ -22,9 +22,9 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/dnstest"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/quota"
 )
 
@@ -57,10 +57,13 @@ var _ = Describe("Domain controller", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		router = &controllers.RecordRouter{}
 		Expect((&controllers.DomainReconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Client:   mgr.GetClient(),
 			Resolver: dnsverify.New([]string{dnsSrv.Addr}, 300*time.Millisecond), TokenKey: tokenKey,
-			AppsDomain: appsDomain, Router: router, SystemNamespace: domSystemNS,
-			Limiter:       &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			AppsDomain: appsDomain, Router: router,
+			Admission: &admission.Admitter{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), SystemNamespace: domSystemNS,
+				Limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			},
 			CheckInterval: time.Second, MaxCheckInterval: 2 * time.Second,
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
@@ -93,9 +96,9 @@ var _ = Describe("Domain controller", Ordered, func() {
 		}))
 
 		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName("hello." + appsDomain)}, lease)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName("hello." + appsDomain)}, lease)).To(Succeed())
 		Expect(lease.Name).To(HaveLen(len("domain-") + 40))
-		Expect(lease.Labels).To(HaveKeyWithValue(agentsv1.LabelClaim, hostclaim.ClaimKindDomain))
+		Expect(lease.Labels).To(HaveKeyWithValue(agentsv1.LabelClaim, admission.ClaimKindDomain))
 		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimHost, "hello."+appsDomain))
 		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimWorkspace, ns))
 		Expect(lease.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationClaimDomain, ns+"/hello"))
@@ -137,7 +140,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		got = eventuallyPhase(d, agentsv1.DomainActive)
 		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonDomainVerified)
 		Expect(got.Status.NextCheck).To(BeNil())
-		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, "docs.example.com")
+		held, err := admission.Lookup(ctx, k8sClient, domSystemNS, "docs.example.com")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held.Workspace).To(Equal(ns))
 
@@ -229,7 +232,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		expectNoClaim("shared." + appsDomain)
 		Expect(router.Routes()).NotTo(HaveKey(nsA + "/shared"))
 		Expect(reservations(nsA, a.Name)).To(BeEmpty())
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, "shared."+appsDomain, nsB, "other/claimant")).To(Succeed())
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, "shared."+appsDomain, nsB, "other/claimant")).To(Succeed())
 	})
 })
 
@@ -248,7 +251,7 @@ var _ = Describe("Host claims", func() {
 				defer GinkgoRecover()
 				defer wg.Done()
 				ws := []string{"race-ws-a", "race-ws-b"}[i%2]
-				results[i] = hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, ws, fmt.Sprintf("%s/dom-%d", ws, i))
+				results[i] = admission.ClaimHost(ctx, k8sClient, domSystemNS, host, ws, fmt.Sprintf("%s/dom-%d", ws, i))
 			}()
 		}
 		wg.Wait()
@@ -257,7 +260,7 @@ var _ = Describe("Host claims", func() {
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, hostclaim.ErrHostTaken):
+			case errors.Is(err, admission.ErrHostTaken):
 				taken++
 			default:
 				Fail("unexpected error: " + err.Error())
@@ -269,27 +272,27 @@ var _ = Describe("Host claims", func() {
 
 	It("is idempotent for its holder and released only by it", func() {
 		host := "idem.example.com"
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d2")).To(MatchError(hostclaim.ErrHostTaken))
-		Expect(hostclaim.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d2")).To(Succeed())
-		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, host)
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d2")).To(MatchError(admission.ErrHostTaken))
+		Expect(admission.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d2")).To(Succeed())
+		held, err := admission.Lookup(ctx, k8sClient, domSystemNS, host)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held.Domain).To(Equal("ws-a/d1"))
-		Expect(hostclaim.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d1")).To(Succeed())
+		Expect(admission.ReleaseHost(ctx, k8sClient, domSystemNS, host, "ws-a/d1")).To(Succeed())
 		expectNoClaim(host)
 	})
 
 	It("takes over a stale claim whose domain never appeared", func() {
 		host := "stale.example.com"
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-gone", "ws-gone/never-created")).To(Succeed())
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(MatchError(hostclaim.ErrHostTaken))
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-gone", "ws-gone/never-created")).To(Succeed())
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(MatchError(admission.ErrHostTaken))
 		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName(host)}, lease)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName(host)}, lease)).To(Succeed())
 		lease.Annotations[agentsv1.AnnotationClaimedAt] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
-		Expect(hostclaim.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(Succeed())
-		held, err := hostclaim.Lookup(ctx, k8sClient, domSystemNS, host)
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(Succeed())
+		held, err := admission.Lookup(ctx, k8sClient, domSystemNS, host)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held.Workspace).To(Equal("ws-b"))
 	})

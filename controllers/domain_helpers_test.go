@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/admission"
 )
 
 const domainWait = 20 * time.Second
@@ -86,7 +86,7 @@ func expectCondition(d *agentsv1.Domain, typ string, status metav1.ConditionStat
 // expectNoClaim asserts that nobody holds host (now or very soon).
 func expectNoClaim(host string) {
 	EventuallyWithOffset(1, func() bool {
-		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: hostclaim.ClaimName(host)}, &coordinationv1.Lease{})
+		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName(host)}, &coordinationv1.Lease{})
 		return apierrors.IsNotFound(err)
 	}, 5*time.Second).Should(BeTrue())
 }

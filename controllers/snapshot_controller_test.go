@@ -21,6 +21,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/storage"
@@ -62,8 +63,12 @@ var _ = Describe("Snapshots", Ordered, func() {
 			RetryMin: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond,
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&controllers.AgentReconciler{
-			Client: mgr.GetClient(), Runtime: rt, Versions: engine.Versions{Default: "1.0.0", Available: []string{"1.0.0"}},
-			Limiter:   &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+			Client: mgr.GetClient(), Runtime: rt,
+			Admission: &admission.Admitter{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+				Versions: engine.Versions{Default: "1.0.0", Available: []string{"1.0.0"}},
+			},
 			Snapshots: store, SnapshotReader: mgr.GetAPIReader(),
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context

@@ -42,6 +42,10 @@ const (
 	ReasonUnschedulable  = "Unschedulable"
 	ReasonPodExited      = "Error"
 	ReasonPodFailed      = "PodFailed"
+
+	// ReasonTemplateNotFound: spec.template names no published AgentTemplate (the agent is
+	// not started until it does).
+	ReasonTemplateNotFound = "TemplateNotFound"
 )
 
 // Reasons of the SnapshotRestored condition (and ReasonStorageUnavailable,
@@ -70,6 +74,9 @@ const (
 	// AnnotationConfigWritten is bumped by the REST facade after it wrote the engine config
 	// whole, so the Channel controller writes the channels into it again.
 	AnnotationConfigWritten = "agentplane.io/config-written"
+	// AnnotationTemplateApplied records that spec.template was expanded into the agent's
+	// spec (value: `<template>@<generation>`), so that it is expanded once.
+	AnnotationTemplateApplied = "agentplane.io/template-applied"
 	// AnnotationRestoreRequested records the last restore the REST facade asked for.
 	AnnotationRestoreRequested = "agentplane.io/restore-requested-at"
 	// AnnotationApplied (on the kube runtime's StatefulSet) fingerprints what the runtime last

@@ -21,7 +21,7 @@ func (p *Platform) setupControllers() error {
 	}
 	if p.runtime != nil {
 		r := &controllers.AgentReconciler{
-			Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions, Limiter: p.limiter,
+			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
 			Recorder:      mgr.GetEventRecorder("agentplane-agent"),
 			Notifications: p.notify,
 			Skills:        p.opts.Files, Engine: openclaw.New(),

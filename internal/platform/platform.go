@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/engine"
@@ -83,6 +84,8 @@ type Platform struct {
 	opts    Options
 	limiter *quota.Limiter
 	sealer  *secrets.Sealer
+	// admission is the one set of admission rules both doors apply (facade and controllers).
+	admission *admission.Admitter
 
 	versions     engine.Versions
 	runtime      runtime.Runtime
@@ -156,6 +159,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		sealer:  &secrets.Sealer{Keys: keys},
 	}
 	p.versions = o.Runtime.versions()
+	p.admission = &admission.Admitter{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+		Limiter: p.limiter, Versions: p.versions, SnapshotExists: p.snapshotExists,
+		SystemNamespace: o.SystemNamespace,
+	}
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
 		notify := make(chan event.GenericEvent, 1024)
 		rt, watch, err := p.buildRuntime(notify)
@@ -180,7 +188,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		}
 	}
 	domainAPI := apiserver.DomainOptions{
-		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey, SystemNamespace: o.SystemNamespace,
+		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey,
 	}
 	// --- end Domains ---
 	if o.APIAddr != "" {
@@ -190,10 +198,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		p.API = apiserver.New(apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
-			Limiter: p.limiter, Files: o.Files, Sealer: p.sealer,
+			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
 			Runtime: p.runtime, Engine: openclaw.New(), Versions: p.versions, ProvisionTimeout: o.ProvisionTimeout,
 			Domains: domainAPI, ClawHubURL: o.ClawHubURL,
-			SnapshotExists: p.snapshotExists,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
 			return nil, err
@@ -254,9 +261,9 @@ func (p *Platform) setupDomains(key []byte) error {
 		}
 	}
 	return (&controllers.DomainReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Resolver: resolver, TokenKey: key,
-		Brand: o.Brand, AppsDomain: o.AppsDomain, Router: router, Limiter: p.limiter,
-		SystemNamespace: p.opts.SystemNamespace, CheckInterval: o.CheckInterval, MaxCheckInterval: o.MaxCheckInterval,
+		Client: mgr.GetClient(), Resolver: resolver, TokenKey: key,
+		Brand: o.Brand, AppsDomain: o.AppsDomain, Router: router, Admission: p.admission,
+		CheckInterval: o.CheckInterval, MaxCheckInterval: o.MaxCheckInterval,
 		Recorder: mgr.GetEventRecorder("agentplane-domain"),
 	}).SetupWithManager(mgr)
 }

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/platform"
 )
@@ -134,7 +135,7 @@ func claimsFor(t testing.TB, host string) []coordinationv1.Lease {
 	t.Helper()
 	var leases coordinationv1.LeaseList
 	if err := k8s.List(bg(), &leases, client.InNamespace(platform.DefaultSystemNamespace),
-		client.MatchingLabels{agentsv1.LabelClaim: hostclaim.ClaimKindDomain}); err != nil {
+		client.MatchingLabels{agentsv1.LabelClaim: admission.ClaimKindDomain}); err != nil {
 		t.Fatal(err)
 	}
 	var out []coordinationv1.Lease

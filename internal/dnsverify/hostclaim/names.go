@@ -1,7 +1,6 @@
 // Package hostclaim holds the rules of the host names Domains serve, shared by the domain
-// controller and the REST facade: how a Domain's host is formed, which names are allowed,
-// which workspace holds a host cluster-wide (a claim object the API server arbitrates), and
-// the release of stale domain slots.
+// controller and the REST facade: how a Domain's host is formed and which names are allowed.
+// Who holds a host (the claim) and the domain slots are admission's (internal/admission).
 package hostclaim
 
 import (

@@ -39,13 +39,3 @@ func TestNameRules(t *testing.T) {
 		}
 	}
 }
-
-func TestClaimName(t *testing.T) {
-	a := hostclaim.ClaimName("docs.example.com")
-	if a != hostclaim.ClaimName("DOCS.example.com") || len(a) != len("domain-")+40 || !strings.HasPrefix(a, "domain-") {
-		t.Fatalf("claim name %q", a)
-	}
-	if a == hostclaim.ClaimName("docs.example.org") {
-		t.Fatal("different hosts share a claim name")
-	}
-}

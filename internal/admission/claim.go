@@ -1,4 +1,4 @@
-package hostclaim
+package admission
 
 import (
 	"context"
@@ -23,9 +23,9 @@ import (
 const (
 	// ClaimKindDomain is agentsv1.LabelClaim's value on host claims.
 	ClaimKindDomain = "domain"
-	// StaleAfter is how long a claim whose Domain does not exist is kept before another
+	// ClaimStaleAfter is how long a claim whose Domain does not exist is kept before another
 	// Domain may take it over (a caller that claimed and died before creating its Domain).
-	StaleAfter = 2 * time.Minute
+	ClaimStaleAfter = 2 * time.Minute
 )
 
 // ErrHostTaken: another Domain (of another workspace, or another Domain of the same
@@ -74,7 +74,7 @@ func claimOf(l *coordinationv1.Lease) *Claim {
 // ClaimHost makes Domain domainKey (`namespace/name`) of workspace the holder of host.
 // Claiming a host the same Domain holds is a no-op. A host held by any other Domain answers
 // an error wrapping ErrHostTaken, unless that Domain no longer exists and its claim is older
-// than StaleAfter: then the claim is taken over (with optimistic concurrency). c should read
+// than ClaimStaleAfter: then the claim is taken over (with optimistic concurrency). c should read
 // from the API server, not a cache.
 func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, domainKey string) error {
 	host = strings.ToLower(host)
@@ -130,7 +130,7 @@ func claimAnnotations(host, workspace, domainKey string, now time.Time) map[stri
 
 // holderGone reports whether the claim's Domain does not exist and the claim is stale.
 func holderGone(ctx context.Context, r client.Reader, held *Claim, now time.Time) (bool, error) {
-	if now.Sub(held.ClaimedAt) < StaleAfter {
+	if now.Sub(held.ClaimedAt) < ClaimStaleAfter {
 		return false, nil
 	}
 	ns, name, ok := strings.Cut(held.Domain, "/")
