@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -154,7 +155,11 @@ func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (str
 			}
 			return "", ctrl.Result{}, err
 		}
-		if err := r.Update(ctx, agent); err != nil {
+		if err := r.Update(ctx, agent); apierrors.IsInvalid(err) {
+			// The template fills in what the API server refuses: nothing to retry until a change.
+			setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, fmt.Sprintf("template %q: %v", agent.Spec.Template, err), r.now())
+			return "", ctrl.Result{}, nil
+		} else if err != nil {
 			return "", ctrl.Result{}, err
 		}
 	}
