@@ -14,7 +14,7 @@ import (
 // waitRecheck is how often a waiter re-reads its object without an event, so conditions that
 // depend on time (how long an agent has been unreachable) are evaluated again. The read is
 // from the informer cache: it costs no API request.
-const waitRecheck = time.Second
+var waitRecheck = time.Second
 
 // waitFor waits until done reports true (nil), done fails (its error), or ctx ends
 // (ctx.Err()). Before each call of done, obj is read again from the manager's informer cache

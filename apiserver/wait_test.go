@@ -1,0 +1,108 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/scheme"
+)
+
+// waitResult runs waitFor in the background and returns its result channel.
+func waitResult(ctx context.Context, s *Server, obj client.Object, done func() (bool, error)) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- s.waitFor(ctx, obj, done) }()
+	return ch
+}
+
+// TestWaitForWakesOnEvents: a wait ends on the informer's event for its object, not on a
+// timer (the recheck is set far beyond the test's bound), and leaves no subscription behind.
+func TestWaitForWakesOnEvents(t *testing.T) {
+	old := waitRecheck
+	waitRecheck = time.Hour
+	defer func() { waitRecheck = old }()
+
+	sch := scheme.New()
+	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}, Status: agentsv1.AgentStatus{Phase: agentsv1.AgentStarting}}
+	other := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a2"}}
+	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy(), other.DeepCopy()).WithStatusSubresource(&agentsv1.Agent{}).Build()
+	informers := &informertest.FakeInformers{Scheme: sch}
+	s := &Server{opts: Options{Client: c, Informers: informers}}
+	fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got := agent.DeepCopy()
+	calls, started := 0, make(chan struct{})
+	res := waitResult(ctx, s, got, func() (bool, error) {
+		if calls++; calls == 1 {
+			close(started)
+		}
+		return got.Status.Phase == agentsv1.AgentRunning, nil
+	})
+	<-started
+	second := waitResult(ctx, s, agent.DeepCopy(), func() (bool, error) { return false, errors.New("never ready") })
+	if err := <-second; err == nil || err.Error() != "never ready" {
+		t.Fatalf("a failing check ends the wait with its error; got %v", err)
+	}
+
+	// An event for another agent wakes nobody's check into success.
+	fi.Update(other, other)
+	// The controller's acknowledgement reaches the cache: the event ends the wait.
+	cur := &agentsv1.Agent{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(agent), cur); err != nil {
+		t.Fatal(err)
+	}
+	running := cur.DeepCopy()
+	running.Status.Phase = agentsv1.AgentRunning
+	if err := c.Status().Update(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	fi.Update(cur, running)
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the wait did not end on the informer's event")
+	}
+	if got.Status.Phase != agentsv1.AgentRunning {
+		t.Fatalf("the wait hands back the object it saw; phase %q", got.Status.Phase)
+	}
+	if calls != 2 {
+		t.Fatalf("the check ran %d times; want once at start and once for its own object's event", calls)
+	}
+	s.waiters.mu.Lock()
+	defer s.waiters.mu.Unlock()
+	if len(s.waiters.subs) != 0 {
+		t.Fatalf("subscriptions left behind: %v", s.waiters.subs)
+	}
+	if len(s.waiters.watched) != 1 {
+		t.Fatalf("one event handler per kind; got %d kinds", len(s.waiters.watched))
+	}
+}
+
+// TestWaitForEndsWithContext: a wait that is never satisfied ends with the context's error.
+func TestWaitForEndsWithContext(t *testing.T) {
+	sch := scheme.New()
+	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}}
+	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy()).Build()
+	s := &Server{opts: Options{Client: c, Informers: &informertest.FakeInformers{Scheme: sch}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := s.waitFor(ctx, agent, func() (bool, error) { return false, nil })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the context's deadline", err)
+	}
+}
