@@ -38,7 +38,7 @@ const HeaderWorkspace = "X-Agentplane-Workspace"
 
 // IndexGatewayAgent is the field index on core Secrets: the agent whose gateway token a
 // Secret holds (agentsv1.LabelGatewayTokenOf).
-const IndexGatewayAgent = "agentplane.gatewayAgent"
+const IndexGatewayAgent = agentsv1.IndexGatewayAgent
 
 func unauthorized(msg string, cause error) *Error {
 	return withCause(http.StatusUnauthorized, msg, cause)

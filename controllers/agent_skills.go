@@ -48,18 +48,11 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 		r.event(agent, corev1.EventTypeWarning, "SkillsUnavailable", "SyncSkills", "no skill storage is configured: attached skills are not unpacked")
 		return nil
 	}
-	var list agentsv1.SkillList
-	if err := r.List(ctx, &list, client.InNamespace(agent.Namespace)); err != nil {
+	slugs, err := r.skillSlugs(ctx, agent.Namespace, append(slices.Clone(want), agent.Status.InstalledSkills...))
+	if err != nil {
 		return fmt.Errorf("list skills: %w", err)
 	}
-	slugOf := func(cid string) string {
-		for i := range list.Items {
-			if sk := &list.Items[i]; slices.Contains((sk).CIDs(), cid) && clawhub.ValidSlug(sk.Spec.Slug) {
-				return sk.Spec.Slug
-			}
-		}
-		return ""
-	}
+	slugOf := func(cid string) string { return slugs[cid] }
 	keep := map[string]bool{} // slugs that stay attached
 	for _, id := range want {
 		if slug := slugOf(id); slug != "" {
@@ -108,6 +101,25 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 		return fmt.Errorf("%w: %d bundle(s) of no known Skill", errSkillsPending, pending)
 	}
 	return nil
+}
+
+// skillSlugs maps each of cids to the slug of a Skill of namespace that answers to it
+// (IndexSkillCID: its current or an earlier version); a CID of no known Skill is left out.
+func (r *AgentReconciler) skillSlugs(ctx context.Context, namespace string, cids []string) (map[string]string, error) {
+	slugs := make(map[string]string, len(cids))
+	for _, c := range cids {
+		var list agentsv1.SkillList
+		if err := r.List(ctx, &list, client.InNamespace(namespace), client.MatchingFields{agentsv1.IndexSkillCID: c}); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			if sk := &list.Items[i]; clawhub.ValidSlug(sk.Spec.Slug) {
+				slugs[c] = sk.Spec.Slug
+				break
+			}
+		}
+	}
+	return slugs, nil
 }
 
 // unpackSkill reads the bundle cid from storage and writes its files into skills/<slug>/,

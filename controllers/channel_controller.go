@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
@@ -273,13 +272,12 @@ func (r *ChannelReconciler) readHints(ctx context.Context, ch *agentsv1.Channel)
 // one owns the config entry and this one is a duplicate. "" when there is none.
 func (r *ChannelReconciler) olderSibling(ctx context.Context, ch *agentsv1.Channel) (string, error) {
 	var list agentsv1.ChannelList
-	if err := r.List(ctx, &list, client.InNamespace(ch.Namespace)); err != nil {
+	if err := r.List(ctx, &list, client.InNamespace(ch.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: ch.Spec.AgentRef.Name}); err != nil {
 		return "", err
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID != ch.UID && o.DeletionTimestamp == nil && o.Spec.AgentRef == ch.Spec.AgentRef &&
-			o.Spec.Type == ch.Spec.Type && olderChannel(o, ch) {
+		if o.UID != ch.UID && o.DeletionTimestamp == nil && o.Spec.Type == ch.Spec.Type && olderChannel(o, ch) {
 			return o.Name, nil
 		}
 	}
@@ -348,25 +346,10 @@ func (r *ChannelReconciler) lockAgent(key types.NamespacedName) func() {
 func (r *ChannelReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Channel{}, builder.WithPredicates(channelChanged())).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.agentToChannels), builder.WithPredicates(agentPhaseChanged())).
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.ChannelList](r.Client)), builder.WithPredicates(agentPhaseChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("channel").
 		Complete(r)
-}
-
-// agentToChannels maps an agent to its Channels.
-func (r *ChannelReconciler) agentToChannels(ctx context.Context, o client.Object) []reconcile.Request {
-	var list agentsv1.ChannelList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if list.Items[i].Spec.AgentRef.Name == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
 }
 
 // agentPhaseChanged passes agent creations, deletions, phase changes, deletion starts and

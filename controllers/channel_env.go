@@ -48,13 +48,13 @@ func channelEnabled(ch *agentsv1.Channel) bool { return ch.Spec.Enabled == nil |
 // being deleted (a younger Channel of the same type is a duplicate and ignored).
 func effectiveChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, error) {
 	var list agentsv1.ChannelList
-	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace)); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
 		return nil, err
 	}
 	out := map[agentsv1.ChannelType]*agentsv1.Channel{}
 	for i := range list.Items {
 		ch := &list.Items[i]
-		if ch.Spec.AgentRef.Name != agent.Name || ch.DeletionTimestamp != nil {
+		if ch.DeletionTimestamp != nil {
 			continue
 		}
 		if cur, ok := out[ch.Spec.Type]; !ok || olderChannel(ch, cur) {

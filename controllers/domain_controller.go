@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/admission"
@@ -307,7 +306,7 @@ func (r *DomainReconciler) appsDomain() string {
 func (r *DomainReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Domain{}).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.domainsOfAgent),
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.DomainList](r.Client)),
 			builder.WithPredicates(agentChangedForDomains)).
 		Named("domain")
 	if _, ok := r.Router.(*IngressRouter); ok {
@@ -330,20 +329,4 @@ var agentChangedForDomains = predicate.Funcs{
 		}
 		return oldA.Generation != newA.Generation || len(newA.Status.DomainReservations) < len(oldA.Status.DomainReservations)
 	},
-}
-
-// domainsOfAgent maps an agent to the Domains that route to it.
-func (r *DomainReconciler) domainsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
-	var list agentsv1.DomainList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "list domains of agent", "agent", o.GetName())
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if list.Items[i].Spec.AgentRef.Name == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
 }

@@ -11,10 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -66,27 +66,22 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.skills hold one of the skill's
-// CIDs, sorted; nil when there are none.
+// CIDs (IndexAgentSkillCID), sorted; nil when there are none.
 func (r *SkillReconciler) attachedAgents(ctx context.Context, sk *agentsv1.Skill) ([]string, error) {
-	var agents agentsv1.AgentList
-	if err := r.List(ctx, &agents, client.InNamespace(sk.Namespace)); err != nil {
-		return nil, err
-	}
-	cids := (sk).CIDs()
 	var out []string
-	for i := range agents.Items {
-		a := &agents.Items[i]
-		if a.DeletionTimestamp == nil && attachesSkill(a, cids) {
-			out = append(out, a.Name)
+	for _, c := range sk.CIDs() {
+		var agents agentsv1.AgentList
+		if err := r.List(ctx, &agents, client.InNamespace(sk.Namespace), client.MatchingFields{agentsv1.IndexAgentSkillCID: c}); err != nil {
+			return nil, err
+		}
+		for i := range agents.Items {
+			if a := &agents.Items[i]; a.DeletionTimestamp == nil {
+				out = append(out, a.Name)
+			}
 		}
 	}
 	sort.Strings(out)
-	return out, nil
-}
-
-// attachesSkill reports whether the agent's spec.skills hold one of cids (a skill's versions).
-func attachesSkill(a *agentsv1.Agent, cids []string) bool {
-	return slices.ContainsFunc(a.Spec.Skills, func(s agentsv1.AgentSkill) bool { return slices.Contains(cids, s.CID) })
+	return slices.Compact(out), nil
 }
 
 // computeReadyCondition: the bundle of spec.cid is in storage (its size is returned too).
@@ -119,21 +114,27 @@ func (r *SkillReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// skillsOfAgent maps an agent to the skills it attaches or is recorded on.
+// skillsOfAgent maps an agent to the skills it is recorded on (IndexSkillAttachedTo) or
+// attaches (IndexSkillCID of each of its spec.skills).
 func (r *SkillReconciler) skillsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
 	a, ok := o.(*agentsv1.Agent)
 	if !ok {
 		return nil
 	}
-	var list agentsv1.SkillList
-	if err := r.List(ctx, &list, client.InNamespace(a.Namespace)); err != nil {
-		return nil
+	lookups := [][2]string{{agentsv1.IndexSkillAttachedTo, a.Name}}
+	for _, s := range a.Spec.Skills {
+		lookups = append(lookups, [2]string{agentsv1.IndexSkillCID, s.CID})
 	}
 	var out []reconcile.Request
-	for i := range list.Items {
-		sk := &list.Items[i]
-		if slices.Contains(sk.Status.AttachedTo, a.Name) || attachesSkill(a, (sk).CIDs()) {
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: sk.Namespace, Name: sk.Name}})
+	for _, l := range lookups {
+		reqs, err := requestsFor(ctx, r.Client, &agentsv1.SkillList{}, a.Namespace, l[0], l[1])
+		if err != nil {
+			log.FromContext(ctx).Error(err, "look up the skills of an agent", "agent", a.Name)
+		}
+		for _, req := range reqs {
+			if !slices.Contains(out, req) {
+				out = append(out, req)
+			}
 		}
 	}
 	return out

@@ -332,7 +332,7 @@ func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Snapshot{}).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.snapshotsOfAgent),
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.SnapshotList](r.Client)),
 			builder.WithPredicates(predicate.Funcs{
 				CreateFunc: func(event.CreateEvent) bool { return false },
 				UpdateFunc: func(event.UpdateEvent) bool { return false },

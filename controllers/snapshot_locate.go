@@ -84,7 +84,7 @@ func (l SnapshotLocator) Exists(ctx context.Context, namespace, cid string) bool
 // the agent, the snapshot of the agent's template, or that of a published template.
 func snapshotAllowed(ctx context.Context, reader client.Reader, agent *agentsv1.Agent, cid string) (bool, error) {
 	var snaps agentsv1.SnapshotList
-	if err := reader.List(ctx, &snaps, client.InNamespace(agent.Namespace)); err != nil {
+	if err := reader.List(ctx, &snaps, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
 		return false, err
 	}
 	for _, s := range snapshots.Completed(snaps.Items, agent.Name) {

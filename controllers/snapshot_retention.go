@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/storage"
@@ -31,7 +30,7 @@ func (r *SnapshotReconciler) applyRetention(ctx context.Context, snap *agentsv1.
 		return nil
 	}
 	var list agentsv1.SnapshotList
-	if err := r.APIReader.List(ctx, &list, client.InNamespace(snap.Namespace)); err != nil {
+	if err := r.APIReader.List(ctx, &list, client.InNamespace(snap.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: snap.Spec.AgentRef.Name}); err != nil {
 		return err
 	}
 	history := snapshots.Completed(list.Items, snap.Spec.AgentRef.Name)
@@ -70,22 +69,6 @@ func (r *SnapshotReconciler) ownerGone(ctx context.Context, snap *agentsv1.Snaps
 		return agent.UID != ref.UID, nil
 	}
 	return false, nil
-}
-
-// snapshotsOfAgent maps a deleted Agent to its Snapshots.
-func (r *SnapshotReconciler) snapshotsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
-	var list agentsv1.SnapshotList
-	if err := r.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		log.FromContext(ctx).Error(err, "list the snapshots of a deleted agent", "agent", o.GetName())
-		return nil
-	}
-	var out []reconcile.Request
-	for i := range list.Items {
-		if list.Items[i].Spec.AgentRef.Name == o.GetName() {
-			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-		}
-	}
-	return out
 }
 
 // reconcileDelete deletes the Snapshot's archive unless another live Snapshot of the

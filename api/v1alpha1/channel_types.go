@@ -80,6 +80,7 @@ type ChannelStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ch,categories=agentplane
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agentRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.agentRef.name`
 // +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="Configured",type=boolean,JSONPath=`.status.configured`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -96,6 +96,7 @@ type DomainStatus struct {
 // +kubebuilder:printcolumn:name="Host",type=string,JSONPath=`.status.host`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agentRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.agentRef.name`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Domain struct {
 	metav1.TypeMeta   `json:",inline"`

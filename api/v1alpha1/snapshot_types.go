@@ -52,6 +52,7 @@ type SnapshotStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=snap,categories=agentplane
 // +kubebuilder:printcolumn:name="Agent",type=string,JSONPath=`.spec.agentRef.name`
+// +kubebuilder:selectablefield:JSONPath=`.spec.agentRef.name`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="CID",type=string,JSONPath=`.status.cid`
 // +kubebuilder:printcolumn:name="Size",type=integer,JSONPath=`.status.size`

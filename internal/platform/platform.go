@@ -122,12 +122,8 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Secret{}, apiserver.IndexGatewayAgent, func(o client.Object) []string {
-		if a := o.GetLabels()[agentsv1.LabelGatewayTokenOf]; a != "" {
-			return []string{a}
-		}
-		return nil
-	}); err != nil {
+	// The controllers and the facade share the manager's cache and its field indexes.
+	if err := controllers.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {

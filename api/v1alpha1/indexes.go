@@ -1,0 +1,20 @@
+package v1alpha1
+
+// Field indexes on the manager's cache (controllers.SetupIndexes registers them; the REST
+// facade shares the cache). Look objects up with client.MatchingFields{Index...: value}.
+const (
+	// IndexAgentRef indexes Channels, Domains and Snapshots by spec.agentRef.name. It is also
+	// a CRD selectable field of those kinds, so the same MatchingFields works on a live
+	// reader (the API server filters).
+	IndexAgentRef = "spec.agentRef.name"
+	// IndexAgentSkillCID indexes Agents by the CIDs of spec.skills.
+	IndexAgentSkillCID = "spec.skills.cid"
+	// IndexSkillCID indexes Skills by every CID they answer to (Skill.CIDs: spec.cid and the
+	// earlier versions' CIDs that agents may still pin).
+	IndexSkillCID = "agentplane.skillCIDs"
+	// IndexSkillAttachedTo indexes Skills by status.attachedTo (the agents recorded on them).
+	IndexSkillAttachedTo = "status.attachedTo"
+	// IndexGatewayAgent indexes the platform's core Secrets by the agent whose gateway token
+	// they hold (LabelGatewayTokenOf).
+	IndexGatewayAgent = "agentplane.gatewayAgent"
+)
