@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,8 +67,8 @@ type AgentReconciler struct {
 	Engine engine.Engine
 	// Notifications carries runtime notifications (a process exited, became healthy).
 	Notifications chan event.GenericEvent
-	// Now is the clock.
-	Now func() time.Time
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 	// Workers is how many agents reconcile at once (default 4).
 	Workers int
 }
@@ -119,16 +120,16 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	}
 	desired, err := r.desired(ctx, agent, version, token, secretName)
 	if err != nil {
-		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.now())
+		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())
 		return ctrl.Result{}, err
 	}
 	observed, err := r.Runtime.Ensure(ctx, agent, desired)
 	if err != nil {
-		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.now())
+		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())
 		return ctrl.Result{}, err
 	}
 	agent.Status.GatewayTokenSecret = secretName
-	applyObserved(agent, observed, r.now())
+	applyObserved(agent, observed, r.Clock.Now())
 	if res, err := r.restoreSnapshot(ctx, agent); err != nil || !res.IsZero() {
 		return res, err
 	}
@@ -150,14 +151,14 @@ func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (str
 	if admission.NeedsExpansion(agent) {
 		if err := r.Admission.ExpandNamed(ctx, agent); err != nil {
 			if errors.Is(err, admission.ErrTemplateNotFound) {
-				setProvisionFailure(agent, agentsv1.ReasonTemplateNotFound, fmt.Sprintf("template %q is not a published AgentTemplate", agent.Spec.Template), r.now())
+				setProvisionFailure(agent, agentsv1.ReasonTemplateNotFound, fmt.Sprintf("template %q is not a published AgentTemplate", agent.Spec.Template), r.Clock.Now())
 				return "", ctrl.Result{RequeueAfter: limitRetry}, nil
 			}
 			return "", ctrl.Result{}, err
 		}
 		if err := r.Update(ctx, agent); apierrors.IsInvalid(err) {
 			// The template fills in what the API server refuses: nothing to retry until a change.
-			setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, fmt.Sprintf("template %q: %v", agent.Spec.Template, err), r.now())
+			setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, fmt.Sprintf("template %q: %v", agent.Spec.Template, err), r.Clock.Now())
 			return "", ctrl.Result{}, nil
 		} else if err != nil {
 			return "", ctrl.Result{}, err
@@ -165,14 +166,14 @@ func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (str
 	}
 	if err := r.Admission.ReserveAgent(ctx, agent); err != nil {
 		if errors.Is(err, admission.ErrLimitReached) {
-			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.now())
+			setProvisionFailure(agent, agentsv1.ReasonAgentLimitReached, "the workspace's agent limit is reached", r.Clock.Now())
 			return "", ctrl.Result{RequeueAfter: limitRetry}, nil
 		}
 		return "", ctrl.Result{}, err
 	}
 	version, err := r.Admission.Version(agent)
 	if errors.Is(err, admission.ErrInvalidVersion) {
-		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.now())
+		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.Clock.Now())
 		return "", ctrl.Result{}, nil
 	}
 	return version, ctrl.Result{}, err
@@ -253,16 +254,12 @@ func (r *AgentReconciler) event(agent *agentsv1.Agent, typ, reason, action, note
 	}
 }
 
-func (r *AgentReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 // SetupWithManager registers the controller: Agents, their gateway-token Secrets, and the
 // runtime's notifications.
 func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		// The controller's own status writes (and others' reservations) need no pass.
 		For(&agentsv1.Agent{}, builder.WithPredicates(predicate.Or(

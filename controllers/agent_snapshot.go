@@ -80,7 +80,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		applyObserved(agent, runtime.Observed{
 			Phase: runtime.PhaseStarting, Message: "the gateway restarts after a workspace restore",
 			Endpoint: agent.Status.Endpoint, EngineVersion: agent.Status.EngineVersion, Restarts: agent.Status.Restarts,
-		}, r.now())
+		}, r.Clock.Now())
 		return ctrl.Result{RequeueAfter: startingPoll}, nil
 	}
 	return ctrl.Result{}, nil
@@ -105,7 +105,7 @@ func (r *AgentReconciler) restoreFailed(ctx context.Context, agent *agentsv1.Age
 	}
 	var since time.Duration
 	if c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentSnapshotRestored); c != nil {
-		since = r.now().Sub(c.LastTransitionTime.Time)
+		since = r.Clock.Now().Sub(c.LastTransitionTime.Time)
 	}
 	return ctrl.Result{RequeueAfter: retryWait(since, DefaultStorageRetryMin, DefaultStorageRetryMax)}, nil
 }

@@ -53,7 +53,7 @@ func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domai
 		d.Status.NextCheck = nil
 		return true, 0
 	}
-	now := r.now()
+	now := r.Clock.Now()
 	requested := verifyRequested(d)
 	forced := !requested.IsZero() && (d.Status.LastChecked == nil || requested.After(d.Status.LastChecked.Time))
 	if next := d.Status.NextCheck; next != nil && now.Before(next.Time) && !forced {

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/dnsverify"
@@ -41,9 +42,9 @@ func TestCheckDelayDoublesUpToTheCeiling(t *testing.T) {
 }
 
 func TestCheckOwnership(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 500e6, time.UTC)
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 500e6, time.UTC))
 	res := &fakeResolver{values: map[string][]string{}}
-	r := &DomainReconciler{Resolver: res, TokenKey: []byte("k"), Now: func() time.Time { return now }}
+	r := &DomainReconciler{Resolver: res, TokenKey: []byte("k"), Clock: clk}
 	d := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "d", Generation: 3},
 		Spec: agentsv1.DomainSpec{CustomDomain: "docs.example.com"}}
 	d.Status.Verification = r.verification(d)
@@ -67,23 +68,23 @@ func TestCheckOwnership(t *testing.T) {
 	if wait := check(1, string(dnsverify.Missing)); wait != 10500*time.Millisecond {
 		t.Fatalf("wait %v", wait)
 	}
-	if d.Status.Checks != 1 || !d.Status.LastChecked.Time.Equal(now.Truncate(time.Second)) ||
+	if d.Status.Checks != 1 || !d.Status.LastChecked.Time.Equal(clk.Now().Truncate(time.Second)) ||
 		!d.Status.NextCheck.Time.Equal(time.Date(2026, 1, 1, 0, 0, 11, 0, time.UTC)) {
 		t.Fatalf("status %+v", d.Status)
 	}
 	// A reconcile for another reason before the next check looks nothing up.
-	now = now.Add(5 * time.Second)
+	clk.SetTime(clk.Now().Add(5 * time.Second))
 	if wait := check(1, string(dnsverify.Missing)); wait != 5500*time.Millisecond {
 		t.Fatalf("wait %v", wait)
 	}
 	// Due: a wrong value; the delay doubles.
-	now = now.Add(6 * time.Second)
+	clk.SetTime(clk.Now().Add(6 * time.Second))
 	res.values[d.Status.Verification.RecordName] = []string{"not-the-token"}
 	if wait := check(2, string(dnsverify.Mismatch)); wait < 20*time.Second || wait > 21*time.Second {
 		t.Fatalf("wait %v", wait)
 	}
 	// DNS down: unavailable, still not verified.
-	now = now.Add(21 * time.Second)
+	clk.SetTime(clk.Now().Add(21 * time.Second))
 	res.err = dnsverify.ErrUnavailable
 	check(3, string(dnsverify.Unavailable))
 	if d.Status.Checks != 3 {
@@ -91,8 +92,8 @@ func TestCheckOwnership(t *testing.T) {
 	}
 	// A requested check runs at once and restarts the delay.
 	res.err = nil
-	now = now.Add(time.Second)
-	d.Annotations = map[string]string{agentsv1.AnnotationVerifyRequested: now.Format(time.RFC3339)}
+	clk.SetTime(clk.Now().Add(time.Second))
+	d.Annotations = map[string]string{agentsv1.AnnotationVerifyRequested: clk.Now().Format(time.RFC3339)}
 	check(4, string(dnsverify.Mismatch))
 	if d.Status.Checks != 1 {
 		t.Fatalf("a requested check restarts the count: %d", d.Status.Checks)
@@ -100,13 +101,13 @@ func TestCheckOwnership(t *testing.T) {
 	// The request is answered: no second look-up for it.
 	check(4, string(dnsverify.Mismatch))
 	// The right token verifies; afterwards nothing is looked up again.
-	now = now.Add(time.Minute)
+	clk.SetTime(clk.Now().Add(time.Minute))
 	res.values[d.Status.Verification.RecordName] = []string{"other", d.Status.Verification.Token}
 	check(5, agentsv1.ReasonDomainVerified)
 	if d.Status.NextCheck != nil {
 		t.Fatalf("next check after verification: %v", d.Status.NextCheck)
 	}
-	now = now.Add(time.Hour)
+	clk.SetTime(clk.Now().Add(time.Hour))
 	d.Generation = 4
 	check(5, agentsv1.ReasonDomainVerified)
 }
@@ -114,7 +115,7 @@ func TestCheckOwnership(t *testing.T) {
 func TestRequesterClockAheadStillAnswersTheRequest(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	res := &fakeResolver{values: map[string][]string{}}
-	r := &DomainReconciler{Resolver: res, Now: func() time.Time { return now }}
+	r := &DomainReconciler{Resolver: res, Clock: testingclock.NewFakePassiveClock(now)}
 	d := &agentsv1.Domain{Spec: agentsv1.DomainSpec{CustomDomain: "docs.example.com"}}
 	d.Status.Verification = r.verification(d)
 	r.checkOwnership(context.Background(), d)

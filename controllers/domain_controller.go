@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,8 +63,8 @@ type DomainReconciler struct {
 	CheckInterval, MaxCheckInterval time.Duration
 	// Recorder receives phase changes (nil: none).
 	Recorder events.EventRecorder
-	// Now is the clock.
-	Now func() time.Time
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=domains,verbs=get;list;watch;update;patch
@@ -280,13 +281,6 @@ func (r *DomainReconciler) event(d *agentsv1.Domain, typ, reason, action, note s
 	}
 }
 
-func (r *DomainReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 func (r *DomainReconciler) brand() string {
 	if r.Brand != "" {
 		return r.Brand
@@ -304,6 +298,9 @@ func (r *DomainReconciler) appsDomain() string {
 // SetupWithManager registers the controller: Domains, their agents (created, deleted, spec
 // changed or a domain slot freed) and, with the IngressRouter, their Ingresses.
 func (r *DomainReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Domain{}).
 		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.DomainList](r.Client)),

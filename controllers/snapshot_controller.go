@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -73,8 +74,8 @@ type SnapshotReconciler struct {
 	// MaxConcurrent archives run at once (default 4).
 	MaxConcurrent int
 	Recorder      events.EventRecorder
-	// Now is the clock.
-	Now func() time.Time
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 
 	locks spaceLocks
 }
@@ -159,7 +160,7 @@ func (r *SnapshotReconciler) adopt(ctx context.Context, snap *agentsv1.Snapshot,
 	controllerutil.AddFinalizer(snap, agentsv1.SnapshotFinalizer)
 	if snap.Annotations[agentsv1.AnnotationSnapshotRequestedAt] == "" {
 		// Orders snapshots created in the same second (kubectl sets no such annotation).
-		metav1.SetMetaDataAnnotation(&snap.ObjectMeta, agentsv1.AnnotationSnapshotRequestedAt, r.now().UTC().Format(time.RFC3339Nano))
+		metav1.SetMetaDataAnnotation(&snap.ObjectMeta, agentsv1.AnnotationSnapshotRequestedAt, r.Clock.Now().UTC().Format(time.RFC3339Nano))
 	}
 	if agent != nil {
 		if err := controllerutil.SetOwnerReference(agent, snap, r.Scheme()); err != nil {
@@ -190,7 +191,7 @@ func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapsho
 	obj, storeErr, archiveErr := r.put(actx, agent, space)
 	switch {
 	case storeErr == nil && archiveErr == nil:
-		now := metav1.NewTime(r.now())
+		now := metav1.NewTime(r.Clock.Now())
 		snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
 		r.setReady(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
 		r.event(snap, corev1.EventTypeNormal, "Archived", "Archive", "workspace of %s archived as %s (%d bytes)", agent.Name, obj.CID, obj.Size)
@@ -271,7 +272,7 @@ func (r *SnapshotReconciler) setReady(snap *agentsv1.Snapshot, status metav1.Con
 func (r *SnapshotReconciler) backoff(snap *agentsv1.Snapshot) time.Duration {
 	since := time.Duration(0)
 	if c := meta.FindStatusCondition(snap.Status.Conditions, agentsv1.ConditionReady); c != nil {
-		since = r.now().Sub(c.LastTransitionTime.Time)
+		since = r.Clock.Now().Sub(c.LastTransitionTime.Time)
 	}
 	return retryWait(since, r.RetryMin, r.RetryMax)
 }
@@ -305,13 +306,6 @@ func (r *SnapshotReconciler) event(snap *agentsv1.Snapshot, typ, reason, action,
 	}
 }
 
-func (r *SnapshotReconciler) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 // truncateMessage bounds text copied into conditions and events.
 func truncateMessage(s string) string {
 	if len(s) > maxConditionMessage {
@@ -325,6 +319,9 @@ func truncateMessage(s string) string {
 func (r *SnapshotReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
 	}
 	n := r.MaxConcurrent
 	if n <= 0 {

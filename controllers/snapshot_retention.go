@@ -91,7 +91,7 @@ func (r *SnapshotReconciler) reconcileDelete(ctx context.Context, snap *agentsv1
 			switch {
 			case errors.Is(err, storage.ErrUnavailable):
 				log.FromContext(ctx).Info("snapshot storage unreachable, will retry the delete", "error", err.Error())
-				return ctrl.Result{RequeueAfter: retryWait(r.now().Sub(snap.DeletionTimestamp.Time), r.RetryMin, r.RetryMax)}, nil
+				return ctrl.Result{RequeueAfter: retryWait(r.Clock.Now().Sub(snap.DeletionTimestamp.Time), r.RetryMin, r.RetryMax)}, nil
 			case err != nil && !errors.Is(err, storage.ErrInvalid):
 				return ctrl.Result{}, err
 			}

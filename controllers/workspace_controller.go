@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,8 @@ const (
 type WorkspaceReconciler struct {
 	client.Client
 	Limiter *quota.Limiter
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch;update;patch
@@ -71,7 +74,7 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if existing[res.Name] {
 			continue
 		}
-		if age := time.Since(res.Time.Time); age < quota.StaleAfter {
+		if age := r.Clock.Since(res.Time.Time); age < quota.StaleAfter {
 			requeue = quota.StaleAfter - age + time.Second
 			continue
 		}
@@ -125,6 +128,9 @@ func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws *agentsv1.Work
 // and deletion of their agents (what the agent count and the reservations depend on; an
 // agent's updates do not change them, and with many agents they would cost a pass each).
 func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Workspace{}).
 		Owns(&corev1.Namespace{}).

@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -55,7 +56,8 @@ func (h agentHolder) reservations() *[]agentsv1.Reservation { return &h.Status.D
 type Limiter struct {
 	Reader client.Reader
 	Writer client.Client
-	Now    func() time.Time
+	// Clock dates reservations and tells when they are stale (nil: the real clock).
+	Clock clock.PassiveClock
 
 	// locks queue this process's updates of one holder (many workers reserving in one
 	// workspace would otherwise mostly conflict with each other); other replicas are still
@@ -64,10 +66,10 @@ type Limiter struct {
 }
 
 func (l *Limiter) now() time.Time {
-	if l.Now != nil {
-		return l.Now()
+	if l.Clock == nil {
+		return time.Now()
 	}
-	return time.Now()
+	return l.Clock.Now()
 }
 
 // ReserveAgent takes a slot of workspace ws's agent limit for agent. Reserving twice for the

@@ -68,7 +68,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
 			return runtime.Observed{}, err
 		}
-		r.recent.Store(key, recentApply{fp: fp, at: r.now(), sts: applied})
+		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: applied})
 	}
 	pod := &corev1.Pod{}
 	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
@@ -110,17 +110,10 @@ func (r *Runtime) recentApply(key client.ObjectKey, fp string) *appsv1.StatefulS
 		return nil
 	}
 	m := v.(recentApply)
-	if m.fp != fp || r.now().Sub(m.at) > recentApplyWindow {
+	if m.fp != fp || r.opts.Clock.Now().Sub(m.at) > recentApplyWindow {
 		return nil
 	}
 	return m.sts.DeepCopy()
-}
-
-func (r *Runtime) now() time.Time {
-	if r.clock != nil {
-		return r.clock()
-	}
-	return time.Now()
 }
 
 // applyAll applies the three objects, the StatefulSet marked with the fingerprint of the set,

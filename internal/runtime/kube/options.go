@@ -11,6 +11,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/engine"
@@ -52,6 +53,8 @@ type Options struct {
 	APIReader client.Reader
 	// RESTConfig is used for pods/exec.
 	RESTConfig *rest.Config
+	// Clock tells the time (default: the real clock).
+	Clock clock.PassiveClock
 	// Clientset is used to build pods/exec requests; built from RESTConfig when nil.
 	Clientset kubernetes.Interface
 	// Scheme knows the Agent kind (owner references).
@@ -90,9 +93,8 @@ type Runtime struct {
 	csErr  error
 
 	// recent remembers an agent's last apply until the cache shows it (client.ObjectKey of the StatefulSet ->
-	// recentApply) so the pass right after it does not apply again; clock is replaced in tests.
+	// recentApply) so the pass right after it does not apply again.
 	recent sync.Map
-	clock  func() time.Time
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -137,6 +139,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.TerminationGracePeriod <= 0 {
 		o.TerminationGracePeriod = DefaultTerminationGracePeriod
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o
 }

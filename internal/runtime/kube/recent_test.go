@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	testingclock "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/runtime/kube"
@@ -39,9 +40,8 @@ func (c *laggingClient) Apply(ctx context.Context, obj k8sruntime.ApplyConfigura
 func TestEnsureSkipsReapplyWhileCacheLags(t *testing.T) {
 	ctx, a := setup(t, "kube-recent")
 	lag := &laggingClient{Client: env.Client}
-	r := kube.New(kube.Options{Client: lag, APIReader: env.Client, Scheme: env.Scheme, RESTConfig: env.Config, Engine: kube.NewStubEngine()})
-	now := time.Now()
-	kube.SetClock(r, func() time.Time { return now })
+	clk := testingclock.NewFakePassiveClock(time.Now())
+	r := kube.New(kube.Options{Client: lag, APIReader: env.Client, Scheme: env.Scheme, RESTConfig: env.Config, Engine: kube.NewStubEngine(), Clock: clk})
 
 	first := ensure(t, ctx, r, a, desired())
 	if got := lag.applies.Load(); got != 3 {
@@ -61,7 +61,7 @@ func TestEnsureSkipsReapplyWhileCacheLags(t *testing.T) {
 	if got := lag.applies.Load(); got != 6 {
 		t.Errorf("changed spec: %d applies, want 6", got)
 	}
-	now = now.Add(6 * time.Second)
+	clk.SetTime(clk.Now().Add(6 * time.Second))
 	ensure(t, ctx, r, a, changed)
 	if got := lag.applies.Load(); got != 9 {
 		t.Errorf("past the window: %d applies, want 9", got)
