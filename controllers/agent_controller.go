@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,11 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/admission"
@@ -65,8 +61,6 @@ type AgentReconciler struct {
 	// unpacked into the workspace (nil: they are not).
 	Skills storage.Store
 	Engine engine.Engine
-	// Notifications carries runtime notifications (a process exited, became healthy).
-	Notifications chan event.GenericEvent
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 	// Workers is how many agents reconcile at once (default 4).
@@ -254,9 +248,9 @@ func (r *AgentReconciler) event(agent *agentsv1.Agent, typ, reason, action, note
 	}
 }
 
-// SetupWithManager registers the controller: Agents, their gateway-token Secrets, and the
-// runtime's notifications.
-func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
+// SetupWithManager registers the controller: Agents, their gateway-token Secrets, their
+// Channels, and what the runtime watches (runtime.Watcher).
+func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
 	}
@@ -269,11 +263,8 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl
 		Named("agent")
 	// The agent's environment carries its channels' tokens.
 	b = WatchChannels(b)
-	if r.Notifications != nil {
-		b = b.WatchesRawSource(source.Channel(r.Notifications, &handler.EnqueueRequestForObject{}))
-	}
-	for _, f := range extra {
-		b = f(b)
+	if w, ok := r.Runtime.(runtime.Watcher); ok {
+		b = w.SetupWatches(b)
 	}
 	return b.Complete(r)
 }
@@ -284,18 +275,4 @@ func (r *AgentReconciler) workers() int {
 		return r.Workers
 	}
 	return 4
-}
-
-// NotifyFunc returns a runtime.Notifier that enqueues the agent through r.Notifications.
-func NotifyFunc(ch chan event.GenericEvent) runtime.Notifier {
-	return func(key types.NamespacedName) {
-		a := &agentsv1.Agent{}
-		a.Name, a.Namespace = key.Name, key.Namespace
-		select {
-		case ch <- event.GenericEvent{Object: a}:
-		default:
-			// The channel is full: a reconcile for some agent is already pending and the
-			// controller's periodic requeue catches up; never block the runtime.
-		}
-	}
 }

@@ -13,10 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
@@ -31,11 +28,7 @@ import (
 // startAgentManager runs the Agent controller on the kube runtime against envtest. There is
 // no kubelet: tests play it by creating the pod and writing its status.
 func startAgentManager() context.CancelFunc {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
-	Expect(err).NotTo(HaveOccurred())
+	mgr := newManager()
 	rt := kube.New(kube.Options{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 		Scheme: mgr.GetScheme(), Engine: openclaw.New(),
@@ -49,9 +42,7 @@ func startAgentManager() context.CancelFunc {
 		},
 		Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
 	}
-	Expect(r.SetupWithManager(mgr, func(b *ctrl.Builder) *ctrl.Builder {
-		return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).Watches(&corev1.Pod{}, podToAgentHandler())
-	})).To(Succeed())
+	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -16,8 +16,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
@@ -52,12 +50,9 @@ var _ = Describe("Snapshots", Ordered, func() {
 				Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, AgentLimit: ptr.To[int32](20)},
 			})).To(Succeed())
 		}
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-			Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-			Cache:      cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}}},
+		mgr := newManager(func(o *ctrl.Options) {
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}}}
 		})
-		Expect(err).NotTo(HaveOccurred())
 		Expect((&controllers.SnapshotReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
 			RetryMin: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond,

@@ -7,10 +7,15 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -37,6 +42,34 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 })
+
+// newManager returns a manager on the test control plane with the field indexes registered
+// as the platform registers them; opts adjust its options.
+func newManager(opts ...func(*ctrl.Options)) ctrl.Manager {
+	o := ctrl.Options{
+		Scheme: env.Scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	}
+	for _, f := range opts {
+		f(&o)
+	}
+	mgr, err := ctrl.NewManager(env.Config, o)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(controllers.SetupIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
+	return mgr
+}
+
+// startManager runs mgr until the returned func is called; that func waits for it to stop.
+func startManager(mgr ctrl.Manager) func() {
+	mctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(done)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+	return func() { stop(); <-done }
+}
 
 var _ = AfterSuite(func() {
 	cancel()

@@ -1,8 +1,6 @@
 package platform
 
 import (
-	ctrl "sigs.k8s.io/controller-runtime"
-
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 )
@@ -22,20 +20,15 @@ func (p *Platform) setupControllers() error {
 	if p.runtime != nil {
 		r := &controllers.AgentReconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
-			Recorder:      mgr.GetEventRecorder("agentplane-agent"),
-			Notifications: p.notify,
-			Skills:        p.opts.Files, Engine: openclaw.New(),
+			Recorder: mgr.GetEventRecorder("agentplane-agent"),
+			Skills:   p.opts.Files, Engine: openclaw.New(),
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,
 			},
 		}
-		var extra []func(*ctrl.Builder) *ctrl.Builder
-		if p.watchRuntime != nil {
-			extra = append(extra, p.watchRuntime)
-		}
-		if err := r.SetupWithManager(mgr, extra...); err != nil {
+		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}

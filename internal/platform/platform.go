@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -87,11 +86,9 @@ type Platform struct {
 	// admission is the one set of admission rules both doors apply (facade and controllers).
 	admission *admission.Admitter
 
-	versions     engine.Versions
-	runtime      runtime.Runtime
-	watchRuntime func(*ctrl.Builder) *ctrl.Builder
-	notify       chan event.GenericEvent
-	shutdown     func(context.Context) error
+	versions engine.Versions
+	runtime  runtime.Runtime
+	shutdown func(context.Context) error
 }
 
 // New builds the manager, registers every controller and the REST facade.
@@ -106,7 +103,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{agentsv1.LabelAppPartOf: "agentplane"})},
 	}
 	if o.Runtime.Name == RuntimeKube {
-		kubeCacheObjects(byObject)
+		kube.CacheByObject(byObject)
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -161,12 +158,11 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		SystemNamespace: o.SystemNamespace,
 	}
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
-		notify := make(chan event.GenericEvent, 1024)
-		rt, watch, err := p.buildRuntime(notify)
+		rt, err := p.buildRuntime()
 		if err != nil {
 			return nil, err
 		}
-		p.runtime, p.watchRuntime, p.notify = rt, watch, notify
+		p.runtime = rt
 	}
 	if !o.APIOnly {
 		if err := p.setupControllers(); err != nil {

@@ -1,24 +1,9 @@
 package platform
 
 import (
-	"context"
 	"fmt"
 	"sort"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-
-	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -64,51 +49,29 @@ func (o RuntimeOptions) versions() engine.Versions {
 	return v
 }
 
-// kubeCacheObjects restricts the cache to the Pods and StatefulSets agentplane manages.
-func kubeCacheObjects(byObject map[client.Object]cache.ByObject) {
-	managed := labels.SelectorFromSet(labels.Set{agentsv1.LabelAppManagedBy: agentsv1.ManagedBy})
-	byObject[&corev1.Pod{}] = cache.ByObject{Label: managed}
-	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed}
-	byObject[&corev1.Service{}] = cache.ByObject{Label: managed}
-	byObject[&corev1.ConfigMap{}] = cache.ByObject{Label: managed}
-}
-
-// buildRuntime makes the configured runtime; notify receives its out-of-band notifications.
-func (p *Platform) buildRuntime(notify chan event.GenericEvent) (runtime.Runtime, func(*ctrl.Builder) *ctrl.Builder, error) {
+// buildRuntime makes the configured runtime (nil for none). The Agent controller takes its
+// watches from the runtime itself (runtime.Watcher).
+func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	o := p.opts.Runtime
 	eng := openclaw.New()
 	mgr := p.Manager
 	switch o.Name {
 	case "":
-		return nil, nil, nil
+		return nil, nil
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
-			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs,
-			Notify: controllers.NotifyFunc(notify), Log: p.opts.Log.WithName("runtime"),
+			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, Log: p.opts.Log.WithName("runtime"),
 		})
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		p.shutdown = rt.Shutdown
-		return rt, nil, nil
+		return rt, nil
 	case RuntimeKube:
-		rt := kube.New(kube.Options{
+		return kube.New(kube.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image,
-		})
-		watch := func(b *ctrl.Builder) *ctrl.Builder {
-			return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).
-				Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToAgent))
-		}
-		return rt, watch, nil
+		}), nil
 	}
-	return nil, nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)
-}
-
-// podToAgent maps an agent's pod to the agent.
-func podToAgent(_ context.Context, o client.Object) []reconcile.Request {
-	if a := o.GetLabels()[agentsv1.LabelAgent]; a != "" {
-		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: a}}}
-	}
-	return nil
+	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -135,6 +136,14 @@ type Runtime interface {
 	ArchiveWorkspace(ctx context.Context, agent *agentsv1.Agent, w io.Writer) error
 	// RestoreWorkspace replaces the workspace with the tar stream r.
 	RestoreWorkspace(ctx context.Context, agent *agentsv1.Agent, r io.Reader) error
+}
+
+// Watcher is a Runtime whose objects or notifications must wake the Agent controller (a pod
+// changed, a local process exited). The Agent controller adds the runtime's watches to its
+// builder itself, so the platform and the tests wire the same ones.
+type Watcher interface {
+	// SetupWatches adds the runtime's watches to the Agent controller's builder b.
+	SetupWatches(b *builder.Builder) *builder.Builder
 }
 
 // Notifier is told when something the runtime observes changes outside a reconcile (a local

@@ -89,6 +89,7 @@ func (a *agent) notify() {
 	if a.rt.opts.Notify != nil {
 		a.rt.opts.Notify(a.key)
 	}
+	a.rt.enqueue(a.key)
 }
 
 // observedLocked is what Ensure reports.

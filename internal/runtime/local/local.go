@@ -33,6 +33,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/archive"
@@ -94,7 +95,8 @@ type Options struct {
 	MaxLogSize int64
 	// RestoreLimits bound RestoreWorkspace (DefaultRestoreMaxFiles, DefaultRestoreMaxBytes).
 	RestoreLimits archive.Limits
-	// Notify is told when an agent's phase changes outside Ensure. Optional.
+	// Notify is told when an agent's phase changes outside Ensure, besides the Agent
+	// controller (SetupWatches). Optional.
 	Notify runtime.Notifier
 	// Log receives lifecycle messages (never secrets).
 	Log logr.Logger
@@ -113,6 +115,9 @@ type Runtime struct {
 	closed bool
 	execs  map[int]types.NamespacedName // process groups of running Exec commands
 	lock   *os.File                     // flock on <StateDir>/runtime.lock
+
+	// events carry Notify's keys to the Agent controller (SetupWatches).
+	events chan event.GenericEvent
 
 	verMu    sync.Mutex
 	versions map[string]string    // engine dir -> version it reports
@@ -157,6 +162,7 @@ func New(opts Options) (*Runtime, error) {
 		ports:    map[int]types.NamespacedName{},
 		versions: map[string]string{},
 		verFail:  map[string]time.Time{},
+		events:   make(chan event.GenericEvent, notifyBuffer),
 	}
 	r.adoptAll()
 	r.reapOrphans()
