@@ -1,0 +1,148 @@
+package controllers_test
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/quota"
+)
+
+// The Workspace controller gives a workspace its namespace and keeps the status users read
+// (namespace, phase, Ready, agent count and limit) and the agent reservations true.
+var _ = Describe("Workspace controller", Ordered, func() {
+	var (
+		stop    func()
+		clk     *testingclock.FakeClock
+		limiter *quota.Limiter
+	)
+	BeforeAll(func() {
+		mgr := newManager()
+		// One fake clock dates the reservations and judges their age: stale without waiting.
+		clk = testingclock.NewFakeClock(time.Now())
+		limiter = &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Clock: clk}
+		Expect((&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter, Clock: clk}).SetupWithManager(mgr)).To(Succeed())
+		stop = startManager(mgr)
+	})
+	AfterAll(func() { stop() })
+
+	createWorkspace := func(name string, limit int32) *agentsv1.Workspace {
+		ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(limit)}}
+		Expect(k8sClient.Create(ctx, ws)).To(Succeed())
+		return ws
+	}
+	status := func(name string) func() agentsv1.WorkspaceStatus {
+		return func() agentsv1.WorkspaceStatus {
+			ws := &agentsv1.Workspace{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, ws)).To(Succeed())
+			return ws.Status
+		}
+	}
+	reserved := func(name string) func() []string {
+		return func() []string {
+			var out []string
+			for _, r := range status(name)().AgentReservations {
+				out = append(out, r.Name)
+			}
+			return out
+		}
+	}
+	// patch changes a Workspace without its resourceVersion (the controller writes its status
+	// meanwhile).
+	patch := func(name string, mut func(*agentsv1.Workspace)) {
+		ws := &agentsv1.Workspace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, ws)).To(Succeed())
+		orig := ws.DeepCopy()
+		mut(ws)
+		Expect(k8sClient.Patch(ctx, ws, client.MergeFrom(orig))).To(Succeed())
+	}
+	setLimit := func(name string, limit int32) {
+		patch(name, func(ws *agentsv1.Workspace) { ws.Spec.AgentLimit = ptr.To(limit) })
+	}
+
+	It("creates the workspace's namespace and reports the workspace Active and Ready", func() {
+		ws := createWorkspace("ws-own", 3)
+		ns := &corev1.Namespace{}
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Name: "ws-own"}, ns) }).Should(Succeed())
+		Expect(ns.Labels).To(HaveKeyWithValue(agentsv1.LabelWorkspace, "ws-own"))
+		owner := metav1.GetControllerOf(ns)
+		Expect(owner).NotTo(BeNil(), "the Workspace owns its namespace (deleting it deletes the namespace)")
+		Expect(owner.UID).To(Equal(ws.UID))
+
+		Eventually(status("ws-own")).Should(And(
+			HaveField("Namespace", "ws-own"), HaveField("Phase", controllers.WorkspaceActive),
+			HaveField("AgentLimit", int32(3)), HaveField("ObservedGeneration", ws.Generation)))
+		ready := meta.FindStatusCondition(status("ws-own")().Conditions, agentsv1.ConditionReady)
+		Expect(ready).NotTo(BeNil())
+		Expect(ready.Status).To(Equal(metav1.ConditionTrue))
+
+		By("a new limit shows in the status")
+		setLimit("ws-own", 5)
+		Eventually(status("ws-own")).Should(HaveField("AgentLimit", int32(5)))
+	})
+
+	It("adopts a namespace that already exists by labelling it", func() {
+		Expect(k8sClient.Create(ctx, namespace("ws-preexisting"))).To(Succeed())
+		createWorkspace("ws-preexisting", 1)
+		Eventually(func() map[string]string {
+			ns := &corev1.Namespace{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-preexisting"}, ns)).To(Succeed())
+			return ns.Labels
+		}).Should(HaveKeyWithValue(agentsv1.LabelWorkspace, "ws-preexisting"))
+		Eventually(status("ws-preexisting")).Should(HaveField("Phase", controllers.WorkspaceActive))
+	})
+
+	It("counts the workspace's agents as they come and go", func() {
+		createWorkspace("ws-count", 5)
+		Eventually(status("ws-count")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		a := newAgent("ws-count", "one")
+		newAgent("ws-count", "two")
+		Eventually(status("ws-count")).Should(HaveField("Agents", int32(2)))
+		Expect(k8sClient.Delete(ctx, a)).To(Succeed())
+		Eventually(status("ws-count")).Should(HaveField("Agents", int32(1)))
+	})
+
+	It("releases a reservation whose agent never appeared once it is stale, and only then", func() {
+		createWorkspace("ws-reserve", 5)
+		Eventually(status("ws-reserve")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		// A caller reserved two slots; only one agent was created (the other caller died).
+		Expect(limiter.ReserveAgent(ctx, "ws-reserve", "kept")).To(Succeed())
+		Expect(limiter.ReserveAgent(ctx, "ws-reserve", "ghost")).To(Succeed())
+		newAgent("ws-reserve", "kept")
+
+		// A pass that sees the new limit has seen both reservations: the fresh one stays.
+		setLimit("ws-reserve", 6)
+		Eventually(status("ws-reserve")).Should(And(HaveField("AgentLimit", int32(6)), HaveField("Agents", int32(1))))
+		Expect(reserved("ws-reserve")()).To(ConsistOf("kept", "ghost"))
+
+		By("past quota.StaleAfter the ghost's slot is freed, the agent's kept")
+		clk.Step(quota.StaleAfter + time.Second)
+		setLimit("ws-reserve", 7)
+		Eventually(reserved("ws-reserve")).Should(ConsistOf("kept"))
+	})
+
+	It("reports a workspace being deleted as Terminating", func() {
+		ws := createWorkspace("ws-delete", 1)
+		Eventually(status("ws-delete")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		// A finalizer of the test's keeps the Workspace visible while it is being deleted.
+		const hold = "test.agentplane.io/hold"
+		patch("ws-delete", func(ws *agentsv1.Workspace) { controllerutil.AddFinalizer(ws, hold) })
+		Expect(k8sClient.Delete(ctx, ws)).To(Succeed())
+		Eventually(status("ws-delete")).Should(HaveField("Phase", controllers.WorkspaceTerminating))
+		patch("ws-delete", func(ws *agentsv1.Workspace) { controllerutil.RemoveFinalizer(ws, hold) })
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-delete"}, &agentsv1.Workspace{}))
+		}).Should(BeTrue())
+	})
+})
