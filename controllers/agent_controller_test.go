@@ -27,7 +27,7 @@ import (
 
 // startAgentManager runs the Agent controller on the kube runtime against envtest. There is
 // no kubelet: tests play it by creating the pod and writing its status.
-func startAgentManager() context.CancelFunc {
+func startAgentManager() func() {
 	mgr := newManager()
 	rt := kube.New(kube.Options{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
@@ -43,14 +43,7 @@ func startAgentManager() context.CancelFunc {
 		Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
-	mctx, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(done)
-		Expect(mgr.Start(mctx)).To(Succeed())
-	}()
-	return func() { stop(); <-done }
+	return startManager(mgr)
 }
 
 func agentWorkspace(name string, limit int32) string {
