@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,9 +33,8 @@ const (
 // stale reservations) in step with the world.
 type WorkspaceReconciler struct {
 	client.Client
+	// Limiter keeps the reservations; its clock judges their age.
 	Limiter *quota.Limiter
-	// Clock tells the time (default: the real clock).
-	Clock clock.PassiveClock
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch;update;patch
@@ -74,7 +72,7 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if existing[res.Name] {
 			continue
 		}
-		if age := r.Clock.Since(res.Time.Time); age < quota.StaleAfter {
+		if age := r.Limiter.Now().Sub(res.Time.Time); age < quota.StaleAfter {
 			requeue = quota.StaleAfter - age + time.Second
 			continue
 		}
@@ -128,9 +126,6 @@ func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws *agentsv1.Work
 // and deletion of their agents (what the agent count and the reservations depend on; an
 // agent's updates do not change them, and with many agents they would cost a pass each).
 func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if r.Clock == nil {
-		r.Clock = clock.RealClock{}
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Workspace{}).
 		Owns(&corev1.Namespace{}).

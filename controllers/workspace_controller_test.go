@@ -29,10 +29,11 @@ var _ = Describe("Workspace controller", Ordered, func() {
 	)
 	BeforeAll(func() {
 		mgr := newManager()
-		// One fake clock dates the reservations and judges their age: stale without waiting.
+		// The Limiter's fake clock dates the reservations and judges their age: stale
+		// without waiting.
 		clk = testingclock.NewFakeClock(time.Now())
 		limiter = &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Clock: clk}
-		Expect((&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter, Clock: clk}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())
 		stop = startManager(mgr)
 	})
 	AfterAll(func() { stop() })

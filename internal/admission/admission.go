@@ -12,7 +12,6 @@ package admission
 import (
 	"context"
 	"errors"
-	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -51,8 +50,6 @@ type Admitter struct {
 	SnapshotExists func(ctx context.Context, namespace, cid string) bool
 	// SystemNamespace holds the host claims.
 	SystemNamespace string
-	// Now is the clock (nil: time.Now).
-	Now func() time.Time
 }
 
 func (a *Admitter) reader() client.Reader {
@@ -60,11 +57,4 @@ func (a *Admitter) reader() client.Reader {
 		return a.Reader
 	}
 	return a.Client
-}
-
-func (a *Admitter) now() time.Time {
-	if a.Now != nil {
-		return a.Now()
-	}
-	return time.Now()
 }

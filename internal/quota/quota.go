@@ -65,7 +65,9 @@ type Limiter struct {
 	locks sync.Map // client.ObjectKey -> *sync.Mutex
 }
 
-func (l *Limiter) now() time.Time {
+// Now is the time by Clock (the real clock when nil): reservations are dated with it and
+// judged stale by it.
+func (l *Limiter) Now() time.Time {
 	if l.Clock == nil {
 		return time.Now()
 	}
@@ -103,7 +105,7 @@ func (l *Limiter) PruneAgents(ctx context.Context, ws string, exists func(name s
 			res := h.reservations()
 			kept := (*res)[:0:0]
 			for _, r := range *res {
-				if exists(r.Name) || l.now().Sub(r.Time.Time) < StaleAfter {
+				if exists(r.Name) || l.Now().Sub(r.Time.Time) < StaleAfter {
 					kept = append(kept, r)
 				}
 			}
@@ -124,7 +126,7 @@ func (l *Limiter) reserve(ctx context.Context, key client.ObjectKey, newHolder f
 		if len(*res) >= limit(h) {
 			return false, ErrLimitReached
 		}
-		*res = append(*res, agentsv1.Reservation{Name: name, Time: metav1.NewTime(l.now())})
+		*res = append(*res, agentsv1.Reservation{Name: name, Time: metav1.NewTime(l.Now())})
 		return true, nil
 	})
 }
