@@ -92,7 +92,7 @@ func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) 
 		if errors.Is(err, runtime.ErrInvalidPath) {
 			return nil, withCause(http.StatusBadRequest, msgInvalidFilename, err)
 		}
-		return nil, withCause(http.StatusInternalServerError, msgUploadFailed, err)
+		return nil, withMessage(msgUploadFailed, err)
 	}
 	return created(map[string]any{"path": rel, "filename": path.Base(rel), "size": size})
 }

@@ -77,7 +77,7 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgRestartFailed, err)
+		return nil, withMessage(msgRestartFailed, err)
 	}
 	if r.URL.Query().Get("wait") == "false" {
 		return &Response{Status: http.StatusAccepted, Body: map[string]any{"agent": viewAgent(a)}}, nil
@@ -176,7 +176,7 @@ func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
 		Owner:       func(k *agentsv1.ApiKey) error { return controllerutil.SetOwnerReference(a, k, s.opts.Client.Scheme()) },
 	})
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgTokenGenFailed, err)
+		return nil, withMessage(msgTokenGenFailed, err)
 	}
 	return created(map[string]any{"token": tok, "expiresAt": key.Spec.ExpiresAt.UTC().Format(time.RFC3339)})
 }
@@ -190,7 +190,7 @@ func (s *Server) retryScripts(r *http.Request, c *Caller) (*Response, error) {
 	}
 	res, err := s.opts.Runtime.Exec(r.Context(), a, runtime.ExecRequest{Argv: []string{"sh", "-c", startupScriptsArgs}, Timeout: 5 * time.Minute})
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgScriptLaunch, err)
+		return nil, withMessage(msgScriptLaunch, err)
 	}
 	return ok(map[string]any{
 		"exitCode": res.ExitCode, "stdout": string(res.Stdout), "stderr": string(res.Stderr),
@@ -206,7 +206,7 @@ func (s *Server) listDevices(r *http.Request, c *Caller) (*Response, error) {
 	cmd := s.opts.Engine.DevicesListCommand()
 	res, err := s.runEngine(r.Context(), a, cmd)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgCLIError, err)
+		return nil, withMessage(msgCLIError, err)
 	}
 	devices, err := s.opts.Engine.ParseDevices(res.Stdout, res.ExitCode)
 	if err != nil {

@@ -187,7 +187,7 @@ func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 	}
 	if ch.DeletionTimestamp == nil {
 		if err := s.opts.Client.Delete(ctx, ch, client.Preconditions{UID: &ch.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, err)
+			return nil, withMessage(msgChannelRemoveFailed, err)
 		}
 	}
 	done := map[string]any{"id": a.Name, "channel": string(t), "deleted": true}

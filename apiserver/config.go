@@ -39,7 +39,7 @@ func (s *Server) getConfig(r *http.Request, c *Caller) (*Response, error) {
 	}
 	raw, err := s.opts.Runtime.ReadFile(r.Context(), a, s.opts.Engine.Layout().ConfigPath)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgReadConfigFailed, err)
+		return nil, withMessage(msgReadConfigFailed, err)
 	}
 	red, err := s.opts.Engine.RedactConfig(raw)
 	if err != nil {
@@ -107,7 +107,7 @@ func (s *Server) validateConfig(r *http.Request, c *Caller) (*Response, error) {
 	}
 	res, err := s.validateCandidate(r.Context(), a, cfg)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgValidationFailed, err)
+		return nil, withMessage(msgValidationFailed, err)
 	}
 	return ok(map[string]any{"valid": res.Valid, "output": res.Output})
 }
@@ -131,7 +131,7 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	configPath := s.opts.Engine.Layout().ConfigPath
 	current, err := s.opts.Runtime.ReadFile(ctx, a, configPath)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
+		return nil, withMessage(msgWriteConfigFailed, err)
 	}
 	cfg, err = s.opts.Engine.RestoreRedacted(cfg, current)
 	if err != nil {
@@ -147,13 +147,13 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	}
 	res, err := s.validateCandidate(ctx, a, cfg)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgValidationFailed, err)
+		return nil, withMessage(msgValidationFailed, err)
 	}
 	if !res.Valid {
 		return nil, &Error{Status: http.StatusBadRequest, Message: msgInvalidConfig, Fields: map[string]any{"issues": res.Issues}}
 	}
 	if err := s.opts.Runtime.WriteFile(ctx, a, configPath, cfg); err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
+		return nil, withMessage(msgWriteConfigFailed, err)
 	}
 	s.markConfigWritten(ctx, a)
 	return s.getConfig(r, c)

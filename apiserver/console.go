@@ -53,7 +53,7 @@ func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	case errors.Is(err, runtime.ErrInvalidPath):
 		return nil, withCause(http.StatusBadRequest, msgInvalidCommand, err)
 	case err != nil:
-		return nil, withCause(http.StatusInternalServerError, msgExecFailed, err)
+		return nil, withMessage(msgExecFailed, err)
 	}
 	return ok(map[string]any{
 		"stdout": string(res.Stdout), "stderr": string(res.Stderr), "exitCode": res.ExitCode,

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // Error is an answer with a status and the contract's exact text. Every handler returns
@@ -41,6 +43,31 @@ func withCause(status int, message string, cause error) *Error {
 	return &Error{Status: status, Message: message, Cause: cause}
 }
 
+// withMessage names the contract's message of an operation (`Restart failed`, `Execution
+// failed`, ...) without overriding what the central mapping (httpError) decides about err:
+//   - an *Error from deeper code is returned as it is (its status and message were chosen
+//     where the failure was understood);
+//   - an err that httpError maps to 500 answers 500 with msg: that is the operation failing;
+//   - any other mapped status (400, 404, 409, 413, 503) is kept with the mapped message
+//     (`Not found`, `Conflict`, `Service unavailable`, ...): those are the contract's words
+//     for those statuses, and msg names a server failure, which this is not (an API server
+//     that cannot be reached is 503 `Service unavailable`, not 500 `Restart failed`).
+//
+// Use it wherever err can come from the API server, storage, the runtime or another
+// dependency; withCause(http.StatusInternalServerError, ...) is for failures that can only be
+// the server's own (an engine command that exited non-zero, output that does not parse, a
+// gateway or controller that reports a failure).
+func withMessage(msg string, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if mapped := httpError(err); mapped.Status != http.StatusInternalServerError {
+		return mapped
+	}
+	return withCause(http.StatusInternalServerError, msg, err)
+}
+
 // Messages that are not fixed by the contract but shared by many routes.
 const (
 	msgUnauthorized     = "Unauthorized"
@@ -70,7 +97,7 @@ func httpError(err error) *Error {
 	switch {
 	case errors.As(err, &maxErr):
 		return withCause(http.StatusRequestEntityTooLarge, msgBodyTooLarge, err)
-	case errors.Is(err, ErrUnavailable), isUnreachable(err):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, runtime.ErrUnavailable), isUnreachable(err):
 		return withCause(http.StatusServiceUnavailable, msgUnavailable, err)
 	case apierrors.IsNotFound(err):
 		return withCause(http.StatusNotFound, msgNotFound, err)

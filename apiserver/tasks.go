@@ -93,7 +93,7 @@ func (s *Server) createTask(r *http.Request, c *Caller) (*Response, error) {
 	}
 	res, err := s.runEngine(r.Context(), a, cmd)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgCreateCronFailed, err)
+		return nil, withMessage(msgCreateCronFailed, err)
 	}
 	task, err := s.opts.Engine.ParseCronAdd(res.Stdout, res.ExitCode)
 	if err != nil {
@@ -109,7 +109,7 @@ func (s *Server) listTasks(r *http.Request, c *Caller) (*Response, error) {
 	}
 	res, err := s.runEngine(r.Context(), a, s.opts.Engine.CronListCommand())
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgListCronFailed, err)
+		return nil, withMessage(msgListCronFailed, err)
 	}
 	tasks, err := s.opts.Engine.ParseCronList(res.Stdout, res.ExitCode)
 	if err != nil {

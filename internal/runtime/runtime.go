@@ -115,6 +115,9 @@ var (
 	ErrNotRunning = errors.New("agent not running")
 	// ErrExec: the command could not be run at all.
 	ErrExec = errors.New("exec failed")
+	// ErrUnavailable: what runs the command (the API server, the pod's exec stream) could
+	// not be reached; callers answer it as an unavailable dependency, not a failed command.
+	ErrUnavailable = errors.New("runtime unavailable")
 )
 
 // Runtime runs agents somewhere.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -151,7 +153,25 @@ func streamError(err error) error {
 			return fmt.Errorf("%w: %v", runtime.ErrNotRunning, err)
 		}
 	}
+	if unreachable(err) {
+		return fmt.Errorf("%w: %w", runtime.ErrUnavailable, err)
+	}
 	return fmt.Errorf("%w: %v", runtime.ErrExec, err)
+}
+
+// unreachable recognises an exec stream that failed because the API server (or the kubelet
+// behind it) did not answer or refused for now, rather than the command failing.
+func unreachable(err error) bool {
+	var opErr *net.OpError
+	switch {
+	case errors.As(err, &opErr), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EHOSTUNREACH):
+		return true
+	case apierrors.IsServiceUnavailable(err), apierrors.IsServerTimeout(err), apierrors.IsTimeout(err),
+		apierrors.IsTooManyRequests(err):
+		return true
+	}
+	return false
 }
 
 // podExec streams cmd through the pods/exec subresource: WebSocket first, SPDY when the API
