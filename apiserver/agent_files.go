@@ -52,10 +52,6 @@ func cleanUploadPath(name string) string {
 // decoded as it streams, into a spool file, so an oversized upload is refused (413) having
 // held only small buffers; the file lands atomically.
 func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) {
-	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
-	if err != nil {
-		return nil, err
-	}
 	spool, err := os.CreateTemp("", "agentplane-upload-*")
 	if err != nil {
 		return nil, err
@@ -76,6 +72,11 @@ func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) 
 	rel := cleanUploadPath(name)
 	if rel == "" {
 		return nil, errorf(http.StatusBadRequest, msgInvalidFilename)
+	}
+	// The body's shape is checked (above) before the agent is looked up.
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
 	}
 	if s.opts.Runtime == nil {
 		return nil, errorf(http.StatusInternalServerError, msgUploadFailed)

@@ -62,14 +62,23 @@ func (s *Server) channelRoutes() {
 	s.handle("DELETE /v0/agents/{agentId}/channels/{channel}", write, s.deleteChannel)
 }
 
-// channelTarget checks the path's channel type and the plan, then reads the agent.
-func (s *Server) channelTarget(r *http.Request, c *Caller) (*agentsv1.Agent, agentsv1.ChannelType, error) {
+// channelType checks the path's channel type and the plan.
+func channelType(r *http.Request, c *Caller) (agentsv1.ChannelType, error) {
 	t := agentsv1.ChannelType(r.PathValue("channel"))
 	if !slices.Contains(ChannelTypes, t) {
-		return nil, "", errorf(http.StatusBadRequest, msgUnsupportedChannel)
+		return "", errorf(http.StatusBadRequest, msgUnsupportedChannel)
 	}
 	if c.Workspace == nil || c.Workspace.Spec.Plan != agentsv1.PlanPro {
-		return nil, "", errorf(http.StatusForbidden, msgChannelPlan)
+		return "", errorf(http.StatusForbidden, msgChannelPlan)
+	}
+	return t, nil
+}
+
+// channelTarget checks the path's channel type and the plan, then reads the agent.
+func (s *Server) channelTarget(r *http.Request, c *Caller) (*agentsv1.Agent, agentsv1.ChannelType, error) {
+	t, err := channelType(r, c)
+	if err != nil {
+		return nil, "", err
 	}
 	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
 	if err != nil {
@@ -110,8 +119,7 @@ func (s *Server) listChannels(r *http.Request, c *Caller) (*Response, error) {
 // channel), a failure (500 `Configuration failed`), or not yet (202: the agent is not
 // reachable yet, the wait ended, or ?wait=false).
 func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
-	a, t, err := s.channelTarget(r, c)
-	if err != nil {
+	if _, err := channelType(r, c); err != nil {
 		return nil, err
 	}
 	var req channelRequest
@@ -119,6 +127,10 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	a, t, err := s.channelTarget(r, c)
+	if err != nil {
 		return nil, err
 	}
 	ctx := r.Context()

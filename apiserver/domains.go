@@ -112,12 +112,19 @@ func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
 
 func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	ctx := r.Context()
-	agent, err := s.getAgent(ctx, c, r.PathValue("agentId"))
-	if err != nil {
-		return nil, err
-	}
 	var req domainRequest
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
+		return nil, err
+	}
+	// Shape before lookups (domainFromRequest checks the rest against the agent).
+	if given(req.Subdomain) == given(req.CustomDomain) {
+		return nil, errorf(http.StatusBadRequest, msgDomainExactlyOne)
+	}
+	if _, err := domainPort(req.TargetPort); err != nil {
+		return nil, err
+	}
+	agent, err := s.getAgent(ctx, c, r.PathValue("agentId"))
+	if err != nil {
 		return nil, err
 	}
 	d, err := s.domainFromRequest(ctx, c, agent, &req)
@@ -286,12 +293,12 @@ func (s *Server) getDomainRoute(r *http.Request, c *Caller) (*Response, error) {
 // patchDomain changes targetPort; the host name is immutable.
 func (s *Server) patchDomain(r *http.Request, c *Caller) (*Response, error) {
 	ctx := r.Context()
-	d, err := s.getDomain(ctx, c, r.PathValue("agentId"), r.PathValue("domainId"))
-	if err != nil {
-		return nil, err
-	}
 	var req domainRequest
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
+		return nil, err
+	}
+	d, err := s.getDomain(ctx, c, r.PathValue("agentId"), r.PathValue("domainId"))
+	if err != nil {
 		return nil, err
 	}
 	if req.Subdomain != nil && strings.ToLower(strings.TrimSpace(*req.Subdomain)) != d.Spec.Subdomain ||

@@ -43,6 +43,11 @@ func (s *Server) attachSkills(r *http.Request, c *Caller) (*Response, error) {
 	if len(req.SkillCIDs) == 0 {
 		return nil, errorf(http.StatusBadRequest, msgSkillCIDsRequired)
 	}
+	// Shape before lookups: more distinct skills than an agent may hold is a 400 whether or
+	// not they (or the agent) exist.
+	if distinctCIDs(req.SkillCIDs) > MaxAgentSkills {
+		return nil, errSkillsMax
+	}
 	ctx := r.Context()
 	agent, err := s.getAgent(ctx, c, r.PathValue("agentId"))
 	if err != nil {
@@ -80,6 +85,18 @@ func (s *Server) attachSkills(r *http.Request, c *Caller) (*Response, error) {
 		return !slices.ContainsFunc(want, func(id string) bool { return !slices.Contains(installed, id) })
 	})
 	return skillsAnswer(synced, map[string]any{"agent": viewAgent(agent)})
+}
+
+// distinctCIDs counts the distinct skills named (canonical CIDs; a malformed one by its text).
+func distinctCIDs(raw []string) int {
+	seen := map[string]bool{}
+	for _, id := range raw {
+		if c, err := storage.CanonicalCID(id); err == nil {
+			id = c
+		}
+		seen[id] = true
+	}
+	return len(seen)
 }
 
 // detachSkill removes a skill from an agent. skillId is the Skill's object name (any of its
