@@ -111,6 +111,9 @@ func (r *Runtime) runningPod(ctx context.Context, agent *agentsv1.Agent) (string
 	if apierrors.IsNotFound(err) {
 		return "", runtime.ErrNotRunning
 	}
+	if err != nil && unreachable(err) {
+		return "", fmt.Errorf("%w: get pod: %w", runtime.ErrUnavailable, err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("get pod: %w", err)
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -206,6 +208,10 @@ func TestExecStreamErrors(t *testing.T) {
 		{apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a1-0"), runtime.ErrNotRunning},
 		{errors.New(`unable to upgrade connection: container not found ("gateway")`), runtime.ErrNotRunning},
 		{errors.New("connection refused"), runtime.ErrExec},
+		// The API server (or the kubelet behind it) not answering is not the command failing.
+		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, runtime.ErrUnavailable},
+		{fmt.Errorf("error dialing backend: %w", syscall.ECONNRESET), runtime.ErrUnavailable},
+		{apierrors.NewServiceUnavailable("the server is currently unable to handle the request"), runtime.ErrUnavailable},
 	} {
 		r, _ := localRuntime(t)
 		r.exec = func(context.Context, string, string, []string, io.Reader, io.Writer, io.Writer) error { return tc.err }
