@@ -14,7 +14,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,8 +166,7 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 		if err := s.opts.Client.Update(ctx, existing); err != nil {
 			return nil, skillWriteError(err)
 		}
-		s.markSkillStored(ctx, existing, obj.Size)
-		return ok(map[string]any{"skill": viewSkill(existing)})
+		return ok(map[string]any{"skill": viewStoredSkill(existing, obj)})
 	}
 	sk := &agentsv1.Skill{
 		ObjectMeta: metav1.ObjectMeta{Name: SkillObjectName(slug), Namespace: c.Namespace},
@@ -188,8 +186,7 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 		}
 		return ok(map[string]any{"skill": viewSkill(sk)})
 	}
-	s.markSkillStored(ctx, sk, obj.Size)
-	return created(map[string]any{"skill": viewSkill(sk)})
+	return created(map[string]any{"skill": viewStoredSkill(sk, obj)})
 }
 
 // setSkillVersion points sk at a new bundle, keeping the old one in the previous CIDs.
@@ -210,17 +207,12 @@ func (s *Server) setSkillVersion(sk *agentsv1.Skill, version, cid, displayName s
 	metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillInstalledAt, s.opts.Now().UTC().Format(time.RFC3339Nano))
 }
 
-// markSkillStored records the bundle's size and the Ready condition. It is informational:
-// a failure is logged, the install stands.
-func (s *Server) markSkillStored(ctx context.Context, sk *agentsv1.Skill, size int64) {
-	sk.Status.Size, sk.Status.ObservedGeneration = size, sk.Generation
-	meta.SetStatusCondition(&sk.Status.Conditions, metav1.Condition{
-		Type: agentsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonSkillStored, ObservedGeneration: sk.Generation,
-		Message: "the bundle is in storage",
-	})
-	if err := s.opts.Client.Status().Update(ctx, sk); err != nil {
-		s.log.Info("recording skill status failed", "skill", sk.Name, "error", err.Error())
-	}
+// viewStoredSkill is the install's answer: the size is the bundle's the install just stored
+// (the Skill controller records it in status, from storage, on its own pass).
+func viewStoredSkill(sk *agentsv1.Skill, obj storage.Object) skillView {
+	v := viewSkill(sk)
+	v.Size = obj.Size
+	return v
 }
 
 // fetchBundle downloads slug@version, checks the bundle and stores it in the workspace's

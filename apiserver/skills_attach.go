@@ -198,7 +198,6 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 		if err := s.opts.Client.Update(ctx, sk); err != nil {
 			return nil, skillWriteError(err)
 		}
-		s.markSkillStored(ctx, sk, obj.Size)
 	}
 	newCID := sk.Spec.CID
 	if newCID != oldCID {

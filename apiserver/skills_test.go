@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -90,7 +91,13 @@ var _ = Describe("Skills: install from ClawHub", Ordered, func() {
 		Expect(obj.Spec).To(Equal(agentsv1.SkillSpec{
 			Slug: "weather", Version: "1.0.0", CID: cidOf(v1), Registry: hubURL(), DisplayName: "Skill weather",
 		}))
-		Expect(obj.Status.Size).To(Equal(int64(len(v1))))
+		Expect(sk).To(HaveKeyWithValue("size", BeEquivalentTo(len(v1))))
+		By("the Skill controller records the stored bundle's size and Ready")
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(obj), obj)).To(Succeed())
+			g.Expect(obj.Status.Size).To(Equal(int64(len(v1))))
+			g.Expect(meta.IsStatusConditionTrue(obj.Status.Conditions, agentsv1.ConditionReady)).To(BeTrue())
+		}).Should(Succeed())
 
 		By("installing the same version again: 200 with it, nothing downloaded")
 		downloads := hub.Downloads.Load()
