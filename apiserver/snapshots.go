@@ -27,7 +27,6 @@ const (
 	msgResetFailed        = "Reset failed"
 	// snapshotWait bounds how long sync and reset wait for the controllers.
 	snapshotWait = 10 * time.Minute
-	snapshotPoll = 100 * time.Millisecond
 )
 
 // snapshotRoutes registers the snapshot routes. Sync and reset are carried out by the
@@ -239,7 +238,7 @@ func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, err := s.waitForRestore(ctx, client.ObjectKeyFromObject(a), req)
+	got, err := s.waitForRestore(ctx, a, req)
 	if err != nil {
 		return nil, err
 	}

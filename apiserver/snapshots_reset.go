@@ -24,124 +24,84 @@ import (
 // cidPattern is the CRD's pattern for spec.desiredSnapshot.
 var cidPattern = regexp.MustCompile(agentsv1.CIDPattern)
 
-// restoreRequest is what requestRestore did, for waitForRestore.
+// restoreRequest is the spec the facade wrote, for waitForRestore.
 type restoreRequest struct {
 	cid string
-	// generation of the Agent once spec.desiredSnapshot named cid.
+	// generation of the Agent with the request in its spec.
 	generation int64
-	// marked: the status was marked (condition Unknown), so a later False is about this request.
-	marked bool
-	// at is when the status was marked (seconds, as conditions keep them).
-	at time.Time
+	// at is the request stamp (spec.restoreRequestedAt).
+	at metav1.Time
 }
 
-// requestRestore asks the Agent controller to restore cid: it sets spec.desiredSnapshot. When
-// that alone would not make the controller act (the same CID was asked for, or last restored,
-// before) it also marks the status — the SnapshotRestored condition Unknown and, if the
-// workspace was last restored from cid, status.snapshotCid cleared — so the controller
-// restores again (the workspace may have changed since) and the outcome can be told apart
-// from an earlier one.
+// requestRestore asks the Agent controller to restore cid: one spec update sets
+// spec.desiredSnapshot and a new spec.restoreRequestedAt, strictly later than the previous
+// one, so the controller restores even when the workspace was last restored from cid (it may
+// have changed since). The facade writes no status: the controller alone reports the outcome.
 func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid string) (restoreRequest, error) {
-	key := client.ObjectKeyFromObject(a)
 	req := restoreRequest{cid: cid}
-	changed, restoredFrom := false, ""
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &agentsv1.Agent{}
-		if err := s.opts.APIReader.Get(ctx, key, cur); err != nil {
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
 			return err
 		}
-		req.generation, changed, restoredFrom = cur.Generation, false, cur.Status.SnapshotCID
-		if cur.Spec.DesiredSnapshot == cid {
-			return nil
+		// The API keeps seconds: make each request strictly later than the previous one.
+		req.at = metav1.NewTime(s.opts.Now().UTC().Truncate(time.Second))
+		if prev := cur.Spec.RestoreRequestedAt; prev != nil && !req.at.After(prev.Time) {
+			req.at = metav1.NewTime(prev.Add(time.Second))
 		}
-		cur.Spec.DesiredSnapshot = cid
+		cur.Spec.DesiredSnapshot, cur.Spec.RestoreRequestedAt = cid, req.at.DeepCopy()
 		if err := s.opts.Client.Update(ctx, cur); err != nil {
 			return err
 		}
-		req.generation, changed = cur.Generation, true
+		req.generation = cur.Generation
 		return nil
 	})
-	if err != nil || changed && !storage.SameCID(restoredFrom, cid) {
-		return req, resetError(err)
-	}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &agentsv1.Agent{}
-		if err := s.opts.APIReader.Get(ctx, key, cur); err != nil {
-			return err
-		}
-		orig := cur.DeepCopy()
-		if storage.SameCID(cur.Status.SnapshotCID, cid) {
-			cur.Status.SnapshotCID = ""
-		}
-		req.at = s.opts.Now().Truncate(time.Second)
-		meta.SetStatusCondition(&cur.Status.Conditions, metav1.Condition{
-			Type: agentsv1.AgentSnapshotRestored, Status: metav1.ConditionUnknown, ObservedGeneration: cur.Generation,
-			Reason: agentsv1.ReasonRestoreRequested, Message: fmt.Sprintf("restore of snapshot %s requested", cid),
-		})
-		return s.opts.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
-	})
-	if err == nil {
-		// The controller reacts to spec and metadata changes, not to status writes: touch an
-		// annotation so it takes the request up.
-		err = s.touchAgent(ctx, key, agentsv1.AnnotationRestoreRequested, s.opts.Now().UTC().Format(time.RFC3339Nano))
-	}
-	req.marked = err == nil
-	return req, resetError(err)
-}
-
-// resetError maps a failed write of the reset request.
-func resetError(err error) error {
 	if apierrors.IsNotFound(err) {
-		return withCause(http.StatusNotFound, msgAgentNotFound, err)
+		return req, withCause(http.StatusNotFound, msgAgentNotFound, err)
 	}
-	return err
+	return req, err
 }
 
-// waitForRestore polls the Agent (live, to see our own status write) until status.snapshotCid
-// names the requested CID, or the SnapshotRestored condition reports a failure of this request.
-func (s *Server) waitForRestore(ctx context.Context, key client.ObjectKey, req restoreRequest) (*agentsv1.Agent, error) {
-	ctx, cancel := context.WithTimeout(ctx, snapshotWait)
+// waitForRestore waits for the controller's acknowledgement of req: the SnapshotRestored
+// condition of the request's generation (or a later one), True once status.snapshotCid and
+// status.lastRestoreAt show the request carried out, False with the reason it failed.
+func (s *Server) waitForRestore(ctx context.Context, a *agentsv1.Agent, req restoreRequest) (*agentsv1.Agent, error) {
+	wctx, cancel := context.WithTimeout(ctx, snapshotWait)
 	defer cancel()
-	tick := time.NewTicker(2 * snapshotPoll)
-	defer tick.Stop()
+	got := a.DeepCopy()
 	var waitingSince time.Time
-	for {
-		got := &agentsv1.Agent{}
-		err := s.opts.APIReader.Get(ctx, key, got)
+	err := s.waitFor(wctx, got, func() (bool, error) {
+		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
 		switch {
-		case err == nil:
-			if storage.SameCID(got.Status.SnapshotCID, req.cid) {
-				return got, nil
-			}
-			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
-			if c != nil && req.failedBy(c) {
-				return nil, restoreFailure(c)
-			}
-			if c != nil && c.Reason == agentsv1.ReasonWaitingForAgent && s.waitedTooLong(&waitingSince) {
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(c))
-			}
-		case apierrors.IsNotFound(err):
-			return nil, withCause(http.StatusNotFound, msgAgentNotFound, err)
-		case ctx.Err() == nil:
-			return nil, err
+		case req.doneBy(got):
+			return true, nil
+		case c == nil || c.ObservedGeneration < req.generation || c.Status != metav1.ConditionFalse:
+			return false, nil
+		case c.Reason != agentsv1.ReasonWaitingForAgent:
+			return true, restoreFailure(c)
+		case s.waitedTooLong(&waitingSince):
+			return true, fmt.Errorf("%w: %w", ErrUnavailable, conditionError(c))
 		}
-		select {
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return nil, fmt.Errorf("%w: the workspace was not restored within %s", ErrUnavailable, snapshotWait)
-			}
-			return nil, ctx.Err()
-		case <-tick.C:
+		return false, nil
+	})
+	switch {
+	case err == nil:
+		return got, nil
+	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		if gerr := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), &agentsv1.Agent{}); apierrors.IsNotFound(gerr) {
+			return nil, withCause(http.StatusNotFound, msgAgentNotFound, gerr)
 		}
+		return nil, fmt.Errorf("%w: the workspace was not restored within %s", ErrUnavailable, snapshotWait)
 	}
+	return nil, err
 }
 
-// failedBy reports whether c is a failure of this request (not an earlier one's).
-func (req restoreRequest) failedBy(c *metav1.Condition) bool {
-	if c.Status != metav1.ConditionFalse || c.Reason == agentsv1.ReasonWaitingForAgent || c.ObservedGeneration < req.generation {
-		return false
-	}
-	return !req.marked || !c.LastTransitionTime.Time.Before(req.at)
+// doneBy reports whether got shows the request carried out.
+func (req restoreRequest) doneBy(got *agentsv1.Agent) bool {
+	c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
+	last := got.Status.LastRestoreAt
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration >= req.generation &&
+		storage.SameCID(got.Status.SnapshotCID, req.cid) && last != nil && !last.Before(&req.at)
 }
 
 // restoreFailure maps the controller's reason to the answer.
@@ -167,24 +127,12 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(2 * snapshotPoll)
-	defer tick.Stop()
-	cur := a
-	for {
-		if cur.Status.ObservedGeneration >= cur.Generation &&
-			(cur.Status.Phase == agentsv1.AgentRunning || cur.Status.Phase == agentsv1.AgentNotRunning) {
-			return cur
-		}
-		select {
-		case <-ctx.Done():
-			return cur
-		case <-tick.C:
-		}
-		got := &agentsv1.Agent{}
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), got); err == nil {
-			cur = got
-		}
-	}
+	got := a.DeepCopy()
+	_ = s.waitFor(ctx, got, func() (bool, error) {
+		return got.Status.ObservedGeneration >= got.Generation &&
+			(got.Status.Phase == agentsv1.AgentRunning || got.Status.Phase == agentsv1.AgentNotRunning), nil
+	})
+	return got
 }
 
 // touchAgent sets an annotation on the agent (a metadata change the Agent and Channel

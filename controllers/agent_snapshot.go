@@ -18,16 +18,19 @@ import (
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
-// restoreSnapshot restores the agent's workspace from spec.desiredSnapshot when it differs
-// from status.snapshotCid (the kubectl door; REST reset sets the same field). The CID must be
-// a completed Snapshot of this agent or a template's snapshot (templates seed new agents with
-// it). The runtime replaces the workspace atomically and restarts a running gateway; then
-// status.snapshotCid records the CID. The SnapshotRestored condition reports the outcome;
-// unreachable storage and a failed restore are retried with backoff, a CID that is no
-// snapshot of the agent is not (until the spec changes).
+// restoreSnapshot carries out a restore request: spec.desiredSnapshot names a CID the
+// workspace was not last restored from (status.snapshotCid), or spec.restoreRequestedAt is
+// later than the request last carried out (status.lastRestoreAt) — both doors, kubectl and
+// REST reset, write only these spec fields. The CID must be a completed Snapshot of this agent
+// or a template's snapshot (templates seed new agents with it). The runtime replaces the
+// workspace atomically and restarts a running gateway; then status.snapshotCid and
+// status.lastRestoreAt record the request. The SnapshotRestored condition (with the
+// generation of the request) reports the outcome; unreachable storage and a failed restore
+// are retried with backoff, a CID that is no snapshot of the agent is not (until the spec
+// changes).
 func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.Agent) (ctrl.Result, error) {
 	want := agent.Spec.DesiredSnapshot
-	if want == "" || storage.SameCID(want, agent.Status.SnapshotCID) {
+	if !restorePending(agent) {
 		return ctrl.Result{}, nil
 	}
 	if r.Snapshots == nil {
@@ -43,7 +46,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		if err := reader.Get(ctx, client.ObjectKeyFromObject(agent), live); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
-		if live.Spec.DesiredSnapshot != want || storage.SameCID(want, live.Status.SnapshotCID) {
+		if live.Spec.DesiredSnapshot != want || !restorePending(live) {
 			return ctrl.Result{}, nil
 		}
 	}
@@ -70,6 +73,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		return r.restoreFailed(ctx, agent, want, err)
 	}
 	agent.Status.SnapshotCID = want
+	agent.Status.LastRestoreAt = agent.Spec.RestoreRequestedAt.DeepCopy()
 	// The restore replaced the workspace, skills/ included: unpack the attached skills again.
 	agent.Status.InstalledSkills = nil
 	r.setRestored(agent, metav1.ConditionTrue, agentsv1.ReasonRestored, "workspace restored from snapshot %s", want)
@@ -84,6 +88,19 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 		return ctrl.Result{RequeueAfter: startingPoll}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// restorePending: the spec asks for a restore the status does not show carried out.
+func restorePending(agent *agentsv1.Agent) bool {
+	want := agent.Spec.DesiredSnapshot
+	if want == "" {
+		return false
+	}
+	if !storage.SameCID(want, agent.Status.SnapshotCID) {
+		return true
+	}
+	asked, done := agent.Spec.RestoreRequestedAt, agent.Status.LastRestoreAt
+	return asked != nil && (done == nil || asked.After(done.Time))
 }
 
 // restoreFailed records why the restore of want did not happen and when to try again.

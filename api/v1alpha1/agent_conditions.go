@@ -51,8 +51,6 @@ const (
 // Reasons of the SnapshotRestored condition (and ReasonStorageUnavailable,
 // ReasonStorageNotConfigured).
 const (
-	// ReasonRestoreRequested: a restore was asked for and has not happened yet.
-	ReasonRestoreRequested = "RestoreRequested"
 	// ReasonRestored: the workspace holds the snapshot's files.
 	ReasonRestored = "Restored"
 	// ReasonRestoreFailed: the runtime could not restore the archive.
@@ -77,8 +75,6 @@ const (
 	// AnnotationTemplateApplied records that spec.template was expanded into the agent's
 	// spec (value: `<template>@<generation>`), so that it is expanded once.
 	AnnotationTemplateApplied = "agentplane.io/template-applied"
-	// AnnotationRestoreRequested records the last restore the REST facade asked for.
-	AnnotationRestoreRequested = "agentplane.io/restore-requested-at"
 	// AnnotationApplied (on the kube runtime's StatefulSet) fingerprints what the runtime last
 	// applied; an Ensure that would apply the same skips the applies.
 	AnnotationApplied = "agentplane.io/applied"

@@ -89,6 +89,11 @@ type AgentSpec struct {
 	// +kubebuilder:validation:Pattern=`^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`
 	// +optional
 	DesiredSnapshot string `json:"desiredSnapshot,omitempty"`
+	// RestoreRequestedAt restores spec.desiredSnapshot again when set to a time later than
+	// status.lastRestoreAt (a workspace already restored from that CID may have changed since).
+	// Setting desiredSnapshot to another CID restores without it.
+	// +optional
+	RestoreRequestedAt *metav1.Time `json:"restoreRequestedAt,omitempty"`
 	// Stopped keeps the agent's state but runs no gateway.
 	// +optional
 	Stopped bool `json:"stopped,omitempty"`
@@ -117,6 +122,9 @@ type AgentStatus struct {
 	// SnapshotCID is the snapshot the workspace was last restored from.
 	// +optional
 	SnapshotCID string `json:"snapshotCid,omitempty"`
+	// LastRestoreAt is the restore request (spec.restoreRequestedAt) that was last carried out.
+	// +optional
+	LastRestoreAt *metav1.Time `json:"lastRestoreAt,omitempty"`
 	// Restarts counts gateway crashes observed by the runtime.
 	// +optional
 	Restarts int32 `json:"restarts,omitempty"`
