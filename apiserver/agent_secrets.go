@@ -2,10 +2,14 @@ package apiserver
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,18 +21,19 @@ type attachSecretsRequest struct {
 }
 
 // secretRetry re-reads and re-applies on conflicts, like skillRetry: concurrent attaches and
-// deletes, the AgentSecret controller's writes of attachedTo and the Agent controller's status
-// writes all bump the resourceVersions, more often than retry.DefaultRetry's five quick
+// deletes and the controllers' status writes all bump the resourceVersions, more often than retry.DefaultRetry's five quick
 // attempts absorb (an attach would answer a bare 409 Conflict).
 var secretRetry = skillRetry
 
 // errConflictingSecrets aborts an attach whose secrets share a provider.
 var errConflictingSecrets = errorf(http.StatusConflict, msgConflictingSecrets)
 
-// attachSecrets attaches workspace secrets to an agent. The agent's spec is written first
+// attachSecrets attaches workspace secrets to an agent: it writes the agent's spec.secrets
 // (guarded by its resourceVersion, so concurrent attaches see each other's providers), then
-// each secret records the agent in status.attachedTo (guarded by the secret's
-// resourceVersion, so a concurrent delete either fails or is noticed here and undone).
+// stamps each secret (AnnotationSecretAttachedAt), which moves its resourceVersion: a
+// concurrent delete that checked the agents before the spec write fails its conditional
+// delete, and one that deleted first is noticed here and the attach undone. The AgentSecret
+// controller derives status.attachedTo from the agents' specs; the answer waits for it.
 func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 	var req attachSecretsRequest
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
@@ -79,11 +84,11 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Every requested secret records the agent, also one the agent already referenced: that
-	// reference may be a concurrent attach's, of a secret deleted since, and a 200 must mean
-	// the secret is there and attached.
+	// Every requested secret is stamped, also one the agent already referenced: that reference
+	// may be a concurrent attach's, of a secret deleted since, and a 200 must mean the secret
+	// is there and attached.
 	for _, id := range req.SecretIDs {
-		if err := s.markAttached(ctx, c.Namespace, id, agent.Name, true); err != nil {
+		if err := s.stampAttached(ctx, c.Namespace, id); err != nil {
 			// The secret went away meanwhile: undo the attach rather than leave a dangling
 			// reference.
 			undo := added
@@ -96,6 +101,9 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 			}
 			return nil, err
 		}
+	}
+	for _, id := range req.SecretIDs {
+		s.waitAttachedTo(ctx, c.Namespace, id, agent.Name, true)
 	}
 	return ok(map[string]any{"agent": viewAgent(agent)})
 }
@@ -139,24 +147,47 @@ func (s *Server) checkProviders(ctx context.Context, c *Caller, agent *agentsv1.
 	return nil
 }
 
-// markAttached adds (or removes) agent in the secret's status.attachedTo.
-func (s *Server) markAttached(ctx context.Context, namespace, secretID, agent string, attached bool) error {
-	return retry.RetryOnConflict(secretRetry, func() error {
-		sec := &agentsv1.AgentSecret{}
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: secretID}, sec); err != nil {
-			return err
-		}
-		has := slices.Contains(sec.Status.AttachedTo, agent)
-		switch {
-		case attached && !has:
-			sec.Status.AttachedTo = append(sec.Status.AttachedTo, agent)
-		case !attached && has:
-			sec.Status.AttachedTo = slices.DeleteFunc(sec.Status.AttachedTo, func(a string) bool { return a == agent })
-		default:
-			return nil
-		}
-		return s.opts.Client.Status().Update(ctx, sec)
+// stampAttached sets AnnotationSecretAttachedAt on the secret (a merge patch of one
+// annotation, no read first): it fails NotFound once the secret is deleted.
+func (s *Server) stampAttached(ctx context.Context, namespace, secretID string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		agentsv1.AnnotationSecretAttachedAt: s.opts.Now().UTC().Format(time.RFC3339Nano),
+	}}})
+	if err != nil {
+		return err
+	}
+	sec := &agentsv1.AgentSecret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: secretID}}
+	return s.opts.Client.Patch(ctx, sec, client.RawPatch(types.MergePatchType, patch))
+}
+
+// waitAttachedTo waits (briefly: the answer does not depend on it) until the AgentSecret
+// controller shows agent in (or out of) the secret's status.attachedTo, so that a read after
+// the answer sees the attachment.
+func (s *Server) waitAttachedTo(ctx context.Context, namespace, secretID, agent string, attached bool) {
+	ctx, cancel := context.WithTimeout(ctx, attachedToWait)
+	defer cancel()
+	sec := &agentsv1.AgentSecret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: secretID}}
+	_ = s.waitFor(ctx, sec, func() (bool, error) {
+		return slices.Contains(sec.Status.AttachedTo, agent) == attached, nil
 	})
+}
+
+// attachedToWait bounds waitAttachedTo.
+const attachedToWait = 10 * time.Second
+
+// agentsAttaching lists (live) the agents of namespace whose spec.secrets name secretID.
+func (s *Server) agentsAttaching(ctx context.Context, namespace, secretID string) ([]string, error) {
+	var agents agentsv1.AgentList
+	if err := s.opts.APIReader.List(ctx, &agents, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range agents.Items {
+		if slices.ContainsFunc(agents.Items[i].Spec.Secrets, func(ref agentsv1.LocalObjectReference) bool { return ref.Name == secretID }) {
+			out = append(out, agents.Items[i].Name)
+		}
+	}
+	return out, nil
 }
 
 // removeFromAgent drops secret references from the agent's spec.
@@ -195,9 +226,7 @@ func (s *Server) detachSecret(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.removeFromAgent(ctx, agent, id); err != nil {
 		return nil, err
 	}
-	if err := s.markAttached(ctx, c.Namespace, id, agent.Name, false); err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
-	}
+	s.waitAttachedTo(ctx, c.Namespace, id, agent.Name, false)
 	return ok(map[string]any{"agent": viewAgent(agent)})
 }
 

@@ -14,6 +14,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -157,19 +158,28 @@ func (s *Server) getSecretLive(ctx context.Context, c *Caller, id string) (*agen
 	return sec, nil
 }
 
-// deleteSecret refuses to delete a secret an agent attaches. The delete is conditional on the
-// resourceVersion that was checked: an attach that lands in between changes it (attach
-// records itself in status.attachedTo), so the delete fails rather than orphan the agent.
+// deleteSecret refuses to delete a secret an agent attaches, judged from the agents' specs
+// (read live). The delete is conditional on the secret's resourceVersion read before that
+// check: an attach that lands in between stamps the secret (AnnotationSecretAttachedAt), the
+// delete fails on the version and checks again, so it never orphans an agent.
 func (s *Server) deleteSecret(r *http.Request, c *Caller) (*Response, error) {
-	sec, err := s.getSecretLive(r.Context(), c, r.PathValue("secretId"))
-	if err != nil {
-		return nil, err
-	}
-	if len(sec.Status.AttachedTo) > 0 {
-		return nil, errorf(http.StatusConflict, msgSecretAttached)
-	}
-	rv := sec.ResourceVersion
-	err = s.opts.Client.Delete(r.Context(), sec, client.Preconditions{ResourceVersion: &rv})
+	ctx := r.Context()
+	var sec *agentsv1.AgentSecret
+	err := retry.OnError(secretRetry, apierrors.IsConflict, func() error {
+		var err error
+		if sec, err = s.getSecretLive(ctx, c, r.PathValue("secretId")); err != nil {
+			return err
+		}
+		attached, err := s.agentsAttaching(ctx, c.Namespace, sec.Name)
+		if err != nil {
+			return err
+		}
+		if len(attached) > 0 {
+			return errorf(http.StatusConflict, msgSecretAttached)
+		}
+		rv := sec.ResourceVersion
+		return s.opts.Client.Delete(ctx, sec, client.Preconditions{ResourceVersion: &rv})
+	})
 	switch {
 	case apierrors.IsConflict(err):
 		return nil, errorf(http.StatusConflict, msgSecretAttached)

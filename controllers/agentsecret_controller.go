@@ -2,17 +2,17 @@ package controllers
 
 import (
 	"context"
-	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -21,10 +21,12 @@ import (
 )
 
 // AgentSecretReconciler keeps each AgentSecret's status true to the world: whether its value
-// is usable, whether another secret of the workspace has its name, and which agents attach it.
+// is usable, whether another secret of the workspace has its name, and which agents attach it
+// (derived from the Agents whose spec.secrets name it: the controller is the only writer of
+// this status).
 type AgentSecretReconciler struct {
 	client.Client
-	// APIReader confirms attachments against the API server (never a stale cache).
+	// APIReader reads the core Secrets a secret may reference (the cache does not hold them).
 	APIReader client.Reader
 	Sealer    *secrets.Sealer
 }
@@ -32,72 +34,44 @@ type AgentSecretReconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=agentsecrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agentsecrets/status,verbs=get;update;patch
 
-// Reconcile converges one AgentSecret's status.
+// Reconcile converges one AgentSecret's status; it writes only when the status changed.
 func (r *AgentSecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	sec := &agentsv1.AgentSecret{}
 	if err := r.Get(ctx, req.NamespacedName, sec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := sec.Status.DeepCopy()
+	before := sec.DeepCopy()
 	attached, err := r.attachedAgents(ctx, sec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	sec.Status.AttachedTo = attached
-	sec.Status.ObservedGeneration = sec.Generation
 	meta.SetStatusCondition(&sec.Status.Conditions, r.computeReadyCondition(ctx, sec))
 	dup, err := r.computeDuplicateCondition(ctx, sec)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	meta.SetStatusCondition(&sec.Status.Conditions, dup)
-	if equality.Semantic.DeepEqual(before, &sec.Status) {
-		return ctrl.Result{}, nil
-	}
-	// Update (not patch): the resourceVersion guards against a concurrent attach, and every
-	// write moves it, which is what a conditional delete of the secret relies on.
-	return ctrl.Result{}, client.IgnoreNotFound(r.Status().Update(ctx, sec))
+	sec.Status.ObservedGeneration = sec.Generation
+	_, err = patchStatusIfChanged(ctx, r.Client, sec, before)
+	return ctrl.Result{}, err
 }
 
-// attachedAgents are the agents whose spec references the secret, each confirmed with a live
-// read (an attach writes the agent first, then the secret's status).
+// attachedAgents are the agents (not being deleted) whose spec.secrets name the secret
+// (IndexAgentSecret), sorted; nil when there are none.
 func (r *AgentSecretReconciler) attachedAgents(ctx context.Context, sec *agentsv1.AgentSecret) ([]string, error) {
-	candidates := map[string]bool{}
-	for _, a := range sec.Status.AttachedTo {
-		candidates[a] = true
-	}
 	var agents agentsv1.AgentList
-	if err := r.List(ctx, &agents, client.InNamespace(sec.Namespace)); err != nil {
+	if err := r.List(ctx, &agents, client.InNamespace(sec.Namespace), client.MatchingFields{agentsv1.IndexAgentSecret: sec.Name}); err != nil {
 		return nil, err
 	}
+	var out []string
 	for i := range agents.Items {
-		if referencesSecret(&agents.Items[i], sec.Name) {
-			candidates[agents.Items[i].Name] = true
-		}
-	}
-	out := []string{}
-	for name := range candidates {
-		a := &agentsv1.Agent{}
-		err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: sec.Namespace, Name: name}, a)
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if referencesSecret(a, sec.Name) && a.DeletionTimestamp == nil {
-			out = append(out, name)
+		if a := &agents.Items[i]; a.DeletionTimestamp == nil {
+			out = append(out, a.Name)
 		}
 	}
 	sort.Strings(out)
-	if len(out) == 0 {
-		return nil, nil
-	}
 	return out, nil
-}
-
-func referencesSecret(a *agentsv1.Agent, secret string) bool {
-	return slices.ContainsFunc(a.Spec.Secrets, func(ref agentsv1.LocalObjectReference) bool { return ref.Name == secret })
 }
 
 // computeReadyCondition: the value opens under the platform key, or the referenced core
@@ -105,7 +79,7 @@ func referencesSecret(a *agentsv1.Agent, secret string) bool {
 func (r *AgentSecretReconciler) computeReadyCondition(ctx context.Context, sec *agentsv1.AgentSecret) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sec.Generation, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonValueAvailable, Message: "the value is available to agents"}
 	if _, err := SecretValue(ctx, r.APIReader, r.Sealer, sec); err != nil {
-		c.Status, c.Reason, c.Message = metav1.ConditionFalse, "ValueUnavailable", err.Error()
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonValueUnavailable, err.Error()
 	}
 	return c
 }
@@ -122,7 +96,7 @@ func (r *AgentSecretReconciler) computeDuplicateCondition(ctx context.Context, s
 		o := &list.Items[i]
 		if o.Name != sec.Name && o.Spec.Name == sec.Spec.Name &&
 			(o.CreationTimestamp.Before(&sec.CreationTimestamp) || o.CreationTimestamp.Equal(&sec.CreationTimestamp) && o.Name < sec.Name) {
-			c.Status, c.Reason, c.Message = metav1.ConditionTrue, "NameTaken", "secret "+o.Name+" already has the name "+sec.Spec.Name
+			c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonNameTaken, "secret "+o.Name+" already has the name "+sec.Spec.Name
 		}
 	}
 	return c, nil
@@ -152,36 +126,35 @@ func SecretValue(ctx context.Context, reader client.Reader, sealer *secrets.Seal
 }
 
 // SetupWithManager registers the controller: AgentSecrets, and Agents (which change who
-// attaches what).
+// attaches what: an agent's event enqueues the secrets its old and its new spec name, so a
+// detach reaches the secret it left).
 func (r *AgentSecretReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.AgentSecret{}).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(r.secretsOfAgent)).
+		Watches(&agentsv1.Agent{}, handler.Funcs{
+			CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				enqueueSecretsOf(q, e.Object)
+			},
+			UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				enqueueSecretsOf(q, e.ObjectOld, e.ObjectNew)
+			},
+			DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+				enqueueSecretsOf(q, e.Object)
+			},
+		}).
 		Named("agentsecret").
 		Complete(r)
 }
 
-// secretsOfAgent maps an agent to the secrets it references or is recorded on.
-func (r *AgentSecretReconciler) secretsOfAgent(ctx context.Context, o client.Object) []reconcile.Request {
-	a, ok := o.(*agentsv1.Agent)
-	if !ok {
-		return nil
-	}
-	names := map[string]bool{}
-	for _, ref := range a.Spec.Secrets {
-		names[ref.Name] = true
-	}
-	var list agentsv1.AgentSecretList
-	if err := r.List(ctx, &list, client.InNamespace(a.Namespace)); err == nil {
-		for i := range list.Items {
-			if slices.Contains(list.Items[i].Status.AttachedTo, a.Name) {
-				names[list.Items[i].Name] = true
-			}
+// enqueueSecretsOf enqueues the secrets the agents' spec.secrets name.
+func enqueueSecretsOf(q workqueue.TypedRateLimitingInterface[reconcile.Request], agents ...client.Object) {
+	for _, o := range agents {
+		a, ok := o.(*agentsv1.Agent)
+		if !ok {
+			continue
+		}
+		for _, ref := range a.Spec.Secrets {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: ref.Name}})
 		}
 	}
-	out := make([]reconcile.Request, 0, len(names))
-	for n := range names {
-		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: n}})
-	}
-	return out
 }

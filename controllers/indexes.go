@@ -40,6 +40,13 @@ var fieldIndexes = []fieldIndex{
 		}
 		return out
 	}},
+	{&agentsv1.Agent{}, agentsv1.IndexAgentSecret, func(o client.Object) []string {
+		var out []string
+		for _, ref := range o.(*agentsv1.Agent).Spec.Secrets {
+			out = append(out, nonEmpty(ref.Name)...)
+		}
+		return out
+	}},
 	{&agentsv1.Skill{}, agentsv1.IndexSkillCID, func(o client.Object) []string {
 		var out []string
 		for _, c := range o.(*agentsv1.Skill).CIDs() {

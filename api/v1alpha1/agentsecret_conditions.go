@@ -8,6 +8,15 @@ const (
 
 // Reasons of an AgentSecret's conditions.
 const (
-	ReasonValueAvailable = "ValueAvailable"
-	ReasonUnique         = "Unique"
+	ReasonValueAvailable   = "ValueAvailable"
+	ReasonValueUnavailable = "ValueUnavailable"
+	ReasonUnique           = "Unique"
+	ReasonNameTaken        = "NameTaken"
 )
+
+// AnnotationSecretAttachedAt is set by an attach through the REST facade, after it wrote the
+// agent's spec.secrets, to the time of the attach. Nothing reads the value: the write moves
+// the secret's resourceVersion, so a delete conditional on the version it checked against the
+// agents' specs fails (and checks again) rather than orphan the agent, and an attach of a
+// secret deleted meanwhile finds it gone and is undone.
+const AnnotationSecretAttachedAt = "agentplane.io/attached-at"

@@ -9,6 +9,8 @@ const (
 	IndexAgentRef = "spec.agentRef.name"
 	// IndexAgentSkillCID indexes Agents by the CIDs of spec.skills.
 	IndexAgentSkillCID = "spec.skills.cid"
+	// IndexAgentSecret indexes Agents by the AgentSecrets spec.secrets names.
+	IndexAgentSecret = "spec.secrets.name"
 	// IndexSkillCID indexes Skills by every CID they answer to (Skill.CIDs: spec.cid and the
 	// earlier versions' CIDs that agents may still pin).
 	IndexSkillCID = "agentplane.skillCIDs"

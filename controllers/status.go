@@ -1,0 +1,51 @@
+package controllers
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// patchStatusIfChanged writes obj's status when it differs from before's (a copy of obj taken
+// when the pass read it) and reports whether it wrote. The write is a merge patch of the
+// status subresource from before's status, with optimistic lock: a merge patch replaces whole
+// lists (conditions), so a pass that read an older object than the stored one must not put its
+// stale lists back — it conflicts and the pass runs again on fresh data. An unchanged status
+// costs no request (and so triggers no further pass). A status that is gone (the object was
+// deleted) is no error.
+//
+// Every reconciler writes its status through this helper. obj and before must be pointers to
+// the same struct type with a Status field (every kind of api/v1alpha1).
+func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before client.Object) (bool, error) {
+	now, was, err := statusFields(obj, before)
+	if err != nil {
+		return false, err
+	}
+	if equality.Semantic.DeepEqual(now.Interface(), was.Interface()) {
+		return false, nil
+	}
+	// The patch base is obj as it is now (its resourceVersion is what the pass last saw,
+	// including its own spec or metadata writes) with the status it read.
+	orig := obj.DeepCopyObject().(client.Object)
+	reflect.ValueOf(orig).Elem().FieldByName("Status").Set(was)
+	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}
+
+// statusFields returns the Status fields of obj and before.
+func statusFields(obj, before client.Object) (reflect.Value, reflect.Value, error) {
+	o, b := reflect.ValueOf(obj), reflect.ValueOf(before)
+	if o.Kind() != reflect.Pointer || b.Type() != o.Type() {
+		return reflect.Value{}, reflect.Value{}, fmt.Errorf("patch status: %T and %T are not pointers of one type", obj, before)
+	}
+	now, was := o.Elem().FieldByName("Status"), b.Elem().FieldByName("Status")
+	if !now.IsValid() {
+		return reflect.Value{}, reflect.Value{}, fmt.Errorf("patch status: %T has no Status field", obj)
+	}
+	return now, was, nil
+}
