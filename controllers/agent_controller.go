@@ -7,8 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -91,9 +91,9 @@ func (r *AgentReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 		}
 	}
 
-	before := agent.Status.DeepCopy()
+	before := agent.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, agent, before); err != nil && reterr == nil {
+		if err := r.patchStatus(ctx, agent, before, reterr == nil); err != nil && reterr == nil {
 			reterr = err
 		}
 	}()
@@ -215,29 +215,28 @@ func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.A
 	return client.IgnoreNotFound(r.Update(ctx, agent))
 }
 
-// patchStatus writes the status only when it changed (so a quiet pass does not trigger
-// another) and records phase changes as events.
-func (r *AgentReconciler) patchStatus(ctx context.Context, agent *agentsv1.Agent, before *agentsv1.AgentStatus) error {
-	agent.Status.ObservedGeneration = agent.Generation
-	if equality.Semantic.DeepEqual(before, &agent.Status) {
-		return nil
+// patchStatus computes the Ready summary, moves status.observedGeneration when the pass
+// converged (it ended without error and no restore waits for a retry), writes the status
+// only when it changed (so a quiet pass does not trigger another) and records phase changes
+// as events.
+func (r *AgentReconciler) patchStatus(ctx context.Context, agent, before *agentsv1.Agent, passOK bool) error {
+	if passOK && !restoreRetrying(agent) {
+		agent.Status.ObservedGeneration = agent.Generation
 	}
-	orig := agent.DeepCopy()
-	orig.Status = *before
-	// Optimistic lock: the facade (restore requests) and the quota writers also write this
-	// status, and a merge patch replaces the whole conditions list. A pass that read a cache
-	// older than their write must not put its stale conditions back: it conflicts and runs
-	// again on fresh data.
-	if err := r.Status().Patch(ctx, agent, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return client.IgnoreNotFound(err)
+	meta.SetStatusCondition(&agent.Status.Conditions, computeReadyCondition(agent))
+	// Optimistic lock: the quota writers also write this status (reservations), and a merge
+	// patch replaces whole lists. A pass that read a cache older than their write must not put
+	// its stale lists back: it conflicts and runs again on fresh data.
+	if changed, err := patchStatusIfChanged(ctx, r.Client, agent, before); err != nil || !changed {
+		return err
 	}
-	if before.Phase != agent.Status.Phase {
+	if before.Status.Phase != agent.Status.Phase {
 		typ := corev1.EventTypeNormal
 		if agent.Status.Phase == agentsv1.AgentNotRunning {
 			typ = corev1.EventTypeWarning
 		}
 		r.event(agent, typ, "Phase"+phaseEventSuffix(agent.Status.Phase), "Reconcile", "agent is %s: %s", agent.Status.Phase, gatewayMessage(agent))
-		log.FromContext(ctx).Info("agent phase changed", "from", before.Phase, "to", agent.Status.Phase)
+		log.FromContext(ctx).Info("agent phase changed", "from", before.Status.Phase, "to", agent.Status.Phase)
 	}
 	return nil
 }

@@ -26,6 +26,50 @@ func applyObserved(agent *agentsv1.Agent, o runtime.Observed, now time.Time) {
 	meta.SetStatusCondition(&agent.Status.Conditions, computeGatewayReadyCondition(agent, o))
 }
 
+// computeReadyCondition is the agent's summary: True when the runtime holds it, no restore
+// the spec asks for is outstanding and the gateway answers (or the agent is stopped, as its
+// spec asks); otherwise False with the reason of the first condition that is not.
+func computeReadyCondition(agent *agentsv1.Agent) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: agent.Generation, Status: metav1.ConditionFalse}
+	prov := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentProvisioned)
+	restored := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentSnapshotRestored)
+	gw := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentGatewayReady)
+	switch {
+	case prov == nil:
+		c.Reason, c.Message = agentsv1.ReasonProvisioning, "the agent is being provisioned"
+	case prov.Status != metav1.ConditionTrue:
+		c.Reason, c.Message = prov.Reason, prov.Message
+	case restorePending(agent) && restored != nil && restored.Status == metav1.ConditionFalse:
+		c.Reason, c.Message = restored.Reason, restored.Message
+	case restorePending(agent):
+		c.Reason, c.Message = agentsv1.ReasonRestoring, "the workspace is being restored from snapshot "+agent.Spec.DesiredSnapshot
+	case gw == nil:
+		c.Reason, c.Message = agentsv1.ReasonStarting, "the gateway is starting"
+	case gw.Status == metav1.ConditionTrue || agent.Spec.Stopped && gw.Reason == agentsv1.ReasonStopped:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gw.Reason, gw.Message
+	default:
+		c.Reason, c.Message = gw.Reason, gw.Message
+	}
+	return c
+}
+
+// restoreRetrying: a restore the spec asks for failed and is retried (storage unreachable,
+// a failed restore, a workspace not reachable yet): the pass did not converge.
+func restoreRetrying(agent *agentsv1.Agent) bool {
+	if !restorePending(agent) {
+		return false
+	}
+	c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentSnapshotRestored)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return false
+	}
+	switch c.Reason {
+	case agentsv1.ReasonStorageUnavailable, agentsv1.ReasonRestoreFailed, agentsv1.ReasonWaitingForAgent:
+		return true
+	}
+	return false
+}
+
 // phaseFor maps the runtime's observation onto the hosted service's three words.
 func phaseFor(o runtime.Observed) agentsv1.AgentPhase {
 	switch o.Phase {

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,13 +42,12 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.Get(ctx, req.NamespacedName, sk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := sk.Status.DeepCopy()
+	before := sk.DeepCopy()
 	attached, err := r.attachedAgents(ctx, sk)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	sk.Status.AttachedTo = attached
-	sk.Status.ObservedGeneration = sk.Generation
 	ready, size := r.computeReadyCondition(ctx, sk)
 	meta.SetStatusCondition(&sk.Status.Conditions, ready)
 	if size > 0 {
@@ -57,12 +55,13 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	var result ctrl.Result
 	if ready.Reason == agentsv1.ReasonStorageUnavailable {
+		// Not converged: the bundle could not be checked; observedGeneration stays.
 		result.RequeueAfter = cmp.Or(r.RetryAfter, 30*time.Second)
+	} else {
+		sk.Status.ObservedGeneration = sk.Generation
 	}
-	if equality.Semantic.DeepEqual(before, &sk.Status) {
-		return result, nil
-	}
-	return result, client.IgnoreNotFound(r.Status().Update(ctx, sk))
+	_, err = patchStatusIfChanged(ctx, r.Client, sk, before)
+	return result, err
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.skills hold one of the skill's

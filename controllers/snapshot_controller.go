@@ -136,9 +136,9 @@ func (r *SnapshotReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_
 	// remove a blob this Put just wrote before the Snapshot naming it is recorded.
 	unlock := r.locks.rlock(storage.SnapshotSpace(snap.Namespace))
 	defer unlock()
-	before := snap.Status.DeepCopy()
+	before := snap.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, snap, before); err != nil && reterr == nil {
+		if err := r.patchStatus(ctx, snap, before, reterr == nil); err != nil && reterr == nil {
 			reterr = err
 		}
 	}()
@@ -288,16 +288,16 @@ func retryWait(elapsed, lo, hi time.Duration) time.Duration {
 	return min(max(elapsed, lo), max(hi, lo))
 }
 
-// patchStatus writes the status (merge patch: no conflict can force a second archive) when it
-// changed.
-func (r *SnapshotReconciler) patchStatus(ctx context.Context, snap *agentsv1.Snapshot, before *agentsv1.SnapshotStatus) error {
-	snap.Status.ObservedGeneration = snap.Generation
-	if equality.Semantic.DeepEqual(before, &snap.Status) {
-		return nil
+// patchStatus writes the status when it changed, without optimistic lock: no conflict may
+// force a second archive. observedGeneration moves on a pass that converged: no error, and
+// storage was reached.
+func (r *SnapshotReconciler) patchStatus(ctx context.Context, snap, before *agentsv1.Snapshot, passOK bool) error {
+	c := meta.FindStatusCondition(snap.Status.Conditions, agentsv1.ConditionReady)
+	if passOK && (c == nil || c.Reason != agentsv1.ReasonStorageUnavailable) {
+		snap.Status.ObservedGeneration = snap.Generation
 	}
-	orig := snap.DeepCopy()
-	orig.Status = *before
-	return client.IgnoreNotFound(r.Status().Patch(ctx, snap, client.MergeFrom(orig)))
+	_, err := patchStatusIfChanged(ctx, r.Client, snap, before, withoutLock)
+	return err
 }
 
 func (r *SnapshotReconciler) event(snap *agentsv1.Snapshot, typ, reason, action, note string, args ...any) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,8 +19,10 @@ import (
 // deleted) is no error.
 //
 // Every reconciler writes its status through this helper. obj and before must be pointers to
-// the same struct type with a Status field (every kind of api/v1alpha1).
-func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before client.Object) (bool, error) {
+// the same struct type with a Status field (every kind of api/v1alpha1). withoutLock is for a
+// status its controller alone writes and that records an effect the pass already had (a
+// Snapshot's archive): the patch must land rather than conflict and repeat the effect.
+func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before client.Object, opts ...statusPatchOption) (bool, error) {
 	now, was, err := statusFields(obj, before)
 	if err != nil {
 		return false, err
@@ -31,11 +34,21 @@ func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before clie
 	// including its own spec or metadata writes) with the status it read.
 	orig := obj.DeepCopyObject().(client.Object)
 	reflect.ValueOf(orig).Elem().FieldByName("Status").Set(was)
-	if err := c.Status().Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	var patch client.Patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	if slices.Contains(opts, withoutLock) {
+		patch = client.MergeFrom(orig)
+	}
+	if err := c.Status().Patch(ctx, obj, patch); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil
 }
+
+// statusPatchOption changes how patchStatusIfChanged writes.
+type statusPatchOption int
+
+// withoutLock: a plain merge patch, no optimistic lock.
+const withoutLock statusPatchOption = 1
 
 // statusFields returns the Status fields of obj and before.
 func statusFields(obj, before client.Object) (reflect.Value, reflect.Value, error) {

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -48,7 +47,7 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.Get(ctx, req.NamespacedName, ws); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := ws.Status.DeepCopy()
+	before := ws.DeepCopy()
 	if ws.DeletionTimestamp != nil {
 		ws.Status.Phase = WorkspaceTerminating
 		return ctrl.Result{}, r.patchStatus(ctx, ws, before)
@@ -109,14 +108,9 @@ func computeWorkspaceReady(ws *agentsv1.Workspace, nsErr error) metav1.Condition
 
 // patchStatus writes status only when it changed, so a pass that finds nothing new does not
 // trigger another.
-func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws *agentsv1.Workspace, before *agentsv1.WorkspaceStatus) error {
-	if equality.Semantic.DeepEqual(before, &ws.Status) {
-		return nil
-	}
-	orig := ws.DeepCopy()
-	orig.Status = *before
-	if err := r.Status().Patch(ctx, ws, client.MergeFrom(orig)); err != nil {
-		return client.IgnoreNotFound(err)
+func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws, before *agentsv1.Workspace) error {
+	if changed, err := patchStatusIfChanged(ctx, r.Client, ws, before); err != nil || !changed {
+		return err
 	}
 	log.FromContext(ctx).V(1).Info("workspace status updated", "phase", ws.Status.Phase, "agents", ws.Status.Agents)
 	return nil

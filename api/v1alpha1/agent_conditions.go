@@ -58,6 +58,8 @@ const (
 	// ReasonSnapshotNotFound: the CID is not a snapshot of the agent (or its template), or
 	// storage does not hold it.
 	ReasonSnapshotNotFound = "SnapshotNotFound"
+	// ReasonRestoring: a restore the spec asks for has not happened yet (Ready).
+	ReasonRestoring = "Restoring"
 	// ReasonWaitingForAgent: the agent's workspace cannot be reached yet (no home, no pod).
 	ReasonWaitingForAgent = "WaitingForAgent"
 )
