@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,9 +96,9 @@ func (r *DomainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 		return ctrl.Result{}, err
 	}
 
-	before := d.Status.DeepCopy()
+	before := d.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, d, before); err != nil && reterr == nil {
+		if err := r.patchStatus(ctx, d, before, reterr == nil); err != nil && reterr == nil {
 			reterr = err
 		}
 	}()
@@ -241,18 +240,18 @@ func (r *DomainReconciler) reconcileDelete(ctx context.Context, d *agentsv1.Doma
 	return client.IgnoreNotFound(r.Update(ctx, d))
 }
 
-// patchStatus writes the status only when it changed and records phase changes as events.
-func (r *DomainReconciler) patchStatus(ctx context.Context, d *agentsv1.Domain, before *agentsv1.DomainStatus) error {
-	d.Status.ObservedGeneration = d.Generation
-	if equality.Semantic.DeepEqual(before, &d.Status) {
-		return nil
+// patchStatus computes the Ready summary, moves status.observedGeneration when the pass
+// converged (it ended without error), writes the status only when it changed and records
+// phase changes as events.
+func (r *DomainReconciler) patchStatus(ctx context.Context, d, before *agentsv1.Domain, passOK bool) error {
+	if passOK {
+		d.Status.ObservedGeneration = d.Generation
 	}
-	orig := d.DeepCopy()
-	orig.Status = *before
-	if err := r.Status().Patch(ctx, d, client.MergeFrom(orig)); err != nil {
-		return client.IgnoreNotFound(err)
+	meta.SetStatusCondition(&d.Status.Conditions, computeDomainReadyCondition(d))
+	if changed, err := patchStatusIfChanged(ctx, r.Client, d, before); err != nil || !changed {
+		return err
 	}
-	if before.Phase != d.Status.Phase {
+	if before.Status.Phase != d.Status.Phase {
 		typ, msg := corev1.EventTypeNormal, ""
 		if c := routedCondition(d); c != nil {
 			msg = c.Message
@@ -261,9 +260,29 @@ func (r *DomainReconciler) patchStatus(ctx context.Context, d *agentsv1.Domain, 
 			typ = corev1.EventTypeWarning
 		}
 		r.event(d, typ, "Phase", "Reconcile", "domain %s is %s: %s", d.Status.Host, d.Status.Phase, msg)
-		log.FromContext(ctx).Info("domain phase changed", "host", d.Status.Host, "from", before.Phase, "to", d.Status.Phase)
+		log.FromContext(ctx).Info("domain phase changed", "host", d.Status.Host, "from", before.Status.Phase, "to", d.Status.Phase)
 	}
 	return nil
+}
+
+// computeDomainReadyCondition is the domain's summary: True once ownership is proven (or not
+// required) and the host is routed to the agent; otherwise False with the reason of the first
+// condition that is not True.
+func computeDomainReadyCondition(d *agentsv1.Domain) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: d.Generation, Status: metav1.ConditionFalse,
+		Reason: agentsv1.ReasonNotChecked, Message: "the domain has not been checked yet"}
+	for _, typ := range []string{agentsv1.DomainVerified, agentsv1.DomainRouted} {
+		got := meta.FindStatusCondition(d.Status.Conditions, typ)
+		if got == nil {
+			return c
+		}
+		if got.Status != metav1.ConditionTrue {
+			c.Reason, c.Message = got.Reason, got.Message
+			return c
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
+	}
+	return c
 }
 
 func routedCondition(d *agentsv1.Domain) *metav1.Condition {
