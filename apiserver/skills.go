@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -162,9 +164,8 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	if found {
-		s.setSkillVersion(existing, version, obj.CID, info.DisplayName)
-		if err := s.opts.Client.Update(ctx, existing); err != nil {
-			return nil, skillWriteError(err)
+		if err := s.updateSkillVersion(ctx, existing, version, obj.CID, info.DisplayName); err != nil {
+			return nil, err
 		}
 		return ok(map[string]any{"skill": viewStoredSkill(existing, obj)})
 	}
@@ -205,6 +206,32 @@ func (s *Server) setSkillVersion(sk *agentsv1.Skill, version, cid, displayName s
 		sk.Spec.DisplayName = truncate(displayName, 200)
 	}
 	metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillInstalledAt, s.opts.Now().UTC().Format(time.RFC3339Nano))
+}
+
+// updateSkillVersion points sk (as read) at a new bundle and writes it. A conflict from a
+// writer that left the spec as read (the Skill controller's status writes) is retried on a
+// fresh read; one where the spec changed (a concurrent install or update) is the contract's
+// 409.
+func (s *Server) updateSkillVersion(ctx context.Context, sk *agentsv1.Skill, version, cid, displayName string) error {
+	read := sk.Spec
+	s.setSkillVersion(sk, version, cid, displayName)
+	err := retry.RetryOnConflict(skillRetry, func() error {
+		err := s.opts.Client.Update(ctx, sk)
+		if !apierrors.IsConflict(err) {
+			return err
+		}
+		cur := &agentsv1.Skill{}
+		if gerr := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(sk), cur); gerr != nil {
+			return gerr
+		}
+		if !equality.Semantic.DeepEqual(cur.Spec, read) {
+			return errorf(http.StatusConflict, msgSkillConflict) // no cause: not retried as a conflict
+		}
+		s.setSkillVersion(cur, version, cid, displayName)
+		*sk = *cur
+		return err
+	})
+	return skillWriteError(err)
 }
 
 // viewStoredSkill is the install's answer: the size is the bundle's the install just stored

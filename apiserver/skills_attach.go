@@ -193,10 +193,9 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 		if err != nil {
 			return nil, err
 		}
-		// sk carries the resourceVersion read above: a concurrent update makes this fail.
-		s.setSkillVersion(sk, version, obj.CID, displayName)
-		if err := s.opts.Client.Update(ctx, sk); err != nil {
-			return nil, skillWriteError(err)
+		// A concurrent update of the skill's spec since the read above makes this fail.
+		if err := s.updateSkillVersion(ctx, sk, version, obj.CID, displayName); err != nil {
+			return nil, err
 		}
 	}
 	newCID := sk.Spec.CID
