@@ -43,25 +43,20 @@ func (r *DomainReconciler) verification(d *agentsv1.Domain) *agentsv1.DomainVeri
 	}
 }
 
-// checkOwnership brings the Verified condition of custom domain d up to date: once True it
-// stays True (the host is immutable); otherwise the TXT record is looked up when the next
-// check is due (or a check was requested), never earlier. It reports whether ownership is
-// proven and, if not, when to look again.
-func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domain) (bool, time.Duration) {
+// checkOwnership finds the Verified verdict of custom domain d: once True it stays True (the
+// host is immutable); otherwise the TXT record is looked up when the next check is due (or a
+// check was requested), never earlier. It returns the verdict (the pass computes the
+// condition from it) and, if not verified, when to look again.
+func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domain) (verdict, time.Duration) {
 	if c := meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified); c != nil && c.Status == metav1.ConditionTrue {
-		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, c.Reason, c.Message)
 		d.Status.NextCheck = nil
-		return true, 0
+		return verdict{c.Status, c.Reason, c.Message}, 0
 	}
 	now := r.Clock.Now()
 	requested := verifyRequested(d)
 	forced := !requested.IsZero() && (d.Status.LastChecked == nil || requested.After(d.Status.LastChecked.Time))
 	if next := d.Status.NextCheck; next != nil && now.Before(next.Time) && !forced {
-		if meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified) == nil {
-			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the TXT record has not been looked up yet")
-		}
-		bumpCondition(d, agentsv1.DomainVerified)
-		return false, next.Sub(now)
+		return *currentVerdict(d, agentsv1.DomainVerified, notChecked), next.Sub(now)
 	}
 	if forced {
 		d.Status.Checks = 0 // a requested check restarts the growing delay
@@ -80,15 +75,13 @@ func (r *DomainReconciler) checkOwnership(ctx context.Context, d *agentsv1.Domai
 	d.Status.Checks++
 	if res.Outcome == dnsverify.Verified {
 		d.Status.NextCheck = nil
-		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonDomainVerified, res.Message)
-		return true, 0
+		return verdict{metav1.ConditionTrue, agentsv1.ReasonDomainVerified, res.Message}, 0
 	}
 	delay := r.checkDelay(d.Status.Checks)
 	// Status times have second precision: round the next check up so it is never "due" early.
 	next := metav1.NewTime(now.Add(delay + time.Second - 1).Truncate(time.Second))
 	d.Status.NextCheck = &next
-	setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, string(res.Outcome), res.Message)
-	return false, next.Sub(now)
+	return verdict{metav1.ConditionFalse, string(res.Outcome), res.Message}, next.Sub(now)
 }
 
 // verifyRequested is the time of a requested check (zero when none).
@@ -102,29 +95,4 @@ func verifyRequested(d *agentsv1.Domain) time.Time {
 		return time.Time{}
 	}
 	return t.Truncate(time.Second)
-}
-
-// setDomainCondition sets a condition of d at its current generation.
-func setDomainCondition(d *agentsv1.Domain, typ string, status metav1.ConditionStatus, reason, message string) {
-	meta.SetStatusCondition(&d.Status.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: message, ObservedGeneration: d.Generation,
-	})
-}
-
-// bumpCondition moves an existing condition to d's current generation.
-func bumpCondition(d *agentsv1.Domain, typ string) {
-	if c := meta.FindStatusCondition(d.Status.Conditions, typ); c != nil {
-		c.ObservedGeneration = d.Generation
-	}
-}
-
-// setDomainFailed records why d cannot be served.
-func setDomainFailed(d *agentsv1.Domain, reason, message string) {
-	d.Status.Phase = agentsv1.DomainFailed
-	setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, reason, message)
-}
-
-// routed reports whether d's Routed condition is True.
-func routed(d *agentsv1.Domain) bool {
-	return meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainRouted)
 }

@@ -53,7 +53,9 @@ func TestCheckOwnership(t *testing.T) {
 	}
 	check := func(wantCalls int, wantReason string) time.Duration {
 		t.Helper()
-		ok, wait := r.checkOwnership(context.Background(), d)
+		v, wait := r.checkOwnership(context.Background(), d)
+		meta.SetStatusCondition(&d.Status.Conditions, computeVerifiedCondition(d, v))
+		ok := v.status == metav1.ConditionTrue
 		if res.calls != wantCalls {
 			t.Fatalf("look-ups = %d, want %d", res.calls, wantCalls)
 		}

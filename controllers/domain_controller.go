@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -20,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -97,12 +95,14 @@ func (r *DomainReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ c
 	}
 
 	before := d.DeepCopy()
+	o := &domainOutcome{}
 	defer func() {
+		o.apply(d)
 		if err := r.patchStatus(ctx, d, before, reterr == nil); err != nil && reterr == nil {
 			reterr = err
 		}
 	}()
-	return r.reconcileNormal(ctx, d, agent)
+	return r.reconcileNormal(ctx, d, agent, o)
 }
 
 // ensureMetadata adds the finalizer and makes the agent an owner of d (deleting an agent
@@ -121,37 +121,36 @@ func (r *DomainReconciler) ensureMetadata(ctx context.Context, d *agentsv1.Domai
 	return r.Update(ctx, d)
 }
 
-// reconcileNormal walks the domain through slot, name rules, ownership, claim and route.
-func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) (ctrl.Result, error) {
+// reconcileNormal walks the domain through slot, name rules, ownership, claim and route,
+// recording in o what it found (the conditions and the phase are computed from o).
+func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent, o *domainOutcome) (ctrl.Result, error) {
 	d.Status.Host = hostclaim.Host(&d.Spec, r.appsDomain())
 	custom := d.Spec.CustomDomain != ""
 	if custom {
 		d.Status.Verification = r.verification(d)
-		if meta.FindStatusCondition(d.Status.Conditions, agentsv1.DomainVerified) == nil {
-			setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the TXT record has not been looked up yet")
-		}
+		o.verified = currentVerdict(d, agentsv1.DomainVerified, notChecked)
 	} else {
 		d.Status.Verification, d.Status.NextCheck = nil, nil
-		setDomainCondition(d, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonNotRequired, "subdomains of the platform need no ownership proof")
+		o.verified = &verdict{metav1.ConditionTrue, agentsv1.ReasonNotRequired, "subdomains of the platform need no ownership proof"}
 	}
 
 	if agent == nil {
-		return ctrl.Result{}, r.fail(ctx, d, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", d.Spec.AgentRef.Name))
+		return ctrl.Result{}, r.fail(ctx, d, o, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", d.Spec.AgentRef.Name))
 	}
-	if ok, err := r.ensureSlot(ctx, d, agent); err != nil {
+	if ok, err := r.ensureSlot(ctx, d, agent, o); err != nil {
 		return ctrl.Result{}, err
 	} else if !ok {
 		return ctrl.Result{RequeueAfter: domainLimitRetry}, nil
 	}
 	if hostclaim.Banned(hostclaim.ChosenName(&d.Spec), r.brand()) {
-		return ctrl.Result{}, r.fail(ctx, d, agentsv1.ReasonBannedName, fmt.Sprintf("names containing %q are reserved", r.brand()))
+		return ctrl.Result{}, r.fail(ctx, d, o, agentsv1.ReasonBannedName, fmt.Sprintf("names containing %q are reserved", r.brand()))
 	}
 	if custom {
-		verified, wait := r.checkOwnership(ctx, d)
-		if !verified {
-			d.Status.Phase = agentsv1.DomainPendingOwnership
-			setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonAwaitingOwnership,
-				"the host is routed once the TXT record "+d.Status.Verification.RecordName+" holds the token")
+		v, wait := r.checkOwnership(ctx, d)
+		o.verified = &v
+		if v.status != metav1.ConditionTrue {
+			o.routed = &verdict{metav1.ConditionFalse, agentsv1.ReasonAwaitingOwnership,
+				"the host is routed once the TXT record " + d.Status.Verification.RecordName + " holds the token"}
 			return ctrl.Result{RequeueAfter: wait}, nil
 		}
 	}
@@ -160,32 +159,26 @@ func (r *DomainReconciler) reconcileNormal(ctx context.Context, d *agentsv1.Doma
 		if !errors.Is(err, admission.ErrHostTaken) {
 			return ctrl.Result{}, err
 		}
-		if err := r.fail(ctx, d, agentsv1.ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
+		if err := r.fail(ctx, d, o, agentsv1.ReasonHostTaken, fmt.Sprintf("%s is already served by another domain", d.Status.Host)); err != nil {
 			return ctrl.Result{}, err
 		}
 		return ctrl.Result{RequeueAfter: hostTakenRetry}, nil
 	}
-	if !routed(d) {
-		d.Status.Phase = agentsv1.DomainPending
-		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonRouting, "routing "+d.Status.Host)
-	}
 	if err := r.Router.Route(ctx, d, agent); err != nil {
-		d.Status.Phase = agentsv1.DomainPending
-		setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionFalse, agentsv1.ReasonRouteFailed, err.Error())
+		o.routed = &verdict{metav1.ConditionFalse, agentsv1.ReasonRouteFailed, err.Error()}
 		return ctrl.Result{}, fmt.Errorf("route %s: %w", d.Status.Host, err)
 	}
 	msg := "routed " + d.Status.Host
 	if rd, ok := r.Router.(routeDescriber); ok {
 		msg = rd.Describe(d)
 	}
-	d.Status.Phase = agentsv1.DomainActive
-	setDomainCondition(d, agentsv1.DomainRouted, metav1.ConditionTrue, agentsv1.ReasonRouted, msg)
+	o.routed = &verdict{metav1.ConditionTrue, agentsv1.ReasonRouted, msg}
 	return ctrl.Result{}, nil
 }
 
 // ensureSlot takes one of the agent's domain slots (a no-op when d holds one). It reports
 // false, with d marked failed, when no slot is free.
-func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) (bool, error) {
+func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent, o *domainOutcome) (bool, error) {
 	if slices.ContainsFunc(agent.Status.DomainReservations, func(res agentsv1.Reservation) bool { return res.Name == d.Name }) {
 		return true, nil
 	}
@@ -197,9 +190,9 @@ func (r *DomainReconciler) ensureSlot(ctx context.Context, d *agentsv1.Domain, a
 		return true, nil
 	case errors.Is(err, admission.ErrLimitReached):
 		msg := fmt.Sprintf("agent %s already has %d domains", agent.Name, agentsv1.MaxDomainsPerAgent)
-		return false, r.fail(ctx, d, agentsv1.ReasonDomainLimitReached, msg)
+		return false, r.fail(ctx, d, o, agentsv1.ReasonDomainLimitReached, msg)
 	case apierrors.IsNotFound(err):
-		return false, r.fail(ctx, d, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", agent.Name))
+		return false, r.fail(ctx, d, o, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", agent.Name))
 	default:
 		return false, err
 	}
@@ -210,11 +203,10 @@ func (r *DomainReconciler) ensureClaim(ctx context.Context, d *agentsv1.Domain) 
 	return r.Admission.EnsureClaim(ctx, d, d.Status.Host)
 }
 
-// fail marks d failed and takes a route it had away.
-func (r *DomainReconciler) fail(ctx context.Context, d *agentsv1.Domain, reason, message string) error {
-	wasRouted := routed(d)
-	setDomainFailed(d, reason, message)
-	if wasRouted {
+// fail records why d cannot be served (a failed phase) and takes a route it had away.
+func (r *DomainReconciler) fail(ctx context.Context, d *agentsv1.Domain, o *domainOutcome, reason, message string) error {
+	o.routed = &verdict{metav1.ConditionFalse, reason, message}
+	if routed(d) {
 		return r.Router.Unroute(ctx, d)
 	}
 	return nil
@@ -238,60 +230,6 @@ func (r *DomainReconciler) reconcileDelete(ctx context.Context, d *agentsv1.Doma
 	r.event(d, corev1.EventTypeNormal, "Deleted", "Delete", "%s released", host)
 	controllerutil.RemoveFinalizer(d, DomainFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, d))
-}
-
-// patchStatus computes the Ready summary, moves status.observedGeneration when the pass
-// converged (it ended without error), writes the status only when it changed and records
-// phase changes as events.
-func (r *DomainReconciler) patchStatus(ctx context.Context, d, before *agentsv1.Domain, passOK bool) error {
-	if passOK {
-		d.Status.ObservedGeneration = d.Generation
-	}
-	meta.SetStatusCondition(&d.Status.Conditions, computeDomainReadyCondition(d))
-	if changed, err := patchStatusIfChanged(ctx, r.Client, d, before); err != nil || !changed {
-		return err
-	}
-	if before.Status.Phase != d.Status.Phase {
-		typ, msg := corev1.EventTypeNormal, ""
-		if c := routedCondition(d); c != nil {
-			msg = c.Message
-		}
-		if d.Status.Phase == agentsv1.DomainFailed {
-			typ = corev1.EventTypeWarning
-		}
-		r.event(d, typ, "Phase", "Reconcile", "domain %s is %s: %s", d.Status.Host, d.Status.Phase, msg)
-		log.FromContext(ctx).Info("domain phase changed", "host", d.Status.Host, "from", before.Status.Phase, "to", d.Status.Phase)
-	}
-	return nil
-}
-
-// computeDomainReadyCondition is the domain's summary: True once ownership is proven (or not
-// required) and the host is routed to the agent; otherwise False with the reason of the first
-// condition that is not True.
-func computeDomainReadyCondition(d *agentsv1.Domain) metav1.Condition {
-	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: d.Generation, Status: metav1.ConditionFalse,
-		Reason: agentsv1.ReasonNotChecked, Message: "the domain has not been checked yet"}
-	for _, typ := range []string{agentsv1.DomainVerified, agentsv1.DomainRouted} {
-		got := meta.FindStatusCondition(d.Status.Conditions, typ)
-		if got == nil {
-			return c
-		}
-		if got.Status != metav1.ConditionTrue {
-			c.Reason, c.Message = got.Reason, got.Message
-			return c
-		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
-	}
-	return c
-}
-
-func routedCondition(d *agentsv1.Domain) *metav1.Condition {
-	for i := range d.Status.Conditions {
-		if d.Status.Conditions[i].Type == agentsv1.DomainRouted {
-			return &d.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 func (r *DomainReconciler) event(d *agentsv1.Domain, typ, reason, action, note string, args ...any) {
