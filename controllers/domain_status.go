@@ -103,11 +103,12 @@ func computeDomainReadyCondition(d *agentsv1.Domain) metav1.Condition {
 		Reason: agentsv1.ReasonNotChecked, Message: "the domain has not been checked yet"}
 	for _, typ := range []string{agentsv1.DomainVerified, agentsv1.DomainRouted} {
 		got := meta.FindStatusCondition(d.Status.Conditions, typ)
-		if got == nil {
+		switch {
+		case got == nil:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the domain has not been checked yet"
 			return c
-		}
-		if got.Status != metav1.ConditionTrue {
-			c.Reason, c.Message = got.Reason, got.Message
+		case got.Status != metav1.ConditionTrue:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, got.Reason, got.Message
 			return c
 		}
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message

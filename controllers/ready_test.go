@@ -1,0 +1,106 @@
+package controllers
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: reason + " message"}
+}
+
+func TestAgentReadyCondition(t *testing.T) {
+	const cidA, cidB = "bafkreifjjcie6lypi6ny7amxnfftagclbuxndqonfipmb64f2km2devei4", "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+	prov := cond(agentsv1.AgentProvisioned, metav1.ConditionTrue, agentsv1.ReasonProvisioned)
+	healthy := cond(agentsv1.AgentGatewayReady, metav1.ConditionTrue, agentsv1.ReasonHealthy)
+	for _, tc := range []struct {
+		name         string
+		spec         agentsv1.AgentSpec
+		status       agentsv1.AgentStatus
+		want, reason string
+	}{
+		{"nothing observed yet", agentsv1.AgentSpec{}, agentsv1.AgentStatus{}, "False", agentsv1.ReasonProvisioning},
+		{"provision failed", agentsv1.AgentSpec{}, agentsv1.AgentStatus{Conditions: []metav1.Condition{
+			cond(agentsv1.AgentProvisioned, metav1.ConditionFalse, agentsv1.ReasonInvalidVersion)}}, "False", agentsv1.ReasonInvalidVersion},
+		{"running", agentsv1.AgentSpec{}, agentsv1.AgentStatus{Conditions: []metav1.Condition{prov, healthy}}, "True", agentsv1.ReasonHealthy},
+		{"starting", agentsv1.AgentSpec{}, agentsv1.AgentStatus{Conditions: []metav1.Condition{prov,
+			cond(agentsv1.AgentGatewayReady, metav1.ConditionFalse, agentsv1.ReasonStarting)}}, "False", agentsv1.ReasonStarting},
+		{"stopped as asked", agentsv1.AgentSpec{Stopped: true}, agentsv1.AgentStatus{Conditions: []metav1.Condition{prov,
+			cond(agentsv1.AgentGatewayReady, metav1.ConditionFalse, agentsv1.ReasonStopped)}}, "True", agentsv1.ReasonStopped},
+		{"restore outstanding", agentsv1.AgentSpec{DesiredSnapshot: cidB}, agentsv1.AgentStatus{SnapshotCID: cidA,
+			Conditions: []metav1.Condition{prov, healthy}}, "False", agentsv1.ReasonRestoring},
+		{"restore failed", agentsv1.AgentSpec{DesiredSnapshot: cidB}, agentsv1.AgentStatus{SnapshotCID: cidA,
+			Conditions: []metav1.Condition{prov, healthy, cond(agentsv1.AgentSnapshotRestored, metav1.ConditionFalse, agentsv1.ReasonSnapshotNotFound)}},
+			"False", agentsv1.ReasonSnapshotNotFound},
+		{"restored", agentsv1.AgentSpec{DesiredSnapshot: cidB}, agentsv1.AgentStatus{SnapshotCID: cidB,
+			Conditions: []metav1.Condition{prov, healthy, cond(agentsv1.AgentSnapshotRestored, metav1.ConditionTrue, agentsv1.ReasonRestored)}},
+			"True", agentsv1.ReasonHealthy},
+	} {
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Generation: 2}, Spec: tc.spec, Status: tc.status}
+		c := computeReadyCondition(a)
+		if string(c.Status) != tc.want || c.Reason != tc.reason || c.ObservedGeneration != 2 || c.Type != agentsv1.ConditionReady {
+			t.Errorf("%s: Ready %s/%s (generation %d), want %s/%s", tc.name, c.Status, c.Reason, c.ObservedGeneration, tc.want, tc.reason)
+		}
+	}
+}
+
+func TestRestorePendingAndRetrying(t *testing.T) {
+	const cid = "bafkreifjjcie6lypi6ny7amxnfftagclbuxndqonfipmb64f2km2devei4"
+	t1, t2 := metav1.Unix(100, 0), metav1.Unix(200, 0)
+	a := &agentsv1.Agent{Spec: agentsv1.AgentSpec{DesiredSnapshot: cid, RestoreRequestedAt: &t1}}
+	if !restorePending(a) {
+		t.Fatal("a CID never restored is pending")
+	}
+	a.Status.SnapshotCID, a.Status.LastRestoreAt = cid, &t1
+	if restorePending(a) {
+		t.Fatal("the request carried out is not pending")
+	}
+	a.Spec.RestoreRequestedAt = &t2
+	if !restorePending(a) {
+		t.Fatal("a later stamp asks for the same CID again")
+	}
+	a.Status.Conditions = []metav1.Condition{cond(agentsv1.AgentSnapshotRestored, metav1.ConditionFalse, agentsv1.ReasonStorageUnavailable)}
+	if !restoreRetrying(a) {
+		t.Fatal("storage unreachable: retried, the pass did not converge")
+	}
+	a.Status.Conditions = []metav1.Condition{cond(agentsv1.AgentSnapshotRestored, metav1.ConditionFalse, agentsv1.ReasonSnapshotNotFound)}
+	if restoreRetrying(a) {
+		t.Fatal("a CID that is no snapshot is a verdict, not a retry")
+	}
+}
+
+func TestDomainReadyAndPhase(t *testing.T) {
+	d := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Generation: 3}}
+	if c := computeDomainReadyCondition(d); c.Status != metav1.ConditionFalse || c.Reason != agentsv1.ReasonNotChecked {
+		t.Fatalf("nothing checked: %+v", c)
+	}
+	o := &domainOutcome{verified: &verdict{metav1.ConditionTrue, agentsv1.ReasonNotRequired, "no proof"}}
+	o.apply(d)
+	if c := computeDomainReadyCondition(d); c.Status != metav1.ConditionFalse || c.Reason != agentsv1.ReasonNotChecked {
+		t.Fatalf("verified, not routed yet: %+v", c)
+	}
+	o.routed = &verdict{metav1.ConditionFalse, agentsv1.ReasonHostTaken, "taken"}
+	o.apply(d)
+	if c := computeDomainReadyCondition(d); c.Status != metav1.ConditionFalse || c.Reason != agentsv1.ReasonHostTaken || d.Status.Phase != agentsv1.DomainFailed {
+		t.Fatalf("host taken: %+v, phase %s", c, d.Status.Phase)
+	}
+	o.routed = &verdict{metav1.ConditionFalse, agentsv1.ReasonAwaitingOwnership, "waiting"}
+	o.apply(d)
+	if d.Status.Phase != agentsv1.DomainPendingOwnership {
+		t.Fatalf("phase %s", d.Status.Phase)
+	}
+	o.routed = &verdict{metav1.ConditionTrue, agentsv1.ReasonRouted, "routed"}
+	o.apply(d)
+	c := computeDomainReadyCondition(d)
+	if c.Status != metav1.ConditionTrue || d.Status.Phase != agentsv1.DomainActive || c.ObservedGeneration != 3 {
+		t.Fatalf("routed: %+v, phase %s", c, d.Status.Phase)
+	}
+	// A pass that did not get to routing leaves Routed and the phase as they were.
+	(&domainOutcome{verified: o.verified}).apply(d)
+	if d.Status.Phase != agentsv1.DomainActive || !routed(d) {
+		t.Fatalf("phase %s", d.Status.Phase)
+	}
+}
