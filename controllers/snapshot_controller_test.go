@@ -248,6 +248,22 @@ var _ = Describe("Snapshots", Ordered, func() {
 		c := meta.FindStatusCondition(agentAt(key).Status.Conditions, agentsv1.AgentSnapshotRestored)
 		Expect(c.Status).To(Equal(metav1.ConditionTrue))
 		Expect(c.Reason).To(Equal(agentsv1.ReasonRestored))
+
+		By("spec.restoreRequestedAt later than status.lastRestoreAt restores the same CID again")
+		rt.write(key, map[string]string{"keep/me.md": "changed again"})
+		a := agentAt(key)
+		patch := client.MergeFrom(a.DeepCopy())
+		stamp := metav1.Unix(time.Now().Unix(), 0)
+		a.Spec.RestoreRequestedAt = &stamp
+		Expect(k8sClient.Patch(ctx, a, patch)).To(Succeed())
+		Eventually(func() bool {
+			got := agentAt(key)
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
+			return got.Status.LastRestoreAt != nil && got.Status.LastRestoreAt.Equal(&stamp) &&
+				c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == got.Generation &&
+				got.Status.ObservedGeneration == got.Generation
+		}, snapWait).Should(BeTrue())
+		Expect(rt.read(key)).To(Equal(files))
 	})
 
 	It("refuses a CID that is no snapshot of the agent, and retries while storage is down", func() {
