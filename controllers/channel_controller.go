@@ -299,10 +299,15 @@ func setConfigured(ch *agentsv1.Channel, ok bool, reason, msg string) {
 	}
 }
 
-// finish writes the status when it changed (recording Configured changes as events), then,
-// with ack, acknowledges the facade's request: the status now holds the verdict on it.
+// finish sets the Ready condition, writes the status when it changed (recording Configured
+// changes as events), then, with ack (the pass reached a verdict), acknowledges the facade's
+// request: the status now holds the verdict on it.
 func (r *ChannelReconciler) finish(ctx context.Context, ch *agentsv1.Channel, before *agentsv1.ChannelStatus, ack bool) error {
-	ch.Status.ObservedGeneration = ch.Generation
+	if ack {
+		// Only a pass that reached a verdict acknowledges the generation.
+		ch.Status.ObservedGeneration = ch.Generation
+	}
+	meta.SetStatusCondition(&ch.Status.Conditions, computeChannelReadyCondition(ch))
 	if !equality.Semantic.DeepEqual(before, &ch.Status) {
 		orig := ch.DeepCopy()
 		orig.Status = *before

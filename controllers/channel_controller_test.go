@@ -146,6 +146,20 @@ var _ = Describe("Channel controller", Ordered, func() {
 			return string(c.Status) + "/" + c.Reason
 		}
 	}
+	// ready is the Ready condition of the channel's latest acknowledged generation.
+	ready := func(ch *agentsv1.Channel) func() string {
+		return func() string {
+			got := &agentsv1.Channel{}
+			if err := k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got); err != nil {
+				return err.Error()
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionReady)
+			if c == nil || got.Status.ObservedGeneration != got.Generation || c.ObservedGeneration != got.Generation {
+				return "pending"
+			}
+			return string(c.Status) + "/" + c.Reason
+		}
+	}
 	channelsIn := func(a *agentsv1.Agent) map[string]any {
 		b, err := rt.ReadFile(ctx, a, cfg)
 		Expect(err).NotTo(HaveOccurred())
@@ -163,6 +177,8 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Eventually(condition(first), wait).Should(Equal("True/Configured"))
 		second := newChannel("dup-b", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(second), wait).Should(Equal("False/Duplicate"))
+		Expect(ready(first)()).To(Equal("True/Configured"))
+		Expect(ready(second)()).To(Equal("False/Duplicate"))
 
 		env := &controllers.SecretEnv{Client: k8sClient, APIReader: k8sClient}
 		got, _, err := env.Resolve(ctx, a)
@@ -237,6 +253,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
 		setDMPolicy(ch, "disabled")
 		Eventually(func() any { return channelsIn(a)["discord"] }, wait).Should(HaveKeyWithValue("dmPolicy", "disabled"))
+		Eventually(ready(ch), wait).Should(Equal("True/Configured"), "the plugin is installed and the channel configured")
 		rt.mu.Lock()
 		defer rt.mu.Unlock()
 		Expect(rt.execs).To(Equal([]string{"plug-agent: plugins install @openclaw/discord"}))
@@ -252,6 +269,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 			c.Spec.AppTokenRef = &agentsv1.SecretKeyReference{Name: "badplug-tokens", Key: "app"}
 		})
 		Eventually(condition(ch), wait).Should(Equal("False/PluginInstallFailed"))
+		Expect(ready(ch)()).To(Equal("False/PluginInstallFailed"))
 		got := &agentsv1.Channel{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
 		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured).Message).To(ContainSubstring("npm error 404 Not Found"))

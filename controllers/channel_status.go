@@ -1,0 +1,34 @@
+package controllers
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// computeChannelReadyCondition is the channel's summary: True once the channel is in its
+// agent's engine config and, for a type whose engine plugin is not bundled, the plugin is
+// installed; otherwise False with the reason and message of the first of those conditions
+// that is not True (NotChecked before the controller's first verdict).
+func computeChannelReadyCondition(ch *agentsv1.Channel) metav1.Condition {
+	types := []string{agentsv1.ChannelConfigured}
+	if pluginOf(ch.Spec.Type) != "" {
+		types = append(types, agentsv1.ChannelPluginInstalled)
+	}
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: ch.Generation}
+	for _, typ := range types {
+		got := meta.FindStatusCondition(ch.Status.Conditions, typ)
+		switch {
+		case got == nil:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the channel has not been checked yet"
+			return c
+		case got.Status != metav1.ConditionTrue:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, got.Reason, got.Message
+			return c
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
+	}
+	c.Reason, c.Message = agentsv1.ReasonChannelConfigured, "the channel is in the engine config"
+	return c
+}
