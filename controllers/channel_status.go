@@ -1,7 +1,6 @@
 package controllers
 
 import (
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -16,19 +15,9 @@ func computeChannelReadyCondition(ch *agentsv1.Channel) metav1.Condition {
 	if pluginOf(ch.Spec.Type) != "" {
 		types = append(types, agentsv1.ChannelPluginInstalled)
 	}
-	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: ch.Generation}
-	for _, typ := range types {
-		got := meta.FindStatusCondition(ch.Status.Conditions, typ)
-		switch {
-		case got == nil:
-			c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the channel has not been checked yet"
-			return c
-		case got.Status != metav1.ConditionTrue:
-			c.Status, c.Reason, c.Message = metav1.ConditionFalse, got.Reason, got.Message
-			return c
-		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
+	c := summarizeReady(ch.Status.Conditions, ch.Generation, "the channel has not been checked yet", types...)
+	if c.Status == metav1.ConditionTrue {
+		c.Reason, c.Message = agentsv1.ReasonChannelConfigured, "the channel is in the engine config"
 	}
-	c.Reason, c.Message = agentsv1.ReasonChannelConfigured, "the channel is in the engine config"
 	return c
 }

@@ -99,21 +99,8 @@ func (r *DomainReconciler) patchStatus(ctx context.Context, d, before *agentsv1.
 // required) and the host is routed to the agent; otherwise False with the reason of the first
 // condition that is not True.
 func computeDomainReadyCondition(d *agentsv1.Domain) metav1.Condition {
-	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: d.Generation, Status: metav1.ConditionFalse,
-		Reason: agentsv1.ReasonNotChecked, Message: "the domain has not been checked yet"}
-	for _, typ := range []string{agentsv1.DomainVerified, agentsv1.DomainRouted} {
-		got := meta.FindStatusCondition(d.Status.Conditions, typ)
-		switch {
-		case got == nil:
-			c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonNotChecked, "the domain has not been checked yet"
-			return c
-		case got.Status != metav1.ConditionTrue:
-			c.Status, c.Reason, c.Message = metav1.ConditionFalse, got.Reason, got.Message
-			return c
-		}
-		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
-	}
-	return c
+	return summarizeReady(d.Status.Conditions, d.Generation, "the domain has not been checked yet",
+		agentsv1.DomainVerified, agentsv1.DomainRouted)
 }
 
 func routedCondition(d *agentsv1.Domain) *metav1.Condition {

@@ -6,7 +6,10 @@ import (
 	"reflect"
 	"slices"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -61,4 +64,25 @@ func statusFields(obj, before client.Object) (reflect.Value, reflect.Value, erro
 		return reflect.Value{}, reflect.Value{}, fmt.Errorf("patch status: %T has no Status field", obj)
 	}
 	return now, was, nil
+}
+
+// summarizeReady is a kind's Ready condition from the conditions it sums up, in order: True
+// (with the last one's reason) when every one is True, else False with the reason and message
+// of the first that is not True, or NotChecked (notChecked) when one is missing.
+func summarizeReady(conds []metav1.Condition, generation int64, notChecked string, types ...string) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse,
+		Reason: agentsv1.ReasonNotChecked, Message: notChecked}
+	for _, typ := range types {
+		got := meta.FindStatusCondition(conds, typ)
+		switch {
+		case got == nil:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonNotChecked, notChecked
+			return c
+		case got.Status != metav1.ConditionTrue:
+			c.Status, c.Reason, c.Message = metav1.ConditionFalse, got.Reason, got.Message
+			return c
+		}
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, got.Reason, got.Message
+	}
+	return c
 }
