@@ -127,24 +127,48 @@ func (s *Server) callerFromGatewayToken(r *http.Request, tok string, a access) (
 	if !a.gateway || agentID == "" {
 		return nil, unauthorized("Invalid token", nil)
 	}
-	var secrets corev1.SecretList
-	if err := s.opts.Client.List(r.Context(), &secrets, client.MatchingFields{IndexGatewayAgent: agentID}); err != nil {
+	sec, err := s.gatewaySecretFor(r.Context(), agentID, tok)
+	if err != nil {
 		return nil, err
 	}
-	for i := range secrets.Items {
-		sec := &secrets.Items[i]
-		if stored := string(sec.Data[agentsv1.GatewayTokenDataKey]); stored != "" && auth.TokensEqual(stored, tok) {
-			ws, err := s.workspace(r.Context(), sec.Namespace)
-			if err != nil {
-				return nil, err
-			}
-			return &Caller{
-				Workspace: ws, Namespace: ws.Name, Role: agentsv1.RoleMember,
-				Scopes: gatewayScopes, GatewayAgent: agentID,
-			}, nil
-		}
+	if sec == nil {
+		return nil, unauthorized("Invalid token", nil)
 	}
-	return nil, unauthorized("Invalid token", nil)
+	ws, err := s.workspace(r.Context(), sec.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return &Caller{
+		Workspace: ws, Namespace: ws.Name, Role: agentsv1.RoleMember,
+		Scopes: gatewayScopes, GatewayAgent: agentID,
+	}, nil
+}
+
+// gatewaySecretFor finds the agent's gateway-token Secret holding tok: in the informer cache
+// first and, only when the cache holds no match, on the API server (a token rotated a moment
+// ago through another replica is accepted while this replica's cache catches up). It answers
+// nil when neither holds the token.
+func (s *Server) gatewaySecretFor(ctx context.Context, agentID, tok string) (*corev1.Secret, error) {
+	match := func(list *corev1.SecretList) *corev1.Secret {
+		for i := range list.Items {
+			if stored := string(list.Items[i].Data[agentsv1.GatewayTokenDataKey]); stored != "" && auth.TokensEqual(stored, tok) {
+				return &list.Items[i]
+			}
+		}
+		return nil
+	}
+	var cached corev1.SecretList
+	if err := s.opts.Client.List(ctx, &cached, client.MatchingFields{IndexGatewayAgent: agentID}); err != nil {
+		return nil, err
+	}
+	if sec := match(&cached); sec != nil || s.opts.APIReader == nil {
+		return sec, nil
+	}
+	var live corev1.SecretList
+	if err := s.opts.APIReader.List(ctx, &live, client.MatchingLabels{agentsv1.LabelGatewayTokenOf: agentID}); err != nil {
+		return nil, err
+	}
+	return match(&live), nil
 }
 
 // workspace reads the caller's workspace; a missing or terminating one refuses the token.
