@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -46,7 +47,8 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 		version = req.EngineVersion
 	}
 	if version != "" {
-		if _, offered := s.opts.Versions.Resolve(version); !offered {
+		probe := &agentsv1.Agent{Spec: agentsv1.AgentSpec{Engine: agentsv1.EngineSpec{Version: version}}}
+		if _, err := s.opts.Admission.Version(probe); errors.Is(err, admission.ErrInvalidVersion) {
 			return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
 		}
 	}
@@ -92,10 +94,11 @@ func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	current, _ := s.opts.Versions.Resolve(a.Spec.Engine.Version)
+	offered := s.opts.Admission.Versions
+	current, _ := offered.Resolve(a.Spec.Engine.Version)
 	return ok(map[string]any{
 		"current": current, "running": a.Status.EngineVersion,
-		"default": s.opts.Versions.Default, "available": s.opts.Versions.Available,
+		"default": offered.Default, "available": offered.Available,
 	})
 }
 

@@ -94,7 +94,7 @@ func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	var list agentsv1.DomainList
-	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(r.Context(), &list, client.InNamespace(c.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
 		return nil, err
 	}
 	sort.Slice(list.Items, func(i, j int) bool {
@@ -103,7 +103,7 @@ func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
 	})
 	out := make([]domainView, 0, len(list.Items))
 	for i := range list.Items {
-		if d := &list.Items[i]; d.Spec.AgentRef.Name == agent.Name && d.DeletionTimestamp == nil {
+		if d := &list.Items[i]; d.DeletionTimestamp == nil {
 			out = append(out, s.viewDomain(d))
 		}
 	}

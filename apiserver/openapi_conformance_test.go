@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/engine"
 )
 
 const (
@@ -89,6 +91,12 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(conformanceObjects()...).
+		WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+			return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+		}).
+		WithIndex(&agentsv1.Domain{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+			return []string{o.(*agentsv1.Domain).Spec.AgentRef.Name}
+		}).
 		WithIndex(&corev1.Secret{}, IndexGatewayAgent, func(o client.Object) []string {
 			if a := o.GetLabels()[agentsv1.LabelGatewayTokenOf]; a != "" {
 				return []string{a}
@@ -108,7 +116,8 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 		return tok
 	}
 	admin, viewer, narrow := mint("alice", auth.ScopeAll), mint("vera", auth.ScopeAll), mint("alice", auth.ScopeFilesRead)
-	s := New(Options{Client: c, APIReader: c, Signer: signer, Log: logr.Discard()})
+	s := New(Options{Client: c, APIReader: c, Signer: signer, Log: logr.Discard(),
+		Admission: &admission.Admitter{Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}}})
 
 	agent := "/v0/agents/" + conformanceAgent
 	cases := []struct {

@@ -54,8 +54,6 @@ type Options struct {
 	// Admission applies the rules agents and domains pass before they are created (limits,
 	// engine version, template expansion, host claims); the controllers apply the same.
 	Admission *admission.Admitter
-	// Versions are the engine versions agents may run.
-	Versions engine.Versions
 	// Runtime runs commands in agents' homes; Engine knows the engine's CLI.
 	Runtime runtime.Runtime
 	Engine  engine.Engine

@@ -191,7 +191,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
-			Runtime: p.runtime, Engine: openclaw.New(), Versions: p.versions, ProvisionTimeout: o.ProvisionTimeout,
+			Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout,
 			Domains: domainAPI, ClawHubURL: o.ClawHubURL,
 		})
 		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
