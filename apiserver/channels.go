@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net/http"
 	"slices"
@@ -12,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -35,8 +32,6 @@ const (
 	msgInvalidDMPolicy     = "Invalid dmPolicy"
 	msgInvalidAllowFrom    = "Invalid allowFrom"
 )
-
-const channelPollInterval = 200 * time.Millisecond
 
 // ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
 var ChannelTypes = []agentsv1.ChannelType{
@@ -94,7 +89,7 @@ func (s *Server) listChannels(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	var list agentsv1.ChannelList
-	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(a.Namespace)); err != nil {
+	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: a.Name}); err != nil {
 		return nil, err
 	}
 	out := make(map[string]channelView, len(ChannelTypes))
@@ -151,24 +146,20 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	nonce := newRequestNonce()
-	ch, isNew, err := s.applyChannel(ctx, a, t, &req, secretName, nonce)
+	ch, isNew, err := s.applyChannel(ctx, a, t, &req, secretName)
 	if err != nil {
 		return nil, err
 	}
 	if r.URL.Query().Get("wait") == "false" {
 		return s.channelAnswer(ctx, ch, http.StatusAccepted)
 	}
-	got, err := s.awaitChannel(ctx, client.ObjectKeyFromObject(ch), nonce)
-	switch {
-	case err != nil:
+	got, err := s.awaitChannel(ctx, ch)
+	if err != nil {
 		return nil, err
-	case got == nil:
-		return s.channelAnswer(ctx, ch, http.StatusAccepted)
 	}
 	cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
 	switch {
-	case cond == nil || cond.Status == metav1.ConditionUnknown:
+	case !channelVerdict(got, ch.Generation) || cond.Status == metav1.ConditionUnknown:
 		return s.channelAnswer(ctx, got, http.StatusAccepted)
 	case cond.Status == metav1.ConditionTrue && isNew:
 		return s.channelAnswer(ctx, got, http.StatusCreated)
@@ -178,6 +169,33 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 		return s.channelAnswer(ctx, got, http.StatusAccepted)
 	}
 	return nil, withCause(http.StatusInternalServerError, msgChannelConfigFailed, errors.New(cond.Reason+": "+cond.Message))
+}
+
+// channelVerdict: the Channel's status holds the controller's verdict on generation, the one
+// the request's write produced (the cache may still hold an older one).
+func channelVerdict(ch *agentsv1.Channel, generation int64) bool {
+	cond := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
+	return ch.Status.ObservedGeneration >= generation && cond != nil && cond.ObservedGeneration >= generation
+}
+
+// awaitChannel waits until the Channel holds a settled verdict on the request (Configured
+// True or False; Unknown means the agent has not rendered it yet) or the wait ends, and
+// returns the Channel as last seen.
+func (s *Server) awaitChannel(ctx context.Context, ch *agentsv1.Channel) (*agentsv1.Channel, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
+	defer cancel()
+	got := ch.DeepCopy()
+	err := s.waitFor(wctx, got, func() (bool, error) {
+		cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
+		return channelVerdict(got, ch.Generation) && cond.Status != metav1.ConditionUnknown, nil
+	})
+	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+		return nil, err
+	}
+	if got.Generation < ch.Generation {
+		return ch, nil // the cache never caught up: answer what was written
+	}
+	return got, nil
 }
 
 // deleteChannel disconnects the agent from a chat network: the Channel is deleted and its
@@ -197,76 +215,45 @@ func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 		}
 		return nil, err
 	}
+	done := map[string]any{"id": a.Name, "channel": string(t), "deleted": true}
+	// A new spec.applyRequestedAt first: the verdict waited for is on that generation (a
+	// removal that failed before is retried, not answered from its old verdict).
+	patch := client.MergeFrom(ch.DeepCopy())
+	ch.Spec.ApplyRequestedAt = &metav1.MicroTime{Time: s.opts.Now().UTC()}
+	if err := s.opts.Client.Patch(ctx, ch, patch); apierrors.IsNotFound(err) {
+		return ok(done)
+	} else if err != nil {
+		return nil, err
+	}
 	if ch.DeletionTimestamp == nil {
 		if err := s.opts.Client.Delete(ctx, ch, client.Preconditions{UID: &ch.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return nil, withMessage(msgChannelRemoveFailed, err)
 		}
 	}
-	done := map[string]any{"id": a.Name, "channel": string(t), "deleted": true}
-	nonce := newRequestNonce()
-	if err := s.requestChannel(ctx, ch, nonce); err != nil {
-		if apierrors.IsNotFound(err) {
-			return ok(done)
-		}
-		return nil, err
-	}
-	got, err := s.awaitChannel(ctx, client.ObjectKeyFromObject(ch), nonce)
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
+	defer cancel()
+	got := ch.DeepCopy()
+	var failed *metav1.Condition
+	err = s.waitForDeletion(wctx, got, func() (bool, error) {
+		failed = meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
+		return got.DeletionTimestamp != nil && failed != nil && failed.Reason == agentsv1.ReasonChannelRemovalFailed &&
+			failed.ObservedGeneration >= ch.Generation, nil
+	})
 	switch {
-	case apierrors.IsNotFound(err):
-		return ok(done)
+	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"id": a.Name, "channel": string(t), "deleted": false}}, nil
 	case err != nil:
 		return nil, err
-	case got == nil:
-		return &Response{Status: http.StatusAccepted, Body: map[string]any{"id": a.Name, "channel": string(t), "deleted": false}}, nil
+	case failed != nil && failed.Reason == agentsv1.ReasonChannelRemovalFailed && got.DeletionTimestamp != nil && failed.ObservedGeneration >= ch.Generation:
+		return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, errors.New(failed.Reason+": "+failed.Message))
 	}
-	cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
-	msg := "the controller did not remove the channel"
-	if cond != nil {
-		msg = cond.Reason + ": " + cond.Message
-	}
-	return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, errors.New(msg))
+	return ok(done)
 }
 
-// requestChannel stamps a new request nonce on the Channel (merge patch: no conflicts).
-func (s *Server) requestChannel(ctx context.Context, ch *agentsv1.Channel, nonce string) error {
-	patch := []byte(`{"metadata":{"annotations":{"` + agentsv1.AnnotationChannelRequest + `":"` + nonce + `"}}}`)
-	return s.opts.Client.Patch(ctx, ch, client.RawPatch(types.MergePatchType, patch))
-}
-
-// awaitChannel waits until the controller handled request nonce on the Channel and returns
-// it; nil when the wait ended first, a NotFound error when the Channel is gone.
-func (s *Server) awaitChannel(ctx context.Context, key client.ObjectKey, nonce string) (*agentsv1.Channel, error) {
-	timeout := s.opts.ProvisionTimeout
-	if timeout <= 0 {
-		timeout = defaultProvisionWait
+// provisionWait bounds a wait for a controller's verdict (Options.ProvisionTimeout).
+func (s *Server) provisionWait() time.Duration {
+	if s.opts.ProvisionTimeout > 0 {
+		return s.opts.ProvisionTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	tick := time.NewTicker(channelPollInterval)
-	defer tick.Stop()
-	for {
-		got := &agentsv1.Channel{}
-		err := s.opts.APIReader.Get(ctx, key, got)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, err
-		case err == nil && got.Annotations[agentsv1.AnnotationChannelHandled] == nonce:
-			return got, nil
-		}
-		select {
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return nil, nil
-			}
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
-	}
-}
-
-// newRequestNonce is a fresh value for agentsv1.AnnotationChannelRequest.
-func newRequestNonce() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b)
-	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
+	return defaultProvisionWait
 }

@@ -218,25 +218,31 @@ var _ = Describe("Channels", Ordered, func() {
 		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
 	})
 
-	It("puts a channel back into a config written whole without it", func() {
+	It("keeps the channels the platform renders when the config is written whole", func() {
 		got := call("GET", base+"/config", tok, nil)
 		Expect(got.Status).To(Equal(200), got.Raw)
 		cfg := got.Body["config"].(map[string]any)
 		Expect(cfg).To(HaveKey("channels"))
-		delete(cfg, "channels")
-		before := &agentsv1.Agent{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, before)).To(Succeed())
-		r := call("PUT", base+"/config", tok, map[string]any{"config": cfg})
-		Expect(r.Status).To(Equal(200), r.Raw)
-		after := &agentsv1.Agent{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, after)).To(Succeed())
-		Expect(after.Annotations[agentsv1.AnnotationConfigWritten]).NotTo(BeEmpty())
-		Expect(after.Annotations[agentsv1.AnnotationConfigWritten]).NotTo(Equal(before.Annotations[agentsv1.AnnotationConfigWritten]))
-		// The Channel object is the truth: its controller re-applies it after the write.
-		Eventually(func() map[string]any {
-			_, cfg := engineConfig(tok, agent)
-			return channelConfig(cfg, "telegram")
-		}, 30*time.Second, 250*time.Millisecond).Should(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+		// The config as read back (channels included) and one without them store the same.
+		for _, mut := range []func(map[string]any){func(map[string]any) {}, func(c map[string]any) { delete(c, "channels") }} {
+			mut(cfg)
+			cfg["tools"] = map[string]any{"profile": "coding"}
+			r := call("PUT", base+"/config", tok, map[string]any{"config": cfg})
+			Expect(r.Status).To(Equal(200), r.Raw)
+			// The answer is the file as rendered: the user's keys and the platform's channel.
+			Expect(r.Body["config"]).To(HaveKeyWithValue("tools", HaveKeyWithValue("profile", "coding")))
+			Expect(channelConfig(r.Body["config"].(map[string]any), "telegram")).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+
+			a := &agentsv1.Agent{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
+			Expect(a.Spec.ConfigRef).To(Equal(&agentsv1.SecretKeyReference{Name: agent + "-config", Key: agentsv1.ConfigDataKey}))
+			sec := &corev1.Secret{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-config"}, sec)).To(Succeed())
+			stored := string(sec.Data[agentsv1.ConfigDataKey])
+			Expect(stored).To(ContainSubstring(`"coding"`))
+			Expect(stored).NotTo(Or(ContainSubstring("telegram"), ContainSubstring(`"auth"`)), "the channels and the gateway token are the platform's")
+			Expect(a.Status.Config.SourceHash).To(Equal(agentsv1.ConfigSourceHash(sec.Data[agentsv1.ConfigDataKey])))
+		}
 		raw, _ := engineConfig(tok, agent)
 		Expect(raw).NotTo(ContainSubstring(tg2))
 	})

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -155,8 +156,9 @@ func (s *Server) writeChannelTokens(ctx context.Context, a *agentsv1.Agent, t ag
 }
 
 // applyChannel creates or updates the agent's Channel of type t from q, referencing the
-// tokens in secretName ("" keeps the current references), and stamps request nonce on it.
-func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1.ChannelType, q *channelRequest, secretName, nonce string) (*agentsv1.Channel, bool, error) {
+// tokens in secretName ("" keeps the current references), with a new spec.applyRequestedAt:
+// every request is a new generation for the controllers to act on.
+func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1.ChannelType, q *channelRequest, secretName string) (*agentsv1.Channel, bool, error) {
 	var out *agentsv1.Channel
 	isNew := false
 	err := retry.OnError(retry.DefaultRetry, isConflictOrExists, func() error {
@@ -184,11 +186,7 @@ func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1
 		} else if ch.DeletionTimestamp != nil {
 			return errorf(http.StatusConflict, msgChannelRemoving)
 		}
-		q.applyTo(ch, secretName)
-		if ch.Annotations == nil {
-			ch.Annotations = map[string]string{}
-		}
-		ch.Annotations[agentsv1.AnnotationChannelRequest] = nonce
+		q.applyTo(ch, secretName, s.opts.Now())
 		if isNew {
 			err = s.opts.Client.Create(ctx, ch)
 		} else {
@@ -201,7 +199,8 @@ func (s *Server) applyChannel(ctx context.Context, a *agentsv1.Agent, t agentsv1
 }
 
 // applyTo writes the fields q gives into ch's spec.
-func (q *channelRequest) applyTo(ch *agentsv1.Channel, secretName string) {
+func (q *channelRequest) applyTo(ch *agentsv1.Channel, secretName string, now time.Time) {
+	ch.Spec.ApplyRequestedAt = &metav1.MicroTime{Time: now.UTC()}
 	if q.BotToken != nil {
 		ch.Spec.BotTokenRef = &agentsv1.SecretKeyReference{Name: secretName, Key: agentsv1.ChannelBotTokenKey}
 	}

@@ -9,10 +9,17 @@ import (
 	"net/http"
 	"path"
 	"path/filepath"
-	"time"
+	"slices"
 
 	"github.com/titanous/json5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
@@ -41,15 +48,20 @@ func (s *Server) getConfig(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, withMessage(msgReadConfigFailed, err)
 	}
+	return s.configAnswer(http.StatusOK, raw, msgReadConfigFailed)
+}
+
+// configAnswer is {config} with raw's secrets redacted (failMsg names a failure, a 500).
+func (s *Server) configAnswer(status int, raw []byte, failMsg string) (*Response, error) {
 	red, err := s.opts.Engine.RedactConfig(raw)
 	if err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgReadConfigFailed, err)
+		return nil, withCause(http.StatusInternalServerError, failMsg, err)
 	}
 	var cfg any
 	if err := json5.Unmarshal(red, &cfg); err != nil {
-		return nil, withCause(http.StatusInternalServerError, msgReadConfigFailed, err)
+		return nil, withCause(http.StatusInternalServerError, failMsg, err)
 	}
-	return ok(map[string]any{"config": cfg})
+	return &Response{Status: status, Body: map[string]any{"config": cfg}}, nil
 }
 
 type configRequest struct {
@@ -112,9 +124,12 @@ func (s *Server) validateConfig(r *http.Request, c *Caller) (*Response, error) {
 	return ok(map[string]any{"valid": res.Valid, "output": res.Output})
 }
 
-// putConfig validates a config, then replaces the agent's config atomically; the gateway
-// hot-reloads it. Redacted values keep their current secrets and the gateway token stays the
-// platform's (rotate it through its own route).
+// putConfig validates a config and stores it as the agent's (the Secret `<agent>-config`
+// that spec.configRef names); the Agent controller renders the engine's file from it and the
+// agent's channels, and the gateway hot-reloads it. Redacted values keep their current
+// secrets; the gateway token and the channels stay the platform's (what a config read back
+// holds of them is left out). The handler waits for the render: 200 with the config as
+// rendered, 202 when the agent cannot be reached or the wait ends first.
 func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	cfg, err := decodeConfig(r)
 	if err != nil {
@@ -128,41 +143,127 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	if s.opts.Runtime == nil {
 		return nil, errorf(http.StatusInternalServerError, msgWriteConfigFailed)
 	}
-	configPath := s.opts.Engine.Layout().ConfigPath
-	current, err := s.opts.Runtime.ReadFile(ctx, a, configPath)
+	current, err := s.opts.Runtime.ReadFile(ctx, a, s.opts.Engine.Layout().ConfigPath)
 	if err != nil {
 		return nil, withMessage(msgWriteConfigFailed, err)
 	}
-	cfg, err = s.opts.Engine.RestoreRedacted(cfg, current)
+	managed, err := s.managedChannelTypes(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	user, err := s.opts.Engine.RestoreRedacted(cfg, current)
+	if err == nil {
+		user, err = s.opts.Engine.UserConfig(user, managed)
+	}
+	var candidate []byte
+	if err == nil {
+		candidate, err = s.opts.Engine.RenderConfig(user, current, nil, nil)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrInvalidConfig) {
 			return nil, withCause(http.StatusBadRequest, msgInvalidConfig, err)
 		}
 		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
 	}
-	if sec, err := s.gatewaySecret(ctx, a); err == nil {
-		if cfg, err = s.opts.Engine.SetGatewayToken(cfg, string(sec.Data[agentsv1.GatewayTokenDataKey])); err != nil {
-			return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, err)
-		}
-	}
-	res, err := s.validateCandidate(ctx, a, cfg)
+	res, err := s.validateCandidate(ctx, a, candidate)
 	if err != nil {
 		return nil, withMessage(msgValidationFailed, err)
 	}
 	if !res.Valid {
 		return nil, &Error{Status: http.StatusBadRequest, Message: msgInvalidConfig, Fields: map[string]any{"issues": res.Issues}}
 	}
-	if err := s.opts.Runtime.WriteFile(ctx, a, configPath, cfg); err != nil {
+	if err := s.storeConfig(ctx, a, user); err != nil {
 		return nil, withMessage(msgWriteConfigFailed, err)
 	}
-	s.markConfigWritten(ctx, a)
+	got, err := s.awaitRender(ctx, a, agentsv1.ConfigSourceHash(user))
+	if err != nil {
+		return nil, err
+	}
+	applied := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentConfigApplied)
+	switch {
+	case got.Status.Config == nil || got.Status.Config.SourceHash != agentsv1.ConfigSourceHash(user) || applied == nil ||
+		applied.Reason == agentsv1.ReasonWaitingForAgent:
+		return s.configAnswer(http.StatusAccepted, candidate, msgWriteConfigFailed)
+	case applied.Status != metav1.ConditionTrue:
+		return nil, withCause(http.StatusInternalServerError, msgWriteConfigFailed, errors.New(applied.Reason+": "+applied.Message))
+	}
 	return s.getConfig(r, c)
 }
 
-// markConfigWritten bumps agentsv1.AnnotationConfigWritten on the agent. The config is written either
-// way: a failure is logged (the channels are re-applied on their next change).
-func (s *Server) markConfigWritten(ctx context.Context, a *agentsv1.Agent) {
-	if err := s.touchAgent(ctx, client.ObjectKeyFromObject(a), agentsv1.AnnotationConfigWritten, s.opts.Now().UTC().Format(time.RFC3339Nano)); err != nil {
-		s.log.Info("marking the agent's config as written failed", "agent", a.Name, "error", err.Error())
+// managedChannelTypes are the channel types the platform renders into the agent's config:
+// those of its Channels and those its last render wrote.
+func (s *Server) managedChannelTypes(ctx context.Context, a *agentsv1.Agent) ([]string, error) {
+	var out []string
+	if a.Status.Config != nil {
+		for _, rc := range a.Status.Config.Channels {
+			out = append(out, string(rc.Type))
+		}
 	}
+	var list agentsv1.ChannelList
+	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(a.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: a.Name}); err != nil {
+		return nil, err
+	}
+	for _, ch := range list.Items {
+		out = append(out, string(ch.Spec.Type))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// storeConfig writes user into the Secret `<agent>-config` (owned by the agent) and points
+// spec.configRef at it.
+func (s *Server) storeConfig(ctx context.Context, a *agentsv1.Agent, user []byte) error {
+	name := agentsv1.ConfigSecretName(a.Name)
+	err := retry.OnError(retry.DefaultRetry, isConflictOrExists, func() error {
+		sec := &corev1.Secret{}
+		err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec)
+		if apierrors.IsNotFound(err) {
+			sec = &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: a.Namespace, Labels: map[string]string{
+					agentsv1.LabelAppPartOf: "agentplane", agentsv1.LabelAgent: a.Name, agentsv1.LabelConfigOf: a.Name,
+				}},
+				Type: corev1.SecretTypeOpaque,
+				Data: map[string][]byte{agentsv1.ConfigDataKey: user},
+			}
+			if err := controllerutil.SetControllerReference(a, sec, s.opts.Client.Scheme()); err != nil {
+				return err
+			}
+			return s.opts.Client.Create(ctx, sec)
+		}
+		if err != nil {
+			return err
+		}
+		sec.Data = map[string][]byte{agentsv1.ConfigDataKey: user}
+		return s.opts.Client.Update(ctx, sec)
+	})
+	if err != nil {
+		return err
+	}
+	want := agentsv1.SecretKeyReference{Name: name, Key: agentsv1.ConfigDataKey}
+	if ref := a.Spec.ConfigRef; ref != nil && *ref == want {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"configRef": want}})
+	if err != nil {
+		return err
+	}
+	return s.opts.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch))
+}
+
+// awaitRender waits until the Agent controller rendered (or could not render) the config
+// with hash sourceHash on a's generation (the one that names it), or the wait ends; it
+// returns the agent as last seen.
+func (s *Server) awaitRender(ctx context.Context, a *agentsv1.Agent, sourceHash string) (*agentsv1.Agent, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
+	defer cancel()
+	got := a.DeepCopy()
+	err := s.waitFor(wctx, got, func() (bool, error) {
+		applied := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentConfigApplied)
+		return got.Status.Config != nil && got.Status.Config.SourceHash == sourceHash &&
+			applied != nil && applied.ObservedGeneration >= a.Generation, nil
+	})
+	if err != nil && (ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded)) {
+		return nil, err
+	}
+	return got, nil
 }

@@ -164,9 +164,10 @@ func engineOps() map[string]*op {
 		},
 		"PUT /v0/agents/{agentId}/config": {
 			id: "putConfig", tag: "engine", summary: "Validate and replace the agent's engine config",
-			description: "Redacted values keep their current secrets; the gateway token stays the platform's. The gateway hot-reloads the config.",
+			description: "The config is stored as the agent's own (the Secret `<agent>-config`, named by the Agent's `spec.configRef`) and the Agent controller renders the engine's file from it and the agent's channels; the gateway hot-reloads it. Redacted values keep their current secrets; the gateway token and the channels stay the platform's.",
 			body:        configRequest{}, required: []string{"config"},
-			replies: []reply{answer(http.StatusOK, "The config as written.", configReply)},
+			replies: []reply{answer(http.StatusOK, "The config as rendered.", configReply),
+				answer(http.StatusAccepted, "Stored; the agent has not rendered it yet (its gateway does not run, or the wait ended).", configReply)},
 			fails: []fail{
 				{status: http.StatusBadRequest, msgs: []string{msgInvalidJSON, msgInvalidConfig}, extra: props{
 					"issues": describe(docNullable(arrayOf(docString())), "With `"+msgInvalidConfig+"` from the engine's validator: what is wrong."),

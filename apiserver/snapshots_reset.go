@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -133,15 +131,4 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 			(got.Status.Phase == agentsv1.AgentRunning || got.Status.Phase == agentsv1.AgentNotRunning), nil
 	})
 	return got
-}
-
-// touchAgent sets an annotation on the agent (a metadata change the Agent and Channel
-// controllers react to). A merge patch of one annotation needs no read first.
-func (s *Server) touchAgent(ctx context.Context, key client.ObjectKey, name, value string) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{name: value}}})
-	if err != nil {
-		return err
-	}
-	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	return s.opts.Client.Patch(ctx, a, client.RawPatch(types.MergePatchType, patch))
 }

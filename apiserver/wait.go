@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,16 +24,30 @@ var waitRecheck = time.Second
 // events for that object, so a controller's acknowledgement is seen as soon as the cache has
 // it; every wait shares one event handler per kind.
 func (s *Server) waitFor(ctx context.Context, obj client.Object, done func() (bool, error)) error {
+	return s.wait(ctx, obj, done, false)
+}
+
+// waitForDeletion is waitFor for an object being deleted: the wait also ends (nil) once the
+// cache no longer holds the object.
+func (s *Server) waitForDeletion(ctx context.Context, obj client.Object, done func() (bool, error)) error {
+	return s.wait(ctx, obj, done, true)
+}
+
+func (s *Server) wait(ctx context.Context, obj client.Object, done func() (bool, error), goneEnds bool) error {
 	key := client.ObjectKeyFromObject(obj)
 	wake, stop := s.waiters.subscribe(ctx, s.opts.Informers, obj)
 	defer stop()
 	recheck := time.NewTicker(waitRecheck)
 	defer recheck.Stop()
 	for {
-		if err := s.opts.Client.Get(ctx, key, obj); err == nil {
+		err := s.opts.Client.Get(ctx, key, obj)
+		switch {
+		case err == nil:
 			if ok, err := done(); err != nil || ok {
 				return err
 			}
+		case goneEnds && apierrors.IsNotFound(err):
+			return nil
 		}
 		select {
 		case <-ctx.Done():

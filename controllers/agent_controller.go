@@ -34,6 +34,9 @@ const (
 	startingPoll = 30 * time.Second
 	// limitRetry re-checks an agent that waits for a free slot of the workspace's limit.
 	limitRetry = time.Minute
+	// configRetry re-tries a render of the engine config that could not be done (a home that
+	// cannot be reached, a file that cannot be read).
+	configRetry = 5 * time.Second
 )
 
 // EnvResolver gathers the environment an agent's attached secrets (and channels) give it.
@@ -61,6 +64,9 @@ type AgentReconciler struct {
 	// unpacked into the workspace (nil: they are not).
 	Skills storage.Store
 	Engine engine.Engine
+	// APIReader reads what the cache does not hold (a config Secret of the user's, applied
+	// with kubectl without the platform's label; nil: the cached Client).
+	APIReader client.Reader
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock
 	// Workers is how many agents reconcile at once (default 4).
@@ -129,6 +135,9 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	}
 	if err := r.syncSkills(ctx, agent); err != nil {
 		return ctrl.Result{}, err
+	}
+	if after, err := r.syncConfig(ctx, agent, desired.Env); err != nil || after > 0 {
+		return ctrl.Result{RequeueAfter: after}, err
 	}
 	if observed.Phase == runtime.PhaseStarting {
 		return ctrl.Result{RequeueAfter: startingPoll}, nil
@@ -260,7 +269,7 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.Secret{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.workers()}).
 		Named("agent")
-	// The agent's environment carries its channels' tokens.
+	// The agent's environment carries its channels' tokens, and its config their settings.
 	b = WatchChannels(b)
 	if w, ok := r.Runtime.(runtime.Watcher); ok {
 		b = w.SetupWatches(b)

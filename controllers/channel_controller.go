@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,41 +23,38 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // Requeue intervals of the Channel controller.
 const (
-	// channelResync re-checks that the engine config still carries a configured channel.
-	channelResync = 10 * time.Minute
 	// channelNotReadyRetry re-tries a channel whose agent cannot be reached yet (its phase
 	// changes also trigger a pass).
 	channelNotReadyRetry = 15 * time.Second
-	// channelFailureRetry re-tries a failed config write, removal or plugin install.
+	// channelFailureRetry re-tries a failed plugin install and re-checks a removal.
 	channelFailureRetry = 30 * time.Second
 	// channelWaitRetry re-checks a channel waiting for its tokens or its agent.
 	channelWaitRetry = time.Minute
 )
 
-// ChannelReconciler writes each Channel into its agent's engine config through the runtime
-// (the gateway hot-reloads channels) and installs the channel's engine plugin. Tokens never
-// enter the config: it names environment variables that SecretEnv fills from the Channel's
-// token Secrets.
+// ChannelReconciler installs each Channel's engine plugin in its agent's home and reports
+// whether the Agent controller rendered the channel into the agent's engine config (the
+// Agent controller alone writes that file: tokens never enter it, it names environment
+// variables that SecretEnv fills from the Channel's token Secrets).
 type ChannelReconciler struct {
 	client.Client
 	// APIReader reads live (token Secrets are not cached; agents confirmed gone).
 	APIReader client.Reader
 	Runtime   runtime.Runtime
-	Engine    engine.Engine
 	Recorder  events.EventRecorder
 	// PluginTimeout bounds one plugin install (default 5 minutes).
 	PluginTimeout time.Duration
 
-	// locks serialize the read-modify-write of one agent's config by several channels.
+	// locks serialize plugin installs into one agent's home by several channels.
 	locks sync.Map
 }
 
@@ -67,7 +65,7 @@ type ChannelReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;delete
 
 // Reconcile converges one Channel: a normal and a delete path; the status is written only
-// when it changed, then the facade's request (if any) is acknowledged.
+// when it changed.
 func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ch := &agentsv1.Channel{}
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
@@ -89,14 +87,15 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 		res, err = r.reconcileNormal(ctx, ch)
 	}
-	// A pass that ended in an error has no verdict: the request stays unacknowledged.
+	// A pass that ended in an error has no verdict: the generation stays unacknowledged.
 	if ferr := r.finish(ctx, ch, before, err == nil); ferr != nil && err == nil {
 		err = ferr
 	}
 	return res, err
 }
 
-// reconcileNormal installs the plugin and writes the channel into the agent's config.
+// reconcileNormal installs the plugin, then reads the agent's verdict on this generation:
+// the Agent controller renders a channel whose tokens and plugin are in place.
 func (r *ChannelReconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Channel) (ctrl.Result, error) {
 	agent := &agentsv1.Agent{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}, agent)
@@ -109,49 +108,90 @@ func (r *ChannelReconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Ch
 	if dup, err := r.olderSibling(ctx, ch); err != nil {
 		return ctrl.Result{}, err
 	} else if dup != "" {
-		setConfigured(ch, false, agentsv1.ReasonChannelDuplicate,
+		setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelDuplicate,
 			fmt.Sprintf("channel %s already connects agent %s to %s", dup, agent.Name, ch.Spec.Type))
 		return ctrl.Result{}, nil
 	}
 	if missing, err := r.readHints(ctx, ch); err != nil {
 		return ctrl.Result{}, err
 	} else if missing != "" {
-		setConfigured(ch, false, agentsv1.ReasonChannelTokenNotFound, missing)
+		setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelTokenNotFound, missing)
 		return ctrl.Result{RequeueAfter: channelWaitRetry}, nil
 	}
-
-	unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
-	defer unlock()
 	if pluginOf(ch.Spec.Type) != "" && !meta.IsStatusConditionTrue(ch.Status.Conditions, agentsv1.ChannelPluginInstalled) {
-		if err := r.installPlugin(ctx, agent, ch.Spec.Type); err != nil {
-			return r.failed(ch, err, agentsv1.ReasonChannelPluginFailed, "installing plugin "+pluginOf(ch.Spec.Type)+" failed: ")
+		installed, err := r.installedLive(ctx, ch)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !installed {
+			unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
+			err = r.installPlugin(ctx, agent, ch.Spec.Type)
+			unlock()
+		}
+		if err != nil {
+			return r.failed(ch, err)
 		}
 		meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 			Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonPluginInstalled,
 			Message: pluginOf(ch.Spec.Type) + " is installed", ObservedGeneration: ch.Generation,
 		})
 	}
-	if _, err := r.applyConfig(ctx, agent, ch); err != nil {
-		return r.failed(ch, err, agentsv1.ReasonChannelConfigFailed, "writing the engine config failed: ")
-	}
-	setConfigured(ch, true, agentsv1.ReasonChannelConfigured, fmt.Sprintf("channels.%s is in the engine config", ch.Spec.Type))
-	return ctrl.Result{RequeueAfter: channelResync}, nil
-}
-
-// failed records err on the Configured condition: an agent that cannot be reached yet is
-// AgentNotReady, anything else reason (with prefix before the error). It retries later.
-func (r *ChannelReconciler) failed(ch *agentsv1.Channel, err error, reason, prefix string) (ctrl.Result, error) {
-	if errors.Is(err, runtime.ErrNotRunning) {
-		setConfigured(ch, false, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
+	status, reason, msg := renderVerdict(agent, ch)
+	setConfigured(ch, status, reason, msg)
+	if reason == agentsv1.ReasonChannelAgentNotReady {
 		return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
 	}
-	if reason == agentsv1.ReasonChannelPluginFailed {
-		meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
-			Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonPluginInstallFailed,
-			Message: truncate(err.Error()), ObservedGeneration: ch.Generation,
-		})
+	return ctrl.Result{}, nil
+}
+
+// renderVerdict reads the Configured condition of ch off its agent's status: rendered (this
+// generation is in status.config.channels, and the gateway is not restarting), or the agent's last render meant to write it and
+// could not (status.config.pendingChannels; ConfigApplied says why: a home that cannot be
+// reached, or a failure), or not rendered yet (Unknown: the agent's next status change brings
+// the verdict; a starting agent renders once its home is there).
+func renderVerdict(agent *agentsv1.Agent, ch *agentsv1.Channel) (metav1.ConditionStatus, string, string) {
+	cfg := agent.Status.Config
+	if cfg == nil {
+		cfg = &agentsv1.AgentConfigStatus{}
 	}
-	setConfigured(ch, false, reason, truncate(prefix+err.Error()))
+	if holds(cfg.Channels, ch) {
+		if agent.Status.Phase == agentsv1.AgentStarting {
+			// Its tokens came with a restart: the channel works once the gateway is back.
+			return metav1.ConditionUnknown, agentsv1.ReasonChannelRendering, fmt.Sprintf("channels.%s is in the engine config; waiting for agent %s's gateway to start", ch.Spec.Type, agent.Name)
+		}
+		return metav1.ConditionTrue, agentsv1.ReasonChannelConfigured, fmt.Sprintf("channels.%s is in the engine config", ch.Spec.Type)
+	}
+	applied := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentConfigApplied)
+	if holds(cfg.PendingChannels, ch) && applied != nil && applied.Status == metav1.ConditionFalse && agent.Status.Phase != agentsv1.AgentStarting {
+		if applied.Reason == agentsv1.ReasonWaitingForAgent {
+			return metav1.ConditionFalse, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: the channel is rendered once it can"
+		}
+		return metav1.ConditionFalse, agentsv1.ReasonChannelConfigFailed, truncate("the agent's engine config: " + applied.Message)
+	}
+	return metav1.ConditionUnknown, agentsv1.ReasonChannelRendering, "waiting for agent " + agent.Name + " to render the channel into its engine config"
+}
+
+// holds: list has ch at its generation or a later one (as a removal once ch is being
+// deleted).
+func holds(list []agentsv1.RenderedChannel, ch *agentsv1.Channel) bool {
+	removal := ch.DeletionTimestamp != nil
+	return slices.ContainsFunc(list, func(rc agentsv1.RenderedChannel) bool {
+		return rc.Type == ch.Spec.Type && rc.Name == ch.Name && rc.Generation >= ch.Generation && rc.Removal == removal
+	})
+}
+
+// failed records a failed plugin install on the PluginInstalled and Configured conditions
+// (an agent that cannot be reached yet is AgentNotReady). It retries later.
+func (r *ChannelReconciler) failed(ch *agentsv1.Channel, err error) (ctrl.Result, error) {
+	if errors.Is(err, runtime.ErrNotRunning) {
+		setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
+		return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
+	}
+	meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
+		Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonPluginInstallFailed,
+		Message: truncate(err.Error()), ObservedGeneration: ch.Generation,
+	})
+	setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelPluginFailed, truncate("installing plugin "+pluginOf(ch.Spec.Type)+" failed: "+err.Error()))
 	return ctrl.Result{RequeueAfter: channelFailureRetry}, nil
 }
 
@@ -165,17 +205,18 @@ func (r *ChannelReconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) 
 			return ctrl.Result{}, err
 		}
 		if err != nil || live.UID != owner.UID || live.DeletionTimestamp != nil {
-			setConfigured(ch, false, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s is gone: the channel goes with it", owner.Name))
+			setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s is gone: the channel goes with it", owner.Name))
 			return ctrl.Result{}, client.IgnoreNotFound(r.Delete(ctx, ch, client.Preconditions{UID: &ch.UID}))
 		}
 	}
-	setConfigured(ch, false, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", ch.Spec.AgentRef.Name))
+	setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %s does not exist", ch.Spec.AgentRef.Name))
 	return ctrl.Result{RequeueAfter: channelWaitRetry}, nil
 }
 
-// reconcileDelete removes the channel from the agent's config (unless the agent is going
-// too, or an older Channel of the type owns the config entry), deletes the token Secrets made
-// for it and releases the Channel. gone reports that the Channel was released.
+// reconcileDelete waits until the agent rendered the channel out of its engine config (an
+// agent that is going too, or whose home cannot be reached, renders nothing now: it removes
+// the channel on its next render, which status.config.channels remembers), deletes the token
+// Secrets made for it and releases the Channel. gone reports that the Channel was released.
 func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (ctrl.Result, bool, error) {
 	if !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
 		return ctrl.Result{}, true, nil
@@ -185,20 +226,14 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Ch
 	if err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, false, err
 	}
-	if err == nil && agent.DeletionTimestamp == nil {
-		dup, err := r.olderSibling(ctx, ch)
-		if err != nil {
-			return ctrl.Result{}, false, err
+	applied := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentConfigApplied)
+	unreachable := applied != nil && applied.Status == metav1.ConditionFalse && applied.Reason == agentsv1.ReasonWaitingForAgent
+	if err == nil && agent.DeletionTimestamp == nil && !unreachable && stillRendered(agent, ch) {
+		setConfigured(ch, metav1.ConditionUnknown, agentsv1.ReasonChannelRendering, "waiting for agent "+agent.Name+" to render the channel out of its engine config")
+		if applied != nil && applied.Status == metav1.ConditionFalse && agent.Status.Config != nil && holds(agent.Status.Config.PendingChannels, ch) {
+			setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelRemovalFailed, truncate("the agent's engine config: "+applied.Message))
 		}
-		if dup == "" {
-			unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
-			err := r.removeConfig(ctx, agent, ch.Spec.Type)
-			unlock()
-			if err != nil {
-				setConfigured(ch, false, agentsv1.ReasonChannelRemovalFailed, truncate("removing the channel from the engine config failed: "+err.Error()))
-				return ctrl.Result{RequeueAfter: channelFailureRetry}, false, nil
-			}
-		}
+		return ctrl.Result{RequeueAfter: channelFailureRetry}, false, nil
 	}
 	if err := r.deleteTokenSecrets(ctx, ch); err != nil {
 		return ctrl.Result{}, false, err
@@ -206,6 +241,29 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Ch
 	r.event(ch, corev1.EventTypeNormal, "Removed", "Delete", "channel %s removed from agent %s", ch.Spec.Type, ch.Spec.AgentRef.Name)
 	controllerutil.RemoveFinalizer(ch, agentsv1.ChannelFinalizer)
 	return ctrl.Result{}, true, client.IgnoreNotFound(r.Update(ctx, ch))
+}
+
+// installedLive: the stored Channel (read live: a pass on a cache that has not seen the
+// last status write must not install the plugin a second time, a minute of npm) records its
+// plugin as installed for its current plugin. A failed install is retried.
+func (r *ChannelReconciler) installedLive(ctx context.Context, ch *agentsv1.Channel) (bool, error) {
+	live := &agentsv1.Channel{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ch), live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !meta.IsStatusConditionTrue(live.Status.Conditions, agentsv1.ChannelPluginInstalled) {
+		return false, nil
+	}
+	meta.SetStatusCondition(&ch.Status.Conditions, *meta.FindStatusCondition(live.Status.Conditions, agentsv1.ChannelPluginInstalled))
+	return true, nil
+}
+
+// stillRendered: the agent's engine config holds ch (by name: a duplicate never was).
+func stillRendered(agent *agentsv1.Agent, ch *agentsv1.Channel) bool {
+	if agent.Status.Config == nil {
+		return false
+	}
+	return slices.ContainsFunc(agent.Status.Config.Channels, func(rc agentsv1.RenderedChannel) bool { return rc.Name == ch.Name })
 }
 
 // deleteTokenSecrets deletes the Secrets the Channel references that were made for it
@@ -285,51 +343,42 @@ func (r *ChannelReconciler) olderSibling(ctx context.Context, ch *agentsv1.Chann
 }
 
 // setConfigured sets the Configured condition and status.configured. An agent that cannot be
-// reached keeps status.configured as it was (the config is unchanged).
-func setConfigured(ch *agentsv1.Channel, ok bool, reason, msg string) {
-	status := metav1.ConditionFalse
-	if ok {
-		status = metav1.ConditionTrue
-	}
+// reached, or a render not done yet, keeps status.configured as it was (the config is
+// unchanged).
+func setConfigured(ch *agentsv1.Channel, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 		Type: agentsv1.ChannelConfigured, Status: status, Reason: reason, Message: msg, ObservedGeneration: ch.Generation,
 	})
-	if reason != agentsv1.ReasonChannelAgentNotReady {
-		ch.Status.Configured = ok
+	if reason != agentsv1.ReasonChannelAgentNotReady && status != metav1.ConditionUnknown {
+		ch.Status.Configured = status == metav1.ConditionTrue
 	}
 }
 
-// finish sets the Ready condition, writes the status when it changed (recording Configured
-// changes as events), then, with ack (the pass reached a verdict), acknowledges the facade's
-// request: the status now holds the verdict on it.
+// finish sets the Ready condition and writes the status when it changed (recording Configured
+// changes as events). Only a pass that reached a verdict (ack) acknowledges the generation.
 func (r *ChannelReconciler) finish(ctx context.Context, ch *agentsv1.Channel, before *agentsv1.ChannelStatus, ack bool) error {
 	if ack {
-		// Only a pass that reached a verdict acknowledges the generation.
 		ch.Status.ObservedGeneration = ch.Generation
 	}
 	meta.SetStatusCondition(&ch.Status.Conditions, computeChannelReadyCondition(ch))
-	if !equality.Semantic.DeepEqual(before, &ch.Status) {
-		orig := ch.DeepCopy()
-		orig.Status = *before
-		if err := r.Status().Patch(ctx, ch, client.MergeFrom(orig)); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		old := meta.FindStatusCondition(before.Conditions, agentsv1.ChannelConfigured)
-		cur := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
-		if cur != nil && (old == nil || old.Status != cur.Status || old.Reason != cur.Reason) {
-			typ := corev1.EventTypeNormal
-			if cur.Status != metav1.ConditionTrue {
-				typ = corev1.EventTypeWarning
-			}
-			r.event(ch, typ, cur.Reason, "Reconcile", "%s", cur.Message)
-		}
-	}
-	want := ch.Annotations[agentsv1.AnnotationChannelRequest]
-	if !ack || want == "" || ch.Annotations[agentsv1.AnnotationChannelHandled] == want {
+	if equality.Semantic.DeepEqual(before, &ch.Status) {
 		return nil
 	}
-	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, agentsv1.AnnotationChannelHandled, want)
-	return client.IgnoreNotFound(r.Patch(ctx, ch, client.RawPatch(types.MergePatchType, patch)))
+	orig := ch.DeepCopy()
+	orig.Status = *before
+	if err := r.Status().Patch(ctx, ch, client.MergeFrom(orig)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	old := meta.FindStatusCondition(before.Conditions, agentsv1.ChannelConfigured)
+	cur := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
+	if cur != nil && cur.Status != metav1.ConditionUnknown && (old == nil || old.Status != cur.Status || old.Reason != cur.Reason) {
+		typ := corev1.EventTypeNormal
+		if cur.Status != metav1.ConditionTrue {
+			typ = corev1.EventTypeWarning
+		}
+		r.event(ch, typ, cur.Reason, "Reconcile", "%s", cur.Message)
+	}
+	return nil
 }
 
 func (r *ChannelReconciler) event(ch *agentsv1.Channel, typ, reason, action, note string, args ...any) {
@@ -338,7 +387,7 @@ func (r *ChannelReconciler) event(ch *agentsv1.Channel, typ, reason, action, not
 	}
 }
 
-// lockAgent serializes config edits of one agent; it returns the unlock.
+// lockAgent serializes plugin installs into one agent's home; it returns the unlock.
 func (r *ChannelReconciler) lockAgent(key types.NamespacedName) func() {
 	m, _ := r.locks.LoadOrStore(key, &sync.Mutex{})
 	mu := m.(*sync.Mutex)
@@ -346,20 +395,31 @@ func (r *ChannelReconciler) lockAgent(key types.NamespacedName) func() {
 	return mu.Unlock
 }
 
-// SetupWithManager registers the controller: Channels, and the agents they belong to (an
-// agent that starts, changes phase or goes away re-runs its channels).
+// SetupWithManager registers the controller: Channels, the agents they belong to (an agent
+// that changes phase, renders its config or goes away re-runs its channels) and the token
+// Secrets made for them (a new token updates the hints).
 func (r *ChannelReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Channel{}, builder.WithPredicates(channelChanged())).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.ChannelList](r.Client)), builder.WithPredicates(agentPhaseChanged())).
+		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.ChannelList](r.Client)), builder.WithPredicates(agentRenderChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(tokensToChannel)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Named("channel").
 		Complete(r)
 }
 
-// agentPhaseChanged passes agent creations, deletions, phase changes, deletion starts and
-// config writes through the REST facade (agentsv1.AnnotationConfigWritten).
-func agentPhaseChanged() predicate.Predicate {
+// tokensToChannel maps a token Secret made for a Channel (agentsv1.LabelChannelTokensOf) to it.
+func tokensToChannel(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetLabels()[agentsv1.LabelChannelTokensOf]
+	if name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// agentRenderChanged passes agent creations, deletions, phase changes, deletion starts and
+// renders of the engine config (status.config, the ConfigApplied condition).
+func agentRenderChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*agentsv1.Agent)
@@ -368,7 +428,9 @@ func agentPhaseChanged() predicate.Predicate {
 				return true
 			}
 			return o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-				o.Annotations[agentsv1.AnnotationConfigWritten] != n.Annotations[agentsv1.AnnotationConfigWritten]
+				!equality.Semantic.DeepEqual(o.Status.Config, n.Status.Config) ||
+				!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, agentsv1.AgentConfigApplied),
+					meta.FindStatusCondition(n.Status.Conditions, agentsv1.AgentConfigApplied))
 		},
 	}
 }

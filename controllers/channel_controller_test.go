@@ -19,7 +19,10 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
+	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -38,6 +41,11 @@ func (m *memRuntime) key(a *agentsv1.Agent, path string) string {
 
 func (m *memRuntime) Name() string { return "mem" }
 func (m *memRuntime) Ensure(context.Context, *agentsv1.Agent, runtime.Desired) (runtime.Observed, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.notRunning {
+		return runtime.Observed{Phase: runtime.PhaseCrashed}, nil
+	}
 	return runtime.Observed{Phase: runtime.PhaseRunning}, nil
 }
 func (m *memRuntime) Delete(context.Context, *agentsv1.Agent) error { return nil }
@@ -81,7 +89,8 @@ func (m *memRuntime) set(f func(m *memRuntime)) {
 	f(m)
 }
 
-// The Channel controller runs in its own manager on an in-memory runtime for these specs.
+// The Agent controller (which renders the engine config) and the Channel controller run in
+// their own manager on an in-memory runtime for these specs.
 var _ = Describe("Channel controller", Ordered, func() {
 	var (
 		rt   *memRuntime
@@ -95,7 +104,16 @@ var _ = Describe("Channel controller", Ordered, func() {
 		rt = &memRuntime{files: map[string][]byte{}}
 		mgr := newManager()
 		Expect((&controllers.ChannelReconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt,
+		}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&controllers.AgentReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
+			Admission: &admission.Admitter{
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+				Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
+			},
+			Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
@@ -103,17 +121,22 @@ var _ = Describe("Channel controller", Ordered, func() {
 			defer GinkgoRecover()
 			Expect(mgr.Start(mctx)).To(Succeed())
 		}()
-		ns = newWorkspaceNS("channel-ctrl")
+		ns = agentWorkspace("channel-ctrl", 50)
 	})
 	AfterAll(func() { stop() })
 
+	// agentWithConfig creates an agent whose home holds the file a runtime seeds (with what
+	// the runtime and the engine own: the gateway token, meta).
 	agentWithConfig := func(name string) *agentsv1.Agent {
-		a := newAgent(ns, name)
-		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local"}}`))).To(Succeed())
-		return a
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local","auth":{"mode":"token","token":"gw-1"}},"meta":{"lastTouchedVersion":"2026.9.6"}}`))).To(Succeed())
+		return createAgent(ns, name)
 	}
-	tokenSecret := func(name string, data map[string]string) {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}
+	// tokenSecret creates a channel's token Secret, labelled as the facade labels it.
+	tokenSecret := func(name, agent string, data map[string]string) {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-tokens", Labels: map[string]string{
+			agentsv1.LabelChannelTokensOf: name, agentsv1.LabelAgent: agent,
+		}}, StringData: data}
 		Expect(k8sClient.Create(ctx, s)).To(Succeed())
 	}
 	newChannel := func(name, agent string, t agentsv1.ChannelType, mut func(*agentsv1.Channel)) *agentsv1.Channel {
@@ -160,25 +183,38 @@ var _ = Describe("Channel controller", Ordered, func() {
 			return string(c.Status) + "/" + c.Reason
 		}
 	}
-	channelsIn := func(a *agentsv1.Agent) map[string]any {
+	fileOf := func(a *agentsv1.Agent) map[string]any {
 		b, err := rt.ReadFile(ctx, a, cfg)
 		Expect(err).NotTo(HaveOccurred())
 		var m map[string]any
 		Expect(json.Unmarshal(b, &m)).To(Succeed())
-		c, _ := m["channels"].(map[string]any)
+		return m
+	}
+	channelsIn := func(a *agentsv1.Agent) map[string]any {
+		c, _ := fileOf(a)["channels"].(map[string]any)
 		return c
+	}
+	configApplied := func(a *agentsv1.Agent) func() string {
+		return func() string {
+			c := meta.FindStatusCondition(getAgent(a).Status.Conditions, agentsv1.AgentConfigApplied)
+			if c == nil {
+				return "none"
+			}
+			return string(c.Status) + "/" + c.Reason
+		}
 	}
 
 	It("configures the oldest Channel of a type and marks a younger one Duplicate", func() {
 		a := agentWithConfig("dup-agent")
-		tokenSecret("dup-a-tokens", map[string]string{"bot": "111:first-token"})
-		tokenSecret("dup-b-tokens", map[string]string{"bot": "222:second-token"})
+		tokenSecret("dup-a", a.Name, map[string]string{"bot": "111:first-token"})
+		tokenSecret("dup-b", a.Name, map[string]string{"bot": "222:second-token"})
 		first := newChannel("dup-a", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(first), wait).Should(Equal("True/Configured"))
 		second := newChannel("dup-b", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(second), wait).Should(Equal("False/Duplicate"))
 		Expect(ready(first)()).To(Equal("True/Configured"))
 		Expect(ready(second)()).To(Equal("False/Duplicate"))
+		Expect(getAgent(a).Status.Config.Channels).To(Equal([]agentsv1.RenderedChannel{{Type: agentsv1.ChannelTelegram, Name: "dup-a", Generation: 1}}))
 
 		env := &controllers.SecretEnv{Client: k8sClient, APIReader: k8sClient}
 		got, _, err := env.Resolve(ctx, a)
@@ -192,20 +228,40 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(channelsIn(a)).To(HaveKey("telegram"), "deleting the duplicate kept the config entry")
 	})
 
-	It("re-applies its channels when the agent's config was written whole through the facade", func() {
-		a := agentWithConfig("rewrite-agent")
-		tokenSecret("rewrite-tokens", map[string]string{"bot": "444:rewrite-token"})
-		ch := newChannel("rewrite", a.Name, agentsv1.ChannelTelegram, nil)
+	It("renders the user's config with the channels and what the runtime and the engine own", func() {
+		a := agentWithConfig("render-agent")
+		tokenSecret("render", a.Name, map[string]string{"bot": "444:render-token"})
+		ch := newChannel("render", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
-		Expect(channelsIn(a)).To(HaveKey("telegram"))
 
-		// A config written without the channel (what PUT /config with a whole document does).
-		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local"}}`))).To(Succeed())
-		Consistently(func() map[string]any { return channelsIn(a) }, 2*time.Second, 200*time.Millisecond).Should(BeNil(),
-			"nothing re-applies the channel before the facade says the config was written")
-		Expect(k8sClient.Patch(ctx, a, client.RawPatch("application/merge-patch+json",
-			[]byte(`{"metadata":{"annotations":{"`+agentsv1.AnnotationConfigWritten+`":"w1"}}}`)))).To(Succeed())
-		Eventually(func() map[string]any { return channelsIn(a) }, wait).Should(HaveKey("telegram"))
+		// The user's config, as kubectl applies it: a Secret and spec.configRef.
+		user := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "render-agent-mine"},
+			StringData: map[string]string{"cfg": `{gateway: {mode: "local"}, tools: {profile: "coding"}}`}}
+		Expect(k8sClient.Create(ctx, user)).To(Succeed())
+		patch := client.MergeFrom(getAgent(a))
+		withRef := getAgent(a)
+		withRef.Spec.ConfigRef = &agentsv1.SecretKeyReference{Name: user.Name, Key: "cfg"}
+		Expect(k8sClient.Patch(ctx, withRef, patch)).To(Succeed())
+		Eventually(func() any { return fileOf(a)["tools"] }, wait).Should(HaveKeyWithValue("profile", "coding"))
+		m := fileOf(a)
+		Expect(m).To(HaveKeyWithValue("gateway", HaveKeyWithValue("auth", HaveKeyWithValue("token", "gw-1"))), "the runtime's gateway token stays")
+		Expect(m).To(HaveKeyWithValue("meta", HaveKeyWithValue("lastTouchedVersion", "2026.9.6")), "the engine's meta stays")
+		Expect(channelsIn(a)).To(HaveKeyWithValue("telegram", HaveKeyWithValue("botToken", HaveKeyWithValue("id", "AGENTPLANE_TELEGRAM_BOT_TOKEN"))))
+		Expect(configApplied(a)()).To(Equal("True/Rendered"))
+		Expect(getAgent(a).Status.Config.SourceHash).To(Equal(agentsv1.ConfigSourceHash([]byte(`{gateway: {mode: "local"}, tools: {profile: "coding"}}`))))
+
+		// Nothing but the controller writes the file: a hand edit stays until the inputs change.
+		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local","auth":{"mode":"token","token":"gw-1"}}}`))).To(Succeed())
+		setDMPolicy(ch, "open")
+		Eventually(func() any { return channelsIn(a)["telegram"] }, wait).Should(HaveKeyWithValue("dmPolicy", "open"))
+		Expect(fileOf(a)["tools"]).To(HaveKeyWithValue("profile", "coding"))
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+
+		// A config Secret that goes away is reported on the agent and its channel.
+		Expect(k8sClient.Delete(ctx, user)).To(Succeed())
+		setDMPolicy(ch, "pairing")
+		Eventually(configApplied(a), wait).Should(Equal("False/ConfigSourceNotFound"))
+		Eventually(condition(ch), wait).Should(Equal("False/ConfigurationFailed"))
 	})
 
 	It("waits for a missing token, then configures the channel", func() {
@@ -213,16 +269,11 @@ var _ = Describe("Channel controller", Ordered, func() {
 		ch := newChannel("tok", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(ch), wait).Should(Equal("False/TokenNotFound"))
 		Expect(channelsIn(a)).To(BeNil())
-		tokenSecret("tok-tokens", map[string]string{"bot": "333:late-token"})
-		Expect(k8sClient.Patch(ctx, ch, client.RawPatch("application/merge-patch+json",
-			[]byte(`{"metadata":{"annotations":{"agentplane.io/channel-request":"r1"}}}`)))).To(Succeed())
-		// The verdict is in the status before the request is acknowledged.
+		tokenSecret("tok", a.Name, map[string]string{"bot": "333:late-token"})
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(channelsIn(a)).To(HaveKey("telegram"))
 		got := &agentsv1.Channel{}
-		Eventually(func() map[string]string {
-			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
-			return got.Annotations
-		}, wait).Should(HaveKeyWithValue("agentplane.io/channel-handled", "r1"))
-		Expect(condition(got)()).To(Equal("True/Configured"))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
 		Expect(got.Status.BotTokenHint).To(Equal("****oken"))
 	})
 
@@ -231,26 +282,43 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Eventually(condition(lost), wait).Should(Equal("False/AgentNotFound"))
 
 		a := agentWithConfig("far-agent")
-		tokenSecret("far-tokens", map[string]string{"bot": "444:far-token"})
+		tokenSecret("far", a.Name, map[string]string{"bot": "444:far-token"})
 		ch := newChannel("far", a.Name, agentsv1.ChannelTelegram, nil)
 		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
 		rt.set(func(m *memRuntime) { m.notRunning = true })
 		DeferCleanup(func() { rt.set(func(m *memRuntime) { m.notRunning = false }) })
+		// The agent notices (a restart request makes it look), then the channel's change waits.
+		restart := client.MergeFrom(getAgent(a))
+		again := getAgent(a)
+		again.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now()}
+		Expect(k8sClient.Patch(ctx, again, restart)).To(Succeed())
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }, wait).Should(Equal(agentsv1.AgentNotRunning))
 		setDMPolicy(ch, "open")
 		Eventually(condition(ch), wait).Should(Equal("False/AgentNotReady"))
 		got := &agentsv1.Channel{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
 		Expect(got.Status.Configured).To(BeTrue())
+		Expect(configApplied(a)()).To(Equal("False/WaitingForAgent"))
+
+		// Once the gateway runs again, the change is rendered.
+		rt.set(func(m *memRuntime) { m.notRunning = false })
+		again = getAgent(a)
+		restart = client.MergeFrom(again.DeepCopy())
+		again.Spec.RestartRequestedAt = &metav1.Time{Time: time.Now().Add(time.Second)}
+		Expect(k8sClient.Patch(ctx, again, restart)).To(Succeed())
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(channelsIn(a)["telegram"]).To(HaveKeyWithValue("dmPolicy", "open"))
 	})
 
-	It("installs an external plugin once; an already installed one counts as installed", func() {
+	It("installs an external plugin once before rendering it; an already installed one counts as installed", func() {
 		a := agentWithConfig("plug-agent")
-		tokenSecret("plug-tokens", map[string]string{"bot": "discord-token-1"})
+		tokenSecret("plug", a.Name, map[string]string{"bot": "discord-token-1"})
 		rt.set(func(m *memRuntime) {
 			m.execResult = runtime.ExecResult{ExitCode: 1, Stderr: []byte("plugin already exists: /x (delete it first)\n")}
 		})
 		ch := newChannel("plug", a.Name, agentsv1.ChannelDiscord, func(c *agentsv1.Channel) { c.Spec.DMPolicy = "pairing" })
 		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(fileOf(a)).To(HaveKeyWithValue("plugins", HaveKeyWithValue("entries", HaveKeyWithValue("discord", HaveKeyWithValue("enabled", true)))))
 		setDMPolicy(ch, "disabled")
 		Eventually(func() any { return channelsIn(a)["discord"] }, wait).Should(HaveKeyWithValue("dmPolicy", "disabled"))
 		Eventually(ready(ch), wait).Should(Equal("True/Configured"), "the plugin is installed and the channel configured")
@@ -259,9 +327,9 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(rt.execs).To(Equal([]string{"plug-agent: plugins install @openclaw/discord"}))
 	})
 
-	It("reports a failed plugin install and leaves the config alone", func() {
+	It("reports a failed plugin install and leaves the channel out of the config", func() {
 		a := agentWithConfig("badplug-agent")
-		tokenSecret("badplug-tokens", map[string]string{"bot": "xoxb-1", "app": "xapp-1"})
+		tokenSecret("badplug", a.Name, map[string]string{"bot": "xoxb-1", "app": "xapp-1"})
 		rt.set(func(m *memRuntime) {
 			m.execResult = runtime.ExecResult{ExitCode: 1, Stderr: []byte("npm error 404 Not Found\n")}
 		})
@@ -273,6 +341,23 @@ var _ = Describe("Channel controller", Ordered, func() {
 		got := &agentsv1.Channel{}
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
 		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured).Message).To(ContainSubstring("npm error 404 Not Found"))
+		Eventually(configApplied(a), wait).Should(Equal("True/Rendered"))
 		Expect(channelsIn(a)).To(BeNil())
+	})
+
+	It("renders a deleted channel out of the config before the Channel goes", func() {
+		a := agentWithConfig("gone-agent")
+		tokenSecret("gone", a.Name, map[string]string{"bot": "555:gone-token"})
+		ch := newChannel("gone", a.Name, agentsv1.ChannelTelegram, nil)
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(channelsIn(a)).To(HaveKey("telegram"))
+		Expect(k8sClient.Delete(ctx, ch)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), &agentsv1.Channel{}))
+		}, wait).Should(BeTrue())
+		Expect(channelsIn(a)).To(BeNil(), "the Channel went only after its agent rendered it out")
+		Expect(getAgent(a).Status.Config.Channels).To(BeEmpty())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gone-tokens"}, &corev1.Secret{}))).To(BeTrue(),
+			"the token Secret made for the channel went with it")
 	})
 })

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -47,21 +48,30 @@ func channelEnabled(ch *agentsv1.Channel) bool { return ch.Spec.Enabled == nil |
 // effectiveChannels returns, per type, the Channel of agent that counts: the oldest one not
 // being deleted (a younger Channel of the same type is a duplicate and ignored).
 func effectiveChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, error) {
+	out, _, err := agentChannels(ctx, c, agent)
+	return out, err
+}
+
+// agentChannels returns the effective Channels of agent (effectiveChannels) and those being
+// deleted.
+func agentChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, []*agentsv1.Channel, error) {
 	var list agentsv1.ChannelList
 	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[agentsv1.ChannelType]*agentsv1.Channel{}
+	var deleting []*agentsv1.Channel
 	for i := range list.Items {
 		ch := &list.Items[i]
 		if ch.DeletionTimestamp != nil {
+			deleting = append(deleting, ch)
 			continue
 		}
 		if cur, ok := out[ch.Spec.Type]; !ok || olderChannel(ch, cur) {
 			out[ch.Spec.Type] = ch
 		}
 	}
-	return out, nil
+	return out, deleting, nil
 }
 
 // olderChannel orders Channels by creation time, then name.
@@ -115,11 +125,13 @@ func readSecretKey(ctx context.Context, r client.Reader, namespace string, ref *
 }
 
 // WatchChannels is an AgentReconciler builder hook: a Channel that is created, deleted,
-// changes its spec or carries a new setup request (new tokens) reconciles its agent, whose
-// environment then holds the current tokens (a change restarts the gateway).
+// changes its spec or gets its plugin installed reconciles its agent (its environment holds
+// the current tokens, a change restarts the gateway; its config holds the channels), and so
+// does a change of a token Secret made for a channel (labelled with the agent).
 func WatchChannels(b *ctrl.Builder) *ctrl.Builder {
 	return b.Watches(&agentsv1.Channel{}, handler.EnqueueRequestsFromMapFunc(channelToAgent),
-		builder.WithPredicates(channelChanged()))
+		builder.WithPredicates(channelRenderInputChanged())).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(tokensToAgent))
 }
 
 // channelToAgent maps a Channel to its agent.
@@ -131,9 +143,18 @@ func channelToAgent(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}}}
 }
 
-// channelChanged passes creations, deletions and updates that change the spec, start the
-// deletion or carry a new request; status writes and the controller's acknowledgements do
-// not pass.
+// tokensToAgent maps a channel's token Secret (agentsv1.LabelChannelTokensOf, with
+// agentsv1.LabelAgent) to its agent.
+func tokensToAgent(_ context.Context, o client.Object) []reconcile.Request {
+	l := o.GetLabels()
+	if l[agentsv1.LabelChannelTokensOf] == "" || l[agentsv1.LabelAgent] == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l[agentsv1.LabelAgent]}}}
+}
+
+// channelChanged passes creations, deletions and updates that change the spec or start the
+// deletion; status writes do not pass.
 func channelChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -141,8 +162,23 @@ func channelChanged() predicate.Predicate {
 				return true
 			}
 			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) ||
-				e.ObjectOld.GetAnnotations()[agentsv1.AnnotationChannelRequest] != e.ObjectNew.GetAnnotations()[agentsv1.AnnotationChannelRequest]
+				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
 		},
 	}
+}
+
+// channelRenderInputChanged passes what channelChanged passes and a change of the
+// PluginInstalled condition (a channel with an external plugin is rendered once it is in).
+func channelRenderInputChanged() predicate.Predicate {
+	return predicate.Or(channelChanged(), predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*agentsv1.Channel)
+			n, ok2 := e.ObjectNew.(*agentsv1.Channel)
+			return ok1 && ok2 && meta.IsStatusConditionTrue(o.Status.Conditions, agentsv1.ChannelPluginInstalled) !=
+				meta.IsStatusConditionTrue(n.Status.Conditions, agentsv1.ChannelPluginInstalled)
+		},
+	})
 }

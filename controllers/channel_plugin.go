@@ -12,7 +12,6 @@ import (
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -57,49 +56,6 @@ func (r *ChannelReconciler) installPlugin(ctx context.Context, agent *agentsv1.A
 		return fmt.Errorf("openclaw plugins install %s timed out after %s", spec, timeout)
 	}
 	return fmt.Errorf("openclaw plugins install %s exited %d: %s", spec, res.ExitCode, lastLine(out))
-}
-
-// applyConfig writes ch into the agent's engine config (tokens as env SecretRefs) unless the
-// config already says the same. It reports whether it wrote.
-func (r *ChannelReconciler) applyConfig(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel) (bool, error) {
-	path := r.Engine.Layout().ConfigPath
-	cur, err := r.Runtime.ReadFile(ctx, agent, path)
-	if err != nil {
-		return false, err
-	}
-	botEnv, appEnv := ChannelTokenEnv(ch.Spec.Type)
-	next, err := r.Engine.SetChannel(cur, engine.Channel{
-		Type: string(ch.Spec.Type), Enabled: channelEnabled(ch), BotTokenEnv: botEnv, AppTokenEnv: appEnv,
-		DMPolicy: string(ch.Spec.DMPolicy), AllowFrom: ch.Spec.AllowFrom,
-	})
-	if err != nil {
-		return false, err
-	}
-	if sameJSON(cur, next) {
-		return false, nil
-	}
-	return true, r.Runtime.WriteFile(ctx, agent, path, next)
-}
-
-// removeConfig deletes the channel type from the agent's engine config; a config that does
-// not exist has nothing to remove.
-func (r *ChannelReconciler) removeConfig(ctx context.Context, agent *agentsv1.Agent, t agentsv1.ChannelType) error {
-	path := r.Engine.Layout().ConfigPath
-	cur, err := r.Runtime.ReadFile(ctx, agent, path)
-	if errors.Is(err, runtime.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	next, err := r.Engine.RemoveChannel(cur, string(t))
-	if err != nil {
-		return err
-	}
-	if sameJSON(cur, next) {
-		return nil
-	}
-	return r.Runtime.WriteFile(ctx, agent, path, next)
 }
 
 // sameJSON reports whether a and b are the same JSON value (a document that is not plain

@@ -14,6 +14,21 @@ const (
 	// AgentSnapshotRestored reports the last restore of the workspace from
 	// spec.desiredSnapshot.
 	AgentSnapshotRestored = "SnapshotRestored"
+	// AgentConfigApplied is True when the engine config file holds the render of the user's
+	// config (spec.configRef) and the agent's Channels.
+	AgentConfigApplied = "ConfigApplied"
+)
+
+// Reasons of the ConfigApplied condition (and ReasonWaitingForAgent).
+const (
+	// ReasonConfigRendered: the file holds the render of the current inputs.
+	ReasonConfigRendered = "Rendered"
+	// ReasonConfigSourceNotFound: spec.configRef names a Secret or key that does not exist.
+	ReasonConfigSourceNotFound = "ConfigSourceNotFound"
+	// ReasonConfigInvalid: the user's config is not a JSON or JSON5 object.
+	ReasonConfigInvalid = "ConfigInvalid"
+	// ReasonConfigWriteFailed: the file could not be read or written in the agent's home.
+	ReasonConfigWriteFailed = "ConfigWriteFailed"
 )
 
 // Reasons of the Provisioned and GatewayReady conditions.
@@ -71,9 +86,11 @@ const (
 	LabelGatewayTokenOf = "agentplane.io/gateway-token-of"
 	// GatewayTokenDataKey is the data key of the gateway token in that Secret.
 	GatewayTokenDataKey = "token"
-	// AnnotationConfigWritten is bumped by the REST facade after it wrote the engine config
-	// whole, so the Channel controller writes the channels into it again.
-	AnnotationConfigWritten = "agentplane.io/config-written"
+	// ConfigDataKey is the data key of the user's engine config in the Secret `PUT /config`
+	// writes (`<agent>-config`).
+	ConfigDataKey = "config"
+	// LabelConfigOf marks that Secret (value: the agent's name).
+	LabelConfigOf = "agentplane.io/config-of"
 	// AnnotationTemplateApplied records that spec.template was expanded into the agent's
 	// spec (value: `<template>@<generation>`), so that it is expanded once.
 	AnnotationTemplateApplied = "agentplane.io/template-applied"

@@ -100,6 +100,50 @@ type AgentSpec struct {
 	// RestartRequestedAt restarts the gateway when set to a time later than the last restart.
 	// +optional
 	RestartRequestedAt *metav1.Time `json:"restartRequestedAt,omitempty"`
+	// ConfigRef is the user's engine config (a JSON or JSON5 object): a key of a core Secret
+	// in the agent's namespace (`PUT /config` stores it in `<agent>-config`, key `config`).
+	// The Agent controller renders the engine's file from it, the agent's Channels and what
+	// the engine and the runtime own (OpenClaw's `meta`, `gateway.auth`). Unset: the file in
+	// the agent's home, as the runtime seeded it, is the base.
+	// +optional
+	ConfigRef *SecretKeyReference `json:"configRef,omitempty"`
+}
+
+// RenderedChannel is a Channel written into the engine config file.
+type RenderedChannel struct {
+	// Type of the channel.
+	Type ChannelType `json:"type"`
+	// Name of the Channel object.
+	Name string `json:"name"`
+	// Generation of the Channel that was rendered.
+	Generation int64 `json:"generation"`
+	// Removal (in pendingChannels only): the render meant to take this Channel, which is
+	// being deleted, out of the file.
+	// +optional
+	Removal bool `json:"removal,omitempty"`
+}
+
+// AgentConfigStatus is what the engine config file in the agent's home was rendered from.
+type AgentConfigStatus struct {
+	// SourceHash identifies the user's config (spec.configRef's value) of the last render,
+	// successful or not (`sha256:<hex>`); empty when the agent has none.
+	// +optional
+	SourceHash string `json:"sourceHash,omitempty"`
+	// InputsHash identifies everything the file was last rendered from (the user's config
+	// and the channels); a pass with the same inputs does not read or write the file.
+	// +optional
+	InputsHash string `json:"inputsHash,omitempty"`
+	// Channels are the channels the file holds, by type.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Channels []RenderedChannel `json:"channels,omitempty"`
+	// PendingChannels are the channels the last render meant to write, or to remove, when it
+	// failed (the ConfigApplied condition says why); empty after a render that succeeded.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	PendingChannels []RenderedChannel `json:"pendingChannels,omitempty"`
 }
 
 // AgentStatus is the observed state of an agent, rebuilt from the runtime on every pass.
@@ -131,6 +175,10 @@ type AgentStatus struct {
 	// LastRestartAt is the restart request that was last carried out.
 	// +optional
 	LastRestartAt *metav1.Time `json:"lastRestartAt,omitempty"`
+	// Config is what the engine config file was rendered from (the ConfigApplied condition
+	// tells whether the last render succeeded).
+	// +optional
+	Config *AgentConfigStatus `json:"config,omitempty"`
 	// InstalledSkills are the CIDs of the skill bundles unpacked in the agent's workspace
 	// (`skills/<slug>/`), written by the Agent controller once it has unpacked spec.skills.
 	// +listType=set

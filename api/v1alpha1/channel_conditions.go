@@ -1,12 +1,14 @@
 package v1alpha1
 
-// ChannelFinalizer lets the Channel controller remove the channel from the engine config
-// before the Channel goes away.
+// ChannelFinalizer lets the Channel controller wait until its agent rendered the channel out
+// of the engine config, and delete the token Secrets made for it, before the Channel goes
+// away.
 const ChannelFinalizer = "agentplane.io/channel"
 
 // Channel condition types.
 const (
-	// ChannelConfigured is True once the channel is written into the engine config.
+	// ChannelConfigured is True once the Agent controller rendered this generation of the
+	// channel into the engine config (the agent's status.config.channels lists it).
 	ChannelConfigured = "Configured"
 	// ChannelPluginInstalled is True once the channel's external engine plugin is installed
 	// in the agent's home (channels whose plugin is not bundled with the engine).
@@ -14,11 +16,13 @@ const (
 )
 
 // Reasons of the Configured condition. ReasonChannelAgentNotReady means the agent's home
-// cannot be reached yet (the channel is applied once it can); every other False reason is a
-// failure. ReasonAgentNotFound applies too.
+// cannot be reached yet (the channel is rendered once it can) and ReasonChannelRendering
+// (Unknown) that the agent has not rendered this generation yet; every other False reason is
+// a failure. ReasonAgentNotFound applies too.
 const (
 	ReasonChannelConfigured    = "Configured"
 	ReasonChannelAgentNotReady = "AgentNotReady"
+	ReasonChannelRendering     = "Rendering"
 	ReasonChannelRemovalFailed = "RemovalFailed"
 	ReasonChannelConfigFailed  = "ConfigurationFailed"
 	ReasonChannelPluginFailed  = "PluginInstallFailed"
@@ -40,9 +44,4 @@ const (
 	// LabelChannelTokensOf marks the core Secret holding a Channel's tokens (value: the
 	// Channel's name). The Channel controller deletes such Secrets with their Channel.
 	LabelChannelTokensOf = "agentplane.io/channel-tokens-of"
-	// AnnotationChannelRequest is set by the facade to a fresh value on every setup or removal
-	// request; the controller copies it to AnnotationChannelHandled once its status holds the
-	// verdict on that request. It also makes the Agent controller re-read the channel tokens.
-	AnnotationChannelRequest = "agentplane.io/channel-request"
-	AnnotationChannelHandled = "agentplane.io/channel-handled"
 )

@@ -51,6 +51,12 @@ type ChannelSpec struct {
 	// +kubebuilder:default=true
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
+	// ApplyRequestedAt, set to a new time, asks for the channel to be checked and applied
+	// again: its tokens re-read, a failed plugin install retried and the agent's engine config
+	// rendered anew (the REST facade sets it on every setup request, as restartRequestedAt
+	// restarts an agent). Microsecond precision: two requests in one second are two requests.
+	// +optional
+	ApplyRequestedAt *metav1.MicroTime `json:"applyRequestedAt,omitempty"`
 }
 
 // ChannelStatus is the observed state of a channel.

@@ -126,9 +126,15 @@ type Engine interface {
 	InitialConfig(id Identity, gatewayToken string) ([]byte, error)
 	// SetGatewayToken returns config with the gateway token replaced (hot-reloaded by the engine).
 	SetGatewayToken(config []byte, token string) ([]byte, error)
-	// SetChannel / RemoveChannel edit the channels section of config (and plugin entries).
-	SetChannel(config []byte, ch Channel) ([]byte, error)
-	RemoveChannel(config []byte, channelType string) ([]byte, error)
+	// RenderConfig builds the engine config file: base (the user's config; nil: live as it
+	// is), with what the engine and the runtime own taken from live (the file in the agent's
+	// home now), every channel type in managed removed, then each of channels written (tokens
+	// as references to environment variables). The Agent controller is its only caller that
+	// writes the result.
+	RenderConfig(base, live []byte, managed []string, channels []Channel) ([]byte, error)
+	// UserConfig is the part of config the user owns: without what the engine and the
+	// runtime own and without the channel types in managed (the platform renders those).
+	UserConfig(config []byte, managed []string) ([]byte, error)
 	// RedactConfig hides secrets (the gateway token) in a config shown to clients;
 	// RestoreRedacted puts the current secrets back into a config a client sends.
 	RedactConfig(config []byte) ([]byte, error)

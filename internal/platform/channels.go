@@ -2,19 +2,19 @@ package platform
 
 import (
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
 )
 
-// setupChannels registers the Channel controller, which writes channels into the agents'
-// engine configs through the runtime (nothing to do without a runtime). The Agent controller
-// watches Channels through controllers.WatchChannels (setupControllers) for their tokens.
+// setupChannels registers the Channel controller, which installs the channels' engine plugins
+// through the runtime and reports their render (nothing to do without a runtime). The Agent
+// controller renders them into the engine configs and watches Channels through
+// controllers.WatchChannels (setupControllers).
 func (p *Platform) setupChannels() error {
 	if p.runtime == nil {
 		return nil
 	}
 	mgr := p.Manager
 	return (&controllers.ChannelReconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime, Engine: openclaw.New(),
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime,
 		Recorder: mgr.GetEventRecorder("agentplane-channel"),
 	}).SetupWithManager(mgr)
 }

@@ -22,7 +22,7 @@ func (p *Platform) setupControllers() error {
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
 			Recorder: mgr.GetEventRecorder("agentplane-agent"),
 			Skills:   p.opts.Files, Engine: openclaw.New(),
-			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(),
+			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,

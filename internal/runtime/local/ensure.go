@@ -121,6 +121,12 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 			return err
 		}
 		next, err := e.SetGatewayToken(cur, d.GatewayToken)
+		if errors.Is(err, engine.ErrInvalidConfig) {
+			// A file the engine cannot read (edited by hand) is the Agent controller's to
+			// report and render anew; the token is set on the next Ensure after that.
+			a.log.Info("the engine config cannot be read: the gateway token is set once it can", "error", err.Error())
+			return nil
+		}
 		if err != nil {
 			return fmt.Errorf("set the gateway token in the engine config: %w", err)
 		}
