@@ -82,6 +82,13 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 	if prev.InputsHash == inputsHash && meta.IsStatusConditionTrue(agent.Status.Conditions, agentsv1.AgentConfigApplied) {
 		return 0, nil
 	}
+	if in.user == nil && len(in.managed) == 0 {
+		// Nothing to render: the file in the home (the runtime's seed) is the config as it
+		// is. No file access, so a new agent costs no exec into its pod.
+		agent.Status.Config = &agentsv1.AgentConfigStatus{InputsHash: inputsHash}
+		setConfigApplied(agent, metav1.ConditionTrue, agentsv1.ReasonConfigRendered, renderedMessage(in))
+		return 0, nil
+	}
 	path := r.Engine.Layout().ConfigPath
 	live, err := r.Runtime.ReadFile(ctx, agent, path)
 	var out []byte
