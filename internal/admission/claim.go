@@ -74,8 +74,13 @@ func claimOf(l *coordinationv1.Lease) *Claim {
 // ClaimHost makes Domain domainKey (`namespace/name`) of workspace the holder of host.
 // Claiming a host the same Domain holds is a no-op. A host held by any other Domain answers
 // an error wrapping ErrHostTaken, unless that Domain no longer exists and its claim is older
-// than ClaimStaleAfter: then the claim is taken over (with optimistic concurrency). c should read
-// from the API server, not a cache.
+// than ClaimStaleAfter: then the claim is taken over (with optimistic concurrency).
+//
+// A claim whose Domain does not exist yet and is young belongs to a request still in flight
+// (it claims, then takes a slot of its agent's limit, then creates its Domain, or releases the
+// claim when refused). ClaimHost waits for such a claim to resolve, up to InFlightWait: a
+// refused request's claim released a moment later must not make this one answer "taken" (no
+// serial order explains both refusals). c should read from the API server, not a cache.
 func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, domainKey string) error {
 	host = strings.ToLower(host)
 	now := time.Now()
@@ -87,14 +92,16 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &domainKey},
 	}
-	for range 3 {
+	deadline := now.Add(InFlightWait)
+	pause := 20 * time.Millisecond
+	for attempt := 0; ; attempt++ {
 		err := c.Create(ctx, l.DeepCopy())
 		if err == nil || !apierrors.IsAlreadyExists(err) {
 			return err
 		}
 		cur := &coordinationv1.Lease{}
 		if err := c.Get(ctx, client.ObjectKeyFromObject(l), cur); err != nil {
-			if apierrors.IsNotFound(err) {
+			if apierrors.IsNotFound(err) && attempt < 50 {
 				continue // released in between: create again
 			}
 			return err
@@ -103,22 +110,64 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 		if held.Domain == domainKey {
 			return nil
 		}
-		stale, err := holderGone(ctx, c, held, now)
+		state, err := holderState(ctx, c, held, time.Now())
 		if err != nil {
 			return err
 		}
-		if !stale {
+		switch {
+		case state == holderStale:
+			cur.Annotations = claimAnnotations(host, workspace, domainKey, now)
+			cur.Spec.HolderIdentity = &domainKey
+			if err := c.Update(ctx, cur); err == nil {
+				return nil
+			} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				return err
+			}
+		case state == holderInFlight && time.Now().Before(deadline):
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, 200*time.Millisecond)
+		default:
 			return fmt.Errorf("%w: %s is held by workspace %s", ErrHostTaken, host, held.Workspace)
 		}
-		cur.Annotations = claimAnnotations(host, workspace, domainKey, now)
-		cur.Spec.HolderIdentity = &domainKey
-		if err := c.Update(ctx, cur); err == nil {
-			return nil
-		} else if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return err
+		if attempt >= 200 {
+			return fmt.Errorf("%w: %s is contended", ErrHostTaken, host)
 		}
 	}
-	return fmt.Errorf("%w: %s is contended", ErrHostTaken, host)
+}
+
+// InFlightWait bounds how long ClaimHost waits for a claim whose Domain does not exist yet.
+var InFlightWait = 5 * time.Second
+
+// holderStates: the claim's Domain exists (held), does not exist yet and the claim is young
+// (in flight), or does not exist and the claim is stale.
+type holderStateKind int
+
+const (
+	holderHeld holderStateKind = iota
+	holderInFlight
+	holderStale
+)
+
+// holderState tells what the claim's Domain is.
+func holderState(ctx context.Context, r client.Reader, held *Claim, now time.Time) (holderStateKind, error) {
+	ns, name, ok := strings.Cut(held.Domain, "/")
+	if !ok {
+		return holderStale, nil
+	}
+	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &agentsv1.Domain{})
+	switch {
+	case err == nil:
+		return holderHeld, nil
+	case !apierrors.IsNotFound(err):
+		return holderHeld, err
+	case now.Sub(held.ClaimedAt) >= ClaimStaleAfter:
+		return holderStale, nil
+	}
+	return holderInFlight, nil
 }
 
 func claimAnnotations(host, workspace, domainKey string, now time.Time) map[string]string {
@@ -126,22 +175,6 @@ func claimAnnotations(host, workspace, domainKey string, now time.Time) map[stri
 		agentsv1.AnnotationClaimHost: host, agentsv1.AnnotationClaimWorkspace: workspace, agentsv1.AnnotationClaimDomain: domainKey,
 		agentsv1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339),
 	}
-}
-
-// holderGone reports whether the claim's Domain does not exist and the claim is stale.
-func holderGone(ctx context.Context, r client.Reader, held *Claim, now time.Time) (bool, error) {
-	if now.Sub(held.ClaimedAt) < ClaimStaleAfter {
-		return false, nil
-	}
-	ns, name, ok := strings.Cut(held.Domain, "/")
-	if !ok {
-		return true, nil
-	}
-	err := r.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &agentsv1.Domain{})
-	if apierrors.IsNotFound(err) {
-		return true, nil
-	}
-	return false, err
 }
 
 // ReleaseHost drops the claim on host when Domain domainKey holds it (a claim another Domain
