@@ -1,0 +1,160 @@
+package history
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"testing"
+	"time"
+)
+
+// op builds a recorded operation: client c called at call and got its answer at ret.
+func op(c int, k Kind, ws, name string, call, ret int64, status int, errStr, id string) Op {
+	return Op{Client: c, Kind: k, Workspace: ws, Name: name, Call: call, Return: ret, Status: status, Error: errStr, ID: id}
+}
+
+func TestCheck(t *testing.T) {
+	limits := Limits{Agents: map[string]int{"ws": 2}}
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		ok   bool
+	}{
+		{"serial secrets: create, duplicate, delete, create again", []Op{
+			op(0, CreateSecret, "ws", "K", 0, 1, 201, "", "s1"),
+			op(1, CreateSecret, "ws", "K", 2, 3, 409, errDuplicateSecret, ""),
+			{Client: 0, Kind: DeleteSecret, Workspace: "ws", Name: "K", Target: "s1", Call: 4, Return: 5, Status: 200},
+			op(1, CreateSecret, "ws", "K", 6, 7, 201, "", "s2"),
+		}, true},
+		{"two 201s for one secret name at once", []Op{
+			op(0, CreateSecret, "ws", "K", 0, 10, 201, "", "s1"),
+			op(1, CreateSecret, "ws", "K", 1, 9, 201, "", "s2"),
+		}, false},
+		{"concurrent secret creates: one 201, one 409", []Op{
+			op(0, CreateSecret, "ws", "K", 0, 10, 409, errDuplicateSecret, ""),
+			op(1, CreateSecret, "ws", "K", 1, 9, 201, "", "s2"),
+		}, true},
+		{"the domain race: limit and taken while nobody holds the name", []Op{
+			op(0, CreateDomain, "full", "shared", 0, 10, 400, "Domain limit reached", ""),
+			op(1, CreateDomain, "free", "shared", 1, 9, 409, errSubdomainTaken, ""),
+		}, false},
+		{"the domain race, serializable: limit and 201", []Op{
+			op(0, CreateDomain, "full", "shared", 0, 10, 400, "Domain limit reached", ""),
+			op(1, CreateDomain, "free", "shared", 1, 9, 201, "", "d1"),
+		}, true},
+		{"a deleted subdomain's claim is released some time after the answer", []Op{
+			op(0, CreateDomain, "a", "x", 0, 1, 201, "", "d1"),
+			{Client: 0, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 200},
+			op(1, CreateDomain, "b", "x", 4, 5, 409, errSubdomainTaken, ""),
+			op(1, CreateDomain, "b", "x", 6, 7, 201, "", "d2"),
+		}, true},
+		{"agents up to the limit, then refused", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 0, 2, 201, "", "a2"),
+			op(2, CreateAgent, "ws", "c", 3, 4, 403, errAgentLimit, ""),
+		}, true},
+		{"an agent over the limit", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 2, 3, 201, "", "a2"),
+			op(2, CreateAgent, "ws", "c", 4, 5, 201, "", "a3"),
+		}, false},
+		{"refused below the limit", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(2, CreateAgent, "ws", "c", 4, 5, 403, errAgentLimit, ""),
+		}, false},
+		{"an ambiguous create may have taken the slot", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 2, 3, 0, "", ""),
+			op(2, CreateAgent, "ws", "c", 4, 5, 403, errAgentLimit, ""),
+		}, true},
+		{"an ambiguous create may not have taken it either", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 2, 3, 503, "Service unavailable", ""),
+			op(2, CreateAgent, "ws", "c", 4, 5, 201, "", "a3"),
+		}, true},
+		{"a deleted agent's slot comes back some time after the answer", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 2, 3, 201, "", "a2"),
+			{Client: 0, Kind: DeleteAgent, Workspace: "ws", Agent: "a1", Call: 4, Return: 5, Status: 200},
+			op(2, CreateAgent, "ws", "c", 6, 7, 403, errAgentLimit, ""),
+			op(2, CreateAgent, "ws", "c", 8, 9, 201, "", "a3"),
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			res, err := Check(tc.ops, limits, dir, 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.OK() != tc.ok {
+				t.Fatalf("OK = %v, want %v: %s", res.OK(), tc.ok, res)
+			}
+			for _, v := range res.Violations() {
+				for _, f := range []string{v.Visualization, v.History} {
+					if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+						t.Errorf("violation file %q: %v", f, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCheckBigHistory: 20 clients, a few hundred operations of a legal serial execution
+// spread over overlapping intervals, check as linearizable; the figure is printed.
+func TestCheckBigHistory(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	limits := Limits{Agents: map[string]int{"w0": 3, "w1": 3}}
+	var ops []Op
+	held := map[string]string{}     // partition name -> id
+	agents := map[string][]string{} // workspace -> ids
+	clock := int64(0)
+	for i := range 400 {
+		c := i % 20
+		ws := fmt.Sprintf("w%d", rng.Intn(2))
+		call := clock
+		clock += 10
+		ret := clock + int64(rng.Intn(5)) // answers come a little after the serial point
+		switch rng.Intn(3) {
+		case 0:
+			name := fmt.Sprintf("S%d", rng.Intn(4))
+			key := ws + "/" + name
+			if held[key] == "" {
+				held[key] = fmt.Sprint("s", i)
+				ops = append(ops, op(c, CreateSecret, ws, name, call, ret, 201, "", held[key]))
+			} else {
+				ops = append(ops, Op{Client: c, Kind: DeleteSecret, Workspace: ws, Name: name, Target: held[key], Call: call, Return: ret, Status: 200})
+				held[key] = ""
+			}
+		case 1:
+			name := fmt.Sprintf("sub%d", rng.Intn(6))
+			if held[name] == "" {
+				held[name] = fmt.Sprint("d", i)
+				ops = append(ops, op(c, CreateDomain, ws, name, call, ret, 201, "", held[name]))
+			} else {
+				ops = append(ops, op(c, CreateDomain, ws, name, call, ret, 409, errSubdomainTaken, ""))
+			}
+		default:
+			if len(agents[ws]) < limits.Agents[ws] {
+				id := fmt.Sprint("a", i)
+				agents[ws] = append(agents[ws], id)
+				ops = append(ops, op(c, CreateAgent, ws, id, call, ret, 201, "", id))
+			} else if rng.Intn(2) == 0 {
+				ops = append(ops, op(c, CreateAgent, ws, "x", call, ret, 403, errAgentLimit, ""))
+			} else {
+				id := agents[ws][0]
+				agents[ws] = agents[ws][1:]
+				ops = append(ops, Op{Client: c, Kind: DeleteAgent, Workspace: ws, Agent: id, Call: call, Return: ret, Status: 200})
+			}
+		}
+	}
+	start := time.Now()
+	res, err := Check(ops, limits, t.TempDir(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s in %s", res, time.Since(start).Round(time.Millisecond))
+	if !res.OK() {
+		t.Fatalf("a legal history was refused: %v", res.Violations())
+	}
+}
