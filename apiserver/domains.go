@@ -339,7 +339,8 @@ func (s *Server) patchDomain(r *http.Request, c *Caller) (*Response, error) {
 
 // deleteDomain deletes the Domain; the controller's finalizer takes the route away and
 // releases the claim. The agent's slot is released at once so the limit frees up
-// immediately (the finalizer's release is then a no-op).
+// immediately (the finalizer's release is then a no-op). The handler waits until the Domain
+// is gone, so after a 200 its name is free to claim again; 202 when the wait ends first.
 func (s *Server) deleteDomain(r *http.Request, c *Caller) (*Response, error) {
 	ctx := r.Context()
 	d, err := s.getDomain(ctx, c, r.PathValue("agentId"), r.PathValue("domainId"))
@@ -351,6 +352,14 @@ func (s *Server) deleteDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	if err := s.opts.Admission.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
 		s.log.Error(err, "release domain slot (the controller retries)", "domain", d.Name)
+	}
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
+	defer cancel()
+	if err := s.waitForDeletion(wctx, d.DeepCopy(), func() (bool, error) { return false, nil }); err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return &Response{Status: http.StatusAccepted, Body: map[string]any{"id": d.Name, "deleted": false}}, nil
+		}
+		return nil, err
 	}
 	return ok(map[string]any{"id": d.Name, "deleted": true})
 }

@@ -48,8 +48,9 @@ func domainOps() map[string]*op {
 		},
 		"DELETE /v0/agents/{agentId}/domains/{domainId}": {
 			id: "deleteDomain", tag: "domains", summary: "Remove a domain",
-			replies: []reply{answer(http.StatusOK, "Deleted (the controller takes the route away).", deletedReply)},
-			fails:   []fail{notFound},
+			replies: []reply{answer(http.StatusOK, "Deleted: the route is gone and the name is free to claim again.", deletedReply),
+				answer(http.StatusAccepted, "Deletion under way; the controller has not finished it within the wait.", deletedReply)},
+			fails: []fail{notFound},
 		},
 		"POST /v0/agents/{agentId}/domains/{domainId}/verify": {
 			id: "verifyDomain", tag: "domains", summary: "Look a custom domain's TXT record up now",

@@ -28,7 +28,8 @@ func (s *Server) waitFor(ctx context.Context, obj client.Object, done func() (bo
 }
 
 // waitForDeletion is waitFor for an object being deleted: the wait also ends (nil) once the
-// cache no longer holds the object.
+// object is gone. A cache without it is confirmed on the API server (a cache that has not
+// seen a new object yet holds nothing either).
 func (s *Server) waitForDeletion(ctx context.Context, obj client.Object, done func() (bool, error)) error {
 	return s.wait(ctx, obj, done, true)
 }
@@ -47,7 +48,13 @@ func (s *Server) wait(ctx context.Context, obj client.Object, done func() (bool,
 				return err
 			}
 		case goneEnds && apierrors.IsNotFound(err):
-			return nil
+			if s.opts.APIReader == nil {
+				return nil
+			}
+			live := obj.DeepCopyObject().(client.Object)
+			if err := s.opts.APIReader.Get(ctx, key, live); apierrors.IsNotFound(err) {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():

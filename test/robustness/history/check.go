@@ -77,10 +77,10 @@ func partition(o Op) string {
 }
 
 // eventual: the op's effect may land after its answer. An agent's slot is released by the
-// Agent controller's finalizer, and a subdomain's claim by the Domain controller's, after
-// DELETE answered.
+// Agent controller's finalizer after DELETE answered; a domain delete answers 200 once the
+// Domain controller's finalizer released its name, 202 before.
 func eventual(o Op) bool {
-	return (o.Kind == DeleteAgent || o.Kind == DeleteDomain) && o.Status/100 == 2
+	return o.Kind == DeleteAgent && o.Status/100 == 2 || o.Kind == DeleteDomain && o.Status == 202
 }
 
 // EventualWithin bounds how long after its answer an eventual effect lands; 0 leaves it

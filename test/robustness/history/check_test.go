@@ -42,12 +42,17 @@ func TestCheck(t *testing.T) {
 			op(0, CreateDomain, "full", "shared", 0, 10, 400, "Domain limit reached", ""),
 			op(1, CreateDomain, "free", "shared", 1, 9, 201, "", "d1"),
 		}, true},
-		{"a deleted subdomain's claim is released some time after the answer", []Op{
+		{"a subdomain whose delete answered 202 is released later", []Op{
 			op(0, CreateDomain, "a", "x", 0, 1, 201, "", "d1"),
-			{Client: 0, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 200},
+			{Client: 0, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 202},
 			op(1, CreateDomain, "b", "x", 4, 5, 409, errSubdomainTaken, ""),
 			op(1, CreateDomain, "b", "x", 6, 7, 201, "", "d2"),
 		}, true},
+		{"a subdomain whose delete answered 200 is free at once", []Op{
+			op(0, CreateDomain, "a", "x", 0, 1, 201, "", "d1"),
+			{Client: 0, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 200},
+			op(1, CreateDomain, "b", "x", 4, 5, 409, errSubdomainTaken, ""),
+		}, false},
 		{"agents up to the limit, then refused", []Op{
 			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
 			op(1, CreateAgent, "ws", "b", 0, 2, 201, "", "a2"),
