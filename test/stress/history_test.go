@@ -116,6 +116,7 @@ func TestHistoryIsLinearizable(t *testing.T) {
 	wg.Wait()
 
 	ops := rec.Ops()
+	validateAfterTraffic(t, spaces, toks)
 	out := filepath.Join(os.TempDir(), fmt.Sprintf("agentplane-history-%d", seed))
 	res, err := history.Check(ops, limits, out, time.Minute)
 	if err != nil {
