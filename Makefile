@@ -100,6 +100,11 @@ STRESS_TIMEOUT ?= 10m
 test-stress: envtest-assets ## Only the stress, fault and security tests (test/stress), verbose; `make test` runs them too.
 	$(GO) test -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/
 
+.PHONY: test-robustness
+test-robustness: envtest-assets ## Long profile of the linearizability history test: 10 seeds of 60 s of traffic each (about 15 min).
+	AGENTPLANE_HISTORY_RUNS=$${AGENTPLANE_HISTORY_RUNS:-10} AGENTPLANE_HISTORY_DURATION=$${AGENTPLANE_HISTORY_DURATION:-60s} \
+		$(GO) test -count=1 -v -timeout 60m $(GO_TEST_FLAGS) -run 'TestHistoryIsLinearizable' ./test/stress/
+
 ##@ Benchmarks
 
 BENCH_LOAD_FLAGS ?= -rate 50 -duration 60s -repeats 3

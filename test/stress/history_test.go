@@ -60,13 +60,35 @@ func keep[T any](mu *sync.Mutex, m map[string][]T, ws string, v T) {
 // agents and domains are checked as taking effect some time after their answer (their
 // finalizers release the slot and the name), a 503 or no answer as maybe taking effect. On a
 // violation the visualisation and the history are saved and their paths printed.
+//
+// AGENTPLANE_HISTORY_SEED fixes the first run's seed, AGENTPLANE_HISTORY_RUNS the number of
+// runs (seeds seed, seed+1, ...) and AGENTPLANE_HISTORY_DURATION each run's traffic:
+// `make test-robustness` runs the long profile.
 func TestHistoryIsLinearizable(t *testing.T) {
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("AGENTPLANE_HISTORY_SEED"); s != "" {
 		seed, _ = strconv.ParseInt(s, 10, 64)
 	}
+	runs, duration := 1, historyDuration
+	if s := os.Getenv("AGENTPLANE_HISTORY_RUNS"); s != "" {
+		runs, _ = strconv.Atoi(s)
+	}
+	if s := os.Getenv("AGENTPLANE_HISTORY_DURATION"); s != "" {
+		if d, err := time.ParseDuration(s); err == nil {
+			duration = d
+		}
+	}
+	for run := range max(runs, 1) {
+		t.Run(fmt.Sprintf("seed-%d", seed+int64(run)), func(t *testing.T) {
+			historyRun(t, seed+int64(run), run, duration)
+		})
+	}
+}
+
+// historyRun is one run of TestHistoryIsLinearizable in workspaces of its own.
+func historyRun(t *testing.T, seed int64, run int, historyDuration time.Duration) {
 	t.Logf("seed %d (AGENTPLANE_HISTORY_SEED=%d reruns it)", seed, seed)
-	spaces := []string{"hist-a", "hist-b", "hist-c"}
+	spaces := []string{fmt.Sprintf("hist-%d-a", run), fmt.Sprintf("hist-%d-b", run), fmt.Sprintf("hist-%d-c", run)}
 	limits := history.Limits{Agents: map[string]int{}}
 	toks := map[string]string{}
 	homes := map[string][]string{} // long-lived agents that hold domains
@@ -80,7 +102,7 @@ func TestHistoryIsLinearizable(t *testing.T) {
 	// most 5 domains over 20 names: homes often sit at their limit while names are free.
 	var subdomains []string
 	for i := range 20 {
-		subdomains = append(subdomains, fmt.Sprintf("hx-%d", i))
+		subdomains = append(subdomains, fmt.Sprintf("hx%d-%d", run, i))
 	}
 	rec := history.NewRecorder()
 	for _, ws := range spaces {
@@ -116,7 +138,7 @@ func TestHistoryIsLinearizable(t *testing.T) {
 	wg.Wait()
 
 	ops := rec.Ops()
-	validateAfterTraffic(t, spaces, toks)
+	validateAfterTraffic(t, spaces, toks, fmt.Sprintf("hx%d-", run))
 	out := filepath.Join(os.TempDir(), fmt.Sprintf("agentplane-history-%d", seed))
 	res, err := history.Check(ops, limits, out, time.Minute)
 	if err != nil {

@@ -25,7 +25,7 @@ const quiesceTimeout = 90 * time.Second
 // agents that exist (a create cut by the API-server crash leaves a reservation that admission
 // frees only once the limit is hit; issue 16 replaces that storage with a recount), and that
 // every acknowledged create/delete holds object by object.
-func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string) {
+func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string, subdomainPrefix string) {
 	t.Helper()
 	for _, ws := range spaces {
 		err := eventually(quiesceTimeout, 500*time.Millisecond, func() error {
@@ -66,7 +66,7 @@ func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string)
 	}
 	claimed := map[string]bool{}
 	for _, l := range leases.Items {
-		if h := l.Annotations[agentsv1.AnnotationClaimHost]; strings.HasPrefix(h, "hx-") {
+		if h := l.Annotations[agentsv1.AnnotationClaimHost]; strings.HasPrefix(h, subdomainPrefix) {
 			claimed[strings.SplitN(h, ".", 2)[0]] = true
 		}
 	}
