@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/platform"
 )
 
@@ -19,7 +20,7 @@ const quiesceTimeout = 90 * time.Second
 
 // validateAfterTraffic checks the final state once the controllers settled: no agent is left
 // half-deleted, the kubectl view (the API server) and the REST view of each workspace's agents
-// agree, and the host claims are exactly the subdomains that exist.
+// agree, and every subdomain that exists holds its host claim.
 //
 // Not asserted yet (issue 21 notes them): that the workspace reserves slots for exactly the
 // agents that exist (a create cut by the API-server crash leaves a reservation that admission
@@ -80,7 +81,17 @@ func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string,
 			held[d.Spec.Subdomain] = true
 		}
 	}
-	if fmt.Sprint(claimed) != fmt.Sprint(held) {
-		t.Errorf("host claims %v, existing subdomains %v", claimed, held)
+	for name := range held {
+		if !claimed[name] {
+			t.Errorf("subdomain %s exists without its host claim (claims %v)", name, claimed)
+		}
+	}
+	for name := range claimed {
+		if !held[name] {
+			// A request cut by the crash between its claim and its Domain (or whose release
+			// failed while the API server was down) leaves a claim that the next claimant
+			// takes over once it is ClaimStaleAfter old (docs/GUARANTEES.md).
+			t.Logf("host claim %s has no Domain: stale, taken over after %s", name, admission.ClaimStaleAfter)
+		}
 	}
 }
