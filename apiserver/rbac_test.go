@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -56,8 +57,9 @@ var _ = Describe("The generated RBAC", Ordered, func() {
 		pctx, cancel := context.WithCancel(ctx)
 		p, u, done := startPlatformWith(pctx, cfg, platform.Options{
 			SystemNamespace: sysNS, SkipNameValidation: true,
+			// Ports of its own: the suite's platform allocates from the default range.
 			Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: GinkgoT().TempDir(),
-				EngineDirs: map[string]string{"2026.9.6": fake}},
+				EngineDirs: map[string]string{"2026.9.6": fake}, Ports: local.PortRange{First: 20000, Last: 20499}},
 		})
 		DeferCleanup(func() {
 			cancel()

@@ -24,9 +24,12 @@ type RuntimeOptions struct {
 	Name string
 	// DefaultVersion is the engine version of agents that name none.
 	DefaultVersion string
-	// Local: StateDir holds the agents' homes; EngineDirs maps a version to its install dir.
+	// Local: StateDir holds the agents' homes; EngineDirs maps a version to its install dir;
+	// Ports is where gateway ports are allocated (zero: local.DefaultFirstPort-DefaultLastPort;
+	// two platforms in one process need ranges of their own).
 	StateDir   string
 	EngineDirs map[string]string
+	Ports      local.PortRange
 	// Kube: Versions the cluster may run (images must exist); Image is the image template.
 	Versions []string
 	Image    string
@@ -60,7 +63,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		return nil, nil
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
-			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, Log: p.opts.Log.WithName("runtime"),
+			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 		})
 		if err != nil {
 			return nil, err
