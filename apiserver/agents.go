@@ -242,15 +242,19 @@ func (s *Server) deleteAgent(r *http.Request, c *Caller) (*Response, error) {
 	return ok(map[string]any{"id": a.Name, "deleted": true})
 }
 
+// provisionWait bounds a wait for a controller's verdict (Options.ProvisionTimeout).
+func (s *Server) provisionWait() time.Duration {
+	if s.opts.ProvisionTimeout > 0 {
+		return s.opts.ProvisionTimeout
+	}
+	return defaultProvisionWait
+}
+
 // waitForGateway waits until the agent's gateway answers (answering status), crashes (500
 // failMsg with the agent in the body) or the wait ends (202: still starting). done, when set,
 // says whether the observed status already reflects the request being waited for.
 func (s *Server) waitForGateway(ctx context.Context, agent *agentsv1.Agent, status int, failMsg string, done func(*agentsv1.Agent) bool) (*Response, error) {
-	timeout := s.opts.ProvisionTimeout
-	if timeout <= 0 {
-		timeout = defaultProvisionWait
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := agent.DeepCopy()
 	err := s.waitFor(wctx, got, func() (bool, error) {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -34,9 +33,7 @@ const (
 )
 
 // ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
-var ChannelTypes = []agentsv1.ChannelType{
-	agentsv1.ChannelTelegram, agentsv1.ChannelSlack, agentsv1.ChannelDiscord, agentsv1.ChannelWhatsApp,
-}
+var ChannelTypes = agentsv1.ChannelTypes
 
 // ChannelName is the Channel object of an agent's channel of type t.
 func ChannelName(agent string, t agentsv1.ChannelType) string { return agent + "-" + string(t) }
@@ -248,12 +245,4 @@ func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 		return nil, withCause(http.StatusInternalServerError, msgChannelRemoveFailed, errors.New(failed.Reason+": "+failed.Message))
 	}
 	return ok(done)
-}
-
-// provisionWait bounds a wait for a controller's verdict (Options.ProvisionTimeout).
-func (s *Server) provisionWait() time.Duration {
-	if s.opts.ProvisionTimeout > 0 {
-		return s.opts.ProvisionTimeout
-	}
-	return defaultProvisionWait
 }

@@ -175,13 +175,14 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.storeConfig(ctx, a, user); err != nil {
 		return nil, withMessage(msgWriteConfigFailed, err)
 	}
-	got, err := s.awaitRender(ctx, a, agentsv1.ConfigSourceHash(user))
+	sourceHash := agentsv1.ConfigSourceHash(user)
+	got, err := s.awaitRender(ctx, a, sourceHash)
 	if err != nil {
 		return nil, err
 	}
 	applied := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentConfigApplied)
 	switch {
-	case got.Status.Config == nil || got.Status.Config.SourceHash != agentsv1.ConfigSourceHash(user) || applied == nil ||
+	case got.Status.Config == nil || got.Status.Config.SourceHash != sourceHash || applied == nil ||
 		applied.Reason == agentsv1.ReasonWaitingForAgent:
 		return s.configAnswer(http.StatusAccepted, candidate, msgWriteConfigFailed)
 	case applied.Status != metav1.ConditionTrue:

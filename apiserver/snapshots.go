@@ -172,10 +172,7 @@ func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*ag
 // provisioning timeout has passed since: how long sync and reset wait for an agent whose
 // workspace cannot be reached (no pod yet) before they answer 503.
 func (s *Server) waitedTooLong(since *time.Time) bool {
-	limit := s.opts.ProvisionTimeout
-	if limit <= 0 {
-		limit = defaultProvisionWait
-	}
+	limit := s.provisionWait()
 	if since.IsZero() {
 		*since = time.Now()
 	}

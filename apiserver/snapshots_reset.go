@@ -119,11 +119,7 @@ func restoreFailure(c *metav1.Condition) error {
 // waitRunning waits (at most the provisioning timeout) for the gateway the restore restarted
 // to answer again, or to be reported down; it returns the agent as last seen.
 func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.Agent {
-	timeout := s.opts.ProvisionTimeout
-	if timeout <= 0 {
-		timeout = defaultProvisionWait
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := a.DeepCopy()
 	_ = s.waitFor(ctx, got, func() (bool, error) {

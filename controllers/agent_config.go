@@ -1,12 +1,15 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -116,6 +119,27 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 	return 0, nil
 }
 
+// sameJSON reports whether a and b are the same JSON value (a document that is not plain
+// JSON, e.g. JSON5, never is).
+func sameJSON(a, b []byte) bool {
+	va, erra := decodeJSONValue(a)
+	vb, errb := decodeJSONValue(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
+func decodeJSONValue(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
 // invalidConfigMessage names the document that cannot be read: the user's config or the
 // file in the agent's home (edited by hand, or by the engine).
 func (r *AgentReconciler) invalidConfigMessage(user []byte, err error) string {
@@ -139,7 +163,7 @@ func (r *AgentReconciler) configInputs(ctx context.Context, agent *agentsv1.Agen
 			in.managed = append(in.managed, string(rc.Type))
 		}
 	}
-	for _, t := range channelTypes {
+	for _, t := range agentsv1.ChannelTypes { // a fixed order: the render's and the status's
 		ch, ok := chans[t]
 		if !ok {
 			continue
@@ -182,11 +206,6 @@ func (r *AgentReconciler) configInputs(ctx context.Context, agent *agentsv1.Agen
 		in.user = v
 	}
 	return in, "", "", nil
-}
-
-// channelTypes in a fixed order (the render's and the status's).
-var channelTypes = []agentsv1.ChannelType{
-	agentsv1.ChannelDiscord, agentsv1.ChannelSlack, agentsv1.ChannelTelegram, agentsv1.ChannelWhatsApp,
 }
 
 // channelRenderable: the channel's external plugin (if any) is installed and, for an enabled

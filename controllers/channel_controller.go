@@ -71,7 +71,7 @@ func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := ch.Status.DeepCopy()
+	before := ch.DeepCopy()
 	var res ctrl.Result
 	var err error
 	if ch.DeletionTimestamp != nil {
@@ -145,9 +145,9 @@ func (r *ChannelReconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Ch
 }
 
 // renderVerdict reads the Configured condition of ch off its agent's status: rendered (this
-// generation is in status.config.channels, and the gateway is not restarting), or the agent's last render meant to write it and
-// could not (status.config.pendingChannels; ConfigApplied says why: a home that cannot be
-// reached, or a failure), or not rendered yet (Unknown: the agent's next status change brings
+// generation is in status.config.channels, and the gateway is not restarting), or the
+// agent's last render meant to write it and could not (status.config.pendingChannels;
+// ConfigApplied says why: a home that cannot be reached, or a failure), or not rendered yet (Unknown: the agent's next status change brings
 // the verdict; a starting agent renders once its home is there).
 func renderVerdict(agent *agentsv1.Agent, ch *agentsv1.Channel) (metav1.ConditionStatus, string, string) {
 	cfg := agent.Status.Config
@@ -356,20 +356,16 @@ func setConfigured(ch *agentsv1.Channel, status metav1.ConditionStatus, reason, 
 
 // finish sets the Ready condition and writes the status when it changed (recording Configured
 // changes as events). Only a pass that reached a verdict (ack) acknowledges the generation.
-func (r *ChannelReconciler) finish(ctx context.Context, ch *agentsv1.Channel, before *agentsv1.ChannelStatus, ack bool) error {
+func (r *ChannelReconciler) finish(ctx context.Context, ch, before *agentsv1.Channel, ack bool) error {
 	if ack {
 		ch.Status.ObservedGeneration = ch.Generation
 	}
 	meta.SetStatusCondition(&ch.Status.Conditions, computeChannelReadyCondition(ch))
-	if equality.Semantic.DeepEqual(before, &ch.Status) {
-		return nil
+	// This controller alone writes a Channel's status: a plain merge patch, as before.
+	if changed, err := patchStatusIfChanged(ctx, r.Client, ch, before, withoutLock); err != nil || !changed {
+		return err
 	}
-	orig := ch.DeepCopy()
-	orig.Status = *before
-	if err := r.Status().Patch(ctx, ch, client.MergeFrom(orig)); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	old := meta.FindStatusCondition(before.Conditions, agentsv1.ChannelConfigured)
+	old := meta.FindStatusCondition(before.Status.Conditions, agentsv1.ChannelConfigured)
 	cur := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
 	if cur != nil && cur.Status != metav1.ConditionUnknown && (old == nil || old.Status != cur.Status || old.Reason != cur.Reason) {
 		typ := corev1.EventTypeNormal

@@ -1,13 +1,8 @@
 package controllers
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"reflect"
 	"strings"
 	"time"
 
@@ -56,27 +51,6 @@ func (r *ChannelReconciler) installPlugin(ctx context.Context, agent *agentsv1.A
 		return fmt.Errorf("openclaw plugins install %s timed out after %s", spec, timeout)
 	}
 	return fmt.Errorf("openclaw plugins install %s exited %d: %s", spec, res.ExitCode, lastLine(out))
-}
-
-// sameJSON reports whether a and b are the same JSON value (a document that is not plain
-// JSON, e.g. JSON5, never is).
-func sameJSON(a, b []byte) bool {
-	va, erra := decodeJSONValue(a)
-	vb, errb := decodeJSONValue(b)
-	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
-}
-
-func decodeJSONValue(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
 }
 
 // lastLine is the last non-empty line of out.

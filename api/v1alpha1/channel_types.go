@@ -4,6 +4,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// ChannelTypes are every ChannelType, in the order the REST API lists and documents them.
+var ChannelTypes = []ChannelType{ChannelTelegram, ChannelSlack, ChannelDiscord, ChannelWhatsApp}
+
 // ChannelType is a chat network an agent can be reached on.
 // +kubebuilder:validation:Enum=telegram;slack;discord;whatsapp
 type ChannelType string
