@@ -159,9 +159,21 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	if err := s.opts.Client.Create(ctx, d); err != nil {
 		releaseClaim()
-		// If this fails too, the slot is freed as stale once the limit is hit.
+		// If this fails too, the recount frees the slot once it is stale.
 		_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
 		return nil, err
+	}
+	if claimed {
+		// A request slower than admission.InFlightWait between its claim and its Domain may
+		// have lost the claim to another: then its Domain goes (its finalizer frees the slot)
+		// and the answer is the other's.
+		if err := s.opts.Admission.ConfirmClaim(ctx, d, host); err != nil {
+			if !errors.Is(err, admission.ErrHostTaken) {
+				return nil, err
+			}
+			_ = s.opts.Client.Delete(bg, d)
+			return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)
+		}
 	}
 	return created(map[string]any{"domain": s.viewDomain(d)})
 }

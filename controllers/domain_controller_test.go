@@ -236,6 +236,9 @@ var _ = Describe("Host claims", func() {
 
 	It("lets exactly one of 20 concurrent claimants from two workspaces win", func() {
 		host := "race.example.com"
+		for _, ws := range []string{"race-ws-a", "race-ws-b"} {
+			_ = k8sClient.Create(ctx, namespace(ws))
+		}
 		var wg sync.WaitGroup
 		results := make([]error, 20)
 		for i := range results {
@@ -243,8 +246,17 @@ var _ = Describe("Host claims", func() {
 			go func() {
 				defer GinkgoRecover()
 				defer wg.Done()
+				// What the facade does: claim, create the Domain, confirm the claim.
 				ws := []string{"race-ws-a", "race-ws-b"}[i%2]
-				results[i] = admission.ClaimHost(ctx, k8sClient, domSystemNS, host, ws, fmt.Sprintf("%s/dom-%d", ws, i))
+				d := &agentsv1.Domain{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: fmt.Sprintf("dom-%d", i)},
+					Spec:       agentsv1.DomainSpec{AgentRef: agentsv1.LocalObjectReference{Name: "agt"}, Subdomain: fmt.Sprintf("race-%d", i)},
+				}
+				if results[i] = admission.ClaimHost(ctx, k8sClient, domSystemNS, host, ws, admission.DomainKey(d)); results[i] != nil {
+					return
+				}
+				Expect(k8sClient.Create(ctx, d)).To(Succeed())
+				results[i] = admission.ConfirmClaim(ctx, k8sClient, domSystemNS, host, d)
 			}()
 		}
 		wg.Wait()
@@ -265,6 +277,11 @@ var _ = Describe("Host claims", func() {
 
 	It("is idempotent for its holder and released only by it", func() {
 		host := "idem.example.com"
+		_ = k8sClient.Create(ctx, namespace("ws-a"))
+		Expect(k8sClient.Create(ctx, &agentsv1.Domain{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ws-a", Name: "d1"},
+			Spec:       agentsv1.DomainSpec{AgentRef: agentsv1.LocalObjectReference{Name: "agt"}, Subdomain: "idem-d1"},
+		})).To(Succeed())
 		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
 		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d1")).To(Succeed())
 		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", "ws-a/d2")).To(MatchError(admission.ErrHostTaken))
@@ -276,18 +293,30 @@ var _ = Describe("Host claims", func() {
 		expectNoClaim(host)
 	})
 
-	It("takes over a stale claim whose domain never appeared", func() {
+	It("waits for a claim whose domain never appeared, then takes it over; its owner then backs off", func() {
 		host := "stale.example.com"
-		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-gone", "ws-gone/never-created")).To(Succeed())
-		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(MatchError(admission.ErrHostTaken))
-		lease := &coordinationv1.Lease{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName(host)}, lease)).To(Succeed())
-		lease.Annotations[agentsv1.AnnotationClaimedAt] = time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
-		Expect(k8sClient.Update(ctx, lease)).To(Succeed())
+		gone := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "ws-gone", Name: "never-created"}}
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-gone", admission.DomainKey(gone))).To(Succeed())
+		start := time.Now()
 		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-b", "ws-b/d")).To(Succeed())
+		Expect(time.Since(start)).To(BeNumerically(">=", admission.InFlightWait-time.Second), "the young claim was waited for")
 		held, err := admission.Lookup(ctx, k8sClient, domSystemNS, host)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(held.Workspace).To(Equal("ws-b"))
+		// The first claimant, slow, now confirms: it lost the name.
+		Expect(admission.ConfirmClaim(ctx, k8sClient, domSystemNS, host, gone)).To(MatchError(admission.ErrHostTaken))
+	})
+
+	It("a confirmed claim is not taken over by a claimant that read it before", func() {
+		host := "fenced.example.com"
+		d := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "ws-a", Name: "fenced"}}
+		Expect(admission.ClaimHost(ctx, k8sClient, domSystemNS, host, "ws-a", admission.DomainKey(d))).To(Succeed())
+		stale := &coordinationv1.Lease{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName(host)}, stale)).To(Succeed())
+		Expect(admission.ConfirmClaim(ctx, k8sClient, domSystemNS, host, d)).To(Succeed())
+		// A takeover decided on the read before the confirmation is refused by the API server.
+		stale.Spec.HolderIdentity = ptr.To("ws-b/late")
+		Expect(apierrors.IsConflict(k8sClient.Update(ctx, stale))).To(BeTrue())
 	})
 })
 

@@ -71,8 +71,8 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		if existing[res.Name] {
 			continue
 		}
-		if age := r.Limiter.Now().Sub(res.Time.Time); age < quota.StaleAfter {
-			requeue = quota.StaleAfter - age + time.Second
+		if age := r.Limiter.Now().Sub(res.Time.Time); age < r.Limiter.StaleAge() {
+			requeue = r.Limiter.StaleAge() - age + time.Second
 			continue
 		}
 		if err := r.Limiter.PruneAgents(ctx, ws.Name, func(n string) bool { return existing[n] }); err != nil {

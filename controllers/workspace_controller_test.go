@@ -127,8 +127,8 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Eventually(status("ws-reserve")).Should(And(HaveField("AgentLimit", int32(6)), HaveField("Agents", int32(1))))
 		Expect(reserved("ws-reserve")()).To(ConsistOf("kept", "ghost"))
 
-		By("past quota.StaleAfter the ghost's slot is freed, the agent's kept")
-		clk.Step(quota.StaleAfter + time.Second)
+		By("past quota.DefaultStaleAfter the ghost's slot is freed, the agent's kept")
+		clk.Step(quota.DefaultStaleAfter + time.Second)
 		setLimit("ws-reserve", 7)
 		Eventually(reserved("ws-reserve")).Should(ConsistOf("kept"))
 	})

@@ -12,8 +12,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/s3"
@@ -81,6 +83,8 @@ func newManagerCommand() *cobra.Command {
 	s3f.add(cmd)
 	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")
 	cmd.Flags().StringVar(&secretsKeyFile, "secrets-key-file", "", "file with the 32-byte secrets key (default: Secret agentplane-secrets-key in the system namespace)")
+	cmd.Flags().DurationVar(&o.ReservationStaleAfter, "reservation-stale-after", quota.DefaultStaleAfter, "age at which an agent slot, domain slot or host claim whose object never appeared is freed (longer than any request)")
+	cmd.Flags().DurationVar(&o.RecountInterval, "recount-interval", admission.DefaultRecountInterval, "how often the leader frees stale slots and host claims")
 	return cmd
 }
 

@@ -180,7 +180,7 @@ func TestReserveDomain(t *testing.T) {
 		wantErr error
 	}{
 		{"fresh slots of callers still creating their Domains hold", time.Second, admission.ErrLimitReached},
-		{"stale slots are freed and one is taken", quota.StaleAfter + time.Minute, nil},
+		{"stale slots are freed and one is taken", quota.DefaultStaleAfter + time.Minute, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ag := &agentsv1.Agent{
@@ -211,8 +211,19 @@ func TestReserveDomain(t *testing.T) {
 func TestClaims(t *testing.T) {
 	a := admitter(t)
 	ctx := context.Background()
+	// The Domains exist: a claim whose Domain does not is only waited for, then taken over.
 	dom := func(ns, name string) *agentsv1.Domain {
-		return &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+		if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		d := &agentsv1.Domain{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec:       agentsv1.DomainSpec{AgentRef: agentsv1.LocalObjectReference{Name: "agt"}, Subdomain: name},
+		}
+		if err := env.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
 	const host = "claims.agents.localhost"
 	d1, d2 := dom("ws-a", "d1"), dom("ws-b", "d2")

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/quota"
 )
 
 // A claim is a coordination.k8s.io/v1 Lease in the system namespace named after the host:
@@ -23,9 +24,10 @@ import (
 const (
 	// ClaimKindDomain is agentsv1.LabelClaim's value on host claims.
 	ClaimKindDomain = "domain"
-	// ClaimStaleAfter is how long a claim whose Domain does not exist is kept before another
-	// Domain may take it over (a caller that claimed and died before creating its Domain).
-	ClaimStaleAfter = 2 * time.Minute
+	// ClaimStaleAfter is how old a claim whose Domain does not exist must be before a
+	// Recounter deletes it when nobody else takes it over first (the Admitter uses its
+	// Limiter's StaleAge).
+	ClaimStaleAfter = quota.DefaultStaleAfter
 )
 
 // ErrHostTaken: another Domain (of another workspace, or another Domain of the same
@@ -72,16 +74,20 @@ func claimOf(l *coordinationv1.Lease) *Claim {
 }
 
 // ClaimHost makes Domain domainKey (`namespace/name`) of workspace the holder of host.
-// Claiming a host the same Domain holds is a no-op. A host held by any other Domain answers
-// an error wrapping ErrHostTaken, unless that Domain no longer exists and its claim is older
-// than ClaimStaleAfter: then the claim is taken over (with optimistic concurrency).
+// Claiming a host the same Domain holds is a no-op. A host held by any other Domain that
+// exists answers an error wrapping ErrHostTaken.
 //
-// A claim whose Domain does not exist yet and is young belongs to a request still in flight
-// (it claims, then takes a slot of its agent's limit, then creates its Domain, or releases the
-// claim when refused). ClaimHost waits for such a claim to resolve, up to InFlightWait: a
-// refused request's claim released a moment later must not make this one answer "taken" (no
-// serial order explains both refusals). c should read from the API server, not a cache.
+// A claim whose Domain does not exist belongs to a request still in flight (it claims, then
+// takes a slot of its agent's limit, then creates its Domain and confirms the claim, or
+// releases the claim when refused), or to one that died on the way (its process was killed,
+// or the API server went away). ClaimHost waits for such a claim to resolve until it is
+// InFlightWait old, then takes it over (with optimistic concurrency). So a refused request's
+// claim released a moment later never makes this one answer "taken" (no serial order explains
+// both refusals), and a dead request's claim blocks its name for InFlightWait at most, never
+// with a 409. A slow request whose claim was taken over finds out when it confirms its claim
+// (ConfirmClaim) and backs off. c should read from the API server, not a cache.
 func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, domainKey string) error {
+	host = strings.ToLower(host)
 	host = strings.ToLower(host)
 	now := time.Now()
 	l := &coordinationv1.Lease{
@@ -110,13 +116,14 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 		if held.Domain == domainKey {
 			return nil
 		}
-		state, err := holderState(ctx, c, held, time.Now())
+		state, err := holderState(ctx, c, held, time.Now(), InFlightWait)
 		if err != nil {
 			return err
 		}
 		switch {
 		case state == holderStale:
-			cur.Annotations = claimAnnotations(host, workspace, domainKey, now)
+			// Dated now: the next claimant waits for this claim as long as for any other.
+			cur.Annotations = claimAnnotations(host, workspace, domainKey, time.Now())
 			cur.Spec.HolderIdentity = &domainKey
 			if err := c.Update(ctx, cur); err == nil {
 				return nil
@@ -139,11 +146,38 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 	}
 }
 
-// InFlightWait bounds how long ClaimHost waits for a claim whose Domain does not exist yet.
+// InFlightWait is how long a claim whose Domain does not exist is waited for before it is
+// taken over.
 var InFlightWait = 5 * time.Second
 
+// ConfirmClaim binds d's claim on host to d, which now exists: an update with the claim's
+// resourceVersion as read, so a takeover decided while d did not exist yet (and written after
+// this read) fails, and one written before shows here. It returns an error wrapping
+// ErrHostTaken when d no longer holds the claim: d must then go.
+func ConfirmClaim(ctx context.Context, c client.Client, systemNS, host string, d *agentsv1.Domain) error {
+	key := client.ObjectKey{Namespace: systemNS, Name: ClaimName(strings.ToLower(host))}
+	for attempt := 0; ; attempt++ {
+		cur := &coordinationv1.Lease{}
+		if err := c.Get(ctx, key, cur); err != nil {
+			if apierrors.IsNotFound(err) {
+				return fmt.Errorf("%w: %s was released", ErrHostTaken, host)
+			}
+			return err
+		}
+		if held := claimOf(cur); held.Domain != DomainKey(d) {
+			return fmt.Errorf("%w: %s was taken over by workspace %s", ErrHostTaken, host, held.Workspace)
+		}
+		now := metav1.NewMicroTime(time.Now())
+		cur.Spec.RenewTime = &now
+		err := c.Update(ctx, cur)
+		if err == nil || !apierrors.IsConflict(err) || attempt >= 10 {
+			return err
+		}
+	}
+}
+
 // holderStates: the claim's Domain exists (held), does not exist yet and the claim is young
-// (in flight), or does not exist and the claim is stale.
+// (in flight), or does not exist and the claim is older than the caller's bound (stale).
 type holderStateKind int
 
 const (
@@ -153,7 +187,7 @@ const (
 )
 
 // holderState tells what the claim's Domain is.
-func holderState(ctx context.Context, r client.Reader, held *Claim, now time.Time) (holderStateKind, error) {
+func holderState(ctx context.Context, r client.Reader, held *Claim, now time.Time, staleAfter time.Duration) (holderStateKind, error) {
 	ns, name, ok := strings.Cut(held.Domain, "/")
 	if !ok {
 		return holderStale, nil
@@ -164,7 +198,7 @@ func holderState(ctx context.Context, r client.Reader, held *Claim, now time.Tim
 		return holderHeld, nil
 	case !apierrors.IsNotFound(err):
 		return holderHeld, err
-	case now.Sub(held.ClaimedAt) >= ClaimStaleAfter:
+	case now.Sub(held.ClaimedAt) >= staleAfter:
 		return holderStale, nil
 	}
 	return holderInFlight, nil
@@ -173,7 +207,7 @@ func holderState(ctx context.Context, r client.Reader, held *Claim, now time.Tim
 func claimAnnotations(host, workspace, domainKey string, now time.Time) map[string]string {
 	return map[string]string{
 		agentsv1.AnnotationClaimHost: host, agentsv1.AnnotationClaimWorkspace: workspace, agentsv1.AnnotationClaimDomain: domainKey,
-		agentsv1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339),
+		agentsv1.AnnotationClaimedAt: now.UTC().Format(time.RFC3339Nano),
 	}
 }
 

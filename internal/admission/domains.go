@@ -16,7 +16,7 @@ import (
 func (a *Admitter) ReserveDomain(ctx context.Context, agent client.ObjectKey, domain string) error {
 	err := a.Limiter.ReserveDomain(ctx, agent, domain)
 	if errors.Is(err, ErrLimitReached) {
-		if pruned, perr := PruneSlots(ctx, a.reader(), a.Client, agent, a.Limiter.Now()); perr == nil && pruned {
+		if pruned, perr := PruneSlots(ctx, a.reader(), a.Client, agent, a.Limiter); perr == nil && pruned {
 			err = a.Limiter.ReserveDomain(ctx, agent, domain)
 		}
 	}
@@ -32,6 +32,12 @@ func (a *Admitter) ReleaseDomain(ctx context.Context, agent client.ObjectKey, do
 // matches ErrHostTaken when another Domain holds it.
 func (a *Admitter) ClaimHost(ctx context.Context, d *agentsv1.Domain, host string) error {
 	return ClaimHost(ctx, a.live(), a.SystemNamespace, host, d.Namespace, DomainKey(d))
+}
+
+// ConfirmClaim binds d's claim on host to d once d exists (ConfirmClaim, read live). The error
+// matches ErrHostTaken when the claim was taken over while d did not exist yet.
+func (a *Admitter) ConfirmClaim(ctx context.Context, d *agentsv1.Domain, host string) error {
+	return ConfirmClaim(ctx, a.live(), a.SystemNamespace, host, d)
 }
 
 // EnsureClaim is ClaimHost that first looks the claim up, so a Domain that holds its host

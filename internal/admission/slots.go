@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -11,18 +10,18 @@ import (
 	"github.com/agentplane/agentplane/internal/quota"
 )
 
-// PruneSlots releases the agent's domain slots whose Domain does not exist and that are older
-// than quota.StaleAfter (a caller that reserved and died before creating its Domain). It
-// writes with the read resourceVersion, so it never drops a slot taken concurrently; on a
-// conflict it gives up (the caller retries later). It reports whether a slot was released.
-func PruneSlots(ctx context.Context, r client.Reader, w client.Client, agent client.ObjectKey, now time.Time) (bool, error) {
+// PruneSlots releases the agent's domain slots whose Domain does not exist and that l judges
+// stale (a caller that reserved and died before creating its Domain). It writes with the read
+// resourceVersion, so it never drops a slot taken concurrently; on a conflict it gives up (the
+// caller retries later). It reports whether a slot was released.
+func PruneSlots(ctx context.Context, r client.Reader, w client.Client, agent client.ObjectKey, l *quota.Limiter) (bool, error) {
 	a := &agentsv1.Agent{}
 	if err := r.Get(ctx, agent, a); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	kept := a.Status.DomainReservations[:0:0]
 	for _, res := range a.Status.DomainReservations {
-		if now.Sub(res.Time.Time) < quota.StaleAfter {
+		if !l.Stale(res.Time.Time) {
 			kept = append(kept, res)
 			continue
 		}

@@ -2,6 +2,7 @@ package platform
 
 import (
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 )
 
@@ -9,6 +10,11 @@ import (
 func (p *Platform) setupControllers() error {
 	mgr := p.Manager
 	if err := (&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: p.limiter}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(&admission.Recounter{
+		Admitter: p.admission, Cache: mgr.GetClient(), Interval: p.opts.RecountInterval, Log: p.opts.Log.WithName("recount"),
+	}); err != nil {
 		return err
 	}
 	if err := (&controllers.AgentSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer}).SetupWithManager(mgr); err != nil {

@@ -73,6 +73,10 @@ type Options struct {
 	ClawHubURL string
 	// SnapshotRetention is how many completed snapshots per agent are kept (0: 10, <0: all).
 	SnapshotRetention int
+	// ReservationStaleAfter is how long an agent slot, a domain slot or a host claim whose
+	// object never appeared is kept (0: quota.DefaultStaleAfter); RecountInterval is how often
+	// the leader frees such leftovers (0: admission.DefaultRecountInterval).
+	ReservationStaleAfter, RecountInterval time.Duration
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -148,7 +152,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	p := &Platform{
 		Manager: mgr, Signer: signer, opts: o,
-		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), StaleAfter: o.ReservationStaleAfter},
 		sealer:  &secrets.Sealer{Keys: keys},
 	}
 	p.versions = o.Runtime.versions()

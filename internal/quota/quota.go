@@ -24,9 +24,10 @@ import (
 // ErrLimitReached: every slot is taken.
 var ErrLimitReached = errors.New("limit reached")
 
-// StaleAfter is how long a reservation without its object is kept before it is released
-// (a caller that reserved and died before creating the object).
-const StaleAfter = 2 * time.Minute
+// DefaultStaleAfter is how long a reservation without its object is kept before it is
+// released (a caller that reserved and died before creating the object), unless the Limiter
+// says otherwise.
+const DefaultStaleAfter = 2 * time.Minute
 
 // holder is an object whose status keeps reservations.
 type holder interface {
@@ -58,6 +59,9 @@ type Limiter struct {
 	Writer client.Client
 	// Clock dates reservations and tells when they are stale (nil: the real clock).
 	Clock clock.PassiveClock
+	// StaleAfter is how long a reservation (or a host claim) without its object is kept: longer
+	// than any request takes from reserving to creating its object (0: DefaultStaleAfter).
+	StaleAfter time.Duration
 
 	// locks queue this process's updates of one holder (many workers reserving in one
 	// workspace would otherwise mostly conflict with each other); other replicas are still
@@ -73,6 +77,17 @@ func (l *Limiter) Now() time.Time {
 	}
 	return l.Clock.Now()
 }
+
+// StaleAge is the Limiter's StaleAfter, or DefaultStaleAfter when unset.
+func (l *Limiter) StaleAge() time.Duration {
+	if l.StaleAfter > 0 {
+		return l.StaleAfter
+	}
+	return DefaultStaleAfter
+}
+
+// Stale reports whether a reservation made at t is past StaleAge.
+func (l *Limiter) Stale(t time.Time) bool { return l.Now().Sub(t) >= l.StaleAge() }
 
 // ReserveAgent takes a slot of workspace ws's agent limit for agent. Reserving twice for the
 // same agent is a no-op. It returns ErrLimitReached when every slot is taken.
@@ -98,14 +113,14 @@ func (l *Limiter) ReleaseDomain(ctx context.Context, agent client.ObjectKey, dom
 }
 
 // PruneAgents releases reservations of workspace ws whose agent does not exist (exists says)
-// and that are older than StaleAfter.
+// and that are older than StaleAge.
 func (l *Limiter) PruneAgents(ctx context.Context, ws string, exists func(name string) bool) error {
 	return l.update(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} },
 		func(h holder) (bool, error) {
 			res := h.reservations()
 			kept := (*res)[:0:0]
 			for _, r := range *res {
-				if exists(r.Name) || l.Now().Sub(r.Time.Time) < StaleAfter {
+				if exists(r.Name) || !l.Stale(r.Time.Time) {
 					kept = append(kept, r)
 				}
 			}
