@@ -30,7 +30,7 @@ type PartitionResult struct {
 // Result is the verdict on a whole history.
 type Result struct {
 	Partitions []PartitionResult
-	// Unchecked counts operations no model covers (skills, channels: validators check them).
+	// Unchecked counts operations no model covers.
 	Unchecked int
 }
 
@@ -63,22 +63,34 @@ func (r Result) String() string {
 	return fmt.Sprintf("%d partitions, %d ops checked, %d unchecked, %d violations", len(r.Partitions), ops, r.Unchecked, len(r.Violations()))
 }
 
-// partition is the key of the model an op belongs to ("" for none).
-func partition(o Op) string {
+// partitions are the keys of the models an op belongs to (none: unchecked). An op may belong
+// to two: a domain create is checked against its subdomain's one holder and against its
+// agent's limit of 5. Each partition is a projection of the one serial order the platform
+// must have; checking them apart is a necessary condition, and each is small enough to decide.
+func partitions(o Op) []string {
 	switch o.Kind {
 	case CreateAgent, DeleteAgent:
-		return "agents/" + o.Workspace
+		return []string{"agents/" + o.Workspace}
 	case CreateSecret, DeleteSecret:
-		return "secret/" + o.Workspace + "/" + o.Name
+		return []string{"secret/" + o.Workspace + "/" + o.Name}
 	case CreateDomain, DeleteDomain:
-		return "subdomain/" + strings.ToLower(o.Name)
+		keys := []string{"subdomain/" + strings.ToLower(o.Name)}
+		if o.Agent != "" {
+			keys = append(keys, "domains/"+o.Workspace+"/"+o.Agent)
+		}
+		return keys
+	case AttachSkill, DetachSkill:
+		return []string{"skills/" + o.Workspace + "/" + o.Agent}
+	case SetChannel, DeleteChannel:
+		return []string{"channel/" + o.Workspace + "/" + o.Agent + "/" + o.Name}
 	}
-	return ""
+	return nil
 }
 
 // eventual: the op's effect may land after its answer. An agent's slot is released by the
 // Agent controller's finalizer after DELETE answered; a domain delete answers 200 once the
-// Domain controller's finalizer released its name, 202 before.
+// Domain controller's finalizer released its name and slot, 202 before. (A channel delete's
+// 202 is modelled as a state of its own: "removing" is observable, as a 409 to a setup.)
 func eventual(o Op) bool {
 	return o.Kind == DeleteAgent && o.Status/100 == 2 || o.Kind == DeleteDomain && o.Status == 202
 }
@@ -94,8 +106,8 @@ func Check(ops []Op, limits Limits, outDir string, timeout time.Duration) (Resul
 	parts := map[string][]porcupine.Operation{}
 	var res Result
 	for _, o := range ops {
-		key := partition(o)
-		if key == "" {
+		keys := partitions(o)
+		if len(keys) == 0 {
 			res.Unchecked++
 			continue
 		}
@@ -108,9 +120,17 @@ func Check(ops []Op, limits Limits, outDir string, timeout time.Duration) (Resul
 		case eventual(o):
 			ret = math.MaxInt64
 		}
-		parts[key] = append(parts[key], porcupine.Operation{
-			ClientId: o.Client, Input: step{Op: o, eventual: eventual(o)}, Call: o.Call, Return: ret,
-		})
+		phases := []int{0}
+		if o.Kind == DeleteChannel && o.Status == 200 {
+			phases = []int{1, 2}
+		}
+		for _, key := range keys {
+			for _, ph := range phases {
+				parts[key] = append(parts[key], porcupine.Operation{
+					ClientId: o.Client, Input: step{Op: o, eventual: eventual(o), phase: ph}, Call: o.Call, Return: ret,
+				})
+			}
+		}
 	}
 	keys := make([]string, 0, len(parts))
 	for k := range parts {
@@ -148,6 +168,12 @@ func modelFor(key string, limits Limits) (porcupine.Model, error) {
 		nm = holderModel(CreateSecret, DeleteSecret, errDuplicateSecret)
 	case "subdomain":
 		nm = holderModel(CreateDomain, DeleteDomain, errSubdomainTaken)
+	case "domains":
+		nm = domainSlotsModel()
+	case "skills":
+		nm = skillsModel()
+	case "channel":
+		nm = channelModel()
 	default:
 		return porcupine.Model{}, fmt.Errorf("no model for %s", key)
 	}

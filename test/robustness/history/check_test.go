@@ -84,6 +84,48 @@ func TestCheck(t *testing.T) {
 			op(2, CreateAgent, "ws", "c", 6, 7, 403, errAgentLimit, ""),
 			op(2, CreateAgent, "ws", "c", 8, 9, 201, "", "a3"),
 		}, true},
+		{"a sixth domain of one agent", domainsOf("home", 6, 201), false},
+		{"the limit answered at 5 domains", append(domainsOf("home", 5, 201),
+			Op{Client: 1, Kind: CreateDomain, Workspace: "ws", Agent: "home", Name: "n5", Call: 100, Return: 101, Status: 400, Error: errDomainLimit}), true},
+		{"the limit answered at 4 domains", append(domainsOf("home", 4, 201),
+			Op{Client: 1, Kind: CreateDomain, Workspace: "ws", Agent: "home", Name: "n5", Call: 100, Return: 101, Status: 400, Error: errDomainLimit}), false},
+		{"an eleventh skill attached", []Op{
+			{Client: 0, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c0,c1,c2,c3,c4,c5", Call: 0, Return: 1, Status: 200},
+			{Client: 1, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c6,c7,c8,c9,c10", Call: 2, Return: 3, Status: 200},
+		}, false},
+		{"two attaches racing for the last slots: one is refused", []Op{
+			{Client: 0, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c0,c1,c2,c3,c4,c5,c6,c7", Call: 0, Return: 1, Status: 200},
+			{Client: 1, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c8,c9", Call: 2, Return: 9, Status: 202},
+			{Client: 2, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c10,c11", Call: 3, Return: 8, Status: 400, Error: errSkillsMax},
+			{Client: 2, Kind: DetachSkill, Workspace: "ws", Agent: "h", Target: "c10", Call: 10, Return: 11, Status: 404, Error: errSkillNotFound},
+		}, true},
+		{"a detach of a skill that is attached answers 404", []Op{
+			{Client: 0, Kind: AttachSkill, Workspace: "ws", Agent: "h", Name: "c0", Call: 0, Return: 1, Status: 200},
+			{Client: 1, Kind: DetachSkill, Workspace: "ws", Agent: "h", Target: "c0", Call: 2, Return: 3, Status: 404, Error: errSkillNotFound},
+		}, false},
+		{"a channel set up, removed over time, set up again", []Op{
+			{Client: 0, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 0, Return: 1, Status: 201},
+			{Client: 0, Kind: DeleteChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 2, Return: 3, Status: 202},
+			{Client: 1, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 4, Return: 5, Status: 409, Error: errChannelRemoving},
+			{Client: 1, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Target: "no-token", Call: 6, Return: 7, Status: 400, Error: errBotTokenMissing},
+			{Client: 1, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 8, Return: 9, Status: 201},
+		}, true},
+		{"a channel answered new twice", []Op{
+			{Client: 0, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 0, Return: 1, Status: 201},
+			{Client: 1, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "telegram", Call: 2, Return: 3, Status: 201},
+		}, false},
+		{"a setup meets the removal a concurrent delete started", []Op{
+			{Client: 0, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "discord", Call: 0, Return: 1, Status: 201},
+			{Client: 1, Kind: DeleteChannel, Workspace: "ws", Agent: "h", Name: "discord", Call: 2, Return: 10, Status: 200},
+			{Client: 2, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "discord", Call: 3, Return: 4, Status: 409, Error: errChannelRemoving},
+			{Client: 3, Kind: DeleteChannel, Workspace: "ws", Agent: "h", Name: "discord", Call: 5, Return: 10, Status: 200},
+			{Client: 2, Kind: DeleteChannel, Workspace: "ws", Agent: "h", Name: "discord", Call: 11, Return: 12, Status: 404, Error: errChannelNotFound},
+		}, true},
+		{"a removed channel seen as being removed", []Op{
+			{Client: 0, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "slack", Call: 0, Return: 1, Status: 201},
+			{Client: 0, Kind: DeleteChannel, Workspace: "ws", Agent: "h", Name: "slack", Call: 2, Return: 3, Status: 200},
+			{Client: 1, Kind: SetChannel, Workspace: "ws", Agent: "h", Name: "slack", Call: 4, Return: 5, Status: 409, Error: errChannelRemoving},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -162,4 +204,14 @@ func TestCheckBigHistory(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("a legal history was refused: %v", res.Violations())
 	}
+}
+
+// domainsOf is n serial domain creates of agent (names n0, n1, ...), each answering status.
+func domainsOf(agent string, n, status int) []Op {
+	var ops []Op
+	for i := range n {
+		ops = append(ops, Op{Client: 0, Kind: CreateDomain, Workspace: "ws", Agent: agent, Name: fmt.Sprint("n", i),
+			Call: int64(2 * i), Return: int64(2*i + 1), Status: status, ID: fmt.Sprint("d", i)})
+	}
+	return ops
 }

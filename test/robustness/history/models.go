@@ -3,7 +3,6 @@ package history
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -24,6 +23,10 @@ type step struct {
 	// eventual: the effect lands some time after the answer (a delete that a controller's
 	// finalizer completes); the op is checked as if it returned at the end of the history.
 	eventual bool
+	// phase splits an op with two effects in its interval into two steps: 1 the first, 2 the
+	// second (0: one step). A channel delete that answered 200 first starts the removal (a
+	// concurrent setup meets "being removed"), then sees the channel gone.
+	phase int
 }
 
 func (s step) describe() string {
@@ -99,41 +102,25 @@ func holderModel(create, del Kind, takenErr string) porcupine.NondeterministicMo
 	}
 }
 
-// agentsState is a workspace's live agents (sorted ids; unknownID entries for ambiguous
-// creates), whose number the workspace's limit bounds.
-type agentsState string
-
-func (a agentsState) ids() []string {
-	if a == "" {
-		return nil
-	}
-	return strings.Split(string(a), ",")
-}
-
-func agentsOf(ids []string) agentsState {
-	slices.Sort(ids)
-	return agentsState(strings.Join(ids, ","))
-}
-
 // agentsModel is the model of a workspace's agents under its limit: a create answers 2xx only
 // below the limit and `Agent limit reached` (403) only at it; a delete frees the slot.
 func agentsModel(limit int) porcupine.NondeterministicModel {
 	return porcupine.NondeterministicModel{
-		Init: func() []any { return []any{agentsState("")} },
+		Init: func() []any { return []any{setState("")} },
 		Step: func(state, input, _ any) []any {
-			cur, s := state.(agentsState), input.(step)
-			ids := cur.ids()
+			cur, s := state.(setState), input.(step)
+			ids := cur.items()
 			switch {
 			case s.Kind == CreateAgent && s.Ambiguous():
 				if len(ids) >= limit {
 					return []any{cur}
 				}
-				return []any{cur, agentsOf(append(slices.Clone(ids), unknownID))}
+				return []any{cur, setOf(append(slices.Clone(ids), unknownID))}
 			case s.Kind == CreateAgent && s.Status/100 == 2:
 				if len(ids) >= limit {
 					return nil
 				}
-				return []any{agentsOf(append(slices.Clone(ids), s.ID))}
+				return []any{setOf(append(slices.Clone(ids), s.ID))}
 			case s.Kind == CreateAgent && s.Status == 403 && s.Error == errAgentLimit:
 				if len(ids) < limit {
 					return nil
@@ -149,7 +136,7 @@ func agentsModel(limit int) porcupine.NondeterministicModel {
 					}
 					return []any{cur}
 				}
-				gone := agentsOf(slices.Delete(slices.Clone(ids), i, i+1))
+				gone := setOf(slices.Delete(slices.Clone(ids), i, i+1))
 				switch {
 				case s.Ambiguous():
 					return []any{cur, gone}
@@ -164,8 +151,6 @@ func agentsModel(limit int) porcupine.NondeterministicModel {
 		},
 		Equal:             func(a, b any) bool { return a == b },
 		DescribeOperation: func(input, _ any) string { return input.(step).describe() },
-		DescribeState: func(state any) string {
-			return fmt.Sprintf("%d of %d: %s", len(state.(agentsState).ids()), limit, state)
-		},
+		DescribeState:     describeSet(limit),
 	}
 }
