@@ -101,7 +101,7 @@ test-stress: envtest-assets ## Only the stress, fault and security tests (test/s
 	$(GO) test -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/
 
 .PHONY: test-robustness
-test-robustness: envtest-assets ## Long profile of the linearizability history test: 10 seeds of 60 s of traffic each (about 15 min).
+test-robustness: envtest-assets ## Long profile of the linearizability history test: the fixed seeds and 10 random ones, 60 s of traffic each (about 20 min).
 	AGENTPLANE_HISTORY_RUNS=$${AGENTPLANE_HISTORY_RUNS:-10} AGENTPLANE_HISTORY_DURATION=$${AGENTPLANE_HISTORY_DURATION:-60s} \
 		$(GO) test -count=1 -v -timeout 60m $(GO_TEST_FLAGS) -run 'TestHistoryIsLinearizable' ./test/stress/
 

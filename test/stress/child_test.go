@@ -19,6 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/runtime/local"
+	localstore "github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // childEnv, when set, makes the test binary run a manager (runChildManager) instead of the
@@ -26,13 +29,29 @@ import (
 // SIGKILL, and controller-runtime allows one set of controllers per process.
 const childEnv = "AGENTPLANE_STRESS_CHILD"
 
-// childConfig is what a child manager runs with.
+// childConfig is what a child platform runs with.
 type childConfig struct {
 	Host                      string
 	CAData, CertData, KeyData []byte
 	StateDir                  string
 	EngineDirs                map[string]string
 	DefaultVersion            string
+	// APIOnly runs a facade replica (no controllers, no runtime); LeaderElection makes the
+	// controllers wait for the lease.
+	APIOnly, LeaderElection bool
+	// FilesDir, when set, is a local store shared with the other processes (skills bundles).
+	FilesDir   string
+	ClawHubURL string
+	// FirstPort and LastPort bound the gateways' ports (zero: the runtime's default range).
+	FirstPort, LastPort int
+	// StaleAfter and RecountInterval: platform.Options' ReservationStaleAfter and
+	// RecountInterval.
+	StaleAfter, RecountInterval time.Duration
+}
+
+// childConfigFor is a childConfig reaching the API server of cfg.
+func childConfigFor(cfg *rest.Config) childConfig {
+	return childConfig{Host: cfg.Host, CAData: cfg.CAData, CertData: cfg.CertData, KeyData: cfg.KeyData}
 }
 
 // childListening is the stdout line that tells the parent where the child's facade listens.
@@ -58,15 +77,28 @@ func runChildManager() int {
 	logger := zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
 	logf.SetLogger(logger)
 	cfg := &rest.Config{Host: c.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData, CertData: c.CertData, KeyData: c.KeyData}}
-	p, err := platform.New(ctx, cfg, platform.Options{
+	o := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
-		Log: logger,
+		Log:            logger,
+		APIOnly:        c.APIOnly,
+		LeaderElection: c.LeaderElection,
 		Runtime: platform.RuntimeOptions{
 			Name: platform.RuntimeLocal, StateDir: c.StateDir, EngineDirs: c.EngineDirs, DefaultVersion: c.DefaultVersion,
+			Ports: local.PortRange{First: c.FirstPort, Last: c.LastPort},
 		},
-		ProvisionTimeout: provisionTimeout,
-		APIReady:         func(addr string) { fmt.Println(childListening + addr) },
-	})
+		ProvisionTimeout:      provisionTimeout,
+		ClawHubURL:            c.ClawHubURL,
+		ReservationStaleAfter: c.StaleAfter, RecountInterval: c.RecountInterval,
+		APIReady: func(addr string) { fmt.Println(childListening + addr) },
+	}
+	if c.FilesDir != "" {
+		store, err := localstore.New(c.FilesDir)
+		if err != nil {
+			return fail(err)
+		}
+		o.Files = store
+	}
+	p, err := platform.New(ctx, cfg, o)
 	if err != nil {
 		return fail(err)
 	}
@@ -139,6 +171,16 @@ func startChild(t *testing.T, name string, cfg childConfig) *child {
 	return c
 }
 
+// exited reports whether the child's process has ended.
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // kill SIGKILLs the child and waits (bounded) until it is gone.
 func (c *child) kill() {
 	_ = c.cmd.Process.Kill()
@@ -165,4 +207,20 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
+}
+
+// ownControlPlane starts a control plane for t alone (a test whose manager the shared
+// platform's controllers must not compete with), stopped when t ends.
+func ownControlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	cp, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cp.Stop(); err != nil {
+			t.Error(err)
+		}
+	})
+	return cp
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
@@ -48,7 +48,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if err := tr.waitFor(func(a trafficAnswer) bool { return a.r.Status == 201 }, 2, settleTimeout); err != nil {
 		t.Fatal("traffic before the outage:", err)
 	}
-	restart := crashAPIServer(t)
+	restart := crashAPIServer(t, env)
 	down := time.Now()
 	// Every route on every facade, 8 requests at a time per facade (more would only queue in
 	// the facade's client-side rate limit to the API server, each still needing a token).
@@ -171,9 +171,9 @@ func getSweep(t *testing.T, tok string, id ids) []string {
 // removes a certificate directory it made itself and would mint a new serving CA on restart,
 // which every client's config would then distrust: the serving certificate is saved before
 // the stop and put back in a directory of our own, so the old rest.Config keeps working.
-func crashAPIServer(t *testing.T) (restart func()) {
+func crashAPIServer(t *testing.T, e *testenv.Env) (restart func()) {
 	t.Helper()
-	as := env.ControlPlane.APIServer
+	as := e.ControlPlane.APIServer
 	port := as.SecureServing.Port
 	saved := map[string][]byte{}
 	entries, err := os.ReadDir(as.CertDir)
@@ -190,7 +190,7 @@ func crashAPIServer(t *testing.T) (restart func()) {
 		}
 	}
 	var once sync.Once
-	restart = func() { once.Do(func() { startAPIServer(t, as, port, saved) }) }
+	restart = func() { once.Do(func() { startAPIServer(t, e, port, saved) }) }
 	t.Cleanup(restart) // back for the other tests even when this one fails
 	// A crash: SIGKILL (a SIGTERM would have it drain for envtest's 20 s stop timeout). Stop
 	// then only reaps it and removes its directory.
@@ -205,7 +205,7 @@ func crashAPIServer(t *testing.T) (restart func()) {
 		t.Fatal("stop the API server:", err)
 	}
 	if err := eventually(30*time.Second, 100*time.Millisecond, func() error {
-		if err := k8s.List(bg(), &corev1.NamespaceList{}); err == nil {
+		if err := e.Client.List(bg(), &corev1.NamespaceList{}); err == nil {
 			return fmt.Errorf("the API server still answers")
 		}
 		return nil
@@ -215,10 +215,11 @@ func crashAPIServer(t *testing.T) (restart func()) {
 	return restart
 }
 
-// startAPIServer starts the stopped kube-apiserver as with the saved certificate files and
+// startAPIServer starts e's stopped kube-apiserver with the saved certificate files and
 // checks that it is back on port and that the old client config works.
-func startAPIServer(t *testing.T, as *envtest.APIServer, port string, saved map[string][]byte) {
+func startAPIServer(t *testing.T, e *testenv.Env, port string, saved map[string][]byte) {
 	t.Helper()
+	as := e.ControlPlane.APIServer
 	dir, err := os.MkdirTemp(suiteTmp, "apiserver-certs-")
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +237,7 @@ func startAPIServer(t *testing.T, as *envtest.APIServer, port string, saved map[
 		t.Fatalf("the API server came back on port %s, was %s", as.SecureServing.Port, port)
 	}
 	if err := eventually(settleTimeout, 200*time.Millisecond, func() error {
-		return k8s.List(bg(), &corev1.NamespaceList{})
+		return e.Client.List(bg(), &corev1.NamespaceList{})
 	}); err != nil {
 		t.Fatal("the old client config does not work after the restart:", err)
 	}

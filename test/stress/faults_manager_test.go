@@ -33,15 +33,7 @@ const killedAgents = 6
 // adopted, or a new one once the old is gone), and no owned object is duplicated. It runs on
 // a control plane of its own: the shared platform's controllers would manage these agents too.
 func TestManagerKilledMidProvisioning(t *testing.T) {
-	cp, err := testenv.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := cp.Stop(); err != nil {
-			t.Error(err)
-		}
-	})
+	cp := ownControlPlane(t)
 	state := t.TempDir()
 	t.Cleanup(func() { // after the children, before the dir goes
 		if left := killGateways(state); len(left) > 0 {

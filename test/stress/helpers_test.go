@@ -201,6 +201,12 @@ const owner = "owner"
 // workspace creates workspace name (and its namespace) owned by owner; edit adjusts the spec.
 func workspace(t testing.TB, name string, plan agentsv1.Plan, edit ...func(*agentsv1.WorkspaceSpec)) {
 	t.Helper()
+	workspaceIn(t, k8s, name, plan, edit...)
+}
+
+// workspaceIn is workspace on the control plane of c.
+func workspaceIn(t testing.TB, c client.Client, name string, plan agentsv1.Plan, edit ...func(*agentsv1.WorkspaceSpec)) {
+	t.Helper()
 	ws := &agentsv1.Workspace{Spec: agentsv1.WorkspaceSpec{
 		Plan: plan, Members: []agentsv1.WorkspaceMember{{UserID: owner, Role: agentsv1.RoleOwner}},
 	}}
@@ -208,7 +214,7 @@ func workspace(t testing.TB, name string, plan agentsv1.Plan, edit ...func(*agen
 	for _, e := range edit {
 		e(&ws.Spec)
 	}
-	if err := tenancy.EnsureWorkspace(bg(), k8s, ws); err != nil {
+	if err := tenancy.EnsureWorkspace(bg(), c, ws); err != nil {
 		t.Fatalf("workspace %s: %v", name, err)
 	}
 }
@@ -236,10 +242,16 @@ func remember(what, value string) string {
 // token mints an owner token of ws with scopes (all when none).
 func token(t testing.TB, ws string, scopes ...string) string {
 	t.Helper()
+	return tokenFrom(t, k8s, plat.Signer, ws, scopes...)
+}
+
+// tokenFrom is token on the control plane of c, signed by signer.
+func tokenFrom(t testing.TB, c client.Client, signer *auth.Signer, ws string, scopes ...string) string {
+	t.Helper()
 	if len(scopes) == 0 {
 		scopes = []string{auth.ScopeAll}
 	}
-	tok, _, err := auth.CreateKey(bg(), k8s, plat.Signer, auth.KeyRequest{Workspace: ws, UserID: owner, Scopes: scopes})
+	tok, _, err := auth.CreateKey(bg(), c, signer, auth.KeyRequest{Workspace: ws, UserID: owner, Scopes: scopes})
 	if err != nil {
 		t.Fatalf("token for %s: %v", ws, err)
 	}

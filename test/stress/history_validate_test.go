@@ -2,55 +2,51 @@ package stress
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/test/robustness/history"
 )
 
-// quiesceTimeout bounds how long the controllers may take to settle after the traffic.
+// quiesceTimeout bounds how long the controllers may take to settle after the traffic,
+// recount included.
 const quiesceTimeout = 90 * time.Second
 
-// validateAfterTraffic checks the final state once the controllers settled: no agent is left
-// half-deleted, the kubectl view (the API server) and the REST view of each workspace's agents
-// agree, and every subdomain that exists holds its host claim.
-//
-// Not asserted yet (issue 21 notes them): that the workspace reserves slots for exactly the
-// agents that exist (a create cut by the API-server crash leaves a reservation that admission
-// frees only once the limit is hit; issue 16 replaces that storage with a recount), and that
-// every acknowledged create/delete holds object by object.
-func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string, subdomainPrefix string) {
+// validateAfterTraffic checks the final state once the controllers settled:
+//   - no agent is left half-deleted, and the kubectl view (the API server) and the REST view
+//     of each workspace's agents agree;
+//   - every acknowledged create holds and every acknowledged delete is gone, object by object
+//     (agents, secrets, domains), unless a later ambiguous delete may have removed it;
+//   - after a recount, reservations and claims equal the objects that exist: each workspace
+//     reserves agent slots for exactly its agents, each agent domain slots for exactly its
+//     Domains, and host claims are exactly the Domains' subdomains;
+//   - nothing of a deleted agent is left: no Secret labelled for it, no runtime directory, no
+//     gateway process.
+func validateAfterTraffic(t *testing.T, tr *historyTraffic, ops []history.Op) {
 	t.Helper()
-	for _, ws := range spaces {
+	k8s := tr.c.cp.Client
+	base := tr.c.url(procManager)
+	for _, ws := range tr.spaces {
 		err := eventually(quiesceTimeout, 500*time.Millisecond, func() error {
-			var agents agentsv1.AgentList
-			if err := k8s.List(bg(), &agents, client.InNamespace(ws)); err != nil {
+			stored, err := agentNames(tr, ws)
+			if err != nil {
 				return err
 			}
-			var stored []string
-			for _, a := range agents.Items {
-				if a.DeletionTimestamp != nil {
-					return fmt.Errorf("agent %s is still being deleted", a.Name)
-				}
-				stored = append(stored, a.Name)
+			listed, err := restIDs(base, "/v0/agents", tr.toks[ws], "agents")
+			if err != nil {
+				return err
 			}
-			r := call(mainURL, "GET", "/v0/agents", toks[ws], nil)
-			if r.Status != 200 {
-				return fmt.Errorf("list agents: %s", r)
-			}
-			var listed []string
-			for _, a := range r.Body["agents"].([]any) {
-				listed = append(listed, fmt.Sprint(a.(map[string]any)["id"]))
-			}
-			slices.Sort(stored)
-			slices.Sort(listed)
 			if !slices.Equal(stored, listed) {
 				return fmt.Errorf("%s: the API server holds agents %v, REST lists %v", ws, stored, listed)
 			}
@@ -60,38 +56,226 @@ func validateAfterTraffic(t *testing.T, spaces []string, toks map[string]string,
 			t.Error(err)
 		}
 	}
-	// Host claims: exactly the subdomains of the traffic's Domains that exist.
-	var leases coordinationv1.LeaseList
-	if err := k8s.List(bg(), &leases, client.InNamespace(platform.DefaultSystemNamespace), client.HasLabels{agentsv1.LabelClaim}); err != nil {
-		t.Fatal(err)
+	validateAcknowledged(t, tr, ops)
+	if err := eventually(quiesceTimeout, time.Second, func() error { return reservationsMatch(tr) }); err != nil {
+		t.Error(err)
 	}
-	claimed := map[string]bool{}
-	for _, l := range leases.Items {
-		if h := l.Annotations[agentsv1.AnnotationClaimHost]; strings.HasPrefix(h, subdomainPrefix) {
-			claimed[strings.SplitN(h, ".", 2)[0]] = true
+	live := map[string]bool{}
+	for _, ws := range tr.spaces {
+		names, _ := agentNames(tr, ws)
+		for _, n := range names {
+			live[ws+"/"+n] = true
 		}
-	}
-	held := map[string]bool{}
-	var domains agentsv1.DomainList
-	for _, ws := range spaces {
-		if err := k8s.List(bg(), &domains, client.InNamespace(ws)); err != nil {
+		var secrets corev1.SecretList
+		if err := k8s.List(bg(), &secrets, client.InNamespace(ws), client.HasLabels{agentsv1.LabelAgent}); err != nil {
 			t.Fatal(err)
 		}
+		for _, s := range secrets.Items {
+			if !live[ws+"/"+s.Labels[agentsv1.LabelAgent]] {
+				t.Errorf("Secret %s/%s of deleted agent %s is left", ws, s.Name, s.Labels[agentsv1.LabelAgent])
+			}
+		}
+		dirs, _ := os.ReadDir(filepath.Join(tr.c.state, "agents", ws))
+		for _, d := range dirs {
+			if !live[ws+"/"+d.Name()] {
+				t.Errorf("runtime directory of deleted agent %s/%s is left", ws, d.Name())
+			}
+		}
+	}
+	for key, pids := range gatewayPIDs(tr.c.state) {
+		if !live[key] && slices.Contains(tr.spaces, strings.Split(key, "/")[0]) {
+			t.Errorf("gateway of deleted agent %s still runs: pids %v", key, pids)
+		}
+	}
+}
+
+// agentNames are the names of ws's Agents in the API server (an error while one is being
+// deleted).
+func agentNames(tr *historyTraffic, ws string) ([]string, error) {
+	var agents agentsv1.AgentList
+	if err := tr.c.cp.Client.List(bg(), &agents, client.InNamespace(ws)); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, a := range agents.Items {
+		if a.DeletionTimestamp != nil {
+			return nil, fmt.Errorf("agent %s/%s is still being deleted", ws, a.Name)
+		}
+		out = append(out, a.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// restIDs lists path through the facade at base and returns the sorted ids under field.
+func restIDs(base, path, tok, field string) ([]string, error) {
+	r := call(base, "GET", path, tok, nil)
+	if r.Status != 200 {
+		return nil, fmt.Errorf("GET %s: %s", path, r)
+	}
+	items, _ := r.Body[field].([]any)
+	out := []string{}
+	for _, it := range items {
+		out = append(out, fmt.Sprint(it.(map[string]any)["id"]))
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// validateAcknowledged checks, object by object, that the last acknowledged write holds: an
+// object whose last create answered 2xx is listed, one whose last delete answered 2xx is
+// not. An object is a secret name of a workspace, a subdomain, or an agent id (secret and
+// domain ids derive from their names, so a name deleted and created again comes back under
+// the same id). An object whose last write overlapped another write, or was ambiguous, has no
+// single expected state and is skipped.
+func validateAcknowledged(t *testing.T, tr *historyTraffic, ops []history.Op) {
+	t.Helper()
+	key := func(o history.Op) string {
+		switch o.Kind {
+		case history.CreateAgent:
+			if o.ID == "" {
+				return "" // an ambiguous agent create names no object
+			}
+			return "agent " + o.Workspace + "/" + o.ID
+		case history.DeleteAgent:
+			return "agent " + o.Workspace + "/" + o.Agent
+		case history.CreateSecret, history.DeleteSecret:
+			return "secret " + o.Workspace + "/" + o.Name
+		case history.CreateDomain, history.DeleteDomain:
+			return "subdomain " + o.Name
+		}
+		return ""
+	}
+	writes := map[string][]history.Op{}
+	for _, o := range ops {
+		if k := key(o); k != "" && (o.Status/100 == 2 || o.Ambiguous()) {
+			writes[k] = append(writes[k], o)
+		}
+	}
+	base := tr.c.url(procManager)
+	listed := map[string]bool{}
+	for _, ws := range tr.spaces {
+		r := call(base, "GET", "/v0/agents", tr.toks[ws], nil)
+		for _, a := range listItems(r, "agents") {
+			listed["agent "+ws+"/"+fmt.Sprint(a["id"])] = true
+		}
+		r = call(base, "GET", "/v0/secrets", tr.toks[ws], nil)
+		for _, s := range listItems(r, "secrets") {
+			listed["secret "+ws+"/"+fmt.Sprint(s["name"])] = true
+		}
+		r = call(base, "GET", "/v0/agents/"+tr.homes[ws]+"/domains", tr.toks[ws], nil)
+		for _, d := range listItems(r, "domains") {
+			listed["subdomain "+fmt.Sprint(d["subdomain"])] = true
+		}
+	}
+	checked := 0
+	for k, ws := range writes {
+		last := ws[0]
+		for _, o := range ws[1:] {
+			if o.Call > last.Call {
+				last = o
+			}
+		}
+		overlapped := slices.ContainsFunc(ws, func(o history.Op) bool { return o != last && o.Return > last.Call })
+		if overlapped || last.Ambiguous() {
+			continue
+		}
+		checked++
+		created := last.Kind == history.CreateAgent || last.Kind == history.CreateSecret || last.Kind == history.CreateDomain
+		switch {
+		case created && !listed[k]:
+			t.Errorf("%s: its last write, %s, answered %d, but it is not listed", k, last.Kind, last.Status)
+		case !created && listed[k]:
+			t.Errorf("%s: its last write, %s, answered %d, but it is still listed", k, last.Kind, last.Status)
+		}
+	}
+	t.Logf("acknowledged writes: %d objects checked, %d skipped (last write ambiguous or concurrent)", checked, len(writes)-checked)
+}
+
+// listItems are the objects under field of a list answer.
+func listItems(r reply, field string) []map[string]any {
+	items, _ := r.Body[field].([]any)
+	out := make([]map[string]any, 0, len(items))
+	for _, it := range items {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// reservationsMatch compares what admission holds with what exists: the agent slots of each
+// workspace, the domain slots of each agent, and the host claims of the run's subdomains.
+func reservationsMatch(tr *historyTraffic) error {
+	k8s := tr.c.cp.Client
+	var problems []string
+	held := map[string]bool{} // subdomains with a Domain
+	for _, ws := range tr.spaces {
+		w := &agentsv1.Workspace{}
+		if err := k8s.Get(bg(), client.ObjectKey{Name: ws}, w); err != nil {
+			return err
+		}
+		agents, err := agentNames(tr, ws)
+		if err != nil {
+			return err
+		}
+		if got := reservedNames(w.Status.AgentReservations); !slices.Equal(got, agents) {
+			problems = append(problems, fmt.Sprintf("workspace %s reserves agent slots %v for agents %v", ws, got, agents))
+		}
+		var domains agentsv1.DomainList
+		if err := k8s.List(bg(), &domains, client.InNamespace(ws)); err != nil {
+			return err
+		}
+		byAgent := map[string][]string{}
 		for _, d := range domains.Items {
+			byAgent[d.Spec.AgentRef.Name] = append(byAgent[d.Spec.AgentRef.Name], d.Name)
 			held[d.Spec.Subdomain] = true
+		}
+		for _, name := range agents {
+			a := &agentsv1.Agent{}
+			if err := k8s.Get(bg(), client.ObjectKey{Namespace: ws, Name: name}, a); err != nil {
+				return err
+			}
+			want := byAgent[name]
+			slices.Sort(want)
+			if got := reservedNames(a.Status.DomainReservations); !slices.Equal(got, want) {
+				problems = append(problems, fmt.Sprintf("agent %s/%s reserves domain slots %v for Domains %v", ws, name, got, want))
+			}
+		}
+	}
+	var leases coordinationv1.LeaseList
+	if err := k8s.List(bg(), &leases, client.InNamespace(platform.DefaultSystemNamespace), client.HasLabels{agentsv1.LabelClaim}); err != nil {
+		return err
+	}
+	prefix := strings.TrimSuffix(tr.subdomains[0], "0")
+	claimed := map[string]bool{}
+	for _, l := range leases.Items {
+		if h := l.Annotations[agentsv1.AnnotationClaimHost]; strings.HasPrefix(h, prefix) {
+			claimed[strings.SplitN(h, ".", 2)[0]] = true
 		}
 	}
 	for name := range held {
 		if !claimed[name] {
-			t.Errorf("subdomain %s exists without its host claim (claims %v)", name, claimed)
+			problems = append(problems, fmt.Sprintf("subdomain %s exists without its host claim", name))
 		}
 	}
 	for name := range claimed {
 		if !held[name] {
-			// A request cut by the crash between its claim and its Domain (or whose release
-			// failed while the API server was down) leaves a claim that the next claimant
-			// takes over once it is ClaimStaleAfter old (docs/GUARANTEES.md).
-			t.Logf("host claim %s has no Domain: stale, taken over after %s", name, admission.ClaimStaleAfter)
+			problems = append(problems, fmt.Sprintf("host claim %s has no Domain", name))
 		}
 	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("after the recount: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func reservedNames(rs []agentsv1.Reservation) []string {
+	out := []string{}
+	for _, r := range rs {
+		out = append(out, r.Name)
+	}
+	slices.Sort(out)
+	return out
 }
