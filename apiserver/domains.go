@@ -171,7 +171,9 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 			if !errors.Is(err, admission.ErrHostTaken) {
 				return nil, err
 			}
+			// Its slot goes before the answer, not with the finalizer: a 409 takes nothing.
 			_ = s.opts.Client.Delete(bg, d)
+			_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
 			return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)
 		}
 	}

@@ -98,7 +98,11 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 		},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &domainKey},
 	}
-	deadline := now.Add(InFlightWait)
+	// A claim in flight is waited for until it is InFlightWait old (then it is taken over),
+	// however late in its life this claimant came: a wait bounded from this claimant's start
+	// would answer "taken" for a name nobody holds. Only claims taken over again and again
+	// (each dated anew) outlast the bound.
+	deadline := now.Add(3 * InFlightWait)
 	pause := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err := c.Create(ctx, l.DeepCopy())
