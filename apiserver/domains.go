@@ -165,13 +165,14 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	if claimed {
 		// A request slower than admission.InFlightWait between its claim and its Domain may
-		// have lost the claim to another: then its Domain goes (its finalizer frees the slot)
-		// and the answer is the other's.
+		// have lost the claim to another: then its Domain and its slot go, and the answer is
+		// the other's.
 		if err := s.opts.Admission.ConfirmClaim(ctx, d, host); err != nil {
 			if !errors.Is(err, admission.ErrHostTaken) {
 				return nil, err
 			}
-			// Its slot goes before the answer, not with the finalizer: a 409 takes nothing.
+			// The slot goes before the answer, not with the Domain's finalizer: a 409 takes
+			// nothing.
 			_ = s.opts.Client.Delete(bg, d)
 			_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
 			return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)

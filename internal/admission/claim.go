@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/quota"
 )
 
 // A claim is a coordination.k8s.io/v1 Lease in the system namespace named after the host:
@@ -24,10 +23,6 @@ import (
 const (
 	// ClaimKindDomain is agentsv1.LabelClaim's value on host claims.
 	ClaimKindDomain = "domain"
-	// ClaimStaleAfter is how old a claim whose Domain does not exist must be before a
-	// Recounter deletes it when nobody else takes it over first (the Admitter uses its
-	// Limiter's StaleAge).
-	ClaimStaleAfter = quota.DefaultStaleAfter
 )
 
 // ErrHostTaken: another Domain (of another workspace, or another Domain of the same
@@ -87,7 +82,6 @@ func claimOf(l *coordinationv1.Lease) *Claim {
 // with a 409. A slow request whose claim was taken over finds out when it confirms its claim
 // (ConfirmClaim) and backs off. c should read from the API server, not a cache.
 func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, domainKey string) error {
-	host = strings.ToLower(host)
 	host = strings.ToLower(host)
 	now := time.Now()
 	l := &coordinationv1.Lease{

@@ -113,10 +113,9 @@ func restIDs(base, path, tok, field string) ([]string, error) {
 	if r.Status != 200 {
 		return nil, fmt.Errorf("GET %s: %s", path, r)
 	}
-	items, _ := r.Body[field].([]any)
 	out := []string{}
-	for _, it := range items {
-		out = append(out, fmt.Sprint(it.(map[string]any)["id"]))
+	for _, it := range listItems(r, field) {
+		out = append(out, fmt.Sprint(it["id"]))
 	}
 	slices.Sort(out)
 	return out, nil
