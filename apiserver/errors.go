@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/agentplane/agentplane/internal/runtime"
 )
@@ -116,10 +119,15 @@ func httpError(err error) *Error {
 	}
 }
 
-// isUnreachable recognises a dependency that did not answer (refused, reset, timed out).
+// isUnreachable recognises a dependency that did not answer (refused, reset, timed out, or
+// gone while it answered: a connection that ended before the response did, which is what a
+// call in flight gets when the API server dies).
 func isUnreachable(err error) bool {
 	var netErr net.Error
+	var urlErr *url.Error
 	switch {
+	case errors.As(err, &urlErr) && connectionLost(urlErr.Err):
+		return true
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
 		return true
@@ -128,6 +136,13 @@ func isUnreachable(err error) bool {
 	}
 	var opErr *net.OpError
 	return errors.As(err, &opErr)
+}
+
+// connectionLost recognises a call whose connection ended before its answer did.
+func connectionLost(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
+		strings.Contains(err.Error(), "transport connection broken")
 }
 
 // invalidMessage turns the API server's validation causes into one readable line.

@@ -3,8 +3,11 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -43,5 +46,41 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 		if !errors.Is(got, tc.err) && got.Cause != nil && !errors.Is(got.Cause, tc.err) {
 			t.Errorf("%s: the cause is lost: %v", tc.name, got)
 		}
+	}
+}
+
+// TestConnectionLostMidCallIsUnavailable: a dependency that dies while it answers (the
+// connection ends before the response does) is 503, whatever point of the answer it reached.
+func TestConnectionLostMidCallIsUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply string
+	}{
+		{"before any answer", ""},
+		{"inside the status line", "HTTP/1.1 20"},
+		{"inside the headers", "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				conn, buf, err := w.(http.Hijacker).Hijack()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = buf.WriteString(tc.reply)
+				_ = buf.Flush()
+				_ = conn.Close()
+			}))
+			defer srv.Close()
+			resp, err := srv.Client().Post(srv.URL+"/apis/agentplane.io/v1alpha1/namespaces/ws/agentsecrets", "application/json", strings.NewReader(`{}`))
+			if err == nil {
+				resp.Body.Close()
+				t.Fatal("the call succeeded")
+			}
+			if got := httpError(fmt.Errorf("create secret: %w", err)); got.Status != http.StatusServiceUnavailable || got.Message != msgUnavailable {
+				t.Errorf("%v: got %d %q, want 503 %q", err, got.Status, got.Message, msgUnavailable)
+			}
+		})
 	}
 }
