@@ -57,6 +57,14 @@ vet: ## go vet and a gofmt check.
 envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once).
 	hack/build-controlplane.sh $(K8S_ASSETS)
 
+.PHONY: cluster-binaries
+cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy and pause into bin/k8s (once).
+	hack/build-cluster.sh $(K8S_ASSETS)
+
+.PHONY: node-packages
+node-packages: ## Install containerd, runc, the CNI plugins, iptables and tini from Debian when absent (root).
+	@hack/install-node-packages.sh
+
 .PHONY: engine
 engine: ## Install the pinned OpenClaw engine and Node into the user cache (once).
 	@hack/install-engine.sh >/dev/null
@@ -70,6 +78,10 @@ build: ## Build bin/agentplane.
 .PHONY: run
 run: build envtest-assets engine ## Run the platform locally (agentplane dev).
 	$(BIN)/agentplane dev --state-dir $(STATE_DIR) --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
+
+.PHONY: cluster
+cluster: build envtest-assets cluster-binaries node-packages engine ## Run the platform on a local cluster with a real node (kubelet, containerd, the real gateway image; root).
+	$(BIN)/agentplane dev --runtime kube --state-dir $(STATE_DIR)-kube --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
 
 ##@ Deploy
 
@@ -91,7 +103,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets engine verify-generated vet ## Unit, envtest and end-to-end tests.
+test: envtest-assets cluster-binaries node-packages engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 STRESS_TIMEOUT ?= 10m

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,8 +23,8 @@ import (
 )
 
 type devFlags struct {
-	stateDir, controlPlaneDir, workspace, user string
-	engineDirs                                 []string
+	stateDir, controlPlaneDir, workspace, user, runtime string
+	engineDirs                                          []string
 }
 
 func newDevCommand() *cobra.Command {
@@ -35,7 +36,12 @@ func newDevCommand() *cobra.Command {
 		Long: `dev starts a local kube-apiserver and etcd (state under --state-dir, so a restart keeps
 every object), installs the CRDs, runs the controllers and the REST facade in this process, and
 writes <state-dir>/kubeconfig and <state-dir>/dev.env (KUBECONFIG, AGENTPLANE_URL,
-AGENTPLANE_TOKEN). Ctrl-C stops everything it started.`,
+AGENTPLANE_TOKEN). Ctrl-C stops everything it started.
+
+With --runtime kube (root only) it starts a local cluster instead: the control plane plus
+kube-controller-manager, kube-scheduler and a real node (kubelet, containerd, runc, a CNI
+bridge, a volume provisioner), imports a gateway image built from each --engine-dir, and runs
+agents there as StatefulSets. That cluster is fresh at every start.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(ctrl.SetupSignalHandler(), cmd.OutOrStdout(), f, o)
 		},
@@ -49,6 +55,7 @@ AGENTPLANE_TOKEN). Ctrl-C stops everything it started.`,
 	fl.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "metrics endpoint address (0 disables)")
 	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
 	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
+	fl.StringVar(&f.runtime, "runtime", platform.RuntimeLocal, "where agents run: local (processes on this host) or kube (a local cluster with a real node; root)")
 	return cmd
 }
 
@@ -59,6 +66,21 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 	}
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return err
+	}
+	if len(f.engineDirs) == 0 {
+		return errors.New("no engine: pass --engine-dir (make run installs one with hack/install-engine.sh)")
+	}
+	fmt.Fprintln(out, "[dev] checking the engine")
+	engines, err := engineVersions(ctx, f.engineDirs)
+	if err != nil {
+		return err
+	}
+	switch f.runtime {
+	case platform.RuntimeKube:
+		return runDevKube(ctx, out, f, o, stateDir, engines)
+	case platform.RuntimeLocal:
+	default:
+		return fmt.Errorf("unknown runtime %q (local or kube)", f.runtime)
 	}
 	fmt.Fprintf(out, "[dev] starting the local control plane (state in %s)\n", stateDir)
 	cp, err := devenv.Start(stateDir, f.controlPlaneDir)
@@ -72,31 +94,30 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 		}
 	}()
 	fmt.Fprintf(out, "[dev] control plane up at %s\n", cp.URL())
+	o.Runtime.Name = platform.RuntimeLocal
+	o.Runtime.EngineDirs = engines
+	o.Runtime.StateDir = filepath.Join(stateDir, "runtime")
+	return serveDev(ctx, out, f, o, stateDir, cp.Config, cp.Kubeconfig)
+}
 
+// serveDev runs the platform on the API server of cfg until ctx ends.
+func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options, stateDir string, cfg *rest.Config, kubeconfig string) error {
+	var err error
 	o.Log = ctrl.Log
 	o.ProbeAddr = "0"
-	if len(f.engineDirs) == 0 {
-		return errors.New("no engine: pass --engine-dir (make run installs one with hack/install-engine.sh)")
-	}
-	fmt.Fprintln(out, "[dev] checking the engine")
-	if o.Runtime.EngineDirs, err = engineVersions(ctx, f.engineDirs); err != nil {
-		return err
-	}
-	o.Runtime.Name = platform.RuntimeLocal
-	o.Runtime.StateDir = filepath.Join(stateDir, "runtime")
 	if o.Files, err = localStorage(filepath.Join(stateDir, "storage")); err != nil {
 		return err
 	}
-	if err := ensureSecretsKey(ctx, cp, o.SystemNamespace); err != nil {
+	if err := ensureSecretsKey(ctx, cfg, o.SystemNamespace); err != nil {
 		return err
 	}
 	ready := make(chan string, 1)
 	o.APIReady = func(addr string) { ready <- addr }
-	p, err := platform.New(ctx, cp.Config, o)
+	p, err := platform.New(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
-	token, err := devToken(ctx, cp, p.Signer, stateDir, f)
+	token, err := devToken(ctx, cfg, p.Signer, stateDir, f)
 	if err != nil {
 		return err
 	}
@@ -113,10 +134,10 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 	}
 	url := "http://" + apiAddr
 	envFile := filepath.Join(stateDir, devenv.EnvFileName)
-	if err := devenv.WriteEnvFile(envFile, cp.Kubeconfig, url, token); err != nil {
+	if err := devenv.WriteEnvFile(envFile, kubeconfig, url, token); err != nil {
 		return err
 	}
-	printDevSummary(out, url, cp.Kubeconfig, envFile)
+	printDevSummary(out, url, kubeconfig, envFile)
 	err = <-errc
 	if errors.Is(err, context.Canceled) {
 		err = nil
@@ -126,8 +147,8 @@ func runDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options) 
 
 // devToken returns the token of the dev workspace: the one written by an earlier run when its
 // ApiKey still exists and it still verifies, else a new one.
-func devToken(ctx context.Context, cp *devenv.ControlPlane, signer *auth.Signer, stateDir string, f devFlags) (string, error) {
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+func devToken(ctx context.Context, cfg *rest.Config, signer *auth.Signer, stateDir string, f devFlags) (string, error) {
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return "", err
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
@@ -47,8 +47,8 @@ func localStorage(dir string) (*local.Store, error) { return local.New(dir) }
 
 // ensureSecretsKey provisions the secrets key in dev mode (a cluster's platform team provisions
 // it themselves; until then secrets answer 503).
-func ensureSecretsKey(ctx context.Context, cp *devenv.ControlPlane, systemNamespace string) error {
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme.New()})
+func ensureSecretsKey(ctx context.Context, cfg *rest.Config, systemNamespace string) error {
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		return err
 	}

@@ -79,6 +79,7 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{"2026.9.6"}, "engine versions agents may run (kube runtime; their images must exist)")
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
+	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
 	cmd.Flags().StringVar(&storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
 	s3f.add(cmd)
 	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")

@@ -30,9 +30,11 @@ type RuntimeOptions struct {
 	StateDir   string
 	EngineDirs map[string]string
 	Ports      local.PortRange
-	// Kube: Versions the cluster may run (images must exist); Image is the image template.
+	// Kube: Versions the cluster may run (images must exist); Image is the image template;
+	// Init runs as PID 1 before the engine (kube.Options.Init).
 	Versions []string
 	Image    string
+	Init     []string
 }
 
 // versions are the engine versions the configured runtime offers.
@@ -73,7 +75,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeKube:
 		return kube.New(kube.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
-			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image,
+			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init,
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)

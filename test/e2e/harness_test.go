@@ -52,8 +52,9 @@ type platform struct {
 	done     chan error
 }
 
-// startDev builds the binary and starts `agentplane dev` on a fresh state directory.
-func startDev(t *testing.T, engine string) *platform {
+// startDev builds the binary and starts `agentplane dev` on a fresh state directory, with
+// the extra flags args.
+func startDev(t *testing.T, engine string, args ...string) *platform {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "agentplane")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/agentplane")
@@ -62,8 +63,8 @@ func startDev(t *testing.T, engine string) *platform {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	p := &platform{t: t, stateDir: t.TempDir(), log: &bytes.Buffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, "dev", "--state-dir", p.stateDir, "--control-plane-dir", testenv.AssetsDir(),
-		"--engine-dir", engine, "--api-addr", "127.0.0.1:0")
+	p.cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.stateDir, "--control-plane-dir", testenv.AssetsDir(),
+		"--engine-dir", engine, "--api-addr", "127.0.0.1:0"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -78,7 +79,7 @@ func startDev(t *testing.T, engine string) *platform {
 		}
 	})
 	var err error
-	if p.url, p.token, err = devenv.WaitEnvFile(p.stateDir, 3*time.Minute, p.done); err != nil {
+	if p.url, p.token, err = devenv.WaitEnvFile(p.stateDir, 6*time.Minute, p.done); err != nil {
 		t.Fatalf("%v\n%s", err, p.log.String())
 	}
 	return p

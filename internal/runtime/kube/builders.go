@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -124,14 +125,14 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 	layout := o.Engine.Layout()
 	image := Image(o.Image, d.EngineVersion)
 	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
-	command := append(append([]string{}, o.EngineCommand...), gw.Args...)
+	command := append(append(append([]string{}, o.Init...), o.EngineCommand...), gw.Args...)
 
 	gateway := corev1.Container{
 		Name:            ContainerGateway,
 		Image:           image,
 		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		Command:         command,
-		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, d.GatewayTokenSecret),
+		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(o.MemoryLimit), d.GatewayTokenSecret),
 		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
 		Resources:       gatewayResources(o),
 		SecurityContext: containerSecurity(),
@@ -231,13 +232,12 @@ func homeClaim(labels map[string]string, o Options) corev1.PersistentVolumeClaim
 
 // gatewayEnv is the engine environment (sorted, for a stable pod template) plus the gateway
 // token from its Secret. The token is never a literal value.
-func gatewayEnv(engineEnv, cmdEnv map[string]string, tokenSecret string) []corev1.EnvVar {
+func gatewayEnv(engineEnv, cmdEnv, heap map[string]string, tokenSecret string) []corev1.EnvVar {
 	all := map[string]string{}
-	for k, v := range engineEnv {
-		all[k] = v
-	}
-	for k, v := range cmdEnv {
-		all[k] = v
+	for _, m := range []map[string]string{engineEnv, cmdEnv, heap} {
+		for k, v := range m {
+			all[k] = v
+		}
 	}
 	delete(all, TokenEnv)
 	keys := make([]string, 0, len(all))
@@ -255,6 +255,12 @@ func gatewayEnv(engineEnv, cmdEnv map[string]string, tokenSecret string) []corev
 			Key:                  TokenKey,
 		},
 	}})
+}
+
+// heapEnv caps the gateway's Node heap at HeapShare of the container's memory limit.
+func heapEnv(limit resource.Quantity) map[string]string {
+	mib := int64(float64(limit.Value()) * HeapShare / (1 << 20))
+	return map[string]string{"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d", mib)}
 }
 
 func gatewayResources(o Options) corev1.ResourceRequirements {

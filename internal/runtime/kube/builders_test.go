@@ -344,3 +344,40 @@ func TestBuildRejects(t *testing.T) {
 		}
 	}
 }
+
+// TestInitAndHeapLimit: an init runs as PID 1 before the engine, and the Node heap is capped
+// at HeapShare of the container's memory limit (V8 would size it from the host's memory).
+func TestInitAndHeapLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		init    []string
+		limit   string
+		wantCmd []string
+		wantOpt string
+	}{
+		{"default", nil, "", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=1536"},
+		{"tini, 4Gi", []string{"/sbin/tini", "--"}, "4Gi", []string{"/sbin/tini", "--", "node", "/app/openclaw.mjs"}, "--max-old-space-size=3072"},
+		{"odd limit", nil, "1000M", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=715"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.Init = tc.init
+			if tc.limit != "" {
+				o.MemoryLimit = resource.MustParse(tc.limit)
+			}
+			gw := container(t, mustSTS(t, testDesired(), o).Spec.Template.Spec, ContainerGateway)
+			if got := gw.Command[:len(tc.wantCmd)]; !reflect.DeepEqual(got, tc.wantCmd) || gw.Command[len(tc.wantCmd)] != "gateway" {
+				t.Errorf("command %q, want it to start with %q then gateway", gw.Command, tc.wantCmd)
+			}
+			var opts string
+			for _, e := range gw.Env {
+				if e.Name == "NODE_OPTIONS" {
+					opts = e.Value
+				}
+			}
+			if opts != tc.wantOpt {
+				t.Errorf("NODE_OPTIONS %q, want %q", opts, tc.wantOpt)
+			}
+		})
+	}
+}

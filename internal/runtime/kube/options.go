@@ -40,6 +40,12 @@ var (
 	DefaultMemoryLimit   = resource.MustParse("2Gi")
 )
 
+// HeapShare is the part of the container's memory limit the gateway's Node heap may take
+// (--max-old-space-size); the rest is for Node's other memory, the engine's child processes
+// and the page cache. Without it V8 sizes its heap from the host's memory, not the
+// container's, and the kernel's OOM killer ends the gateway before V8 collects.
+const HeapShare = 0.75
+
 // DefaultEngineCommand runs the engine CLI in the official image (WORKDIR /app, no `openclaw`
 // on PATH).
 var DefaultEngineCommand = []string{"node", "/app/openclaw.mjs"}
@@ -68,6 +74,10 @@ type Options struct {
 	// EngineCommand is the engine CLI in the image (DefaultEngineCommand); the gateway runs
 	// EngineCommand + Engine.GatewayCommand().Args.
 	EngineCommand []string
+	// Init runs as PID 1 of the gateway container before EngineCommand (for example
+	// ["/sbin/tini", "--"] in agentplane's own gateway image) and reaps the engine's child
+	// processes; empty runs the engine as PID 1.
+	Init []string
 	// StorageClass for the home volume ("" = the cluster default).
 	StorageClass string
 	// StorageSize of the home volume (DefaultStorageSize).

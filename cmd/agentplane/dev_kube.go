@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/agentplane/agentplane/config/crd"
+	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/scheme"
+)
+
+// runDevKube runs the platform with the kube runtime on a fresh local cluster whose real node
+// runs the gateway images built from engines (version -> install dir).
+func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Options, stateDir string, engines map[string]string) error {
+	if os.Geteuid() != 0 {
+		return localcluster.ErrNoRoot
+	}
+	imgs := map[string]string{}
+	var versions []string
+	for v, dir := range engines {
+		spec, err := images.GatewaySpec(dir, v)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "[dev] gateway image %s (built once, cached in %s)\n", spec.Ref, images.CacheDir())
+		file, err := images.Ensure(images.CacheDir(), spec)
+		if err != nil {
+			return err
+		}
+		imgs[spec.Ref] = file
+		versions = append(versions, v)
+	}
+	sort.Strings(versions)
+	crds, err := crd.CRDs()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(stateDir, "cluster")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "[dev] starting the local cluster with a real node (state in %s)\n", dir)
+	cl, err := localcluster.Start(ctx, localcluster.Options{
+		BinDir: f.controlPlaneDir, Dir: dir, CRDs: crds, Images: imgs, Scheme: scheme.New(),
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(out, "[dev] stopping the local cluster")
+		if err := cl.Stop(); err != nil {
+			fmt.Fprintln(out, "[dev] stop:", err)
+		}
+	}()
+	fmt.Fprintf(out, "[dev] node %s Ready at %s; API server %s\n", cl.NodeName, cl.NodeIP, cl.Config.Host)
+	o.Runtime.Name = platform.RuntimeKube
+	o.Runtime.Versions = versions
+	o.Runtime.Image = images.GatewayTemplate()
+	o.Runtime.Init = []string{images.Init, "--"}
+	return serveDev(ctx, out, f, o, stateDir, cl.Config, cl.Kubeconfig)
+}

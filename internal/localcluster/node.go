@@ -1,0 +1,206 @@
+package localcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Network of the node: pods get addresses from PodCIDR on the bridge Bridge; Services get
+// them from ServiceCIDR.
+const (
+	PodCIDR     = "10.244.0.0/24"
+	ServiceCIDR = "10.96.0.0/16"
+	Bridge      = "apl0"
+	cniBinDir   = "/usr/lib/cni"
+	// cgroupRoot is the cgroup the kubelet puts every pod under, in every hierarchy.
+	cgroupRoot = "/agentplane"
+)
+
+// cniConfig is the pod network: a bridge with host-local addresses (kept in the cluster's
+// directory) and masquerading out of the node.
+func cniConfig(ipamDir string) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "agentplane",
+  "plugins": [
+    {"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": true, "hairpinMode": true,
+     "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+    {"type": "portmap", "capabilities": {"portMappings": true}}
+  ]
+}
+`, Bridge, ipamDir, PodCIDR)
+}
+
+// kubeletConfig is the node's KubeletConfiguration. Settings this machine needs:
+//   - failCgroupV1 false and cgroupDriver cgroupfs: cgroup v1, no systemd;
+//   - address: the machine's own address (the kubelet refuses loopback);
+//   - image garbage collection off: images are imported, never pulled, so one collected
+//     could not come back;
+//   - eviction only near real exhaustion: a busy test machine is not a reason to evict.
+//
+// The kubelet's API answers anyone who reaches the node address (anonymous, AlwaysAllow):
+// the cluster is a single-machine test rig; the API server reaches it for exec and logs.
+func kubeletConfig(c *Cluster, port, healthz int) string {
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: %s
+port: %d
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: %d
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+failCgroupV1: false
+failSwapOn: false
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: unix://%s
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+serializeImagePulls: false
+maxPods: 110
+nodeStatusUpdateFrequency: 5s
+syncFrequency: 10s
+fileCheckFrequency: 10s
+`, c.NodeIP, port, healthz, cgroupRoot, c.sock)
+}
+
+// startKubelet registers the node and waits until it is Ready.
+func (c *Cluster) startKubelet(ctx context.Context) error {
+	port, err := freePort(c.NodeIP)
+	if err != nil {
+		return err
+	}
+	healthz, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	if err := makeCgroupRoot(); err != nil {
+		return err
+	}
+	cfg := filepath.Join(c.dir, "kubelet.yaml")
+	if err := os.WriteFile(cfg, []byte(kubeletConfig(c, port, healthz)), 0o600); err != nil {
+		return err
+	}
+	p, err := start("kubelet", c.bin("kubelet"), []string{
+		"--config", cfg,
+		"--kubeconfig", c.Kubeconfig,
+		"--root-dir", filepath.Join(c.dir, "kubelet"),
+		"--cert-dir", filepath.Join(c.dir, "kubelet-pki"),
+		"--hostname-override", c.NodeName,
+		"--node-ip", c.NodeIP,
+		"--v", "1",
+	}, c.logDir, c.dir)
+	if err != nil {
+		return err
+	}
+	c.kubelet = p
+	return waitFor(ctx, "the node to be Ready", 2*time.Minute, p, func() error { return c.nodeReady(ctx) })
+}
+
+// nodeReady is nil once the node reports Ready.
+func (c *Cluster) nodeReady(ctx context.Context) error {
+	var n corev1.Node
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: c.NodeName}, &n); err != nil {
+		return err
+	}
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			if cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+			return fmt.Errorf("node %s: %s: %s", c.NodeName, cond.Reason, cond.Message)
+		}
+	}
+	return errors.New("node " + c.NodeName + " has no Ready condition yet")
+}
+
+// startControllers runs kube-controller-manager and kube-scheduler against the API server.
+func (c *Cluster) startControllers() error {
+	kcmPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	kcm, err := start("kube-controller-manager", c.bin("kube-controller-manager"), []string{
+		"--kubeconfig", c.Kubeconfig,
+		"--authentication-kubeconfig", c.Kubeconfig,
+		"--authorization-kubeconfig", c.Kubeconfig,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(kcmPort),
+		"--leader-elect=false",
+		"--controllers", "*",
+		"--service-account-private-key-file", filepath.Join(c.certDir, "sa-signer.key"),
+		"--root-ca-file", c.caFile,
+		"--use-service-account-credentials=false",
+		"--service-cluster-ip-range", ServiceCIDR,
+		// A stopped kubelet makes its node NotReady after 20 s (40 s by default).
+		"--node-monitor-grace-period", "20s",
+		"--node-monitor-period", "2s",
+		"--v", "1",
+	}, c.logDir, c.dir)
+	if err != nil {
+		return err
+	}
+	c.kcm = kcm
+	schedPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	sched, err := start("kube-scheduler", c.bin("kube-scheduler"), []string{
+		"--kubeconfig", c.Kubeconfig,
+		"--authentication-kubeconfig", c.Kubeconfig,
+		"--authorization-kubeconfig", c.Kubeconfig,
+		"--bind-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(schedPort),
+		"--leader-elect=false",
+		"--v", "1",
+	}, c.logDir, c.dir)
+	if err != nil {
+		return err
+	}
+	c.scheduler = sched
+	return nil
+}
+
+// makeCgroupRoot creates the kubelet's cgroupRoot in every cgroup v1 hierarchy (the kubelet
+// wants it to exist), with cpuset's CPUs and memory nodes copied from the parent.
+func makeCgroupRoot() error {
+	hierarchies, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hierarchies {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue // not a mounted hierarchy
+		}
+		d := filepath.Join(h, cgroupRoot)
+		if err := os.Mkdir(d, 0o755); err != nil && !os.IsExist(err) {
+			return err
+		}
+		if filepath.Base(h) == "cpuset" {
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(d, f), v, 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, name) }

@@ -1,0 +1,141 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// The default StorageClass and its provisioner.
+const (
+	StorageClass = "agentplane-local"
+	Provisioner  = "agentplane.io/local-path"
+	// annSelectedNode is where the scheduler names the node of a WaitForFirstConsumer claim.
+	annSelectedNode  = "volume.kubernetes.io/selected-node"
+	annProvisionedBy = "pv.kubernetes.io/provisioned-by"
+)
+
+// provisioner gives each claim of StorageClass a `local` PersistentVolume: a directory under
+// root on the node the scheduler chose. `local` volumes take the pod's fsGroup (hostPath
+// ignores it), so the non-root gateway can write its home. A released volume's directory
+// and object are deleted (reclaim policy Delete).
+type provisioner struct {
+	client client.Client
+	root   string
+	node   string
+}
+
+func (c *Cluster) startProvisioner(ctx context.Context) error {
+	sc := &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        StorageClass,
+			Annotations: map[string]string{"storageclass.kubernetes.io/is-default-class": "true"},
+		},
+		Provisioner:       Provisioner,
+		ReclaimPolicy:     ptr.To(corev1.PersistentVolumeReclaimDelete),
+		VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+	}
+	if err := c.Client.Create(ctx, sc); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	scheme := k8sruntime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		return err
+	}
+	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.dir, "volumes"), node: c.NodeName}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("provision").For(&corev1.PersistentVolumeClaim{}).Complete(ctrlFunc(p.provision)); err != nil {
+		return err
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("reclaim").For(&corev1.PersistentVolume{}).Complete(ctrlFunc(p.reclaim)); err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.stopProvisioner, c.provisionerDone = cancel, make(chan struct{})
+	go func() {
+		defer close(c.provisionerDone)
+		_ = mgr.Start(runCtx)
+	}()
+	return nil
+}
+
+type ctrlFunc func(context.Context, ctrl.Request) (ctrl.Result, error)
+
+func (f ctrlFunc) Reconcile(ctx context.Context, r ctrl.Request) (ctrl.Result, error) {
+	return f(ctx, r)
+}
+
+// provision creates the volume of a pending claim of the class once its node is chosen.
+func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pvc corev1.PersistentVolumeClaim
+	if err := p.client.Get(ctx, req.NamespacedName, &pvc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pvc.Spec.VolumeName != "" || pvc.DeletionTimestamp != nil || ptr.Deref(pvc.Spec.StorageClassName, "") != StorageClass ||
+		pvc.Annotations[annSelectedNode] != p.node {
+		return ctrl.Result{}, nil
+	}
+	name := "pvc-" + string(pvc.UID)
+	dir := filepath.Join(p.root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ctrl.Result{}, err
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{annProvisionedBy: Provisioner}},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: pvc.Spec.Resources.Requests[corev1.ResourceStorage]},
+			AccessModes:                   pvc.Spec.AccessModes,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimDelete,
+			StorageClassName:              StorageClass,
+			VolumeMode:                    pvc.Spec.VolumeMode,
+			ClaimRef: &corev1.ObjectReference{
+				Kind: "PersistentVolumeClaim", APIVersion: "v1",
+				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID,
+			},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.node},
+				}}}},
+			}},
+		},
+	}
+	if err := p.client.Create(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		return ctrl.Result{}, fmt.Errorf("provision %s/%s: %w", pvc.Namespace, pvc.Name, err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// reclaim deletes a released volume of the provisioner: its data, then its object.
+func (p *provisioner) reclaim(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pv corev1.PersistentVolume
+	if err := p.client.Get(ctx, req.NamespacedName, &pv); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pv.Annotations[annProvisionedBy] != Provisioner || pv.Status.Phase != corev1.VolumeReleased ||
+		pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimDelete || pv.Spec.Local == nil {
+		return ctrl.Result{}, nil
+	}
+	if filepath.Dir(pv.Spec.Local.Path) != p.root {
+		return ctrl.Result{}, fmt.Errorf("volume %s is outside %s", pv.Name, p.root)
+	}
+	if err := os.RemoveAll(pv.Spec.Local.Path); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, client.IgnoreNotFound(p.client.Delete(ctx, &pv))
+}

@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// TestRealNodeAgentLifecycle runs `agentplane dev --runtime kube`: a local cluster whose node
+// is this machine's real kubelet, containerd and runc, with the real OpenClaw gateway image.
+// Agents made through both doors (REST and the Agent resource) reach `running` with a Ready
+// gateway pod; the console execs through the kubelet; an attached secret reaches the
+// gateway's environment and no pod spec; delete removes pod, claim, volume and data; and the
+// cluster's stop leaves nothing on the machine.
+func TestRealNodeAgentLifecycle(t *testing.T) {
+	if !testenv.RealNode(t) {
+		return
+	}
+	baseline := localcluster.TakeBaseline()
+	p := startDev(t, engineDir(t), "--runtime", "kube")
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			p.stop()
+		}
+	})
+	kc := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))["KUBECONFIG"]
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+
+	start := time.Now()
+	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Node Agent"}), 201, "create agent").obj("agent")
+	t.Logf("REST create to running on the real node: %s", time.Since(start).Round(time.Millisecond))
+	id := created["id"].(string)
+	if created["status"] != "running" {
+		t.Fatalf("created agent: %v", created)
+	}
+	base := "/v0/agents/" + id
+	ns := "dev"
+	pod := gatewayPod(t, k8s, ns, id)
+	if pod.Spec.NodeName != "agentplane-node" {
+		t.Errorf("the gateway runs on node %q, want the real node", pod.Spec.NodeName)
+	}
+	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage("2026.9.6") {
+		t.Errorf("gateway image %s", img)
+	}
+
+	t.Run("console exec through the kubelet", func(t *testing.T) {
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hello; id -u; exit 3"}), 200, "exec")
+		if r.body["exitCode"] != 3.0 || r.str("stdout") != "hello\n1000\n" {
+			t.Fatalf("exec: %s", r.raw)
+		}
+	})
+
+	t.Run("tini is PID 1 and the heap follows the memory limit", func(t *testing.T) {
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{
+			"command": `tr '\0' ' ' < /proc/1/cmdline; echo; pid=$(grep -l gateway /proc/[0-9]*/cmdline | head -1 | cut -d/ -f3); tr '\0' '\n' < /proc/$pid/environ | grep '^NODE_OPTIONS='`,
+		}), 200, "exec")
+		out := r.str("stdout")
+		if !strings.HasPrefix(out, images.Init+" -- node /app/openclaw.mjs gateway") || !strings.Contains(out, "NODE_OPTIONS=--max-old-space-size=1536") {
+			t.Fatalf("PID 1 and the gateway's NODE_OPTIONS: %q", out)
+		}
+	})
+
+	t.Run("config read", func(t *testing.T) {
+		r := must(t, p.call("GET", base+"/config", nil), 200, "config")
+		if !strings.Contains(r.raw, "gateway") {
+			t.Fatalf("config: %s", r.raw)
+		}
+	})
+
+	t.Run("an attached secret reaches the gateway and no pod spec", func(t *testing.T) {
+		value := "sk-node-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		sec := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "OPENAI_API_KEY", "value": value, "provider": "openai"}), 201, "create secret").obj("secret")
+		must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
+		eventually(t, 4*time.Minute, "the rolled gateway to have the secret", func() bool {
+			r := p.call("POST", base+"/console/exec", map[string]string{"command": `printenv OPENAI_API_KEY`})
+			return r.status == 200 && strings.TrimSpace(r.str("stdout")) == value
+		})
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if strings.Contains(fmt.Sprintf("%+v", p.Spec), value) {
+				t.Errorf("pod %s has the secret value in its spec", p.Name)
+			}
+		}
+	})
+
+	t.Run("the Agent resource door", func(t *testing.T) {
+		a := &agentsv1.Agent{
+			ObjectMeta: metav1.ObjectMeta{Name: "kubectl-agent", Namespace: ns},
+			Spec:       agentsv1.AgentSpec{DisplayName: "Applied with kubectl"},
+		}
+		if err := k8s.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 4*time.Minute, "the applied agent to run", func() bool {
+			r := p.call("GET", "/v0/agents/kubectl-agent", nil)
+			return r.status == 200 && r.obj("agent")["status"] == "running"
+		})
+		gatewayPod(t, k8s, ns, "kubectl-agent")
+		if err := k8s.Delete(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("delete removes pod, claim, volume and its data", func(t *testing.T) {
+		var pvcs corev1.PersistentVolumeClaimList
+		if err := k8s.List(ctx, &pvcs, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		var data []string
+		for _, c := range pvcs.Items {
+			if strings.Contains(c.Name, id) {
+				var pv corev1.PersistentVolume
+				if err := k8s.Get(ctx, client.ObjectKey{Name: c.Spec.VolumeName}, &pv); err != nil {
+					t.Fatal(err)
+				}
+				data = append(data, pv.Spec.Local.Path)
+			}
+		}
+		if len(data) != 1 {
+			t.Fatalf("want one home volume of %s, found %v", id, data)
+		}
+		if _, err := os.Stat(filepath.Join(data[0], ".openclaw")); err != nil {
+			t.Fatalf("the gateway wrote nothing to its home volume: %v", err)
+		}
+		must(t, p.call("DELETE", base, nil), 200, "delete")
+		eventually(t, 3*time.Minute, "pod, StatefulSet, claims, volumes and data to be gone", func() bool {
+			var pods corev1.PodList
+			var sts appsv1.StatefulSetList
+			var pvs corev1.PersistentVolumeList
+			if k8s.List(ctx, &pods, client.InNamespace(ns)) != nil || k8s.List(ctx, &sts, client.InNamespace(ns)) != nil ||
+				k8s.List(ctx, &pvcs, client.InNamespace(ns)) != nil || k8s.List(ctx, &pvs) != nil {
+				return false
+			}
+			_, err := os.Stat(data[0])
+			return len(pods.Items) == 0 && len(sts.Items) == 0 && len(pvcs.Items) == 0 && len(pvs.Items) == 0 && os.IsNotExist(err)
+		})
+	})
+
+	stopped = true
+	p.stop()
+	unlock, err := localcluster.Lock() // no cluster of another test counts
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if left := localcluster.Leftovers(filepath.Join(p.stateDir, "cluster"), baseline); len(left) > 0 {
+		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// gatewayPod is the Ready gateway pod of agent id.
+func gatewayPod(t *testing.T, k8s client.Client, ns, id string) corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+				return p
+			}
+		}
+	}
+	t.Fatalf("no Ready gateway pod of %s among %d pods", id, len(pods.Items))
+	return corev1.Pod{}
+}
