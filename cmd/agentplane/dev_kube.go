@@ -21,7 +21,7 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 	if os.Geteuid() != 0 {
 		return localcluster.ErrNoRoot
 	}
-	imgs := map[string]string{}
+	var imgs []string
 	var versions []string
 	for v, dir := range engines {
 		spec, err := images.GatewaySpec(dir, v)
@@ -33,7 +33,7 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 		if err != nil {
 			return err
 		}
-		imgs[spec.Ref] = file
+		imgs = append(imgs, file)
 		versions = append(versions, v)
 	}
 	sort.Strings(versions)

@@ -2,7 +2,6 @@ package images
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
@@ -228,29 +227,20 @@ func image(cfg v1.Config, trees ...tree) (v1.Image, error) {
 	return mutate.ConfigFile(img, cf)
 }
 
-// layerOf writes t once to a temporary tar and makes a gzip layer of it.
+// layerOf is t as a gzip layer. Its tar is written again on each open (the same bytes: the
+// order and times are fixed), so no copy of it is kept; the compressed layer is cached.
 func layerOf(t tree) (v1.Layer, error) {
-	f, err := os.CreateTemp("", "agentplane-layer-*.tar")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	if err := t.writeTar(w); err != nil {
-		os.Remove(f.Name())
-		return nil, err
-	}
-	if err := w.Flush(); err != nil {
-		os.Remove(f.Name())
-		return nil, err
-	}
-	data, err := os.ReadFile(f.Name())
-	os.Remove(f.Name())
-	if err != nil {
-		return nil, err
-	}
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(data)), nil
+		r, w := io.Pipe()
+		go func() {
+			bw := bufio.NewWriterSize(w, 1<<20)
+			err := t.writeTar(bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			w.CloseWithError(err)
+		}()
+		return r, nil
 	}, tarball.WithCompressionLevel(gzip.BestSpeed), tarball.WithCompressedCaching)
 }
 

@@ -42,9 +42,9 @@ type Options struct {
 	NodeName string
 	// CRDs are installed before Start returns.
 	CRDs []*apiextensionsv1.CustomResourceDefinition
-	// Images are image tarballs to import into the node's containerd (ref -> file). The
-	// sandbox image is imported by Start from BinDir's pause.
-	Images map[string]string
+	// Images are image tarballs to import into the node's containerd. The sandbox image is
+	// imported by Start from BinDir's pause.
+	Images []string
 	// Scheme for Client (default: client-go's).
 	Scheme *k8sruntime.Scheme
 }
@@ -101,33 +101,34 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	c := &Cluster{opts: o, NodeName: o.NodeName, NodeIP: ip, unlock: unlock}
-	if o.Dir == "" {
-		if c.dir, err = os.MkdirTemp("", "agentplane-cluster-"); err != nil {
-			return nil, err
-		}
-		c.ownDir = true
-	} else {
-		c.dir = o.Dir
-	}
-	c.Dir, c.logDir = c.dir, filepath.Join(c.dir, "logs")
-	c.LogDir = c.logDir
-	c.sock = filepath.Join(c.dir, "containerd.sock")
-	c.cniConf = filepath.Join(c.dir, "cni")
-	c.containerdRoot = filepath.Join(c.dir, "containerd")
-	for _, d := range []string{c.logDir, c.cniConf, c.containerdRoot} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	c.baseline = TakeBaseline()
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("local cluster (logs in %s): %w", c.logDir, err)
+			if c.LogDir != "" {
+				err = fmt.Errorf("local cluster (logs in %s): %w", c.LogDir, err)
+			}
 			c.ownDir = false // keep the logs
 			_ = c.Stop()
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(c.cniConf, "10-agentplane.conflist"), []byte(cniConfig(filepath.Join(c.dir, "cni-ipam"))), 0o644); err != nil {
+	if o.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "agentplane-cluster-"); err != nil {
+			return nil, err
+		}
+		c.ownDir = true
+	} else {
+		c.Dir = o.Dir
+	}
+	c.LogDir = filepath.Join(c.Dir, "logs")
+	c.sock = filepath.Join(c.Dir, "containerd.sock")
+	c.cniConf = filepath.Join(c.Dir, "cni")
+	c.containerdRoot = filepath.Join(c.Dir, "containerd")
+	c.baseline = TakeBaseline()
+	for _, d := range []string{c.LogDir, c.cniConf, c.containerdRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.cniConf, "10-agentplane.conflist"), []byte(cniConfig(filepath.Join(c.Dir, "cni-ipam"))), 0o644); err != nil {
 		return nil, err
 	}
 	if err := c.startContainerd(ctx); err != nil {
@@ -195,20 +196,17 @@ func (c *Cluster) startControlPlane() error {
 	if err != nil {
 		return err
 	}
-	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	c.Kubeconfig = filepath.Join(c.Dir, "kubeconfig")
 	if err := os.WriteFile(c.Kubeconfig, kc, 0o600); err != nil {
 		return err
 	}
 	c.certDir = api.CertDir
-	c.caFile = filepath.Join(c.dir, "ca.crt")
+	c.caFile = filepath.Join(c.Dir, "ca.crt")
 	return os.WriteFile(c.caFile, api.SecureServing.CA, 0o644)
 }
 
 // importImages imports the sandbox image and Options.Images.
 func (c *Cluster) importImages(ctx context.Context) error {
-	if err := c.removeContainers(ctx); err != nil {
-		return err
-	}
 	spec, err := images.PauseSpec(c.bin("pause"))
 	if err != nil {
 		return err
@@ -217,12 +215,8 @@ func (c *Cluster) importImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	all := map[string]string{images.Pause: pause}
-	for ref, f := range c.opts.Images {
-		all[ref] = f
-	}
-	for ref, f := range all {
-		if err := c.Import(ctx, ref, f); err != nil {
+	for _, f := range append([]string{pause}, c.opts.Images...) {
+		if err := c.Import(ctx, f); err != nil {
 			return err
 		}
 	}
@@ -262,12 +256,15 @@ func (c *Cluster) Stop() error {
 			errs = append(errs, err)
 		}
 	}
+	if c.Dir == "" {
+		return errors.Join(errs...) // it never had a directory: nothing of it to sweep
+	}
 	errs = append(errs, c.sweep(ctx)...)
 	if left := c.Leftovers(); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("left behind: %v", left))
 	}
 	if c.ownDir && len(errs) == 0 {
-		if err := os.RemoveAll(c.dir); err != nil {
+		if err := os.RemoveAll(c.Dir); err != nil {
 			errs = append(errs, err)
 		}
 	}

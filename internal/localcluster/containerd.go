@@ -51,11 +51,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
 // startContainerd starts containerd and waits for its socket.
 func (c *Cluster) startContainerd(ctx context.Context) error {
-	cfg := filepath.Join(c.dir, "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig(c.containerdRoot, filepath.Join(c.dir, "containerd-state"), c.sock, c.cniConf)), 0o600); err != nil {
+	cfg := filepath.Join(c.Dir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(c.containerdRoot, filepath.Join(c.Dir, "containerd-state"), c.sock, c.cniConf)), 0o600); err != nil {
 		return err
 	}
-	p, err := start("containerd", "containerd", []string{"--config", cfg}, c.logDir, c.dir)
+	p, err := start("containerd", "containerd", []string{"--config", cfg}, c.LogDir, c.Dir)
 	if err != nil {
 		return err
 	}
@@ -75,17 +75,10 @@ func (c *Cluster) ctr(ctx context.Context, args ...string) (string, error) {
 	return run(ctx, "ctr", append([]string{"--address", c.sock, "--namespace", criNamespace}, args...)...)
 }
 
-// Import imports the image tarball file unless containerd has the image ref already.
-func (c *Cluster) Import(ctx context.Context, ref, file string) error {
-	have, err := c.ctr(ctx, "images", "list", "--quiet", "name=="+ref)
-	if err != nil {
-		return err
-	}
-	if strings.TrimSpace(have) == ref {
-		return nil
-	}
+// Import imports the image tarball file (its image is named in the tarball).
+func (c *Cluster) Import(ctx context.Context, file string) error {
 	if _, err := c.ctr(ctx, "images", "import", "--snapshotter", "overlayfs", file); err != nil {
-		return fmt.Errorf("import %s: %w", ref, err)
+		return fmt.Errorf("import %s: %w", file, err)
 	}
 	return nil
 }

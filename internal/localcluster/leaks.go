@@ -76,7 +76,7 @@ func (c *Cluster) sweep(ctx context.Context) []error {
 }
 
 // Leftovers lists what of the cluster is still on the machine; empty after a clean Stop.
-func (c *Cluster) Leftovers() []string { return Leftovers(c.dir, c.baseline) }
+func (c *Cluster) Leftovers() []string { return Leftovers(c.Dir, c.baseline) }
 
 // Baseline is what the machine had before a cluster started (network namespaces, cgroups),
 // so that only what the cluster added counts as left behind.
@@ -99,7 +99,7 @@ func TakeBaseline() Baseline {
 func Leftovers(dir string, b Baseline) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := &Cluster{dir: dir, baseline: b}
+	c := &Cluster{Dir: dir, baseline: b}
 	var left []string
 	for _, pid := range c.processes() {
 		left = append(left, "process "+strconv.Itoa(pid)+" "+cmdline(pid))
@@ -128,6 +128,9 @@ func Leftovers(dir string, b Baseline) []string {
 // processes are the live processes whose command line names the cluster's directory
 // (containerd, its shims, the kubelet and the controllers all do).
 func (c *Cluster) processes() []int {
+	if c.Dir == "" {
+		return nil // every command line "contains" the empty string
+	}
 	entries, _ := os.ReadDir("/proc")
 	var pids []int
 	for _, e := range entries {
@@ -135,7 +138,7 @@ func (c *Cluster) processes() []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if strings.Contains(cmdline(pid), c.dir) {
+		if strings.Contains(cmdline(pid), c.Dir) {
 			pids = append(pids, pid)
 		}
 	}
@@ -159,7 +162,7 @@ func (c *Cluster) mounts() []string {
 	s.Buffer(make([]byte, 1<<20), 1<<20)
 	for s.Scan() {
 		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], c.dir+"/") {
+		if len(fields) > 4 && strings.HasPrefix(fields[4], c.Dir+"/") {
 			out = append(out, fields[4])
 		}
 	}
@@ -280,7 +283,6 @@ func (c *Cluster) removeChains(ctx context.Context) []error {
 	for _, ch := range chains {
 		ours[ch.String()] = true
 	}
-	pods := strings.TrimSuffix(PodCIDR, "0/24")
 	for _, cmd := range []string{"iptables", "ip6tables"} {
 		for _, t := range chainTables {
 			rules, err := run(ctx, cmd, "-t", t, "-S")
@@ -308,7 +310,7 @@ func (c *Cluster) removeChains(ctx context.Context) []error {
 						jumps = true
 					}
 				}
-				if jumps || (t == "nat" && f[1] == "POSTROUTING" && strings.Contains(l, pods)) {
+				if jumps || (t == "nat" && isMasquerade(l)) {
 					doomed = append(doomed, rule{f[1], num[f[1]]})
 				}
 			}
@@ -339,9 +341,18 @@ func masqueradeRules(ctx context.Context) []string {
 	}
 	var rules []string
 	for _, l := range strings.Split(out, "\n") {
-		if strings.HasPrefix(l, "-A ") && strings.Contains(l, strings.TrimSuffix(PodCIDR, "0/24")) {
+		if isMasquerade(l) {
 			rules = append(rules, l)
 		}
 	}
 	return rules
+}
+
+// podNet is the pod network's address prefix as iptables prints it.
+var podNet = strings.TrimSuffix(PodCIDR, "0/24")
+
+// isMasquerade tells whether an `iptables -t nat -S` line is a POSTROUTING rule of the pod
+// network.
+func isMasquerade(line string) bool {
+	return strings.HasPrefix(line, "-A POSTROUTING ") && strings.Contains(line, podNet)
 }

@@ -92,19 +92,19 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	if err := makeCgroupRoot(); err != nil {
 		return err
 	}
-	cfg := filepath.Join(c.dir, "kubelet.yaml")
+	cfg := filepath.Join(c.Dir, "kubelet.yaml")
 	if err := os.WriteFile(cfg, []byte(kubeletConfig(c, port, healthz)), 0o600); err != nil {
 		return err
 	}
 	p, err := start("kubelet", c.bin("kubelet"), []string{
 		"--config", cfg,
 		"--kubeconfig", c.Kubeconfig,
-		"--root-dir", filepath.Join(c.dir, "kubelet"),
-		"--cert-dir", filepath.Join(c.dir, "kubelet-pki"),
+		"--root-dir", filepath.Join(c.Dir, "kubelet"),
+		"--cert-dir", filepath.Join(c.Dir, "kubelet-pki"),
 		"--hostname-override", c.NodeName,
 		"--node-ip", c.NodeIP,
 		"--v", "1",
-	}, c.logDir, c.dir)
+	}, c.LogDir, c.Dir)
 	if err != nil {
 		return err
 	}
@@ -151,7 +151,7 @@ func (c *Cluster) startControllers() error {
 		"--node-monitor-grace-period", "20s",
 		"--node-monitor-period", "2s",
 		"--v", "1",
-	}, c.logDir, c.dir)
+	}, c.LogDir, c.Dir)
 	if err != nil {
 		return err
 	}
@@ -168,7 +168,7 @@ func (c *Cluster) startControllers() error {
 		"--secure-port", strconv.Itoa(schedPort),
 		"--leader-elect=false",
 		"--v", "1",
-	}, c.logDir, c.dir)
+	}, c.LogDir, c.Dir)
 	if err != nil {
 		return err
 	}

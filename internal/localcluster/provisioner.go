@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // The default StorageClass and its provisioner.
@@ -58,11 +59,11 @@ func (c *Cluster) startProvisioner(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.dir, "volumes"), node: c.NodeName}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("provision").For(&corev1.PersistentVolumeClaim{}).Complete(ctrlFunc(p.provision)); err != nil {
+	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.Dir, "volumes"), node: c.NodeName}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("provision").For(&corev1.PersistentVolumeClaim{}).Complete(reconcile.Func(p.provision)); err != nil {
 		return err
 	}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("reclaim").For(&corev1.PersistentVolume{}).Complete(ctrlFunc(p.reclaim)); err != nil {
+	if err := ctrl.NewControllerManagedBy(mgr).Named("reclaim").For(&corev1.PersistentVolume{}).Complete(reconcile.Func(p.reclaim)); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
