@@ -180,9 +180,12 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 		}
 		return nil, err
 	}
-	if err := s.opts.Client.Create(r.Context(), agent); err != nil {
-		// Give the slot back; if this fails too the workspace controller releases it later.
-		_ = s.opts.Admission.ReleaseAgent(context.WithoutCancel(r.Context()), agent)
+	if err := s.opts.Client.Create(context.WithoutCancel(r.Context()), agent); err != nil {
+		// Only a refused create gives the slot back: after a lost answer the agent may exist
+		// (the workspace controller frees the slot if it never appears).
+		if admission.Refused(err) {
+			_ = s.opts.Admission.ReleaseAgent(context.WithoutCancel(r.Context()), agent)
+		}
 		return nil, err
 	}
 	if r.URL.Query().Get("wait") == "false" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -134,7 +135,10 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	o := s.domainOpts()
 	host := hostclaim.Host(&d.Spec, o.AppsDomain)
 	agentKey := client.ObjectKeyFromObject(agent)
-	bg := context.WithoutCancel(ctx)
+	// Once the host is claimed the request runs to its end whether or not the caller waits:
+	// a create cut halfway leaves a claim and a slot whose Domain may or may not exist.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), domainCreateBudget)
+	defer cancel()
 	// A subdomain's host is claimed before one of the agent's slots is taken: of concurrent
 	// claimants of one host only the winner takes a slot, so the losers (409) cannot fill the
 	// agent's limit for a moment and make other requests answer `Domain limit reached`.
@@ -150,7 +154,7 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	releaseClaim := func() {
 		if claimed {
-			_ = s.opts.Admission.ReleaseHost(bg, d, host)
+			_ = s.opts.Admission.ReleaseHost(ctx, d, host)
 		}
 	}
 	if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
@@ -158,27 +162,61 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	if err := s.opts.Client.Create(ctx, d); err != nil {
-		releaseClaim()
-		// If this fails too, the recount frees the slot once it is stale.
-		_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
+		// Only a refused create gives the claim and the slot back: after a lost answer the
+		// Domain may exist, and another Domain must not take its host or its slot (the
+		// Recounter frees both if it never appears).
+		if admission.Refused(err) {
+			releaseClaim()
+			_ = s.opts.Admission.ReleaseDomain(ctx, agentKey, d.Name)
+		}
 		return nil, err
 	}
-	if claimed {
-		// A request slower than admission.InFlightWait between its claim and its Domain may
-		// have lost the claim to another: then its Domain and its slot go, and the answer is
-		// the other's.
-		if err := s.opts.Admission.ConfirmClaim(ctx, d, host); err != nil {
-			if !errors.Is(err, admission.ErrHostTaken) {
-				return nil, err
-			}
-			// The slot goes before the answer, not with the Domain's finalizer: a 409 takes
-			// nothing.
-			_ = s.opts.Client.Delete(bg, d)
-			_ = s.opts.Admission.ReleaseDomain(bg, agentKey, d.Name)
-			return nil, withCause(http.StatusConflict, msgSubdomainTaken, err)
-		}
+	if err := s.confirmDomain(ctx, d, agentKey, host, claimed); err != nil {
+		return nil, err
 	}
 	return created(map[string]any{"domain": s.viewDomain(d)})
+}
+
+// domainCreateBudget bounds a domain create from its claim to its answer.
+const domainCreateBudget = 30 * time.Second
+
+// confirmDomain checks, once d exists, that d still holds what was taken for it before: a
+// request slower than admission.InFlightWait between its claim and its Domain may have lost the
+// claim to another claimant, and one slower than the slots' stale age its slot to the recount
+// (the slot is taken again then, which fails when the agent filled up meanwhile). When d lost,
+// d and its slot go before the answer (a refusal takes nothing) and the answer is the other's.
+// When d cannot be removed, the outcome is unknown to this request and it answers so (503):
+// d stays, and may yet serve its host once the other lets go.
+func (s *Server) confirmDomain(ctx context.Context, d *agentsv1.Domain, agentKey client.ObjectKey, host string, claimed bool) error {
+	var refusal error
+	if claimed {
+		if err := s.opts.Admission.ConfirmClaim(ctx, d, host); err != nil {
+			if !errors.Is(err, admission.ErrHostTaken) {
+				return err
+			}
+			refusal = withCause(http.StatusConflict, msgSubdomainTaken, err)
+		}
+	}
+	if refusal == nil {
+		// A no-op read when d's slot is still held.
+		if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
+			var e *Error
+			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+				return err
+			}
+			refusal = err
+		}
+	}
+	if refusal == nil {
+		return nil
+	}
+	if err := client.IgnoreNotFound(s.opts.Client.Delete(ctx, d)); err != nil {
+		return fmt.Errorf("remove domain %s that lost its host or slot: %w", d.Name, err)
+	}
+	if err := s.opts.Admission.ReleaseDomain(ctx, agentKey, d.Name); err != nil {
+		s.log.Error(err, "release domain slot (the finalizer releases it)", "domain", d.Name)
+	}
+	return refusal
 }
 
 // reserveDomainSlot takes one of the agent's slots (admission frees slots whose Domain never

@@ -157,8 +157,13 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 // writeError logs server-side failures with their cause and writes the error envelope.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	e := httpError(err)
-	if e.Status >= 500 {
-		logr.FromContextOrDiscard(r.Context()).Error(err, "request failed", "path", r.URL.Path, "status", e.Status)
+	log := logr.FromContextOrDiscard(r.Context())
+	switch {
+	case e.Status >= 500:
+		log.Error(err, "request failed", "path", r.URL.Path, "status", e.Status)
+	case e.Cause != nil:
+		// Why a request was refused (which holder a 409 met, ...), for whoever debugs it.
+		log.V(1).Info("request refused", "path", r.URL.Path, "status", e.Status, "cause", e.Cause.Error())
 	}
 	writeJSON(w, e.Status, errorBody(r.URL.Path, e))
 }

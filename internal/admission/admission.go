@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/engine"
@@ -57,4 +58,25 @@ func (a *Admitter) reader() client.Reader {
 		return a.Reader
 	}
 	return a.Client
+}
+
+// Refused reports whether err is the API server's definite refusal of a write: the object was
+// not written, so what was reserved or claimed for it can be given back at once. Any other
+// error (an answer lost with the connection, a timeout, a cancelled request) leaves the write's
+// outcome unknown: the object may exist, so its slot and claim stay, and the Recounter frees
+// them if it never appears. Giving them back then would let a second object take the name or
+// the slot of one that exists.
+func Refused(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return false
+	}
+	code := status.Status().Code
+	switch {
+	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
+		return false // the server may still be writing, or may write on a retry
+	case code >= 400 && code < 500:
+		return true
+	}
+	return false
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -239,6 +242,15 @@ func TestClaims(t *testing.T) {
 		{"d2 cannot release d1's claim", func() error { return a.ReleaseHost(ctx, d2, host) }, nil, "ws-a/d1"},
 		{"d1 releases it", func() error { return a.ReleaseHost(ctx, d1, host) }, nil, ""},
 		{"d2 takes it", func() error { return a.EnsureClaim(ctx, d2, host) }, nil, "ws-b/d2"},
+		{"d1 confirming d2's claim is refused", func() error { return a.ConfirmClaim(ctx, d1, host) }, admission.ErrHostTaken, "ws-b/d2"},
+		// The Recounter frees a claim whose Domain did not exist yet (a request stalled past the
+		// stale age): the Domain, which exists when it confirms, claims the free host again.
+		{"d2's claim freed as stale is claimed again on confirm", func() error {
+			if err := a.ReleaseHost(ctx, d2, host); err != nil {
+				return err
+			}
+			return a.ConfirmClaim(ctx, d2, host)
+		}, nil, "ws-b/d2"},
 	} {
 		if err := step.do(); !errors.Is(err, step.wantErr) {
 			t.Fatalf("%s: got %v, want %v", step.what, err, step.wantErr)
@@ -253,6 +265,32 @@ func TestClaims(t *testing.T) {
 		}
 		if got != step.holder {
 			t.Fatalf("%s: held by %q, want %q", step.what, got, step.holder)
+		}
+	}
+}
+
+func TestRefused(t *testing.T) {
+	gr := schema.GroupResource{Group: agentsv1.GroupVersion.Group, Resource: "domains"}
+	for _, tc := range []struct {
+		what string
+		err  error
+		want bool
+	}{
+		{"already exists", apierrors.NewAlreadyExists(gr, "d"), true},
+		{"invalid", apierrors.NewInvalid(agentsv1.GroupVersion.WithKind("Domain").GroupKind(), "d", nil), true},
+		{"forbidden", apierrors.NewForbidden(gr, "d", errors.New("quota")), true},
+		{"namespace gone", apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ws"), true},
+		{"wrapped refusal", fmt.Errorf("create: %w", apierrors.NewAlreadyExists(gr, "d")), true},
+		{"answer lost with the connection", io.ErrUnexpectedEOF, false},
+		{"request cancelled", context.Canceled, false},
+		{"server timeout", apierrors.NewServerTimeout(gr, "create", 1), false},
+		{"request timeout", apierrors.NewTimeoutError("slow etcd", 1), false},
+		{"throttled", apierrors.NewTooManyRequests("slow down", 1), false},
+		{"internal error", apierrors.NewInternalError(errors.New("etcd")), false},
+		{"unavailable", apierrors.NewServiceUnavailable("restarting"), false},
+	} {
+		if got := admission.Refused(tc.err); got != tc.want {
+			t.Errorf("%s: Refused = %v, want %v", tc.what, got, tc.want)
 		}
 	}
 }

@@ -158,7 +158,9 @@ func ConfirmClaim(ctx context.Context, c client.Client, systemNS, host string, d
 		cur := &coordinationv1.Lease{}
 		if err := c.Get(ctx, key, cur); err != nil {
 			if apierrors.IsNotFound(err) {
-				return fmt.Errorf("%w: %s was released", ErrHostTaken, host)
+				// Freed as stale by the Recounter while d did not exist yet: the host is free,
+				// and d, which exists now, claims it as any claimant would.
+				return ClaimHost(ctx, c, systemNS, host, d.Namespace, DomainKey(d))
 			}
 			return err
 		}

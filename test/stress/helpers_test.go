@@ -72,6 +72,12 @@ func call(base, method, path, tok string, body any) reply {
 
 // callWithin is call bounded by timeout.
 func callWithin(timeout time.Duration, base, method, path, tok string, body any) reply {
+	return callWithID(timeout, base, method, path, tok, body, "")
+}
+
+// callWithID is callWithin with the request id the facade logs the request under (empty: the
+// facade picks one).
+func callWithID(timeout time.Duration, base, method, path, tok string, body any, requestID string) reply {
 	var rd io.Reader
 	contentType := "application/json"
 	switch b := body.(type) {
@@ -98,6 +104,9 @@ func callWithin(timeout time.Duration, base, method, path, tok string, body any)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
 	}
 	start := time.Now()
 	resp, err := http.DefaultClient.Do(req)

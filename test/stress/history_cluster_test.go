@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +49,8 @@ type histCluster struct {
 	mu    sync.Mutex
 	cfgs  [2]childConfig
 	procs [2]*child
+	// logs are the log files of every process started, restarts included.
+	logs []string
 }
 
 // startHistCluster starts the control plane, the proxy and both processes; everything stops
@@ -117,7 +121,24 @@ func (c *histCluster) start(t *testing.T, i int) {
 	p := startChild(t, procName(i), c.cfgs[i])
 	c.mu.Lock()
 	c.procs[i] = p
+	c.logs = append(c.logs, p.log)
 	c.mu.Unlock()
+}
+
+// keepLogs copies every process's log into dir (a failed history's directory: the ops name
+// their X-Request-Id, the logs say what each request met).
+func (c *histCluster) keepLogs(t *testing.T, dir string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n, src := range c.logs {
+		b, err := os.ReadFile(src)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("process-%02d-%s", n, filepath.Base(src))), b, 0o600)
+		}
+		if err != nil {
+			t.Logf("keeping %s: %v", src, err)
+		}
+	}
 }
 
 // url is where process i's facade listens; "" while it is down.

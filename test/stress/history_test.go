@@ -219,6 +219,9 @@ func historyRun(t *testing.T, c *histCluster, seed int64, run int, duration time
 	}
 	if res.OK() {
 		_ = os.RemoveAll(out)
+	} else {
+		c.keepLogs(t, out)
+		t.Logf("the processes' logs are kept in %s", out)
 	}
 }
 
@@ -322,7 +325,8 @@ func (tr *historyTraffic) call(op *history.Op, rng *rand.Rand, method, path stri
 	}
 	ws := op.Workspace
 	op.Call = tr.rec.Now()
-	r := callWithin(trafficCallTimeout, base, method, path, tr.toks[ws], body)
+	op.RequestID = fmt.Sprintf("hist-c%d-%d", op.Client, op.Call)
+	r := callWithID(trafficCallTimeout, base, method, path, tr.toks[ws], body, op.RequestID)
 	op.Return = tr.rec.Now()
 	if errors.Is(r.Err, syscall.ECONNREFUSED) {
 		return

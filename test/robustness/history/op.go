@@ -60,6 +60,8 @@ type Op struct {
 	Error string
 	// ID is the id a create answered.
 	ID string
+	// RequestID is the X-Request-Id the request was sent with: the facades' logs name it.
+	RequestID string `json:",omitempty"`
 }
 
 // Ambiguous reports whether the operation may or may not have taken effect.
