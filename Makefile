@@ -72,8 +72,9 @@ engine: ## Install the pinned OpenClaw engine and Node into the user cache (once
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/agentplane.
+build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's static health probe).
 	$(GO) build -o $(BIN)/agentplane ./cmd/agentplane
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane-probe ./cmd/agentplane-probe
 
 .PHONY: run
 run: build envtest-assets engine ## Run the platform locally (agentplane dev).

@@ -21,10 +21,14 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 	if os.Geteuid() != 0 {
 		return localcluster.ErrNoRoot
 	}
+	probe, err := probeBinary()
+	if err != nil {
+		return err
+	}
 	var imgs []string
 	var versions []string
 	for v, dir := range engines {
-		spec, err := images.GatewaySpec(dir, v)
+		spec, err := images.GatewaySpec(dir, v, probe)
 		if err != nil {
 			return err
 		}
@@ -66,5 +70,19 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 	o.Runtime.Versions = versions
 	o.Runtime.Image = images.GatewayTemplate()
 	o.Runtime.Init = []string{images.Init, "--"}
+	o.Runtime.Probe = []string{images.Probe}
 	return serveDev(ctx, out, f, o, stateDir, cl.Config, cl.Kubeconfig)
+}
+
+// probeBinary is the agentplane-probe built beside this binary (make build).
+func probeBinary() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(self), "agentplane-probe")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("the gateway image needs agentplane-probe beside %s (make build): %w", self, err)
+	}
+	return p, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/clawhub"
+	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/scheme"
@@ -80,6 +81,7 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
+	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+images.Probe+"; empty probes with HTTP GETs)")
 	cmd.Flags().StringVar(&storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
 	s3f.add(cmd)
 	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")

@@ -34,6 +34,9 @@ const (
 	Init = "/sbin/tini"
 	// NodeUID owns the gateway's home, as in the official image (`node`, 1000).
 	NodeUID = 1000
+	// Probe is the gateway image's health probe command (cmd/agentplane-probe): the kube
+	// runtime's exec probes give it the engine's probe routes.
+	Probe = "/usr/local/bin/agentplane-probe"
 )
 
 // builderVersion changes when the layout of an image changes, so cached tarballs are rebuilt.
@@ -62,8 +65,9 @@ type Spec struct {
 }
 
 // GatewaySpec is the gateway image of the engine installed at engineDir (bin/node and
-// node_modules/openclaw, as hack/install-engine.sh leaves it) for engine version version.
-func GatewaySpec(engineDir, version string) (Spec, error) {
+// node_modules/openclaw, as hack/install-engine.sh leaves it) for engine version version, with
+// the static probe binary probeBin (make build's bin/agentplane-probe) at Probe.
+func GatewaySpec(engineDir, version, probeBin string) (Spec, error) {
 	node, err := filepath.EvalSymlinks(filepath.Join(engineDir, "bin", "node"))
 	if err != nil {
 		return Spec{}, fmt.Errorf("gateway image: no node in the engine install: %w", err)
@@ -77,6 +81,12 @@ func GatewaySpec(engineDir, version string) (Spec, error) {
 	}
 	h := sha256.New()
 	fmt.Fprintln(h, builderVersion, version, filepath.Base(engineDir))
+	// The probe by its bytes: each build of it is a new file of the same content.
+	probe, err := os.ReadFile(probeBin)
+	if err != nil {
+		return Spec{}, fmt.Errorf("gateway image: %w (make build)", err)
+	}
+	fmt.Fprintf(h, "probe %x\n", sha256.Sum256(probe))
 	for _, f := range append([]string{node, filepath.Join(engineDir, "package-lock.json"), tiniStatic}, tools...) {
 		st, err := os.Stat(f)
 		if err != nil {
@@ -88,31 +98,35 @@ func GatewaySpec(engineDir, version string) (Spec, error) {
 		Ref: GatewayImage(version),
 		key: hex.EncodeToString(h.Sum(nil))[:16],
 		build: func() (v1.Image, error) {
-			return gateway(engineDir, node, tools)
+			return gateway(engineDir, node, probeBin, tools)
 		},
 	}, nil
 }
 
 // PauseSpec is the sandbox image of the pause binary at bin (hack/build-cluster.sh builds it).
-func PauseSpec(bin string) (Spec, error) {
+func PauseSpec(bin string) (Spec, error) { return BinarySpec(Pause, bin, "/pause", "65535:65535") }
+
+// BinarySpec is image ref of one static binary: bin at path in the image, its entrypoint,
+// run as user (uid:gid). The manager's image and test images are such images.
+func BinarySpec(ref, bin, path, user string) (Spec, error) {
 	bin, err := filepath.EvalSymlinks(bin)
 	if err != nil {
-		return Spec{}, fmt.Errorf("pause image: %w", err)
+		return Spec{}, fmt.Errorf("image %s: %w", ref, err)
 	}
 	st, err := os.Stat(bin)
 	if err != nil {
-		return Spec{}, fmt.Errorf("pause image: %w", err)
+		return Spec{}, fmt.Errorf("image %s: %w", ref, err)
 	}
-	key := sha256.Sum256(fmt.Appendf(nil, "%s %s %d %d", builderVersion, bin, st.Size(), st.ModTime().UnixNano()))
+	key := sha256.Sum256(fmt.Appendf(nil, "%s %s %d %d %s %s", builderVersion, bin, st.Size(), st.ModTime().UnixNano(), path, user))
 	return Spec{
-		Ref: Pause,
+		Ref: ref,
 		key: hex.EncodeToString(key[:])[:16],
 		build: func() (v1.Image, error) {
 			t := tree{}
-			if err := t.copyFile(bin, "/pause"); err != nil {
+			if err := t.copyFile(bin, path); err != nil {
 				return nil, err
 			}
-			return image(v1.Config{Entrypoint: []string{"/pause"}, User: "65535:65535"}, t)
+			return image(v1.Config{Entrypoint: []string{path}, User: user}, t)
 		},
 	}, nil
 }
@@ -146,7 +160,7 @@ func Ensure(dir string, s Spec) (string, error) {
 // tiniStatic is Debian's static tini (package tini).
 const tiniStatic = "/usr/bin/tini-static"
 
-func gateway(engineDir, node string, tools []string) (v1.Image, error) {
+func gateway(engineDir, node, probeBin string, tools []string) (v1.Image, error) {
 	base := tree{}
 	base.dir("/tmp", 0o1777, 0, 0)
 	base.dir("/home/node", 0o755, NodeUID, NodeUID)
@@ -160,6 +174,9 @@ func gateway(engineDir, node string, tools []string) (v1.Image, error) {
 	}
 	if err := base.copyFile(tiniStatic, Init); err != nil {
 		return nil, fmt.Errorf("%w (install Debian's tini)", err)
+	}
+	if err := base.copyFile(probeBin, Probe); err != nil {
+		return nil, fmt.Errorf("%w (make build)", err)
 	}
 	bins := []string{node}
 	for i, t := range tools {

@@ -1,7 +1,7 @@
 // Package localcluster runs a Kubernetes cluster on this machine with one real node: etcd and
 // kube-apiserver (through envtest's control plane), kube-controller-manager, kube-scheduler,
-// a kubelet on Debian's containerd and runc with a CNI bridge, and a volume provisioner with
-// a default StorageClass. Every binary is built from the pinned Go module graph
+// a kubelet on Debian's containerd and runc with a CNI bridge, kube-proxy, a cluster DNS
+// server, and a volume provisioner with a default StorageClass. Every binary is built from the pinned Go module graph
 // (hack/build-controlplane.sh, hack/build-cluster.sh); images are imported, never pulled.
 //
 // Stop leaves nothing of the cluster behind: no process, container, shim, mount, network
@@ -68,7 +68,8 @@ type Cluster struct {
 	ownDir                bool
 	env                   *envtest.Environment
 	containerd, kubelet   *proc
-	kcm, scheduler        *proc
+	kcm, scheduler, proxy *proc
+	dns                   *clusterDNS
 	stopProvisioner       context.CancelFunc
 	provisionerDone       chan struct{}
 	baseline              Baseline
@@ -87,7 +88,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.Scheme == nil {
 		o.Scheme = clientgoscheme.Scheme
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "pause"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause"} {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("local cluster: %s is missing from %s (make envtest-assets cluster-binaries): %w", b, o.BinDir, err)
 		}
@@ -140,10 +141,16 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if err := c.startControlPlane(); err != nil {
 		return nil, err
 	}
+	if c.dns, err = startDNS(c.Client, c.NodeIP); err != nil {
+		return nil, err
+	}
 	if err := c.startControllers(); err != nil {
 		return nil, err
 	}
 	if err := c.startKubelet(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startKubeProxy(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.startProvisioner(ctx); err != nil {
@@ -241,6 +248,10 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	c.kubelet.stop(15 * time.Second)
+	if err := c.stopKubeProxy(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	c.dns.stop()
 	if c.stopProvisioner != nil {
 		c.stopProvisioner()
 		<-c.provisionerDone

@@ -20,8 +20,8 @@ import (
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
-// TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster, runs a pod of the
-// sandbox image with a claim of the default class as a non-root user, checks that the user
+// TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster, checks its Service
+// network (checkServiceNetwork), runs a pod of the sandbox image with a claim of the default class as a non-root user, checks that the user
 // can write the volume and that the claim's data goes with the claim, then stops the cluster
 // and finds nothing of it left on the machine.
 func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
@@ -43,6 +43,7 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 			_ = c.Stop()
 		}
 	}()
+	checkServiceNetwork(ctx, t, c)
 	const ns = "default"
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "home", Namespace: ns},

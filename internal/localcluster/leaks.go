@@ -67,6 +67,11 @@ func (c *Cluster) sweep(ctx context.Context) []error {
 		}
 	}
 	errs = append(errs, c.removeChains(ctx)...)
+	for _, l := range c.containerLogLinks() {
+		if err := os.Remove(l); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, d := range c.newCgroups() {
 		if err := removeCgroup(d); err != nil {
 			errs = append(errs, err)
@@ -95,7 +100,7 @@ func TakeBaseline() Baseline {
 
 // Leftovers lists what a cluster whose state directory was dir left on the machine since
 // the baseline b: processes, mounts, network namespaces, the bridge, iptables rules and
-// chains of the pod network, and cgroups.
+// chains of the pod network and of kube-proxy, cgroups, and the kubelet's container log links.
 func Leftovers(dir string, b Baseline) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -122,7 +127,27 @@ func Leftovers(dir string, b Baseline) []string {
 	for _, d := range c.newCgroups() {
 		left = append(left, "cgroup "+d)
 	}
+	for _, l := range c.containerLogLinks() {
+		left = append(left, "container log link "+l)
+	}
 	return left
+}
+
+// containerLogDir is where the kubelet links each container's log (a fixed path, unlike the
+// logs themselves, which podLogsDir keeps in the cluster's directory).
+const containerLogDir = "/var/log/containers"
+
+// containerLogLinks are the kubelet's links into the cluster's directory.
+func (c *Cluster) containerLogLinks() []string {
+	entries, _ := os.ReadDir(containerLogDir)
+	var links []string
+	for _, e := range entries {
+		p := filepath.Join(containerLogDir, e.Name())
+		if dst, err := os.Readlink(p); err == nil && strings.HasPrefix(dst, c.Dir+string(filepath.Separator)) {
+			links = append(links, p)
+		}
+	}
+	return links
 }
 
 // processes are the live processes whose command line names the cluster's directory

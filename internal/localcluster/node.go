@@ -44,7 +44,8 @@ func cniConfig(ipamDir string) string {
 //   - address: the machine's own address (the kubelet refuses loopback);
 //   - image garbage collection off: images are imported, never pulled, so one collected
 //     could not come back;
-//   - eviction only near real exhaustion: a busy test machine is not a reason to evict.
+//   - eviction only near real exhaustion: a busy test machine is not a reason to evict;
+//   - pod logs in the cluster's directory, not /var/log/pods (they go with it).
 //
 // The kubelet's API answers anyone who reaches the node address (anonymous, AlwaysAllow):
 // the cluster is a single-machine test rig; the API server reaches it for exec and logs.
@@ -66,8 +67,10 @@ failCgroupV1: false
 failSwapOn: false
 makeIPTablesUtilChains: false
 containerRuntimeEndpoint: unix://%s
-clusterDomain: cluster.local
+clusterDomain: %s
+clusterDNS: [%s]
 resolvConf: /etc/resolv.conf
+podLogsDir: %s
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
@@ -76,7 +79,7 @@ maxPods: 110
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 10s
-`, c.NodeIP, port, healthz, cgroupRoot, c.sock)
+`, c.NodeIP, port, healthz, cgroupRoot, c.sock, ClusterDomain, c.NodeIP, filepath.Join(c.Dir, "pod-logs"))
 }
 
 // startKubelet registers the node and waits until it is Ready.

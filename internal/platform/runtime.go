@@ -31,10 +31,12 @@ type RuntimeOptions struct {
 	EngineDirs map[string]string
 	Ports      local.PortRange
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
-	// Init runs as PID 1 before the engine (kube.Options.Init).
+	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
+	// command in the image (kube.Options.Probe).
 	Versions []string
 	Image    string
 	Init     []string
+	Probe    []string
 }
 
 // versions are the engine versions the configured runtime offers.
@@ -75,7 +77,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeKube:
 		return kube.New(kube.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
-			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init,
+			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init, Probe: o.Probe,
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)

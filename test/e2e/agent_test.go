@@ -30,7 +30,7 @@ func gatewayStatus(t *testing.T, endpoint, token string) int {
 }
 
 // eventually polls f until it is true or the timeout ends.
-func eventually(t *testing.T, timeout time.Duration, what string, f func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, f func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {

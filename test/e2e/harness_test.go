@@ -22,7 +22,7 @@ import (
 )
 
 // engineDir is the real engine install (make test exports AGENTPLANE_ENGINE_DIR).
-func engineDir(t *testing.T) string {
+func engineDir(t testing.TB) string {
 	t.Helper()
 	if os.Getenv("AGENTPLANE_SKIP_REAL_ENGINE") == "1" {
 		t.Skip("AGENTPLANE_SKIP_REAL_ENGINE=1: the real-engine end-to-end test is skipped on request")
@@ -43,7 +43,7 @@ func engineDir(t *testing.T) string {
 
 // platform is a running `agentplane dev`.
 type platform struct {
-	t        *testing.T
+	t        testing.TB
 	cmd      *exec.Cmd
 	stateDir string
 	url      string
@@ -54,13 +54,20 @@ type platform struct {
 
 // startDev builds the binary and starts `agentplane dev` on a fresh state directory, with
 // the extra flags args.
-func startDev(t *testing.T, engine string, args ...string) *platform {
+func startDev(t testing.TB, engine string, args ...string) *platform {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "agentplane")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/agentplane")
-	build.Dir = testenv.RepoRoot()
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	binDir := t.TempDir()
+	bin := filepath.Join(binDir, "agentplane")
+	// As make build: the binary and, beside it, the gateway image's static probe.
+	for _, b := range [][]string{{"go", "build", "-o", bin, "./cmd/agentplane"}, {"go", "build", "-o", filepath.Join(binDir, "agentplane-probe"), "./cmd/agentplane-probe"}} {
+		build := exec.Command(b[0], b[1:]...)
+		build.Dir = testenv.RepoRoot()
+		if strings.HasSuffix(b[3], "-probe") {
+			build.Env = append(build.Environ(), "CGO_ENABLED=0") // static: the image has no libc of its choosing
+		}
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build: %v\n%s", err, out)
+		}
 	}
 	p := &platform{t: t, stateDir: t.TempDir(), log: &bytes.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.stateDir, "--control-plane-dir", testenv.AssetsDir(),
@@ -154,7 +161,7 @@ func tail(s string, n int) string {
 func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
 // must fails the test when r is not the expected status.
-func must(t *testing.T, r reply, status int, what string) reply {
+func must(t testing.TB, r reply, status int, what string) reply {
 	t.Helper()
 	if r.status != status {
 		t.Fatalf("%s: status %d, want %d: %s", what, r.status, status, r.raw)

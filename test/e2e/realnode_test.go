@@ -42,15 +42,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 			p.stop()
 		}
 	})
-	kc := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))["KUBECONFIG"]
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	k8s := p.kubeClient()
 	ctx := context.Background()
 
 	start := time.Now()
@@ -84,6 +76,23 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		out := r.str("stdout")
 		if !strings.HasPrefix(out, images.Init+" -- node /app/openclaw.mjs gateway") || !strings.Contains(out, "NODE_OPTIONS=--max-old-space-size=1536") {
 			t.Fatalf("PID 1 and the gateway's NODE_OPTIONS: %q", out)
+		}
+	})
+
+	t.Run("probes read the engine's JSON, not any 200", func(t *testing.T) {
+		rp := pod.Spec.Containers[0].ReadinessProbe
+		if rp == nil || rp.Exec == nil || rp.Exec.Command[0] != images.Probe || !strings.HasSuffix(rp.Exec.Command[1], "/readyz") {
+			t.Fatalf("readiness probe %+v, want %s on /readyz", rp, images.Probe)
+		}
+		// The live engine: its probe routes pass; a path the engine answers 200 without its
+		// probe body (the Control UI's catch-all) does not.
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{
+			"command": images.Probe + " " + rp.Exec.Command[1] + " " + strings.Replace(rp.Exec.Command[1], "/readyz", "/healthz", 1) + "; echo ok=$?; " +
+				images.Probe + " " + strings.Replace(rp.Exec.Command[1], "/readyz", "/not-a-probe-route", 1) + "; echo unknown=$?",
+		}), 200, "exec")
+		out := r.str("stdout")
+		if !strings.Contains(out, "ok=0") || !strings.Contains(out, "unknown=1") {
+			t.Fatalf("probe runs: %q", out)
 		}
 	})
 
@@ -179,7 +188,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 }
 
 // gatewayPod is the Ready gateway pod of agent id.
-func gatewayPod(t *testing.T, k8s client.Client, ns, id string) corev1.Pod {
+func gatewayPod(t testing.TB, k8s client.Client, ns, id string) corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
 	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil {
@@ -194,4 +203,20 @@ func gatewayPod(t *testing.T, k8s client.Client, ns, id string) corev1.Pod {
 	}
 	t.Fatalf("no Ready gateway pod of %s among %d pods", id, len(pods.Items))
 	return corev1.Pod{}
+}
+
+// kubeClient is a cluster-admin client of the local cluster `agentplane dev --runtime kube`
+// started (its kubeconfig is in the dev env file).
+func (p *platform) kubeClient() client.Client {
+	p.t.Helper()
+	kc := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))["KUBECONFIG"]
+	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	k8s, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return k8s
 }

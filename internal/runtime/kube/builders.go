@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -140,9 +141,9 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			{Name: VolumeHome, MountPath: Home},
 			{Name: VolumeTmp, MountPath: "/tmp"},
 		},
-		StartupProbe:   probe(5, 3, 36), // up to 3 minutes: boot takes 10-40 s, plugin installs more
-		LivenessProbe:  probe(15, 5, 4),
-		ReadinessProbe: probe(5, 3, 3),
+		StartupProbe:   probe(o.Probe, routeStartup, 5, 3, 36), // up to 3 minutes: boot takes 10-40 s, plugin installs more
+		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
+		ReadinessProbe: probe(o.Probe, routeReady, 5, 3, 3),
 	}
 	if d.EnvSecret != "" {
 		gateway.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
@@ -274,16 +275,30 @@ func gatewayResources(o Options) corev1.ResourceRequirements {
 	return r
 }
 
-func probe(period, timeout, failures int32) *corev1.Probe {
-	return &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path: "/healthz", Port: intstr.FromString(portName), Scheme: corev1.URISchemeHTTP,
-		}},
+// The engine's probe routes: each answers JSON ({"ok":true,"status":"live"}, {"ready":true},
+// ...) and 503 while it does not hold.
+const (
+	routeLive    = "/healthz"
+	routeReady   = "/readyz"
+	routeStartup = "/startupz"
+)
+
+// probe checks the engine's route: with the exec command cmd (given the route's URL) when
+// set, else with an HTTP GET.
+func probe(cmd []string, route string, period, timeout, failures int32) *corev1.Probe {
+	p := &corev1.Probe{
 		PeriodSeconds:    period,
 		TimeoutSeconds:   timeout,
 		FailureThreshold: failures,
 		SuccessThreshold: 1,
 	}
+	if len(cmd) > 0 {
+		url := fmt.Sprintf("http://127.0.0.1:%d%s", GatewayPort, route)
+		p.Exec = &corev1.ExecAction{Command: append(slices.Clone(cmd), url)}
+		return p
+	}
+	p.HTTPGet = &corev1.HTTPGetAction{Path: route, Port: intstr.FromString(portName), Scheme: corev1.URISchemeHTTP}
+	return p
 }
 
 func podSecurity() *corev1.PodSecurityContext {

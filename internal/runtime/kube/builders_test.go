@@ -2,7 +2,9 @@ package kube
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,10 +157,15 @@ func TestPodSecurity(t *testing.T) {
 }
 
 func TestProbes(t *testing.T) {
+	routes := map[string]string{"startup": "/startupz", "liveness": "/healthz", "readiness": "/readyz"}
+	probes := func(gw *corev1.Container) map[string]*corev1.Probe {
+		return map[string]*corev1.Probe{"startup": gw.StartupProbe, "liveness": gw.LivenessProbe, "readiness": gw.ReadinessProbe}
+	}
+	// The official image: HTTP GETs of the engine's probe routes (503 while they do not hold).
 	gw := container(t, mustSTS(t, testDesired(), testOptions()).Spec.Template.Spec, ContainerGateway)
-	for name, p := range map[string]*corev1.Probe{"startup": gw.StartupProbe, "liveness": gw.LivenessProbe, "readiness": gw.ReadinessProbe} {
-		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.String() != portName {
-			t.Fatalf("%s probe %+v", name, p)
+	for name, p := range probes(&gw) {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != routes[name] || p.HTTPGet.Port.String() != portName {
+			t.Fatalf("%s probe %+v, want GET %s", name, p, routes[name])
 		}
 	}
 	if budget := gw.StartupProbe.PeriodSeconds * gw.StartupProbe.FailureThreshold; budget < 120 {
@@ -166,6 +173,16 @@ func TestProbes(t *testing.T) {
 	}
 	if gw.Ports[0].ContainerPort != GatewayPort {
 		t.Errorf("port %d", gw.Ports[0].ContainerPort)
+	}
+	// An image with a probe command: it is given each route's URL and reads the JSON body.
+	o := testOptions()
+	o.Probe = []string{"/usr/local/bin/agentplane-probe"}
+	gw = container(t, mustSTS(t, testDesired(), o).Spec.Template.Spec, ContainerGateway)
+	for name, p := range probes(&gw) {
+		want := []string{"/usr/local/bin/agentplane-probe", fmt.Sprintf("http://127.0.0.1:%d%s", GatewayPort, routes[name])}
+		if p == nil || p.Exec == nil || p.HTTPGet != nil || !slices.Equal(p.Exec.Command, want) {
+			t.Fatalf("%s probe %+v, want exec %v", name, p, want)
+		}
 	}
 }
 

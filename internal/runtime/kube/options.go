@@ -78,6 +78,11 @@ type Options struct {
 	// ["/sbin/tini", "--"] in agentplane's own gateway image) and reaps the engine's child
 	// processes; empty runs the engine as PID 1.
 	Init []string
+	// Probe, when set, is an exec probe command in the image (agentplane's gateway image:
+	// ["/usr/local/bin/agentplane-probe"]) given the URL of the engine's probe route; it reads
+	// the JSON body, which an HTTP probe cannot (the engine answers 200 to unknown paths).
+	// Empty probes with HTTP GETs of the probe routes (the official image has no such command).
+	Probe []string
 	// StorageClass for the home volume ("" = the cluster default).
 	StorageClass string
 	// StorageSize of the home volume (DefaultStorageSize).

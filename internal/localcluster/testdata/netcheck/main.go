@@ -1,0 +1,55 @@
+// Command netcheck is the local cluster test's network probe, run in pods of an image that
+// holds only it:
+//
+//	netcheck serve ADDR           answers GET / with "netcheck" on ADDR
+//	netcheck get NAME WANTIP URL  resolves NAME (the pod's resolv.conf, search domains
+//	                              included), exits 2 unless it resolves to WANTIP, then GETs
+//	                              URL and exits 3 unless it answers "netcheck"
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+)
+
+func main() {
+	switch {
+	case len(os.Args) == 3 && os.Args[1] == "serve":
+		http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "netcheck") })
+		fmt.Fprintln(os.Stderr, http.ListenAndServe(os.Args[2], nil))
+		os.Exit(1)
+	case len(os.Args) == 5 && os.Args[1] == "get":
+		os.Exit(get(os.Args[2], os.Args[3], os.Args[4]))
+	}
+	fmt.Fprintln(os.Stderr, "usage: netcheck serve ADDR | netcheck get NAME WANTIP URL")
+	os.Exit(64)
+}
+
+func get(name, want, url string) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	r := &net.Resolver{PreferGo: true}
+	ips, err := r.LookupHost(ctx, name)
+	fmt.Println("lookup", name, ips, err)
+	if err != nil || !slices.Contains(ips, want) {
+		return 2
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
+	if err != nil {
+		fmt.Println("get", url, err)
+		return 3
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Println("get", url, resp.Status, string(b))
+	if string(b) != "netcheck" {
+		return 3
+	}
+	return 0
+}

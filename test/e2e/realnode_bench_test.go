@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// BenchmarkRealNodeCreate measures, on the real node with the real engine, REST create to
+// `running` (StatefulSet, claim bound by the provisioner, seed init container, gateway Ready)
+// against the floor measured in the same run: a bare pod of the same image and pod template
+// (its home an emptyDir, no claim) to Ready. Each iteration creates and deletes one of each,
+// one at a time (an idle gateway holds about 850 MB).
+//
+//	go test -run '^$' -bench BenchmarkRealNodeCreate -benchtime 5x ./test/e2e/
+func BenchmarkRealNodeCreate(b *testing.B) {
+	if !testenv.RealNode(b) {
+		return
+	}
+	p := startDev(b, engineDir(b), "--runtime", "kube")
+	b.Cleanup(p.stop)
+	k8s := p.kubeClient()
+	ctx := context.Background()
+	const ns = "dev"
+	// A holder agent, made before the timer: its pod template (with its Secrets and ConfigMap)
+	// is the bare pods' template, and it runs through every measurement of both kinds alike.
+	holder := must(b, p.call("POST", "/v0/agents", map[string]any{"name": "Template holder"}), 201, "create agent").obj("agent")
+	var sts appsv1.StatefulSetList
+	if err := k8s.List(ctx, &sts, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: holder["id"].(string)}); err != nil || len(sts.Items) != 1 {
+		b.Fatalf("the agent's StatefulSet: %v (%d)", err, len(sts.Items))
+	}
+	template := sts.Items[0].Spec.Template.DeepCopy()
+	var creates, pods []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		pod := barePod(template, i)
+		start := time.Now()
+		if err := k8s.Create(ctx, pod); err != nil {
+			b.Fatal(err)
+		}
+		eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool {
+			if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+				return false
+			}
+			return slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			})
+		})
+		pods = append(pods, time.Since(start))
+		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+			b.Fatal(err)
+		}
+		eventually(b, 2*time.Minute, "the bare pod to go", func() bool {
+			return k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) != nil
+		})
+
+		start = time.Now()
+		a := must(b, p.call("POST", "/v0/agents", map[string]any{"name": "Bench Agent"}), 201, "create agent").obj("agent")
+		creates = append(creates, time.Since(start))
+		must(b, p.call("DELETE", "/v0/agents/"+a["id"].(string), nil), 200, "delete agent")
+	}
+	b.StopTimer()
+	c, f := median(creates), median(pods)
+	b.ReportMetric(c.Seconds(), "create-p50-s")
+	b.ReportMetric(f.Seconds(), "barepod-p50-s")
+	b.ReportMetric(c.Seconds()/f.Seconds(), "x-barepod")
+	b.Logf("REST create to running p50 %s, bare pod of the same image to Ready p50 %s (ratio %.2f); creates %v, pods %v",
+		c.Round(10*time.Millisecond), f.Round(10*time.Millisecond), c.Seconds()/f.Seconds(), creates, pods)
+}
+
+// barePod is the gateway pod of template with its home on an emptyDir: what the kubelet and
+// the engine take without the manager, the StatefulSet or the claim.
+func barePod(template *corev1.PodTemplateSpec, i int) *corev1.Pod {
+	spec := template.Spec.DeepCopy()
+	for j := range spec.Volumes {
+		if spec.Volumes[j].PersistentVolumeClaim != nil {
+			spec.Volumes[j].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
+		}
+	}
+	names := map[string]bool{}
+	for _, v := range spec.Volumes {
+		names[v.Name] = true
+	}
+	// The StatefulSet's claim templates are volumes the pod spec does not list.
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			if !names[m.Name] {
+				names[m.Name] = true
+				spec.Volumes = append(spec.Volumes, corev1.Volume{Name: m.Name, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			}
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "bare-gateway-" + string(rune('a'+i%26)), Namespace: "dev"},
+		Spec:       *spec,
+	}
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
