@@ -180,11 +180,13 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 		}
 		return nil, err
 	}
-	if err := s.opts.Client.Create(context.WithoutCancel(r.Context()), agent); err != nil {
+	// Once its slot is taken the create is carried out whether or not the caller waits.
+	ctx := context.WithoutCancel(r.Context())
+	if err := s.opts.Client.Create(ctx, agent); err != nil {
 		// Only a refused create gives the slot back: after a lost answer the agent may exist
 		// (the workspace controller frees the slot if it never appears).
 		if admission.Refused(err) {
-			_ = s.opts.Admission.ReleaseAgent(context.WithoutCancel(r.Context()), agent)
+			_ = s.opts.Admission.ReleaseAgent(ctx, agent)
 		}
 		return nil, err
 	}

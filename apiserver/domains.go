@@ -200,8 +200,7 @@ func (s *Server) confirmDomain(ctx context.Context, d *agentsv1.Domain, agentKey
 	if refusal == nil {
 		// A no-op read when d's slot is still held.
 		if err := s.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
-			var e *Error
-			if !errors.As(err, &e) || e.Status != http.StatusBadRequest {
+			if !errors.Is(err, admission.ErrLimitReached) {
 				return err
 			}
 			refusal = err
@@ -225,7 +224,7 @@ func (s *Server) reserveDomainSlot(ctx context.Context, agent client.ObjectKey, 
 	err := s.opts.Admission.ReserveDomain(ctx, agent, name)
 	switch {
 	case errors.Is(err, admission.ErrLimitReached):
-		return errorf(http.StatusBadRequest, msgDomainLimit)
+		return withCause(http.StatusBadRequest, msgDomainLimit, err)
 	case apierrors.IsNotFound(err):
 		return withCause(http.StatusNotFound, msgAgentNotFound, err)
 	}

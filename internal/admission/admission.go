@@ -12,6 +12,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,12 +72,7 @@ func Refused(err error) bool {
 	if !errors.As(err, &status) {
 		return false
 	}
+	// A 4xx, except a request timeout or throttling: then the server may still be writing.
 	code := status.Status().Code
-	switch {
-	case apierrors.IsTimeout(err), apierrors.IsServerTimeout(err), apierrors.IsTooManyRequests(err):
-		return false // the server may still be writing, or may write on a retry
-	case code >= 400 && code < 500:
-		return true
-	}
-	return false
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }

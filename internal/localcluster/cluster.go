@@ -1,8 +1,9 @@
 // Package localcluster runs a Kubernetes cluster on this machine with one real node: etcd and
 // kube-apiserver (through envtest's control plane), kube-controller-manager, kube-scheduler,
 // a kubelet on Debian's containerd and runc with a CNI bridge, kube-proxy, a cluster DNS
-// server, and a volume provisioner with a default StorageClass. Every binary is built from the pinned Go module graph
-// (hack/build-controlplane.sh, hack/build-cluster.sh); images are imported, never pulled.
+// server, and a volume provisioner with a default StorageClass. Every binary is built from
+// the pinned Go module graph (hack/build-controlplane.sh, hack/build-cluster.sh); images are
+// imported, never pulled.
 //
 // Stop leaves nothing of the cluster behind: no process, container, shim, mount, network
 // namespace, bridge, iptables rule or cgroup; Leftovers lists what would be.

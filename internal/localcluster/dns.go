@@ -92,10 +92,9 @@ func (d *clusterDNS) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	ips, err := d.resolve(ctx, strings.TrimSuffix(name, "."+ClusterDomain+"."))
 	switch {
 	case errors.Is(err, errNoName):
-		m.SetRcode(req, dns.RcodeNameError)
-		m.Authoritative = true
+		m.Rcode = dns.RcodeNameError
 	case err != nil:
-		m.SetRcode(req, dns.RcodeServerFailure)
+		m.Rcode = dns.RcodeServerFailure
 	case q.Qtype == dns.TypeA || q.Qtype == dns.TypeANY:
 		for _, ip := range ips {
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: ip})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -81,16 +82,12 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 // the engine take without the manager, the StatefulSet or the claim.
 func barePod(template *corev1.PodTemplateSpec, i int) *corev1.Pod {
 	spec := template.Spec.DeepCopy()
-	for j := range spec.Volumes {
-		if spec.Volumes[j].PersistentVolumeClaim != nil {
-			spec.Volumes[j].VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-		}
-	}
 	names := map[string]bool{}
 	for _, v := range spec.Volumes {
 		names[v.Name] = true
 	}
-	// The StatefulSet's claim templates are volumes the pod spec does not list.
+	// The StatefulSet's claim templates are volumes its pod template does not list: each
+	// becomes an emptyDir.
 	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
 		for _, m := range c.VolumeMounts {
 			if !names[m.Name] {
@@ -100,7 +97,7 @@ func barePod(template *corev1.PodTemplateSpec, i int) *corev1.Pod {
 		}
 	}
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "bare-gateway-" + string(rune('a'+i%26)), Namespace: "dev"},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("bare-gateway-%d", i), Namespace: "dev"},
 		Spec:       *spec,
 	}
 }
