@@ -66,8 +66,9 @@ node-packages: ## Install containerd, runc, the CNI plugins, iptables and tini f
 	@hack/install-node-packages.sh
 
 .PHONY: engine
-engine: ## Install the pinned OpenClaw engine and Node into the user cache (once).
+engine: ## Install the pinned OpenClaw engine, the release before it (real-node upgrade test) and Node into the user cache (once).
 	@hack/install-engine.sh >/dev/null
+	@hack/install-engine.sh --previous >/dev/null
 
 ##@ Build
 
@@ -105,7 +106,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 
 .PHONY: test
 test: envtest-assets cluster-binaries node-packages engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
-	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 
 STRESS_TIMEOUT ?= 10m
 

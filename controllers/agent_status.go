@@ -97,7 +97,12 @@ func computeGatewayReadyCondition(agent *agentsv1.Agent, o runtime.Observed) met
 	case runtime.PhaseRunning:
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonHealthy, "the gateway answers its health check"
 	case runtime.PhaseStarting:
+		// The runtime's reason says what it waits for (ContainerCreating, Unschedulable,
+		// NodeNotReady, a restart after a crash, ...).
 		c.Reason, c.Message = agentsv1.ReasonStarting, "the gateway is starting"
+		if o.Reason != "" {
+			c.Reason = o.Reason
+		}
 	case runtime.PhaseStopped:
 		c.Reason, c.Message = agentsv1.ReasonStopped, "the agent is stopped"
 	default:

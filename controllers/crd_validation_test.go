@@ -5,7 +5,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,6 +84,12 @@ var _ = Describe("CRD validation", func() {
 		Entry("agent", agent(func(*agentsv1.Agent) {})),
 		Entry("agent with a 100-character unicode name", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = strings.Repeat("é", 100) })),
 		Entry("agent with 10 skills", agent(func(a *agentsv1.Agent) { a.Spec.Skills = skills(10) })),
+		Entry("agent with its own cpu and memory", agent(func(a *agentsv1.Agent) {
+			a.Spec.Resources = &agentsv1.AgentResources{
+				Requests: corev1.ResourceList{"cpu": resource.MustParse("250m"), "memory": resource.MustParse("3Gi")},
+				Limits:   corev1.ResourceList{"memory": resource.MustParse("4Gi")},
+			}
+		})),
 		Entry("subdomain", domain(func(*agentsv1.Domain) {})),
 		Entry("custom domain", domain(func(d *agentsv1.Domain) { d.Spec.Subdomain = ""; d.Spec.CustomDomain = "docs.example.com" })),
 		Entry("slack channel with app token", channel(func(c *agentsv1.Channel) {
@@ -104,6 +112,9 @@ var _ = Describe("CRD validation", func() {
 		Entry("agent name with a control character", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = "bad\x07bell" }), "spec.displayName"),
 		Entry("blank agent name", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = "   " }), "name must not be blank"),
 		Entry("agent with 11 skills", agent(func(a *agentsv1.Agent) { a.Spec.Skills = skills(11) }), "must have at most 10 items"),
+		Entry("agent resources other than cpu and memory", agent(func(a *agentsv1.Agent) {
+			a.Spec.Resources = &agentsv1.AgentResources{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}
+		}), "only cpu and memory can be set"),
 		Entry("unknown engine", agent(func(a *agentsv1.Agent) { a.Spec.Engine.Name = "hermes" }), "supported values: \"openclaw\""),
 		Entry("domain with both names", domain(func(d *agentsv1.Domain) { d.Spec.CustomDomain = "docs.example.com" }), "exactly one of subdomain and customDomain must be set"),
 		Entry("domain with neither name", domain(func(d *agentsv1.Domain) { d.Spec.Subdomain = "" }), "exactly one of subdomain and customDomain must be set"),

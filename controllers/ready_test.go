@@ -1,11 +1,13 @@
 package controllers
 
 import (
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 func cond(typ string, status metav1.ConditionStatus, reason string) metav1.Condition {
@@ -102,5 +104,32 @@ func TestDomainReadyAndPhase(t *testing.T) {
 	(&domainOutcome{verified: o.verified}).apply(d)
 	if d.Status.Phase != agentsv1.DomainActive || !routed(d) {
 		t.Fatalf("phase %s", d.Status.Phase)
+	}
+}
+
+// TestGatewayReadyCondition: the condition carries the runtime's reason and message (what a
+// starting gateway waits for, why it crashed), so kubectl and the facade's statusReason show
+// the scheduler's or the kubelet's words rather than a generic "Starting".
+func TestGatewayReadyCondition(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		o             runtime.Observed
+		status        metav1.ConditionStatus
+		reason, msgIn string
+	}{
+		{"running", runtime.Observed{Phase: runtime.PhaseRunning, Reason: agentsv1.ReasonHealthy}, metav1.ConditionTrue, agentsv1.ReasonHealthy, "health check"},
+		{"starting, no reason", runtime.Observed{Phase: runtime.PhaseStarting}, metav1.ConditionFalse, agentsv1.ReasonStarting, "starting"},
+		{"unschedulable", runtime.Observed{Phase: runtime.PhaseStarting, Reason: agentsv1.ReasonUnschedulable,
+			Message: "0/1 nodes are available: 1 Insufficient memory."}, metav1.ConditionFalse, agentsv1.ReasonUnschedulable, "Insufficient memory"},
+		{"node not ready", runtime.Observed{Phase: runtime.PhaseStarting, Reason: agentsv1.ReasonNodeNotReady,
+			Message: "node n1 is not ready: Kubelet stopped posting node status."}, metav1.ConditionFalse, agentsv1.ReasonNodeNotReady, "Kubelet stopped"},
+		{"crashed", runtime.Observed{Phase: runtime.PhaseCrashed, Reason: "CrashLoopBackOff", Message: "back-off"}, metav1.ConditionFalse, "CrashLoopBackOff", "back-off"},
+		{"crashed, no reason", runtime.Observed{Phase: runtime.PhaseCrashed}, metav1.ConditionFalse, agentsv1.ReasonCrashed, "crashed"},
+		{"stopped", runtime.Observed{Phase: runtime.PhaseStopped}, metav1.ConditionFalse, agentsv1.ReasonStopped, "stopped"},
+	} {
+		c := computeGatewayReadyCondition(&agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Generation: 3}}, tc.o)
+		if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.msgIn) || c.ObservedGeneration != 3 {
+			t.Errorf("%s: %s/%s %q (generation %d), want %s/%s with %q", tc.name, c.Status, c.Reason, c.Message, c.ObservedGeneration, tc.status, tc.reason, tc.msgIn)
+		}
 	}
 }

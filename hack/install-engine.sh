@@ -3,10 +3,19 @@
 # per-user cache directory keyed by both versions, so reruns and CI on the same machine reuse
 # it and a fresh machine still gets everything from the registry.
 #
-# Prints the engine directory on its last line. Usage: hack/install-engine.sh [--print-dir]
+# Prints the engine directory on its last line.
+# Usage: hack/install-engine.sh [--previous] [--print-dir]
+#   --previous  the engine release before the pinned one (the real-node suite restarts an
+#               agent from it to the pinned one)
 set -euo pipefail
 
-OPENCLAW_VERSION="${OPENCLAW_VERSION:-2026.9.6}"
+PINNED_VERSION=2026.9.6
+PREVIOUS_VERSION=2026.9.5
+if [[ "${1:-}" == "--previous" ]]; then
+  OPENCLAW_VERSION=$PREVIOUS_VERSION
+  shift
+fi
+OPENCLAW_VERSION="${OPENCLAW_VERSION:-$PINNED_VERSION}"
 NODE_VERSION="${AGENTPLANE_NODE_VERSION:-24.21.0}"
 cache_root="${AGENTPLANE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentplane}"
 dir="$cache_root/engine/openclaw-${OPENCLAW_VERSION}_node-${NODE_VERSION}"

@@ -55,8 +55,11 @@ const (
 	ReasonPodTerminating = "PodTerminating"
 	ReasonUpdating       = "Updating"
 	ReasonUnschedulable  = "Unschedulable"
-	ReasonPodExited      = "Error"
-	ReasonPodFailed      = "PodFailed"
+	// ReasonNodeNotReady: the gateway's node stopped reporting (its kubelet is down or
+	// unreachable); the gateway's state is unknown until it reports again.
+	ReasonNodeNotReady = "NodeNotReady"
+	ReasonPodExited    = "Error"
+	ReasonPodFailed    = "PodFailed"
 
 	// ReasonTemplateNotFound: spec.template names no published AgentTemplate (the agent is
 	// not started until it does).

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -107,6 +108,23 @@ type AgentSpec struct {
 	// the agent's home, as the runtime seeded it, is the base.
 	// +optional
 	ConfigRef *SecretKeyReference `json:"configRef,omitempty"`
+	// Resources sizes the gateway container (kube runtime; the local runtime runs processes
+	// and ignores it). Unset values take the platform's defaults; a request above the limit
+	// raises the limit to it. The gateway's Node heap follows the memory limit.
+	// +optional
+	Resources *AgentResources `json:"resources,omitempty"`
+}
+
+// AgentResources are the cpu and memory requests and limits of an agent's gateway.
+type AgentResources struct {
+	// Requests of cpu and memory the scheduler reserves on a node.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="only cpu and memory can be set"
+	// +optional
+	Requests corev1.ResourceList `json:"requests,omitempty"`
+	// Limits of cpu and memory.
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k == 'cpu' || k == 'memory')",message="only cpu and memory can be set"
+	// +optional
+	Limits corev1.ResourceList `json:"limits,omitempty"`
 }
 
 // RenderedChannel is a Channel written into the engine config file.

@@ -55,6 +55,7 @@ var hostTools = []string{
 	"readlink", "realpath", "stat", "mktemp", "timeout", "tar", "gzip", "env", "sleep", "id",
 	"head", "tail", "wc", "sort", "grep", "sed", "touch", "date", "uname", "kill", "getent",
 	"tr", "cut", "od", "printenv", "xargs", "find", "ps", "du", "df", "chown", "true", "false",
+	"sha256sum", "uniq",
 }
 
 // Spec is an image to build: its name, its inputs' key and how to make it.

@@ -23,13 +23,25 @@ import (
 
 // engineDir is the real engine install (make test exports AGENTPLANE_ENGINE_DIR).
 func engineDir(t testing.TB) string {
+	return installedEngine(t, "AGENTPLANE_ENGINE_DIR")
+}
+
+// previousEngineDir is the engine release before the pinned one (make test exports
+// AGENTPLANE_PREVIOUS_ENGINE_DIR).
+func previousEngineDir(t testing.TB) string {
+	return installedEngine(t, "AGENTPLANE_PREVIOUS_ENGINE_DIR", "--previous")
+}
+
+// installedEngine is the engine dir named by env, or where hack/install-engine.sh with args
+// installs it.
+func installedEngine(t testing.TB, env string, args ...string) string {
 	t.Helper()
 	if os.Getenv("AGENTPLANE_SKIP_REAL_ENGINE") == "1" {
 		t.Skip("AGENTPLANE_SKIP_REAL_ENGINE=1: the real-engine end-to-end test is skipped on request")
 	}
-	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	dir := os.Getenv(env)
 	if dir == "" {
-		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
+		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), append(args, "--print-dir")...).Output()
 		if err != nil {
 			t.Fatalf("locate the engine: %v", err)
 		}

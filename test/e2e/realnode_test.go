@@ -4,20 +4,24 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/scheme"
@@ -25,17 +29,22 @@ import (
 )
 
 // TestRealNodeAgentLifecycle runs `agentplane dev --runtime kube`: a local cluster whose node
-// is this machine's real kubelet, containerd and runc, with the real OpenClaw gateway image.
-// Agents made through both doors (REST and the Agent resource) reach `running` with a Ready
-// gateway pod; the console execs through the kubelet; an attached secret reaches the
-// gateway's environment and no pod spec; delete removes pod, claim, volume and data; and the
-// cluster's stop leaves nothing on the machine.
+// is this machine's real kubelet, containerd and runc, with real OpenClaw gateway images of
+// two engine releases. Agents made through both doors (REST and the Agent resource) reach
+// `running` with a Ready gateway pod; one agent goes through what users do with it (exec
+// through the kubelet, config, tasks, uploads, snapshots, an engine upgrade, stop and start)
+// and what goes wrong under it (its gateway killed, its kubelet stopped, an agent too big for
+// the node); an attached secret reaches the gateway's environment and no pod spec; delete
+// removes pod, claim, volume and data; and the cluster's stop leaves nothing on the machine.
 func TestRealNodeAgentLifecycle(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
 	baseline := localcluster.TakeBaseline()
-	p := startDev(t, engineDir(t), "--runtime", "kube")
+	// Agents start on the release before the pinned engine and are upgraded to it.
+	pinned, previous := engineDir(t), previousEngineDir(t)
+	from, to := engineVersion(t, previous), engineVersion(t, pinned)
+	p := startDev(t, pinned, "--runtime", "kube", "--engine-dir", previous, "--default-engine-version", from)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -58,7 +67,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	if pod.Spec.NodeName != "agentplane-node" {
 		t.Errorf("the gateway runs on node %q, want the real node", pod.Spec.NodeName)
 	}
-	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage("2026.9.6") {
+	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage(from) {
 		t.Errorf("gateway image %s", img)
 	}
 
@@ -96,12 +105,16 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		}
 	})
 
-	t.Run("config read", func(t *testing.T) {
-		r := must(t, p.call("GET", base+"/config", nil), 200, "config")
-		if !strings.Contains(r.raw, "gateway") {
-			t.Fatalf("config: %s", r.raw)
-		}
-	})
+	a := agentOnNode{p: p, k8s: k8s, ns: ns, id: id, base: base}
+	t.Run("config validate, write and read back", func(t *testing.T) { checkConfig(t, p, base) })
+	t.Run("tasks", func(t *testing.T) { checkTasks(t, p, base) })
+	t.Run("files upload", func(t *testing.T) { checkUpload(t, p, base) })
+	t.Run("snapshot sync and reset roll the pod", a.checkSnapshotsRollThePod)
+	t.Run("restart to the next engine version", func(t *testing.T) { a.checkUpgrade(t, from, to) })
+	t.Run("stop and start", a.checkStopStart)
+	t.Run("the gateway killed inside the pod", a.checkGatewayKilled)
+	t.Run("the kubelet stopped", a.checkKubeletStopped)
+	t.Run("a pod pending for memory", a.checkPendingForMemory)
 
 	t.Run("an attached secret reaches the gateway and no pod spec", func(t *testing.T) {
 		value := "sk-node-" + strconv.FormatInt(time.Now().UnixNano(), 36)
@@ -187,6 +200,20 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	}
 }
 
+// engineVersion asks the engine installed in dir for its version.
+func engineVersion(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
+	if err != nil {
+		t.Fatalf("engine in %s: %v", dir, err)
+	}
+	v, err := openclaw.New().ParseVersion(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // gatewayPod is the Ready gateway pod of agent id.
 func gatewayPod(t testing.TB, k8s client.Client, ns, id string) corev1.Pod {
 	t.Helper()
@@ -214,6 +241,7 @@ func (p *platform) kubeClient() client.Client {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	ctrllog.SetLogger(logr.Discard()) // the client's own warnings are not the test's output
 	k8s, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {
 		p.t.Fatal(err)

@@ -126,6 +126,7 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 	layout := o.Engine.Layout()
 	image := Image(o.Image, d.EngineVersion)
 	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
+	resources := gatewayResources(o, a.Spec.Resources)
 	command := append(append(append([]string{}, o.Init...), o.EngineCommand...), gw.Args...)
 
 	gateway := corev1.Container{
@@ -133,9 +134,9 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		Image:           image,
 		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		Command:         command,
-		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(o.MemoryLimit), d.GatewayTokenSecret),
+		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(resources.Limits[corev1.ResourceMemory]), d.GatewayTokenSecret),
 		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
-		Resources:       gatewayResources(o),
+		Resources:       resources,
 		SecurityContext: containerSecurity(),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: VolumeHome, MountPath: Home},
@@ -264,13 +265,29 @@ func heapEnv(limit resource.Quantity) map[string]string {
 	return map[string]string{"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d", mib)}
 }
 
-func gatewayResources(o Options) corev1.ResourceRequirements {
+// gatewayResources are the platform's defaults overridden by the agent's own values; a request
+// above its limit raises the limit to it (the pod would be invalid otherwise).
+func gatewayResources(o Options, own *agentsv1.AgentResources) corev1.ResourceRequirements {
 	r := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: o.CPURequest, corev1.ResourceMemory: o.MemoryRequest},
 		Limits:   corev1.ResourceList{corev1.ResourceMemory: o.MemoryLimit},
 	}
 	if !o.CPULimit.IsZero() {
 		r.Limits[corev1.ResourceCPU] = o.CPULimit
+	}
+	if own == nil {
+		return r
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := own.Requests[name]; ok {
+			r.Requests[name] = q
+		}
+		if q, ok := own.Limits[name]; ok {
+			r.Limits[name] = q
+		}
+		if req, limit := r.Requests[name], r.Limits[name]; !limit.IsZero() && req.Cmp(limit) > 0 {
+			r.Limits[name] = req
+		}
 	}
 	return r
 }

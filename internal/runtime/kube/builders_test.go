@@ -386,13 +386,7 @@ func TestInitAndHeapLimit(t *testing.T) {
 			if got := gw.Command[:len(tc.wantCmd)]; !reflect.DeepEqual(got, tc.wantCmd) || gw.Command[len(tc.wantCmd)] != "gateway" {
 				t.Errorf("command %q, want it to start with %q then gateway", gw.Command, tc.wantCmd)
 			}
-			var opts string
-			for _, e := range gw.Env {
-				if e.Name == "NODE_OPTIONS" {
-					opts = e.Value
-				}
-			}
-			if opts != tc.wantOpt {
+			if opts := envValue(gw, "NODE_OPTIONS"); opts != tc.wantOpt {
 				t.Errorf("NODE_OPTIONS %q, want %q", opts, tc.wantOpt)
 			}
 		})

@@ -79,7 +79,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	case !ownedPod(pod, agent):
 		pod = nil
 	}
-	return observe(applied, pod, want{
+	return observe(applied, pod, r.nodeOf(ctx, pod), want{
 		Hash:          ConfigHash(d),
 		Image:         Image(o.Image, d.EngineVersion),
 		Version:       d.EngineVersion,
@@ -87,6 +87,22 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		ImageTemplate: o.Image,
 		Stopped:       d.Stopped,
 	}), nil
+}
+
+// nodeOf is the node of a pod that is not Ready (the cause may be its node), or nil: not
+// needed, or not readable (observe then reports from the pod alone).
+func (r *Runtime) nodeOf(ctx context.Context, pod *corev1.Pod) *corev1.Node {
+	if pod == nil || pod.Spec.NodeName == "" {
+		return nil
+	}
+	if c := podCondition(pod, corev1.PodReady); c != nil && c.Status == corev1.ConditionTrue {
+		return nil
+	}
+	node := &corev1.Node{}
+	if err := r.opts.Client.Get(ctx, client.ObjectKey{Name: pod.Spec.NodeName}, node); err != nil {
+		return nil
+	}
+	return node
 }
 
 // recentApplyWindow is how long an apply of this runtime stands in for a cache that has not

@@ -156,7 +156,9 @@ func streamError(err error) error {
 			return fmt.Errorf("%w: %v", runtime.ErrNotRunning, err)
 		}
 	}
-	if unreachable(err) {
+	// The API server could not reach the pod's kubelet (stopped, or its node unreachable):
+	// it says so in the text of the upgrade's answer, not in a typed error.
+	if unreachable(err) || strings.Contains(msg, "error dialing backend") {
 		return fmt.Errorf("%w: %w", runtime.ErrUnavailable, err)
 	}
 	return fmt.Errorf("%w: %v", runtime.ErrExec, err)

@@ -211,6 +211,8 @@ func TestExecStreamErrors(t *testing.T) {
 		// The API server (or the kubelet behind it) not answering is not the command failing.
 		{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, runtime.ErrUnavailable},
 		{fmt.Errorf("error dialing backend: %w", syscall.ECONNRESET), runtime.ErrUnavailable},
+		// The API server's answer when the kubelet is down, as text only.
+		{errors.New("error dialing backend: dial tcp 10.0.0.5:10250: connect: connection refused"), runtime.ErrUnavailable},
 		{apierrors.NewServiceUnavailable("the server is currently unable to handle the request"), runtime.ErrUnavailable},
 	} {
 		r, _ := localRuntime(t)

@@ -32,8 +32,9 @@ type want struct {
 	Stopped                                       bool
 }
 
-// observe computes what the runtime reports from the StatefulSet and its pod (nil: none).
-func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, w want) runtime.Observed {
+// observe computes what the runtime reports from the StatefulSet, its pod and the pod's node
+// (nil: none, or not known).
+func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, node *corev1.Node, w want) runtime.Observed {
 	o := runtime.Observed{Endpoint: w.Endpoint}
 	var gw *corev1.ContainerStatus
 	if pod != nil {
@@ -69,6 +70,13 @@ func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, w want) runtime.Observed 
 		o.Since = cond.LastTransitionTime.Time
 		return o
 	}
+	// A node that stopped reporting: the node controller marks its pods not Ready, and what
+	// the gateway does is unknown until the kubelet reports again.
+	if cond := nodeNotReady(node); cond != nil {
+		o = starting(o, pod, agentsv1.ReasonNodeNotReady, fmt.Sprintf("node %s is not ready: %s", node.Name, cond.Message))
+		o.Since = cond.LastTransitionTime.Time
+		return o
+	}
 	if cond := podCondition(pod, corev1.PodScheduled); cond != nil && cond.Status == corev1.ConditionFalse {
 		o = starting(o, pod, agentsv1.ReasonUnschedulable, cond.Message)
 		if !cond.LastTransitionTime.IsZero() {
@@ -81,7 +89,26 @@ func observe(sts *appsv1.StatefulSet, pod *corev1.Pod, w want) runtime.Observed 
 			return starting(o, pod, cs.State.Waiting.Reason, cs.State.Waiting.Message)
 		}
 	}
+	// A gateway the kubelet restarted after it exited, not yet through its startup probe.
+	if gw != nil && gw.State.Running != nil && gw.LastTerminationState.Terminated != nil && (gw.Started == nil || !*gw.Started) {
+		o = starting(o, pod, agentsv1.ReasonCrashed, "restarting after "+exitMessage(gw.Name, gw.LastTerminationState.Terminated))
+		o.Since = lastFinished(*gw, pod)
+		return o
+	}
 	return starting(o, pod, agentsv1.ReasonStarting, "the gateway is starting")
+}
+
+// nodeNotReady is the Ready condition of a node that is not Ready, or nil.
+func nodeNotReady(node *corev1.Node) *corev1.NodeCondition {
+	if node == nil {
+		return nil
+	}
+	for i := range node.Status.Conditions {
+		if c := &node.Status.Conditions[i]; c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+			return c
+		}
+	}
+	return nil
 }
 
 func starting(o runtime.Observed, pod *corev1.Pod, reason, msg string) runtime.Observed {

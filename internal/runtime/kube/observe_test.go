@@ -44,6 +44,16 @@ func testPod(st corev1.ContainerState, ready bool, mutate ...func(*corev1.Pod)) 
 	return p
 }
 
+// testNode is node n1 with its Ready condition at status.
+func testNode(status corev1.ConditionStatus) *corev1.Node {
+	msg := "kubelet is posting ready status"
+	if status != corev1.ConditionTrue {
+		msg = "Kubelet stopped posting node status."
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+		Type: corev1.NodeReady, Status: status, Message: msg, LastTransitionTime: t0}}}}
+}
+
 var (
 	running  = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t0}}
 	crashing = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}
@@ -56,6 +66,7 @@ func TestObserve(t *testing.T) {
 		name     string
 		sts      *appsv1.StatefulSet
 		pod      *corev1.Pod
+		node     *corev1.Node
 		stopped  bool
 		phase    runtime.Phase
 		reason   string
@@ -120,11 +131,34 @@ func TestObserve(t *testing.T) {
 				p.Annotations[agentsv1.AnnotationConfigHash] = "old"
 				p.Spec.Containers[0].Image = "ghcr.io/openclaw/openclaw:2026.9.1"
 			}), version: "2026.9.1", restarts: 2},
+		{name: "node stopped reporting", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonNodeNotReady,
+			message: "node n1 is not ready: Kubelet stopped posting node status.",
+			pod: testPod(running, true, func(p *corev1.Pod) {
+				// The node controller marks the pod not Ready; the container status is the
+				// kubelet's last word.
+				p.Status.Conditions[0].Status = corev1.ConditionFalse
+			}),
+			node: testNode(corev1.ConditionUnknown), version: "2026.9.6", restarts: 2},
+		{name: "not ready on a Ready node", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
+			pod: testPod(running, false), node: testNode(corev1.ConditionTrue), version: "2026.9.6", restarts: 2},
+		{name: "restarted after a crash, starting up", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonCrashed,
+			message: "restarting after container gateway exited with code 137 (Error)",
+			pod: testPod(running, false, func(p *corev1.Pod) {
+				p.Status.ContainerStatuses[0].Started = ptr.To(false)
+				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
+					ExitCode: 137, Reason: "Error", FinishedAt: t0}
+			}), version: "2026.9.6", restarts: 2},
+		{name: "started long after a crash, not ready", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
+			pod: testPod(running, false, func(p *corev1.Pod) {
+				p.Status.ContainerStatuses[0].Started = ptr.To(true)
+				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
+					ExitCode: 137, Reason: "Error", FinishedAt: t0}
+			}), version: "2026.9.6", restarts: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := observeWant()
 			w.Stopped = tc.stopped
-			o := observe(tc.sts, tc.pod, w)
+			o := observe(tc.sts, tc.pod, tc.node, w)
 			if o.Phase != tc.phase || o.Reason != tc.reason {
 				t.Errorf("phase %s/%s, want %s/%s (%s)", o.Phase, o.Reason, tc.phase, tc.reason, o.Message)
 			}

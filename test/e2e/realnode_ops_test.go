@@ -1,0 +1,238 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/images"
+)
+
+// The real-node suite's operations on a running agent: each leaves the agent running on the
+// real node for the next.
+
+// agentOnNode is one agent of the real-node suite.
+type agentOnNode struct {
+	p      *platform
+	k8s    client.Client
+	ns, id string
+	base   string
+}
+
+// agent is the agent as the facade answers it.
+func (a agentOnNode) agent(t *testing.T) map[string]any {
+	t.Helper()
+	return must(t, a.p.call("GET", a.base, nil), 200, "get agent").obj("agent")
+}
+
+// podUID is the UID of the agent's Ready gateway pod.
+func (a agentOnNode) podUID(t *testing.T) string {
+	t.Helper()
+	return string(gatewayPod(t, a.k8s, a.ns, a.id).UID)
+}
+
+// waitRunning waits until the facade answers the agent running.
+func (a agentOnNode) waitRunning(t *testing.T, timeout time.Duration, what string) {
+	t.Helper()
+	eventually(t, timeout, what, func() bool {
+		r := a.p.call("GET", a.base, nil)
+		return r.status == 200 && r.obj("agent")["status"] == "running"
+	})
+}
+
+// watchReasons polls the facade's statusReason until stop says so, and returns every reason
+// it saw with its message.
+func (a agentOnNode) watchReasons(t *testing.T, timeout time.Duration, what string, stop func(agent map[string]any) bool) map[string]string {
+	t.Helper()
+	seen := map[string]string{}
+	eventually(t, timeout, what, func() bool {
+		r := a.p.call("GET", a.base, nil)
+		if r.status != 200 {
+			return false
+		}
+		ag := r.obj("agent")
+		if reason, _ := ag["statusReason"].(string); reason != "" {
+			seen[reason], _ = ag["statusMessage"].(string)
+		}
+		return stop(ag)
+	})
+	return seen
+}
+
+// checkSnapshotsRollThePod: a reset on the kube runtime replaces the gateway pod (the
+// workspace is restored before the gateway starts) and the bytes come back.
+func (a agentOnNode) checkSnapshotsRollThePod(t *testing.T) {
+	before := a.podUID(t)
+	checkSnapshots(t, a.p, a.base)
+	if after := a.podUID(t); after == before {
+		t.Fatalf("the reset kept gateway pod %s", before)
+	}
+}
+
+// checkUpgrade restarts the agent onto the engine version to; the pod runs that version's
+// image and the engine says so, and the workspace is kept.
+func (a agentOnNode) checkUpgrade(t *testing.T, from, to string) {
+	if v := a.agent(t)["engineVersion"]; v != from {
+		t.Fatalf("engine version %v before the upgrade, want %s", v, from)
+	}
+	r := must(t, a.p.call("POST", a.base+"/restart", map[string]string{"version": to}), 200, "restart to "+to)
+	if ag := r.obj("agent"); ag["status"] != "running" || ag["engineVersion"] != to {
+		t.Fatalf("after the restart to %s: %s", to, r.raw)
+	}
+	pod := gatewayPod(t, a.k8s, a.ns, a.id)
+	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage(to) {
+		t.Fatalf("the gateway pod runs %s, want %s", img, images.GatewayImage(to))
+	}
+	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "node /app/openclaw.mjs --version; cat " + uploadedFile}), 200, "exec").str("stdout")
+	if !strings.Contains(out, "OpenClaw "+to) || !strings.Contains(out, "uploaded into the workspace") {
+		t.Fatalf("after the upgrade the engine and workspace say %q", out)
+	}
+}
+
+// checkStopStart stops the agent through its resource (no pod, not_running, state kept) and
+// starts it again.
+func (a agentOnNode) checkStopStart(t *testing.T) {
+	ctx := context.Background()
+	setStopped := func(stopped bool) {
+		t.Helper()
+		patch := []byte(`{"spec":{"stopped":` + strconv.FormatBool(stopped) + `}}`)
+		if err := a.k8s.Patch(ctx, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: a.ns, Name: a.id}}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setStopped(true)
+	eventually(t, 2*time.Minute, "the stopped agent's pod to be gone", func() bool {
+		var pods corev1.PodList
+		if a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) != nil {
+			return false
+		}
+		r := a.p.call("GET", a.base, nil)
+		return len(pods.Items) == 0 && r.status == 200 && r.obj("agent")["status"] == "not_running"
+	})
+	setStopped(false)
+	a.waitRunning(t, 3*time.Minute, "the started agent to run")
+	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + uploadedFile}), 200, "exec").str("stdout")
+	if !strings.Contains(out, "uploaded into the workspace") {
+		t.Fatalf("the workspace after stop and start: %q", out)
+	}
+}
+
+// checkGatewayKilled kills the gateway process inside the pod: the agent shows the crash
+// while the kubelet restarts the container, then runs again with the restart counted.
+func (a agentOnNode) checkGatewayKilled(t *testing.T) {
+	restarts, _ := a.agent(t)["restarts"].(float64)
+	// PID 1 is tini; its only child is the engine. The exec's own shell is not its child.
+	a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "kill -9 $(cat /proc/1/task/1/children)"})
+	seen := a.watchReasons(t, 3*time.Minute, "the agent to run again after the crash", func(ag map[string]any) bool {
+		n, _ := ag["restarts"].(float64)
+		return ag["status"] == "running" && n > restarts
+	})
+	crash := ""
+	for _, reason := range []string{agentsv1.ReasonCrashed, agentsv1.ReasonPodExited} {
+		if msg, ok := seen[reason]; ok {
+			crash = msg
+		}
+	}
+	if !strings.Contains(crash, "code 137") {
+		t.Fatalf("the agent never showed the killed gateway's exit (reasons seen: %v)", seen)
+	}
+	t.Logf("reasons the facade showed while the kubelet restarted the gateway: %v", seen)
+}
+
+// checkKubeletStopped freezes the real node's kubelet (SIGSTOP): the node goes NotReady, the
+// agent's condition says so, and it runs again once the kubelet continues.
+func (a agentOnNode) checkKubeletStopped(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(a.p.stateDir, "cluster", "kubelet.pid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || !strings.Contains(readFile(t, "/proc/"+strconv.Itoa(pid)+"/cmdline"), "kubelet") {
+		t.Fatalf("kubelet pid %q: %v", raw, err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	frozen := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	eventually(t, 2*time.Minute, "the agent to report its node NotReady", func() bool {
+		var ag agentsv1.Agent
+		if a.k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: a.id}, &ag) != nil {
+			return false
+		}
+		c := meta.FindStatusCondition(ag.Status.Conditions, agentsv1.AgentGatewayReady)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == agentsv1.ReasonNodeNotReady &&
+			strings.Contains(c.Message, "Kubelet stopped posting node status")
+	})
+	if r := a.agent(t); r["statusReason"] != agentsv1.ReasonNodeNotReady {
+		t.Errorf("the facade says %v/%v while the node is NotReady", r["status"], r["statusReason"])
+	}
+	t.Logf("the agent said NodeNotReady %s after the kubelet froze", time.Since(frozen).Round(time.Second))
+	resume()
+	continued := time.Now()
+	a.waitRunning(t, 3*time.Minute, "the agent to run again once the kubelet continues")
+	t.Logf("running again %s after the kubelet continued", time.Since(continued).Round(time.Second))
+}
+
+// checkPendingForMemory applies an agent that asks for more memory than the node has: it
+// stays starting with the scheduler's reason, and goes away when deleted.
+func (a agentOnNode) checkPendingForMemory(t *testing.T) {
+	ctx := context.Background()
+	big := &agentsv1.Agent{
+		ObjectMeta: metav1.ObjectMeta{Name: "too-big", Namespace: a.ns},
+		Spec: agentsv1.AgentSpec{DisplayName: "Asks for a terabyte", Resources: &agentsv1.AgentResources{
+			Requests: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Ti")},
+		}},
+	}
+	if err := a.k8s.Create(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	deleted := false
+	defer func() {
+		if !deleted { // the suite's later checks expect only their own agents
+			_ = a.k8s.Delete(ctx, big)
+		}
+	}()
+	eventually(t, 2*time.Minute, "the agent to show the scheduler's reason", func() bool {
+		r := a.p.call("GET", "/v0/agents/too-big", nil)
+		if r.status != 200 {
+			return false
+		}
+		ag := r.obj("agent")
+		msg, _ := ag["statusMessage"].(string)
+		return ag["status"] == "starting" && ag["statusReason"] == agentsv1.ReasonUnschedulable && strings.Contains(msg, "Insufficient memory")
+	})
+	deleted = true
+	if err := a.k8s.Delete(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the pending agent to be gone", func() bool { return a.p.call("GET", "/v0/agents/too-big", nil).status == 404 })
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
