@@ -35,11 +35,7 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 	// A holder agent, made before the timer: its pod template (with its Secrets and ConfigMap)
 	// is the bare pods' template, and it runs through every measurement of both kinds alike.
 	holder := must(b, p.call("POST", "/v0/agents", map[string]any{"name": "Template holder"}), 201, "create agent").obj("agent")
-	var sts appsv1.StatefulSetList
-	if err := k8s.List(ctx, &sts, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: holder["id"].(string)}); err != nil || len(sts.Items) != 1 {
-		b.Fatalf("the agent's StatefulSet: %v (%d)", err, len(sts.Items))
-	}
-	template := sts.Items[0].Spec.Template.DeepCopy()
+	template := statefulSetTemplate(b, k8s, holder["id"].(string))
 	var creates, pods []time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -48,14 +44,7 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 		if err := k8s.Create(ctx, pod); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool {
-			if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
-				return false
-			}
-			return slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
-				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
-			})
-		})
+		eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool { return podReady(ctx, k8s, pod) })
 		pods = append(pods, time.Since(start))
 		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 			b.Fatal(err)
@@ -76,6 +65,25 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 	b.ReportMetric(c.Seconds()/f.Seconds(), "x-barepod")
 	b.Logf("REST create to running p50 %s, bare pod of the same image to Ready p50 %s (ratio %.2f); creates %v, pods %v",
 		c.Round(10*time.Millisecond), f.Round(10*time.Millisecond), c.Seconds()/f.Seconds(), creates, pods)
+}
+
+// statefulSetTemplate is the pod template of agent id's StatefulSet.
+func statefulSetTemplate(b *testing.B, k8s client.Client, id string) *corev1.PodTemplateSpec {
+	var sts appsv1.StatefulSetList
+	if err := k8s.List(context.Background(), &sts, client.InNamespace("dev"), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil || len(sts.Items) != 1 {
+		b.Fatalf("the agent's StatefulSet: %v (%d)", err, len(sts.Items))
+	}
+	return sts.Items[0].Spec.Template.DeepCopy()
+}
+
+// podReady refreshes pod and tells whether it is Ready.
+func podReady(ctx context.Context, k8s client.Client, pod *corev1.Pod) bool {
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+		return false
+	}
+	return slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+	})
 }
 
 // barePod is the gateway pod of template with its home on an emptyDir: what the kubelet and
