@@ -107,7 +107,11 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	fmt.Printf("  controller: Agents running %5d/%d in %8.2f s\n", managedDone, n, managed.Seconds())
 	fmt.Printf("  direct:     pods Ready     %5d/%d in %8.2f s   (same objects, 8 writers, no controller; writes took %.2f s)\n",
 		directDone, n, direct.Seconds(), directWrites.Seconds())
-	fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/managed.Seconds())
+	if managedDone < n || directDone < n {
+		fmt.Printf("  ratio direct/controller: none (a run did not finish within %s)\n", timeout)
+	} else {
+		fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/managed.Seconds())
+	}
 	fmt.Printf("  controller's pods on simulated nodes: %d\n", onSimulated)
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
 		rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
