@@ -15,9 +15,8 @@ if [[ "$k8s_version" != "$cp_version" ]]; then
   echo "hack/tools/cluster pins k8s.io/kubernetes $k8s_version but the control plane $cp_version" >&2
   exit 1
 fi
-key=$( { cat "$mod/go.mod" "$mod/go.sum"; go env GOVERSION; gcc --version | head -1; } | sha256sum | cut -c1-16)
-cache_root="${AGENTPLANE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentplane}"
-cache="$cache_root/cluster/$key"
+. hack/lib/cache.sh
+cache="$cache_root/cluster/$( { cat "$mod/go.mod" "$mod/go.sum"; go env GOVERSION; gcc --version | head -1; } | cache_key)"
 bins=(kubelet kube-controller-manager kube-scheduler kube-proxy pause)
 
 if [[ "${1:-}" == "--print-dir" ]]; then
@@ -27,9 +26,7 @@ fi
 out="${1:-bin/k8s}"
 log() { echo "[cluster] $*" >&2; }
 
-missing=0
-for b in "${bins[@]}"; do [[ -x "$cache/$b" ]] || missing=1; done
-if (( missing )); then
+if ! all_cached "$cache" "${bins[@]}"; then
   mkdir -p "$cache"
   tmp=$(mktemp -d "$cache/build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -49,9 +46,4 @@ if (( missing )); then
   log "built in $((SECONDS - start))s into $cache"
 fi
 
-mkdir -p "$out"
-for b in "${bins[@]}"; do
-  if [[ "$(readlink -f "$out/$b" 2>/dev/null)" != "$cache/$b" ]]; then
-    ln -sfn "$cache/$b" "$out/$b"
-  fi
-done
+link_cached "$cache" "$out" "${bins[@]}"

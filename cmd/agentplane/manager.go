@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/s3"
@@ -25,7 +26,7 @@ import (
 func newManagerCommand() *cobra.Command {
 	o := platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}
 	var storageDir, secretsKeyFile string
-	var engineDirs []string
+	var engineDirs, tolerations []string
 	var s3f s3Flags
 	cmd := &cobra.Command{
 		Use:   "manager",
@@ -48,6 +49,13 @@ func newManagerCommand() *cobra.Command {
 				if o.Files, err = localStorage(storageDir); err != nil {
 					return err
 				}
+			}
+			for _, t := range tolerations {
+				tol, err := kube.ParseToleration(t)
+				if err != nil {
+					return fmt.Errorf("--agent-toleration: %w", err)
+				}
+				o.Runtime.Tolerations = append(o.Runtime.Tolerations, tol)
 			}
 			if secretsKeyFile != "" {
 				o.SecretsKey = secrets.FileKeySource{Path: secretsKeyFile}
@@ -82,6 +90,8 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+images.Probe+"; empty probes with HTTP GETs)")
+	cmd.Flags().StringToStringVar(&o.Runtime.NodeSelector, "agent-node-selector", nil, "node labels every gateway pod selects, key=value,... (kube runtime: place the agents on a node pool)")
+	cmd.Flags().StringArrayVar(&tolerations, "agent-toleration", nil, "taint every gateway pod tolerates, key=value:Effect, key:Effect (any value) or key=value (any effect); repeat for several (kube runtime)")
 	cmd.Flags().StringVar(&storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
 	s3f.add(cmd)
 	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")

@@ -48,6 +48,11 @@ type Options struct {
 	Images []string
 	// Scheme for Client (default: client-go's).
 	Scheme *k8sruntime.Scheme
+	// SimulatedNodes is how many KWOK nodes join beside the real node (kwok.go; at most
+	// MaxSimulatedNodes), named SimulatedNodeName(0..), tainted SimulatedNodeTaint.
+	SimulatedNodes int
+	// SimulatedNodeCapacity of each simulated node (DefaultSimulatedNodeCapacity).
+	SimulatedNodeCapacity corev1.ResourceList
 }
 
 // Cluster is a running local cluster.
@@ -70,6 +75,7 @@ type Cluster struct {
 	env                   *envtest.Environment
 	containerd, kubelet   *proc
 	kcm, scheduler, proxy *proc
+	kwok                  *proc
 	dns                   *clusterDNS
 	stopProvisioner       context.CancelFunc
 	provisionerDone       chan struct{}
@@ -93,6 +99,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("local cluster: %s is missing from %s (make envtest-assets cluster-binaries): %w", b, o.BinDir, err)
 		}
+	}
+	if err := checkSimulatedNodes(o); err != nil {
+		return nil, err
 	}
 	ip, err := nodeIP()
 	if err != nil {
@@ -156,6 +165,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	if err := c.startProvisioner(ctx); err != nil {
 		return nil, err
+	}
+	if o.SimulatedNodes > 0 {
+		if err := c.startKwok(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// Pods need their namespace's default ServiceAccount, which the controller manager creates.
 	if err := waitFor(ctx, "the default ServiceAccount", time.Minute, c.kcm, func() error {
@@ -249,6 +263,7 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	c.kubelet.stop(15 * time.Second)
+	c.kwok.stop(10 * time.Second)
 	if err := c.stopKubeProxy(ctx); err != nil {
 		errs = append(errs, err)
 	}

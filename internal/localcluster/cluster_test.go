@@ -33,7 +33,6 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := c.Dir
 	if !strings.Contains(c.Config.Host, c.NodeIP) {
 		t.Errorf("the API server serves on %s, want the node address %s (pods reach it there)", c.Config.Host, c.NodeIP)
 	}
@@ -124,6 +123,14 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 	})
 
 	stopped = true
+	stopLeavingNothing(t, c)
+}
+
+// stopLeavingNothing stops c and checks that nothing of it is left: its directory, and what
+// Leftovers finds.
+func stopLeavingNothing(t *testing.T, c *localcluster.Cluster) {
+	t.Helper()
+	dir := c.Dir
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}

@@ -29,13 +29,14 @@ const (
 )
 
 // provisioner gives each claim of StorageClass a `local` PersistentVolume: a directory under
-// root on the node the scheduler chose. `local` volumes take the pod's fsGroup (hostPath
+// root on the node the scheduler chose (the real node or a simulated one, whose pods never
+// mount it). `local` volumes take the pod's fsGroup (hostPath
 // ignores it), so the non-root gateway can write its home. A released volume's directory
 // and object are deleted (reclaim policy Delete).
 type provisioner struct {
 	client client.Client
 	root   string
-	node   string
+	nodes  map[string]bool
 }
 
 func (c *Cluster) startProvisioner(ctx context.Context) error {
@@ -59,7 +60,11 @@ func (c *Cluster) startProvisioner(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.Dir, "volumes"), node: c.NodeName}
+	nodes := map[string]bool{c.NodeName: true}
+	for i := range c.opts.SimulatedNodes {
+		nodes[SimulatedNodeName(i)] = true
+	}
+	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.Dir, "volumes"), nodes: nodes}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("provision").For(&corev1.PersistentVolumeClaim{}).Complete(reconcile.Func(p.provision)); err != nil {
 		return err
 	}
@@ -88,7 +93,7 @@ func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Res
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if pvc.Spec.VolumeName != "" || pvc.DeletionTimestamp != nil || ptr.Deref(pvc.Spec.StorageClassName, "") != StorageClass ||
-		pvc.Annotations[annSelectedNode] != p.node {
+		!p.nodes[pvc.Annotations[annSelectedNode]] {
 		return ctrl.Result{}, nil
 	}
 	name := "pvc-" + string(pvc.UID)
@@ -111,7 +116,7 @@ func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Res
 			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.node},
+					Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{pvc.Annotations[annSelectedNode]},
 				}}}},
 			}},
 		},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -37,6 +39,10 @@ type RuntimeOptions struct {
 	Image    string
 	Init     []string
 	Probe    []string
+	// Kube: NodeSelector and Tolerations of every gateway pod (kube.Options), to place the
+	// agents on a node pool.
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
 }
 
 // versions are the engine versions the configured runtime offers.
@@ -78,6 +84,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		return kube.New(kube.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init, Probe: o.Probe,
+			NodeSelector: o.NodeSelector, Tolerations: o.Tolerations,
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)

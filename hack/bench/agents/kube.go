@@ -37,48 +37,18 @@ func benchKube(n int) error {
 	}
 	defer func() { _ = env.Stop() }()
 	c := env.Client
-	for _, ws := range []string{"bench-direct", "bench-kube"} {
-		if err := tenancy.EnsureWorkspace(ctx, c, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ws},
-			Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(int32(n))}}); err != nil {
-			return err
-		}
+	if err := benchWorkspaces(ctx, c, n); err != nil {
+		return err
 	}
 
 	// Baseline: the owned objects of n agents, built by the same builders, created directly.
-	eng := openclaw.New()
-	opts := kube.Options{Engine: eng, Scheme: env.Scheme}
-	agents := make([]*agentsv1.Agent, n)
-	for i := range agents {
-		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench-direct", Name: fmt.Sprintf("agt-%04d", i)},
-			Spec: agentsv1.AgentSpec{DisplayName: "bench"}}
-		if err := c.Create(ctx, a); err != nil {
-			return err
-		}
-		agents[i] = a
+	opts := kube.Options{Engine: openclaw.New(), Scheme: env.Scheme}
+	agents, err := createAgents(ctx, c, "bench-direct", n)
+	if err != nil {
+		return err
 	}
 	start := time.Now()
-	if err := parallel(8, n, func(i int) error {
-		a := agents[i]
-		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: controllers.GatewayTokenSecretName(a.Name)}
-		sts, err := kube.BuildStatefulSet(a, d, opts)
-		if err != nil {
-			return err
-		}
-		cm, err := kube.BuildConfigMap(a, d, opts)
-		if err != nil {
-			return err
-		}
-		svc, err := kube.BuildService(a, opts)
-		if err != nil {
-			return err
-		}
-		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), svc, cm, sts} {
-			if err := c.Create(ctx, o); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
+	if err := createDirect(ctx, c, agents, opts); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
 	direct := time.Since(start)
@@ -90,18 +60,8 @@ func benchKube(n int) error {
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rss.MiB("self")
-	counted, requests := countRequests(env.Config)
-	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0",
-		Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube, Versions: []string{"2026.9.6"}}})
+	start, requests, err := runController(ctx, c, env.Config, platform.RuntimeOptions{}, n)
 	if err != nil {
-		return err
-	}
-	go func() { _ = p.Start(ctx) }()
-	start = time.Now()
-	if err := parallel(8, n, func(i int) error {
-		return c.Create(ctx, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench-kube", Name: fmt.Sprintf("agt-%04d", i)},
-			Spec: agentsv1.AgentSpec{DisplayName: "bench"}})
-	}); err != nil {
 		return err
 	}
 	// Poll metadata only: listing 1,000 whole StatefulSets every tick would load the API
@@ -130,6 +90,73 @@ func benchKube(n int) error {
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents)\n", rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
 	requests.print(n)
 	return nil
+}
+
+// runController starts the platform on cfg with the kube runtime (rt's placement), its API
+// requests counted, and creates n Agents in bench-kube; it returns once they are created, with
+// the time it began creating them.
+func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt platform.RuntimeOptions, n int) (time.Time, *requestCounter, error) {
+	counted, requests := countRequests(cfg)
+	rt.Name, rt.Versions = platform.RuntimeKube, []string{"2026.9.6"}
+	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt})
+	if err != nil {
+		return time.Time{}, nil, err
+	}
+	go func() { _ = p.Start(ctx) }()
+	start := time.Now()
+	_, err = createAgents(ctx, c, "bench-kube", n)
+	return start, requests, err
+}
+
+// benchWorkspaces creates the workspaces bench-direct (the baseline's agents) and bench-kube
+// (the controller's), each allowed n agents.
+func benchWorkspaces(ctx context.Context, c client.Client, n int) error {
+	for _, ws := range []string{"bench-direct", "bench-kube"} {
+		if err := tenancy.EnsureWorkspace(ctx, c, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ws},
+			Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(int32(n))}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createAgents creates n Agents agt-0000.. in namespace ns, 8 at a time.
+func createAgents(ctx context.Context, c client.Client, ns string, n int) ([]*agentsv1.Agent, error) {
+	agents := make([]*agentsv1.Agent, n)
+	err := parallel(8, n, func(i int) error {
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agt-%04d", i)},
+			Spec: agentsv1.AgentSpec{DisplayName: "bench"}}
+		agents[i] = a
+		return c.Create(ctx, a)
+	})
+	return agents, err
+}
+
+// createDirect creates the owned objects of agents (gateway token Secret, Service, ConfigMap,
+// StatefulSet), built by the runtime's builders with opts, as one client with 8 writers.
+func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent, opts kube.Options) error {
+	return parallel(8, len(agents), func(i int) error {
+		a := agents[i]
+		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: controllers.GatewayTokenSecretName(a.Name)}
+		sts, err := kube.BuildStatefulSet(a, d, opts)
+		if err != nil {
+			return err
+		}
+		cm, err := kube.BuildConfigMap(a, d, opts)
+		if err != nil {
+			return err
+		}
+		svc, err := kube.BuildService(a, opts)
+		if err != nil {
+			return err
+		}
+		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), svc, cm, sts} {
+			if err := c.Create(ctx, o); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // requestCounter counts the manager's API requests by method and resource.

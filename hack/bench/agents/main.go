@@ -2,6 +2,7 @@
 //
 //	go run ./hack/bench/agents -mode local -n 5     # POST /v0/agents until the real gateway is healthy
 //	go run ./hack/bench/agents -mode kube -n 500    # kube-runtime reconcile of n Agents on envtest
+//	sudo go run ./hack/bench/agents -mode kwok -n 1000 -nodes 50   # n Agents running on KWOK nodes
 //
 // local: p50/p90 of n sequential creates with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or
 // hack/install-engine.sh), against the contract's reference of about 30 s; one gateway at a
@@ -10,6 +11,11 @@
 // kube: wall time until every Agent's owned objects exist, against a baseline measured in the
 // same run (the same objects built by the same builders and created directly by one client),
 // plus the process RSS before and after.
+//
+// kwok: a local cluster (root; make envtest-assets cluster-binaries) with -nodes simulated
+// nodes; wall time until n Agents are running (their pods Ready on the simulated nodes),
+// against the same objects created directly until their pods are Ready, in the same run;
+// API requests per agent and RSS as for kube.
 package main
 
 import (
@@ -38,8 +44,10 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "local", "local or kube")
+	mode := flag.String("mode", "local", "local, kube or kwok")
 	n := flag.Int("n", 5, "agents")
+	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
+	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	var err error
@@ -48,6 +56,8 @@ func main() {
 		err = benchLocal(*n)
 	case "kube":
 		err = benchKube(*n)
+	case "kwok":
+		err = benchKwok(*n, *nodes, *timeout)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}

@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -200,6 +201,8 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 					AutomountServiceAccountToken:  ptr.To(false),
 					EnableServiceLinks:            ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(o.TerminationGracePeriod.Seconds())),
+					NodeSelector:                  maps.Clone(o.NodeSelector),
+					Tolerations:                   slices.Clone(o.Tolerations),
 					Volumes: []corev1.Volume{
 						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 						{Name: VolumeSeed, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

@@ -392,3 +392,57 @@ func TestInitAndHeapLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestPlacement: the platform's node selector and tolerations reach every gateway pod, as
+// copies (one agent's template cannot change another's).
+func TestPlacement(t *testing.T) {
+	pool := []corev1.Toleration{{Key: "pool", Operator: corev1.TolerationOpEqual, Value: "agents", Effect: corev1.TaintEffectNoSchedule}}
+	for _, tc := range []struct {
+		name        string
+		selector    map[string]string
+		tolerations []corev1.Toleration
+	}{
+		{"anywhere", nil, nil},
+		{"selector only", map[string]string{"pool": "agents"}, nil},
+		{"tainted pool", map[string]string{"pool": "agents", "zone": "a"}, pool},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := testOptions()
+			o.NodeSelector, o.Tolerations = tc.selector, tc.tolerations
+			spec := mustSTS(t, testDesired(), o).Spec.Template.Spec
+			if !reflect.DeepEqual(spec.NodeSelector, tc.selector) {
+				t.Errorf("nodeSelector %v, want %v", spec.NodeSelector, tc.selector)
+			}
+			if !reflect.DeepEqual(spec.Tolerations, tc.tolerations) {
+				t.Errorf("tolerations %v, want %v", spec.Tolerations, tc.tolerations)
+			}
+			if len(spec.NodeSelector) > 0 {
+				spec.NodeSelector["zone"] = "changed"
+				if o.NodeSelector["zone"] == "changed" {
+					t.Error("the pod template shares the options' node selector")
+				}
+			}
+		})
+	}
+}
+
+func TestParseToleration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want corev1.Toleration
+		err  bool
+	}{
+		{in: "kwok.x-k8s.io/node=fake:NoSchedule", want: corev1.Toleration{Key: "kwok.x-k8s.io/node", Operator: corev1.TolerationOpEqual, Value: "fake", Effect: corev1.TaintEffectNoSchedule}},
+		{in: "dedicated:NoExecute", want: corev1.Toleration{Key: "dedicated", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+		{in: "pool=agents", want: corev1.Toleration{Key: "pool", Operator: corev1.TolerationOpEqual, Value: "agents"}},
+		{in: "pool", want: corev1.Toleration{Key: "pool", Operator: corev1.TolerationOpExists}},
+		{in: "pool=agents:Sometimes", err: true},
+		{in: "=agents:NoSchedule", err: true},
+		{in: "pool=a b", err: true},
+	} {
+		got, err := ParseToleration(tc.in)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}

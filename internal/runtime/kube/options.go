@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -92,6 +93,11 @@ type Options struct {
 	CPURequest, MemoryRequest, MemoryLimit, CPULimit resource.Quantity
 	// TerminationGracePeriod of the pod (DefaultTerminationGracePeriod).
 	TerminationGracePeriod time.Duration
+	// NodeSelector and Tolerations of every gateway pod: they place the agents on a node pool
+	// (a tainted pool needs both: the selector keeps the pods on it, the tolerations let
+	// them in). Empty: wherever the scheduler puts them.
+	NodeSelector map[string]string
+	Tolerations  []corev1.Toleration
 }
 
 // Runtime runs agents as StatefulSets. It implements runtime.Runtime.

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/config/crd"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// benchKwok runs n agents on a local cluster with `nodes` simulated (KWOK) nodes: first the
+// baseline (the same StatefulSets, Services, ConfigMaps and Secrets, built by the runtime's
+// builders, created directly by one client) until all their pods are Ready, then the kube
+// runtime's controller on n new Agents until all are running. Both place their pods on the
+// simulated nodes with the runtime's node selector and toleration. It gives up waiting after
+// timeout and reports how far it got.
+func benchKwok(n, nodes int, timeout time.Duration) (err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	crds, err := crd.CRDs()
+	if err != nil {
+		return err
+	}
+	bootStart := time.Now()
+	cl, err := localcluster.Start(ctx, localcluster.Options{
+		BinDir: testenv.AssetsDir(), CRDs: crds, Scheme: scheme.New(), SimulatedNodes: nodes,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		stopStart := time.Now()
+		if serr := cl.Stop(); serr != nil && err == nil {
+			err = fmt.Errorf("stop: %w", serr)
+		}
+		fmt.Printf("  cluster stopped in %.1f s\n", time.Since(stopStart).Seconds())
+	}()
+	fmt.Printf("local cluster with 1 real and %d simulated nodes up in %.1f s\n", nodes, time.Since(bootStart).Seconds())
+	c := cl.Client
+	if err := benchWorkspaces(ctx, c, n); err != nil {
+		return err
+	}
+	placement := kube.Options{
+		NodeSelector: localcluster.SimulatedNodeSelector(),
+		Tolerations:  []corev1.Toleration{localcluster.SimulatedNodeToleration()},
+	}
+
+	// Baseline: the same objects created directly; done when every pod is Ready.
+	agents, err := createAgents(ctx, c, "bench-direct", n)
+	if err != nil {
+		return err
+	}
+	opts := placement
+	opts.Engine, opts.Scheme = openclaw.New(), c.Scheme()
+	start := time.Now()
+	if err := createDirect(ctx, c, agents, opts); err != nil {
+		return fmt.Errorf("baseline: %w", err)
+	}
+	directWrites := time.Since(start)
+	direct, directDone := waitCount(ctx, n, start, timeout, "pods Ready", func() (int, error) {
+		return countReadyPods(ctx, c, "bench-direct")
+	})
+	// The baseline's Agents go before the platform starts, or its controller would reconcile
+	// them too; their objects stay (orphaned), so both runs see a cluster of the same size.
+	orphanStart := time.Now()
+	if err := c.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace("bench-direct"), client.PropagationPolicy("Orphan")); err != nil {
+		return fmt.Errorf("remove the baseline's agents: %w", err)
+	}
+	if _, done := waitCount(ctx, 1, orphanStart, timeout, "baseline Agents gone", func() (int, error) {
+		var l agentsv1.AgentList
+		if err := c.List(ctx, &l, client.InNamespace("bench-direct")); err != nil {
+			return 0, err
+		}
+		return 1 - min(len(l.Items), 1), nil
+	}); done < 1 {
+		return fmt.Errorf("the baseline's Agents are not gone after %s", timeout)
+	}
+
+	// The controller: n Agents created; done when every Agent is running.
+	rssBefore := rss.MiB("self")
+	start, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
+		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n)
+	if err != nil {
+		return err
+	}
+	managed, managedDone := waitCount(ctx, n, start, timeout, "Agents running", func() (int, error) {
+		return countRunning(ctx, c, "bench-kube")
+	})
+	rssAfter := rss.MiB("self")
+	onSimulated, err := countOnSimulated(ctx, c, "bench-kube")
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf("kube runtime on simulated nodes, %d agents over %d KWOK nodes, local cluster\n", n, nodes)
+	fmt.Printf("  controller: Agents running %5d/%d in %8.2f s\n", managedDone, n, managed.Seconds())
+	fmt.Printf("  direct:     pods Ready     %5d/%d in %8.2f s   (same objects, 8 writers, no controller; writes took %.2f s)\n",
+		directDone, n, direct.Seconds(), directWrites.Seconds())
+	if managedDone < n || directDone < n {
+		fmt.Printf("  ratio direct/controller: none (a run did not finish within %s)\n", timeout)
+	} else {
+		fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/managed.Seconds())
+	}
+	fmt.Printf("  controller's pods on simulated nodes: %d\n", onSimulated)
+	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
+		rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
+	requests.print(n)
+	cancel()
+	return nil
+}
+
+// waitCount polls count every second until it reaches n or timeout passes since start, printing
+// when it passes each tenth of n; it returns the time from start and the last count.
+func waitCount(ctx context.Context, n int, start time.Time, timeout time.Duration, what string, count func() (int, error)) (time.Duration, int) {
+	step, next, got := max(n/10, 1), max(n/10, 1), 0
+	for time.Since(start) < timeout && ctx.Err() == nil {
+		k, err := count()
+		if err == nil {
+			got = k
+		}
+		for got >= next && next <= n {
+			fmt.Printf("    %s: %d after %.1f s\n", what, next, time.Since(start).Seconds())
+			next += step
+		}
+		if got >= n {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	return time.Since(start), got
+}
+
+func countReadyPods(ctx context.Context, c client.Client, ns string) (int, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	ready := 0
+	for i := range pods.Items {
+		for _, cond := range pods.Items[i].Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready, nil
+}
+
+func countRunning(ctx context.Context, c client.Client, ns string) (int, error) {
+	var l agentsv1.AgentList
+	if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	running := 0
+	for i := range l.Items {
+		if l.Items[i].Status.Phase == agentsv1.AgentRunning {
+			running++
+		}
+	}
+	return running, nil
+}
+
+func countOnSimulated(ctx context.Context, c client.Client, ns string) (int, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return 0, err
+	}
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.MatchingLabels(localcluster.SimulatedNodeSelector())); err != nil {
+		return 0, err
+	}
+	simulated := map[string]bool{}
+	for i := range nodes.Items {
+		simulated[nodes.Items[i].Name] = true
+	}
+	on := 0
+	for i := range pods.Items {
+		if simulated[pods.Items[i].Spec.NodeName] {
+			on++
+		}
+	}
+	return on, nil
+}
