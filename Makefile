@@ -74,8 +74,8 @@ engine: ## Install the pinned OpenClaw engine, the release before it (real-node 
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's static health probe).
-	$(GO) build -o $(BIN)/agentplane ./cmd/agentplane
+build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's static health probe), both static.
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane ./cmd/agentplane
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane-probe ./cmd/agentplane-probe
 
 .PHONY: run
@@ -85,6 +85,10 @@ run: build envtest-assets engine ## Run the platform locally (agentplane dev).
 .PHONY: cluster
 cluster: build envtest-assets cluster-binaries node-packages engine ## Run the platform on a local cluster with a real node (kubelet, containerd, the real gateway image; root).
 	$(BIN)/agentplane dev --runtime kube --state-dir $(STATE_DIR)-kube --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
+
+.PHONY: cluster-up
+cluster-up: build envtest-assets cluster-binaries node-packages engine ## The local cluster with the manager's image imported but no manager running (then make deploy-local; root).
+	$(BIN)/agentplane dev --runtime kube --no-manager --state-dir $(STATE_DIR)-kube --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
 
 ##@ Deploy
 
@@ -98,6 +102,15 @@ docker-build: ## Build the manager image (needs a Docker engine).
 .PHONY: deploy
 deploy: ## Install CRDs, RBAC and the manager into the cluster of the current kubeconfig.
 	$(KUBECTL) kustomize config/default | sed 's|ghcr.io/agentplane/agentplane:latest|$(IMG)|' | $(KUBECTL) apply --server-side -f -
+
+.PHONY: deploy-local
+deploy-local: ## Deploy the manager into the local cluster of make cluster-up (config/local; KUBECONFIG as it prints).
+	$(KUBECTL) kustomize config/local | $(KUBECTL) apply --server-side -f -
+	$(KUBECTL) -n agentplane-system get secret agentplane-secrets-key >/dev/null 2>&1 || \
+		$(KUBECTL) -n agentplane-system create secret generic agentplane-secrets-key --from-literal=key="$$(head -c 24 /dev/urandom | base64)"
+	$(KUBECTL) -n agentplane-system rollout status deployment/agentplane-controller-manager --timeout=3m
+	@echo "REST facade: http://$$($(KUBECTL) -n agentplane-system get svc agentplane-api -o jsonpath='{.spec.clusterIP}')"
+	@echo "a token: KUBECONFIG=$$KUBECONFIG $(BIN)/agentplane token create --workspace demo --create-workspace --user me --scopes agents:read,agents:write"
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy installed (CRDs included: this deletes every agentplane object).

@@ -1,17 +1,12 @@
 package controllers_test
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -26,20 +21,8 @@ var _ = Describe("config/default", func() {
 		out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default")).Output()
 		Expect(err).NotTo(HaveOccurred())
 
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-		var objs []*unstructured.Unstructured
-		for {
-			u := &unstructured.Unstructured{}
-			if err := dec.Decode(&u.Object); err != nil {
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				Expect(err).NotTo(HaveOccurred())
-			}
-			if len(u.Object) > 0 {
-				objs = append(objs, u)
-			}
-		}
+		objs, err := testenv.DecodeManifests(out)
+		Expect(err).NotTo(HaveOccurred())
 		kinds := map[string]int{}
 		for _, o := range objs {
 			kinds[o.GetKind()]++

@@ -17,6 +17,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/tenancy"
@@ -25,6 +26,7 @@ import (
 type devFlags struct {
 	stateDir, controlPlaneDir, workspace, user, runtime string
 	engineDirs                                          []string
+	noManager                                           bool
 }
 
 func newDevCommand() *cobra.Command {
@@ -56,6 +58,7 @@ agents there as StatefulSets. That cluster is fresh at every start.`,
 	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
 	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
 	fl.StringVar(&f.runtime, "runtime", platform.RuntimeLocal, "where agents run: local (processes on this host) or kube (a local cluster with a real node; root)")
+	fl.BoolVar(&f.noManager, "no-manager", false, "with --runtime kube: start the cluster with the manager's image ("+images.ManagerImage+", from this binary) but run no manager, for `make deploy-local`")
 	return cmd
 }
 

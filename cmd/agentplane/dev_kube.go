@@ -41,6 +41,14 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 		versions = append(versions, v)
 	}
 	sort.Strings(versions)
+	if f.noManager {
+		file, err := managerImage()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "[dev] manager image %s\n", images.ManagerImage)
+		imgs = append(imgs, file)
+	}
 	crds, err := crd.CRDs()
 	if err != nil {
 		return err
@@ -66,12 +74,34 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 		}
 	}()
 	fmt.Fprintf(out, "[dev] node %s Ready at %s; API server %s\n", cl.NodeName, cl.NodeIP, cl.Config.Host)
+	if f.noManager {
+		fmt.Fprintf(out, "[dev] no manager runs: deploy it with\n  KUBECONFIG=%s make deploy-local\n[dev] Ctrl-C stops the cluster\n", cl.Kubeconfig)
+		<-ctx.Done()
+		return nil
+	}
 	o.Runtime.Name = platform.RuntimeKube
 	o.Runtime.Versions = versions
 	o.Runtime.Image = images.GatewayTemplate()
 	o.Runtime.Init = []string{images.Init, "--"}
 	o.Runtime.Probe = []string{images.Probe}
 	return serveDev(ctx, out, f, o, stateDir, cl.Config, cl.Kubeconfig)
+}
+
+// managerImage is the tarball of the manager's image built from this binary, which must be
+// static (make build builds it with CGO_ENABLED=0): the image has no C library.
+func managerImage() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if err := images.CheckStatic(self); err != nil {
+		return "", fmt.Errorf("the manager's image: %w (make build)", err)
+	}
+	spec, err := images.ManagerSpec(self)
+	if err != nil {
+		return "", err
+	}
+	return images.Ensure(images.CacheDir(), spec)
 }
 
 // probeBinary is the agentplane-probe built beside this binary (make build).

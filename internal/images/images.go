@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,6 +28,9 @@ import (
 const (
 	// GatewayRepository is the gateway image's repository; the tag is the engine version.
 	GatewayRepository = "agentplane.local/openclaw"
+	// ManagerImage is the manager's image (ManagerSpec); not `latest`, so the kubelet uses
+	// the imported image instead of pulling.
+	ManagerImage = "agentplane.local/agentplane:dev"
 	// Pause is the pod sandbox image containerd's sandbox_image names.
 	Pause = "agentplane.local/pause:3.10"
 	// Init is the init the gateway image runs as PID 1 (Debian's static tini): it reaps the
@@ -108,29 +112,65 @@ func GatewaySpec(engineDir, version, probeBin string) (Spec, error) {
 func PauseSpec(bin string) (Spec, error) { return BinarySpec(Pause, bin, "/pause", "65535:65535") }
 
 // BinarySpec is image ref of one static binary: bin at path in the image, its entrypoint,
-// run as user (uid:gid). The manager's image and test images are such images.
-func BinarySpec(ref, bin, path, user string) (Spec, error) {
+// run as user (uid:gid), with the host files extra at their own paths. The manager's image
+// and test images are such images.
+func BinarySpec(ref, bin, path, user string, extra ...string) (Spec, error) {
 	bin, err := filepath.EvalSymlinks(bin)
 	if err != nil {
 		return Spec{}, fmt.Errorf("image %s: %w", ref, err)
 	}
-	st, err := os.Stat(bin)
-	if err != nil {
-		return Spec{}, fmt.Errorf("image %s: %w", ref, err)
+	h := sha256.New()
+	fmt.Fprintln(h, builderVersion, path, user)
+	for _, f := range append([]string{bin}, extra...) {
+		st, err := os.Stat(f)
+		if err != nil {
+			return Spec{}, fmt.Errorf("image %s: %w", ref, err)
+		}
+		fmt.Fprintln(h, f, st.Size(), st.ModTime().UnixNano())
 	}
-	key := sha256.Sum256(fmt.Appendf(nil, "%s %s %d %d %s %s", builderVersion, bin, st.Size(), st.ModTime().UnixNano(), path, user))
 	return Spec{
 		Ref: ref,
-		key: hex.EncodeToString(key[:])[:16],
+		key: hex.EncodeToString(h.Sum(nil))[:16],
 		build: func() (v1.Image, error) {
 			t := tree{}
 			if err := t.copyFile(bin, path); err != nil {
 				return nil, err
 			}
+			for _, f := range extra {
+				if err := t.copyFile(f, f); err != nil {
+					return nil, err
+				}
+			}
 			return image(v1.Config{Entrypoint: []string{path}, User: user}, t)
 		},
 	}, nil
 }
+
+// ManagerSpec is the manager's image (ManagerImage): the static agentplane binary bin
+// (CGO_ENABLED=0) as /agentplane, run as 65532 like the release image (distroless static,
+// nonroot), with the host's CA bundle for the manager's own HTTPS clients (S3, ClawHub).
+func ManagerSpec(bin string) (Spec, error) {
+	return BinarySpec(ManagerImage, bin, "/agentplane", "65532:65532", caBundle)
+}
+
+// CheckStatic fails unless bin is a statically linked executable (no ELF interpreter): an
+// image of it alone has no C library to load.
+func CheckStatic(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; build it with CGO_ENABLED=0", bin)
+		}
+	}
+	return nil
+}
+
+// caBundle is Debian's bundle of the CAs it trusts.
+const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 
 // Ensure writes the tarball of s into dir unless the one of the same inputs is there, and
 // returns its path.

@@ -196,6 +196,10 @@ func (c *Cluster) startControlPlane() error {
 	// Pods reach the API server through the `kubernetes` Service, whose endpoint is the
 	// address it serves on: the node's, not loopback.
 	api.SecureServing.Address, api.SecureServing.Port = c.NodeIP, strconv.Itoa(port)
+	api.CertDir = filepath.Join(c.Dir, "pki")
+	if api.SecureServing.CA, err = writeServingCerts(api.CertDir, c.NodeIP); err != nil {
+		return err
+	}
 	api.Configure().
 		Set("service-cluster-ip-range", ServiceCIDR).
 		Set("authorization-mode", "Node,RBAC").

@@ -20,8 +20,9 @@ import (
 )
 
 // checkServiceNetwork proves kube-proxy and the cluster DNS: a Service in front of a pod
-// answers on its ClusterIP from the node, and another pod resolves the Service's short name
-// (through its search domains) to that ClusterIP and fetches it by its full name.
+// answers on its ClusterIP from the node, another pod resolves the Service's short name
+// (through its search domains) to that ClusterIP and fetches it by its full name, and a third
+// verifies the API server's certificate through the `kubernetes` Service.
 func checkServiceNetwork(ctx context.Context, t *testing.T, c *localcluster.Cluster) {
 	t.Helper()
 	dir := t.TempDir()
@@ -81,25 +82,33 @@ func checkServiceNetwork(ctx context.Context, t *testing.T, c *localcluster.Clus
 		}
 		return nil
 	})
+	// Pods resolve the Service's short name, reach it, and reach the API server through the
+	// `kubernetes` Service (its name and its ClusterIP, where in-cluster clients dial) with
+	// TLS verified against the service-account CA.
 	fqdn := "web." + ns + ".svc." + localcluster.ClusterDomain
 	cl := pod("client", corev1.RestartPolicyNever, "get", "web", svc.Spec.ClusterIP, "http://"+fqdn+"/")
-	if err := c.Client.Create(ctx, cl); err != nil {
-		t.Fatal(err)
+	api := pod("apiserver", corev1.RestartPolicyNever, "tls", "https://kubernetes.default.svc/version", "https://"+localcluster.KubernetesServiceIP+"/version")
+	for _, p := range []*corev1.Pod{cl, api} {
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
 	}
-	eventually(t, 2*time.Minute, func() error {
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(cl), cl); err != nil {
-			return err
-		}
-		switch cl.Status.Phase {
-		case corev1.PodSucceeded:
-			return nil
-		case corev1.PodFailed:
-			t.Fatalf("the client pod failed (exit 2: the name did not resolve to %s; 3: %s did not answer): %+v",
-				svc.Spec.ClusterIP, fqdn, cl.Status.ContainerStatuses)
-		}
-		return fmt.Errorf("client pod %s", cl.Status.Phase)
-	})
-	for _, o := range []client.Object{cl, web, svc} {
+	for _, p := range []*corev1.Pod{cl, api} {
+		eventually(t, 2*time.Minute, func() error {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			switch p.Status.Phase {
+			case corev1.PodSucceeded:
+				return nil
+			case corev1.PodFailed:
+				t.Fatalf("pod %s failed (exit 2: web did not resolve to %s; 3: %s did not answer; 4: the API server's certificate or answer): %+v",
+					p.Name, svc.Spec.ClusterIP, fqdn, p.Status.ContainerStatuses)
+			}
+			return fmt.Errorf("pod %s %s", p.Name, p.Status.Phase)
+		})
+	}
+	for _, o := range []client.Object{cl, api, web, svc} {
 		if err := c.Client.Delete(ctx, o, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)
 		}

@@ -64,23 +64,28 @@ type platform struct {
 	done     chan error
 }
 
-// startDev builds the binary and starts `agentplane dev` on a fresh state directory, with
-// the extra flags args.
-func startDev(t testing.TB, engine string, args ...string) *platform {
+// buildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
+// image's probe, both static (images of them hold no C library), and returns their paths.
+func buildAgentplane(t testing.TB) (bin, probe string) {
 	t.Helper()
-	binDir := t.TempDir()
-	bin := filepath.Join(binDir, "agentplane")
-	// As make build: the binary and, beside it, the gateway image's static probe.
-	for _, b := range [][]string{{"go", "build", "-o", bin, "./cmd/agentplane"}, {"go", "build", "-o", filepath.Join(binDir, "agentplane-probe"), "./cmd/agentplane-probe"}} {
-		build := exec.Command(b[0], b[1:]...)
+	dir := t.TempDir()
+	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
+	for out, pkg := range map[string]string{bin: "./cmd/agentplane", probe: "./cmd/agentplane-probe"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Dir = testenv.RepoRoot()
-		if strings.HasSuffix(b[3], "-probe") {
-			build.Env = append(build.Environ(), "CGO_ENABLED=0") // static: the image has no libc of its choosing
-		}
+		build.Env = append(build.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build: %v\n%s", err, out)
 		}
 	}
+	return bin, probe
+}
+
+// startDev builds the binary and starts `agentplane dev` on a fresh state directory, with
+// the extra flags args.
+func startDev(t testing.TB, engine string, args ...string) *platform {
+	t.Helper()
+	bin, _ := buildAgentplane(t)
 	p := &platform{t: t, stateDir: t.TempDir(), log: &bytes.Buffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.stateDir, "--control-plane-dir", testenv.AssetsDir(),
 		"--engine-dir", engine, "--api-addr", "127.0.0.1:0"}, args...)...)

@@ -5,10 +5,14 @@
 //	netcheck get NAME WANTIP URL  resolves NAME (the pod's resolv.conf, search domains
 //	                              included), exits 2 unless it resolves to WANTIP, then GETs
 //	                              URL and exits 3 unless it answers "netcheck"
+//	netcheck tls URL...           GETs each URL over TLS verified with the pod's
+//	                              service-account CA and exits 4 unless each answers 200
 package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -26,8 +30,10 @@ func main() {
 		os.Exit(1)
 	case len(os.Args) == 5 && os.Args[1] == "get":
 		os.Exit(get(os.Args[2], os.Args[3], os.Args[4]))
+	case len(os.Args) > 2 && os.Args[1] == "tls":
+		os.Exit(verify(os.Args[2:]))
 	}
-	fmt.Fprintln(os.Stderr, "usage: netcheck serve ADDR | netcheck get NAME WANTIP URL")
+	fmt.Fprintln(os.Stderr, "usage: netcheck serve ADDR | netcheck get NAME WANTIP URL | netcheck tls URL...")
 	os.Exit(64)
 }
 
@@ -50,6 +56,35 @@ func get(name, want, url string) int {
 	fmt.Println("get", url, resp.Status, string(b))
 	if string(b) != "netcheck" {
 		return 3
+	}
+	return 0
+}
+
+// verify GETs each URL with TLS verified against the CA the kubelet mounts into every pod of
+// a service account (the cluster's root CA), as an in-cluster client does.
+func verify(urls []string) int {
+	ca, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
+	if err != nil {
+		fmt.Println(err)
+		return 4
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		fmt.Println("no certificate in ca.crt")
+		return 4
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	for _, u := range urls {
+		resp, err := hc.Get(u)
+		if err != nil {
+			fmt.Println("get", u, err)
+			return 4
+		}
+		resp.Body.Close()
+		fmt.Println("get", u, resp.Status)
+		if resp.StatusCode != http.StatusOK {
+			return 4
+		}
 	}
 	return 0
 }

@@ -1,0 +1,195 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// TestRealNodeDeploy deploys the manager into the local cluster as a platform team deploys it
+// (config/local: config/default with the local images): a two-replica Deployment from the
+// manager's image, its own ServiceAccount with the generated RBAC (not an admin), leader
+// election on. A client reaches the REST facade through its Service's ClusterIP (kube-proxy),
+// creates an agent that runs on the real node, and execs in it; the in-cluster manager talks
+// to the API server through the `kubernetes` Service with TLS verified.
+func TestRealNodeDeploy(t *testing.T) {
+	if !testenv.RealNode(t) {
+		return
+	}
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
+	}
+	ctrllog.SetLogger(logr.Discard()) // the cluster's client logs nothing the test reads
+	baseline := localcluster.TakeBaseline()
+	engine := engineDir(t)
+	bin, probe := buildAgentplane(t)
+	var tarballs []string
+	for _, spec := range []func() (images.Spec, error){
+		func() (images.Spec, error) { return images.GatewaySpec(engine, engineVersion(t, engine), probe) },
+		func() (images.Spec, error) { return images.ManagerSpec(bin) },
+	} {
+		s, err := spec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := images.Ensure(images.CacheDir(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tarballs = append(tarballs, f)
+	}
+	ctx := context.Background()
+	cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: testenv.AssetsDir(), Images: tarballs, Scheme: scheme.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := cl.Dir
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = cl.Stop()
+		}
+	})
+	k8s := cl.Client
+
+	rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize config/local: %v", err)
+	}
+	objs, err := testenv.DecodeManifests(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	const ns = "agentplane-system"
+	if err := k8s.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: ns},
+		StringData: map[string]string{"key": strings.Repeat("k", 32)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var deploy appsv1.Deployment
+	eventually(t, 4*time.Minute, "the manager Deployment to be available with both replicas", func() bool {
+		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-controller-manager"}, &deploy)
+		return err == nil && deploy.Status.AvailableReplicas == 2 && deploy.Status.UpdatedReplicas == 2
+	})
+	t.Run("one replica leads", func(t *testing.T) {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(deploy.Spec.Selector.MatchLabels)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
+			var leases coordinationv1.LeaseList
+			if k8s.List(ctx, &leases, client.InNamespace(ns)) != nil {
+				return false
+			}
+			for _, l := range leases.Items {
+				for _, p := range pods.Items {
+					if l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, p.Name) {
+						return true
+					}
+				}
+			}
+			return false
+		})
+	})
+	t.Run("the manager's ServiceAccount is not an admin", func(t *testing.T) {
+		sa := "system:serviceaccount:" + ns + ":" + deploy.Spec.Template.Spec.ServiceAccountName
+		for _, attrs := range []authzv1.ResourceAttributes{
+			{Verb: "*", Group: "*", Resource: "*"},
+			{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
+			{Verb: "delete", Resource: "nodes"},
+		} {
+			sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &attrs}}
+			if err := k8s.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed {
+				t.Errorf("%s may %s %s/%s", sa, attrs.Verb, attrs.Group, attrs.Resource)
+			}
+		}
+	})
+
+	token := createTokenIn(t, bin, cl.Kubeconfig)
+	var svc corev1.Service
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-api"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	p := &platform{t: t, url: "http://" + svc.Spec.ClusterIP, token: token}
+	t.Run("an agent through the in-cluster facade", func(t *testing.T) {
+		created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").obj("agent")
+		id := created["id"].(string)
+		base := "/v0/agents/" + id
+		eventually(t, 4*time.Minute, "the agent to run", func() bool {
+			r := p.call("GET", base, nil)
+			return r.status == 200 && r.obj("agent")["status"] == "running"
+		})
+		pod := gatewayPod(t, k8s, "demo", id)
+		if pod.Spec.NodeName != cl.NodeName {
+			t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
+		}
+		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
+		if r.str("stdout") != "hi from "+pod.Name+"\n" {
+			t.Fatalf("exec: %s", r.raw)
+		}
+		must(t, p.call("DELETE", base, nil), 200, "delete")
+		eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
+			var pods corev1.PodList
+			return k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
+		})
+	})
+
+	stopped = true
+	if err := cl.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := localcluster.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if left := localcluster.Leftovers(dir, baseline); len(left) > 0 {
+		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// createTokenIn creates a workspace `demo` and a token of it with every scope, as a platform
+// team does with `agentplane token create` against the cluster of kubeconfig.
+func createTokenIn(t *testing.T, bin, kubeconfig string) string {
+	t.Helper()
+	cmd := exec.Command(bin, "token", "create", "--workspace", "demo", "--create-workspace", "--user", "e2e", "--scopes", "*", "--role", "owner")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agentplane token create: %v\n%s", err, stderr.String())
+	}
+	return strings.TrimSpace(string(out))
+}
