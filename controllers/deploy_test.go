@@ -12,13 +12,14 @@ import (
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
-// The in-cluster deployment (config/default) must render and be accepted by a real API
-// server: every object is applied server-side with dry run.
-var _ = Describe("config/default", func() {
-	It("renders with kustomize and passes a server-side dry run", func() {
+// The in-cluster deployments (config/default, and config/local for the local cluster) must
+// render and be accepted by a real API server: every object is applied server-side with dry
+// run.
+var _ = DescribeTable("the in-cluster deployment",
+	func(dir string) {
 		kubectl, err := exec.LookPath("kubectl")
-		Expect(err).NotTo(HaveOccurred(), "kubectl renders config/default (kubectl kustomize)")
-		out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "default")).Output()
+		Expect(err).NotTo(HaveOccurred(), "kubectl renders config/"+dir+" (kubectl kustomize)")
+		out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", dir)).Output()
 		Expect(err).NotTo(HaveOccurred())
 
 		objs, err := testenv.DecodeManifests(out)
@@ -44,5 +45,7 @@ var _ = Describe("config/default", func() {
 			err := k8sClient.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("deploy-test"), client.ForceOwnership)
 			Expect(err).NotTo(HaveOccurred(), "%s %s: %v", o.GetKind(), o.GetName(), apierrors.ReasonForError(err))
 		}
-	})
-})
+	},
+	Entry("config/default renders and passes a server-side dry run", "default"),
+	Entry("config/local renders and passes a server-side dry run", "local"),
+)

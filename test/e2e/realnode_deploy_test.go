@@ -31,7 +31,8 @@ import (
 // (config/local: config/default with the local images): a two-replica Deployment from the
 // manager's image, its own ServiceAccount with the generated RBAC (not an admin), leader
 // election on. A client reaches the REST facade through its Service's ClusterIP (kube-proxy),
-// creates an agent that runs on the real node, and execs in it; the in-cluster manager talks
+// creates an agent that runs on the real node, execs in it and snapshots its workspace onto
+// the storage claim; the in-cluster manager talks
 // to the API server through the `kubernetes` Service with TLS verified.
 func TestRealNodeDeploy(t *testing.T) {
 	if !testenv.RealNode(t) {
@@ -157,6 +158,11 @@ func TestRealNodeDeploy(t *testing.T) {
 		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
 		if r.str("stdout") != "hi from "+pod.Name+"\n" {
 			t.Fatalf("exec: %s", r.raw)
+		}
+		// Snapshots go to the storage claim config/local mounts.
+		snap := must(t, p.call("POST", base+"/snapshots/sync", nil), 201, "snapshot sync").obj("snapshot")
+		if cid, _ := snap["cid"].(string); !strings.HasPrefix(cid, "baf") {
+			t.Fatalf("snapshot: %v", snap)
 		}
 		must(t, p.call("DELETE", base, nil), 200, "delete")
 		eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
