@@ -113,6 +113,11 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.Domains.IngressClass, "ingress-class", "", "IngressClass of agent domains (kube runtime)")
 	f.StringVar(&o.Domains.ClusterIssuer, "cluster-issuer", "", "cert-manager ClusterIssuer for TLS of agent domains (kube runtime; empty: no TLS)")
 	f.DurationVar(&o.ProvisionTimeout, "provision-timeout", 3*time.Minute, "how long agent create and restart wait for the gateway before answering 202")
+	f.IntVar(&o.AgentWorkers, "agent-workers", 4, "agents the Agent controller reconciles at once")
+	// client-go's own default (5 QPS, burst 10; controller-runtime raises it to 20 and 30) paces
+	// a manager of thousands of agents by its client, not by the API server.
+	f.Float32Var(&o.APIQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server, sustained")
+	f.IntVar(&o.APIBurst, "kube-api-burst", 100, "requests to the Kubernetes API server in a burst")
 }
 
 // s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and

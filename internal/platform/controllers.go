@@ -26,8 +26,8 @@ func (p *Platform) setupControllers() error {
 	if p.runtime != nil {
 		r := &controllers.AgentReconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
-			Recorder: mgr.GetEventRecorder("agentplane-agent"),
-			Skills:   p.opts.Files, Engine: openclaw.New(),
+			Recorder: mgr.GetEventRecorder("agentplane-agent"), Workers: p.opts.AgentWorkers,
+			Skills: p.opts.Files, Engine: openclaw.New(),
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,

@@ -77,6 +77,12 @@ type Options struct {
 	// object never appeared is kept (0: quota.DefaultStaleAfter); RecountInterval is how often
 	// the leader frees such leftovers (0: admission.DefaultRecountInterval).
 	ReservationStaleAfter, RecountInterval time.Duration
+	// AgentWorkers is how many agents the Agent controller reconciles at once (0: 4).
+	AgentWorkers int
+	// APIQPS and APIBurst limit the manager's requests to the Kubernetes API server (0: the
+	// config's own, or client-go's defaults).
+	APIQPS   float32
+	APIBurst int
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -109,6 +115,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if o.Runtime.Name == RuntimeKube {
 		kube.CacheByObject(byObject)
 	}
+	cfg = rest.CopyConfig(cfg)
+	if o.APIQPS > 0 {
+		cfg.QPS = o.APIQPS
+	}
+	if o.APIBurst > 0 {
+		cfg.Burst = o.APIBurst
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Logger:                  o.Log,
@@ -117,8 +130,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionID:        "agentplane.io",
 		LeaderElectionNamespace: o.SystemNamespace,
-		Cache:                   cache.Options{ByObject: byObject},
-		Controller:              config.Controller{SkipNameValidation: &o.SkipNameValidation},
+		// No object's managedFields are read: the cache does not keep them (a third of a
+		// typical object's size).
+		Cache:      cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
+		Controller: config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)

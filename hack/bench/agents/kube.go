@@ -79,6 +79,9 @@ func benchKube(n int) error {
 	}
 	reconciled := time.Since(start)
 	rssAfter := rss.MiB("self")
+	if err := writeHeapProfile(); err != nil {
+		return err
+	}
 	// Sanity: an agent's objects are complete.
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "bench-kube", Name: "agt-0000"}, &corev1.Service{}); err != nil {
 		return fmt.Errorf("service of agt-0000: %w", err)

@@ -28,6 +28,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -48,6 +50,7 @@ func main() {
 	n := flag.Int("n", 5, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
+	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	var err error
@@ -65,6 +68,23 @@ func main() {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
+}
+
+// heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.
+var heapProfile string
+
+// writeHeapProfile writes the live heap (after a GC) to heapProfile, when it is set.
+func writeHeapProfile() error {
+	if heapProfile == "" {
+		return nil
+	}
+	f, err := os.Create(heapProfile)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	goruntime.GC()
+	return pprof.WriteHeapProfile(f)
 }
 
 func engineDir() (string, error) {

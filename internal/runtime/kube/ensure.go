@@ -163,12 +163,11 @@ func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.Stateful
 	if live.Annotations[agentsv1.AnnotationApplied] != fp || live.DeletionTimestamp != nil {
 		return false
 	}
-	for _, obj := range []client.Object{&corev1.ConfigMap{}, &corev1.Service{}} {
-		key := client.ObjectKeyFromObject(cm)
-		if _, isSvc := obj.(*corev1.Service); isSvc {
-			key = client.ObjectKeyFromObject(svc)
-		}
-		if err := r.opts.Client.Get(ctx, key, obj); err != nil || obj.GetDeletionTimestamp() != nil {
+	// Their existence is all that is read: the cache holds their metadata only (SetupWatches).
+	for _, o := range []client.Object{cm, svc} {
+		meta := &metav1.PartialObjectMetadata{}
+		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(o.GetObjectKind().GroupVersionKind().Kind))
+		if err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(o), meta); err != nil || meta.GetDeletionTimestamp() != nil {
 			return false
 		}
 	}

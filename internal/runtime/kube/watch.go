@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -21,9 +22,10 @@ var _ runtime.Watcher = (*Runtime)(nil)
 
 // SetupWatches makes the Agent controller watch what this runtime creates: the agent's
 // StatefulSet, Service and ConfigMap (owned by the Agent) and its pod (by LabelAgent; the
-// StatefulSet owns the pod).
+// StatefulSet owns the pod). The Service and the ConfigMap are watched, and cached, as
+// metadata: only their existence is read.
 func (r *Runtime) SetupWatches(b *builder.Builder) *builder.Builder {
-	return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}).Owns(&corev1.ConfigMap{}).
+	return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}, builder.OnlyMetadata).Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToAgent))
 }
 
@@ -39,7 +41,34 @@ func podToAgent(_ context.Context, o client.Object) []reconcile.Request {
 // agentplane manages (byObject is cache.Options.ByObject).
 func CacheByObject(byObject map[client.Object]cache.ByObject) {
 	managed := labels.SelectorFromSet(labels.Set{agentsv1.LabelAppManagedBy: agentsv1.ManagedBy})
-	for _, o := range []client.Object{&corev1.Pod{}, &appsv1.StatefulSet{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}} {
 		byObject[o] = cache.ByObject{Label: managed}
 	}
+	// A StatefulSet is read for its annotations, replicas and claim templates, never for its
+	// pod template (Ensure builds that, and applies it server-side; observe reads the pod):
+	// the cache leaves the template out, about half of the cached objects' bytes.
+	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed, Transform: withoutPodTemplate}
+	// Nodes are read for their Ready condition alone (observe): the cache keeps that, not their
+	// images, addresses and capacity.
+	byObject[&corev1.Node{}] = cache.ByObject{Transform: nodeReadiness}
+}
+
+// withoutPodTemplate drops a StatefulSet's pod template.
+func withoutPodTemplate(o any) (any, error) {
+	if sts, ok := o.(*appsv1.StatefulSet); ok {
+		sts.Spec.Template = corev1.PodTemplateSpec{}
+	}
+	return o, nil
+}
+
+// nodeReadiness keeps of a Node what the runtime reads: its name and conditions.
+func nodeReadiness(o any) (any, error) {
+	n, ok := o.(*corev1.Node)
+	if !ok {
+		return o, nil
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: n.Name, UID: n.UID, ResourceVersion: n.ResourceVersion},
+		Status:     corev1.NodeStatus{Conditions: n.Status.Conditions},
+	}, nil
 }
