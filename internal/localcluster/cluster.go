@@ -95,13 +95,17 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.Scheme == nil {
 		o.Scheme = clientgoscheme.Scheme
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause"} {
+	if o.SimulatedNodes < 0 || o.SimulatedNodes > MaxSimulatedNodes {
+		return nil, fmt.Errorf("local cluster: %d simulated nodes, want 0 to %d", o.SimulatedNodes, MaxSimulatedNodes)
+	}
+	need := []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause"}
+	if o.SimulatedNodes > 0 {
+		need = append(need, kwokFiles...)
+	}
+	for _, b := range need {
 		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
 			return nil, fmt.Errorf("local cluster: %s is missing from %s (make envtest-assets cluster-binaries): %w", b, o.BinDir, err)
 		}
-	}
-	if err := checkSimulatedNodes(o); err != nil {
-		return nil, err
 	}
 	ip, err := nodeIP()
 	if err != nil {

@@ -29,19 +29,10 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{BinDir: testenv.AssetsDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: testenv.AssetsDir()})
 	if !strings.Contains(c.Config.Host, c.NodeIP) {
 		t.Errorf("the API server serves on %s, want the node address %s (pods reach it there)", c.Config.Host, c.NodeIP)
 	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = c.Stop()
-		}
-	}()
 	checkServiceNetwork(ctx, t, c)
 	const ns = "default"
 	pvc := &corev1.PersistentVolumeClaim{
@@ -122,13 +113,32 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 		return nil
 	})
 
-	stopped = true
-	stopLeavingNothing(t, c)
+	stopLeavingNothing()
 }
 
-// stopLeavingNothing stops c and checks that nothing of it is left: its directory, and what
+// startCluster starts a cluster of o, stopped when the test ends if it has not been by then;
+// stopLeavingNothing stops it and checks that nothing of it is left: its directory, and what
 // Leftovers finds.
-func stopLeavingNothing(t *testing.T, c *localcluster.Cluster) {
+func startCluster(t *testing.T, o localcluster.Options) (c *localcluster.Cluster, stopLeavingNothing func()) {
+	t.Helper()
+	c, err := localcluster.Start(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = c.Stop()
+		}
+	})
+	return c, func() {
+		t.Helper()
+		stopped = true
+		checkStopLeavesNothing(t, c)
+	}
+}
+
+func checkStopLeavesNothing(t *testing.T, c *localcluster.Cluster) {
 	t.Helper()
 	dir := c.Dir
 	if err := c.Stop(); err != nil {
@@ -138,13 +148,12 @@ func stopLeavingNothing(t *testing.T, c *localcluster.Cluster) {
 		t.Errorf("the cluster's directory %s is still there", dir)
 	}
 	// Stop checked for leftovers while it still held the machine's cluster lock; check once
-	// more from outside, holding the lock, so no cluster starting meanwhile is counted.
-	unlock, err := localcluster.Lock()
+	// more from outside.
+	left, err := localcluster.LeftoversAfterStop(dir, localcluster.Baseline{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
-	if left := localcluster.Leftovers(dir, localcluster.Baseline{}); len(left) > 0 {
+	if len(left) > 0 {
 		t.Errorf("left behind: %s", strings.Join(left, "\n"))
 	}
 }

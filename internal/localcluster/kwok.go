@@ -3,8 +3,6 @@ package localcluster
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -54,7 +52,8 @@ func SimulatedNodeSelector() map[string]string {
 
 // SimulatedNodeToleration tolerates SimulatedNodeTaint.
 func SimulatedNodeToleration() corev1.Toleration {
-	return corev1.Toleration{Key: SimulatedNodeKey, Operator: corev1.TolerationOpEqual, Value: SimulatedNodeValue, Effect: corev1.TaintEffectNoSchedule}
+	t := SimulatedNodeTaint
+	return corev1.Toleration{Key: t.Key, Operator: corev1.TolerationOpEqual, Value: t.Value, Effect: t.Effect}
 }
 
 // SimulatedNodeName is the name of the i-th simulated node.
@@ -129,22 +128,6 @@ func (c *Cluster) startKwok(ctx context.Context) error {
 		}
 		return nil
 	})
-}
-
-// checkSimulatedNodes checks the options and the kwok files before anything starts.
-func checkSimulatedNodes(o Options) error {
-	if o.SimulatedNodes < 0 || o.SimulatedNodes > MaxSimulatedNodes {
-		return fmt.Errorf("local cluster: %d simulated nodes, want 0 to %d", o.SimulatedNodes, MaxSimulatedNodes)
-	}
-	if o.SimulatedNodes == 0 {
-		return nil
-	}
-	for _, f := range kwokFiles {
-		if _, err := os.Stat(filepath.Join(o.BinDir, f)); err != nil {
-			return fmt.Errorf("local cluster: %s is missing from %s (make cluster-binaries): %w", f, o.BinDir, err)
-		}
-	}
-	return nil
 }
 
 // nodeCondition is the status of n's condition t ("" when it has none).

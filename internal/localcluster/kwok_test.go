@@ -27,16 +27,7 @@ func TestSimulatedNodesBesideTheRealNode(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	c, err := localcluster.Start(ctx, localcluster.Options{BinDir: testenv.AssetsDir(), SimulatedNodes: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			_ = c.Stop()
-		}
-	}()
+	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: testenv.AssetsDir(), SimulatedNodes: 3})
 	var nodes corev1.NodeList
 	if err := c.Client.List(ctx, &nodes, client.MatchingLabels(localcluster.SimulatedNodeSelector())); err != nil {
 		t.Fatal(err)
@@ -116,8 +107,7 @@ func TestSimulatedNodesBesideTheRealNode(t *testing.T) {
 		return nil
 	})
 
-	stopped = true
-	stopLeavingNothing(t, c)
+	stopLeavingNothing()
 }
 
 func podReady(p *corev1.Pod) bool {

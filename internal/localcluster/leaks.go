@@ -107,6 +107,17 @@ func TakeBaseline() Baseline {
 	return b
 }
 
+// LeftoversAfterStop is Leftovers from outside a cluster: it holds the machine's cluster lock
+// while it looks, so that a cluster starting meanwhile (another test's) is not counted.
+func LeftoversAfterStop(dir string, b Baseline) ([]string, error) {
+	unlock, err := Lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return Leftovers(dir, b), nil
+}
+
 // Leftovers lists what a cluster whose state directory was dir left on the machine since
 // the baseline b: processes, mounts, network namespaces, the bridge, iptables rules and
 // chains of the pod network and of kube-proxy, cgroups, and the kubelet's container log links.

@@ -175,12 +175,11 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err := cl.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := localcluster.Lock()
+	left, err := localcluster.LeftoversAfterStop(dir, baseline)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unlock()
-	if left := localcluster.Leftovers(dir, baseline); len(left) > 0 {
+	if len(left) > 0 {
 		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
 	}
 }
