@@ -175,7 +175,7 @@ var _ = Describe("Agents", func() {
 		Eventually(func() []agentsv1.Reservation {
 			w := &agentsv1.Workspace{}
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ws}, w)).To(Succeed())
-			return w.Status.AgentReservations
+			return w.Status.AgentSlots.Pending
 		}).ShouldNot(ContainElement(HaveField("Name", id)))
 	})
 

@@ -71,6 +71,8 @@ type AgentReconciler struct {
 	Clock clock.PassiveClock
 	// Workers is how many agents reconcile at once (default 4).
 	Workers int
+
+	written writtenStatus
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
@@ -174,6 +176,9 @@ func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (str
 		}
 		return "", ctrl.Result{}, err
 	}
+	// Bound to its slot: written with this pass's status, after which the Workspace
+	// controller counts the slot as used and this agent never asks for it again.
+	agent.Status.HoldsSlot = true
 	version, err := r.Admission.Version(agent)
 	if errors.Is(err, admission.ErrInvalidVersion) {
 		setProvisionFailure(agent, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version), r.Clock.Now())
@@ -219,6 +224,7 @@ func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.A
 	if err := r.Admission.ReleaseAgent(ctx, agent); err != nil {
 		return err
 	}
+	r.written.forget(agent.UID)
 	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")
 	controllerutil.RemoveFinalizer(agent, agentsv1.AgentFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, agent))
@@ -233,12 +239,17 @@ func (r *AgentReconciler) patchStatus(ctx context.Context, agent, before *agents
 		agent.Status.ObservedGeneration = agent.Generation
 	}
 	meta.SetStatusCondition(&agent.Status.Conditions, computeReadyCondition(agent))
+	sum, now := statusSum(&agent.Status), r.Clock.Now()
+	if r.written.fresh(agent.UID, sum, now) {
+		return nil // written moments ago; the cache has not caught up
+	}
 	// Optimistic lock: the quota writers also write this status (reservations), and a merge
 	// patch replaces whole lists. A pass that read a cache older than their write must not put
 	// its stale lists back: it conflicts and runs again on fresh data.
 	if changed, err := patchStatusIfChanged(ctx, r.Client, agent, before); err != nil || !changed {
 		return err
 	}
+	r.written.store(agent.UID, sum, now)
 	if before.Status.Phase != agent.Status.Phase {
 		typ := corev1.EventTypeNormal
 		if agent.Status.Phase == agentsv1.AgentNotRunning {

@@ -196,6 +196,20 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		fresh.Spec.Description = "touch"
 		Expect(k8sClient.Patch(ctx, fresh, patch)).To(Succeed())
 		Eventually(hash).ShouldNot(Equal(before))
+
+		By("without secrets the agent has no env Secret and the pod reads none")
+		patch = client.MergeFrom(getAgent(a))
+		fresh = getAgent(a)
+		fresh.Spec.Secrets = nil
+		Expect(k8sClient.Patch(ctx, fresh, patch)).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.EnvSecretName(a.Name)}, &corev1.Secret{}))
+		}).Should(BeTrue())
+		Eventually(func() []corev1.EnvFromSource {
+			sts := &appsv1.StatefulSet{}
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, sts)).To(Succeed())
+			return sts.Spec.Template.Spec.Containers[0].EnvFrom
+		}).Should(BeEmpty())
 	})
 
 	It("cleans up through its finalizer and frees the slot", func() {
@@ -209,7 +223,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, &appsv1.StatefulSet{}))).To(BeTrue())
 		ws := &agentsv1.Workspace{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, ws)).To(Succeed())
-		Expect(ws.Status.AgentReservations).To(BeEmpty())
+		Expect(ws.Status.AgentSlots.Taken()).To(BeZero(), "the deleted agent's slot is free: %+v", ws.Status.AgentSlots)
 		next := createAgent(ns, "agt-next")
 		Eventually(func() agentsv1.AgentPhase { return getAgent(next).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
 	})
@@ -238,7 +252,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Expect(sets.Items).To(HaveLen(5))
 		ws := &agentsv1.Workspace{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, ws)).To(Succeed())
-		Expect(ws.Status.AgentReservations).To(HaveLen(5))
+		Expect(ws.Status.AgentSlots.Taken()).To(Equal(5), "one slot per agent, none twice: %+v", ws.Status.AgentSlots)
 		// Another restart changes nothing: same tokens, same objects.
 		stop()
 		stop = startAgentManager()

@@ -17,7 +17,8 @@ import (
 
 // SecretEnv resolves an agent's attached secrets, and the tokens of its enabled Channels
 // (channel_env.go), into environment variables. With DerivedSecret set (kube runtime) it also
-// keeps a core Secret `<agent>-env` holding them, owned by the agent, for the pod's envFrom.
+// keeps a core Secret `<agent>-env` holding them, owned by the agent, for the pod's envFrom:
+// only while there is something to hold (an agent without secrets or channels has none).
 type SecretEnv struct {
 	Client        client.Client
 	APIReader     client.Reader
@@ -53,6 +54,9 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 		return env, "", nil
 	}
 	name := EnvSecretName(agent.Name)
+	if len(env) == 0 {
+		return env, "", e.deleteDerived(ctx, agent, name)
+	}
 	if err := e.writeDerived(ctx, agent, name, env); err != nil {
 		return nil, "", err
 	}
@@ -93,4 +97,17 @@ func (e *SecretEnv) writeDerived(ctx context.Context, agent *agentsv1.Agent, nam
 	}
 	cur.Data = data
 	return e.Client.Update(ctx, cur)
+}
+
+// deleteDerived deletes the derived Secret the agent no longer needs, when the cache shows one
+// of its own (a pass that finds none costs no round trip).
+func (e *SecretEnv) deleteDerived(ctx context.Context, agent *agentsv1.Agent, name string) error {
+	cur := &corev1.Secret{}
+	if err := e.Client.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(cur, agent) {
+		return nil
+	}
+	return client.IgnoreNotFound(e.Client.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}))
 }

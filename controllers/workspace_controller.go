@@ -2,12 +2,15 @@ package controllers
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,12 +32,24 @@ const (
 )
 
 // WorkspaceReconciler gives each Workspace its namespace and keeps its status (agent count,
-// stale reservations) in step with the world.
+// the agent limit's slots) in step with the world.
 type WorkspaceReconciler struct {
 	client.Client
-	// Limiter keeps the reservations; its clock judges their age.
+	// Limiter keeps the slots; its clock judges their age.
 	Limiter *quota.Limiter
+	// RecountAfter is the least time between two recounts of one workspace (default
+	// DefaultRecountAfter).
+	RecountAfter time.Duration
+
+	lastRecount sync.Map // workspace name -> time.Time
 }
+
+// DefaultRecountAfter: a workspace whose count disagrees with its agents is recounted at most
+// this often (a recount lists its agents live).
+const DefaultRecountAfter = time.Minute
+
+// settleDelay gathers the agent events of a burst into one pass of their workspace.
+const settleDelay = time.Second
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
@@ -55,30 +70,13 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 
 	nsErr := tenancy.EnsureNamespace(ctx, r.Client, ws)
 	var agents agentsv1.AgentList
-	// Only names are read: no deep copy of every agent per pass (the cache's objects are not
-	// modified).
+	// The cache's objects are read, never modified: no deep copy of every agent per pass.
 	if err := r.List(ctx, &agents, client.InNamespace(ws.Name), client.UnsafeDisableDeepCopy); err != nil {
 		return ctrl.Result{}, err
 	}
-	existing := make(map[string]bool, len(agents.Items))
-	for _, a := range agents.Items {
-		existing[a.Name] = true
-	}
-	requeue := time.Duration(0)
-	// Reservations whose agent never appeared are released once stale. The cached status says
-	// whether there is any candidate; only then does the Limiter go to the API server.
-	for _, res := range ws.Status.AgentReservations {
-		if existing[res.Name] {
-			continue
-		}
-		if age := r.Limiter.Now().Sub(res.Time.Time); age < r.Limiter.StaleAge() {
-			requeue = r.Limiter.StaleAge() - age + time.Second
-			continue
-		}
-		if err := r.Limiter.PruneAgents(ctx, ws.Name, func(n string) bool { return existing[n] }); err != nil {
-			return ctrl.Result{}, err
-		}
-		break
+	requeue, err := r.reconcileSlots(ctx, ws, agents.Items)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 
 	ws.Status.Namespace = ws.Name
@@ -95,6 +93,60 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{RequeueAfter: requeue}, nsErr
 }
 
+// reconcileSlots settles the agent limit's slots (pending ones of bound agents counted, stale
+// ones freed, finished releases forgotten), judged on the cache: the Limiter, and so the API
+// server, is called only when something is to change. A quiet workspace (nothing in flight)
+// whose count disagrees with its bound agents is recounted exactly. It returns when to look
+// again (a pending slot turning stale, a recount held back).
+func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.Workspace, agents []agentsv1.Agent) (time.Duration, error) {
+	seen := make(map[string]quota.AgentSeen, len(agents))
+	for _, a := range agents {
+		seen[a.Name] = quota.AgentSeen{UID: a.UID, Bound: a.Status.HoldsSlot}
+	}
+	lookup := func(name string) (quota.AgentSeen, bool) { s, ok := seen[name]; return s, ok }
+	slots := ws.Status.AgentSlots
+	if r.Limiter.SettleNeeded(slots, lookup) {
+		// The write makes another pass, which looks at what is left.
+		return 0, r.Limiter.SettleAgents(ctx, ws.Name, lookup)
+	}
+	var requeue time.Duration
+	if at := r.Limiter.NextStale(slots, lookup); !at.IsZero() {
+		requeue = at.Sub(r.Limiter.Now()) + time.Second
+	}
+	if len(slots.Pending) > 0 || len(slots.Releasing) > 0 || int(slots.Used) == boundAgents(agents) {
+		return requeue, nil
+	}
+	every := r.RecountAfter
+	if every <= 0 {
+		every = DefaultRecountAfter
+	}
+	if last, ok := r.lastRecount.Load(ws.Name); ok {
+		if wait := last.(time.Time).Add(every).Sub(r.Limiter.Now()); wait > 0 {
+			return minPositive(requeue, wait), nil
+		}
+	}
+	r.lastRecount.Store(ws.Name, r.Limiter.Now())
+	log.FromContext(ctx).Info("recounting the agent limit's slots", "used", slots.Used, "bound", boundAgents(agents))
+	return requeue, r.Limiter.RecountAgents(ctx, ws.Name)
+}
+
+// boundAgents counts the agents bound to a slot.
+func boundAgents(agents []agentsv1.Agent) (n int) {
+	for _, a := range agents {
+		if a.Status.HoldsSlot {
+			n++
+		}
+	}
+	return n
+}
+
+func minPositive(a, b time.Duration) time.Duration {
+	if a <= 0 || (b > 0 && b < a) {
+		return b
+	}
+	return a
+}
+
 // computeWorkspaceReady is the Ready condition: the namespace exists.
 func computeWorkspaceReady(ws *agentsv1.Workspace, nsErr error) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: ws.Generation}
@@ -107,25 +159,58 @@ func computeWorkspaceReady(ws *agentsv1.Workspace, nsErr error) metav1.Condition
 }
 
 // patchStatus writes status only when it changed, so a pass that finds nothing new does not
-// trigger another.
+// trigger another. Without a lock: the patch holds only the fields this controller changed,
+// never the slots (the Limiter's, written with optimistic concurrency).
 func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws, before *agentsv1.Workspace) error {
-	if changed, err := patchStatusIfChanged(ctx, r.Client, ws, before); err != nil || !changed {
+	if changed, err := patchStatusIfChanged(ctx, r.Client, ws, before, withoutLock); err != nil || !changed {
 		return err
 	}
 	log.FromContext(ctx).V(1).Info("workspace status updated", "phase", ws.Status.Phase, "agents", ws.Status.Agents)
 	return nil
 }
 
-// SetupWithManager registers the controller: Workspaces, their namespaces and the creation
-// and deletion of their agents (what the agent count and the reservations depend on; an
-// agent's updates do not change them, and with many agents they would cost a pass each).
+// SetupWithManager registers the controller: Workspaces (their spec, and their slots when
+// another writer changed them), their namespaces, and what the count and the slots depend on
+// in their agents (creation, deletion, binding). Slot and agent events are gathered for
+// settleDelay, so a burst of thousands of agents costs a pass a second, not a pass each.
 func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentsv1.Workspace{}).
+		For(&agentsv1.Workspace{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Namespace{}).
-		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.GetNamespace()}}}
-		}), builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		Watches(&agentsv1.Workspace{}, enqueueAfter(settleDelay, func(o client.Object) string { return o.GetName() }),
+			builder.WithPredicates(predicate.Funcs{
+				CreateFunc: func(event.CreateEvent) bool { return false },
+				DeleteFunc: func(event.DeleteEvent) bool { return false },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					return !equality.Semantic.DeepEqual(e.ObjectOld.(*agentsv1.Workspace).Status.AgentSlots, e.ObjectNew.(*agentsv1.Workspace).Status.AgentSlots)
+				},
+			})).
+		Watches(&agentsv1.Agent{}, enqueueAfter(settleDelay, client.Object.GetNamespace),
+			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				return e.ObjectOld.(*agentsv1.Agent).Status.HoldsSlot != e.ObjectNew.(*agentsv1.Agent).Status.HoldsSlot
+			}})).
 		Named("workspace").
 		Complete(r)
+}
+
+// enqueueAfter enqueues the workspace named by name(o) delay after an event; the queue keeps
+// one entry per workspace however many events arrive meanwhile.
+func enqueueAfter(delay time.Duration, name func(client.Object) string) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Name: name(o)}}, delay)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
 }

@@ -53,7 +53,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 	reserved := func(name string) func() []string {
 		return func() []string {
 			var out []string
-			for _, r := range status(name)().AgentReservations {
+			for _, r := range status(name)().AgentSlots.Pending {
 				out = append(out, r.Name)
 			}
 			return out
@@ -131,6 +131,56 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		clk.Step(quota.DefaultStaleAfter + time.Second)
 		setLimit("ws-reserve", 7)
 		Eventually(reserved("ws-reserve")).Should(ConsistOf("kept"))
+	})
+
+	// bind does what the Agent controller does once the agent's slot is reserved.
+	bind := func(a *agentsv1.Agent) {
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+		a.Status.HoldsSlot = true
+		Expect(k8sClient.Status().Update(ctx, a)).To(Succeed())
+	}
+
+	It("counts a bound agent's slot as used, and gives it back once however often it is released", func() {
+		createWorkspace("ws-slots", 2)
+		Eventually(status("ws-slots")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a1")).To(Succeed())
+		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a1")).To(Succeed(), "a second reservation while pending is a no-op")
+		a := newAgent("ws-slots", "a1")
+		bind(a)
+		Eventually(status("ws-slots")).Should(HaveField("AgentSlots", agentsv1.AgentSlots{Used: 1}))
+
+		By("the last slot is taken by a create in flight, and a third agent finds none")
+		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a2")).To(Succeed())
+		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a3")).To(MatchError(quota.ErrLimitReached))
+
+		By("a retried release of the bound agent counts once, and is forgotten when the agent is gone")
+		for range 2 {
+			Expect(limiter.ReleaseAgent(ctx, "ws-slots", "a1", a.UID, true)).To(Succeed())
+		}
+		s := status("ws-slots")().AgentSlots
+		Expect(s.Used).To(BeZero())
+		Expect(s.Releasing).To(ConsistOf(HaveField("UID", a.UID)))
+		Expect(s.Taken()).To(Equal(1), "a2's slot is still pending")
+		Expect(k8sClient.Delete(ctx, a)).To(Succeed())
+		Eventually(func() []agentsv1.Reservation { return status("ws-slots")().AgentSlots.Releasing }).Should(BeEmpty())
+		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a3")).To(Succeed())
+	})
+
+	It("recounts a count that disagrees with the agents", func() {
+		createWorkspace("ws-recount", 5)
+		Eventually(status("ws-recount")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		for _, name := range []string{"b1", "b2"} {
+			Expect(limiter.ReserveAgent(ctx, "ws-recount", name)).To(Succeed())
+			bind(newAgent("ws-recount", name))
+		}
+		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
+
+		By("a write lost the count (another writer's bug, a restore from an old backup)")
+		ws := &agentsv1.Workspace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-recount"}, ws)).To(Succeed())
+		ws.Status.AgentSlots.Used = 4
+		Expect(k8sClient.Status().Update(ctx, ws)).To(Succeed())
+		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
 	})
 
 	It("reports a workspace being deleted as Terminating", func() {

@@ -202,6 +202,10 @@ type AgentStatus struct {
 	// +listType=set
 	// +optional
 	InstalledSkills []string `json:"installedSkills,omitempty"`
+	// HoldsSlot: the agent is bound to one slot of its workspace's agent limit (counted in the
+	// Workspace's status.agentSlots). Written by the Agent controller only.
+	// +optional
+	HoldsSlot bool `json:"holdsSlot,omitempty"`
 	// DomainReservations are the slots of the per-agent domain limit. Written only with
 	// optimistic concurrency.
 	// +listType=map

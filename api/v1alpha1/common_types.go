@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // CIDPattern accepts a CIDv0 (base58btc, "Qm...") or a CIDv1 in base32 ("b..."), the forms
@@ -36,4 +37,8 @@ type Reservation struct {
 	Name string `json:"name"`
 	// Time the slot was taken; stale reservations without an object are released.
 	Time metav1.Time `json:"time"`
+	// UID of the object, where the name alone could be a later object of the same name
+	// (an agent's slot given back while it is being deleted).
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 }

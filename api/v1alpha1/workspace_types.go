@@ -90,18 +90,43 @@ type WorkspaceStatus struct {
 	// AgentLimit is the limit in force (spec.agentLimit or the plan's default).
 	// +optional
 	AgentLimit int32 `json:"agentLimit,omitempty"`
-	// AgentReservations are the slots of the agent limit taken by agents that exist or are
-	// being created. Written only with optimistic concurrency.
-	// +listType=map
-	// +listMapKey=name
+	// AgentSlots counts the slots of the agent limit in use. Its size depends on the creates
+	// and deletes in flight, never on how many agents the workspace holds.
 	// +optional
-	AgentReservations []Reservation `json:"agentReservations,omitempty"`
+	AgentSlots AgentSlots `json:"agentSlots,omitempty"`
 	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
+
+// AgentSlots is the agent limit's count: Used + len(Pending) slots are taken. Written only with
+// optimistic concurrency (internal/quota), so concurrent callers on any number of replicas
+// never take more slots than the limit.
+type AgentSlots struct {
+	// Used counts the agents bound to a slot (their status.holdsSlot) that are not Releasing.
+	// +optional
+	Used int32 `json:"used"`
+	// Pending are slots taken for agents not bound yet: a create in flight. The workspace
+	// controller moves them into Used once their agent is bound, and frees those whose agent
+	// never appeared once they are stale.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10000
+	// +optional
+	Pending []Reservation `json:"pending,omitempty"`
+	// Releasing are the slots given back by agents that are still being deleted (name and
+	// UID): already out of Used, dropped once that agent is gone.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10000
+	// +optional
+	Releasing []Reservation `json:"releasing,omitempty"`
+}
+
+// Taken is how many slots are in use.
+func (s *AgentSlots) Taken() int { return int(s.Used) + len(s.Pending) }
 
 // Workspace is a tenant of agentplane. Its objects live in the namespace of the same name.
 //

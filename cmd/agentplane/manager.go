@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	memlimit "github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -38,6 +39,12 @@ func newManagerCommand() *cobra.Command {
 				return err
 			}
 			o.Log = ctrl.Log
+			// The Go heap's soft limit at 90% of the container's memory limit (unless GOMEMLIMIT
+			// says otherwise): the collector works harder near the limit instead of the
+			// container being OOM-killed, and RSS stays close to the live heap.
+			if limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err == nil && limit > 0 {
+				o.Log.Info("Go memory limit from the cgroup", "bytes", limit)
+			}
 			switch {
 			case storageDir != "" && s3f.endpoint != "":
 				return errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")

@@ -163,7 +163,7 @@ func reservations(t *testing.T, ws string) []string {
 		t.Fatal(err)
 	}
 	var names []string
-	for _, r := range w.Status.AgentReservations {
+	for _, r := range w.Status.AgentSlots.Pending {
 		names = append(names, r.Name)
 	}
 	return names

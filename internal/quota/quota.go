@@ -1,20 +1,21 @@
 // Package quota enforces limits that span objects (agents per workspace, domains per agent)
-// under concurrent callers on any number of replicas. A slot is a Reservation in the status
-// of a holder object (the Workspace, the Agent), written with optimistic concurrency: the API
-// server accepts one update per resourceVersion, so two callers can never both take the last
-// slot.
+// under concurrent callers on any number of replicas. Slots are kept in the status of a holder
+// object (the Workspace, the Agent), written with optimistic concurrency: the API server
+// accepts one update per resourceVersion, so two callers can never both take the last slot.
+//
+// An agent's slot costs the same whatever the workspace holds (agents.go): the Workspace
+// counts bound agents in status.agentSlots.used and lists only the creates and deletes in
+// flight. A domain's slot is a Reservation in its Agent's status (at most MaxDomainsPerAgent).
 package quota
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,26 +30,27 @@ var ErrLimitReached = errors.New("limit reached")
 // says otherwise.
 const DefaultStaleAfter = 2 * time.Minute
 
-// holder is an object whose status keeps reservations.
+// holder is an object whose status keeps slots.
 type holder interface {
-	client.Object
-	reservations() *[]agentsv1.Reservation
 	// object is the pointer the API client reads into and writes from (holders are
 	// value types, which the client refuses).
 	object() client.Object
+	// remembered: the Limiter keeps its last write of this holder as the base of the next
+	// (Workspaces: few, written once per agent; Agents are many and written by others too).
+	remembered() bool
 }
 
-type workspaceHolder struct{ *agentsv1.Workspace }
-
-func (h workspaceHolder) object() client.Object { return h.Workspace }
-
-func (h workspaceHolder) reservations() *[]agentsv1.Reservation {
-	return &h.Status.AgentReservations
+// reservationHolder keeps its slots as a list of Reservations.
+type reservationHolder interface {
+	holder
+	reservations() *[]agentsv1.Reservation
 }
 
 type agentHolder struct{ *agentsv1.Agent }
 
 func (h agentHolder) object() client.Object { return h.Agent }
+
+func (h agentHolder) remembered() bool { return false }
 
 func (h agentHolder) reservations() *[]agentsv1.Reservation { return &h.Status.DomainReservations }
 
@@ -63,10 +65,15 @@ type Limiter struct {
 	// than any request takes from reserving to creating its object (0: DefaultStaleAfter).
 	StaleAfter time.Duration
 
-	// locks queue this process's updates of one holder (many workers reserving in one
-	// workspace would otherwise mostly conflict with each other); other replicas are still
-	// kept apart by the resourceVersion.
-	locks sync.Map // client.ObjectKey -> *sync.Mutex
+	// queues gather this process's updates of one holder into batches, one write each (batch.go):
+	// many workers reserving in one workspace would otherwise conflict with each other, or
+	// wait in line for one write each. Other replicas are still kept apart by the
+	// resourceVersion.
+	queues sync.Map // client.ObjectKey -> *queue
+	// last is the holder as this Limiter last wrote it, the base of its next update of that
+	// holder: a single writer (the usual case) then needs no read per update. A copy another
+	// writer has outdated costs one conflict and a live read.
+	last sync.Map // client.ObjectKey -> client.Object
 }
 
 // Now is the time by Clock (the real clock when nil): reservations are dated with it and
@@ -89,18 +96,6 @@ func (l *Limiter) StaleAge() time.Duration {
 // Stale reports whether a reservation made at t is past StaleAge.
 func (l *Limiter) Stale(t time.Time) bool { return l.Now().Sub(t) >= l.StaleAge() }
 
-// ReserveAgent takes a slot of workspace ws's agent limit for agent. Reserving twice for the
-// same agent is a no-op. It returns ErrLimitReached when every slot is taken.
-func (l *Limiter) ReserveAgent(ctx context.Context, ws, agent string) error {
-	return l.reserve(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} },
-		func(h holder) int { return h.(workspaceHolder).EffectiveAgentLimit() }, agent)
-}
-
-// ReleaseAgent frees agent's slot in workspace ws.
-func (l *Limiter) ReleaseAgent(ctx context.Context, ws, agent string) error {
-	return l.release(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} }, agent)
-}
-
 // ReserveDomain takes one of the agent's MaxDomainsPerAgent slots for domain.
 func (l *Limiter) ReserveDomain(ctx context.Context, agent client.ObjectKey, domain string) error {
 	return l.reserve(ctx, agent, func() holder { return agentHolder{&agentsv1.Agent{}} },
@@ -112,27 +107,9 @@ func (l *Limiter) ReleaseDomain(ctx context.Context, agent client.ObjectKey, dom
 	return l.release(ctx, agent, func() holder { return agentHolder{&agentsv1.Agent{}} }, domain)
 }
 
-// PruneAgents releases reservations of workspace ws whose agent does not exist (exists says)
-// and that are older than StaleAge.
-func (l *Limiter) PruneAgents(ctx context.Context, ws string, exists func(name string) bool) error {
-	return l.update(ctx, client.ObjectKey{Name: ws}, func() holder { return workspaceHolder{&agentsv1.Workspace{}} },
-		func(h holder) (bool, error) {
-			res := h.reservations()
-			kept := (*res)[:0:0]
-			for _, r := range *res {
-				if exists(r.Name) || !l.Stale(r.Time.Time) {
-					kept = append(kept, r)
-				}
-			}
-			changed := len(kept) != len(*res)
-			*res = kept
-			return changed, nil
-		})
-}
-
 func (l *Limiter) reserve(ctx context.Context, key client.ObjectKey, newHolder func() holder, limit func(holder) int, name string) error {
 	return l.update(ctx, key, newHolder, func(h holder) (bool, error) {
-		res := h.reservations()
+		res := h.(reservationHolder).reservations()
 		for _, r := range *res {
 			if r.Name == name {
 				return false, nil
@@ -148,7 +125,7 @@ func (l *Limiter) reserve(ctx context.Context, key client.ObjectKey, newHolder f
 
 func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder func() holder, name string) error {
 	err := l.update(ctx, key, newHolder, func(h holder) (bool, error) {
-		res := h.reservations()
+		res := h.(reservationHolder).reservations()
 		for i, r := range *res {
 			if r.Name == name {
 				*res = append((*res)[:i:i], (*res)[i+1:]...)
@@ -161,38 +138,4 @@ func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder f
 		return nil
 	}
 	return err
-}
-
-// update reads the holder, applies mutate and writes the status with the read resourceVersion,
-// retrying on conflicts with jittered backoff.
-func (l *Limiter) update(ctx context.Context, key client.ObjectKey, newHolder func() holder, mutate func(holder) (bool, error)) error {
-	mu, _ := l.locks.LoadOrStore(key, &sync.Mutex{})
-	mu.(*sync.Mutex).Lock()
-	defer mu.(*sync.Mutex).Unlock()
-	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: 40, Cap: 500 * time.Millisecond}
-	var lastErr error
-	for backoff.Steps > 0 {
-		h := newHolder()
-		if err := l.Reader.Get(ctx, key, h.object()); err != nil {
-			return err
-		}
-		changed, err := mutate(h)
-		if err != nil || !changed {
-			return err
-		}
-		err = l.Writer.Status().Update(ctx, h.object())
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff.Step()):
-		}
-	}
-	return fmt.Errorf("quota on %s: too much contention: %w", key, lastErr)
 }

@@ -162,9 +162,12 @@ func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string
 	if err := cp.Client.Get(bg(), keyOf("", ws), w); err != nil {
 		t.Fatal(err)
 	}
-	reserved := map[string]int{}
-	for _, r := range w.Status.AgentReservations {
-		reserved[r.Name]++
+	var all agentsv1.AgentList
+	if err := cp.Client.List(bg(), &all, client.InNamespace(ws)); err != nil {
+		t.Fatal(err)
+	}
+	if err := slotsMatchAgents(w, all.Items); err != nil {
+		t.Error(err)
 	}
 	for _, a := range agents {
 		fin := 0
@@ -173,12 +176,12 @@ func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string
 				fin++
 			}
 		}
-		if perAgent[a] != 1 || reserved[a] != 1 || fin != 1 {
-			t.Errorf("agent %s: %d gateway-token Secrets, %d slots, %d finalizers (want 1 each)", a, perAgent[a], reserved[a], fin)
+		if perAgent[a] != 1 || fin != 1 {
+			t.Errorf("agent %s: %d gateway-token Secrets, %d finalizers (want 1 each)", a, perAgent[a], fin)
 		}
 	}
-	if len(secrets.Items) != len(agents) || len(w.Status.AgentReservations) != len(agents) {
-		t.Errorf("%d gateway-token Secrets and %d slots for %d agents", len(secrets.Items), len(w.Status.AgentReservations), len(agents))
+	if len(secrets.Items) != len(agents) || len(all.Items) != len(agents) {
+		t.Errorf("%d gateway-token Secrets and %d agents for %d expected", len(secrets.Items), len(all.Items), len(agents))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,3 +315,37 @@ func publish(slug, version string) string {
 
 // keyOf is the object key of name in namespace ns ("" for cluster-scoped objects).
 func keyOf(ns, name string) client.ObjectKey { return client.ObjectKey{Namespace: ns, Name: name} }
+
+// slotsMatchAgents checks that workspace w's agent slots account for its agents exactly: each
+// agent holds a slot once (bound, or still pending), no pending slot is without an agent, and
+// the count of used slots is the number of bound agents not pending.
+func slotsMatchAgents(w *agentsv1.Workspace, agents []agentsv1.Agent) error {
+	s := w.Status.AgentSlots
+	pending := map[string]bool{}
+	for _, r := range s.Pending {
+		pending[r.Name] = true
+	}
+	var problems []string
+	used := 0
+	for _, a := range agents {
+		switch {
+		case pending[a.Name]:
+			delete(pending, a.Name)
+		case a.Status.HoldsSlot:
+			used++
+		default:
+			problems = append(problems, fmt.Sprintf("agent %s holds no slot", a.Name))
+		}
+	}
+	for name := range pending {
+		problems = append(problems, fmt.Sprintf("a slot is pending for %s, which does not exist", name))
+	}
+	if int(s.Used) != used {
+		problems = append(problems, fmt.Sprintf("%d slots used for %d bound agents", s.Used, used))
+	}
+	if len(problems) > 0 {
+		slices.Sort(problems)
+		return fmt.Errorf("workspace %s: %s", w.Name, strings.Join(problems, "; "))
+	}
+	return nil
+}

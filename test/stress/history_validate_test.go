@@ -218,8 +218,12 @@ func reservationsMatch(tr *historyTraffic) error {
 		if err != nil {
 			return err
 		}
-		if got := reservedNames(w.Status.AgentReservations); !slices.Equal(got, agents) {
-			problems = append(problems, fmt.Sprintf("workspace %s reserves agent slots %v for agents %v", ws, got, agents))
+		var all agentsv1.AgentList
+		if err := k8s.List(bg(), &all, client.InNamespace(ws)); err != nil {
+			return err
+		}
+		if err := slotsMatchAgents(w, all.Items); err != nil {
+			problems = append(problems, err.Error())
 		}
 		var domains agentsv1.DomainList
 		if err := k8s.List(bg(), &domains, client.InNamespace(ws)); err != nil {

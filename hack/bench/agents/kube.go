@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -28,7 +27,7 @@ import (
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
-func benchKube(n int) error {
+func benchKube(n, workspaces int, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	env, err := testenv.Start()
@@ -37,13 +36,14 @@ func benchKube(n int) error {
 	}
 	defer func() { _ = env.Stop() }()
 	c := env.Client
-	if err := benchWorkspaces(ctx, c, n); err != nil {
+	spaces := kubeSpaces(workspaces)
+	if err := benchWorkspaces(ctx, c, n, spaces); err != nil {
 		return err
 	}
 
 	// Baseline: the owned objects of n agents, built by the same builders, created directly.
 	opts := kube.Options{Engine: openclaw.New(), Scheme: env.Scheme}
-	agents, err := createAgents(ctx, c, "bench-direct", n)
+	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
 	if err != nil {
 		return err
 	}
@@ -60,61 +60,103 @@ func benchKube(n int) error {
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rss.MiB("self")
-	start, requests, err := runController(ctx, c, env.Config, platform.RuntimeOptions{}, n)
+	prog, err := watchStatefulSets(ctx, env.Config, "bench-kube", n)
 	if err != nil {
 		return err
 	}
-	// Poll metadata only: listing 1,000 whole StatefulSets every tick would load the API
-	// server more than the controller does.
-	for {
-		sets := &metav1.PartialObjectMetadataList{}
-		sets.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("StatefulSetList"))
-		if err := c.List(ctx, sets, client.InNamespace("bench-kube")); err != nil {
-			return err
-		}
-		if len(sets.Items) >= n {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
+	start, requests, err := runController(ctx, c, env.Config, platform.RuntimeOptions{}, n, spaces)
+	if err != nil {
+		return err
 	}
-	reconciled := time.Since(start)
+	if _, err := prog.wait(ctx, timeout); err != nil {
+		return err
+	}
+	times := prog.times(start)
+	reconciled := times[len(times)-1]
 	rssAfter := rss.MiB("self")
 	if err := writeHeapProfile(); err != nil {
 		return err
 	}
-	// Sanity: an agent's objects are complete.
-	if err := c.Get(ctx, types.NamespacedName{Namespace: "bench-kube", Name: "agt-0000"}, &corev1.Service{}); err != nil {
+	// Sanity: an agent's objects are complete and the limit's count is exact.
+	if err := c.Get(ctx, types.NamespacedName{Namespace: spaces[0], Name: "agt-0000"}, &corev1.Service{}); err != nil {
 		return fmt.Errorf("service of agt-0000: %w", err)
 	}
-	fmt.Printf("kube runtime reconcile, %d agents, envtest\n", n)
+	if err := slotsSettled(ctx, c, spaces, n, timeout); err != nil {
+		return err
+	}
+	first, last := decileCost(times)
+	fmt.Printf("kube runtime reconcile, %d agents in %d workspace(s), envtest\n", n, len(spaces))
 	fmt.Printf("  controller          %8.2f s   (%.0f agents/s)\n", reconciled.Seconds(), float64(n)/reconciled.Seconds())
 	fmt.Printf("  direct API writes   %8.2f s   (same objects, 8 writers, no controller)\n", direct.Seconds())
 	fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/reconciled.Seconds())
+	fmt.Printf("  time per agent: first tenth %.2f ms, last tenth %.2f ms (ratio last/first %.2f)\n",
+		ms(first), ms(last), last.Seconds()/first.Seconds())
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents)\n", rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
-	requests.print(n)
+	perAgent := requests.print(n)
+	fmt.Printf("  row | %d | %d | %.1f | %.0f | %.1f | %.0f | %.2f | %.2f | %.2f |\n",
+		n, len(spaces), reconciled.Seconds(), float64(n)/reconciled.Seconds(), perAgent, rssAfter-rssBefore,
+		last.Seconds()/first.Seconds(), direct.Seconds(), direct.Seconds()/reconciled.Seconds())
 	return nil
 }
 
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// kubeSpaces names the workspaces of the controller's agents: bench-kube, or w of them.
+func kubeSpaces(w int) []string {
+	if w <= 1 {
+		return []string{"bench-kube"}
+	}
+	out := make([]string, w)
+	for i := range out {
+		out[i] = fmt.Sprintf("bench-kube-%03d", i)
+	}
+	return out
+}
+
+// slotsSettled waits until every workspace counts each of its agents as a used slot, none
+// pending: the count the limit is enforced against is exact.
+func slotsSettled(ctx context.Context, c client.Client, spaces []string, n int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		used, pending := 0, 0
+		for _, ws := range spaces {
+			w := &agentsv1.Workspace{}
+			if err := c.Get(ctx, client.ObjectKey{Name: ws}, w); err != nil {
+				return err
+			}
+			used += int(w.Status.AgentSlots.Used)
+			pending += len(w.Status.AgentSlots.Pending)
+		}
+		if used == n && pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent slots: %d used, %d pending for %d agents", used, pending, n)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
 // runController starts the platform on cfg with the kube runtime (rt's placement), its API
-// requests counted, and creates n Agents in bench-kube; it returns once they are created, with
+// requests counted, and creates n Agents over spaces; it returns once they are created, with
 // the time it began creating them.
-func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt platform.RuntimeOptions, n int) (time.Time, *requestCounter, error) {
+func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt platform.RuntimeOptions, n int, spaces []string) (time.Time, *requestCounter, error) {
 	counted, requests := countRequests(cfg)
 	rt.Name, rt.Versions = platform.RuntimeKube, []string{"2026.9.6"}
-	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt})
+	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt, AgentWorkers: agentWorkers})
 	if err != nil {
 		return time.Time{}, nil, err
 	}
 	go func() { _ = p.Start(ctx) }()
 	start := time.Now()
-	_, err = createAgents(ctx, c, "bench-kube", n)
+	_, err = createAgents(ctx, c, spaces, n)
 	return start, requests, err
 }
 
-// benchWorkspaces creates the workspaces bench-direct (the baseline's agents) and bench-kube
-// (the controller's), each allowed n agents.
-func benchWorkspaces(ctx context.Context, c client.Client, n int) error {
-	for _, ws := range []string{"bench-direct", "bench-kube"} {
+// benchWorkspaces creates the workspaces bench-direct (the baseline's agents) and spaces (the
+// controller's), each allowed n agents.
+func benchWorkspaces(ctx context.Context, c client.Client, n int, spaces []string) error {
+	for _, ws := range append([]string{"bench-direct"}, spaces...) {
 		if err := tenancy.EnsureWorkspace(ctx, c, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ws},
 			Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(int32(n))}}); err != nil {
 			return err
@@ -123,11 +165,11 @@ func benchWorkspaces(ctx context.Context, c client.Client, n int) error {
 	return nil
 }
 
-// createAgents creates n Agents agt-0000.. in namespace ns, 8 at a time.
-func createAgents(ctx context.Context, c client.Client, ns string, n int) ([]*agentsv1.Agent, error) {
+// createAgents creates n Agents agt-0000.., agent i in spaces[i % len(spaces)], 8 at a time.
+func createAgents(ctx context.Context, c client.Client, spaces []string, n int) ([]*agentsv1.Agent, error) {
 	agents := make([]*agentsv1.Agent, n)
 	err := parallel(8, n, func(i int) error {
-		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("agt-%04d", i)},
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: spaces[i%len(spaces)], Name: fmt.Sprintf("agt-%04d", i)},
 			Spec: agentsv1.AgentSpec{DisplayName: "bench"}}
 		agents[i] = a
 		return c.Create(ctx, a)
@@ -135,7 +177,7 @@ func createAgents(ctx context.Context, c client.Client, ns string, n int) ([]*ag
 	return agents, err
 }
 
-// createDirect creates the owned objects of agents (gateway token Secret, Service, ConfigMap,
+// createDirect creates the owned objects of agents (gateway token Secret, Service,
 // StatefulSet), built by the runtime's builders with opts, as one client with 8 writers.
 func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent, opts kube.Options) error {
 	return parallel(8, len(agents), func(i int) error {
@@ -145,15 +187,11 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 		if err != nil {
 			return err
 		}
-		cm, err := kube.BuildConfigMap(a, d, opts)
-		if err != nil {
-			return err
-		}
 		svc, err := kube.BuildService(a, opts)
 		if err != nil {
 			return err
 		}
-		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), svc, cm, sts} {
+		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), svc, sts} {
 			if err := c.Create(ctx, o); err != nil {
 				return err
 			}
@@ -212,8 +250,8 @@ func (rc *requestCounter) add(req *http.Request) {
 	rc.mu.Unlock()
 }
 
-// print shows the most frequent requests, per agent.
-func (rc *requestCounter) print(n int) {
+// print shows the most frequent requests, per agent, and returns the requests per agent.
+func (rc *requestCounter) print(n int) float64 {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	keys := make([]string, 0, len(rc.counts))
@@ -227,6 +265,7 @@ func (rc *requestCounter) print(n int) {
 	for _, k := range keys[:min(len(keys), 10)] {
 		fmt.Printf("    %-48s %6d  (%.2f per agent)\n", k, rc.counts[k], float64(rc.counts[k])/float64(n))
 	}
+	return float64(total) / float64(n)
 }
 
 func parallel(workers, n int, f func(int) error) error {

@@ -48,7 +48,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}()
 	fmt.Printf("local cluster with 1 real and %d simulated nodes up in %.1f s\n", nodes, time.Since(bootStart).Seconds())
 	c := cl.Client
-	if err := benchWorkspaces(ctx, c, n); err != nil {
+	if err := benchWorkspaces(ctx, c, n, []string{"bench-kube"}); err != nil {
 		return err
 	}
 	placement := kube.Options{
@@ -57,7 +57,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}
 
 	// Baseline: the same objects created directly; done when every pod is Ready.
-	agents, err := createAgents(ctx, c, "bench-direct", n)
+	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	// The controller: n Agents created; done when every Agent is running.
 	rssBefore := rss.MiB("self")
 	start, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
-		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n)
+		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n, []string{"bench-kube"})
 	if err != nil {
 		return err
 	}
@@ -115,7 +115,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	fmt.Printf("  controller's pods on simulated nodes: %d\n", onSimulated)
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
 		rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
-	requests.print(n)
+	_ = requests.print(n)
 	cancel()
 	return nil
 }

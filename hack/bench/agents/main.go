@@ -2,6 +2,7 @@
 //
 //	go run ./hack/bench/agents -mode local -n 5     # POST /v0/agents until the real gateway is healthy
 //	go run ./hack/bench/agents -mode kube -n 500    # kube-runtime reconcile of n Agents on envtest
+//	go run ./hack/bench/agents -mode kube -n 10000 -workspaces 100   # spread over 100 workspaces
 //	sudo go run ./hack/bench/agents -mode kwok -n 1000 -nodes 50   # n Agents running on KWOK nodes
 //
 // local: p50/p90 of n sequential creates with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or
@@ -10,7 +11,9 @@
 //
 // kube: wall time until every Agent's owned objects exist, against a baseline measured in the
 // same run (the same objects built by the same builders and created directly by one client),
-// plus the process RSS before and after.
+// the time per agent of the last tenth against the first (flat cost: near 1), the manager's
+// API requests per agent and the process RSS before and after. Its last line is a row of
+// docs/BENCHMARKS.md's table.
 //
 // kwok: a local cluster (root; make envtest-assets cluster-binaries) with -nodes simulated
 // nodes; wall time until n Agents are running (their pods Ready on the simulated nodes),
@@ -49,6 +52,8 @@ func main() {
 	mode := flag.String("mode", "local", "local, kube or kwok")
 	n := flag.Int("n", 5, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
+	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
+	flag.IntVar(&agentWorkers, "agent-workers", 0, "the manager's --agent-workers (0: its default)")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
@@ -58,7 +63,7 @@ func main() {
 	case "local":
 		err = benchLocal(*n)
 	case "kube":
-		err = benchKube(*n)
+		err = benchKube(*n, *workspaces, *timeout)
 	case "kwok":
 		err = benchKwok(*n, *nodes, *timeout)
 	default:
@@ -69,6 +74,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// agentWorkers is the platform's AgentWorkers.
+var agentWorkers int
 
 // heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.
 var heapProfile string

@@ -28,23 +28,23 @@ const (
 	ContainerSeed    = "seed-config"
 	VolumeHome       = "home"
 	VolumeTmp        = "tmp"
-	VolumeSeed       = "seed"
-	SeedDir          = "/etc/agentplane/seed"
-	TokenEnv         = "OPENCLAW_GATEWAY_TOKEN"
-	TokenKey         = "token"
-	portName         = "gateway"
-	nodeUID          = int64(1000)
+	// SeedEnv carries the seed config into the seed container (no ConfigMap per agent).
+	SeedEnv  = "AGENTPLANE_SEED_CONFIG"
+	TokenEnv = "OPENCLAW_GATEWAY_TOKEN"
+	TokenKey = "token"
+	portName = "gateway"
+	nodeUID  = int64(1000)
 	// MaxAgentNameLength: the StatefulSet controller labels pods with
 	// "<name>-<10 char hash>", which must fit a 63 character label value.
 	MaxAgentNameLength = 52
 )
 
-// seedScript copies the seed config into the home only when no config exists yet, so edits
-// made later (config set, channels, token) survive restarts.
+// seedScript writes the seed config ($AGENTPLANE_SEED_CONFIG) into the home only when no
+// config exists yet, so edits made later (config set, channels, token) survive restarts.
 const seedScript = `set -e
-cfg=$1; seed=$2; ws=$3
+cfg=$1; ws=$2
 mkdir -p "$(dirname "$cfg")" "$ws"
-test -e "$cfg" || { cp "$seed" "$cfg.seed-tmp" && chmod 600 "$cfg.seed-tmp" && mv -f "$cfg.seed-tmp" "$cfg"; }`
+test -e "$cfg" || { (umask 077 && printf '%s' "$` + SeedEnv + `" > "$cfg.seed-tmp") && mv -f "$cfg.seed-tmp" "$cfg"; }`
 
 func checkDesired(a *agentsv1.Agent, d runtime.Desired, o Options) error {
 	switch {
@@ -71,29 +71,18 @@ func own(a *agentsv1.Agent, obj client.Object, o Options) error {
 	return nil
 }
 
-// BuildConfigMap holds the engine's initial config for the agent, without the gateway token
-// (the gateway reads it from OPENCLAW_GATEWAY_TOKEN).
-func BuildConfigMap(a *agentsv1.Agent, d runtime.Desired, o Options) (*corev1.ConfigMap, error) {
-	o = o.withDefaults()
-	if err := checkDesired(a, d, o); err != nil {
-		return nil, err
-	}
-	id := engine.Identity(d.Identity)
-	cfg, err := o.Engine.InitialConfig(id, "")
+// seedConfig is the engine's initial config for the agent, without the gateway token (the
+// gateway reads it from OPENCLAW_GATEWAY_TOKEN).
+func seedConfig(d runtime.Desired, o Options) (string, error) {
+	cfg, err := o.Engine.InitialConfig(engine.Identity(d.Identity), "")
 	if err != nil {
-		return nil, fmt.Errorf("initial config: %w", err)
+		return "", fmt.Errorf("initial config: %w", err)
 	}
-	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: objectMeta(a, ConfigMapName(a), o),
-		Data:       map[string]string{seedKey(o): string(cfg)},
-	}
-	return cm, own(a, cm, o)
+	return string(cfg), nil
 }
 
-func seedKey(o Options) string { return path.Base(o.Engine.Layout().ConfigPath) }
-
-// BuildService exposes the gateway port inside the cluster (ClusterIP).
+// BuildService names the gateway inside the cluster: headless (its name resolves to the
+// ready pod), so agents take no address of the cluster's finite Service range.
 func BuildService(a *agentsv1.Agent, o Options) (*corev1.Service, error) {
 	o = o.withDefaults()
 	if o.Engine == nil {
@@ -103,8 +92,9 @@ func BuildService(a *agentsv1.Agent, o Options) (*corev1.Service, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: objectMeta(a, ServiceName(a), o),
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(a),
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  selectorLabels(a),
 			Ports: []corev1.ServicePort{{
 				Name: portName, Port: GatewayPort, Protocol: corev1.ProtocolTCP,
 				TargetPort: intstr.FromString(portName),
@@ -129,6 +119,10 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
 	resources := gatewayResources(o, a.Spec.Resources)
 	command := append(append(append([]string{}, o.Init...), o.EngineCommand...), gw.Args...)
+	seedCfg, err := seedConfig(d, o)
+	if err != nil {
+		return nil, err
+	}
 
 	gateway := corev1.Container{
 		Name:            ContainerGateway,
@@ -158,9 +152,9 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		Command: []string{"sh", "-c", seedScript, "seed-config"},
 		Args: []string{
 			path.Join(Home, layout.ConfigPath),
-			path.Join(SeedDir, seedKey(o)),
 			path.Join(Home, layout.WorkspaceDir),
 		},
+		Env:             []corev1.EnvVar{{Name: SeedEnv, Value: seedCfg}},
 		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
 		Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ("16Mi")},
@@ -169,7 +163,6 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		SecurityContext: containerSecurity(),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: VolumeHome, MountPath: Home},
-			{Name: VolumeSeed, MountPath: SeedDir, ReadOnly: true},
 		},
 	}
 	labels := Labels(a, o.Engine.Name())
@@ -205,10 +198,6 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 					Tolerations:                   slices.Clone(o.Tolerations),
 					Volumes: []corev1.Volume{
 						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-						{Name: VolumeSeed, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(a)},
-							DefaultMode:          ptr.To[int32](0o444),
-						}}},
 					},
 				},
 			},

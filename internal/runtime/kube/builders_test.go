@@ -194,15 +194,11 @@ func TestNoPlaintextSecrets(t *testing.T) {
 		}
 		o := testOptions()
 		sts := mustSTS(t, d, o)
-		cm, err := BuildConfigMap(testAgent(), d, o)
-		if err != nil {
-			t.Fatal(err)
-		}
 		svc, err := BuildService(testAgent(), o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, obj := range []any{sts, cm, svc} {
+		for _, obj := range []any{sts, svc} {
 			b, _ := json.Marshal(obj)
 			if strings.Contains(string(b), testToken) || strings.Contains(string(b), "sk-attached-SECRET-value") {
 				t.Errorf("%T carries a secret value: %s", obj, b)
@@ -225,8 +221,10 @@ func TestNoPlaintextSecrets(t *testing.T) {
 		case !withEnv && len(gw.EnvFrom) != 0:
 			t.Errorf("envFrom without an env secret: %+v", gw.EnvFrom)
 		}
-		if !strings.Contains(cm.Data["openclaw.json"], `"mode":"token"`) || strings.Contains(cm.Data["openclaw.json"], `"token":`) {
-			t.Errorf("seed config %s", cm.Data["openclaw.json"])
+		seed := container(t, sts.Spec.Template.Spec, ContainerSeed)
+		if len(seed.Env) != 1 || seed.Env[0].Name != SeedEnv ||
+			!strings.Contains(seed.Env[0].Value, `"mode":"token"`) || strings.Contains(seed.Env[0].Value, `"token":`) {
+			t.Errorf("seed config %+v", seed.Env)
 		}
 	}
 }
@@ -260,14 +258,12 @@ func TestCommandEnvAndSeed(t *testing.T) {
 		t.Errorf("grace %d", *spec.TerminationGracePeriodSeconds)
 	}
 	seed := container(t, spec, ContainerSeed)
-	wantArgs := []string{"/home/node/.openclaw/openclaw.json", "/etc/agentplane/seed/openclaw.json", "/home/node/.openclaw/workspace"}
+	wantArgs := []string{"/home/node/.openclaw/openclaw.json", "/home/node/.openclaw/workspace"}
 	if seed.Command[0] != "sh" || !reflect.DeepEqual(seed.Args, wantArgs) || !strings.Contains(seed.Command[2], `test -e "$cfg" ||`) {
 		t.Errorf("seed %q %q", seed.Command, seed.Args)
 	}
-	for _, m := range seed.VolumeMounts {
-		if m.Name == VolumeSeed && !m.ReadOnly {
-			t.Error("seed volume must be read-only")
-		}
+	if len(spec.Volumes) != 1 || spec.Volumes[0].Name != VolumeTmp {
+		t.Errorf("volumes %+v: the home is the claim, the seed config is in the environment", spec.Volumes)
 	}
 	if len(sts.Spec.VolumeClaimTemplates) != 1 {
 		t.Fatal("want one volume claim template")
@@ -284,10 +280,12 @@ func TestCommandEnvAndSeed(t *testing.T) {
 func TestLabelsAndOwners(t *testing.T) {
 	a, d, o := testAgent(), testDesired(), testOptions()
 	sts := mustSTS(t, d, o)
-	cm, _ := BuildConfigMap(a, d, o)
 	svc, _ := BuildService(a, o)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("service clusterIP %q: headless, so agents take no address of the Service range", svc.Spec.ClusterIP)
+	}
 	want := map[string]string{agentsv1.LabelAppName: "openclaw", agentsv1.LabelAppInstance: "a1", agentsv1.LabelAppManagedBy: "agentplane", agentsv1.LabelAgent: "a1"}
-	for _, obj := range []client.Object{sts, cm, svc} {
+	for _, obj := range []client.Object{sts, svc} {
 		if !reflect.DeepEqual(obj.GetLabels(), want) {
 			t.Errorf("%T labels %v", obj, obj.GetLabels())
 		}
@@ -355,9 +353,6 @@ func TestBuildRejects(t *testing.T) {
 		tc.mutate(&d, &o)
 		if _, err := BuildStatefulSet(tc.agent, d, o); err == nil {
 			t.Errorf("%s: BuildStatefulSet succeeded", tc.name)
-		}
-		if _, err := BuildConfigMap(tc.agent, d, o); err == nil {
-			t.Errorf("%s: BuildConfigMap succeeded", tc.name)
 		}
 	}
 }

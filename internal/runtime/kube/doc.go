@@ -1,7 +1,7 @@
 // Package kube is the Runtime for real clusters: every agent is a StatefulSet with one replica
-// whose PersistentVolumeClaim holds the engine home (/home/node), a Service on the gateway port
-// and a ConfigMap that seeds the first engine config. Engine commands and file operations run
-// in the pod through the pods/exec subresource.
+// whose PersistentVolumeClaim holds the engine home (/home/node) and a headless Service on the
+// gateway port; an init container seeds the first engine config from its own environment.
+// Engine commands and file operations run in the pod through the pods/exec subresource.
 //
 // Objects are written with server-side apply (field manager "agentplane"), so an Ensure that
 // changes nothing writes nothing, and fields other managers own are left alone.

@@ -22,15 +22,11 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// Ensure applies the agent's ConfigMap, Service and StatefulSet (server-side apply, field
-// manager "agentplane"; an unchanged apply is a no-op on the server) and reports what the
-// StatefulSet and its pod show.
+// Ensure applies the agent's Service and StatefulSet (server-side apply, field manager
+// "agentplane"; an unchanged apply is a no-op on the server) and reports what the StatefulSet
+// and its pod show.
 func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
 	o := r.opts
-	cm, err := BuildConfigMap(agent, d, o)
-	if err != nil {
-		return runtime.Observed{}, err
-	}
 	svc, err := BuildService(agent, o)
 	if err != nil {
 		return runtime.Observed{}, err
@@ -44,7 +40,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	// immutable, so option changes to them apply to new agents only (keepClaims).
 	noClaims := sts.DeepCopy()
 	noClaims.Spec.VolumeClaimTemplates = nil
-	fp, err := fingerprint(cm, svc, noClaims)
+	fp, err := fingerprint(svc, noClaims)
 	if err != nil {
 		return runtime.Observed{}, err
 	}
@@ -58,14 +54,14 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
 	}
 	applied, key := &live, client.ObjectKeyFromObject(sts)
-	if exists && r.upToDate(ctx, fp, &live, cm, svc) {
+	if exists && r.upToDate(ctx, fp, &live, svc) {
 		// The cache shows the apply: nothing to remember any more.
 		r.recent.Delete(key)
 	} else if recent := r.recentApply(key, fp); recent != nil {
 		// This runtime applied the same objects moments ago; the cache has not caught up.
 		applied = recent
 	} else {
-		if applied, err = r.applyAll(ctx, fp, cm, svc, sts); err != nil {
+		if applied, err = r.applyAll(ctx, fp, svc, sts); err != nil {
 			return runtime.Observed{}, err
 		}
 		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: applied})
@@ -132,17 +128,14 @@ func (r *Runtime) recentApply(key client.ObjectKey, fp string) *appsv1.StatefulS
 	return m.sts.DeepCopy()
 }
 
-// applyAll applies the three objects, the StatefulSet marked with the fingerprint of the set,
-// and returns the StatefulSet the server answered with.
-func (r *Runtime) applyAll(ctx context.Context, fp string, cm *corev1.ConfigMap, svc *corev1.Service, sts *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+// applyAll applies the Service and the StatefulSet, marked with the fingerprint of the two, and
+// returns the StatefulSet the server answered with.
+func (r *Runtime) applyAll(ctx context.Context, fp string, svc *corev1.Service, sts *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
 	if sts.Annotations == nil {
 		sts.Annotations = map[string]string{}
 	}
 	sts.Annotations[agentsv1.AnnotationApplied] = fp
-	if _, err := r.apply(ctx, cm); err != nil {
-		return nil, fmt.Errorf("apply configmap: %w", err)
-	}
-	if _, err := r.apply(ctx, svc); err != nil {
+	if err := r.applyService(ctx, svc); err != nil {
 		return nil, fmt.Errorf("apply service: %w", err)
 	}
 	u, err := r.apply(ctx, sts)
@@ -156,22 +149,39 @@ func (r *Runtime) applyAll(ctx context.Context, fp string, cm *corev1.ConfigMap,
 	return applied, nil
 }
 
+// applyService applies the agent's Service. A Service made by an earlier version with a
+// ClusterIP cannot become headless in place (the address is immutable): it is replaced.
+func (r *Runtime) applyService(ctx context.Context, svc *corev1.Service) error {
+	_, err := r.apply(ctx, svc)
+	if !apierrors.IsInvalid(err) {
+		return err
+	}
+	old := &corev1.Service{}
+	if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(svc), old); err != nil {
+		return err
+	}
+	if old.Spec.ClusterIP == corev1.ClusterIPNone || old.Labels[agentsv1.LabelAgent] != svc.Labels[agentsv1.LabelAgent] {
+		return err
+	}
+	if err := r.opts.Client.Delete(ctx, old, client.Preconditions{UID: ptrUID(old.UID)}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	_, err = r.apply(ctx, svc)
+	return err
+}
+
 // upToDate reports whether the live StatefulSet (from the cache) carries the fingerprint of
-// what this pass would apply and the ConfigMap and Service exist: then the three applies would
-// change nothing and are skipped.
-func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.StatefulSet, cm *corev1.ConfigMap, svc *corev1.Service) bool {
+// what this pass would apply and the Service exists: then the applies would change nothing
+// and are skipped.
+func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.StatefulSet, svc *corev1.Service) bool {
 	if live.Annotations[agentsv1.AnnotationApplied] != fp || live.DeletionTimestamp != nil {
 		return false
 	}
-	// Their existence is all that is read: the cache holds their metadata only (SetupWatches).
-	for _, o := range []client.Object{cm, svc} {
-		meta := &metav1.PartialObjectMetadata{}
-		meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(o.GetObjectKind().GroupVersionKind().Kind))
-		if err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(o), meta); err != nil || meta.GetDeletionTimestamp() != nil {
-			return false
-		}
-	}
-	return true
+	// Its existence is all that is read: the cache holds its metadata only (SetupWatches).
+	meta := &metav1.PartialObjectMetadata{}
+	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Service"))
+	err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(svc), meta)
+	return err == nil && meta.GetDeletionTimestamp() == nil
 }
 
 // fingerprint hashes the objects as they would be applied.
@@ -279,7 +289,8 @@ func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: StatefulSetName(agent)}},
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PodName(agent)}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ServiceName(agent)}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ConfigMapName(agent)}},
+		// The seed ConfigMap of agents made before the seed config moved into the pod spec.
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacySeedConfigMapName(agent)}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PVCName(agent)}},
 	}
 	for _, obj := range objs {

@@ -76,7 +76,6 @@ func owned(ns string) []client.Object {
 	return []client.Object{
 		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
-		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1-seed"}},
 	}
 }
 
@@ -194,7 +193,7 @@ func TestEnsureLifecycle(t *testing.T) {
 		t.Errorf("after rotation: %+v", o)
 	}
 	if after := versions(t, ctx, "lifecycle"); after["*v1.StatefulSet"] == before["*v1.StatefulSet"] ||
-		after["*v1.ConfigMap"] != before["*v1.ConfigMap"] || after["*v1.Service"] != before["*v1.Service"] {
+		after["*v1.Service"] != before["*v1.Service"] {
 		t.Errorf("rotation should rewrite only the StatefulSet: %v -> %v", before, after)
 	}
 
@@ -211,6 +210,31 @@ func TestEnsureLifecycle(t *testing.T) {
 	d.Stopped = false
 	if o := ensure(t, ctx, r, a, d); o.Phase == runtime.PhaseStopped {
 		t.Errorf("started again: %+v", o)
+	}
+}
+
+// TestServiceBecomesHeadless: an agent's Service made with a ClusterIP (by an earlier
+// version) cannot change its address in place; Ensure replaces it with the headless one.
+func TestServiceBecomesHeadless(t *testing.T) {
+	ctx, a := setup(t, "headless")
+	old := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: "headless", Labels: map[string]string{agentsv1.LabelAgent: "a1"}},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{agentsv1.LabelAgent: "a1"},
+			Ports: []corev1.ServicePort{{Name: "gateway", Port: kube.GatewayPort}}},
+	}
+	if err := env.Client.Create(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if old.Spec.ClusterIP == "" || old.Spec.ClusterIP == corev1.ClusterIPNone {
+		t.Fatalf("the old Service has no address: %q", old.Spec.ClusterIP)
+	}
+	ensure(t, ctx, newRuntime(kube.Options{}), a, desired())
+	svc := &corev1.Service{}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.UID == old.UID {
+		t.Errorf("service clusterIP %q (uid %s, was %s): want a new headless Service", svc.Spec.ClusterIP, svc.UID, old.UID)
 	}
 }
 
@@ -233,10 +257,15 @@ func TestDelete(t *testing.T) {
 		t.Errorf("exec in a pod that does not run: %v", err)
 	}
 
+	// The seed ConfigMap an earlier version made for the agent goes too.
+	legacy := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a1-seed", Namespace: "deletion", Labels: pod.Labels}}
+	if err := env.Client.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
 	if err := r.Delete(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	for _, obj := range append(owned("deletion"), &corev1.Pod{ObjectMeta: pod.ObjectMeta}, pvc) {
+	for _, obj := range append(owned("deletion"), &corev1.Pod{ObjectMeta: pod.ObjectMeta}, pvc, legacy) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj)
 		switch {
 		case apierrors.IsNotFound(err):

@@ -20,8 +20,9 @@ func StatefulSetName(a *agentsv1.Agent) string { return a.Name }
 // PodName is the agent's pod (`<agent>-0`).
 func PodName(a *agentsv1.Agent) string { return a.Name + "-0" }
 
-// ConfigMapName holds the seed config.
-func ConfigMapName(a *agentsv1.Agent) string { return a.Name + "-seed" }
+// legacySeedConfigMapName held the seed config of agents made by earlier versions (Delete
+// removes it).
+func legacySeedConfigMapName(a *agentsv1.Agent) string { return a.Name + "-seed" }
 
 // PVCName is the home volume the StatefulSet controller creates for the pod.
 func PVCName(a *agentsv1.Agent) string { return VolumeHome + "-" + a.Name + "-0" }

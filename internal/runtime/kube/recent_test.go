@@ -44,12 +44,12 @@ func TestEnsureSkipsReapplyWhileCacheLags(t *testing.T) {
 	r := kube.New(kube.Options{Client: lag, APIReader: env.Client, Scheme: env.Scheme, RESTConfig: env.Config, Engine: kube.NewStubEngine(), Clock: clk})
 
 	first := ensure(t, ctx, r, a, desired())
-	if got := lag.applies.Load(); got != 3 {
-		t.Fatalf("first pass: %d applies, want 3 (ConfigMap, Service, StatefulSet)", got)
+	if got := lag.applies.Load(); got != 2 {
+		t.Fatalf("first pass: %d applies, want 2 (Service, StatefulSet)", got)
 	}
 	second := ensure(t, ctx, r, a, desired())
-	if got := lag.applies.Load(); got != 3 {
-		t.Errorf("second pass right after: %d applies, want still 3", got)
+	if got := lag.applies.Load(); got != 2 {
+		t.Errorf("second pass right after: %d applies, want still 2", got)
 	}
 	if second.Phase != first.Phase || second.Endpoint != first.Endpoint {
 		t.Errorf("second pass observed %+v, first %+v", second, first)
@@ -58,19 +58,19 @@ func TestEnsureSkipsReapplyWhileCacheLags(t *testing.T) {
 	changed := desired()
 	changed.RestartNonce = "r1"
 	ensure(t, ctx, r, a, changed)
-	if got := lag.applies.Load(); got != 6 {
-		t.Errorf("changed spec: %d applies, want 6", got)
+	if got := lag.applies.Load(); got != 4 {
+		t.Errorf("changed spec: %d applies, want 4", got)
 	}
 	clk.SetTime(clk.Now().Add(6 * time.Second))
 	ensure(t, ctx, r, a, changed)
-	if got := lag.applies.Load(); got != 9 {
-		t.Errorf("past the window: %d applies, want 9", got)
+	if got := lag.applies.Load(); got != 6 {
+		t.Errorf("past the window: %d applies, want 6", got)
 	}
 	if err := r.Delete(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	ensure(t, ctx, r, a, changed)
-	if got := lag.applies.Load(); got != 12 {
-		t.Errorf("after Delete: %d applies, want 12", got)
+	if got := lag.applies.Load(); got != 8 {
+		t.Errorf("after Delete: %d applies, want 8", got)
 	}
 }

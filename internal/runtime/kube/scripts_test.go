@@ -201,13 +201,13 @@ func TestScriptsTakeNoShellInput(t *testing.T) {
 // touches an existing one.
 func TestSeedScript(t *testing.T) {
 	root := t.TempDir()
-	seed := filepath.Join(root, "seed.json")
-	must(t, os.WriteFile(seed, []byte(`{"seed":true}`), 0o444))
 	cfg := filepath.Join(root, "home", ".openclaw", "openclaw.json")
 	ws := filepath.Join(root, "home", ".openclaw", "workspace")
 	run := func() {
 		t.Helper()
-		out, err := exec.Command("sh", "-c", seedScript, "seed-config", cfg, seed, ws).CombinedOutput()
+		cmd := exec.Command("sh", "-c", seedScript, "seed-config", cfg, ws)
+		cmd.Env = append(os.Environ(), SeedEnv+`={"seed":true}`)
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("seed: %v: %s", err, out)
 		}

@@ -21,11 +21,10 @@ import (
 var _ runtime.Watcher = (*Runtime)(nil)
 
 // SetupWatches makes the Agent controller watch what this runtime creates: the agent's
-// StatefulSet, Service and ConfigMap (owned by the Agent) and its pod (by LabelAgent; the
-// StatefulSet owns the pod). The Service and the ConfigMap are watched, and cached, as
-// metadata: only their existence is read.
+// StatefulSet and Service (owned by the Agent) and its pod (by LabelAgent; the StatefulSet
+// owns the pod). The Service is watched, and cached, as metadata: only its existence is read.
 func (r *Runtime) SetupWatches(b *builder.Builder) *builder.Builder {
-	return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}, builder.OnlyMetadata).Owns(&corev1.ConfigMap{}, builder.OnlyMetadata).
+	return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}, builder.OnlyMetadata).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToAgent))
 }
 
