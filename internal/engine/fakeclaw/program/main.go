@@ -68,7 +68,10 @@ import (
 	"strings"
 )
 
-const defaultVersion = "2026.9.6-fake"
+// PinnedVersion is the openclaw release whose surface the fake copies.
+const PinnedVersion = "2026.9.6"
+
+const defaultVersion = PinnedVersion + "-fake"
 
 func version() string {
 	if v := os.Getenv("FAKECLAW_VERSION"); v != "" {
