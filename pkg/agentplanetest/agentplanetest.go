@@ -3,10 +3,11 @@
 // engine double in place of the OpenClaw gateway. It is for teams whose own code creates or
 // reads agentplane objects (Agents, Workspaces, ...) and wants to test against the real thing.
 //
-//	env := &envtest.Environment{CRDs: crd.MustCRDs()}
+//	env := agentplanetest.NewEnvironment() // or &envtest.Environment{CRDs: crd.MustCRDs()}
 //	cfg, _ := env.Start()
 //	p, _ := agentplanetest.Start(ctx, cfg)
 //	defer p.Stop()
+//	tok, _ := p.Token("team-a") // the workspace team-a, its namespace, a token with every scope
 //
 // Agents run as local processes of the engine double (see docs/TESTING.md for what it does and
 // does not do); WithEngineDirs selects the real engine when it is installed. Platforms started
@@ -49,6 +50,7 @@ type Option func(*options)
 type options struct {
 	engineDirs       []string
 	provisionTimeout time.Duration
+	clawHubURL       string
 	log              *logr.Logger
 }
 
@@ -64,6 +66,12 @@ func WithProvisionTimeout(d time.Duration) Option {
 	return func(o *options) { o.provisionTimeout = d }
 }
 
+// WithClawHubURL is the skill registry that skill installs (POST /v0/clawhub/{slug}/install)
+// download from: a test double of ClawHub, say (default: https://clawhub.ai, on the network).
+func WithClawHubURL(url string) Option {
+	return func(o *options) { o.clawHubURL = url }
+}
+
 // WithLogger sets the platform's logger (default: controller-runtime's, ctrl.Log). A logger
 // bound to one test (testr) must not outlive it: the platform is shared until its last Stop.
 func WithLogger(l logr.Logger) Option {
@@ -72,7 +80,7 @@ func WithLogger(l logr.Logger) Option {
 
 // fingerprint is what two Starts on one API server must agree on.
 func (o options) fingerprint() string {
-	return fmt.Sprintf("engines=%q provision=%s", o.engineDirs, o.provisionTimeout)
+	return fmt.Sprintf("engines=%q provision=%s clawhub=%q", o.engineDirs, o.provisionTimeout, o.clawHubURL)
 }
 
 // Platform is a handle on agentplane running in this process. Its methods are safe for
@@ -165,7 +173,7 @@ func start(ctx context.Context, cfg *rest.Config, o options) (_ *shared, err err
 func platformOptions(ctx context.Context, o options) (platform.Options, error) {
 	po := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
-		ProvisionTimeout: o.provisionTimeout, Log: ctrl.Log.WithName("agentplane"),
+		ProvisionTimeout: o.provisionTimeout, ClawHubURL: o.clawHubURL, Log: ctrl.Log.WithName("agentplane"),
 		// Several platforms (one per API server) may run in one process.
 		SkipNameValidation: true,
 	}
@@ -206,7 +214,8 @@ func (p *Platform) URL() string { return p.s.emb.URL }
 
 // Token creates the workspace when missing (an internal workspace on the pro plan, owned by
 // TokenUser, with its namespace of the same name) and returns a new bearer token of that
-// workspace with every scope.
+// workspace with every scope and the owner's role. A Workspace that exists already is left as
+// it is (create one first to test a plan, a limit or members of your own).
 func (p *Platform) Token(workspace string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
 )
 
@@ -175,4 +176,39 @@ func TestMatchers(t *testing.T) {
 	g.Expect(agentplanetest.HaveCondition("Ready", "True").Match(a)).To(BeTrue())
 	g.Expect(agentplanetest.HaveCondition("Ready", "False").Match(a)).To(BeFalse())
 	g.Expect(agentplanetest.HaveCondition("Other", "True").Match(a)).To(BeFalse())
+}
+
+// WithClawHubURL points skill installs at a registry of the test's own; a Workspace created
+// before Token keeps its own spec.
+func TestSkillInstallFromARegistryDouble(t *testing.T) {
+	hub := clawhubtest.NewRegistry()
+	defer hub.Close()
+	hub.Add("kit-skill", "Kit skill", "1.0.0", clawhubtest.Files("kit-skill-1.0.0/SKILL.md", clawhubtest.SkillMD("kit-skill", "a skill")))
+	p := startPlatform(t, cfg, agentplanetest.WithClawHubURL(hub.URL))
+	ctx := context.Background()
+	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "kit-hub"}, Spec: agentsv1.WorkspaceSpec{Plan: agentsv1.PlanFree}}
+	if err := p.Client().Create(ctx, ws); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := p.Token("kit-hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, p.URL()+"/v0/clawhub/kit-skill/install", http.NoBody)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("install: %s", resp.Status)
+	}
+	skills := &agentsv1.SkillList{}
+	if err := p.Client().List(ctx, skills, client.InNamespace("kit-hub")); err != nil || len(skills.Items) != 1 {
+		t.Fatalf("skills %v, %v", skills.Items, err)
+	}
+	if err := p.Client().Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil || ws.Spec.Plan != agentsv1.PlanFree {
+		t.Errorf("workspace plan %q (%v), want free as created", ws.Spec.Plan, err)
+	}
 }
