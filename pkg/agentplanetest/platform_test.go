@@ -17,6 +17,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
 )
 
@@ -210,5 +211,23 @@ func TestSkillInstallFromARegistryDouble(t *testing.T) {
 	}
 	if err := p.Client().Get(ctx, client.ObjectKeyFromObject(ws), ws); err != nil || ws.Spec.Plan != agentsv1.PlanFree {
 		t.Errorf("workspace plan %q (%v), want free as created", ws.Spec.Plan, err)
+	}
+}
+
+// WithEngineDirs offers each engine dir under the version its bin/openclaw reports (here the
+// double's own dir, which reports 2026.9.6-fake, standing in for a real install).
+func TestWithEngineDirsOffersTheReportedVersion(t *testing.T) {
+	dir, err := fakeclaw.EngineDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPlatform(t, cfg, agentplanetest.WithEngineDirs(dir))
+	a, _ := runAgent(t, p, "kit-engines", "agent")
+	defer deleteAll(t, p.Client(), "kit-engines")
+	if a.Status.EngineVersion != agentplanetest.FakeEngineVersion+"-fake" {
+		t.Errorf("engine version %q, want %s-fake", a.Status.EngineVersion, agentplanetest.FakeEngineVersion)
+	}
+	if _, err := agentplanetest.Start(context.Background(), cfg, agentplanetest.WithEngineDirs(t.TempDir())); err == nil {
+		t.Error("Start with another engine dir succeeded while a platform runs")
 	}
 }
