@@ -63,7 +63,9 @@ func runAgent(t *testing.T, p *agentplanetest.Platform, ws, name string) (*agent
 		ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: name},
 		Spec:       agentsv1.AgentSpec{DisplayName: "Agent " + name},
 	}
+	created := time.Now()
 	g.Expect(p.Client().Create(ctx, a)).To(Succeed())
+	defer func() { t.Logf("agent %s/%s running %.2fs after its create", ws, name, time.Since(created).Seconds()) }()
 	g.Eventually(agentplanetest.Fresh(ctx, p.Client(), a), 60*time.Second, 50*time.Millisecond).Should(And(
 		agentplanetest.HavePhase(agentplanetest.PhaseRunning),
 		agentplanetest.HaveCondition(agentplanetest.ConditionReady, metav1.ConditionTrue),
