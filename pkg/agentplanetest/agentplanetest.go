@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -157,11 +158,13 @@ func start(ctx context.Context, cfg *rest.Config, o options) (_ *shared, err err
 	if s.client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err
 	}
-	po, err := platformOptions(ctx, o)
+	if s.stateDir, err = os.MkdirTemp("", "agentplanetest-"); err != nil {
+		return nil, err
+	}
+	po, err := platformOptions(ctx, o, s.stateDir)
 	if err != nil {
 		return nil, err
 	}
-	s.stateDir = po.Runtime.StateDir
 	if s.emb, err = platform.RunEmbedded(context.WithoutCancel(ctx), cfg, po); err != nil {
 		return nil, fmt.Errorf("agentplanetest: start the platform: %w", err)
 	}
@@ -169,8 +172,8 @@ func start(ctx context.Context, cfg *rest.Config, o options) (_ *shared, err err
 }
 
 // platformOptions are the platform's options for a test: local runtime with the double (or the
-// engines of o), files and snapshots on local disk, no metrics or probe endpoints.
-func platformOptions(ctx context.Context, o options) (platform.Options, error) {
+// engines of o), files and snapshots on local disk under stateDir, no metrics or probe endpoints.
+func platformOptions(ctx context.Context, o options, stateDir string) (platform.Options, error) {
 	po := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		ProvisionTimeout: o.provisionTimeout, ClawHubURL: o.clawHubURL, Log: ctrl.Log.WithName("agentplane"),
@@ -193,15 +196,12 @@ func platformOptions(ctx context.Context, o options) (platform.Options, error) {
 		}
 		engines[FakeEngineVersion] = dir
 	}
-	stateDir, err := os.MkdirTemp("", "agentplanetest-")
+	files, err := local.New(filepath.Join(stateDir, "files"))
 	if err != nil {
 		return po, err
 	}
-	if po.Files, err = local.New(stateDir + "/files"); err != nil {
-		os.RemoveAll(stateDir)
-		return po, err
-	}
-	po.Runtime = platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: stateDir + "/runtime", EngineDirs: engines}
+	po.Files = files
+	po.Runtime = platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: filepath.Join(stateDir, "runtime"), EngineDirs: engines}
 	return po, nil
 }
 

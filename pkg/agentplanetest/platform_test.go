@@ -3,6 +3,7 @@ package agentplanetest_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -137,8 +138,8 @@ func TestStartInstallsTheCRDs(t *testing.T) {
 	deleteAll(t, p.Client(), "kit-bare")
 }
 
-// The last Stop leaves no goroutine behind: controllers, informers, the facade, the engine
-// processes' watchers and the API server connections all end.
+// The last Stop leaves no goroutine and no file behind: controllers, informers, the facade, the
+// engine processes' watchers and the API server connections all end.
 func TestStopLeavesNoGoroutine(t *testing.T) {
 	cycle := func() {
 		p, err := agentplanetest.Start(context.Background(), cfg)
@@ -157,8 +158,13 @@ func TestStopLeavesNoGoroutine(t *testing.T) {
 	// a leak is what a second cycle leaves on top of that.
 	cycle()
 	before := goleak.IgnoreCurrent()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // where the platform keeps its files
 	cycle()
 	goleak.VerifyNone(t, before)
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("the platform's files stay after Stop: %v", left)
+	}
 }
 
 // The matchers report what they saw.
