@@ -1,8 +1,8 @@
 // Package testenv starts the envtest control plane (a real kube-apiserver and etcd built by
-// `make envtest-assets`) with agentplane's CRDs installed, through the public test kit
-// (agentplanetest.NewEnvironment: the CRDs as Go values, the binaries of KUBEBUILDER_ASSETS or
-// of `agentplane envtest-assets`), so every suite of the project starts the way a consumer's
-// does. What is left here is internal: the checkout's bin/k8s as a last resort, a Service range
+// `make envtest-assets`) with agentplane's CRDs installed, through the public test kit's
+// control-plane half (pkg/agentplanetest/controlplane.NewEnvironment: the CRDs as Go values,
+// the binaries of KUBEBUILDER_ASSETS or of `agentplane envtest-assets`), so every suite of the
+// project starts the way a consumer's does. What is left here is internal: the checkout's bin/k8s as a last resort, a Service range
 // for thousands of agents, a client with agentplane's scheme. Every package's integration
 // suite uses it, so they all test against the API server's own validation, conflicts and
 // subresources rather than a fake client.
@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/pkg/agentplanetest"
+	"github.com/agentplane/agentplane/pkg/agentplanetest/controlplane"
 )
 
 // Env is a running control plane.
@@ -39,10 +39,10 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// AssetsDir is where kube-apiserver and etcd are: agentplanetest.AssetsDir ($KUBEBUILDER_ASSETS
+// AssetsDir is where kube-apiserver and etcd are: controlplane.AssetsDir ($KUBEBUILDER_ASSETS
 // or the cache of `agentplane envtest-assets`), else the checkout's bin/k8s.
 func AssetsDir() string {
-	if d := agentplanetest.AssetsDir(); d != "" {
+	if d := controlplane.AssetsDir(); d != "" {
 		return d
 	}
 	return filepath.Join(RepoRoot(), "bin", "k8s")
@@ -56,7 +56,7 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
 	}
 	s := scheme.New()
-	e := agentplanetest.NewEnvironment()
+	e := controlplane.NewEnvironment()
 	e.BinaryAssetsDirectory = assets
 	e.Scheme = s
 	// Room for thousands of agent Services (envtest's default range has 254 addresses).

@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -23,6 +25,7 @@ import (
 var cfg *rest.Config
 
 func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard()) // envtest's and the platforms' logs
 	env := agentplanetest.NewEnvironment()
 	var err error
 	if cfg, err = env.Start(); err != nil {
