@@ -48,9 +48,13 @@ verify-generated: ## Fail when generated files are stale.
 fmt: ## gofmt the tree.
 	gofmt -w $$(git ls-files '*.go')
 
+# Modules of their own that ./... does not reach (make vet and make test run them explicitly).
+EXAMPLE_MODULES := examples/envtest-consumer
+
 .PHONY: vet
 vet: ## go vet and a gofmt check.
 	$(GO) vet ./...
+	@for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) vet ./...); done
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: envtest-assets
@@ -121,6 +125,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 .PHONY: test
 test: envtest-assets cluster-binaries node-packages engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
 STRESS_TIMEOUT ?= 10m
 

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,7 +19,6 @@ import (
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/tenancy"
 )
 
 type devFlags struct {
@@ -111,40 +109,19 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 	if o.Files, err = localStorage(filepath.Join(stateDir, "storage")); err != nil {
 		return err
 	}
-	if err := ensureSecretsKey(ctx, cfg, o.SystemNamespace); err != nil {
-		return err
-	}
-	ready := make(chan string, 1)
-	o.APIReady = func(addr string) { ready <- addr }
-	p, err := platform.New(ctx, cfg, o)
+	e, err := platform.RunEmbedded(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
-	token, err := devToken(ctx, cfg, p.Signer, stateDir, f)
-	if err != nil {
-		return err
+	token, err := devToken(ctx, cfg, e.Signer, stateDir, f)
+	if err == nil {
+		envFile := filepath.Join(stateDir, devenv.EnvFileName)
+		if err = devenv.WriteEnvFile(envFile, kubeconfig, e.URL, token); err == nil {
+			printDevSummary(out, e.URL, kubeconfig, envFile)
+			return e.Wait()
+		}
 	}
-
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { errc <- p.Start(runCtx) }()
-	var apiAddr string
-	select {
-	case apiAddr = <-ready:
-	case err := <-errc:
-		return err
-	}
-	url := "http://" + apiAddr
-	envFile := filepath.Join(stateDir, devenv.EnvFileName)
-	if err := devenv.WriteEnvFile(envFile, kubeconfig, url, token); err != nil {
-		return err
-	}
-	printDevSummary(out, url, kubeconfig, envFile)
-	err = <-errc
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
+	_ = e.Stop()
 	return err
 }
 
@@ -155,16 +132,6 @@ func devToken(ctx context.Context, cfg *rest.Config, signer *auth.Signer, stateD
 	if err != nil {
 		return "", err
 	}
-	ws := &agentsv1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: f.workspace},
-		Spec: agentsv1.WorkspaceSpec{
-			DisplayName: "Local development", Plan: agentsv1.PlanPro, Internal: true,
-			Members: []agentsv1.WorkspaceMember{{UserID: f.user, Role: agentsv1.RoleOwner}},
-		},
-	}
-	if err := tenancy.EnsureWorkspace(ctx, c, ws); err != nil {
-		return "", err
-	}
 	if old := devenv.ReadEnvFile(filepath.Join(stateDir, devenv.EnvFileName))["AGENTPLANE_TOKEN"]; old != "" {
 		if claims, err := signer.Parse(old); err == nil && claims.Workspace == f.workspace {
 			key := &agentsv1.ApiKey{}
@@ -173,11 +140,7 @@ func devToken(ctx context.Context, cfg *rest.Config, signer *auth.Signer, stateD
 			}
 		}
 	}
-	tok, _, err := auth.CreateKey(ctx, c, signer, auth.KeyRequest{
-		Workspace: f.workspace, UserID: f.user, Scopes: []string{auth.ScopeAll},
-		Role: agentsv1.RoleOwner, Description: "agentplane dev token",
-	})
-	return tok, err
+	return platform.OwnerToken(ctx, c, signer, f.workspace, f.user, "agentplane dev token")
 }
 
 func printDevSummary(out io.Writer, url, kubeconfig, envFile string) {

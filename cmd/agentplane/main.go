@@ -3,6 +3,7 @@
 //	agentplane manager   the controllers and the REST facade, in a cluster
 //	agentplane dev       the embedded local platform (control plane, manager, local runtime)
 //	agentplane token     mint API tokens
+//	agentplane envtest-assets  build kube-apiserver and etcd for envtest (prints their directory)
 package main
 
 import (
@@ -36,6 +37,6 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&devLogs, "log-dev", false, "human-readable console logs instead of JSON")
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1 = debug)")
-	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand())
+	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand())
 	return root
 }

@@ -1,5 +1,9 @@
-// Package crd embeds the generated CustomResourceDefinitions so that `agentplane dev` can
-// install them without a checkout.
+// Package crd holds agentplane's CustomResourceDefinitions as Go values: the YAML that
+// `make manifests` generates into bases/ is embedded in the binary (no checkout or file path
+// needed, and `make verify-generated` fails when bases/ is stale against the API types). A test
+// installs them with one line:
+//
+//	env := &envtest.Environment{CRDs: crd.MustCRDs()}
 package crd
 
 import (
@@ -35,4 +39,14 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		out = append(out, crd)
 	}
 	return out, nil
+}
+
+// MustCRDs is CRDs for set-up code; it panics when the embedded YAML does not decode, which
+// only a broken build of this module can cause.
+func MustCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	crds, err := CRDs()
+	if err != nil {
+		panic(fmt.Sprintf("agentplane CRDs: %v", err))
+	}
+	return crds
 }

@@ -1,6 +1,10 @@
 // Package testenv starts the envtest control plane (a real kube-apiserver and etcd built by
-// `make envtest-assets`) with agentplane's CRDs installed. Every package's integration suite
-// uses it, so they all test against the API server's own validation, conflicts and
+// `make envtest-assets`) with agentplane's CRDs installed, through the public test kit's
+// control-plane half (pkg/agentplanetest/controlplane.NewEnvironment: the CRDs as Go values,
+// the binaries of KUBEBUILDER_ASSETS or of `agentplane envtest-assets`), so every suite of the
+// project starts the way a consumer's does. What is left here is internal: the checkout's bin/k8s as a last resort, a Service range
+// for thousands of agents, a client with agentplane's scheme. Every package's integration
+// suite uses it, so they all test against the API server's own validation, conflicts and
 // subresources rather than a fake client.
 package testenv
 
@@ -18,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/pkg/agentplanetest/controlplane"
 )
 
 // Env is a running control plane.
@@ -34,28 +39,26 @@ func RepoRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// AssetsDir is where kube-apiserver and etcd are: $KUBEBUILDER_ASSETS or bin/k8s.
+// AssetsDir is where kube-apiserver and etcd are: controlplane.AssetsDir ($KUBEBUILDER_ASSETS
+// or the cache of `agentplane envtest-assets`), else the checkout's bin/k8s.
 func AssetsDir() string {
-	if d := os.Getenv("KUBEBUILDER_ASSETS"); d != "" {
+	if d := controlplane.AssetsDir(); d != "" {
 		return d
 	}
 	return filepath.Join(RepoRoot(), "bin", "k8s")
 }
 
-// Start starts a control plane with the CRDs from config/crd/bases. It fails with a hint
-// when the binaries were not built.
+// Start starts a control plane with agentplane's CRDs. It fails with a hint when the binaries
+// were not built.
 func Start() (*Env, error) {
 	assets := AssetsDir()
 	if _, err := os.Stat(filepath.Join(assets, "kube-apiserver")); err != nil {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
 	}
 	s := scheme.New()
-	e := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
-		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: assets,
-		Scheme:                s,
-	}
+	e := controlplane.NewEnvironment()
+	e.BinaryAssetsDirectory = assets
+	e.Scheme = s
 	// Room for thousands of agent Services (envtest's default range has 254 addresses).
 	e.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", "10.96.0.0/16")
 	cfg, err := e.Start()

@@ -1,23 +1,38 @@
 // Package fakeclaw provides the engine test double: an engine dir whose bin/openclaw is the
-// fakeclaw program (./cmd/fakeclaw), which speaks the part of openclaw's command line that
+// fakeclaw program (package program), which speaks the part of openclaw's command line that
 // agentplane uses with the same output shapes. The openclaw engine's command builders and
 // parsers work on it unchanged, so runtime and controller tests can use it in place of the real
 // engine. See the program's doc comment for its surface and the FAKECLAW_* fault injection.
+//
+// Nothing is compiled at test time: bin/openclaw is a two-line shell script that runs the
+// current executable again with AGENTPLANE_FAKECLAW=1, and this package's init hands such a
+// process to program.Main before any test starts. So every binary that links this package (a
+// test binary of this module or of a module that depends on it) carries the fake inside, and
+// no go command, source tree or writable module cache is needed.
 package fakeclaw
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/agentplane/agentplane/internal/engine/fakeclaw/program"
 )
+
+// SwitchEnv is the environment variable that turns a binary linking this package into the fake.
+const SwitchEnv = "AGENTPLANE_FAKECLAW"
+
+func init() {
+	if os.Getenv(SwitchEnv) == "1" {
+		os.Exit(program.Main(os.Args[1:]))
+	}
+}
 
 var (
 	once   sync.Once
@@ -25,16 +40,15 @@ var (
 	errDir error
 )
 
-// EngineDir builds the fake once per process and returns an engine dir with the same layout as
-// the real one: <dir>/bin/openclaw. The dir is under the user cache dir, keyed by this source
-// tree, and rebuilt (atomically replaced) by every process, so it always matches the source.
-// It needs the go command (PATH or GOROOT).
+// EngineDir returns an engine dir with the same layout as the real one, <dir>/bin/openclaw,
+// whose openclaw is this executable in the fake's role. It is made once per executable under
+// the temporary directory; dirs of executables that no longer exist are removed on the way.
 func EngineDir() (string, error) {
-	once.Do(func() { dir, errDir = build() })
+	once.Do(func() { dir, errDir = makeDir() })
 	return dir, errDir
 }
 
-// MustEngineDir is EngineDir for tests: it fails tb when the fake cannot be built.
+// MustEngineDir is EngineDir for tests: it fails tb when the dir cannot be made.
 func MustEngineDir(tb testing.TB) string {
 	tb.Helper()
 	d, err := EngineDir()
@@ -44,38 +58,57 @@ func MustEngineDir(tb testing.TB) string {
 	return d
 }
 
-func build() (string, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return "", errors.New("cannot locate the fakeclaw source")
-	}
-	src := filepath.Dir(file)
-	cache, err := os.UserCacheDir()
+// exeFile records, in each engine dir, the executable its script runs.
+const exeFile = "executable"
+
+func makeDir() (string, error) {
+	exe, err := os.Executable()
 	if err != nil {
-		cache = os.TempDir()
+		return "", fmt.Errorf("locate this executable: %w", err)
 	}
-	sum := sha256.Sum256([]byte(src))
-	out := filepath.Join(cache, "agentplane", "fakeclaw", hex.EncodeToString(sum[:6]))
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	root := filepath.Join(os.TempDir(), "agentplane-fakeclaw")
+	sum := sha256.Sum256([]byte(exe))
+	out := filepath.Join(root, hex.EncodeToString(sum[:8]))
+	removeStale(root, out)
 	bin := filepath.Join(out, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", err
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	// Build next to the target and rename: concurrent test processes never see a partial file.
-	tmp := filepath.Join(bin, ".openclaw."+strconv.Itoa(os.Getpid()))
-	cmd := exec.Command(goBin, "build", "-o", tmp, "./cmd/fakeclaw")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("go build ./cmd/fakeclaw: %v\n%s", err, b)
-	}
-	if err := os.Rename(tmp, filepath.Join(bin, "openclaw")); err != nil {
-		os.Remove(tmp)
-		return "", err
+	script := "#!/bin/sh\n" + SwitchEnv + "=1 exec " + shellQuote(exe) + " \"$@\"\n"
+	// Write next to the target and rename: concurrent processes never see a partial file.
+	for name, data := range map[string]string{filepath.Join(bin, "openclaw"): script, filepath.Join(out, exeFile): exe} {
+		tmp := name + "." + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, []byte(data), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Rename(tmp, name); err != nil {
+			os.Remove(tmp)
+			return "", err
+		}
 	}
 	return out, nil
 }
+
+// removeStale removes the engine dirs under root, other than keep, whose executable is gone
+// (go test deletes its binaries after the run).
+func removeStale(root, keep string) {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		d := filepath.Join(root, e.Name())
+		if d == keep {
+			continue
+		}
+		exe, err := os.ReadFile(filepath.Join(d, exeFile))
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(string(exe)); os.IsNotExist(err) {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

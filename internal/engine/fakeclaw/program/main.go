@@ -1,7 +1,8 @@
-// Command fakeclaw is an engine test double: a small program with the command-line surface and
-// output shapes of openclaw 2026.9.6 for what agentplane uses, so runtime and controller tests
-// run in milliseconds instead of booting a 1 GB Node.js gateway. fakeclaw.EngineDir builds it as
-// <dir>/bin/openclaw.
+// Package program is fakeclaw, the engine test double: a small program with the command-line
+// surface and output shapes of openclaw 2026.9.6 for what agentplane uses, so runtime and
+// controller tests run in milliseconds instead of booting a 1 GB Node.js gateway. It is a
+// library so that any binary can be it: fakeclaw.EngineDir makes <dir>/bin/openclaw re-run the
+// current executable (a test binary, for instance) with Main in charge.
 //
 // Commands:
 //
@@ -57,7 +58,7 @@
 //	                                "devices list", "config validate" or "version"
 //	FAKECLAW_VERSION=<v>            the version --version and /startupz report
 //	                                (default 2026.9.6-fake)
-package main
+package program
 
 import (
 	"encoding/json"
@@ -67,7 +68,10 @@ import (
 	"strings"
 )
 
-const defaultVersion = "2026.9.6-fake"
+// PinnedVersion is the openclaw release whose surface the fake copies.
+const PinnedVersion = "2026.9.6"
+
+const defaultVersion = PinnedVersion + "-fake"
 
 func version() string {
 	if v := os.Getenv("FAKECLAW_VERSION"); v != "" {
@@ -76,12 +80,8 @@ func version() string {
 	return defaultVersion
 }
 
-func main() {
-	os.Exit(run(os.Args[1:]))
-}
-
-// run dispatches a command line and returns the exit code.
-func run(args []string) int {
+// Main runs the command line args (without the program name) and returns the exit code.
+func Main(args []string) int {
 	if len(args) == 0 {
 		fmt.Fprintln(os.Stderr, "Usage: openclaw [options] [command]")
 		return 1
