@@ -64,7 +64,10 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		if applied, err = r.applyAll(ctx, fp, svc, sts); err != nil {
 			return runtime.Observed{}, err
 		}
-		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: applied})
+		// Kept as the cache keeps it: no pod template, no managedFields.
+		kept, _ := trimStatefulSet(applied.DeepCopy())
+		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: kept.(*appsv1.StatefulSet)})
+		r.sweepRecent()
 	}
 	pod := &corev1.Pod{}
 	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
@@ -111,6 +114,22 @@ type recentApply struct {
 	fp  string
 	at  time.Time
 	sts *appsv1.StatefulSet
+}
+
+// sweepRecent drops, at most once per window, the remembered applies past the window: an
+// agent whose cache caught up without another pass would otherwise keep its entry.
+func (r *Runtime) sweepRecent() {
+	now := r.opts.Clock.Now()
+	last := r.recentSwept.Load()
+	if now.Sub(time.Unix(0, last)) < recentApplyWindow || !r.recentSwept.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	r.recent.Range(func(k, v any) bool {
+		if now.Sub(v.(recentApply).at) > recentApplyWindow {
+			r.recent.Delete(k)
+		}
+		return true
+	})
 }
 
 // recentApply returns the StatefulSet this runtime applied with fingerprint fp within the

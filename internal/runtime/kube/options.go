@@ -5,6 +5,7 @@ import (
 	"io"
 	"path"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,6 +117,8 @@ type Runtime struct {
 	// recent remembers an agent's last apply until the cache shows it (client.ObjectKey of the StatefulSet ->
 	// recentApply) so the pass right after it does not apply again.
 	recent sync.Map
+	// recentSwept is when expired entries of recent were last dropped (unix nanoseconds).
+	recentSwept atomic.Int64
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

@@ -44,18 +44,20 @@ func CacheByObject(byObject map[client.Object]cache.ByObject) {
 		byObject[o] = cache.ByObject{Label: managed}
 	}
 	// A StatefulSet is read for its annotations, replicas and claim templates, never for its
-	// pod template (Ensure builds that, and applies it server-side; observe reads the pod):
-	// the cache leaves the template out, about half of the cached objects' bytes.
-	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed, Transform: withoutPodTemplate}
+	// pod template (Ensure builds that, and applies it server-side; observe reads the pod) or
+	// its managedFields: the cache leaves them out, most of the cached objects' bytes (a
+	// transform of its own replaces the cache's default, which strips managedFields).
+	byObject[&appsv1.StatefulSet{}] = cache.ByObject{Label: managed, Transform: trimStatefulSet}
 	// Nodes are read for their Ready condition alone (observe): the cache keeps that, not their
 	// images, addresses and capacity.
 	byObject[&corev1.Node{}] = cache.ByObject{Transform: nodeReadiness}
 }
 
-// withoutPodTemplate drops a StatefulSet's pod template.
-func withoutPodTemplate(o any) (any, error) {
+// trimStatefulSet drops a StatefulSet's pod template and managedFields.
+func trimStatefulSet(o any) (any, error) {
 	if sts, ok := o.(*appsv1.StatefulSet); ok {
 		sts.Spec.Template = corev1.PodTemplateSpec{}
+		sts.ManagedFields = nil
 	}
 	return o, nil
 }

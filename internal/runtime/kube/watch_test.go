@@ -52,7 +52,7 @@ func TestNodeCacheKeepsReadiness(t *testing.T) {
 
 // TestStatefulSetCacheDropsPodTemplate: the cache keeps what Ensure and observe read of a
 // StatefulSet (annotations with the apply fingerprint, replicas, claim templates) and drops
-// the pod template.
+// the pod template and the managedFields (its own transform replaces the cache's default).
 func TestStatefulSetCacheDropsPodTemplate(t *testing.T) {
 	byObject := map[client.Object]cache.ByObject{}
 	CacheByObject(byObject)
@@ -70,6 +70,7 @@ func TestStatefulSetCacheDropsPodTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	sts.Annotations = map[string]string{"agentplane.io/applied": "fp"}
+	sts.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "agentplane", Operation: metav1.ManagedFieldsOperationApply}}
 	want := sts.DeepCopy()
 	got, err := b.Transform(sts)
 	if err != nil {
@@ -78,6 +79,9 @@ func TestStatefulSetCacheDropsPodTemplate(t *testing.T) {
 	kept := got.(*appsv1.StatefulSet)
 	if len(kept.Spec.Template.Spec.Containers) != 0 {
 		t.Error("the cached StatefulSet keeps its pod template")
+	}
+	if kept.ManagedFields != nil {
+		t.Error("the cached StatefulSet keeps its managedFields")
 	}
 	if kept.Annotations["agentplane.io/applied"] != "fp" || *kept.Spec.Replicas != *want.Spec.Replicas ||
 		!reflect.DeepEqual(kept.Spec.VolumeClaimTemplates, want.Spec.VolumeClaimTemplates) {
