@@ -100,6 +100,9 @@ const (
 	// AnnotationApplied (on the kube runtime's StatefulSet) fingerprints what the runtime last
 	// applied; an Ensure that would apply the same skips the applies.
 	AnnotationApplied = "agentplane.io/applied"
+	// AnnotationCreated (on the kube runtime's StatefulSet) marks one made by a plain create:
+	// its first apply adopts the fields the create set, and drops the mark.
+	AnnotationCreated = "agentplane.io/created"
 	// AnnotationConfigHash on the pod template rolls the pod when it changes.
 	AnnotationConfigHash = "agentplane.io/config-hash"
 )

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -61,7 +63,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		// This runtime applied the same objects moments ago; the cache has not caught up.
 		applied = recent
 	} else {
-		if applied, err = r.applyAll(ctx, fp, svc, sts); err != nil {
+		if applied, err = r.applyAll(ctx, fp, svc, sts, exists, &live); err != nil {
 			return runtime.Observed{}, err
 		}
 		// Kept as the cache keeps it: no pod template, no managedFields.
@@ -148,14 +150,31 @@ func (r *Runtime) recentApply(key client.ObjectKey, fp string) *appsv1.StatefulS
 }
 
 // applyAll applies the Service and the StatefulSet, marked with the fingerprint of the two, and
-// returns the StatefulSet the server answered with.
-func (r *Runtime) applyAll(ctx context.Context, fp string, svc *corev1.Service, sts *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+// returns the StatefulSet the server answered with. A StatefulSet the cache does not show is
+// created rather than applied: a server-side apply costs the API server more than twice a
+// create for an object this size, and a create is most of what thousands of new agents ask.
+func (r *Runtime) applyAll(ctx context.Context, fp string, svc *corev1.Service, sts *appsv1.StatefulSet, exists bool, live *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
 	if sts.Annotations == nil {
 		sts.Annotations = map[string]string{}
 	}
 	sts.Annotations[agentsv1.AnnotationApplied] = fp
 	if err := r.applyService(ctx, svc); err != nil {
 		return nil, fmt.Errorf("apply service: %w", err)
+	}
+	if !exists {
+		created := sts.DeepCopy()
+		created.Annotations[agentsv1.AnnotationCreated] = "true"
+		err := r.opts.Client.Create(ctx, created, client.FieldOwner(FieldManager))
+		if err == nil {
+			return created, nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create statefulset: %w", err)
+		}
+		live = nil // made meanwhile, unseen by the cache: its fields may need adopting
+	}
+	if err := r.adoptCreated(ctx, client.ObjectKeyFromObject(sts), live); err != nil {
+		return nil, fmt.Errorf("adopt statefulset fields: %w", err)
 	}
 	u, err := r.apply(ctx, sts)
 	if err != nil {
@@ -166,6 +185,26 @@ func (r *Runtime) applyAll(ctx context.Context, fp string, svc *corev1.Service, 
 		return nil, fmt.Errorf("decode statefulset: %w", err)
 	}
 	return applied, nil
+}
+
+// adoptCreated hands the fields a plain create set (owned by FieldManager's update entry) to
+// FieldManager's apply entry, so that an apply leaving a field out removes it, as if the
+// StatefulSet had been applied from the start (client-go's csaupgrade). Only a StatefulSet
+// marked AnnotationCreated needs it (live, from the cache: nil when unknown); the apply that
+// follows drops the mark.
+func (r *Runtime) adoptCreated(ctx context.Context, key client.ObjectKey, live *appsv1.StatefulSet) error {
+	if live != nil && live.Annotations[agentsv1.AnnotationCreated] == "" {
+		return nil
+	}
+	cur := &appsv1.StatefulSet{}
+	if err := r.opts.APIReader.Get(ctx, key, cur); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(cur, sets.New(FieldManager), FieldManager)
+	if err != nil || patch == nil {
+		return err
+	}
+	return r.opts.Client.Patch(ctx, cur, client.RawPatch(types.JSONPatchType, patch))
 }
 
 // applyService applies the agent's Service. A Service made by an earlier version with a

@@ -213,6 +213,49 @@ func TestEnsureLifecycle(t *testing.T) {
 	}
 }
 
+// TestCreatedStatefulSetIsAdopted: a StatefulSet is created with a plain create (cheaper for
+// the API server than an apply); the first apply that follows adopts its fields, so a field
+// the agent no longer needs (here the env Secret, once it has no environment) is removed as
+// if the StatefulSet had been applied from the start.
+func TestCreatedStatefulSetIsAdopted(t *testing.T) {
+	ctx, a := setup(t, "adopt")
+	r := newRuntime(kube.Options{})
+	ensure(t, ctx, r, a, desired())
+	sts := &appsv1.StatefulSet{}
+	get := func() {
+		t.Helper()
+		if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "adopt", Name: "a1"}, sts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	if sts.Annotations[agentsv1.AnnotationCreated] != "true" || len(sts.Spec.Template.Spec.Containers[0].EnvFrom) != 1 {
+		t.Fatalf("created: annotations %v, envFrom %+v", sts.Annotations, sts.Spec.Template.Spec.Containers[0].EnvFrom)
+	}
+
+	d := desired()
+	d.Env, d.EnvSecret = nil, ""
+	ensure(t, ctx, r, a, d)
+	get()
+	if envFrom := sts.Spec.Template.Spec.Containers[0].EnvFrom; len(envFrom) != 0 {
+		t.Errorf("envFrom %+v kept after the agent lost its environment", envFrom)
+	}
+	if _, marked := sts.Annotations[agentsv1.AnnotationCreated]; marked {
+		t.Error("the created mark outlives the first apply")
+	}
+	for _, m := range sts.ManagedFields {
+		if m.Manager == kube.FieldManager && m.Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("managedFields keep the create's entry: %+v", m)
+		}
+	}
+	// Nothing changed: nothing is written.
+	before := sts.ResourceVersion
+	ensure(t, ctx, r, a, d)
+	if get(); sts.ResourceVersion != before {
+		t.Errorf("an Ensure without change wrote the StatefulSet (%s -> %s)", before, sts.ResourceVersion)
+	}
+}
+
 // TestServiceBecomesHeadless: an agent's Service made with a ClusterIP (by an earlier
 // version) cannot change its address in place; Ensure replaces it with the headless one.
 func TestServiceBecomesHeadless(t *testing.T) {
