@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/events"
@@ -239,6 +240,9 @@ func (r *AgentReconciler) patchStatus(ctx context.Context, agent, before *agents
 		agent.Status.ObservedGeneration = agent.Generation
 	}
 	meta.SetStatusCondition(&agent.Status.Conditions, computeReadyCondition(agent))
+	if equality.Semantic.DeepEqual(agent.Status, before.Status) {
+		return nil // a quiet pass: no digest to compute, nothing to write
+	}
 	sum, now := statusSum(&agent.Status), r.Clock.Now()
 	if r.written.fresh(agent.UID, sum, now) {
 		return nil // written moments ago; the cache has not caught up

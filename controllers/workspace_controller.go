@@ -100,8 +100,12 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // again (a pending slot turning stale, a recount held back).
 func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.Workspace, agents []agentsv1.Agent) (time.Duration, error) {
 	seen := make(map[string]quota.AgentSeen, len(agents))
+	bound := 0
 	for _, a := range agents {
 		seen[a.Name] = quota.AgentSeen{UID: a.UID, Bound: a.Status.HoldsSlot}
+		if a.Status.HoldsSlot {
+			bound++
+		}
 	}
 	lookup := func(name string) (quota.AgentSeen, bool) { s, ok := seen[name]; return s, ok }
 	slots := ws.Status.AgentSlots
@@ -113,7 +117,7 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 	if at := r.Limiter.NextStale(slots, lookup); !at.IsZero() {
 		requeue = at.Sub(r.Limiter.Now()) + time.Second
 	}
-	if len(slots.Pending) > 0 || len(slots.Releasing) > 0 || int(slots.Used) == boundAgents(agents) {
+	if len(slots.Pending) > 0 || len(slots.Releasing) > 0 || int(slots.Used) == bound {
 		return requeue, nil
 	}
 	every := r.RecountAfter
@@ -126,18 +130,8 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 		}
 	}
 	r.lastRecount.Store(ws.Name, r.Limiter.Now())
-	log.FromContext(ctx).Info("recounting the agent limit's slots", "used", slots.Used, "bound", boundAgents(agents))
+	log.FromContext(ctx).Info("recounting the agent limit's slots", "used", slots.Used, "bound", bound)
 	return requeue, r.Limiter.RecountAgents(ctx, ws.Name)
-}
-
-// boundAgents counts the agents bound to a slot.
-func boundAgents(agents []agentsv1.Agent) (n int) {
-	for _, a := range agents {
-		if a.Status.HoldsSlot {
-			n++
-		}
-	}
-	return n
 }
 
 func minPositive(a, b time.Duration) time.Duration {
