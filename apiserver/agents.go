@@ -67,24 +67,28 @@ func newAgentID() string {
 
 // agentView is an agent as the REST API shows it.
 type agentView struct {
-	ID            string    `json:"id"`
-	Name          string    `json:"name"`
-	Description   string    `json:"description,omitempty"`
-	Vibe          string    `json:"vibe,omitempty"`
-	Emoji         string    `json:"emoji,omitempty"`
-	Status        string    `json:"status"`
-	StatusReason  string    `json:"statusReason,omitempty"`
-	StatusMessage string    `json:"statusMessage,omitempty"`
-	Engine        string    `json:"engine"`
-	EngineVersion string    `json:"engineVersion,omitempty"`
-	Endpoint      string    `json:"endpoint,omitempty"`
-	Template      string    `json:"template,omitempty"`
-	Skills        []string  `json:"skills"`
-	Secrets       []string  `json:"secrets"`
-	Stopped       bool      `json:"stopped"`
-	Restarts      int32     `json:"restarts"`
-	SnapshotCID   string    `json:"snapshotCid,omitempty"`
-	CreatedAt     time.Time `json:"createdAt"`
+	ID            string   `json:"id"`
+	Name          string   `json:"name"`
+	Description   string   `json:"description,omitempty"`
+	Vibe          string   `json:"vibe,omitempty"`
+	Emoji         string   `json:"emoji,omitempty"`
+	Status        string   `json:"status"`
+	StatusReason  string   `json:"statusReason,omitempty"`
+	StatusMessage string   `json:"statusMessage,omitempty"`
+	Engine        string   `json:"engine"`
+	EngineVersion string   `json:"engineVersion,omitempty"`
+	Endpoint      string   `json:"endpoint,omitempty"`
+	Template      string   `json:"template,omitempty"`
+	Skills        []string `json:"skills"`
+	Secrets       []string `json:"secrets"`
+	Stopped       bool     `json:"stopped"`
+	// Suspended is spec.suspended; NextWakeAt is when a sleeping agent wakes for its next
+	// scheduled task (additions beyond the contract).
+	Suspended   bool       `json:"suspended,omitempty"`
+	NextWakeAt  *time.Time `json:"nextWakeAt,omitempty"`
+	Restarts    int32      `json:"restarts"`
+	SnapshotCID string     `json:"snapshotCid,omitempty"`
+	CreatedAt   time.Time  `json:"createdAt"`
 }
 
 func viewAgent(a *agentsv1.Agent) agentView {
@@ -97,6 +101,11 @@ func viewAgent(a *agentsv1.Agent) agentView {
 	}
 	if v.Status == "" {
 		v.Status = string(agentsv1.AgentStarting)
+	}
+	v.Suspended = a.Spec.Suspended
+	if sl := a.Status.Sleep; sl != nil && sl.NextWakeAt != nil && a.Status.Phase == agentsv1.AgentSuspended {
+		t := sl.NextWakeAt.UTC()
+		v.NextWakeAt = &t
 	}
 	if v.Engine == "" {
 		v.Engine = string(agentsv1.EngineOpenClaw)

@@ -89,6 +89,29 @@ func agentOps() map[string]*op {
 				{status: http.StatusInternalServerError, msgs: []string{msgRestartFailed}, extra: gatewayFailed.extra},
 			},
 		},
+		"POST /v0/agents/{agentId}/suspend": {
+			id: "suspendAgent", tag: "agents", summary: "Suspend an agent (an addition beyond the contract)",
+			description: "Sets `spec.suspended`: the gateway is drained and stopped, the agent's home and workspace are kept " +
+				"and it holds no process or pod (status `suspended`). It still wakes by itself ahead of its next scheduled " +
+				"task, and for a request that needs its gateway (console, config, tasks, devices, files, snapshots), which " +
+				"waits for the gateway instead of failing. Waits until the gateway is stopped.",
+			query: []*parameter{waitParam},
+			replies: []reply{
+				answer(http.StatusOK, "Suspended; no gateway runs.", agentReply),
+				answer(http.StatusAccepted, "Suspension requested, not done yet (`wait=false`, or the wait ended).", agentReply),
+			},
+			fails: []fail{notFoundAgent, fails(http.StatusInternalServerError, msgSuspendFailed)},
+		},
+		"POST /v0/agents/{agentId}/resume": {
+			id: "resumeAgent", tag: "agents", summary: "Resume a suspended agent (an addition beyond the contract)",
+			description: "Clears `spec.suspended`, starts a new idle window and waits until the gateway answers, like a restart.",
+			query:       []*parameter{waitParam},
+			replies: []reply{
+				answer(http.StatusOK, "Resumed; the gateway answers.", agentReply),
+				answer(http.StatusAccepted, "Resume requested, not done yet (`wait=false`, or the wait ended).", agentReply),
+			},
+			fails: []fail{notFoundAgent, {status: http.StatusInternalServerError, msgs: []string{msgResumeFailed}, extra: gatewayFailed.extra}},
+		},
 		"GET /v0/agents/{agentId}/versions": {
 			id: "getAgentVersions", tag: "agents", summary: "Engine versions: the agent's and the offered ones",
 			replies: []reply{answer(http.StatusOK, "The versions.", props{

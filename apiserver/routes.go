@@ -22,6 +22,8 @@ func (s *Server) routes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}
 	write := access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}
 	own := func(a access) access { a.gateway = true; return a }
+	// wake: the route needs the gateway or the home; a sleeping agent is woken first.
+	wake := func(a access) access { a.wakes = true; return a }
 
 	// Agents.
 	s.handle("GET /v0/agents", read, s.listAgents)
@@ -32,20 +34,22 @@ func (s *Server) routes() {
 	s.handle("GET /v0/agents/{agentId}/versions", own(read), s.agentVersions)
 	s.handle("GET /v0/agents/{agentId}/gateway-token", access{scope: auth.ScopeAgentsWrite, perm: auth.PermAdmin}, s.getGatewayToken)
 	s.handle("POST /v0/agents/{agentId}/gateway-token/rotate", own(access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}), s.rotateGatewayToken)
-	s.handle("POST /v0/agents/{agentId}/platform/token", own(write), s.platformToken)
-	s.handle("POST /v0/agents/{agentId}/scripts/retry", own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite}), s.retryScripts)
-	s.handle("GET /v0/agents/{agentId}/devices", own(read), s.listDevices)
+	s.handle("POST /v0/agents/{agentId}/platform/token", wake(own(write)), s.platformToken)
+	s.handle("POST /v0/agents/{agentId}/scripts/retry", wake(own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite})), s.retryScripts)
+	s.handle("POST /v0/agents/{agentId}/suspend", own(write), s.suspendAgent)
+	s.handle("POST /v0/agents/{agentId}/resume", own(write), s.resumeAgent)
+	s.handle("GET /v0/agents/{agentId}/devices", wake(own(read)), s.listDevices)
 	s.handle("GET /v0/templates", read, s.listTemplates)
 
 	// Engine operations in the agent's home.
-	exec := own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite})
+	exec := wake(own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite}))
 	s.handle("POST /v0/agents/{agentId}/console/exec", exec, s.consoleExec)
-	s.handle("GET /v0/agents/{agentId}/config", own(read), s.getConfig)
-	s.handle("PUT /v0/agents/{agentId}/config", own(write), s.putConfig)
-	s.handle("POST /v0/agents/{agentId}/config/validate", own(read), s.validateConfig)
-	s.handle("GET /v0/agents/{agentId}/tasks", own(read), s.listTasks)
-	s.handle("POST /v0/agents/{agentId}/tasks", own(write), s.createTask)
-	uploads := own(write)
+	s.handle("GET /v0/agents/{agentId}/config", wake(own(read)), s.getConfig)
+	s.handle("PUT /v0/agents/{agentId}/config", wake(own(write)), s.putConfig)
+	s.handle("POST /v0/agents/{agentId}/config/validate", wake(own(read)), s.validateConfig)
+	s.handle("GET /v0/agents/{agentId}/tasks", wake(own(read)), s.listTasks)
+	s.handle("POST /v0/agents/{agentId}/tasks", wake(own(write)), s.createTask)
+	uploads := wake(own(write))
 	uploads.maxBody = s.agentUploadLimit()*4/3 + uploadBodyOverheadBytes
 	s.handle("POST /v0/agents/{agentId}/files/upload", uploads, s.uploadAgentFile)
 

@@ -86,6 +86,8 @@ type Server struct {
 	registered []RouteInfo
 	// waiters wake the waits for controllers' acknowledgements (waitFor).
 	waiters waiters
+	// activity remembers the last-active stamps this replica wrote.
+	activity activityStamps
 }
 
 // New builds the facade and registers every route.
@@ -126,6 +128,9 @@ type access struct {
 	gateway bool
 	// maxBody overrides the JSON body limit (uploads).
 	maxBody int64
+	// wakes: the route needs the agent's gateway or home, so a sleeping agent is woken first
+	// and the request counts as the agent's activity (idle policy).
+	wakes bool
 }
 
 // handle registers a route. Authentication, the body limit and error mapping happen here,
@@ -140,6 +145,9 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
 		var resp *Response
 		caller, err := s.authenticate(r, a)
+		if err == nil && a.wakes {
+			err = s.awaken(r, caller)
+		}
 		if err == nil {
 			resp, err = h(r, caller)
 		}

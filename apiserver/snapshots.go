@@ -37,8 +37,10 @@ func (s *Server) snapshotRoutes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead, gateway: true}
 	write := access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite, gateway: true}
 	s.handle("GET /v0/agents/{agentId}/snapshots", read, s.listSnapshots)
-	s.handle("POST /v0/agents/{agentId}/snapshots/sync", write, s.syncSnapshot)
-	s.handle("POST /v0/agents/{agentId}/snapshots/reset", write, s.resetSnapshot)
+	woken := write
+	woken.wakes = true
+	s.handle("POST /v0/agents/{agentId}/snapshots/sync", woken, s.syncSnapshot)
+	s.handle("POST /v0/agents/{agentId}/snapshots/reset", woken, s.resetSnapshot)
 }
 
 // snapshotView is a snapshot as the REST API shows it.

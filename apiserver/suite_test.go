@@ -71,6 +71,8 @@ var _ = BeforeSuite(func() {
 		ProvisionTimeout: 30 * time.Second,
 		ClawHubURL:       hubURL(),
 		Files:            suiteFiles(),
+		// Short sleep timers for the suspend specs (agents_sleep_test.go).
+		WakeLead: 20 * time.Second, WakeWindow: 4 * time.Second, TaskGrace: 5 * time.Second,
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{

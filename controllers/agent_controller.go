@@ -72,6 +72,8 @@ type AgentReconciler struct {
 	Clock clock.PassiveClock
 	// Workers is how many agents reconcile at once (default 4).
 	Workers int
+	// Sleep tunes suspension: the lead of a wake before a scheduled task, the wake window.
+	Sleep SleepOptions
 
 	written writtenStatus
 }
@@ -126,6 +128,14 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())
 		return ctrl.Result{}, err
 	}
+	var asleep bool
+	var wakeIn time.Duration
+	if agent.Spec.Stopped {
+		meta.RemoveStatusCondition(&agent.Status.Conditions, agentsv1.ConditionSuspended)
+	} else if asleep, wakeIn, err = r.reconcileSleep(ctx, agent); err != nil {
+		return ctrl.Result{}, err
+	}
+	desired.Stopped = desired.Stopped || asleep
 	observed, err := r.Runtime.Ensure(ctx, agent, desired)
 	if err != nil {
 		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())
@@ -133,6 +143,16 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	}
 	agent.Status.GatewayTokenSecret = secretName
 	applyObserved(agent, observed, r.Clock.Now())
+	if asleep && observed.Phase == runtime.PhaseStopped {
+		applySleeping(agent)
+	}
+	res, err = r.reconcileWorkspaceState(ctx, agent, desired, observed)
+	return soonest(res, wakeIn), err
+}
+
+// reconcileWorkspaceState brings the agent's home in line with its spec: a snapshot to
+// restore, skills to unpack, the engine config to render.
+func (r *AgentReconciler) reconcileWorkspaceState(ctx context.Context, agent *agentsv1.Agent, desired runtime.Desired, observed runtime.Observed) (ctrl.Result, error) {
 	if res, err := r.restoreSnapshot(ctx, agent); err != nil || !res.IsZero() {
 		return res, err
 	}
@@ -146,6 +166,14 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 		return ctrl.Result{RequeueAfter: startingPoll}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// soonest adds a timer (0: none) to a result: the earlier requeue wins.
+func soonest(res ctrl.Result, after time.Duration) ctrl.Result {
+	if after > 0 && (res.RequeueAfter == 0 || after < res.RequeueAfter) {
+		res.RequeueAfter = after
+	}
+	return res
 }
 
 // admit applies the admission rules the REST facade applies before it creates an agent: an
@@ -288,6 +316,7 @@ func (r *AgentReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("agent")
 	// The agent's environment carries its channels' tokens, and its config their settings.
 	b = WatchChannels(b)
+	b = r.watchIdlePolicy(b)
 	if w, ok := r.Runtime.(runtime.Watcher); ok {
 		b = w.SetupWatches(b)
 	}

@@ -45,12 +45,32 @@ func computeReadyCondition(agent *agentsv1.Agent) metav1.Condition {
 		c.Reason, c.Message = agentsv1.ReasonRestoring, "the workspace is being restored from snapshot "+agent.Spec.DesiredSnapshot
 	case gw == nil:
 		c.Reason, c.Message = agentsv1.ReasonStarting, "the gateway is starting"
-	case gw.Status == metav1.ConditionTrue || agent.Spec.Stopped && gw.Reason == agentsv1.ReasonStopped:
+	case gw.Status == metav1.ConditionTrue || agent.Spec.Stopped && gw.Reason == agentsv1.ReasonStopped || asleep(agent, gw):
 		c.Status, c.Reason, c.Message = metav1.ConditionTrue, gw.Reason, gw.Message
 	default:
 		c.Reason, c.Message = gw.Reason, gw.Message
 	}
 	return c
+}
+
+// applySleeping marks a sleeping agent whose gateway the runtime stopped: phase suspended,
+// and GatewayReady says why it does not run (the Suspended condition's reason and message).
+func applySleeping(agent *agentsv1.Agent) {
+	c := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.ConditionSuspended)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return
+	}
+	agent.Status.Phase = agentsv1.AgentSuspended
+	meta.SetStatusCondition(&agent.Status.Conditions, metav1.Condition{
+		Type: agentsv1.AgentGatewayReady, Status: metav1.ConditionFalse, ObservedGeneration: agent.Generation,
+		Reason: c.Reason, Message: c.Message,
+	})
+}
+
+// asleep: the gateway does not run because the agent sleeps, as its spec or idle policy asks.
+func asleep(agent *agentsv1.Agent, gw *metav1.Condition) bool {
+	return agent.Status.Phase == agentsv1.AgentSuspended && gw.Status == metav1.ConditionFalse &&
+		(gw.Reason == agentsv1.ReasonSuspendedBySpec || gw.Reason == agentsv1.ReasonIdle)
 }
 
 // restoreRetrying: a restore the spec asks for failed and is retried (storage unreachable,
@@ -144,6 +164,8 @@ func phaseEventSuffix(p agentsv1.AgentPhase) string {
 		return "Running"
 	case agentsv1.AgentStarting:
 		return "Starting"
+	case agentsv1.AgentSuspended:
+		return "Suspended"
 	default:
 		return "NotRunning"
 	}

@@ -17,7 +17,37 @@ const (
 	// AgentConfigApplied is True when the engine config file holds the render of the user's
 	// config (spec.configRef) and the agent's Channels.
 	AgentConfigApplied = "ConfigApplied"
+	// ConditionSuspended is True while the agent sleeps (no gateway runs; a request or a due
+	// task wakes it), False while it is awake.
+	ConditionSuspended = "Suspended"
 )
+
+// Reasons of the Suspended condition (and of GatewayReady and Ready while it sleeps).
+const (
+	// ReasonSuspendedBySpec: spec.suspended asks the agent to sleep.
+	ReasonSuspendedBySpec = "Suspended"
+	// ReasonIdle: the idle policy put the agent to sleep (no request for spec.idleAfter).
+	ReasonIdle = "Idle"
+	// ReasonAwake: the agent runs (no suspension asked, or not idle yet).
+	ReasonAwake = "Awake"
+	// ReasonWokenForTask: woken ahead of a scheduled task.
+	ReasonWokenForTask = "WokenForTask"
+	// ReasonWokenByRequest: woken by a request that needs the gateway.
+	ReasonWokenByRequest = "WokenByRequest"
+	// ReasonSuspendPending: the controller could not list the agent's scheduled tasks and keeps it
+	// awake rather than miss one (retried).
+	ReasonSuspendPending = "SuspendPending"
+)
+
+// Wake reasons recorded in status.sleep.wakeReason.
+const (
+	WakeForTask    = "Task"
+	WakeForRequest = "Request"
+)
+
+// AnnotationLastActive is the last time the REST facade served a request for the agent
+// (RFC 3339, written at most once a minute per agent): the idle policy counts from it.
+const AnnotationLastActive = "agentplane.io/last-active"
 
 // Reasons of the ConfigApplied condition (and ReasonWaitingForAgent).
 const (

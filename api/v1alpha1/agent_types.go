@@ -6,7 +6,7 @@ import (
 )
 
 // AgentPhase is the coarse state of an agent, in the hosted service's words.
-// +kubebuilder:validation:Enum=starting;running;not_running
+// +kubebuilder:validation:Enum=starting;running;not_running;suspended
 type AgentPhase string
 
 const (
@@ -16,6 +16,9 @@ const (
 	AgentRunning AgentPhase = "running"
 	// AgentNotRunning: stopped, crashed or failed to provision; see the conditions.
 	AgentNotRunning AgentPhase = "not_running"
+	// AgentSuspended: asleep (spec.suspended or the idle policy): no gateway runs, home and
+	// workspace are kept, and a request or a due task wakes it.
+	AgentSuspended AgentPhase = "suspended"
 )
 
 // EngineName names an agent engine.
@@ -101,6 +104,22 @@ type AgentSpec struct {
 	// RestartRequestedAt restarts the gateway when set to a time later than the last restart.
 	// +optional
 	RestartRequestedAt *metav1.Time `json:"restartRequestedAt,omitempty"`
+	// Suspended lets the agent sleep: its gateway is drained and stopped, its home and
+	// workspace are kept, and it holds no process or pod. Unlike stopped, a suspended agent
+	// wakes by itself for a while: ahead of its next scheduled task and when a request needs
+	// its gateway (spec.wakeRequestedAt). Setting it back to false resumes the agent.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
+	// IdleAfter suspends the agent once it has seen no request for this long (unset: the
+	// workspace's spec.idleAfter; zero on both: never idles). An idle-suspended agent wakes
+	// like a suspended one.
+	// +optional
+	IdleAfter *metav1.Duration `json:"idleAfter,omitempty"`
+	// WakeRequestedAt wakes a suspended or idle agent when set to a time later than its last
+	// wake (the REST facade sets it for a request that needs the gateway). The agent stays
+	// awake for its idle window (spec.idleAfter, or the platform's default wake window).
+	// +optional
+	WakeRequestedAt *metav1.Time `json:"wakeRequestedAt,omitempty"`
 	// ConfigRef is the user's engine config (a JSON or JSON5 object): a key of a core Secret
 	// in the agent's namespace (`PUT /config` stores it in `<agent>-config`, key `config`).
 	// The Agent controller renders the engine's file from it, the agent's Channels and what
@@ -164,12 +183,33 @@ type AgentConfigStatus struct {
 	PendingChannels []RenderedChannel `json:"pendingChannels,omitempty"`
 }
 
+// AgentSleep is what the Agent controller knows of an agent's sleep.
+type AgentSleep struct {
+	// SuspendedAt is when the gateway was last put to sleep.
+	// +optional
+	SuspendedAt *metav1.Time `json:"suspendedAt,omitempty"`
+	// NextTaskAt is the next run of the agent's scheduled tasks as the engine listed them
+	// before it was suspended; the agent is woken ahead of it.
+	// +optional
+	NextTaskAt *metav1.Time `json:"nextTaskAt,omitempty"`
+	// NextWakeAt is when the controller wakes the agent next (NextTaskAt minus the lead).
+	// +optional
+	NextWakeAt *metav1.Time `json:"nextWakeAt,omitempty"`
+	// WokenAt is the last wake for a scheduled task (a request's wake is
+	// spec.wakeRequestedAt).
+	// +optional
+	WokenAt *metav1.Time `json:"wokenAt,omitempty"`
+	// WakeReason says why the agent was last woken: Task or Request.
+	// +optional
+	WakeReason string `json:"wakeReason,omitempty"`
+}
+
 // AgentStatus is the observed state of an agent, rebuilt from the runtime on every pass.
 type AgentStatus struct {
 	// ObservedGeneration is the generation this status was computed from.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Phase: starting, running or not_running.
+	// Phase: starting, running, not_running or suspended.
 	// +optional
 	Phase AgentPhase `json:"phase,omitempty"`
 	// Endpoint is the gateway's base URL.
@@ -212,7 +252,11 @@ type AgentStatus struct {
 	// +listMapKey=name
 	// +optional
 	DomainReservations []Reservation `json:"domainReservations,omitempty"`
-	// Conditions: Provisioned, GatewayReady.
+	// Sleep is the suspend state: why the agent sleeps or is awake, its next scheduled task
+	// and its last wake. Written by the Agent controller only.
+	// +optional
+	Sleep *AgentSleep `json:"sleep,omitempty"`
+	// Conditions: Provisioned, GatewayReady, Suspended.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

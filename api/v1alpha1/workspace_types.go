@@ -71,6 +71,11 @@ type WorkspaceSpec struct {
 	// Internal marks accounts of the platform operator (closed-beta routes such as Issues).
 	// +optional
 	Internal bool `json:"internal,omitempty"`
+	// IdleAfter is the default idle policy of the workspace's agents: an agent that has seen
+	// no request for this long is suspended (an Agent's own spec.idleAfter wins; unset or zero:
+	// agents never idle).
+	// +optional
+	IdleAfter *metav1.Duration `json:"idleAfter,omitempty"`
 }
 
 // WorkspaceStatus is the observed state of a tenant.

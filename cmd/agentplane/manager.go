@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/images"
@@ -121,6 +122,8 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.Domains.ClusterIssuer, "cluster-issuer", "", "cert-manager ClusterIssuer for TLS of agent domains (kube runtime; empty: no TLS)")
 	f.DurationVar(&o.ProvisionTimeout, "provision-timeout", 3*time.Minute, "how long agent create and restart wait for the gateway before answering 202")
 	f.IntVar(&o.AgentWorkers, "agent-workers", 4, "agents the Agent controller reconciles at once")
+	f.DurationVar(&o.WakeLead, "wake-lead", controllers.DefaultWakeLead, "how long before its next scheduled task a suspended agent is woken")
+	f.DurationVar(&o.WakeWindow, "wake-window", controllers.DefaultWakeWindow, "how long a woken agent without an idle policy stays awake after its last request")
 	// client-go's own default (5 QPS, burst 10; controller-runtime raises it to 20 and 30) paces
 	// a manager of thousands of agents by its client, not by the API server.
 	f.Float32Var(&o.APIQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server, sustained")

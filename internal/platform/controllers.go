@@ -27,6 +27,7 @@ func (p *Platform) setupControllers() error {
 		r := &controllers.AgentReconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
 			Recorder: mgr.GetEventRecorder("agentplane-agent"), Workers: p.opts.AgentWorkers,
+			Sleep:  controllers.SleepOptions{WakeLead: p.opts.WakeLead, WakeWindow: p.opts.WakeWindow, TaskGrace: p.opts.TaskGrace},
 			Skills: p.opts.Files, Engine: openclaw.New(),
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{

@@ -79,6 +79,11 @@ type Options struct {
 	ReservationStaleAfter, RecountInterval time.Duration
 	// AgentWorkers is how many agents the Agent controller reconciles at once (0: 4).
 	AgentWorkers int
+	// WakeLead is how long before its next scheduled task a suspended agent is woken;
+	// WakeWindow how long a woken agent without an idle policy stays awake after its last
+	// request; TaskGrace how long a woken agent stays awake after its task's time (zero
+	// values: the controllers' defaults).
+	WakeLead, WakeWindow, TaskGrace time.Duration
 	// APIQPS and APIBurst limit the manager's requests to the Kubernetes API server (0: the
 	// config's own, or client-go's defaults).
 	APIQPS   float32

@@ -1,0 +1,135 @@
+package apiserver_test
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+)
+
+// The suite's platform wakes a suspended agent 20 s before its next task, keeps a woken
+// agent awake 4 s after its last request, and 5 s after its task's time.
+var _ = Describe("Suspend and resume", Ordered, func() {
+	const ws = "sleep-a"
+	var tok string
+
+	agentObj := func(id string) *agentsv1.Agent {
+		GinkgoHelper()
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: id}, a)).To(Succeed())
+		return a
+	}
+	phaseOf := func(id string) func() agentsv1.AgentPhase {
+		return func() agentsv1.AgentPhase { return agentObj(id).Status.Phase }
+	}
+	// refused: nothing listens on the gateway's old address any more.
+	refused := func(endpoint string) func() error {
+		return func() error {
+			resp, err := (&http.Client{Timeout: time.Second}).Get(endpoint + "/healthz")
+			if err == nil {
+				resp.Body.Close()
+			}
+			return err
+		}
+	}
+
+	BeforeAll(func() {
+		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "sam", Role: agentsv1.RoleOwner})
+		tok = token(ws, "sam", agentsv1.RoleOwner, auth.ScopeAgentsRead, auth.ScopeAgentsWrite, auth.ScopeAgentsExec)
+	})
+
+	It("suspends: no gateway runs, the files stay byte-identical, and resume brings the gateway back", func() {
+		id := newAgentIn(tok, "sleeper")
+		sum := shell(tok, id, "mkdir -p notes && head -c 65536 /dev/urandom > notes/blob && echo hello > notes/a.txt && "+
+			"find . -path ./.git -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum | sha256sum")
+		endpoint := agentObj(id).Status.Endpoint
+		Expect(endpoint).NotTo(BeEmpty())
+
+		r := call("POST", "/v0/agents/"+id+"/suspend", tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(agentOf(r)["status"]).To(Equal("suspended"))
+		Expect(agentOf(r)["suspended"]).To(BeTrue())
+		Expect(agentOf(r)).NotTo(HaveKey("endpoint"))
+		Eventually(refused(endpoint)).Should(HaveOccurred())
+		a := agentObj(id)
+		c := meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended)
+		Expect(c).NotTo(BeNil())
+		Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		Expect(c.Reason).To(Equal(agentsv1.ReasonSuspendedBySpec))
+		Expect(meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1.ConditionReady)).To(BeTrue(), "a suspended agent is as its spec asks")
+		// No task: nothing to wake for, and it stays asleep past the wake window.
+		Expect(a.Status.Sleep.NextWakeAt).To(BeNil())
+		Consistently(phaseOf(id), 6*time.Second, time.Second).Should(Equal(agentsv1.AgentSuspended))
+
+		r = call("POST", "/v0/agents/"+id+"/resume", tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(agentOf(r)["status"]).To(Equal("running"))
+		Expect(shell(tok, id, "find . -path ./.git -prune -o -type f -print | LC_ALL=C sort | xargs sha256sum | sha256sum")).To(Equal(sum))
+		Expect(agentObj(id).Spec.Suspended).To(BeFalse())
+	})
+
+	It("wakes a suspended agent for a request that needs its gateway, and lets it sleep again after the window", func() {
+		id := newAgentIn(tok, "napper")
+		Expect(call("POST", "/v0/agents/"+id+"/suspend", tok, nil).Status).To(Equal(200))
+		// The console needs the gateway's home: the request waits for the wake instead of failing.
+		Expect(strings.TrimSpace(shell(tok, id, "echo awake"))).To(Equal("awake"))
+		a := agentObj(id)
+		Expect(a.Status.Phase).To(Equal(agentsv1.AgentRunning))
+		Expect(a.Spec.WakeRequestedAt).NotTo(BeNil())
+		Expect(meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended).Reason).To(Equal(agentsv1.ReasonWokenByRequest))
+		Expect(a.Spec.Suspended).To(BeTrue(), "a wake is not a resume")
+		// Reading the agent is no activity; after the 4 s window it sleeps again.
+		Eventually(phaseOf(id), 20*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentSuspended))
+	})
+
+	It("suspends an idle agent after its idleAfter, and a request wakes it", func() {
+		id := newAgentIn(tok, "idler")
+		a := agentObj(id)
+		patch := client.MergeFrom(a.DeepCopy())
+		a.Spec.IdleAfter = &metav1.Duration{Duration: 3 * time.Second}
+		Expect(k8sClient.Patch(ctx, a, patch)).To(Succeed())
+		Eventually(phaseOf(id), 20*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentSuspended))
+		c := meta.FindStatusCondition(agentObj(id).Status.Conditions, agentsv1.ConditionSuspended)
+		Expect(c.Reason).To(Equal(agentsv1.ReasonIdle))
+		Expect(agentObj(id).Spec.Suspended).To(BeFalse(), "the idle policy does not touch the spec")
+
+		r := call("GET", "/v0/agents/"+id+"/tasks", tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(phaseOf(id)()).To(Equal(agentsv1.AgentRunning))
+	})
+
+	It("wakes a suspended agent ahead of its next scheduled task", func() {
+		id := newAgentIn(tok, "early-bird")
+		due := time.Now().Add(28 * time.Second).UTC().Truncate(time.Second)
+		r := call("POST", "/v0/agents/"+id+"/tasks", tok, map[string]any{
+			"name": "report", "schedule": map[string]any{"kind": "at", "at": due.Format(time.RFC3339)},
+			"payload": map[string]any{"kind": "agentTurn", "message": "write the report"},
+		})
+		Expect(r.Status).To(BeNumerically("<", 300), r.Raw)
+		r = call("POST", "/v0/agents/"+id+"/suspend", tok, nil)
+		Expect(r.Status).To(Equal(200), r.Raw)
+		sl := agentObj(id).Status.Sleep
+		Expect(sl).NotTo(BeNil())
+		Expect(sl.NextTaskAt).NotTo(BeNil())
+		Expect(sl.NextTaskAt.Time.Equal(due)).To(BeTrue(), "next task %v, want %v", sl.NextTaskAt, due)
+		Expect(sl.NextWakeAt.Time.Equal(due.Add(-20*time.Second))).To(BeTrue(), "next wake %v", sl.NextWakeAt)
+		Expect(agentOf(call("GET", "/v0/agents/"+id, tok, nil))["nextWakeAt"]).To(Equal(due.Add(-20 * time.Second).Format(time.RFC3339)))
+
+		Eventually(phaseOf(id), 40*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentRunning))
+		a := agentObj(id)
+		Expect(a.Status.Sleep.WakeReason).To(Equal(agentsv1.WakeForTask))
+		Expect(a.Status.Sleep.WokenAt.Time).To(BeTemporally("<", due), "woken before the task is due")
+		Expect(a.Spec.WakeRequestedAt).To(BeNil(), "no request woke it")
+		// Awake through the task's time, then asleep again once its grace has passed.
+		Eventually(phaseOf(id), 60*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentSuspended))
+		Expect(time.Now()).To(BeTemporally(">", due.Add(5*time.Second)))
+	})
+})
