@@ -161,6 +161,23 @@ func latest(ts ...time.Time) time.Time {
 	return m
 }
 
+// losesMessagesAsleep: the agent has a channel whose messages are lost while no gateway is
+// connected. Telegram keeps updates for the bot (about 24 h) and the engine fetches them from
+// its stored offset on start (deleteWebhook with drop_pending_updates false, verified in
+// openclaw 2026.9.6); Slack's Socket Mode and Discord's gateway deliver only to a connected
+// client, and WhatsApp's web session is not verified, so those agents are not idled.
+func losesMessagesAsleep(agent *agentsv1.Agent) bool {
+	if agent.Status.Config == nil {
+		return false
+	}
+	for _, c := range agent.Status.Config.Channels {
+		if c.Type != agentsv1.ChannelTelegram && !c.Removal {
+			return true
+		}
+	}
+	return false
+}
+
 // idleAfter is the agent's idle policy: its own spec.idleAfter, else its workspace's.
 func (r *AgentReconciler) idleAfter(ctx context.Context, agent *agentsv1.Agent) (time.Duration, error) {
 	if d := agent.Spec.IdleAfter; d != nil {
@@ -186,6 +203,9 @@ func (r *AgentReconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Ag
 	idle, err := r.idleAfter(ctx, agent)
 	if err != nil {
 		return false, 0, err
+	}
+	if idle > 0 && losesMessagesAsleep(agent) {
+		idle = 0 // never idled: it would miss its channel's messages (spec.suspended still applies)
 	}
 	now := r.Clock.Now()
 	opts := r.Sleep.withDefaults()

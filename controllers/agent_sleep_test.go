@@ -76,3 +76,29 @@ func TestDecideSleep(t *testing.T) {
 		})
 	}
 }
+
+func TestLosesMessagesAsleep(t *testing.T) {
+	with := func(types ...agentsv1.ChannelType) *agentsv1.Agent {
+		a := &agentsv1.Agent{}
+		a.Status.Config = &agentsv1.AgentConfigStatus{}
+		for _, ty := range types {
+			a.Status.Config.Channels = append(a.Status.Config.Channels, agentsv1.RenderedChannel{Type: ty, Name: string(ty)})
+		}
+		return a
+	}
+	for _, c := range []struct {
+		a    *agentsv1.Agent
+		want bool
+	}{
+		{&agentsv1.Agent{}, false},
+		{with(), false},
+		{with(agentsv1.ChannelTelegram), false},
+		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), true},
+		{with(agentsv1.ChannelDiscord), true},
+		{with(agentsv1.ChannelWhatsApp), true},
+	} {
+		if got := losesMessagesAsleep(c.a); got != c.want {
+			t.Errorf("losesMessagesAsleep(%v) = %v, want %v", c.a.Status.Config, got, c.want)
+		}
+	}
+}
