@@ -10,10 +10,29 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 )
+
+// counter reads a counter of the controllers' registry by its one label's value.
+func counter(name, label string) float64 {
+	GinkgoHelper()
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
 
 // The suite's platform wakes a suspended agent 20 s before its next task, keeps a woken
 // agent awake 4 s after its last request, and 5 s after its task's time.
@@ -78,7 +97,9 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 
 	It("wakes a suspended agent for a request that needs its gateway, and lets it sleep again after the window", func() {
 		id := newAgentIn(tok, "napper")
+		suspended, woken := counter("agentplane_agent_suspensions_total", "Suspended"), counter("agentplane_agent_wakes_total", "Request")
 		Expect(call("POST", "/v0/agents/"+id+"/suspend", tok, nil).Status).To(Equal(200))
+		Expect(counter("agentplane_agent_suspensions_total", "Suspended")).To(BeNumerically(">", suspended))
 		// The console needs the gateway's home: the request waits for the wake instead of failing.
 		Expect(strings.TrimSpace(shell(tok, id, "echo awake"))).To(Equal("awake"))
 		a := agentObj(id)
@@ -86,6 +107,7 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		Expect(a.Spec.WakeRequestedAt).NotTo(BeNil())
 		Expect(meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended).Reason).To(Equal(agentsv1.ReasonWokenByRequest))
 		Expect(a.Spec.Suspended).To(BeTrue(), "a wake is not a resume")
+		Expect(counter("agentplane_agent_wakes_total", "Request")).To(BeNumerically(">", woken))
 		// Reading the agent is no activity; after the 4 s window it sleeps again.
 		Eventually(phaseOf(id), 20*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentSuspended))
 	})
@@ -123,7 +145,9 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		Expect(sl.NextWakeAt.Time.Equal(due.Add(-20*time.Second))).To(BeTrue(), "next wake %v", sl.NextWakeAt)
 		Expect(agentOf(call("GET", "/v0/agents/"+id, tok, nil))["nextWakeAt"]).To(Equal(due.Add(-20 * time.Second).Format(time.RFC3339)))
 
+		tasks := counter("agentplane_agent_wakes_total", "Task")
 		Eventually(phaseOf(id), 40*time.Second, 250*time.Millisecond).Should(Equal(agentsv1.AgentRunning))
+		Expect(counter("agentplane_agent_wakes_total", "Task")).To(BeNumerically(">", tasks))
 		a := agentObj(id)
 		Expect(a.Status.Sleep.WakeReason).To(Equal(agentsv1.WakeForTask))
 		Expect(a.Status.Sleep.WokenAt.Time).To(BeTemporally("<", due), "woken before the task is due")

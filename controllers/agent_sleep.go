@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,6 +38,20 @@ const (
 	// suspendRetry re-tries listing the tasks of an agent that should sleep.
 	suspendRetry = 30 * time.Second
 )
+
+// Sleep metrics, on controller-runtime's registry (the manager's /metrics).
+var (
+	suspensions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentplane_agent_suspensions_total",
+		Help: "Agents put to sleep, by reason (Suspended: spec.suspended; Idle: the idle policy).",
+	}, []string{"reason"})
+	wakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentplane_agent_wakes_total",
+		Help: "Sleeping agents woken, by reason (Task: ahead of a scheduled task; Request: a request needed the gateway; Resume).",
+	}, []string{"reason"})
+)
+
+func init() { crmetrics.Registry.MustRegister(suspensions, wakes) }
 
 // SleepOptions tune suspension; zero values take the defaults above.
 type SleepOptions struct {
@@ -226,6 +242,7 @@ func (r *AgentReconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Ag
 		cond.Status, cond.Message = metav1.ConditionFalse, "woken ahead of the scheduled task at "+sl.NextTaskAt.UTC().Format(time.RFC3339)
 		meta.SetStatusCondition(&agent.Status.Conditions, cond)
 		r.event(agent, corev1.EventTypeNormal, "Woken", "Wake", "woken for the scheduled task at %s", sl.NextTaskAt.UTC().Format(time.RFC3339))
+		wakes.WithLabelValues(agentsv1.WakeForTask).Inc()
 		// Stay awake until the task has run: decide again once the window may end.
 		return false, after(decideSleep(agent, idle, now, opts).recheck), nil
 
@@ -233,6 +250,12 @@ func (r *AgentReconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Ag
 		cond.Status, cond.Message = metav1.ConditionFalse, "the agent is awake"
 		if wasAsleep {
 			r.event(agent, corev1.EventTypeNormal, "Resumed", "Resume", "the agent is awake (%s)", d.reason)
+			switch d.reason {
+			case agentsv1.ReasonWokenByRequest:
+				wakes.WithLabelValues(agentsv1.WakeForRequest).Inc()
+			case agentsv1.ReasonAwake:
+				wakes.WithLabelValues("Resume").Inc()
+			}
 		}
 		if sl := agent.Status.Sleep; sl != nil {
 			sl.NextWakeAt = nil
@@ -268,6 +291,7 @@ func (r *AgentReconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Ag
 	cond.Status, cond.Message = metav1.ConditionTrue, sleepMessage(d.reason, sl)
 	meta.SetStatusCondition(&agent.Status.Conditions, cond)
 	r.event(agent, corev1.EventTypeNormal, "Suspended", "Suspend", "%s", cond.Message)
+	suspensions.WithLabelValues(d.reason).Inc()
 	if d = decideSleep(agent, idle, now, opts); d.wakeForTask {
 		return true, time.Second, nil // its next task is due within the lead already
 	}

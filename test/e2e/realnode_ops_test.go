@@ -129,6 +129,30 @@ func (a agentOnNode) checkStopStart(t *testing.T) {
 	}
 }
 
+// checkSuspendWake suspends the agent through the REST door (no pod, its claim kept), then a
+// console request wakes it on the same volume and waits for it instead of failing; resume
+// clears the suspension.
+func (a agentOnNode) checkSuspendWake(t *testing.T) {
+	ctx := context.Background()
+	got := must(t, a.p.call("POST", a.base+"/suspend", nil), 200, "suspend").obj("agent")
+	if got["status"] != "suspended" {
+		t.Fatalf("suspended agent: %v", got)
+	}
+	eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+		var pods corev1.PodList
+		return a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) == nil && len(pods.Items) == 0
+	})
+	start := time.Now()
+	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + uploadedFile}), 200, "exec on a suspended agent").str("stdout")
+	if !strings.Contains(out, "uploaded into the workspace") {
+		t.Fatalf("the workspace after suspend and wake: %q", out)
+	}
+	t.Logf("a request woke the suspended agent's pod and ran in %s", time.Since(start).Round(time.Millisecond))
+	if got := must(t, a.p.call("POST", a.base+"/resume", nil), 200, "resume").obj("agent"); got["status"] != "running" || got["suspended"] == true {
+		t.Fatalf("resumed agent: %v", got)
+	}
+}
+
 // checkGatewayKilled kills the gateway process inside the pod: the agent shows the crash
 // while the kubelet restarts the container, then runs again with the restart counted.
 func (a agentOnNode) checkGatewayKilled(t *testing.T) {

@@ -112,6 +112,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("snapshot sync and reset roll the pod", a.checkSnapshotsRollThePod)
 	t.Run("restart to the next engine version", func(t *testing.T) { a.checkUpgrade(t, from, to) })
 	t.Run("stop and start", a.checkStopStart)
+	t.Run("suspend, a request wakes it, resume", a.checkSuspendWake)
 	t.Run("the gateway killed inside the pod", a.checkGatewayKilled)
 	t.Run("the kubelet stopped", a.checkKubeletStopped)
 	t.Run("a pod pending for memory", a.checkPendingForMemory)
