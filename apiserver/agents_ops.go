@@ -52,16 +52,8 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 			return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
 		}
 	}
-	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
-	if err != nil {
-		return nil, err
-	}
 	var requested metav1.Time
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &agentsv1.Agent{}
-		if err := s.opts.APIReader.Get(r.Context(), client.ObjectKeyFromObject(a), cur); err != nil {
-			return err
-		}
+	a, err := s.updateAgentSpec(r.Context(), c, r.PathValue("agentId"), func(cur *agentsv1.Agent) {
 		// The API keeps seconds: make each request strictly later than the previous one.
 		requested = metav1.NewTime(s.opts.Now().UTC().Truncate(time.Second))
 		if prev := cur.Spec.RestartRequestedAt; prev != nil && !requested.After(prev.Time) {
@@ -72,11 +64,6 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 		if version != "" {
 			cur.Spec.Engine.Version = version
 		}
-		if err := s.opts.Client.Update(r.Context(), cur); err != nil {
-			return err
-		}
-		a = cur
-		return nil
 	})
 	if err != nil {
 		return nil, withMessage(msgRestartFailed, err)

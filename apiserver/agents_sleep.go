@@ -40,7 +40,7 @@ func (s *Server) suspendAgent(r *http.Request, c *Caller) (*Response, error) {
 	defer cancel()
 	got := a.DeepCopy()
 	err = s.waitFor(wctx, got, func() (bool, error) {
-		return got.Status.ObservedGeneration >= got.Generation && got.Status.Phase == agentsv1.AgentSuspended, nil
+		return got.Status.ObservedGeneration >= a.Generation && got.Status.Phase == agentsv1.AgentSuspended, nil
 	})
 	switch {
 	case err == nil:
@@ -65,7 +65,12 @@ func (s *Server) resumeAgent(r *http.Request, c *Caller) (*Response, error) {
 	if r.URL.Query().Get("wait") == "false" {
 		return &Response{Status: http.StatusAccepted, Body: map[string]any{"agent": viewAgent(a)}}, nil
 	}
-	return s.waitForGateway(r.Context(), a, http.StatusOK, msgResumeFailed, nil)
+	// The cache may still show the agent before this change: wait for the controller's pass
+	// over this generation.
+	gen := a.Generation
+	return s.waitForGateway(r.Context(), a, http.StatusOK, msgResumeFailed, func(got *agentsv1.Agent) bool {
+		return got.Status.ObservedGeneration >= gen && !got.Spec.Suspended
+	})
 }
 
 // updateAgentSpec changes the caller's agent with optimistic concurrency.
@@ -135,7 +140,7 @@ func (s *Server) awaken(r *http.Request, c *Caller) error {
 	defer cancel()
 	got := a.DeepCopy()
 	err = s.waitFor(wctx, got, func() (bool, error) {
-		return got.Status.ObservedGeneration >= got.Generation && got.Status.Phase == agentsv1.AgentRunning, nil
+		return got.Status.ObservedGeneration >= a.Generation && got.Status.Phase == agentsv1.AgentRunning, nil
 	})
 	if err != nil && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 		return nil
