@@ -16,12 +16,14 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// Binding a warm gateway: how often the agent's token is tried while the engine reloads its
-// config, and how many tries may be in flight (OpenClaw answers a refused token after up to a
-// second, so tries overlap).
+// Binding a warm gateway: how often its tokens are tried while the engine reloads its config,
+// how long a try of the member's old token may take before the agent's is tried, and how many
+// tries of the agent's token may wait at once (refused ones wait up to 5 s: a low bound would
+// keep the accepted one from being sent).
 const (
-	bindPoll        = 25 * time.Millisecond
-	bindMaxInflight = 16
+	bindPoll        = 20 * time.Millisecond
+	bindSuspect     = 40 * time.Millisecond
+	bindMaxInflight = 64
 )
 
 // claimLocked gives a new agent a ready warm gateway of its engine version instead of a cold
@@ -106,45 +108,84 @@ func (a *agent) bindLocked(ctx context.Context, m *member, d runtime.Desired) er
 
 var errTokenRefused = errors.New("the gateway refuses the agent's token")
 
-// waitBound tries the token on m's gateway every bindPoll (several tries in flight) until it is
-// accepted, the gateway exits or BindTimeout passes. An engine that cannot check tokens
-// (engine.TokenChecker) only has its health checked.
+// waitBound waits until m's gateway serves the agent's token (the engine hot-reloads the
+// config written over the member's), the gateway exits or BindTimeout passes. An engine that
+// cannot check tokens (engine.TokenChecker) only has its health checked.
+//
+// OpenClaw answers a refused token late: 250 ms after the first refusal from an address,
+// doubling with each further one up to 5 s, and every waiting refusal waits for the latest
+// deadline; an accepted token is answered at once. So the member's own token is tried first,
+// one try at a time: it works until the reload applies, and answers fast. Once a try of it is
+// refused, or takes longer than bindSuspect (refused, or the gateway is busy applying the
+// reload), the agent's token is tried every bindPoll, several tries overlapping, until one is
+// accepted: the bind is seen a poll after the reload applied, and the refused tries left
+// waiting are cancelled. (Trying the agent's token from the start piled up those delays: binds
+// took 5 s.)
 func (r *Runtime) waitBound(ctx context.Context, m *member, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.BindTimeout)
 	defer cancel()
 	url := endpoint(m.port)
-	check := func() error {
-		tc, ok := r.opts.Engine.(engine.TokenChecker)
-		if !ok {
-			return r.opts.Engine.Healthy(ctx, url)
-		}
-		accepted, err := tc.TokenAccepted(ctx, url, token)
-		if err == nil && !accepted {
-			err = errTokenRefused
-		}
-		return err
+	tc, ok := r.opts.Engine.(engine.TokenChecker)
+	if !ok {
+		return r.opts.Engine.Healthy(ctx, url)
 	}
-	results := make(chan error, bindMaxInflight) // never blocks a try: at most that many run
-	inflight := 0
-	launch := func() {
-		inflight++
-		go func() { results <- check() }()
+	type answer struct {
+		agent bool // the try was of the agent's token
+		err   error
+	}
+	answers := make(chan answer, bindMaxInflight+1) // at most that many tries run: sends never block
+	var (
+		oldRuns   bool      // a try of the member's token runs
+		oldSince  time.Time // since when
+		newTries  bool      // the agent's token is being tried
+		newFlying int       // tries of the agent's token running
+	)
+	try := func(agent bool) {
+		tok := m.token
+		if agent {
+			tok, newFlying = token, newFlying+1
+		} else {
+			oldRuns, oldSince = true, time.Now()
+		}
+		go func() {
+			accepted, err := tc.TokenAccepted(ctx, url, tok)
+			if err == nil && !accepted {
+				err = errTokenRefused
+			}
+			answers <- answer{agent, err}
+		}()
 	}
 	tick := time.NewTicker(bindPoll)
 	defer tick.Stop()
 	last := errors.New("no answer")
-	launch()
+	try(false)
 	for {
 		select {
-		case err := <-results:
-			inflight--
-			if err == nil {
-				return nil
+		case a := <-answers:
+			if a.agent {
+				newFlying--
+				if a.err == nil {
+					return nil
+				}
+				last = a.err
+				continue
 			}
-			last = err
+			oldRuns = false
+			if errors.Is(a.err, errTokenRefused) && !newTries {
+				newTries = true // the reload applied
+				try(true)
+			}
 		case <-tick.C:
-			if inflight < bindMaxInflight {
-				launch()
+			switch {
+			case newTries:
+				if newFlying < bindMaxInflight {
+					try(true)
+				}
+			case oldRuns && time.Since(oldSince) > bindSuspect:
+				newTries = true // refused (its answer is late), or the reload is being applied
+				try(true)
+			case !oldRuns:
+				try(false)
 			}
 		case <-m.proc.exited:
 			return fmt.Errorf("the gateway exited with %s", m.proc.exitDesc)
@@ -181,10 +222,11 @@ func (r *Runtime) takeMember(version, engineDir string) *member {
 		if best == nil {
 			continue
 		}
+		// The refill starts once the claim is over (recordClaim, bindFailed): a booting
+		// gateway takes the CPU the bind needs.
 		delete(p.members, best.id)
 		best.gone = true
 		close(best.quit)
-		p.poke() // refill
 		return best
 	}
 	return nil
@@ -204,6 +246,7 @@ func (r *Runtime) bindFailed(m *member, err error) {
 	r.poolMu.Lock()
 	m.pool.lastFail = "a claimed gateway failed to bind and was discarded: " + err.Error()
 	r.discardLocked(m)
+	m.pool.poke()
 	r.poolMu.Unlock()
 	r.notifyPool(m.pool.name)
 }
@@ -217,6 +260,7 @@ func (r *Runtime) recordClaim(m *member, agent types.NamespacedName, took time.D
 	if n := len(p.claims) - runtime.PoolClaimsKept; n > 0 {
 		p.claims = slices.Delete(p.claims, 0, n)
 	}
+	p.poke() // refill
 	r.poolMu.Unlock()
 	r.notifyPool(p.name)
 }

@@ -55,8 +55,10 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 }
 
 // superviseMember polls m's health until it is gone (claimed or discarded): HealthInterval
-// while it boots, RunningHealthInterval once ready. A member that exits, does not become
-// healthy within StartTimeout or stops answering (unhealthyAfter checks in a row) is failed.
+// while it boots, RunningHealthInterval once ready. It is ready once it is healthy and, with an
+// engine that tells (engine.ReadyChecker), done with its start-up work: a claim must find a
+// gateway that reloads its config at once. A member that exits, does not become ready within
+// StartTimeout or stops answering (unhealthyAfter checks in a row) is failed.
 func (r *Runtime) superviseMember(m *member) {
 	defer r.poolWG.Done()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -82,9 +84,10 @@ func (r *Runtime) superviseMember(m *member) {
 			return
 		case <-timer.C:
 		}
-		hctx, hcancel := context.WithTimeout(ctx, healthTimeout)
-		err := r.opts.Engine.Healthy(hctx, url)
-		hcancel()
+		r.poolMu.Lock()
+		ready := m.ready
+		r.poolMu.Unlock()
+		err := r.memberHealth(ctx, url, ready)
 		r.poolMu.Lock()
 		if m.gone {
 			r.poolMu.Unlock()
@@ -120,6 +123,19 @@ func (r *Runtime) superviseMember(m *member) {
 		}
 		timer.Reset(next)
 	}
+}
+
+// memberHealth checks a member's health, and its readiness while it is not ready yet.
+func (r *Runtime) memberHealth(ctx context.Context, url string, ready bool) error {
+	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	defer cancel()
+	if err := r.opts.Engine.Healthy(ctx, url); err != nil || ready {
+		return err
+	}
+	if rc, ok := r.opts.Engine.(engine.ReadyChecker); ok {
+		return rc.Ready(ctx, url)
+	}
+	return nil
 }
 
 // randomHex is n random bytes, hex.
