@@ -22,6 +22,7 @@ import (
 // member's own token is refused; the pool refills, and nothing is left once dev stops.
 func TestRealEngineWarmPool(t *testing.T) {
 	p := startDev(t, engineDir(t))
+	t.Cleanup(func() { p.interruptIfRunning() }) // a failed test stops dev as Ctrl-C does: no gateway is left
 	k8s := p.kubeClient()
 	ctx := context.Background()
 	pool := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}, Spec: agentsv1.GatewayPoolSpec{Replicas: 2}}
@@ -50,6 +51,9 @@ func TestRealEngineWarmPool(t *testing.T) {
 	base := "/v0/agents/" + id
 	r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > proof.txt; cat proof.txt"}), 200, "exec")
 	t.Logf("create to running %s, + console exec %s", createTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if os.Getenv("POOL_E2E_LOG") != "" {
+		defer func() { t.Logf("dev log:\n%s", p.log.String()) }()
+	}
 	if created["status"] != "running" {
 		t.Fatalf("created agent: %v", created)
 	}
@@ -140,4 +144,17 @@ func markedProcesses(stateDir string) []int {
 		}
 	}
 	return pids
+}
+
+// interruptIfRunning stops a dev that still runs (a test failed before stop) with SIGINT, so
+// that it stops its gateways, instead of the harness's SIGKILL that would leave them running.
+func (p *platform) interruptIfRunning() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+	}
 }

@@ -42,6 +42,7 @@ import (
 func main() {
 	n := flag.Int("n", 5, "agents per mode")
 	size := flag.Int("pool", 2, "gateways in the pool")
+	flag.DurationVar(&settle, "settle", 5*time.Second, "pause once the pool is full before a pooled create (the refilled gateway's start-up work is over)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(*n, *size); err != nil {
@@ -49,6 +50,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// settle is the pause before a pooled create once the pool is full.
+var settle time.Duration
 
 // bench is the running platform and a workspace token.
 type bench struct {
@@ -106,7 +110,7 @@ func run(n, size int) error {
 			return err
 		}
 		cold = append(cold, d)
-		time.Sleep(3 * time.Second) // let the gateway stop before the next one boots
+		time.Sleep(settle) // let the gateway stop before the next one boots
 	}
 
 	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.GatewayPoolSpec{Replicas: int32(size)}}
@@ -123,6 +127,7 @@ func run(n, size int) error {
 		if err := b.waitPool(ctx, int32(size)); err != nil {
 			return err
 		}
+		time.Sleep(settle)
 		d, err := b.createAndExec(fmt.Sprintf("pooled %d", i))
 		if err != nil {
 			return err
