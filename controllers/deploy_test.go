@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/config/crd"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ var _ = DescribeTable("the in-cluster deployment",
 		for _, o := range objs {
 			kinds[o.GetKind()]++
 		}
-		Expect(kinds).To(HaveKeyWithValue("CustomResourceDefinition", 10))
+		Expect(kinds).To(HaveKeyWithValue("CustomResourceDefinition", len(crd.MustCRDs())))
 		Expect(kinds).To(HaveKey("Deployment"))
 		Expect(kinds).To(HaveKey("ClusterRole"))
 		Expect(kinds).To(HaveKey("NetworkPolicy"))

@@ -25,6 +25,9 @@ type devFlags struct {
 	stateDir, controlPlaneDir, workspace, user, runtime string
 	engineDirs                                          []string
 	noManager                                           bool
+	// warmPool, when set (warmPoolSet), is the size of the GatewayPool "default".
+	warmPool    int
+	warmPoolSet bool
 }
 
 func newDevCommand() *cobra.Command {
@@ -43,6 +46,7 @@ kube-controller-manager, kube-scheduler and a real node (kubelet, containerd, ru
 bridge, a volume provisioner), imports a gateway image built from each --engine-dir, and runs
 agents there as StatefulSets. That cluster is fresh at every start.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.warmPoolSet = cmd.Flags().Changed("warm-pool")
 			return runDev(ctrl.SetupSignalHandler(), cmd.OutOrStdout(), f, o)
 		},
 	}
@@ -56,6 +60,7 @@ agents there as StatefulSets. That cluster is fresh at every start.`,
 	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
 	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
 	fl.StringVar(&f.runtime, "runtime", platform.RuntimeLocal, "where agents run: local (processes on this host) or kube (a local cluster with a real node; root)")
+	fl.IntVar(&f.warmPool, "warm-pool", 0, "keep this many gateways of the default engine version booted for new agents (the GatewayPool \""+devPoolName+"\"; unset: leave the pools as they are)")
 	fl.BoolVar(&f.noManager, "no-manager", false, "with --runtime kube: start the cluster with the manager's image ("+images.ManagerImage+", from this binary) but run no manager, for `make deploy-local`")
 	return cmd
 }
@@ -114,6 +119,9 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 		return err
 	}
 	token, err := devToken(ctx, cfg, e.Signer, stateDir, f)
+	if err == nil && f.warmPoolSet {
+		err = applyWarmPool(ctx, cfg, f.warmPool)
+	}
 	if err == nil {
 		envFile := filepath.Join(stateDir, devenv.EnvFileName)
 		if err = devenv.WriteEnvFile(envFile, kubeconfig, e.URL, token); err == nil {

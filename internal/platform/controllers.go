@@ -1,6 +1,8 @@
 package platform
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -38,6 +40,13 @@ func (p *Platform) setupControllers() error {
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
 		}
+	}
+	// Warm gateway pools: kept by a runtime that can (local); reported as unsupported on others.
+	if err := (&controllers.GatewayPoolReconciler{
+		Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions,
+		Recorder: mgr.GetEventRecorder("agentplane-gatewaypool"), Metrics: metrics.Registry,
+	}).SetupWithManager(mgr); err != nil {
+		return err
 	}
 	if err := p.setupSnapshots(); err != nil {
 		return err

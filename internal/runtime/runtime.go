@@ -70,6 +70,9 @@ type Observed struct {
 	Restarts int32
 	// Since is when the gateway entered Phase.
 	Since time.Time
+	// ClaimedFrom is set by the Ensure that gave a new agent a warm gateway of a pool
+	// ("<pool>/<member>"), for an event; empty otherwise (a cold start, or any later Ensure).
+	ClaimedFrom string
 }
 
 // ExecRequest runs a command in the agent's home.
@@ -152,3 +155,54 @@ type Watcher interface {
 // Notifier is told when something the runtime observes changes outside a reconcile (a local
 // process exited, became healthy). The controller turns it into a reconcile request.
 type Notifier func(agent types.NamespacedName)
+
+// Pooler is a Runtime that keeps warm pools of booted, idle gateways (GatewayPool). Ensure of
+// a new agent that needs nothing a running gateway cannot take without a restart claims a
+// ready member of a pool of its engine version instead of starting a gateway cold, and the
+// pool refills in the background. No member ever serves two agents.
+type Pooler interface {
+	// SetPool makes the pool name keep size gateways of the engine version booted (size <= 0:
+	// none, the pool's counters are kept). A new version replaces every member. It returns
+	// an error when the version is not installed.
+	SetPool(name, version string, size int) error
+	// RemovePool stops the pool's members and forgets the pool.
+	RemovePool(name string)
+	// PoolStatus is what the runtime observes of the pool (the zero value for an unknown one).
+	PoolStatus(name string) PoolStatus
+	// SetupPoolWatches makes the GatewayPool controller's builder b reconcile a pool whenever
+	// its members change (booted, crashed, claimed).
+	SetupPoolWatches(b *builder.Builder) *builder.Builder
+}
+
+// PoolStatus is a pool as the runtime sees it.
+type PoolStatus struct {
+	// Version is the engine version of the members; Size the number asked for.
+	Version string
+	Size    int
+	// Ready members answer their health check and can be claimed; Booting ones do not yet.
+	Ready, Booting int
+	// Claimed counts the members claimed since the pool was first set in this process.
+	Claimed int64
+	// Failures counts the members that crashed or never became healthy in a row (reset when
+	// one becomes healthy); LastFailure says what happened to the last one.
+	Failures    int32
+	LastFailure string
+	// RetryAt is when the next member is started after failures (zero: no backoff).
+	RetryAt time.Time
+	// Claims are the most recent claims, oldest first (at most PoolClaimsKept).
+	Claims []PoolClaim
+}
+
+// PoolClaimsKept is how many recent claims PoolStatus reports.
+const PoolClaimsKept = 256
+
+// PoolClaim is one member handed to an agent.
+type PoolClaim struct {
+	// Seq numbers the pool's claims from 1.
+	Seq    int64
+	Member string
+	Agent  types.NamespacedName
+	At     time.Time
+	// Latency is from the start of the claim until the gateway served the agent's token.
+	Latency time.Duration
+}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/config/crd"
 	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
@@ -127,8 +128,8 @@ func TestStartInstallsTheCRDs(t *testing.T) {
 	if err := c.List(context.Background(), crds); err != nil {
 		t.Fatal(err)
 	}
-	if len(crds.Items) != 10 {
-		t.Errorf("%d CRDs installed, want 10", len(crds.Items))
+	if want := len(crd.MustCRDs()); len(crds.Items) != want {
+		t.Errorf("%d CRDs installed, want %d", len(crds.Items), want)
 	}
 	other := startPlatform(t, cfg)
 	if other.URL() == p.URL() {

@@ -118,8 +118,14 @@ func (a *agent) loadLocked() error {
 	if err != nil {
 		return err
 	}
-	a.st, a.loaded = st, true
+	a.setStateLocked(st)
 	return nil
+}
+
+// setStateLocked takes st as the agent's state (read from disk): its home is the recorded one.
+func (a *agent) setStateLocked(st state) {
+	a.st, a.loaded = st, true
+	a.home = homeOf(a.dir, st)
 }
 
 // saveLocked writes state.json; a failure is logged (the state is rebuilt by the next Ensure).

@@ -17,8 +17,9 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// Ensure implements runtime.Runtime. The first call creates the agent's home and engine
-// config and starts the gateway; later calls only act on a change: a new token is written into
+// Ensure implements runtime.Runtime. The first call claims a warm gateway of a pool when one is
+// ready and the agent can take it (claim.go), else creates the agent's home and engine config
+// and starts the gateway; later calls only act on a change: a new token is written into
 // the config (the engine hot-reloads it, no restart), a new ConfigHash, EngineVersion or
 // RestartNonce restarts the gateway, Stopped stops it. A crashed gateway waiting for its
 // restart backoff is reported Crashed and left to the supervisor.
@@ -41,6 +42,9 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	}
 	if err := a.loadLocked(); err != nil {
 		return runtime.Observed{}, err
+	}
+	if o, claimed := a.claimLocked(ctx, d, engineDir); claimed {
+		return o, nil // a warm gateway of a pool, bound to the agent
 	}
 	if err := a.prepareLocked(); err != nil {
 		return runtime.Observed{}, fmt.Errorf("create agent home: %w", err)

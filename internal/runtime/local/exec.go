@@ -33,20 +33,20 @@ const pipeGrace = 2 * time.Second
 func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.ExecRequest) (runtime.ExecResult, error) {
 	key := keyOf(ag)
 	dir := r.AgentDir(key)
-	home := filepath.Join(dir, homeDirName)
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrNotRunning, errShutdown)
 	}
+	st, secrets := r.execContext(key, dir)
+	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, key)
 	}
 	if len(req.Argv) == 0 {
 		return runtime.ExecResult{}, fmt.Errorf("%w: empty command", runtime.ErrExec)
 	}
-	st, secrets := r.execContext(key, dir)
 	cwd, err := resolveDir(filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir), req.Dir)
 	if err != nil {
 		return runtime.ExecResult{}, err

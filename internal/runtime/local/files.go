@@ -177,11 +177,30 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 
 // workspace is the agent's workspace dir.
 func (r *Runtime) workspace(ag *agentsv1.Agent) (string, error) {
-	home := filepath.Join(r.AgentDir(keyOf(ag)), homeDirName)
+	home := r.homeOf(keyOf(ag))
 	if _, err := os.Stat(home); err != nil {
 		return "", fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
 	}
 	return filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir), nil
+}
+
+// homeOf is the agent's home: the one its runtime entry or its state.json records.
+func (r *Runtime) homeOf(key types.NamespacedName) string {
+	r.mu.Lock()
+	a := r.agents[key]
+	r.mu.Unlock()
+	dir := r.AgentDir(key)
+	if a == nil {
+		st, _ := readState(dir)
+		return homeOf(dir, st)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.loadLocked(); err != nil {
+		st, _ := readState(dir)
+		return homeOf(dir, st)
+	}
+	return a.home
 }
 
 // openHome opens the agent's home as an os.Root and checks path: relative, not leaving the
@@ -191,8 +210,7 @@ func (r *Runtime) openHome(ag *agentsv1.Agent, path string) (*os.Root, string, e
 	if err != nil {
 		return nil, "", err
 	}
-	home := filepath.Join(r.AgentDir(keyOf(ag)), homeDirName)
-	root, err := os.OpenRoot(home)
+	root, err := os.OpenRoot(r.homeOf(keyOf(ag)))
 	if err != nil {
 		return nil, "", fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
 	}

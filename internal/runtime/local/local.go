@@ -57,6 +57,7 @@ const (
 	DefaultMaxLogSize            = 10 << 20
 	DefaultRestoreMaxFiles       = 200000
 	DefaultRestoreMaxBytes       = 8 << 30
+	DefaultBindTimeout           = 10 * time.Second
 )
 
 // PortRange is an inclusive range of TCP ports on 127.0.0.1.
@@ -102,7 +103,12 @@ type Options struct {
 	Log logr.Logger
 	// KeepRunningOnShutdown leaves the gateways running when Shutdown is called, for the next
 	// manager to adopt. The default (false) stops them: in dev mode Ctrl-C leaves nothing behind.
+	// Warm pool members are stopped either way.
 	KeepRunningOnShutdown bool
+	// BindTimeout is how long a warm gateway claimed by a new agent may take to serve the
+	// agent's token (the engine hot-reloads its config) before it is discarded and the agent
+	// starts cold (DefaultBindTimeout).
+	BindTimeout time.Duration
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -122,6 +128,15 @@ type Runtime struct {
 	verMu    sync.Mutex
 	versions map[string]string    // engine dir -> version it reports
 	verFail  map[string]time.Time // engine dir -> when its version command last failed
+
+	// Warm pools (pool.go). Lock order: agent.mu, then poolMu, then mu.
+	poolMu      sync.Mutex
+	pools       map[string]*pool
+	poolsClosed bool
+	poolEvents  chan event.GenericEvent // the GatewayPool controller's notifications
+	poolWG      sync.WaitGroup          // refillers, member supervisors, member stops
+	// bindFault, when set (tests), fails the bind of the claimed member named.
+	bindFault func(member string) error
 }
 
 // versionRetry is how long a failed version command is not run again for the same dir.
@@ -155,17 +170,20 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	r := &Runtime{
-		opts:     opts,
-		lock:     lock,
-		execs:    map[int]types.NamespacedName{},
-		agents:   map[types.NamespacedName]*agent{},
-		ports:    map[int]types.NamespacedName{},
-		versions: map[string]string{},
-		verFail:  map[string]time.Time{},
-		events:   make(chan event.GenericEvent, notifyBuffer),
+		opts:       opts,
+		lock:       lock,
+		execs:      map[int]types.NamespacedName{},
+		agents:     map[types.NamespacedName]*agent{},
+		ports:      map[int]types.NamespacedName{},
+		versions:   map[string]string{},
+		verFail:    map[string]time.Time{},
+		events:     make(chan event.GenericEvent, notifyBuffer),
+		pools:      map[string]*pool{},
+		poolEvents: make(chan event.GenericEvent, notifyBuffer),
 	}
-	r.adoptAll()
+	claimed := r.adoptAll()
 	r.reapOrphans()
+	r.removeStaleMembers(claimed)
 	return r, nil
 }
 
@@ -187,6 +205,7 @@ func setDefaults(o *Options) {
 	}
 	def(&o.StopTimeout, DefaultStopTimeout)
 	def(&o.StartTimeout, DefaultStartTimeout)
+	def(&o.BindTimeout, DefaultBindTimeout)
 	if o.MaxLogSize <= 0 {
 		o.MaxLogSize = DefaultMaxLogSize
 	}
@@ -232,16 +251,29 @@ func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 	r.releasePortsLocked(key)
 	r.killExecsLocked(key)
 	r.mu.Unlock()
+	dir := r.AgentDir(key)
+	st, err := readState(dir)
 	if a != nil {
 		a.close(ctx, true)
-	} else if st, err := readState(r.AgentDir(key)); err == nil && st.PID > 0 {
+		a.mu.Lock()
+		if a.loaded {
+			st, err = a.st, nil
+		}
+		a.mu.Unlock()
+	} else if err == nil && st.PID > 0 {
 		// Not adopted (the runtime never saw it run), but maybe still ours.
-		if p := r.adoptable(r.AgentDir(key), st); p != nil {
+		if p := r.adoptable(dir, st); p != nil {
 			stopProcess(ctx, p, r.opts.StopTimeout, nil)
 		}
 	}
-	if err := removeAll(r.AgentDir(key)); err != nil {
+	if err := removeAll(dir); err != nil {
 		return fmt.Errorf("remove agent dir: %w", err)
+	}
+	// The home of a claimed warm gateway lives in its member dir.
+	if home := homeOf(dir, st); err == nil && home != filepath.Join(dir, homeDirName) {
+		if err := removeAll(filepath.Dir(home)); err != nil {
+			return fmt.Errorf("remove agent home: %w", err)
+		}
 	}
 	return nil
 }
@@ -259,6 +291,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		killGroup(pid) // commands die with their manager
 	}
 	r.mu.Unlock()
+	r.shutdownPools()
 	var wg sync.WaitGroup
 	for _, a := range all {
 		wg.Add(1)
@@ -268,6 +301,8 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	r.poolWG.Wait()
+	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
 	r.mu.Lock()
 	if r.lock != nil {
 		r.lock.Close() // releases the flock

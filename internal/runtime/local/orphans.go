@@ -10,8 +10,9 @@ import (
 
 // reapOrphans stops the gateways of a previous manager that no state.json records: that
 // manager died after starting one and before writing its pid, so nothing would ever adopt or
-// stop it (it would run beside the gateway the next Ensure starts, holding its port). They are
-// recognized by the marker in their environment (an agent's home under StateDir, which this
+// stop it (it would run beside the gateway the next Ensure starts, holding its port), and the
+// warm pool members it left (pools are rebuilt from scratch). They are recognized by the
+// marker in their environment (an agent's or a member's home under StateDir, which this
 // runtime holds the lock of); processes in the group of an adopted gateway are its own.
 func (r *Runtime) reapOrphans() {
 	adopted := map[int]bool{}
@@ -24,7 +25,10 @@ func (r *Runtime) reapOrphans() {
 		a.mu.Unlock()
 	}
 	r.mu.Unlock()
-	prefix := markerEnv + "=" + filepath.Join(r.opts.StateDir, "agents") + string(filepath.Separator)
+	var prefixes []string
+	for _, d := range []string{"agents", poolDirName} {
+		prefixes = append(prefixes, markerEnv+"="+filepath.Join(r.opts.StateDir, d)+string(filepath.Separator))
+	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return
@@ -35,7 +39,7 @@ func (r *Runtime) reapOrphans() {
 			continue
 		}
 		environ, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(environ), "\x00"+prefix) && !strings.HasPrefix(string(environ), prefix) {
+		if err != nil || !hasMarker(string(environ), prefixes) {
 			continue
 		}
 		st, err := readProcStat(pid)
@@ -45,4 +49,15 @@ func (r *Runtime) reapOrphans() {
 		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
 		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
 	}
+}
+
+// hasMarker reports whether the environment block environ sets the marker to a home under one
+// of prefixes (each "AGENTPLANE_AGENT_HOME=<dir>/").
+func hasMarker(environ string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(environ, p) || strings.Contains(environ, "\x00"+p) {
+			return true
+		}
+	}
+	return false
 }

@@ -214,7 +214,7 @@ func (r *Runtime) adoptable(dir string, st state) *process {
 		return nil
 	}
 	proc := "/proc/" + strconv.Itoa(st.PID)
-	home := filepath.Join(dir, homeDirName)
+	home := homeOf(dir, st)
 	ours := false
 	if st.EngineDir != "" {
 		engDir := st.EngineDir
@@ -247,12 +247,14 @@ func (r *Runtime) adoptable(dir string, st state) *process {
 }
 
 // adoptAll adopts the gateways a previous manager left running under StateDir. A recorded
-// gateway that is gone (or is not ours any more) is forgotten; the next Ensure starts one.
-func (r *Runtime) adoptAll() {
+// gateway that is gone (or is not ours any more) is forgotten; the next Ensure starts one. It
+// returns the homes of warm pool members that agents claimed (they are the agents' now).
+func (r *Runtime) adoptAll() map[string]bool {
+	claimed := map[string]bool{}
 	root := filepath.Join(r.opts.StateDir, "agents")
 	namespaces, err := os.ReadDir(root)
 	if err != nil {
-		return
+		return claimed
 	}
 	for _, ns := range namespaces {
 		names, err := os.ReadDir(filepath.Join(root, ns.Name()))
@@ -267,6 +269,9 @@ func (r *Runtime) adoptAll() {
 				r.opts.Log.Error(err, "cannot read agent state", "agent", key)
 				continue
 			}
+			if st.Home != "" {
+				claimed[homeOf(dir, st)] = true
+			}
 			if st.PID == 0 {
 				continue
 			}
@@ -280,7 +285,8 @@ func (r *Runtime) adoptAll() {
 				continue
 			}
 			a := r.newAgent(key)
-			a.st, a.loaded, a.proc = st, true, p
+			a.setStateLocked(st)
+			a.proc = p
 			a.setPhase(runtime.PhaseStarting, "", "adopted a gateway that was already running")
 			r.agents[key] = a
 			r.ports[st.Port] = key
@@ -288,6 +294,7 @@ func (r *Runtime) adoptAll() {
 			r.opts.Log.Info("adopted running gateway", "agent", key, "pid", st.PID, "port", st.Port)
 		}
 	}
+	return claimed
 }
 
 // within reports whether path p is root or below it (both cleaned, no symlinks resolved).

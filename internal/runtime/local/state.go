@@ -39,6 +39,22 @@ type state struct {
 	Restarts int32 `json:"restarts,omitempty"`
 	// Stopped: the agent was asked to run no gateway.
 	Stopped bool `json:"stopped,omitempty"`
+	// Home is the agent's home when it is not <agent dir>/home: the home of the warm pool
+	// member the agent claimed (<StateDir>/pool/<member>/home).
+	Home string `json:"home,omitempty"`
+}
+
+// homeOf is the home of the agent kept in dir (<StateDir>/agents/<namespace>/<name>) with
+// state st: the recorded one when it is a member home of the same StateDir's pools, else
+// <dir>/home.
+func homeOf(dir string, st state) string {
+	if st.Home != "" {
+		pools := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(dir))), poolDirName)
+		if h := filepath.Clean(st.Home); filepath.Base(h) == homeDirName && filepath.Dir(filepath.Dir(h)) == pools {
+			return h
+		}
+	}
+	return filepath.Join(dir, homeDirName)
 }
 
 // readState reads dir/state.json; a missing file is the zero state.

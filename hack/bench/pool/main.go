@@ -1,0 +1,245 @@
+// Command pool measures agent creation from a warm GatewayPool against a cold start, in the
+// same run, with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or hack/install-engine.sh):
+//
+//	go run ./hack/bench/pool -n 5
+//
+// An embedded platform (local runtime, envtest control plane) first creates n agents cold,
+// one after the other: POST /v0/agents until the agent runs (the facade waits for its healthy
+// gateway), then one console exec in its workspace; each is deleted before the next. Then it
+// creates a GatewayPool of -pool gateways, waits until they are booted, and creates n agents
+// the same way, each once the pool is full again (so every create finds a ready gateway).
+// It prints each create, the p50 of both and their ratio, and the claim latency the runtime
+// measured (claim start until the gateway served the agent's token).
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+func main() {
+	n := flag.Int("n", 5, "agents per mode")
+	size := flag.Int("pool", 2, "gateways in the pool")
+	flag.DurationVar(&settle, "settle", 5*time.Second, "pause once the pool is full before a pooled create (the refilled gateway's start-up work is over)")
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
+	if err := run(*n, *size); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// settle is the pause before a pooled create once the pool is full.
+var settle time.Duration
+
+// bench is the running platform and a workspace token.
+type bench struct {
+	base, tok string
+	k8s       client.Client
+}
+
+func run(n, size int) error {
+	dir, err := engineDir()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env, err := testenv.Start()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = env.Stop() }()
+	state, err := os.MkdirTemp("", "bench-pool")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	ready := make(chan string, 1)
+	p, err := platform.New(ctx, env.Config, platform.Options{
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
+		APIReady: func(a string) { ready <- a },
+		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state,
+			EngineDirs: map[string]string{"2026.9.6": dir}},
+		ProvisionTimeout: 5 * time.Minute,
+	})
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- p.Start(ctx) }()
+	defer func() { cancel(); <-errc }()
+	b := &bench{base: "http://" + <-ready, k8s: env.Client}
+	if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec:       agentsv1.WorkspaceSpec{Members: []agentsv1.WorkspaceMember{{UserID: "b", Role: agentsv1.RoleOwner}}},
+	}); err != nil {
+		return err
+	}
+	if b.tok, _, err = auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{Workspace: "bench", UserID: "b", Scopes: []string{auth.ScopeAll}}); err != nil {
+		return err
+	}
+
+	fmt.Printf("cold: %d agents, no pool\n", n)
+	var cold []time.Duration
+	for i := range n {
+		d, err := b.createAndExec(fmt.Sprintf("cold %d", i))
+		if err != nil {
+			return err
+		}
+		cold = append(cold, d)
+		time.Sleep(settle) // let the gateway stop before the next one boots
+	}
+
+	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.GatewayPoolSpec{Replicas: int32(size)}}
+	if err := env.Client.Create(ctx, gp); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := b.waitPool(ctx, int32(size)); err != nil {
+		return err
+	}
+	fmt.Printf("pooled: %d agents, a pool of %d (filled in %s)\n", n, size, time.Since(start).Round(time.Millisecond))
+	var pooled []time.Duration
+	for i := range n {
+		if err := b.waitPool(ctx, int32(size)); err != nil {
+			return err
+		}
+		time.Sleep(settle)
+		d, err := b.createAndExec(fmt.Sprintf("pooled %d", i))
+		if err != nil {
+			return err
+		}
+		pooled = append(pooled, d)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gp), gp); err != nil {
+		return err
+	}
+	pc, pm := p50(cold), p50(pooled)
+	fmt.Printf("local runtime, real openclaw: POST /v0/agents -> running + one console exec\n")
+	fmt.Printf("  cold    p50 %8s   min %8s   max %8s\n", pc.Round(time.Millisecond), minOf(cold).Round(time.Millisecond), maxOf(cold).Round(time.Millisecond))
+	fmt.Printf("  pooled  p50 %8s   min %8s   max %8s   (%d claimed)\n", pm.Round(time.Millisecond), minOf(pooled).Round(time.Millisecond), maxOf(pooled).Round(time.Millisecond), gp.Status.Claimed)
+	fmt.Printf("  ratio cold / pooled p50: %.1f\n", pc.Seconds()/pm.Seconds())
+	if sum, count := claimLatency(); count > 0 {
+		fmt.Printf("  claim (bind until the gateway serves the agent's token): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
+	}
+	return nil
+}
+
+// createAndExec creates an agent, runs one console exec in it and deletes it; it returns the
+// time from the create request to the exec's answer.
+func (b *bench) createAndExec(name string) (time.Duration, error) {
+	start := time.Now()
+	status, body, err := b.call("POST", "/v0/agents", map[string]string{"name": name})
+	if err != nil || status != 201 {
+		return 0, fmt.Errorf("create %s: %d %v %s", name, status, err, body)
+	}
+	created := time.Since(start)
+	var out struct{ Agent struct{ ID string } }
+	_ = json.Unmarshal(body, &out)
+	status, body, err = b.call("POST", "/v0/agents/"+out.Agent.ID+"/console/exec", map[string]string{"command": "pwd"})
+	took := time.Since(start)
+	if err != nil || status != 200 || !strings.Contains(string(body), "workspace") {
+		return 0, fmt.Errorf("exec in %s: %d %v %s", name, status, err, body)
+	}
+	fmt.Printf("  %-9s running after %8s, exec done after %8s\n", name, created.Round(time.Millisecond), took.Round(time.Millisecond))
+	if status, body, err := b.call("DELETE", "/v0/agents/"+out.Agent.ID, nil); err != nil || status != 200 {
+		return 0, fmt.Errorf("delete %s: %d %v %s", name, status, err, body)
+	}
+	return took, nil
+}
+
+// waitPool waits until the pool holds ready gateways.
+func (b *bench) waitPool(ctx context.Context, ready int32) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	gp := &agentsv1.GatewayPool{}
+	for time.Now().Before(deadline) {
+		if err := b.k8s.Get(ctx, client.ObjectKey{Name: "bench"}, gp); err != nil {
+			return err
+		}
+		if gp.Status.Ready >= ready {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the pool did not fill: %+v", gp.Status)
+}
+
+// claimLatency is the sum and count of the claim latency histogram of the platform.
+func claimLatency() (float64, uint64) {
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		return 0, 0
+	}
+	for _, f := range families {
+		if f.GetName() == "agentplane_gateway_pool_claim_duration_seconds" {
+			for _, m := range f.GetMetric() {
+				return m.GetHistogram().GetSampleSum(), m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return 0, 0
+}
+
+func (b *bench) call(method, path string, body any) (int, []byte, error) {
+	var rd *bytes.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, b.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+b.tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes(), nil
+}
+
+func engineDir() (string, error) {
+	if d := os.Getenv("AGENTPLANE_ENGINE_DIR"); d != "" {
+		return d, nil
+	}
+	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func sorted(ds []time.Duration) []time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s
+}
+
+func p50(ds []time.Duration) time.Duration   { return sorted(ds)[len(ds)/2] }
+func minOf(ds []time.Duration) time.Duration { return sorted(ds)[0] }
+func maxOf(ds []time.Duration) time.Duration { return sorted(ds)[len(ds)-1] }

@@ -1,0 +1,25 @@
+package local
+
+// SetBindFault makes the bind of a claimed warm gateway fail with what f returns (nil: no
+// fault). Set it before the Ensure calls it should affect.
+func SetBindFault(r *Runtime, f func(member string) error) { r.bindFault = f }
+
+// PoolMember is a member of a warm pool as the tests see it.
+type PoolMember struct {
+	ID, Dir, Home string
+	PID, Port     int
+	Ready         bool
+}
+
+// PoolMembers lists the members of the pool name (booting and ready).
+func PoolMembers(r *Runtime, name string) []PoolMember {
+	r.poolMu.Lock()
+	defer r.poolMu.Unlock()
+	var out []PoolMember
+	if p := r.pools[name]; p != nil {
+		for _, m := range p.members {
+			out = append(out, PoolMember{ID: m.id, Dir: m.dir, Home: m.home, PID: m.proc.pid, Port: m.port, Ready: m.ready})
+		}
+	}
+	return out
+}

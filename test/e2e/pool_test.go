@@ -1,0 +1,160 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// TestRealEngineWarmPool: a GatewayPool of 2 real gateways; an agent created through the REST
+// facade takes one of them: it is running at once, a console exec runs in its own workspace
+// (the member's home, now the agent's), the agent's token works on the gateway and the
+// member's own token is refused; the pool refills, and nothing is left once dev stops.
+func TestRealEngineWarmPool(t *testing.T) {
+	p := startDev(t, engineDir(t))
+	t.Cleanup(func() { p.interruptIfRunning() }) // a failed test stops dev as Ctrl-C does: no gateway is left
+	k8s := p.kubeClient()
+	ctx := context.Background()
+	pool := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}, Spec: agentsv1.GatewayPoolSpec{Replicas: 2}}
+	if err := k8s.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitPoolReady(t, k8s, 2, 0)
+	t.Logf("pool of 2 real gateways ready after %s", time.Since(start).Round(time.Millisecond))
+
+	// The members' own tokens, before a claim rewrites one of their configs.
+	poolDir := filepath.Join(p.stateDir, "runtime", "pool")
+	memberTokens := map[string]string{}
+	homes, _ := filepath.Glob(filepath.Join(poolDir, "*", "home"))
+	for _, h := range homes {
+		memberTokens[h] = configToken(t, h)
+	}
+	if len(memberTokens) != 2 {
+		t.Fatalf("member homes: %v", homes)
+	}
+
+	start = time.Now()
+	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Pooled Agent", "vibe": "quick", "emoji": "⚡"}), 201, "create agent").obj("agent")
+	createTook := time.Since(start)
+	id, endpoint := created["id"].(string), created["endpoint"].(string)
+	base := "/v0/agents/" + id
+	r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > proof.txt; cat proof.txt"}), 200, "exec")
+	t.Logf("create to running %s, + console exec %s", createTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if os.Getenv("POOL_E2E_LOG") != "" {
+		defer func() { t.Logf("dev log:\n%s", p.log.String()) }()
+	}
+	if created["status"] != "running" {
+		t.Fatalf("created agent: %v", created)
+	}
+	lines := strings.Split(strings.TrimSpace(r.str("stdout")), "\n")
+	home := filepath.Dir(filepath.Dir(lines[0]))
+	memberToken, fromPool := memberTokens[home]
+	if !fromPool || len(lines) != 2 || lines[1] != "pooled" || filepath.Base(lines[0]) != "workspace" {
+		t.Fatalf("the agent does not run in a member's home (%v): %s", homes, r.raw)
+	}
+	if b, err := os.ReadFile(filepath.Join(home, ".openclaw", "workspace", "proof.txt")); err != nil || string(b) != "pooled\n" {
+		t.Fatalf("proof.txt in the agent's home: %q %v", b, err)
+	}
+
+	// The agent's token is in force on the gateway, the member's is refused.
+	token := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
+	if s := gatewayStatus(t, endpoint, token); s != 404 {
+		t.Fatalf("the gateway refuses the agent's token: %d", s)
+	}
+	if s := gatewayStatus(t, endpoint, memberToken); s != 401 {
+		t.Fatalf("the gateway still takes the member's token: %d", s)
+	}
+	cfg, _ := os.ReadFile(filepath.Join(home, ".openclaw", "openclaw.json"))
+	if !strings.Contains(string(cfg), "Pooled Agent") || strings.Contains(string(cfg), memberToken) {
+		t.Fatalf("the engine config does not hold the agent's identity and token:\n%s", cfg)
+	}
+	pid := pidOf(t, p, id)
+
+	// The pool counts the claim and refills.
+	start = time.Now()
+	waitPoolReady(t, k8s, 2, 1)
+	t.Logf("pool refilled after %s", time.Since(start).Round(time.Millisecond))
+
+	// The agent's state goes with it, the member dir that held its home included.
+	must(t, p.call("DELETE", base, nil), 200, "delete agent")
+	eventually(t, time.Minute, "the agent's gateway and home to go", func() bool {
+		_, err := os.Stat(filepath.Dir(home))
+		return !alive(pid) && os.IsNotExist(err)
+	})
+	p.stop()
+	if pids := markedProcesses(p.stateDir); len(pids) > 0 {
+		t.Fatalf("gateways left after dev stopped: %v", pids)
+	}
+	if left, _ := filepath.Glob(filepath.Join(poolDir, "*")); len(left) > 0 {
+		t.Fatalf("member dirs left after dev stopped: %v", left)
+	}
+}
+
+// waitPoolReady waits until the pool e2e reports ready gateways and claimed claims.
+func waitPoolReady(t *testing.T, k8s client.Client, ready int32, claimed int64) {
+	t.Helper()
+	gp := &agentsv1.GatewayPool{}
+	eventually(t, 4*time.Minute, "the pool to hold "+strconv.Itoa(int(ready))+" ready gateways", func() bool {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: "e2e"}, gp); err != nil {
+			t.Fatal(err)
+		}
+		return gp.Status.Ready == ready && gp.Status.Claimed == claimed
+	})
+}
+
+// configToken is the gateway token in the engine config of home.
+func configToken(t *testing.T, home string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(home, ".openclaw", "openclaw.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, _ := strings.Cut(string(b), `"token": "`)
+	tok, _, ok := strings.Cut(after, `"`)
+	if !ok || tok == "" {
+		t.Fatalf("no token in %s", b)
+	}
+	return tok
+}
+
+// markedProcesses are the processes whose environment marks a home under stateDir (the
+// runtime's AGENTPLANE_AGENT_HOME).
+func markedProcesses(stateDir string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || syscall.Kill(pid, 0) != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err == nil && strings.Contains("\x00"+string(env), "\x00AGENTPLANE_AGENT_HOME="+stateDir+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// interruptIfRunning stops a dev that still runs (a test failed before stop) with SIGINT, so
+// that it stops its gateways, instead of the harness's SIGKILL that would leave them running.
+func (p *platform) interruptIfRunning() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+	}
+}
