@@ -142,6 +142,9 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 		return ctrl.Result{}, err
 	}
 	agent.Status.GatewayTokenSecret = secretName
+	if observed.ClaimedFrom != "" {
+		r.event(agent, corev1.EventTypeNormal, "Claimed", "Claim", "took the warm gateway %s and bound the agent to it", observed.ClaimedFrom)
+	}
 	applyObserved(agent, observed, r.Clock.Now())
 	if asleep && observed.Phase == runtime.PhaseStopped {
 		applySleeping(agent)

@@ -113,6 +113,11 @@ func run(n, size int) error {
 		time.Sleep(settle) // let the gateway stop before the next one boots
 	}
 
+	resumes, runningRSS, sleepingRSS, err := b.suspendResume(n)
+	if err != nil {
+		return err
+	}
+
 	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.GatewayPoolSpec{Replicas: int32(size)}}
 	if err := env.Client.Create(ctx, gp); err != nil {
 		return err
@@ -142,6 +147,10 @@ func run(n, size int) error {
 	fmt.Printf("  cold    p50 %8s   min %8s   max %8s\n", pc.Round(time.Millisecond), minOf(cold).Round(time.Millisecond), maxOf(cold).Round(time.Millisecond))
 	fmt.Printf("  pooled  p50 %8s   min %8s   max %8s   (%d claimed)\n", pm.Round(time.Millisecond), minOf(pooled).Round(time.Millisecond), maxOf(pooled).Round(time.Millisecond), gp.Status.Claimed)
 	fmt.Printf("  ratio cold / pooled p50: %.1f\n", pc.Seconds()/pm.Seconds())
+	fmt.Printf("  resume (cold) p50 %8s   min %8s   max %8s   (suspend, then POST .../resume until running + one console exec)\n",
+		p50(resumes).Round(time.Millisecond), minOf(resumes).Round(time.Millisecond), maxOf(resumes).Round(time.Millisecond))
+	fmt.Printf("  resume from the pool: not offered (OpenClaw reads its whole state dir at boot: a warm gateway cannot take over an existing home)\n")
+	fmt.Printf("  RSS of the agent's processes: running %d MiB, suspended %d MiB\n", runningRSS>>20, sleepingRSS>>20)
 	if sum, count := claimLatency(); count > 0 {
 		fmt.Printf("  claim (bind until the gateway serves the agent's token): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
 	}
@@ -169,6 +178,72 @@ func (b *bench) createAndExec(name string) (time.Duration, error) {
 		return 0, fmt.Errorf("delete %s: %d %v %s", name, status, err, body)
 	}
 	return took, nil
+}
+
+// suspendResume creates one agent cold, then n times suspends it and resumes it, timing the
+// resume (until running, plus one console exec). It returns the resume times and the RSS of
+// the agent's processes while it runs and while it is suspended.
+func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping uint64, err error) {
+	status, body, err := b.call("POST", "/v0/agents", map[string]string{"name": "sleeper"})
+	if err != nil || status != 201 {
+		return nil, 0, 0, fmt.Errorf("create sleeper: %d %v %s", status, err, body)
+	}
+	var out struct{ Agent struct{ ID string } }
+	_ = json.Unmarshal(body, &out)
+	id := out.Agent.ID
+	fmt.Printf("suspend/resume: one agent, %d times\n", n)
+	time.Sleep(settle)
+	running = agentRSS(id)
+	for i := range n {
+		if status, body, err := b.call("POST", "/v0/agents/"+id+"/suspend", nil); err != nil || status != 200 {
+			return nil, 0, 0, fmt.Errorf("suspend: %d %v %s", status, err, body)
+		}
+		time.Sleep(settle)
+		if r := agentRSS(id); i == 0 || r > sleeping {
+			sleeping = r
+		}
+		start := time.Now()
+		if status, body, err := b.call("POST", "/v0/agents/"+id+"/resume", nil); err != nil || status != 200 {
+			return nil, 0, 0, fmt.Errorf("resume: %d %v %s", status, err, body)
+		}
+		if status, body, err := b.call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "pwd"}); err != nil || status != 200 {
+			return nil, 0, 0, fmt.Errorf("exec after resume: %d %v %s", status, err, body)
+		}
+		d := time.Since(start)
+		fmt.Printf("  resume %d  exec done after %8s\n", i, d.Round(time.Millisecond))
+		resumes = append(resumes, d)
+	}
+	if status, body, err := b.call("DELETE", "/v0/agents/"+id, nil); err != nil || status != 200 {
+		return nil, 0, 0, fmt.Errorf("delete sleeper: %d %v %s", status, err, body)
+	}
+	time.Sleep(settle)
+	return resumes, running, sleeping, nil
+}
+
+// agentRSS sums the resident memory of every process whose environment marks it as one of
+// the agent's (the local runtime sets AGENTPLANE_AGENT_HOME=<its home> in the gateway's, and
+// the engine's workers inherit it).
+func agentRSS(id string) uint64 {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var sum uint64
+	for _, p := range procs {
+		env, err := os.ReadFile(filepath.Join(p, "environ"))
+		if err != nil || !bytes.Contains(env, []byte("AGENTPLANE_AGENT_HOME=")) || !bytes.Contains(env, []byte("/"+id+"/")) {
+			continue
+		}
+		status, err := os.ReadFile(filepath.Join(p, "status"))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(status), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				var kb uint64
+				fmt.Sscan(f[1], &kb)
+				sum += kb << 10
+			}
+		}
+	}
+	return sum
 }
 
 // waitPool waits until the pool holds ready gateways.
