@@ -19,7 +19,8 @@ import (
 // TestRealEngineWarmPool: a GatewayPool of 2 real gateways; an agent created through the REST
 // facade takes one of them: it is running at once, a console exec runs in its own workspace
 // (the member's home, now the agent's), the agent's token works on the gateway and the
-// member's own token is refused; the pool refills, and nothing is left once dev stops.
+// member's own token is refused; the pool refills; the agent suspends and resumes in that
+// home with its files intact, and nothing is left once dev stops.
 func TestRealEngineWarmPool(t *testing.T) {
 	p := startDev(t, engineDir(t))
 	t.Cleanup(func() { p.interruptIfRunning() }) // a failed test stops dev as Ctrl-C does: no gateway is left
@@ -85,6 +86,28 @@ func TestRealEngineWarmPool(t *testing.T) {
 	start = time.Now()
 	waitPoolReady(t, k8s, 2, 1)
 	t.Logf("pool refilled after %s", time.Since(start).Round(time.Millisecond))
+
+	// Suspend and resume a pooled agent: its gateway ends, the home it took from the member
+	// stays byte for byte, and it resumes (cold) in that same home with its token.
+	wsDir := filepath.Join(home, ".openclaw", "workspace")
+	before := treeSums(t, wsDir)
+	if got := must(t, p.call("POST", base+"/suspend", nil), 200, "suspend").obj("agent"); got["status"] != "suspended" {
+		t.Fatalf("suspended agent: %v", got)
+	}
+	eventually(t, 15*time.Second, "the pooled agent's gateway to end", func() bool { return !alive(pid) })
+	sameSums(t, "workspace while suspended", before, treeSums(t, wsDir))
+	start = time.Now()
+	resumed := must(t, p.call("POST", base+"/resume", nil), 200, "resume").obj("agent")
+	t.Logf("resume of the pooled agent (cold, in its home): %s", time.Since(start).Round(time.Millisecond))
+	r = must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; cat proof.txt"}), 200, "exec after resume")
+	if want := wsDir + "\npooled\n"; r.str("stdout") != want {
+		t.Fatalf("after resume: %q, want %q", r.str("stdout"), want)
+	}
+	sameSums(t, "workspace after resume", before, treeSums(t, wsDir))
+	if s := gatewayStatus(t, resumed["endpoint"].(string), token); s != 404 {
+		t.Fatalf("the resumed gateway refuses the agent's token: %d", s)
+	}
+	pid = pidOf(t, p, id)
 
 	// The agent's state goes with it, the member dir that held its home included.
 	must(t, p.call("DELETE", base, nil), 200, "delete agent")
