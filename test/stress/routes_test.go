@@ -87,6 +87,8 @@ var paramRe = regexp.MustCompile(`\{([A-Za-z]+)\}`)
 var bodies = map[string]func(id ids) any{
 	"POST /v0/agents":                                func(ids) any { return map[string]any{"name": "route sweep " + stamp()} },
 	"POST /v0/agents/{agentId}/restart":              func(ids) any { return map[string]any{} },
+	"POST /v0/agents/{agentId}/suspend":              func(ids) any { return nil },
+	"POST /v0/agents/{agentId}/resume":               func(ids) any { return nil },
 	"POST /v0/agents/{agentId}/gateway-token/rotate": func(ids) any { return nil },
 	"POST /v0/agents/{agentId}/platform/token":       func(ids) any { return nil },
 	"POST /v0/agents/{agentId}/scripts/retry":        func(ids) any { return nil },
