@@ -268,10 +268,7 @@ func (s *Server) provisionWait() time.Duration {
 // failMsg with the agent in the body) or the wait ends (202: still starting). done, when set,
 // says whether the observed status already reflects the request being waited for.
 func (s *Server) waitForGateway(ctx context.Context, agent *agentsv1.Agent, status int, failMsg string, done func(*agentsv1.Agent) bool) (*Response, error) {
-	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
-	defer cancel()
-	got := agent.DeepCopy()
-	err := s.waitFor(wctx, got, func() (bool, error) {
+	return s.waitForAgent(ctx, agent, status, func(got *agentsv1.Agent) (bool, error) {
 		if got.Status.ObservedGeneration < got.Generation || done != nil && !done(got) {
 			return false, nil
 		}
@@ -284,6 +281,15 @@ func (s *Server) waitForGateway(ctx context.Context, agent *agentsv1.Agent, stat
 		}
 		return false, nil
 	})
+}
+
+// waitForAgent waits (bounded by provisionWait) until until says the agent is as asked, and
+// answers it with status; 202 with the agent as it is when the wait ends first.
+func (s *Server) waitForAgent(ctx context.Context, agent *agentsv1.Agent, status int, until func(*agentsv1.Agent) (bool, error)) (*Response, error) {
+	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
+	defer cancel()
+	got := agent.DeepCopy()
+	err := s.waitFor(wctx, got, func() (bool, error) { return until(got) })
 	switch {
 	case err == nil:
 		return &Response{Status: status, Body: map[string]any{"agent": viewAgent(got)}}, nil

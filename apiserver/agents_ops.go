@@ -54,11 +54,7 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 	}
 	var requested metav1.Time
 	a, err := s.updateAgentSpec(r.Context(), c, r.PathValue("agentId"), func(cur *agentsv1.Agent) {
-		// The API keeps seconds: make each request strictly later than the previous one.
-		requested = metav1.NewTime(s.opts.Now().UTC().Truncate(time.Second))
-		if prev := cur.Spec.RestartRequestedAt; prev != nil && !requested.After(prev.Time) {
-			requested = metav1.NewTime(prev.Add(time.Second))
-		}
+		requested = s.stampAfter(cur.Spec.RestartRequestedAt)
 		cur.Spec.RestartRequestedAt = &requested
 		cur.Spec.Stopped = false
 		if version != "" {

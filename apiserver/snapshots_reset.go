@@ -42,11 +42,7 @@ func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid stri
 		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
 			return err
 		}
-		// The API keeps seconds: make each request strictly later than the previous one.
-		req.at = metav1.NewTime(s.opts.Now().UTC().Truncate(time.Second))
-		if prev := cur.Spec.RestoreRequestedAt; prev != nil && !req.at.After(prev.Time) {
-			req.at = metav1.NewTime(prev.Add(time.Second))
-		}
+		req.at = s.stampAfter(cur.Spec.RestoreRequestedAt)
 		cur.Spec.DesiredSnapshot, cur.Spec.RestoreRequestedAt = cid, req.at.DeepCopy()
 		if err := s.opts.Client.Update(ctx, cur); err != nil {
 			return err

@@ -33,9 +33,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/tenancy"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -77,10 +76,8 @@ func run(n, size int) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	ready := make(chan string, 1)
-	p, err := platform.New(ctx, env.Config, platform.Options{
+	p, err := platform.RunEmbedded(ctx, env.Config, platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
-		APIReady: func(a string) { ready <- a },
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state,
 			EngineDirs: map[string]string{"2026.9.6": dir}},
 		ProvisionTimeout: 5 * time.Minute,
@@ -88,17 +85,9 @@ func run(n, size int) error {
 	if err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- p.Start(ctx) }()
-	defer func() { cancel(); <-errc }()
-	b := &bench{base: "http://" + <-ready, k8s: env.Client}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-		Spec:       agentsv1.WorkspaceSpec{Members: []agentsv1.WorkspaceMember{{UserID: "b", Role: agentsv1.RoleOwner}}},
-	}); err != nil {
-		return err
-	}
-	if b.tok, _, err = auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{Workspace: "bench", UserID: "b", Scopes: []string{auth.ScopeAll}}); err != nil {
+	defer func() { _ = p.Stop() }()
+	b := &bench{base: p.URL, k8s: env.Client}
+	if b.tok, err = platform.OwnerToken(ctx, env.Client, p.Signer, "bench", "b", "bench"); err != nil {
 		return err
 	}
 
@@ -150,7 +139,7 @@ func run(n, size int) error {
 	fmt.Printf("  resume (cold) p50 %8s   min %8s   max %8s   (suspend, then POST .../resume until running + one console exec)\n",
 		p50(resumes).Round(time.Millisecond), minOf(resumes).Round(time.Millisecond), maxOf(resumes).Round(time.Millisecond))
 	fmt.Printf("  resume from the pool: not offered (OpenClaw reads its whole state dir at boot: a warm gateway cannot take over an existing home)\n")
-	fmt.Printf("  RSS of the agent's processes: running %d MiB, suspended %d MiB\n", runningRSS>>20, sleepingRSS>>20)
+	fmt.Printf("  RSS of the agent's processes: running %.0f MiB, suspended %.0f MiB\n", runningRSS, sleepingRSS)
 	if sum, count := claimLatency(); count > 0 {
 		fmt.Printf("  claim (bind until the gateway serves the agent's token): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
 	}
@@ -183,7 +172,7 @@ func (b *bench) createAndExec(name string) (time.Duration, error) {
 // suspendResume creates one agent cold, then n times suspends it and resumes it, timing the
 // resume (until running, plus one console exec). It returns the resume times and the RSS of
 // the agent's processes while it runs and while it is suspended.
-func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping uint64, err error) {
+func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping float64, err error) {
 	status, body, err := b.call("POST", "/v0/agents", map[string]string{"name": "sleeper"})
 	if err != nil || status != 201 {
 		return nil, 0, 0, fmt.Errorf("create sleeper: %d %v %s", status, err, body)
@@ -220,28 +209,18 @@ func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping
 	return resumes, running, sleeping, nil
 }
 
-// agentRSS sums the resident memory of every process whose environment marks it as one of
-// the agent's (the local runtime sets AGENTPLANE_AGENT_HOME=<its home> in the gateway's, and
-// the engine's workers inherit it).
-func agentRSS(id string) uint64 {
+// agentRSS sums the resident memory (MiB) of every process whose environment marks it as
+// one of the agent's (the local runtime sets AGENTPLANE_AGENT_HOME=<its home> in the
+// gateway's, and the engine's workers inherit it).
+func agentRSS(id string) float64 {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
-	var sum uint64
+	var sum float64
 	for _, p := range procs {
 		env, err := os.ReadFile(filepath.Join(p, "environ"))
 		if err != nil || !bytes.Contains(env, []byte("AGENTPLANE_AGENT_HOME=")) || !bytes.Contains(env, []byte("/"+id+"/")) {
 			continue
 		}
-		status, err := os.ReadFile(filepath.Join(p, "status"))
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(status), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-				var kb uint64
-				fmt.Sscan(f[1], &kb)
-				sum += kb << 10
-			}
-		}
+		sum += rss.MiB(filepath.Base(p))
 	}
 	return sum
 }

@@ -132,25 +132,32 @@ func (e *Engine) ParseVersion(stdout []byte) (string, error) {
 	return string(m[1]), nil
 }
 
-// Healthy implements engine.Engine: GET /healthz must answer 200 with {"ok":true,...}. Unknown
-// paths answer 200 with the Control UI's HTML, so the body is checked.
-func (e *Engine) Healthy(ctx context.Context, baseURL string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/healthz", nil)
+// probe GETs one of the gateway's JSON probes (/healthz, /readyz) and returns its status and
+// body (at most 64 KiB).
+func (e *Engine) probe(ctx context.Context, baseURL, path string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+path, nil)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := e.httpClient().Do(req)
 	if err != nil {
-		return err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, body, err
+}
+
+// Healthy implements engine.Engine: GET /healthz must answer 200 with {"ok":true,...}. Unknown
+// paths answer 200 with the Control UI's HTML, so the body is checked.
+func (e *Engine) Healthy(ctx context.Context, baseURL string) error {
+	status, body, err := e.probe(ctx, baseURL, "/healthz")
 	if err != nil {
 		return err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("gateway health: HTTP %d", resp.StatusCode)
+	if status != http.StatusOK {
+		return fmt.Errorf("gateway health: HTTP %d", status)
 	}
 	var h struct {
 		OK *bool `json:"ok"`

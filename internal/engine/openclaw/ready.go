@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"strings"
 
 	"github.com/agentplane/agentplane/internal/engine"
@@ -18,17 +16,7 @@ var _ engine.ReadyChecker = (*Engine)(nil)
 // before, for about 4 s after /healthz first answers), and its event loop must not report
 // itself degraded (it does while the start-up work keeps it busy).
 func (e *Engine) Ready(ctx context.Context, baseURL string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/readyz", nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := e.httpClient().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	status, body, err := e.probe(ctx, baseURL, "/readyz")
 	if err != nil {
 		return err
 	}
@@ -41,7 +29,7 @@ func (e *Engine) Ready(ctx context.Context, baseURL string) error {
 		} `json:"eventLoop"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil || r.Ready == nil {
-		return fmt.Errorf("gateway readiness: HTTP %d, not a readiness answer: %q", resp.StatusCode, snippet(body))
+		return fmt.Errorf("gateway readiness: HTTP %d, not a readiness answer: %q", status, snippet(body))
 	}
 	switch {
 	case !*r.Ready:
