@@ -15,6 +15,21 @@ import (
 // it is accepted (the tool does not exist), without side effects.
 func gatewayStatus(t *testing.T, endpoint, token string) int {
 	t.Helper()
+	// A gateway that has just (re)started answers /healthz before its operator context is up;
+	// until then tool calls get 503 "Gateway context is unavailable; retry shortly." (the
+	// engine's own transient, seen right after a snapshot reset). Retry that one answer.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		status := gatewayStatusOnce(t, endpoint, token)
+		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return status
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+func gatewayStatusOnce(t *testing.T, endpoint, token string) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "POST", endpoint+"/tools/invoke", strings.NewReader(`{"tool":"agentplane_probe","args":{}}`))
@@ -98,8 +113,8 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 
 	t.Run("gateway token rotation", func(t *testing.T) {
 		old := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
-		if gatewayStatus(t, endpoint, old) != 404 {
-			t.Fatal("the gateway refuses its current token")
+		if s := gatewayStatus(t, endpoint, old); s != 404 {
+			t.Fatalf("the gateway refuses its current token: HTTP %d", s)
 		}
 		if r := p.callAs(old, "GET", base, nil); r.status != 200 {
 			t.Fatalf("the gateway token does not open its agent's routes: %s", r.raw)
