@@ -1,0 +1,209 @@
+// Command modelproxy measures what the model credential proxy (internal/modelproxy) adds to
+// a model call, against the same fake provider called directly, in the same run:
+//
+//	go run ./hack/bench/modelproxy -c 32 -d 10s
+//
+// The fake provider answers a small OpenAI chat JSON with usage (and, in the SSE variant,
+// four chat chunks and a usage chunk) over loopback. Each variant runs -c workers for -d,
+// first direct, then through the proxy (a trivial Authorizer, default tuned transport). It
+// prints p50 and p99 latency of both, what the proxy adds, throughput and the ratio
+// proxy/direct. -delay makes the provider think before it answers (a real provider takes
+// hundreds of milliseconds): with 0, load generator, proxy and provider compete for the
+// same cores and the proxied path does twice the network work of the direct one.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/modelproxy"
+)
+
+const jsonAnswer = `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`
+
+var sseAnswer = []string{
+	`data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant","content":"hel"}}],"usage":null}` + "\n\n",
+	`data: {"id":"c1","choices":[{"index":0,"delta":{"content":"lo"}}],"usage":null}` + "\n\n",
+	`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n",
+	`data: {"id":"c1","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}` + "\n\n",
+	"data: [DONE]\n\n",
+}
+
+type trivialAuth struct{}
+
+func (trivialAuth) Authorize(context.Context, string, string) (modelproxy.Grant, error) {
+	return modelproxy.Grant{Agent: "bench/a", Workspace: "bench", Key: []byte("sk-bench")}, nil
+}
+
+func main() {
+	c := flag.Int("c", 32, "concurrent workers")
+	d := flag.Duration("d", 5*time.Second, "duration of each run")
+	cpu := flag.String("cpuprofile", "", "write a CPU profile of the proxied runs to this file")
+	flag.DurationVar(&delay, "delay", 0, "provider think time before each answer")
+	flag.Parse()
+	if err := run(*c, *d, *cpu); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// delay is the provider's think time.
+var delay time.Duration
+
+func provider(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	if r.Header.Get("Authorization") != "Bearer sk-bench" {
+		http.Error(w, "bad key", http.StatusUnauthorized)
+		return
+	}
+	if r.URL.Query().Get("stream") == "" {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, jsonAnswer)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	for _, e := range sseAnswer {
+		_, _ = io.WriteString(w, e)
+		fl.Flush()
+	}
+}
+
+func serve(h http.Handler) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = s.Close() }, nil
+}
+
+// result is one run: every request's latency and the run's wall time.
+type result struct {
+	lat  []time.Duration
+	wall time.Duration
+}
+
+func (r result) q(p float64) time.Duration { return r.lat[int(p*float64(len(r.lat)-1))] }
+func (r result) rps() float64              { return float64(len(r.lat)) / r.wall.Seconds() }
+
+func run(c int, d time.Duration, cpuprofile string) error {
+	up, stopUp, err := serve(http.HandlerFunc(provider))
+	if err != nil {
+		return err
+	}
+	defer stopUp()
+	p, err := modelproxy.New(modelproxy.Options{Authorizer: trivialAuth{}, Upstreams: map[string]string{"openai": up}})
+	if err != nil {
+		return err
+	}
+	defer p.CloseIdleConnections()
+	mux := http.NewServeMux()
+	mux.Handle("/llm/", p)
+	px, stopPx, err := serve(mux)
+	if err != nil {
+		return err
+	}
+	defer stopPx()
+
+	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per run\n", delay, c, d)
+	fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11s %11s %6s\n", "body", "path", "p50", "p99", "+p50", "+p99", "req/s", "requests", "ratio")
+	for _, v := range []struct{ name, query string }{{"json", ""}, {"sse", "?stream=1"}} {
+		direct, err := load(up+"/v1/chat/completions"+v.query, "sk-bench", c, d)
+		if err != nil {
+			return err
+		}
+		if cpuprofile != "" {
+			f, err := os.Create(cpuprofile + "." + v.name)
+			if err != nil {
+				return err
+			}
+			_ = pprof.StartCPUProfile(f)
+		}
+		proxied, err := load(px+"/llm/openai/v1/chat/completions"+v.query, "agent-cred", c, d)
+		if cpuprofile != "" {
+			pprof.StopCPUProfile()
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d\n", v.name, "direct", us(direct.q(.5)), us(direct.q(.99)), "", "", direct.rps(), len(direct.lat))
+		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d %6.2f\n", v.name, "proxy", us(proxied.q(.5)), us(proxied.q(.99)),
+			us(proxied.q(.5)-direct.q(.5)), us(proxied.q(.99)-direct.q(.99)), proxied.rps(), len(proxied.lat), proxied.rps()/direct.rps())
+	}
+	var tokens, requests int64
+	for _, dl := range p.Drain() {
+		tokens += dl.Usage.InputTokens + dl.Usage.OutputTokens
+		requests += dl.Usage.Requests
+	}
+	fmt.Printf("  usage counted by the proxy: %d requests, %d tokens (18 per answer: %v)\n", requests, tokens, tokens == 18*requests)
+	fmt.Printf("  targets: added p50 <= 1 ms, throughput ratio >= 0.9\n")
+	return nil
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }
+
+// load runs c workers against url for d and returns every latency, sorted.
+func load(url, cred string, c int, d time.Duration) (result, error) {
+	tr := &http.Transport{MaxIdleConns: c, MaxIdleConnsPerHost: c}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr}
+	var mu sync.Mutex
+	var all []time.Duration
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	end := start.Add(d)
+	for range c {
+		wg.Go(func() {
+			var mine []time.Duration
+			for time.Now().Before(end) {
+				t := time.Now()
+				req, _ := http.NewRequest("POST", url, strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+				req.Header.Set("Authorization", "Bearer "+cred)
+				req.Header.Set("Content-Type", "application/json")
+				res, err := client.Do(req)
+				if err == nil {
+					_, err = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if err == nil && res.StatusCode != 200 {
+						err = fmt.Errorf("%s: status %d", url, res.StatusCode)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	if firstErr != nil {
+		return result{}, firstErr
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	return result{lat: all, wall: wall}, nil
+}

@@ -1,0 +1,228 @@
+package modelproxy
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Budget: zero fields mean unlimited.
+type Budget struct {
+	RequestsPerMinute int64
+	TokensPerDay      int64
+}
+
+// Delta is the usage one agent spent on one UTC day ("2006-01-02") since the last Drain.
+type Delta struct {
+	Agent, Workspace, Day string
+	Usage                 Usage
+}
+
+// dayKey names a tally: an agent or a workspace on a UTC day.
+type dayKey struct{ id, day string }
+
+// tally is what this process knows of an agent's (or a workspace's) tokens on a day beyond
+// what its Grant says is persisted.
+type tally struct {
+	workspace string // agents only
+	pending   Usage  // counted, not drained yet (workspaces: tokens only)
+	drained   int64  // tokens drained, neither restored nor acknowledged yet
+	floor     int64  // highest persisted total acknowledged for the day
+}
+
+// window is a fixed one-minute request window.
+type window struct {
+	minute int64 // unix minute
+	n      int64
+}
+
+// ledger holds the budgets' state: request windows and token tallies, under one mutex so a
+// request slot is reserved atomically for both the agent and its workspace.
+type ledger struct {
+	mu                sync.Mutex
+	agentWin, wsWin   map[string]*window
+	agents, workspace map[dayKey]*tally
+}
+
+func newLedger() *ledger {
+	return &ledger{agentWin: map[string]*window{}, wsWin: map[string]*window{},
+		agents: map[dayKey]*tally{}, workspace: map[dayKey]*tally{}}
+}
+
+// refusal is a budget the request would break.
+type refusal struct {
+	scope, kind string // "agent"/"workspace", "requests"/"tokens"
+	limit       int64
+	retryAfter  time.Duration
+}
+
+func (r *refusal) Error() string {
+	unit := "requests per minute"
+	if r.kind == "tokens" {
+		unit = "tokens per day"
+	}
+	return fmt.Sprintf("agentplane: %s budget exceeded: %d %s", r.scope, r.limit, unit)
+}
+
+func day(t time.Time) string { return t.UTC().Format(time.DateOnly) }
+
+func (l *ledger) tallyOf(m map[dayKey]*tally, k dayKey) *tally {
+	t := m[k]
+	if t == nil {
+		t = &tally{}
+		m[k] = t
+	}
+	return t
+}
+
+// tokensSpent is persisted (the grant's count if it is for today, or the highest total
+// acknowledged) + drained-not-acknowledged + pending.
+func tokensSpent(t *tally, grantDay, today string, persisted int64) int64 {
+	if grantDay != today {
+		persisted = 0
+	}
+	if t == nil {
+		return persisted
+	}
+	return max(persisted, t.floor) + t.drained + t.pending.Tokens()
+}
+
+// admit checks g's budgets at now and, if they allow it, reserves a request slot for the
+// agent and its workspace and counts the request.
+func (l *ledger) admit(g *Grant, now time.Time) *refusal {
+	today := day(now)
+	minute := now.Unix() / 60
+	toMinute := time.Unix((minute+1)*60, 0).Sub(now)
+	y, mo, d := now.UTC().Date()
+	toMidnight := time.Date(y, mo, d+1, 0, 0, 0, 0, time.UTC).Sub(now)
+	ak, wk := dayKey{g.Agent, today}, dayKey{g.Workspace, today}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim := g.AgentBudget.TokensPerDay; lim > 0 && tokensSpent(l.agents[ak], g.Day, today, g.AgentTokens) >= lim {
+		return &refusal{"agent", "tokens", lim, toMidnight}
+	}
+	if lim := g.WorkspaceBudget.TokensPerDay; lim > 0 && tokensSpent(l.workspace[wk], g.Day, today, g.WorkspaceTokens) >= lim {
+		return &refusal{"workspace", "tokens", lim, toMidnight}
+	}
+	aw, ww := l.win(l.agentWin, g.Agent, minute), l.win(l.wsWin, g.Workspace, minute)
+	if lim := g.AgentBudget.RequestsPerMinute; lim > 0 && aw.n >= lim {
+		return &refusal{"agent", "requests", lim, toMinute}
+	}
+	if lim := g.WorkspaceBudget.RequestsPerMinute; lim > 0 && ww.n >= lim {
+		return &refusal{"workspace", "requests", lim, toMinute}
+	}
+	aw.n++
+	ww.n++
+	t := l.tallyOf(l.agents, ak)
+	t.workspace = g.Workspace
+	t.pending.Requests++
+	return nil
+}
+
+func (l *ledger) win(m map[string]*window, id string, minute int64) *window {
+	w := m[id]
+	if w == nil {
+		w = &window{minute: minute}
+		m[id] = w
+	}
+	if w.minute != minute {
+		w.minute, w.n = minute, 0
+	}
+	return w
+}
+
+// spend adds tokens an answer reported, on the day the request was admitted.
+func (l *ledger) spend(agent, workspace, day string, in, out int64) {
+	if in == 0 && out == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tallyOf(l.agents, dayKey{agent, day})
+	t.workspace = workspace
+	t.pending.InputTokens += in
+	t.pending.OutputTokens += out
+	w := l.tallyOf(l.workspace, dayKey{workspace, day})
+	w.pending.InputTokens += in
+	w.pending.OutputTokens += out
+}
+
+// drain moves pending usage to drained and returns it, sorted by day and agent. It forgets
+// request windows of past minutes and tallies of past days with nothing pending.
+func (l *ledger) drain(now time.Time) []Delta {
+	today, minute := day(now), now.Unix()/60
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Delta
+	for k, t := range l.agents {
+		if t.pending != (Usage{}) {
+			out = append(out, Delta{Agent: k.id, Workspace: t.workspace, Day: k.day, Usage: t.pending})
+			tok := t.pending.Tokens()
+			w := l.tallyOf(l.workspace, dayKey{t.workspace, k.day})
+			w.pending.InputTokens -= t.pending.InputTokens
+			w.pending.OutputTokens -= t.pending.OutputTokens
+			w.drained += tok
+			t.drained += tok
+			t.pending = Usage{}
+		} else if k.day < today {
+			delete(l.agents, k)
+		}
+	}
+	for k, t := range l.workspace {
+		if k.day < today && t.pending == (Usage{}) {
+			delete(l.workspace, k)
+		}
+	}
+	for _, m := range []map[string]*window{l.agentWin, l.wsWin} {
+		for id, w := range m {
+			if w.minute < minute {
+				delete(m, id)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Day != out[j].Day {
+			return out[i].Day < out[j].Day
+		}
+		return out[i].Agent < out[j].Agent
+	})
+	return out
+}
+
+// restore puts drained deltas back to pending.
+func (l *ledger) restore(ds []Delta) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range ds {
+		tok := d.Usage.Tokens()
+		t := l.tallyOf(l.agents, dayKey{d.Agent, d.Day})
+		t.workspace = d.Workspace
+		t.drained = max(0, t.drained-tok)
+		t.pending.Requests += d.Usage.Requests
+		t.pending.InputTokens += d.Usage.InputTokens
+		t.pending.OutputTokens += d.Usage.OutputTokens
+		w := l.tallyOf(l.workspace, dayKey{d.Workspace, d.Day})
+		w.drained = max(0, w.drained-tok)
+		w.pending.InputTokens += d.Usage.InputTokens
+		w.pending.OutputTokens += d.Usage.OutputTokens
+	}
+}
+
+// acknowledge forgets a drained delta once persisted, and raises the day's persisted floor
+// to the totals the write produced.
+func (l *ledger) acknowledge(d Delta, agentTotal, workspaceTotal int64) {
+	tok := d.Usage.Tokens()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.tallyOf(l.agents, dayKey{d.Agent, d.Day})
+	if t.workspace == "" {
+		t.workspace = d.Workspace
+	}
+	t.drained = max(0, t.drained-tok)
+	t.floor = max(t.floor, agentTotal)
+	w := l.tallyOf(l.workspace, dayKey{d.Workspace, d.Day})
+	w.drained = max(0, w.drained-tok)
+	w.floor = max(w.floor, workspaceTotal)
+}

@@ -1,0 +1,48 @@
+package modelproxy
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics carry no per-agent label: a platform hosts 10,000 agents.
+type metrics struct {
+	requests *prometheus.CounterVec   // provider, code
+	tokens   *prometheus.CounterVec   // provider, direction
+	refusals *prometheus.CounterVec   // scope, kind
+	latency  *prometheus.HistogramVec // provider
+	streams  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentplane_modelproxy_requests_total",
+			Help: "Requests through the model proxy by provider and HTTP status (499: the client left first).",
+		}, []string{"provider", "code"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentplane_modelproxy_tokens_total",
+			Help: "Tokens the providers reported, by provider and direction (input, output).",
+		}, []string{"provider", "direction"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentplane_modelproxy_budget_refusals_total",
+			Help: "Requests refused with 429 by scope (agent, workspace) and kind (requests, tokens).",
+		}, []string{"scope", "kind"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentplane_modelproxy_upstream_latency_seconds",
+			Help:    "Time from forwarding a request to the provider's response headers, by provider.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"provider"}),
+		streams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentplane_modelproxy_active_streams",
+			Help: "Provider responses being relayed now.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.tokens, m.refusals, m.latency, m.streams} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
