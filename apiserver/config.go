@@ -157,7 +157,7 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	}
 	var candidate []byte
 	if err == nil {
-		candidate, err = s.opts.Engine.RenderConfig(user, current, nil, nil)
+		candidate, err = s.opts.Engine.RenderConfig(engine.Render{Base: user, Live: current})
 	}
 	if err != nil {
 		if errors.Is(err, engine.ErrInvalidConfig) {

@@ -37,6 +37,18 @@ type configInputs struct {
 	managed  []string
 	// removed are the Channels being deleted that the render takes out of the file.
 	removed []agentsv1.RenderedChannel
+	// models are the attached providers pointed at the model proxy (their credentials
+	// derive from the gateway token, so a rotation changes the hash).
+	models []engine.ModelProvider
+}
+
+// modelNames are the providers of models, for status.config.modelProviders.
+func (in *configInputs) modelNames() []string {
+	var names []string
+	for _, m := range in.models {
+		names = append(names, m.Name)
+	}
+	return names
 }
 
 // pending is what a failed render meant to write and to remove (status.config.pendingChannels).
@@ -52,7 +64,8 @@ func (in *configInputs) hash() string {
 		C    []engine.Channel
 		R, D []agentsv1.RenderedChannel
 		M    []string
-	}{in.channels, in.rendered, in.removed, in.managed})
+		P    []engine.ModelProvider `json:",omitempty"`
+	}{in.channels, in.rendered, in.removed, in.managed, in.models})
 	h.Write(b)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
@@ -64,11 +77,11 @@ func (in *configInputs) hash() string {
 // successful render cost no file access; otherwise the runtime tells whether the home can be
 // reached (a stopped pod cannot). Failures are recorded on the ConfigApplied condition and
 // retried later (a requeue, not an error: the gateway runs on).
-func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent, env map[string]string) (retryAfter time.Duration, err error) {
+func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent, env map[string]string, gatewayToken string) (retryAfter time.Duration, err error) {
 	if r.Engine == nil {
 		return 0, nil
 	}
-	in, reason, msg, err := r.configInputs(ctx, agent, env)
+	in, reason, msg, err := r.configInputs(ctx, agent, env, gatewayToken)
 	if err != nil {
 		return 0, err
 	}
@@ -77,7 +90,7 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 		prev = &agentsv1.AgentConfigStatus{}
 	}
 	if reason != "" {
-		agent.Status.Config = &agentsv1.AgentConfigStatus{SourceHash: prev.SourceHash, InputsHash: prev.InputsHash, Channels: prev.Channels, PendingChannels: in.pending()}
+		agent.Status.Config = &agentsv1.AgentConfigStatus{SourceHash: prev.SourceHash, InputsHash: prev.InputsHash, Channels: prev.Channels, PendingChannels: in.pending(), ModelProviders: prev.ModelProviders}
 		setConfigApplied(agent, metav1.ConditionFalse, reason, msg)
 		return limitRetry, nil
 	}
@@ -85,7 +98,7 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 	if prev.InputsHash == inputsHash && meta.IsStatusConditionTrue(agent.Status.Conditions, agentsv1.AgentConfigApplied) {
 		return 0, nil
 	}
-	if in.user == nil && len(in.managed) == 0 {
+	if in.user == nil && len(in.managed) == 0 && len(in.models) == 0 && len(prev.ModelProviders) == 0 {
 		// Nothing to render: the file in the home (the runtime's seed) is the config as it
 		// is. No file access, so a new agent costs no exec into its pod.
 		agent.Status.Config = &agentsv1.AgentConfigStatus{InputsHash: inputsHash}
@@ -96,12 +109,13 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 	live, err := r.Runtime.ReadFile(ctx, agent, path)
 	var out []byte
 	if err == nil {
-		if out, err = r.Engine.RenderConfig(in.user, live, in.managed, in.channels); err == nil && !sameJSON(out, live) {
+		if out, err = r.Engine.RenderConfig(engine.Render{Base: in.user, Live: live, Managed: in.managed, Channels: in.channels, ModelProviders: in.models}); err == nil && !sameJSON(out, live) {
 			err = r.Runtime.WriteFile(ctx, agent, path, out)
 		}
 	}
 	agent.Status.Config = &agentsv1.AgentConfigStatus{
 		SourceHash: agentsv1.ConfigSourceHash(in.user), InputsHash: prev.InputsHash, Channels: prev.Channels, PendingChannels: in.pending(),
+		ModelProviders: prev.ModelProviders,
 	}
 	switch {
 	case errors.Is(err, runtime.ErrNotRunning), errors.Is(err, runtime.ErrNotFound):
@@ -115,6 +129,7 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 		return configRetry, nil
 	}
 	agent.Status.Config.InputsHash, agent.Status.Config.Channels, agent.Status.Config.PendingChannels = inputsHash, in.rendered, nil
+	agent.Status.Config.ModelProviders = in.modelNames()
 	setConfigApplied(agent, metav1.ConditionTrue, agentsv1.ReasonConfigRendered, renderedMessage(in))
 	return 0, nil
 }
@@ -153,7 +168,10 @@ func (r *AgentReconciler) invalidConfigMessage(user []byte, err error) string {
 
 // configInputs gathers the render's inputs. A reason is returned (with a message, and the
 // channels gathered) when they cannot be had: the config Secret or key is missing.
-func (r *AgentReconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, env map[string]string) (in configInputs, reason, msg string, err error) {
+func (r *AgentReconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, env map[string]string, gatewayToken string) (in configInputs, reason, msg string, err error) {
+	if in.models, err = r.proxiedProviders(ctx, agent, gatewayToken); err != nil {
+		return in, "", "", err
+	}
 	chans, deleting, err := agentChannels(ctx, r.Client, agent)
 	if err != nil {
 		return in, "", "", fmt.Errorf("list channels: %w", err)

@@ -78,7 +78,7 @@ func TestSyncConfig(t *testing.T) {
 			if tc.configRef {
 				agent.Spec.ConfigRef = &agentsv1.SecretKeyReference{Name: "a1-config", Key: agentsv1.ConfigDataKey}
 			}
-			if _, err := r.syncConfig(context.Background(), agent, tc.env); err != nil {
+			if _, err := r.syncConfig(context.Background(), agent, tc.env, "gw-token"); err != nil {
 				t.Fatal(err)
 			}
 			cond := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentConfigApplied)
@@ -94,7 +94,7 @@ func TestSyncConfig(t *testing.T) {
 			// A second pass with the same inputs after a success costs nothing.
 			if tc.applied == "True/Rendered" {
 				reads := rt.reads
-				if _, err := r.syncConfig(context.Background(), agent, tc.env); err != nil || rt.reads != reads {
+				if _, err := r.syncConfig(context.Background(), agent, tc.env, "gw-token"); err != nil || rt.reads != reads {
 					t.Errorf("an unchanged pass read the file again (%v)", err)
 				}
 			}

@@ -132,6 +132,10 @@ type AgentSpec struct {
 	// raises the limit to it. The gateway's Node heap follows the memory limit.
 	// +optional
 	Resources *AgentResources `json:"resources,omitempty"`
+	// Budget limits the agent's model requests through the platform's model proxy (the
+	// workspace's spec.budget applies to all its agents together as well).
+	// +optional
+	Budget *ModelBudget `json:"budget,omitempty"`
 }
 
 // AgentResources are the cpu and memory requests and limits of an agent's gateway.
@@ -181,6 +185,11 @@ type AgentConfigStatus struct {
 	// +listMapKey=type
 	// +optional
 	PendingChannels []RenderedChannel `json:"pendingChannels,omitempty"`
+	// ModelProviders are the model providers the file points at the platform's model proxy
+	// (their keys stay in the proxy; the agent holds a proxy credential).
+	// +listType=set
+	// +optional
+	ModelProviders []string `json:"modelProviders,omitempty"`
 }
 
 // AgentSleep is what the Agent controller knows of an agent's sleep.
@@ -256,6 +265,10 @@ type AgentStatus struct {
 	// and its last wake. Written by the Agent controller only.
 	// +optional
 	Sleep *AgentSleep `json:"sleep,omitempty"`
+	// Usage is today's model usage through the platform's model proxy. Written by the proxy's
+	// usage recorder only, at a bounded rate.
+	// +optional
+	Usage *ModelUsage `json:"usage,omitempty"`
 	// Conditions: Provisioned, GatewayReady, Suspended.
 	// +listType=map
 	// +listMapKey=type

@@ -76,6 +76,10 @@ type WorkspaceSpec struct {
 	// agents never idle).
 	// +optional
 	IdleAfter *metav1.Duration `json:"idleAfter,omitempty"`
+	// Budget limits the model requests of all the workspace's agents together, through the
+	// platform's model proxy (an Agent's own spec.budget applies as well).
+	// +optional
+	Budget *ModelBudget `json:"budget,omitempty"`
 }
 
 // WorkspaceStatus is the observed state of a tenant.
@@ -99,6 +103,10 @@ type WorkspaceStatus struct {
 	// and deletes in flight, never on how many agents the workspace holds.
 	// +optional
 	AgentSlots AgentSlots `json:"agentSlots,omitempty"`
+	// Usage is today's model usage of all the workspace's agents through the platform's model
+	// proxy. Written by the proxy's usage recorder only, at a bounded rate.
+	// +optional
+	Usage *ModelUsage `json:"usage,omitempty"`
 	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type

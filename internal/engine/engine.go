@@ -98,6 +98,29 @@ type Channel struct {
 	AllowFrom   []string
 }
 
+// ModelProvider is a model provider whose requests go through the platform's model proxy:
+// the config points the provider at BaseURL with APIKey, the agent's proxy credential (the
+// real key never reaches the agent).
+type ModelProvider struct {
+	Name    string // the engine's provider id (anthropic, openai, ...)
+	BaseURL string
+	APIKey  string
+}
+
+// Render is what RenderConfig builds an engine config file from.
+type Render struct {
+	// Base is the user's config (nil: Live as it is); Live the file in the agent's home now.
+	Base, Live []byte
+	// Managed are the channel types the platform owns in the file: each one not in Channels
+	// is removed, then each of Channels is written (tokens as references to environment
+	// variables).
+	Managed  []string
+	Channels []Channel
+	// ModelProviders are pointed at the model proxy; any other provider entry the proxy owned
+	// (its apiKey a model-proxy credential) loses its proxy URL and credential.
+	ModelProviders []ModelProvider
+}
+
 // Errors a runtime maps to HTTP answers.
 var (
 	// ErrCLI: the engine CLI ran and failed (non-zero exit, unparseable output).
@@ -126,12 +149,10 @@ type Engine interface {
 	InitialConfig(id Identity, gatewayToken string) ([]byte, error)
 	// SetGatewayToken returns config with the gateway token replaced (hot-reloaded by the engine).
 	SetGatewayToken(config []byte, token string) ([]byte, error)
-	// RenderConfig builds the engine config file: base (the user's config; nil: live as it
-	// is), with what the engine and the runtime own taken from live (the file in the agent's
-	// home now), every channel type in managed removed, then each of channels written (tokens
-	// as references to environment variables). The Agent controller is its only caller that
-	// writes the result.
-	RenderConfig(base, live []byte, managed []string, channels []Channel) ([]byte, error)
+	// RenderConfig builds the engine config file from r: its base with what the engine and
+	// the runtime own taken from the live file, the platform's channels and model providers
+	// (Render). The Agent controller is its only caller that writes the result.
+	RenderConfig(r Render) ([]byte, error)
 	// UserConfig is the part of config the user owns: without what the engine and the
 	// runtime own and without the channel types in managed (the platform renders those).
 	UserConfig(config []byte, managed []string) ([]byte, error)

@@ -18,9 +18,11 @@ const (
 
 // RenderConfig implements engine.Engine. The file is base (the user's config; nil: live as
 // it is), with `meta` and `gateway.auth` taken from live, every channel type in managed
-// without a channel removed (with the plugin entry only the platform wrote) and each of
-// channels written (SetChannel: a user's own keys under channels.<type> stay).
-func (e *Engine) RenderConfig(base, live []byte, managed []string, channels []engine.Channel) ([]byte, error) {
+// without a channel removed (with the plugin entry only the platform wrote), each of
+// channels written (SetChannel: a user's own keys under channels.<type> stay) and the model
+// providers set (setModelProviders).
+func (e *Engine) RenderConfig(r engine.Render) ([]byte, error) {
+	base, live, managed, channels := r.Base, r.Live, r.Managed, r.Channels
 	if base == nil {
 		base = live
 	}
@@ -57,11 +59,11 @@ func (e *Engine) RenderConfig(base, live []byte, managed []string, channels []en
 			return nil, err
 		}
 	}
-	return out, nil
+	return setModelProviders(out, r.ModelProviders)
 }
 
-// UserConfig implements engine.Engine: config without `meta`, `gateway.auth` and the channel
-// types in managed (a config read back from the agent, then sent again, holds them all).
+// UserConfig implements engine.Engine: config without `meta`, `gateway.auth`, the model
+// proxy's provider URLs and credentials and the channel types in managed (a config read back from the agent, then sent again, holds them all).
 func (e *Engine) UserConfig(config []byte, managed []string) ([]byte, error) {
 	cfg, err := parseConfig(config)
 	if err != nil {
@@ -71,6 +73,8 @@ func (e *Engine) UserConfig(config []byte, managed []string) ([]byte, error) {
 	if gw, ok := cfg[keyGateway].(map[string]any); ok {
 		delete(gw, keyAuth)
 	}
+	// The platform renders the model proxy's entries (their credential rotates).
+	dropProxyEntries(cfg, func(string) bool { return false })
 	out, err := marshalConfig(cfg)
 	if err != nil {
 		return nil, err

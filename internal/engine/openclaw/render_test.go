@@ -27,29 +27,43 @@ func TestRenderConfig(t *testing.T) {
 		managed  []string
 		channels []engine.Channel
 		want     map[string]any // path -> value (nil: absent)
+		models   []engine.ModelProvider
 	}{
 		{"adopts the live file when the user has no config", "", []string{"telegram"}, []engine.Channel{tg},
-			map[string]any{"gateway.auth.token": "gw-live", "channels.telegram.dmPolicy": "pairing", "meta.lastTouchedVersion": "2026.9.6", "agents.defaults.workspace": "~/.openclaw/workspace"}},
+			map[string]any{"gateway.auth.token": "gw-live", "channels.telegram.dmPolicy": "pairing", "meta.lastTouchedVersion": "2026.9.6", "agents.defaults.workspace": "~/.openclaw/workspace"}, nil},
 		{"a channel rendered before and now gone is removed", "", []string{"telegram"}, nil,
-			map[string]any{"channels": nil, "gateway.auth.token": "gw-live"}},
+			map[string]any{"channels": nil, "gateway.auth.token": "gw-live"}, nil},
 		{"an unmanaged channel of the user's own stays", "", nil, nil,
-			map[string]any{"channels.telegram.enabled": true}},
+			map[string]any{"channels.telegram.enabled": true}, nil},
 		{"the user's config replaces the rest; engine and runtime keys come from live",
 			`{gateway: {mode: "local", auth: {mode: "none"}, port: 1}, tools: {profile: "coding"}, meta: {lastTouchedVersion: "1.0.0"}}`,
 			[]string{"telegram"}, []engine.Channel{tg},
 			map[string]any{"gateway.auth.mode": "token", "gateway.auth.token": "gw-live", "gateway.port": float64(1), "tools.profile": "coding",
-				"meta.lastTouchedVersion": "2026.9.6", "agents": nil, "channels.telegram.botToken.id": "TG"}},
+				"meta.lastTouchedVersion": "2026.9.6", "agents": nil, "channels.telegram.botToken.id": "TG"}, nil},
 		{"the user's keys under a managed channel stay", `{channels: {telegram: {groupPolicy: "open"}}}`, []string{"telegram"}, []engine.Channel{tg},
-			map[string]any{"channels.telegram.groupPolicy": "open", "channels.telegram.enabled": true}},
+			map[string]any{"channels.telegram.groupPolicy": "open", "channels.telegram.enabled": true}, nil},
 		{"an external channel trusts its plugin", `{}`, nil, []engine.Channel{dc},
-			map[string]any{"plugins.entries.discord.enabled": true, "channels.discord.token.id": "DC"}},
+			map[string]any{"plugins.entries.discord.enabled": true, "channels.discord.token.id": "DC"}, nil},
+		{"a proxied provider points at the proxy; the user's other keys under it stay",
+			`{models: {providers: {anthropic: {timeoutSeconds: 30, apiKey: "sk-user", baseUrl: "https://api.anthropic.com"}}}}`, nil, nil,
+			map[string]any{"models.providers.anthropic.baseUrl": "http://127.0.0.1:1/llm/anthropic", "models.providers.anthropic.apiKey": "apx1.a.b",
+				"models.providers.anthropic.timeoutSeconds": float64(30)},
+			[]engine.ModelProvider{{Name: "anthropic", BaseURL: "http://127.0.0.1:1/llm/anthropic", APIKey: "apx1.a.b"}}},
+		{"a provider no longer proxied loses the proxy's URL and credential, a user's own provider stays",
+			`{models: {providers: {openai: {baseUrl: "http://p/llm/openai/v1", apiKey: "apx1.old.x"}, groq: {apiKey: "apx1.old.y", timeoutSeconds: 5}, vllm: {baseUrl: "http://gpu:8000/v1", apiKey: "local"}}}}`, nil, nil,
+			map[string]any{"models.providers.openai": nil, "models.providers.groq.apiKey": nil, "models.providers.groq.timeoutSeconds": float64(5),
+				"models.providers.vllm.apiKey": "local"}, nil},
+		{"the last proxied provider gone leaves no empty models object",
+			`{models: {providers: {openai: {baseUrl: "http://p/llm/openai/v1", apiKey: "apx1.old.x"}}}}`, nil, nil,
+			map[string]any{"models": nil}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var base []byte
 			if tc.base != "" {
 				base = []byte(tc.base)
 			}
-			b, err := New().RenderConfig(base, []byte(live), tc.managed, tc.channels)
+			r := engine.Render{Base: base, Live: []byte(live), Managed: tc.managed, Channels: tc.channels, ModelProviders: tc.models}
+			b, err := New().RenderConfig(r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,16 +74,17 @@ func TestRenderConfig(t *testing.T) {
 				}
 			}
 			// Rendering is a fixed point: the render of the render is the same file.
-			again, err := New().RenderConfig(base, b, tc.managed, tc.channels)
+			r.Live = b
+			again, err := New().RenderConfig(r)
 			if err != nil || string(again) != string(b) {
 				t.Fatalf("second render differs (%v):\n%s\nvs\n%s", err, again, b)
 			}
 		})
 	}
-	if _, err := New().RenderConfig([]byte(`[1]`), []byte(live), nil, nil); !errors.Is(err, engine.ErrInvalidConfig) {
+	if _, err := New().RenderConfig(engine.Render{Base: []byte(`[1]`), Live: []byte(live)}); !errors.Is(err, engine.ErrInvalidConfig) {
 		t.Errorf("a user config that is not an object: %v", err)
 	}
-	if _, err := New().RenderConfig(nil, []byte(live), nil, []engine.Channel{{Type: "irc"}}); !errors.Is(err, engine.ErrInvalidInput) {
+	if _, err := New().RenderConfig(engine.Render{Live: []byte(live), Channels: []engine.Channel{{Type: "irc"}}}); !errors.Is(err, engine.ErrInvalidInput) {
 		t.Errorf("an unknown channel type: %v", err)
 	}
 }
@@ -92,5 +107,27 @@ func TestUserConfig(t *testing.T) {
 	b, err = New().UserConfig([]byte(live), nil)
 	if err != nil || at(decode(t, b), "channels.telegram") == nil {
 		t.Fatalf("an unmanaged channel was dropped: %s %v", b, err)
+	}
+}
+
+// A config read back (GET /config) and sent again does not pin the model proxy's rotating
+// credential; a user's own provider entry stays whole.
+func TestUserConfigDropsModelProxyEntries(t *testing.T) {
+	b, err := New().UserConfig([]byte(`{models: {providers: {
+		anthropic: {baseUrl: "http://p/llm/anthropic", apiKey: "apx1.x.y", timeoutSeconds: 9},
+		openai: {baseUrl: "http://p/llm/openai/v1", apiKey: "apx1.x.z"},
+		vllm: {baseUrl: "http://gpu:8000/v1", apiKey: "local"}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, b)
+	for path, want := range map[string]any{
+		"models.providers.anthropic.apiKey": nil, "models.providers.anthropic.baseUrl": nil,
+		"models.providers.anthropic.timeoutSeconds": float64(9), "models.providers.openai": nil,
+		"models.providers.vllm.apiKey": "local",
+	} {
+		if got := at(m, path); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s = %#v, want %#v\n%s", path, got, want, b)
+		}
 	}
 }
