@@ -70,6 +70,9 @@ type Options struct {
 
 	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
 	ClawHubURL string
+	// ModelProxy, when set, serves agents' model-provider calls under /llm/ (it
+	// authenticates agents itself: their proxy credentials are not REST tokens).
+	ModelProxy http.Handler
 	// Domains configures the domain routes (brand, apps domain, verification key, claims);
 	// it must agree with the domain controller's settings.
 	Domains DomainOptions
@@ -107,6 +110,9 @@ func New(opts Options) *Server {
 	guardNames(&opts)
 	s := &Server{opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry)}
 	s.routes()
+	if opts.ModelProxy != nil {
+		s.mux.Handle("/llm/", opts.ModelProxy)
+	}
 	s.handler = s.observe()
 	return s
 }
@@ -236,15 +242,20 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 type Runnable struct {
 	Server *Server
 	Addr   string
+	// Listener, when set, is already bound (Addr is then unused).
+	Listener net.Listener
 	// Ready, when set, receives the bound address once listening.
 	Ready func(addr string)
 }
 
 // Start listens on Addr and serves until ctx ends.
 func (r *Runnable) Start(ctx context.Context) error {
-	l, err := net.Listen("tcp", r.Addr)
-	if err != nil {
-		return err
+	l := r.Listener
+	if l == nil {
+		var err error
+		if l, err = net.Listen("tcp", r.Addr); err != nil {
+			return err
+		}
 	}
 	if r.Ready != nil {
 		r.Ready(l.Addr().String())

@@ -24,6 +24,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/local"
@@ -37,7 +38,9 @@ var (
 	ctx       context.Context
 	cancel    context.CancelFunc
 	plat      *platform.Platform
-	baseURL   string
+	// llm is the fake model provider behind the main platform's model proxy.
+	llm     *providertest.Provider
+	baseURL string
 )
 
 func TestAPIServer(t *testing.T) {
@@ -57,6 +60,7 @@ var _ = BeforeSuite(func() {
 	k8sClient = env.Client
 	fake, err := fakeclaw.EngineDir()
 	Expect(err).NotTo(HaveOccurred())
+	llm = providertest.New()
 	plat, baseURL = startPlatform(ctx, platform.Options{
 		Runtime: platform.RuntimeOptions{
 			Name: platform.RuntimeLocal, StateDir: GinkgoT().TempDir(), DefaultVersion: "2026.9.6",
@@ -73,6 +77,10 @@ var _ = BeforeSuite(func() {
 		Files:            suiteFiles(),
 		// Short sleep timers for the suspend specs (agents_sleep_test.go).
 		WakeLead: 20 * time.Second, WakeWindow: 4 * time.Second, TaskGrace: 5 * time.Second,
+		// The model proxy forwards to a fake provider and writes usage often (modelproxy_test.go).
+		ModelProxy: platform.ModelProxyOptions{
+			Upstreams: map[string]string{"anthropic": llm.URL, "openai": llm.URL}, FlushInterval: 300 * time.Millisecond,
+		},
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{
@@ -83,6 +91,9 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	cancel()
+	if llm != nil {
+		llm.Close()
+	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())
 	}

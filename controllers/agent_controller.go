@@ -74,6 +74,9 @@ type AgentReconciler struct {
 	Workers int
 	// Sleep tunes suspension: the lead of a wake before a scheduled task, the wake window.
 	Sleep SleepOptions
+	// ModelProxy routes the keys of model providers it knows through the platform's model
+	// proxy (nil: every attached secret reaches the agent's environment).
+	ModelProxy ModelProxy
 
 	written writtenStatus
 }
@@ -162,7 +165,7 @@ func (r *AgentReconciler) reconcileWorkspaceState(ctx context.Context, agent *ag
 	if err := r.syncSkills(ctx, agent); err != nil {
 		return ctrl.Result{}, err
 	}
-	if after, err := r.syncConfig(ctx, agent, desired.Env); err != nil || after > 0 {
+	if after, err := r.syncConfig(ctx, agent, desired.Env, desired.GatewayToken); err != nil || after > 0 {
 		return ctrl.Result{RequeueAfter: after}, err
 	}
 	if observed.Phase == runtime.PhaseStarting {

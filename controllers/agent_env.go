@@ -16,7 +16,8 @@ import (
 )
 
 // SecretEnv resolves an agent's attached secrets, and the tokens of its enabled Channels
-// (channel_env.go), into environment variables. With DerivedSecret set (kube runtime) it also
+// (channel_env.go), into environment variables; a model provider's key that the model proxy
+// serves is never among them. With DerivedSecret set (kube runtime) it also
 // keeps a core Secret `<agent>-env` holding them, owned by the agent, for the pod's envFrom:
 // only while there is something to hold (an agent without secrets or channels has none).
 type SecretEnv struct {
@@ -24,6 +25,9 @@ type SecretEnv struct {
 	APIReader     client.Reader
 	Sealer        *secrets.Sealer
 	DerivedSecret bool
+	// ModelProxy keeps the keys of the providers it serves out of the environment (the
+	// agent's config points those providers at the proxy instead).
+	ModelProxy ModelProxy
 }
 
 // EnvSecretName is the derived Secret with an agent's environment.
@@ -40,7 +44,10 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 			}
 			return nil, "", err
 		}
-		v, err := SecretValue(ctx, e.APIReader, e.Sealer, sec)
+		if proxied(e.ModelProxy, sec) {
+			continue
+		}
+		v, err := secrets.Value(ctx, e.APIReader, e.Sealer, sec)
 		if err != nil {
 			return nil, "", fmt.Errorf("secret %s: %w", ref.Name, err)
 		}

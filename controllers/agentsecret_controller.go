@@ -4,8 +4,6 @@ import (
 	"context"
 	"sort"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -78,7 +76,7 @@ func (r *AgentSecretReconciler) attachedAgents(ctx context.Context, sec *agentsv
 // Secret holds the key.
 func (r *AgentSecretReconciler) computeReadyCondition(ctx context.Context, sec *agentsv1.AgentSecret) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sec.Generation, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonValueAvailable, Message: "the value is available to agents"}
-	if _, err := SecretValue(ctx, r.APIReader, r.Sealer, sec); err != nil {
+	if _, err := secrets.Value(ctx, r.APIReader, r.Sealer, sec); err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonValueUnavailable, err.Error()
 	}
 	return c
@@ -100,29 +98,6 @@ func (r *AgentSecretReconciler) computeDuplicateCondition(ctx context.Context, s
 		}
 	}
 	return c, nil
-}
-
-// SecretValue returns a secret's plaintext: opened with the platform key, or read from the
-// referenced core Secret.
-func SecretValue(ctx context.Context, reader client.Reader, sealer *secrets.Sealer, sec *agentsv1.AgentSecret) ([]byte, error) {
-	if ref := sec.Spec.SecretRef; ref != nil {
-		core := &corev1.Secret{}
-		if err := reader.Get(ctx, types.NamespacedName{Namespace: sec.Namespace, Name: ref.Name}, core); err != nil {
-			return nil, err
-		}
-		v, ok := core.Data[ref.Key]
-		if !ok {
-			return nil, apierrors.NewNotFound(corev1.Resource("secrets"), ref.Name+"["+ref.Key+"]")
-		}
-		return v, nil
-	}
-	if sec.Spec.EncryptedValue == nil {
-		return nil, secrets.ErrDecrypt
-	}
-	if sealer == nil {
-		return nil, secrets.ErrNotConfigured
-	}
-	return sealer.Open(ctx, sec.Namespace, sec.Name, sec.Spec.EncryptedValue)
 }
 
 // SetupWithManager registers the controller: AgentSecrets, and Agents (which change who

@@ -128,6 +128,10 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	// a manager of thousands of agents by its client, not by the API server.
 	f.Float32Var(&o.APIQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server, sustained")
 	f.IntVar(&o.APIBurst, "kube-api-burst", 100, "requests to the Kubernetes API server in a burst")
+	f.BoolVar(&o.ModelProxy.Disabled, "no-model-proxy", false, "hand model-provider keys to the agents' environment instead of keeping them in the model proxy")
+	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
+	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
+	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
 }
 
 // s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and

@@ -1,6 +1,7 @@
 package modelproxy
 
 import (
+	"errors"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -38,11 +39,38 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.tokens, m.refusals, m.latency, m.streams} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
+		// Several proxies in one process (replicas in a test) share the series.
+		var err error
+		if m.requests, err = register(reg, m.requests); err != nil {
+			return nil, err
+		}
+		if m.tokens, err = register(reg, m.tokens); err != nil {
+			return nil, err
+		}
+		if m.refusals, err = register(reg, m.refusals); err != nil {
+			return nil, err
+		}
+		if m.latency, err = register(reg, m.latency); err != nil {
+			return nil, err
+		}
+		if m.streams, err = register(reg, m.streams); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// register registers c, or returns the collector already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	switch {
+	case err == nil:
+		return c, nil
+	case errors.As(err, &are):
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
 }

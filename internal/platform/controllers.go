@@ -34,8 +34,9 @@ func (p *Platform) setupControllers() error {
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
 			Env: &controllers.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
-				DerivedSecret: p.opts.Runtime.Name == RuntimeKube,
+				DerivedSecret: p.opts.Runtime.Name == RuntimeKube, ModelProxy: p.controllersModelProxy(),
 			},
+			ModelProxy: p.controllersModelProxy(),
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err

@@ -6,6 +6,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -88,6 +89,8 @@ type Options struct {
 	// config's own, or client-go's defaults).
 	APIQPS   float32
 	APIBurst int
+	// ModelProxy keeps model-provider keys out of the agents.
+	ModelProxy ModelProxyOptions
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -103,7 +106,9 @@ type Platform struct {
 
 	versions engine.Versions
 	runtime  runtime.Runtime
-	shutdown func(context.Context) error
+	// modelBase is where agents reach the model proxy ("" : provider keys go to their env).
+	modelBase string
+	shutdown  func(context.Context) error
 }
 
 // New builds the manager, registers every controller and the REST facade.
@@ -181,6 +186,15 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		Limiter: p.limiter, Versions: p.versions, SnapshotExists: p.snapshotExists,
 		SystemNamespace: o.SystemNamespace,
 	}
+	// The facade's listener is bound now, so agents' configs can name the model proxy's
+	// address before the manager starts.
+	var apiListener net.Listener
+	if o.APIAddr != "" {
+		if apiListener, err = net.Listen("tcp", o.APIAddr); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", o.APIAddr, err)
+		}
+	}
+	p.modelBase = p.modelProxyBase(apiListener)
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
 		rt, err := p.buildRuntime()
 		if err != nil {
@@ -211,14 +225,22 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		if err := p.warmFacadeCache(ctx); err != nil {
 			return nil, err
 		}
-		p.API = apiserver.New(apiserver.Options{
+		proxy, err := p.setupModelProxy()
+		if err != nil {
+			return nil, err
+		}
+		opts := apiserver.Options{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: signer,
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
 			Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout,
 			Domains: domainAPI, ClawHubURL: o.ClawHubURL,
-		})
-		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Addr: o.APIAddr, Ready: o.APIReady}); err != nil {
+		}
+		if proxy != nil {
+			opts.ModelProxy = proxy
+		}
+		p.API = apiserver.New(opts)
+		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady}); err != nil {
 			return nil, err
 		}
 	}

@@ -1,0 +1,122 @@
+// Package providertest is a fake model provider on loopback for tests of the model proxy from
+// outside its package (the REST suite, end-to-end tests with the real engine): it answers the
+// Anthropic Messages API (streamed or not) and OpenAI's chat completions and embeddings, with
+// usage, and records the key and path of every request.
+package providertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+)
+
+// Usage the fake reports for every answer.
+const (
+	InputTokens  = 25
+	OutputTokens = 15
+	// Reply is the text of every answer.
+	Reply = "pong from the fake provider"
+)
+
+// Request is what the fake received.
+type Request struct {
+	Path string
+	// Key is the credential as the provider reads it (x-api-key, else the bearer token).
+	Key    string
+	Stream bool
+}
+
+// Provider is a running fake provider.
+type Provider struct {
+	*httptest.Server
+	mu   sync.Mutex
+	reqs []Request
+}
+
+// New starts a fake provider; Close stops it.
+func New() *Provider {
+	p := &Provider{}
+	p.Server = httptest.NewServer(http.HandlerFunc(p.serve))
+	return p
+}
+
+// Requests returns what the fake received so far.
+func (p *Provider) Requests() []Request {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Request(nil), p.reqs...)
+}
+
+func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Model  string `json:"model"`
+		Stream bool   `json:"stream"`
+	}
+	raw, _ := io.ReadAll(r.Body)
+	_ = json.Unmarshal(raw, &body)
+	key := r.Header.Get("X-Api-Key")
+	if key == "" {
+		key = strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	p.mu.Lock()
+	p.reqs = append(p.reqs, Request{Path: r.URL.Path, Key: key, Stream: body.Stream})
+	p.mu.Unlock()
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/v1/messages") && body.Stream:
+		anthropicStream(w, body.Model)
+	case strings.HasSuffix(r.URL.Path, "/v1/messages"):
+		writeJSON(w, map[string]any{
+			"id": "msg_fake", "type": "message", "role": "assistant", "model": body.Model,
+			"content":     []any{map[string]any{"type": "text", "text": Reply}},
+			"stop_reason": "end_turn", "usage": map[string]any{"input_tokens": InputTokens, "output_tokens": OutputTokens},
+		})
+	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		writeJSON(w, map[string]any{
+			"id": "chatcmpl-fake", "object": "chat.completion", "model": body.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": Reply}}},
+			"usage":   map[string]any{"prompt_tokens": InputTokens, "completion_tokens": OutputTokens, "total_tokens": InputTokens + OutputTokens},
+		})
+	case strings.HasSuffix(r.URL.Path, "/embeddings"):
+		writeJSON(w, map[string]any{
+			"object": "list", "model": body.Model,
+			"data":  []any{map[string]any{"object": "embedding", "index": 0, "embedding": []float64{0.1, 0.2, 0.3}}},
+			"usage": map[string]any{"prompt_tokens": InputTokens, "total_tokens": InputTokens},
+		})
+	default:
+		http.Error(w, `{"error":{"message":"not found","type":"not_found_error"}}`, http.StatusNotFound)
+	}
+}
+
+// anthropicStream writes a Messages API stream: message_start (input usage), one text delta,
+// message_delta (output usage), message_stop; each event flushed on its own.
+func anthropicStream(w http.ResponseWriter, model string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	events := []struct {
+		name string
+		data map[string]any
+	}{
+		{"message_start", map[string]any{"type": "message_start", "message": map[string]any{
+			"id": "msg_fake", "type": "message", "role": "assistant", "model": model, "content": []any{},
+			"usage": map[string]any{"input_tokens": InputTokens, "output_tokens": 1}}}},
+		{"content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{"type": "text", "text": ""}}},
+		{"content_block_delta", map[string]any{"type": "content_block_delta", "index": 0, "delta": map[string]any{"type": "text_delta", "text": Reply}}},
+		{"content_block_stop", map[string]any{"type": "content_block_stop", "index": 0}},
+		{"message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn"}, "usage": map[string]any{"output_tokens": OutputTokens}}},
+		{"message_stop", map[string]any{"type": "message_stop"}},
+	}
+	for _, e := range events {
+		b, _ := json.Marshal(e.data)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.name, b)
+		http.NewResponseController(w).Flush()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}

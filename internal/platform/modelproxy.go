@@ -1,0 +1,89 @@
+package platform
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/modelaccess"
+	"github.com/agentplane/agentplane/internal/modelproxy"
+)
+
+// ModelProxyOptions configure the model credential proxy: agents' calls to the model
+// providers it knows go through the REST facade's /llm/ routes, which swap the agent's proxy
+// credential for the real key (the agent never holds it) and enforce budgets.
+type ModelProxyOptions struct {
+	// Disabled hands every attached secret to the agents' environment, provider keys too.
+	Disabled bool
+	// URL is the facade's base URL as agents reach it. Default: the facade's own address on
+	// loopback (local runtime), http://agentplane-api.<system namespace>.svc (kube runtime).
+	URL string
+	// Upstreams override provider origins (provider -> URL: tests, mirrors, egress proxies).
+	Upstreams map[string]string
+	// FlushInterval is how often each replica writes the usage it counted to status (0: 30 s).
+	FlushInterval time.Duration
+}
+
+// modelRoutes tells the controllers where an agent reaches the proxy for a provider.
+type modelRoutes struct{ base string }
+
+// BaseURL implements controllers.ModelProxy.
+func (m modelRoutes) BaseURL(provider string) (string, bool) {
+	p, ok := modelproxy.Lookup(provider)
+	if !ok {
+		return "", false
+	}
+	return m.base + "/llm/" + p.Name + p.BasePath, true
+}
+
+// modelProxyBase is the proxy's base URL for agents ("" : no proxy). api is the facade's
+// bound listener (nil: this process serves no facade).
+func (p *Platform) modelProxyBase(api net.Listener) string {
+	o := p.opts.ModelProxy
+	switch {
+	case o.Disabled:
+		return ""
+	case o.URL != "":
+		return strings.TrimSuffix(o.URL, "/")
+	case p.opts.Runtime.Name == RuntimeKube:
+		return "http://agentplane-api." + p.opts.SystemNamespace + ".svc"
+	case api == nil:
+		return ""
+	}
+	port := api.Addr().(*net.TCPAddr).Port
+	return fmt.Sprintf("http://127.0.0.1:%d", port)
+}
+
+// controllersModelProxy is the proxy as the controllers see it (nil: none).
+func (p *Platform) controllersModelProxy() controllers.ModelProxy {
+	if p.modelBase == "" {
+		return nil
+	}
+	return modelRoutes{base: p.modelBase}
+}
+
+// setupModelProxy builds the proxy the facade serves and its usage recorder (every replica).
+func (p *Platform) setupModelProxy() (*modelproxy.Proxy, error) {
+	if p.opts.ModelProxy.Disabled {
+		return nil, nil
+	}
+	mgr := p.Manager
+	proxy, err := modelproxy.New(modelproxy.Options{
+		Authorizer: &modelaccess.Authorizer{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer},
+		Upstreams:  p.opts.ModelProxy.Upstreams,
+		Log:        p.opts.Log.WithName("modelproxy"),
+		Registerer: metrics.Registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = mgr.Add(&modelaccess.Recorder{
+		Ledger: proxy, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"),
+	})
+	return proxy, err
+}
