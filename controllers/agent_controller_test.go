@@ -40,10 +40,18 @@ func startAgentManager() func() {
 			Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 			Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
 		},
-		Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true},
+		Env:        &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
+		ModelProxy: testModelProxy{},
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	return startManager(mgr)
+}
+
+// testModelProxy serves anthropic at a made-up in-cluster address.
+type testModelProxy struct{}
+
+func (testModelProxy) BaseURL(provider string) (string, bool) {
+	return "http://agentplane-api.agentplane-system.svc/llm/anthropic", provider == "anthropic"
 }
 
 func agentWorkspace(name string, limit int32) string {
@@ -174,7 +182,15 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-key"},
 			Spec:       agentsv1.AgentSecretSpec{Name: "TEAM_KEY", SecretRef: &agentsv1.SecretKeyReference{Name: "team-key", Key: "k"}},
 		})).To(Succeed())
-		a := createAgent(ns, "agt-env", func(a *agentsv1.Agent) { a.Spec.Secrets = []agentsv1.LocalObjectReference{{Name: "team-key"}} })
+		// A model provider's key the proxy serves never reaches the pod's environment.
+		Expect(k8sClient.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ant-key"}, StringData: map[string]string{"k": "sk-ant-kube"}})).To(Succeed())
+		Expect(k8sClient.Create(ctx, &agentsv1.AgentSecret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ant-key"},
+			Spec:       agentsv1.AgentSecretSpec{Name: "ANTHROPIC_API_KEY", Provider: "anthropic", SecretRef: &agentsv1.SecretKeyReference{Name: "ant-key", Key: "k"}},
+		})).To(Succeed())
+		a := createAgent(ns, "agt-env", func(a *agentsv1.Agent) {
+			a.Spec.Secrets = []agentsv1.LocalObjectReference{{Name: "team-key"}, {Name: "ant-key"}}
+		})
 		hash := func() string {
 			sts := &appsv1.StatefulSet{}
 			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: a.Name}, sts); err != nil {
@@ -187,6 +203,8 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		env := &corev1.Secret{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.EnvSecretName(a.Name)}, env)).To(Succeed())
 		Expect(env.Data).To(HaveKeyWithValue("TEAM_KEY", []byte("v1")))
+		Expect(env.Data).NotTo(HaveKey("ANTHROPIC_API_KEY"))
+		Expect(fmt.Sprint(env.Data)).NotTo(ContainSubstring("sk-ant-kube"))
 
 		core.StringData = map[string]string{"k": "v2"}
 		Expect(k8sClient.Update(ctx, core)).To(Succeed())

@@ -84,6 +84,11 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 	o.Runtime.Image = images.GatewayTemplate()
 	o.Runtime.Init = []string{images.Init, "--"}
 	o.Runtime.Probe = []string{images.Probe}
+	if o.ModelProxy.URL == "" {
+		// The node's pods reach the model proxy on the node's address; the facade stays on
+		// loopback.
+		o.ModelProxy.Addr = cl.NodeIP + ":0"
+	}
 	return serveDev(ctx, out, f, o, stateDir, cl.Config, cl.Kubeconfig)
 }
 

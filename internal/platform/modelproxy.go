@@ -1,8 +1,11 @@
 package platform
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"time"
 
@@ -26,6 +29,10 @@ type ModelProxyOptions struct {
 	Upstreams map[string]string
 	// FlushInterval is how often each replica writes the usage it counted to status (0: 30 s).
 	FlushInterval time.Duration
+	// Addr, when set, is a listener of its own that serves only the proxy (the facade serves
+	// it too); URL then defaults to it. `dev --runtime kube` binds it on the node's address,
+	// which its pods reach while the facade stays on loopback.
+	Addr string
 }
 
 // modelRoutes tells the controllers where an agent reaches the proxy for a provider.
@@ -41,14 +48,16 @@ func (m modelRoutes) BaseURL(provider string) (string, bool) {
 }
 
 // modelProxyBase is the proxy's base URL for agents ("" : no proxy). api is the facade's
-// bound listener (nil: this process serves no facade).
-func (p *Platform) modelProxyBase(api net.Listener) string {
+// bound listener (nil: this process serves no facade), own the proxy's own (nil: none).
+func (p *Platform) modelProxyBase(api, own net.Listener) string {
 	o := p.opts.ModelProxy
 	switch {
 	case o.Disabled:
 		return ""
 	case o.URL != "":
 		return strings.TrimSuffix(o.URL, "/")
+	case own != nil:
+		return "http://" + own.Addr().String()
 	case p.opts.Runtime.Name == RuntimeKube:
 		return "http://agentplane-api." + p.opts.SystemNamespace + ".svc"
 	case api == nil:
@@ -66,8 +75,9 @@ func (p *Platform) controllersModelProxy() controllers.ModelProxy {
 	return modelRoutes{base: p.modelBase}
 }
 
-// setupModelProxy builds the proxy the facade serves and its usage recorder (every replica).
-func (p *Platform) setupModelProxy() (*modelproxy.Proxy, error) {
+// setupModelProxy builds the proxy the facade serves and its usage recorder (every replica),
+// and serves it on own too (nil: only the facade serves it).
+func (p *Platform) setupModelProxy(own net.Listener) (*modelproxy.Proxy, error) {
 	if p.opts.ModelProxy.Disabled {
 		return nil, nil
 	}
@@ -85,5 +95,30 @@ func (p *Platform) setupModelProxy() (*modelproxy.Proxy, error) {
 		Ledger: proxy, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"),
 	})
+	if err == nil && own != nil {
+		err = mgr.Add(&proxyListener{l: own, h: proxy})
+	}
 	return proxy, err
+}
+
+// proxyListener serves the model proxy alone on a listener of its own (every replica).
+type proxyListener struct {
+	l net.Listener
+	h http.Handler
+}
+
+func (s *proxyListener) NeedLeaderElection() bool { return false }
+
+func (s *proxyListener) Start(ctx context.Context) error {
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(s.l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }

@@ -188,13 +188,18 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	// The facade's listener is bound now, so agents' configs can name the model proxy's
 	// address before the manager starts.
-	var apiListener net.Listener
+	var apiListener, proxyListener net.Listener
 	if o.APIAddr != "" {
 		if apiListener, err = net.Listen("tcp", o.APIAddr); err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", o.APIAddr, err)
 		}
+		if a := o.ModelProxy.Addr; a != "" && !o.ModelProxy.Disabled {
+			if proxyListener, err = net.Listen("tcp", a); err != nil {
+				return nil, fmt.Errorf("listen on %s: %w", a, err)
+			}
+		}
 	}
-	p.modelBase = p.modelProxyBase(apiListener)
+	p.modelBase = p.modelProxyBase(apiListener, proxyListener)
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
 		rt, err := p.buildRuntime()
 		if err != nil {
@@ -225,7 +230,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		if err := p.warmFacadeCache(ctx); err != nil {
 			return nil, err
 		}
-		proxy, err := p.setupModelProxy()
+		proxy, err := p.setupModelProxy(proxyListener)
 		if err != nil {
 			return nil, err
 		}

@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -34,7 +33,8 @@ import (
 // `running` with a Ready gateway pod; one agent goes through what users do with it (exec
 // through the kubelet, config, tasks, uploads, snapshots, an engine upgrade, stop and start)
 // and what goes wrong under it (its gateway killed, its kubelet stopped, an agent too big for
-// the node); an attached secret reaches the gateway's environment and no pod spec; delete
+// the node); a provider key stays in the model proxy, which the pod reaches on the node's
+// address, while another secret reaches the gateway's environment and no pod spec; delete
 // removes pod, claim, volume and data; and the cluster's stop leaves nothing on the machine.
 func TestRealNodeAgentLifecycle(t *testing.T) {
 	if !testenv.RealNode(t) {
@@ -44,7 +44,10 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	// Agents start on the release before the pinned engine and are upgraded to it.
 	pinned, previous := engineDir(t), previousEngineDir(t)
 	from, to := engineVersion(t, previous), engineVersion(t, pinned)
-	p := startDev(t, pinned, "--runtime", "kube", "--engine-dir", previous, "--default-engine-version", from)
+	llm := providertest.New()
+	t.Cleanup(llm.Close)
+	p := startDev(t, pinned, "--runtime", "kube", "--engine-dir", previous, "--default-engine-version", from,
+		"--model-proxy-upstream", "openai="+llm.URL)
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
@@ -117,23 +120,8 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("the kubelet stopped", a.checkKubeletStopped)
 	t.Run("a pod pending for memory", a.checkPendingForMemory)
 
-	t.Run("an attached secret reaches the gateway and no pod spec", func(t *testing.T) {
-		value := "sk-node-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		sec := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "OPENAI_API_KEY", "value": value, "provider": "openai"}), 201, "create secret").obj("secret")
-		must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
-		eventually(t, 4*time.Minute, "the rolled gateway to have the secret", func() bool {
-			r := p.call("POST", base+"/console/exec", map[string]string{"command": `printenv OPENAI_API_KEY`})
-			return r.status == 200 && strings.TrimSpace(r.str("stdout")) == value
-		})
-		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			if strings.Contains(fmt.Sprintf("%+v", p.Spec), value) {
-				t.Errorf("pod %s has the secret value in its spec", p.Name)
-			}
-		}
+	t.Run("a provider key stays in the model proxy; other secrets reach the gateway and no pod spec", func(t *testing.T) {
+		checkModelProxyOnNode(t, p, llm, k8s, ns, base)
 	})
 
 	t.Run("the Agent resource door", func(t *testing.T) {
