@@ -1,6 +1,7 @@
 package apiserver_test
 
 import (
+	"bufio"
 	"io"
 	"net/http"
 	"strings"
@@ -126,6 +127,28 @@ var _ = Describe("Model proxy", Ordered, func() {
 			g.Expect(w.Status.Usage).NotTo(BeNil())
 			g.Expect(w.Status.Usage.Tokens()).To(BeEquivalentTo(2 * (providertest.InputTokens + providertest.OutputTokens)))
 		}).Should(Succeed())
+	})
+
+	It("relays a stream through the facade event by event", func() {
+		release := llm.Hold()
+		defer release()
+		body := `{"model":"claude-sonnet-4-6","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"ping"}]}`
+		req, err := http.NewRequest("POST", baseURL+"/llm/anthropic/v1/messages", strings.NewReader(body))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("x-api-key", cred)
+		resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(200))
+		// The provider holds the rest of its stream: the first event must arrive on its own.
+		rd := bufio.NewReader(resp.Body)
+		line, err := rd.ReadString('\n')
+		Expect(err).NotTo(HaveOccurred())
+		Expect(line).To(Equal("event: message_start\n"))
+		release()
+		rest, err := io.ReadAll(rd)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(rest)).To(ContainSubstring("event: message_stop"))
 	})
 
 	It("refuses a wrong or missing credential in the provider's shape", func() {

@@ -35,6 +35,25 @@ type Provider struct {
 	*httptest.Server
 	mu   sync.Mutex
 	reqs []Request
+	gate chan struct{}
+}
+
+// Hold makes the next streams stop after their first event until release is called (a test
+// of unbuffered relays reads that event first).
+func (p *Provider) Hold() (release func()) {
+	gate := make(chan struct{})
+	p.mu.Lock()
+	p.gate = gate
+	p.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.gate = nil
+			p.mu.Unlock()
+			close(gate)
+		})
+	}
 }
 
 // New starts a fake provider; Close stops it.
@@ -64,10 +83,11 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	p.mu.Lock()
 	p.reqs = append(p.reqs, Request{Path: r.URL.Path, Key: key, Stream: body.Stream})
+	gate := p.gate
 	p.mu.Unlock()
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/v1/messages") && body.Stream:
-		anthropicStream(w, body.Model)
+		anthropicStream(w, body.Model, gate)
 	case strings.HasSuffix(r.URL.Path, "/v1/messages"):
 		writeJSON(w, map[string]any{
 			"id": "msg_fake", "type": "message", "role": "assistant", "model": body.Model,
@@ -92,8 +112,9 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // anthropicStream writes a Messages API stream: message_start (input usage), one text delta,
-// message_delta (output usage), message_stop; each event flushed on its own.
-func anthropicStream(w http.ResponseWriter, model string) {
+// message_delta (output usage), message_stop; each event flushed on its own. A non-nil gate
+// holds the stream after its first event until it closes.
+func anthropicStream(w http.ResponseWriter, model string, gate <-chan struct{}) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	events := []struct {
@@ -109,10 +130,13 @@ func anthropicStream(w http.ResponseWriter, model string) {
 		{"message_delta", map[string]any{"type": "message_delta", "delta": map[string]any{"stop_reason": "end_turn"}, "usage": map[string]any{"output_tokens": OutputTokens}}},
 		{"message_stop", map[string]any{"type": "message_stop"}},
 	}
-	for _, e := range events {
+	for i, e := range events {
 		b, _ := json.Marshal(e.data)
 		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.name, b)
 		http.NewResponseController(w).Flush()
+		if i == 0 && gate != nil {
+			<-gate
+		}
 	}
 }
 
