@@ -199,6 +199,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.forward = p.clock.Now()
+	// The transport reads the request body (to its EOF) while the answer is already being
+	// relayed. An HTTP/1 server otherwise drains and closes that body as soon as the answer's
+	// header is written, the transport's last read then fails, and it closes the upstream
+	// connection under the streaming answer (seen under load as a reply cut off mid-body).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 }
 
