@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -199,11 +200,6 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ex.forward = p.clock.Now()
-	// The transport reads the request body (to its EOF) while the answer is already being
-	// relayed. An HTTP/1 server otherwise drains and closes that body as soon as the answer's
-	// header is written, the transport's last read then fails, and it closes the upstream
-	// connection under the streaming answer (seen under load as a reply cut off mid-body).
-	_ = http.NewResponseController(w).EnableFullDuplex()
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 }
 
@@ -229,7 +225,37 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// transport negotiates gzip itself and hands over plain text (and so does the relay).
 	pr.Out.Header.Del("Accept-Encoding")
 	pr.Out.Header.Del("Cookie")
+	if pr.Out.Body != nil && pr.Out.ContentLength > 0 {
+		pr.Out.Body = &sizedBody{rc: pr.Out.Body, left: pr.Out.ContentLength}
+	}
 }
+
+// sizedBody ends the relayed request body at its Content-Length by itself. The transport
+// reads once more after the last byte to see EOF; by then the provider may have answered,
+// and Go's HTTP/1 server drains and closes the request body when the answer's header is
+// written: that read failed ("invalid Read on closed Body"), and the transport closed the
+// provider connection under the streaming answer (replies cut off mid-body under load).
+type sizedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *sizedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	if b.left <= 0 && err == nil {
+		err = io.EOF
+	}
+	return n, err
+}
+
+func (b *sizedBody) Close() error { return b.rc.Close() }
 
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	ex := exchangeOf(res.Request.Context())
