@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
@@ -154,6 +155,12 @@ func TestUsageCounted(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(h.proxy.m.tokens.WithLabelValues("anthropic", "input")); got != 30 {
 		t.Errorf("anthropic input tokens metric %v", got)
+	}
+	// The request is counted when its handler returns, which may come just after the client
+	// has read the answer.
+	deadline := time.Now().Add(2 * time.Second)
+	for testutil.ToFloat64(h.proxy.m.requests.WithLabelValues("openai", "404")) != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
 	}
 	if got := testutil.ToFloat64(h.proxy.m.requests.WithLabelValues("openai", "404")); got != 1 {
 		t.Errorf("openai 404 requests metric %v", got)
