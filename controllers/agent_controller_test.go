@@ -131,7 +131,12 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Expect(condition(got, agentsv1.AgentProvisioned).Status).To(Equal(metav1.ConditionTrue))
 		Expect(got.Status.ObservedGeneration).To(Equal(got.Generation))
 
-		for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}} {
+		// The namespace's headless Service names every gateway pod; it is no agent's.
+		gov := &corev1.Service{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: kube.GoverningService}, gov)).To(Succeed())
+		Expect(gov.OwnerReferences).To(BeEmpty())
+		Expect(got.Status.Endpoint).To(Equal("http://agt-one-0.agentplane-gateways." + ns + ".svc:18789"))
+		for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Secret{}} {
 			name := a.Name
 			if _, ok := obj.(*corev1.Secret); ok {
 				name = controllers.GatewayTokenSecretName(a.Name)

@@ -10,10 +10,12 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -341,8 +343,16 @@ var _ = Describe("IngressRouter", func() {
 		Expect(ing.Spec.Rules).To(HaveLen(1))
 		Expect(ing.Spec.Rules[0].Host).To(Equal("web.example.com"))
 		backend := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
-		Expect(backend.Name).To(Equal(agent.Name))
+		Expect(backend.Name).To(Equal(controllers.DomainServiceName(d)))
 		Expect(backend.Port.Number).To(Equal(int32(8080)))
+
+		By("the Domain's own Service sends the target port to the agent's gateway pod")
+		svc := &corev1.Service{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backend.Name}, svc)).To(Succeed())
+		Expect(svc.OwnerReferences).To(ConsistOf(And(HaveField("UID", d.UID), HaveField("Controller", ptr.To(true)))))
+		Expect(svc.Spec.Selector).To(Equal(agentsv1.GatewayPodSelector(agent.Name)))
+		Expect(svc.Spec.Ports).To(ConsistOf(And(HaveField("Port", int32(8080)), HaveField("TargetPort", intstr.FromInt32(8080)))))
+		Expect(svc.Labels).To(HaveKeyWithValue(agentsv1.LabelAppManagedBy, agentsv1.ManagedBy))
 		Expect(ing.Annotations).To(HaveKeyWithValue(controllers.ClusterIssuerAnnotation, "letsencrypt"))
 		Expect(ing.Annotations).To(HaveKeyWithValue("nginx.ingress.kubernetes.io/proxy-read-timeout", "3600"))
 		Expect(ing.Spec.TLS).To(ConsistOf(networkingv1.IngressTLS{Hosts: []string{"web.example.com"}, SecretName: "web-tls"}))
@@ -354,14 +364,15 @@ var _ = Describe("IngressRouter", func() {
 		Expect(ing.Spec.TLS).To(BeEmpty())
 		Expect(ing.Annotations).NotTo(HaveKey(controllers.ClusterIssuerAnnotation))
 
-		By("the runtime's Service name is used when given")
-		r.ServiceName = func(a *agentsv1.Agent) string { return "svc-" + a.Name }
+		By("a new target port moves the Service's port")
+		d.Spec.TargetPort = 3000
 		Expect(r.Route(ctx, d, agent)).To(Succeed())
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing)).To(Succeed())
-		Expect(ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service.Name).To(Equal("svc-a1"))
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backend.Name}, svc)).To(Succeed())
+		Expect(svc.Spec.Ports).To(ConsistOf(HaveField("Port", int32(3000))))
 
 		Expect(r.Unroute(ctx, d)).To(Succeed())
 		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing))).To(BeTrue())
+		Expect(apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: backend.Name}, svc))).To(BeTrue())
 		Expect(r.Unroute(ctx, d)).To(Succeed(), "idempotent")
 	})
 })

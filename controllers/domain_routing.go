@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -45,13 +47,13 @@ const (
 )
 
 // IngressRouter (runtime kube) routes with a networking.k8s.io/v1 Ingress named after the
-// Domain and owned by it: host -> the agent's Service on the target port.
+// Domain and owned by it: host -> a Service of the Domain's own (DomainServiceName, also owned
+// by it) that selects the agent's gateway pod and exposes the target port. Agents have no
+// Service each (one headless Service per namespace names their pods), so a Domain brings the
+// one its Ingress needs: with a cluster address, which every ingress controller can route to.
 type IngressRouter struct {
 	Client client.Client
 	Scheme *runtime.Scheme
-	// ServiceName is the name of the agent's Service (nil: the agent's name, as the kube
-	// runtime names it for DNS-1035 agent names; pass kube.ServiceName).
-	ServiceName func(*agentsv1.Agent) string
 	// ClassName is spec.ingressClassName ("" leaves the cluster's default class).
 	ClassName string
 	// ClusterIssuer, when set, asks cert-manager for a certificate (annotation
@@ -62,9 +64,16 @@ type IngressRouter struct {
 }
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 
-// Route creates or updates d's Ingress.
+// DomainServiceName is the Service that d's Ingress routes to.
+func DomainServiceName(d *agentsv1.Domain) string { return agentsv1.ServiceNameFor("domain", d.Name) }
+
+// Route creates or updates d's Service and Ingress.
 func (r *IngressRouter) Route(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	if err := r.routeService(ctx, d, agent); err != nil {
+		return fmt.Errorf("domain service: %w", err)
+	}
 	ing := &networkingv1.Ingress{}
 	ing.Name, ing.Namespace = d.Name, d.Namespace
 	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, ing, func() error {
@@ -108,7 +117,7 @@ func (r *IngressRouter) desiredIngress(d *agentsv1.Domain, agent *agentsv1.Agent
 			Paths: []networkingv1.HTTPIngressPath{{
 				Path: "/", PathType: &prefix,
 				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
-					Name: r.serviceName(agent), Port: networkingv1.ServiceBackendPort{Number: targetPort(d)},
+					Name: DomainServiceName(d), Port: networkingv1.ServiceBackendPort{Number: targetPort(d)},
 				}},
 			}},
 		}},
@@ -120,18 +129,37 @@ func (r *IngressRouter) desiredIngress(d *agentsv1.Domain, agent *agentsv1.Agent
 	return ing
 }
 
-func (r *IngressRouter) serviceName(agent *agentsv1.Agent) string {
-	if r.ServiceName != nil {
-		return r.ServiceName(agent)
-	}
-	return agent.Name
+// routeService creates or updates d's Service: agent's gateway pod on d's target port.
+func (r *IngressRouter) routeService(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace = DomainServiceName(d), d.Namespace
+	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+		if svc.Labels == nil {
+			svc.Labels = map[string]string{}
+		}
+		// Managed-by: the manager caches only agentplane's Services.
+		svc.Labels[agentsv1.LabelDomain] = d.Name
+		svc.Labels[agentsv1.LabelAppPartOf] = agentsv1.ManagedBy
+		svc.Labels[agentsv1.LabelAppManagedBy] = agentsv1.ManagedBy
+		port := targetPort(d)
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		svc.Spec.Selector = agentsv1.GatewayPodSelector(agent.Name)
+		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(port)}}
+		return controllerutil.SetControllerReference(d, svc, r.Scheme)
+	})
+	return err
 }
 
-// Unroute deletes d's Ingress.
+// Unroute deletes d's Ingress and Service.
 func (r *IngressRouter) Unroute(ctx context.Context, d *agentsv1.Domain) error {
 	ing := &networkingv1.Ingress{}
 	ing.Name, ing.Namespace = d.Name, d.Namespace
-	return client.IgnoreNotFound(r.Client.Delete(ctx, ing))
+	if err := client.IgnoreNotFound(r.Client.Delete(ctx, ing)); err != nil {
+		return err
+	}
+	svc := &corev1.Service{}
+	svc.Name, svc.Namespace = DomainServiceName(d), d.Namespace
+	return client.IgnoreNotFound(r.Client.Delete(ctx, svc))
 }
 
 // Describe is the Routed condition's message.

@@ -299,7 +299,7 @@ func (p *Platform) setupDomains(key []byte) error {
 	var router controllers.Router = &controllers.RecordRouter{}
 	if p.opts.Runtime.Name == RuntimeKube {
 		router = &controllers.IngressRouter{
-			Client: mgr.GetClient(), Scheme: mgr.GetScheme(), ServiceName: kube.ServiceName,
+			Client: mgr.GetClient(), Scheme: mgr.GetScheme(),
 			ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer,
 		}
 	}

@@ -83,8 +83,8 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 		return err
 	}
 	// Sanity: an agent's objects are complete and the limit's count is exact.
-	if err := c.Get(ctx, types.NamespacedName{Namespace: spaces[0], Name: "agt-0000"}, &corev1.Service{}); err != nil {
-		return fmt.Errorf("service of agt-0000: %w", err)
+	if err := c.Get(ctx, types.NamespacedName{Namespace: spaces[0], Name: kube.GoverningService}, &corev1.Service{}); err != nil {
+		return fmt.Errorf("governing service of %s: %w", spaces[0], err)
 	}
 	if err := slotsSettled(ctx, c, spaces, n, timeout); err != nil {
 		return err
@@ -183,9 +183,20 @@ func createAgents(ctx context.Context, c client.Client, spaces []string, n int) 
 	return agents, err
 }
 
-// createDirect creates the owned objects of agents (gateway token Secret, Service,
-// StatefulSet), built by the runtime's builders with opts, as one client with 8 writers.
+// createDirect creates the objects of agents (gateway token Secret and StatefulSet each, the
+// governing Service of their namespace once), built by the runtime's builders with opts, as
+// one client with 8 writers.
 func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent, opts kube.Options) error {
+	if len(agents) == 0 {
+		return nil
+	}
+	svc, err := kube.BuildGoverningService(agents[0].Namespace, opts)
+	if err != nil {
+		return err
+	}
+	if err := c.Create(ctx, svc); err != nil {
+		return err
+	}
 	return parallel(8, len(agents), func(i int) error {
 		a := agents[i]
 		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: controllers.GatewayTokenSecretName(a.Name)}
@@ -193,11 +204,7 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 		if err != nil {
 			return err
 		}
-		svc, err := kube.BuildService(a, opts)
-		if err != nil {
-			return err
-		}
-		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), svc, sts} {
+		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), sts} {
 			if err := c.Create(ctx, o); err != nil {
 				return err
 			}

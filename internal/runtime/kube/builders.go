@@ -81,8 +81,32 @@ func seedConfig(d runtime.Desired, o Options) (string, error) {
 	return string(cfg), nil
 }
 
-// BuildService names the gateway inside the cluster: headless (its name resolves to the
-// ready pod), so agents take no address of the cluster's finite Service range.
+// BuildGoverningService is namespace ns's GoverningService: headless (no address of the
+// cluster's finite Service range), selecting every gateway pod of the namespace so that each
+// has its DNS name. It belongs to no agent: it serves them all, and goes with the namespace.
+func BuildGoverningService(ns string, o Options) (*corev1.Service, error) {
+	o = o.withDefaults()
+	if o.Engine == nil {
+		return nil, errors.New("kube runtime: no engine")
+	}
+	gateways := map[string]string{agentsv1.LabelAppName: o.Engine.Name(), agentsv1.LabelAppManagedBy: agentsv1.ManagedBy}
+	return &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Name: GoverningService, Namespace: ns, Labels: gateways},
+		Spec: corev1.ServiceSpec{
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  gateways,
+			Ports: []corev1.ServicePort{{
+				Name: portName, Port: GatewayPort, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromString(portName),
+			}},
+		},
+	}, nil
+}
+
+// BuildService is the headless Service of its own that governs the StatefulSet of an agent
+// made by an earlier version (ServiceName): kept for as long as that StatefulSet is.
 func BuildService(a *agentsv1.Agent, o Options) (*corev1.Service, error) {
 	o = o.withDefaults()
 	if o.Engine == nil {
@@ -172,7 +196,7 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		Spec: appsv1.StatefulSetSpec{
 			Replicas:    &replicas,
 			Selector:    &metav1.LabelSelector{MatchLabels: selectorLabels(a)},
-			ServiceName: ServiceName(a),
+			ServiceName: GoverningService,
 			// Parallel: a crash-looping pod of an old revision is replaced by the next rollout
 			// (OrderedReady waits forever for it to become Ready).
 			PodManagementPolicy:  appsv1.ParallelPodManagement,

@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -272,7 +273,7 @@ func TestCommandEnvAndSeed(t *testing.T) {
 	if vct.Name != VolumeHome || *vct.Spec.StorageClassName != "fast" || vct.Spec.Resources.Requests.Storage().String() != "7Gi" {
 		t.Errorf("claim template %+v", vct)
 	}
-	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || sts.Spec.ServiceName != "a1" {
+	if sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement || sts.Spec.ServiceName != GoverningService {
 		t.Errorf("sts spec %+v", sts.Spec)
 	}
 }
@@ -280,12 +281,12 @@ func TestCommandEnvAndSeed(t *testing.T) {
 func TestLabelsAndOwners(t *testing.T) {
 	a, d, o := testAgent(), testDesired(), testOptions()
 	sts := mustSTS(t, d, o)
-	svc, _ := BuildService(a, o)
-	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		t.Errorf("service clusterIP %q: headless, so agents take no address of the Service range", svc.Spec.ClusterIP)
+	legacy, _ := BuildService(a, o)
+	if legacy.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("service clusterIP %q: headless, so agents take no address of the Service range", legacy.Spec.ClusterIP)
 	}
 	want := map[string]string{agentsv1.LabelAppName: "openclaw", agentsv1.LabelAppInstance: "a1", agentsv1.LabelAppManagedBy: "agentplane", agentsv1.LabelAgent: "a1"}
-	for _, obj := range []client.Object{sts, svc} {
+	for _, obj := range []client.Object{sts, legacy} {
 		if !reflect.DeepEqual(obj.GetLabels(), want) {
 			t.Errorf("%T labels %v", obj, obj.GetLabels())
 		}
@@ -300,11 +301,30 @@ func TestLabelsAndOwners(t *testing.T) {
 	}
 	sel, _ := metav1.LabelSelectorAsSelector(sts.Spec.Selector)
 	podLabels := labels.Set(sts.Spec.Template.Labels)
-	if !sel.Matches(podLabels) || !labels.SelectorFromSet(svc.Spec.Selector).Matches(podLabels) {
+	if !sel.Matches(podLabels) || !labels.SelectorFromSet(legacy.Spec.Selector).Matches(podLabels) {
 		t.Error("selectors must match the pod labels")
 	}
-	if svc.Spec.Ports[0].Port != GatewayPort || svc.Name != "a1" || Endpoint(a) != "http://a1.ws1.svc:18789" {
-		t.Errorf("service %+v endpoint %s", svc.Spec, Endpoint(a))
+	if legacy.Spec.Ports[0].Port != GatewayPort || legacy.Name != "a1" {
+		t.Errorf("legacy service %+v", legacy)
+	}
+
+	// The namespace's governing Service: headless, owned by no agent, selecting every gateway
+	// pod of the namespace (this one and another agent's), and naming each by its pod.
+	gov, err := BuildGoverningService("ws1", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gov.Name != GoverningService || gov.Namespace != "ws1" || gov.Spec.ClusterIP != corev1.ClusterIPNone || len(gov.OwnerReferences) != 0 {
+		t.Errorf("governing service %+v", gov)
+	}
+	other := maps.Clone(podLabels)
+	other[agentsv1.LabelAgent], other[agentsv1.LabelAppInstance] = "a2", "a2"
+	govSel := labels.SelectorFromSet(gov.Spec.Selector)
+	if !govSel.Matches(podLabels) || !govSel.Matches(labels.Set(other)) || govSel.Matches(labels.Set{agentsv1.LabelAgent: "a1"}) {
+		t.Errorf("governing selector %v: every gateway pod, nothing else", gov.Spec.Selector)
+	}
+	if got := Endpoint(a, sts.Spec.ServiceName); got != "http://a1-0.agentplane-gateways.ws1.svc:18789" {
+		t.Errorf("endpoint %s", got)
 	}
 }
 

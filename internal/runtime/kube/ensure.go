@@ -24,16 +24,27 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// Ensure applies the agent's Service and StatefulSet (server-side apply, field manager
-// "agentplane"; an unchanged apply is a no-op on the server) and reports what the StatefulSet
-// and its pod show.
+// Ensure applies the agent's StatefulSet (server-side apply, field manager "agentplane"; an
+// unchanged apply is a no-op on the server), makes sure the Service that governs it exists,
+// and reports what the StatefulSet and its pod show.
 func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
 	o := r.opts
-	svc, err := BuildService(agent, o)
+	sts, err := BuildStatefulSet(agent, d, o)
 	if err != nil {
 		return runtime.Observed{}, err
 	}
-	sts, err := BuildStatefulSet(agent, d, o)
+	var live appsv1.StatefulSet
+	exists := false
+	switch err := o.Client.Get(ctx, client.ObjectKeyFromObject(sts), &live); {
+	case err == nil:
+		exists = true
+		keepClaims(sts, &live)
+		// Immutable: an agent made by an earlier version keeps the Service of its own.
+		sts.Spec.ServiceName = live.Spec.ServiceName
+	case !apierrors.IsNotFound(err):
+		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
+	}
+	svc, err := r.governingService(agent, sts)
 	if err != nil {
 		return runtime.Observed{}, err
 	}
@@ -45,15 +56,6 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	fp, err := fingerprint(svc, noClaims)
 	if err != nil {
 		return runtime.Observed{}, err
-	}
-	var live appsv1.StatefulSet
-	exists := false
-	switch err := o.Client.Get(ctx, client.ObjectKeyFromObject(sts), &live); {
-	case err == nil:
-		exists = true
-		keepClaims(sts, &live)
-	case !apierrors.IsNotFound(err):
-		return runtime.Observed{}, fmt.Errorf("get statefulset: %w", err)
 	}
 	applied, key := &live, client.ObjectKeyFromObject(sts)
 	if exists && r.upToDate(ctx, fp, &live, svc) {
@@ -84,7 +86,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		Hash:          ConfigHash(d),
 		Image:         Image(o.Image, d.EngineVersion),
 		Version:       d.EngineVersion,
-		Endpoint:      Endpoint(agent),
+		Endpoint:      Endpoint(agent, sts.Spec.ServiceName),
 		ImageTemplate: o.Image,
 		Stopped:       d.Stopped,
 	}), nil
@@ -149,16 +151,30 @@ func (r *Runtime) recentApply(key client.ObjectKey, fp string) *appsv1.StatefulS
 	return m.sts.DeepCopy()
 }
 
-// applyAll applies the Service and the StatefulSet, marked with the fingerprint of the two, and
-// returns the StatefulSet the server answered with. A StatefulSet the cache does not show is
-// created rather than applied: a server-side apply costs the API server more than twice a
-// create for an object this size, and a create is most of what thousands of new agents ask.
+// governingService is the Service that governs sts: the namespace's GoverningService, or the
+// agent's own for a StatefulSet made by an earlier version.
+func (r *Runtime) governingService(agent *agentsv1.Agent, sts *appsv1.StatefulSet) (*corev1.Service, error) {
+	if sts.Spec.ServiceName == GoverningService {
+		return BuildGoverningService(agent.Namespace, r.opts)
+	}
+	return BuildService(agent, r.opts)
+}
+
+// applyAll makes sure the governing Service exists and applies the StatefulSet, marked with
+// the fingerprint of the two, and returns the StatefulSet the server answered with. A
+// StatefulSet the cache does not show is created rather than applied: a server-side apply
+// costs the API server more than twice a create for an object this size, and a create is most
+// of what thousands of new agents ask.
 func (r *Runtime) applyAll(ctx context.Context, fp string, svc *corev1.Service, sts *appsv1.StatefulSet, exists bool, live *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
 	if sts.Annotations == nil {
 		sts.Annotations = map[string]string{}
 	}
 	sts.Annotations[agentsv1.AnnotationApplied] = fp
-	if err := r.applyService(ctx, svc); err != nil {
+	if svc.Name == GoverningService {
+		if err := r.ensureGoverning(ctx, svc); err != nil {
+			return nil, fmt.Errorf("create service: %w", err)
+		}
+	} else if err := r.applyService(ctx, svc); err != nil {
 		return nil, fmt.Errorf("apply service: %w", err)
 	}
 	if !exists {
@@ -207,7 +223,27 @@ func (r *Runtime) adoptCreated(ctx context.Context, key client.ObjectKey, live *
 	return r.opts.Client.Patch(ctx, cur, client.RawPatch(types.JSONPatchType, patch))
 }
 
-// applyService applies the agent's Service. A Service made by an earlier version with a
+// ensureGoverning creates namespace svc.Namespace's GoverningService when the cache does not
+// show it and this runtime has not made it moments ago: one write per namespace, not per agent.
+// It is created, never applied: nothing of it depends on an agent, and a Service someone
+// changed by hand is left as it is.
+func (r *Runtime) ensureGoverning(ctx context.Context, svc *corev1.Service) error {
+	now := r.opts.Clock.Now()
+	if at, ok := r.governing.Load(svc.Namespace); ok && now.Sub(at.(time.Time)) < recentApplyWindow {
+		return nil
+	}
+	if r.exists(ctx, client.ObjectKeyFromObject(svc)) {
+		return nil
+	}
+	err := r.opts.Client.Create(ctx, svc, client.FieldOwner(FieldManager))
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	r.governing.Store(svc.Namespace, now)
+	return nil
+}
+
+// applyService applies the Service of its own of an agent made by an earlier version. A Service made by an earlier version with a
 // ClusterIP cannot become headless in place (the address is immutable): it is replaced.
 func (r *Runtime) applyService(ctx context.Context, svc *corev1.Service) error {
 	_, err := r.apply(ctx, svc)
@@ -229,16 +265,21 @@ func (r *Runtime) applyService(ctx context.Context, svc *corev1.Service) error {
 }
 
 // upToDate reports whether the live StatefulSet (from the cache) carries the fingerprint of
-// what this pass would apply and the Service exists: then the applies would change nothing
-// and are skipped.
+// what this pass would apply and its governing Service exists: then the applies would change
+// nothing and are skipped.
 func (r *Runtime) upToDate(ctx context.Context, fp string, live *appsv1.StatefulSet, svc *corev1.Service) bool {
 	if live.Annotations[agentsv1.AnnotationApplied] != fp || live.DeletionTimestamp != nil {
 		return false
 	}
-	// Its existence is all that is read: the cache holds its metadata only (SetupWatches).
+	return r.exists(ctx, client.ObjectKeyFromObject(svc))
+}
+
+// exists reports whether the cache shows the Service key, not being deleted. Its existence is
+// all that is read: the cache holds Services' metadata only (SetupWatches).
+func (r *Runtime) exists(ctx context.Context, key client.ObjectKey) bool {
 	meta := &metav1.PartialObjectMetadata{}
 	meta.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Service"))
-	err := r.opts.Client.Get(ctx, client.ObjectKeyFromObject(svc), meta)
+	err := r.opts.Client.Get(ctx, key, meta)
 	return err == nil && meta.GetDeletionTimestamp() == nil
 }
 

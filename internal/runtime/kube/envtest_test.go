@@ -73,16 +73,17 @@ func ensure(t *testing.T, ctx context.Context, r *kube.Runtime, a *agentsv1.Agen
 }
 
 func owned(ns string) []client.Object {
-	return []client.Object{
-		&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
-		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}},
-	}
+	return []client.Object{&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a1"}}}
+}
+
+func governing(ns string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: kube.GoverningService}}
 }
 
 func versions(t *testing.T, ctx context.Context, ns string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	for _, obj := range owned(ns) {
+	for _, obj := range append(owned(ns), governing(ns)) {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			t.Fatal(err)
 		}
@@ -126,8 +127,19 @@ func TestEnsureLifecycle(t *testing.T) {
 	d := desired()
 
 	o := ensure(t, ctx, r, a, d)
-	if o.Phase != runtime.PhaseStarting || o.Reason != agentsv1.ReasonPodNotCreated || o.Endpoint != "http://a1.lifecycle.svc:18789" {
+	if o.Phase != runtime.PhaseStarting || o.Reason != agentsv1.ReasonPodNotCreated || o.Endpoint != "http://a1-0.agentplane-gateways.lifecycle.svc:18789" {
 		t.Errorf("first observation %+v", o)
+	}
+	// The namespace's governing Service names the pod; the agent has no Service of its own.
+	gov := governing("lifecycle")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gov), gov); err != nil {
+		t.Fatalf("governing service: %v", err)
+	}
+	if gov.Spec.ClusterIP != corev1.ClusterIPNone || len(gov.OwnerReferences) != 0 {
+		t.Errorf("governing service: clusterIP %q, owners %v: headless and nobody's", gov.Spec.ClusterIP, gov.OwnerReferences)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "lifecycle", Name: "a1"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Service of the agent's own: %v", err)
 	}
 	for _, obj := range owned("lifecycle") {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
@@ -256,12 +268,51 @@ func TestCreatedStatefulSetIsAdopted(t *testing.T) {
 	}
 }
 
-// TestServiceBecomesHeadless: an agent's Service made with a ClusterIP (by an earlier
-// version) cannot change its address in place; Ensure replaces it with the headless one.
-func TestServiceBecomesHeadless(t *testing.T) {
-	ctx, a := setup(t, "headless")
+// TestGoverningServiceIsShared: the agents of a namespace share its governing Service, made
+// once; one deleted by hand comes back with the next Ensure that finds it missing.
+func TestGoverningServiceIsShared(t *testing.T) {
+	ctx, a := setup(t, "shared")
+	r := newRuntime(kube.Options{})
+	ensure(t, ctx, r, a, desired())
+	gov := governing("shared")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gov), gov); err != nil {
+		t.Fatal(err)
+	}
+	a2 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "a2", Namespace: "shared"}, Spec: agentsv1.AgentSpec{DisplayName: "Agent Two"}}
+	if err := env.Client.Create(ctx, a2); err != nil {
+		t.Fatal(err)
+	}
+	d2 := desired()
+	d2.GatewayTokenSecret, d2.EnvSecret = "a2-gateway-token", "a2-env"
+	if o := ensure(t, ctx, r, a2, d2); o.Endpoint != "http://a2-0.agentplane-gateways.shared.svc:18789" {
+		t.Errorf("second agent's endpoint %s", o.Endpoint)
+	}
+	again := governing("shared")
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil {
+		t.Fatal(err)
+	}
+	if again.UID != gov.UID || again.ResourceVersion != gov.ResourceVersion {
+		t.Errorf("the second agent rewrote the governing Service (%s -> %s)", gov.ResourceVersion, again.ResourceVersion)
+	}
+
+	if err := env.Client.Delete(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	ensure(t, ctx, newRuntime(kube.Options{}), a, desired())
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(again), again); err != nil || again.UID == gov.UID {
+		t.Errorf("governing Service not made again: %v (uid %s)", err, again.UID)
+	}
+}
+
+// TestLegacyAgentKeepsItsService: the StatefulSet of an agent made by an earlier version is
+// governed by a Service of the agent's own (serviceName is immutable). Ensure keeps both, and
+// replaces such a Service made with a ClusterIP (by an older version still) with a headless
+// one, since the address cannot change in place.
+func TestLegacyAgentKeepsItsService(t *testing.T) {
+	ctx, a := setup(t, "legacy")
+	r := newRuntime(kube.Options{})
 	old := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: "headless", Labels: map[string]string{agentsv1.LabelAgent: "a1"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: "legacy", Labels: map[string]string{agentsv1.LabelAgent: "a1"}},
 		Spec: corev1.ServiceSpec{Selector: map[string]string{agentsv1.LabelAgent: "a1"},
 			Ports: []corev1.ServicePort{{Name: "gateway", Port: kube.GatewayPort}}},
 	}
@@ -271,13 +322,30 @@ func TestServiceBecomesHeadless(t *testing.T) {
 	if old.Spec.ClusterIP == "" || old.Spec.ClusterIP == corev1.ClusterIPNone {
 		t.Fatalf("the old Service has no address: %q", old.Spec.ClusterIP)
 	}
-	ensure(t, ctx, newRuntime(kube.Options{}), a, desired())
+	sts, err := kube.BuildStatefulSet(a, desired(), kube.Options{Engine: kube.NewStubEngine(), Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sts.Spec.ServiceName = "a1"
+	if err := env.Client.Create(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+
+	if o := ensure(t, ctx, r, a, desired()); o.Endpoint != "http://a1-0.a1.legacy.svc:18789" {
+		t.Errorf("endpoint %s: the pod under its own Service", o.Endpoint)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(sts), sts); err != nil || sts.Spec.ServiceName != "a1" {
+		t.Errorf("statefulset serviceName %q (%v): kept", sts.Spec.ServiceName, err)
+	}
 	svc := &corev1.Service{}
 	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(old), svc); err != nil {
 		t.Fatal(err)
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.UID == old.UID {
 		t.Errorf("service clusterIP %q (uid %s, was %s): want a new headless Service", svc.Spec.ClusterIP, svc.UID, old.UID)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(governing("legacy")), &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a governing Service for a legacy agent alone: %v", err)
 	}
 }
 

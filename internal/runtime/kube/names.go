@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
-
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
@@ -27,22 +25,20 @@ func legacySeedConfigMapName(a *agentsv1.Agent) string { return a.Name + "-seed"
 // PVCName is the home volume the StatefulSet controller creates for the pod.
 func PVCName(a *agentsv1.Agent) string { return VolumeHome + "-" + a.Name + "-0" }
 
-// ServiceName is the agent name when it is a valid Service name (a DNS-1035 label: starts with
-// a letter); otherwise "agent-<name>", or "agent-<hash>" when that is too long.
-func ServiceName(a *agentsv1.Agent) string {
-	if len(validation.IsDNS1035Label(a.Name)) == 0 {
-		return a.Name
-	}
-	if n := "agent-" + a.Name; len(validation.IsDNS1035Label(n)) == 0 {
-		return n
-	}
-	sum := sha256.Sum256([]byte(a.Name))
-	return "agent-" + hex.EncodeToString(sum[:12])
-}
+// GoverningService is the headless Service of each namespace that governs the StatefulSets of
+// all its agents: it gives every gateway pod its DNS name (`<agent>-0.agentplane-gateways.<ns>.svc`)
+// for one object per namespace, where a Service per agent would cost a write per agent.
+const GoverningService = "agentplane-gateways"
 
-// Endpoint is the gateway's base URL inside the cluster.
-func Endpoint(a *agentsv1.Agent) string {
-	return fmt.Sprintf("http://%s.%s.svc:%d", ServiceName(a), a.Namespace, GatewayPort)
+// ServiceName is the Service of its own that an agent made by an earlier version has (it
+// governs that agent's StatefulSet, whose serviceName is immutable): the agent name when it is
+// a valid Service name, otherwise "agent-<name>", or "agent-<hash>" when that is too long.
+func ServiceName(a *agentsv1.Agent) string { return agentsv1.ServiceNameFor("agent", a.Name) }
+
+// Endpoint is the gateway's base URL inside the cluster: its pod's name under the Service that
+// governs its StatefulSet.
+func Endpoint(a *agentsv1.Agent, governing string) string {
+	return fmt.Sprintf("http://%s.%s.%s.svc:%d", PodName(a), governing, a.Namespace, GatewayPort)
 }
 
 // Labels are set on every object of the agent.
@@ -56,9 +52,7 @@ func Labels(a *agentsv1.Agent, engineName string) map[string]string {
 }
 
 // selectorLabels select the agent's pod; they are immutable on the StatefulSet.
-func selectorLabels(a *agentsv1.Agent) map[string]string {
-	return map[string]string{agentsv1.LabelAppInstance: a.Name, agentsv1.LabelAgent: a.Name}
-}
+func selectorLabels(a *agentsv1.Agent) map[string]string { return agentsv1.GatewayPodSelector(a.Name) }
 
 // Image is the gateway image of version.
 func Image(template, version string) string {

@@ -119,6 +119,9 @@ type Runtime struct {
 	recent sync.Map
 	// recentSwept is when expired entries of recent were last dropped (unix nanoseconds).
 	recentSwept atomic.Int64
+	// governing remembers when this runtime created a namespace's GoverningService (namespace
+	// -> time.Time), so the agents that follow do not create it again while the cache lags.
+	governing sync.Map
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
