@@ -97,7 +97,8 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 // ones freed, finished releases forgotten), judged on the cache: the Limiter, and so the API
 // server, is called only when something is to change. A quiet workspace (nothing in flight)
 // whose count disagrees with its bound agents is recounted exactly. It returns when to look
-// again (a pending slot turning stale, a recount held back).
+// again (a settle waiting for a quiet moment, a pending slot turning stale, a recount held
+// back).
 func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.Workspace, agents []agentsv1.Agent) (time.Duration, error) {
 	seen := make(map[string]quota.AgentSeen, len(agents))
 	bound := 0
@@ -110,6 +111,10 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 	lookup := func(name string) (quota.AgentSeen, bool) { s, ok := seen[name]; return s, ok }
 	slots := ws.Status.AgentSlots
 	if r.Limiter.SettleNeeded(slots, lookup) {
+		// A burst settles itself with its own writes; what is left waits for a quiet moment.
+		if wait := r.Limiter.SettleAt(slots).Sub(r.Limiter.Now()); wait > 0 {
+			return wait, nil
+		}
 		// The write makes another pass, which looks at what is left.
 		return 0, r.Limiter.SettleAgents(ctx, ws.Name, lookup)
 	}

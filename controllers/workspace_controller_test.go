@@ -147,6 +147,9 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a1")).To(Succeed(), "a second reservation while pending is a no-op")
 		a := newAgent("ws-slots", "a1")
 		bind(a)
+		By("the bound agent's slot is counted once no slot moved for quota.SettleQuiet")
+		Consistently(status("ws-slots"), 2*time.Second).Should(HaveField("AgentSlots.Used", int32(0)))
+		clk.Step(quota.SettleQuiet)
 		Eventually(status("ws-slots")).Should(HaveField("AgentSlots", agentsv1.AgentSlots{Used: 1}))
 
 		By("the last slot is taken by a create in flight, and a third agent finds none")
@@ -162,6 +165,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Expect(s.Releasing).To(ConsistOf(HaveField("UID", a.UID)))
 		Expect(s.Taken()).To(Equal(1), "a2's slot is still pending")
 		Expect(k8sClient.Delete(ctx, a)).To(Succeed())
+		clk.Step(quota.SettleQuiet)
 		Eventually(func() []agentsv1.Reservation { return status("ws-slots")().AgentSlots.Releasing }).Should(BeEmpty())
 		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a3")).To(Succeed())
 	})
@@ -173,6 +177,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 			Expect(limiter.ReserveAgent(ctx, "ws-recount", name)).To(Succeed())
 			bind(newAgent("ws-recount", name))
 		}
+		clk.Step(quota.SettleQuiet)
 		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
 
 		By("a write lost the count (another writer's bug, a restore from an old backup)")

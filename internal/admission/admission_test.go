@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,6 +154,82 @@ func TestReserveAgent(t *testing.T) {
 	}
 	if got := reservations(t, ws.Name); len(got) != 3 || got[2] != "late" {
 		t.Fatalf("reservations %v, want two of the winners and late", got)
+	}
+}
+
+// statusWrites counts a client's status writes.
+type statusWrites struct {
+	client.Client
+	n atomic.Int32
+}
+
+func (c *statusWrites) Status() client.SubResourceWriter {
+	c.n.Add(1)
+	return c.Client.Status()
+}
+
+// TestReservationsSettle: with a cache of the agents, a reservation or a release carries the
+// settle moves that are due in its own write (a burst settles itself), and never moves what
+// the cache does not show bound.
+func TestReservationsSettle(t *testing.T) {
+	admitter(t)
+	ctx := context.Background()
+	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "adm-settle"}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To[int32](3)}}
+	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+		t.Fatal(err)
+	}
+	writes := &statusWrites{Client: env.Client}
+	l := &quota.Limiter{Reader: env.Client, Writer: writes, Agents: env.Client}
+	bound := func(name string) *agentsv1.Agent {
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ws.Name, Name: name}, Spec: agentsv1.AgentSpec{DisplayName: name}}
+		if err := env.Client.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Status.HoldsSlot = true
+		if err := env.Client.Status().Update(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	slots := func() agentsv1.AgentSlots {
+		w := &agentsv1.Workspace{}
+		if err := env.Client.Get(ctx, client.ObjectKey{Name: ws.Name}, w); err != nil {
+			t.Fatal(err)
+		}
+		return w.Status.AgentSlots
+	}
+	names := func(res []agentsv1.Reservation) (out []string) {
+		for _, r := range res {
+			out = append(out, r.Name)
+		}
+		return out
+	}
+
+	for _, name := range []string{"s1", "s2"} {
+		if err := l.ReserveAgent(ctx, ws.Name, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1 := bound("s1") // s2's create is still in flight
+	writes.n.Store(0)
+	if err := l.ReserveAgent(ctx, ws.Name, "s3"); err != nil {
+		t.Fatal(err)
+	}
+	if s := slots(); s.Used != 1 || fmt.Sprint(names(s.Pending)) != "[s2 s3]" || writes.n.Load() != 1 {
+		t.Errorf("after s3's reservation: used %d, pending %v, %d writes; want s1 counted in the same write", s.Used, names(s.Pending), writes.n.Load())
+	}
+	if err := l.ReserveAgent(ctx, ws.Name, "s4"); !errors.Is(err, quota.ErrLimitReached) {
+		t.Fatalf("a fourth agent: %v", err)
+	}
+
+	bound("s2")
+	writes.n.Store(0)
+	if err := l.ReleaseAgent(ctx, ws.Name, a1.Name, a1.UID, true); err != nil {
+		t.Fatal(err)
+	}
+	if s := slots(); s.Used != 1 || fmt.Sprint(names(s.Pending)) != "[s3]" || fmt.Sprint(names(s.Releasing)) != "[s1]" || writes.n.Load() != 1 {
+		t.Errorf("after s1's release: used %d, pending %v, releasing %v, %d writes; want s2 counted and s1 released in one write",
+			s.Used, names(s.Pending), names(s.Releasing), writes.n.Load())
 	}
 }
 

@@ -177,7 +177,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	p := &Platform{
 		Manager: mgr, Signer: signer, opts: o,
-		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), StaleAfter: o.ReservationStaleAfter},
+		limiter: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), StaleAfter: o.ReservationStaleAfter, Agents: mgr.GetCache()},
 		sealer:  &secrets.Sealer{Keys: keys},
 	}
 	p.versions = o.Runtime.versions()

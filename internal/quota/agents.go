@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,11 +52,30 @@ func (l *Limiter) ReserveAgent(ctx context.Context, ws, agent string) error {
 		if indexOf(s.Pending, agent) >= 0 {
 			return false, nil
 		}
+		settled := l.settleCached(ctx, ws, s)
 		if s.Taken() >= h.(workspaceHolder).EffectiveAgentLimit() {
-			return false, ErrLimitReached
+			return settled, ErrLimitReached
 		}
 		s.Pending = append(s.Pending, agentsv1.Reservation{Name: agent, Time: metav1.NewTime(l.Now())})
 		return true, nil
+	})
+}
+
+// settleCached settles s, read from ws, by the Agents cache when the Limiter has one: a write
+// that goes to the API server anyway carries the moves that are due.
+func (l *Limiter) settleCached(ctx context.Context, ws string, s *agentsv1.AgentSlots) bool {
+	if l.Agents == nil {
+		return false
+	}
+	return l.settle(s, func(name string) (AgentSeen, bool) {
+		a := &agentsv1.Agent{}
+		switch err := l.Agents.Get(ctx, client.ObjectKey{Namespace: ws, Name: name}, a); {
+		case apierrors.IsNotFound(err):
+			return AgentSeen{}, false
+		case err != nil:
+			return AgentSeen{}, true // unknown: kept as it is
+		}
+		return AgentSeen{UID: a.UID, Bound: a.Status.HoldsSlot}, true
 	})
 }
 
@@ -65,8 +85,13 @@ func (l *Limiter) ReserveAgent(ctx context.Context, ws, agent string) error {
 func (l *Limiter) ReleaseAgent(ctx context.Context, ws, agent string, uid types.UID, held bool) error {
 	err := l.update(ctx, client.ObjectKey{Name: ws}, newWorkspaceHolder, func(h holder) (bool, error) {
 		s := slots(h)
-		changed := false
 		pending := indexOf(s.Pending, agent) >= 0
+		changed := false
+		if pending || held && uid != "" {
+			// Only a write that happens anyway settles: a no-op release stays one.
+			changed = l.settleCached(ctx, ws, s)
+			pending = indexOf(s.Pending, agent) >= 0
+		}
 		if pending {
 			s.Pending = slices.DeleteFunc(s.Pending, func(r agentsv1.Reservation) bool { return r.Name == agent })
 			changed = true
@@ -149,6 +174,32 @@ func (l *Limiter) settle(s *agentsv1.AgentSlots, lookup AgentLookup) bool {
 		return gone
 	})
 	return changed
+}
+
+// Settling waits for a quiet workspace: a write of its own per burst, since the reservations
+// and releases of the burst settle what is due as they go (Limiter.Agents).
+const (
+	// SettleQuiet is how long no slot of a workspace has been taken or given back before the
+	// Workspace controller settles it.
+	SettleQuiet = 5 * time.Second
+	// settleMaxEntries: slots listing this many in-flight entries are settled without waiting,
+	// which bounds the Workspace's size under a steady stream.
+	settleMaxEntries = 256
+)
+
+// SettleAt is when the Workspace controller should settle s: SettleQuiet after its newest
+// pending or releasing entry, or at once (the zero time) when it lists settleMaxEntries.
+func (l *Limiter) SettleAt(s agentsv1.AgentSlots) time.Time {
+	if len(s.Pending)+len(s.Releasing) >= settleMaxEntries {
+		return time.Time{}
+	}
+	var newest time.Time
+	for _, r := range slices.Concat(s.Pending, s.Releasing) {
+		if r.Time.After(newest) {
+			newest = r.Time.Time
+		}
+	}
+	return newest.Add(SettleQuiet)
 }
 
 // NextStale is when the first pending slot whose agent lookup does not find turns stale (zero:

@@ -16,7 +16,8 @@ import (
 const batchTimeout = 30 * time.Second
 
 // op is one caller's change of a holder: mutate reports whether it changed the holder, or an
-// error of its own (then it changed nothing: every mutate checks before it writes).
+// error of its own (then it changed nothing of its own: every mutate checks before it writes;
+// it may still have settled slots, moves that any write may carry).
 type op struct {
 	mutate func(holder) (bool, error)
 	err    error

@@ -64,6 +64,11 @@ type Limiter struct {
 	// StaleAfter is how long a reservation (or a host claim) without its object is kept: longer
 	// than any request takes from reserving to creating its object (0: DefaultStaleAfter).
 	StaleAfter time.Duration
+	// Agents, when set, is a cache of the agents: every reservation and release of an agent
+	// slot then also settles what is due in the same write (SettleAgents' moves, judged on this
+	// cache), so a burst of creates settles itself and the Workspace controller settles only
+	// what is left once it is quiet (SettleAt).
+	Agents client.Reader
 
 	// queues gather this process's updates of one holder into batches, one write each (batch.go):
 	// many workers reserving in one workspace would otherwise conflict with each other, or
