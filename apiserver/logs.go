@@ -301,8 +301,12 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 // deleted (true). An output that ended or is not there yet (no pod) while the agent exists
 // is followed again after Retry.
 func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *logFollower) bool {
+	req := runtime.LogRequest{Tail: tail, Follow: f.push}
 	for {
-		_, err := s.opts.Runtime.Logs(ctx, a, runtime.LogRequest{Tail: tail, Follow: f.push})
+		_, err := s.opts.Runtime.Logs(ctx, a, req)
+		// Followed again: only what is written from now on (a new container's output), where
+		// the runtime can tell.
+		req.Tail, req.Since = maxLogTail, time.Now()
 		select {
 		case <-ctx.Done():
 			return false

@@ -156,6 +156,10 @@ type Runtime interface {
 type LogRequest struct {
 	// Tail is how many of the last lines to read (at least 1).
 	Tail int
+	// Since, when set, leaves out lines written before it: kube asks the API server for them;
+	// local, which cannot tell when a line was written, sends no tail lines at all. A follower
+	// that follows again after its output ended sets it.
+	Since time.Time
 	// Follow, when set, receives the lines (see Runtime.Logs). It is called from one
 	// goroutine and must not block for long: the runtime reads the output for this caller
 	// alone, so a slow Follow only delays its own lines, never the gateway.

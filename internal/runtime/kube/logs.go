@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
@@ -37,6 +38,9 @@ func (r *Runtime) Logs(ctx context.Context, agent *agentsv1.Agent, req runtime.L
 	}
 	tail := int64(max(req.Tail, 1))
 	opts := &corev1.PodLogOptions{Container: ContainerGateway, TailLines: &tail, Follow: req.Follow != nil}
+	if !req.Since.IsZero() {
+		opts.SinceTime = &metav1.Time{Time: req.Since}
+	}
 	rc, err := cs.CoreV1().Pods(agent.Namespace).GetLogs(pod.Name, opts).Stream(ctx)
 	if err != nil {
 		switch {

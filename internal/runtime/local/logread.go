@@ -32,6 +32,10 @@ const (
 // agent deleted).
 func (r *Runtime) Logs(ctx context.Context, ag *agentsv1.Agent, req runtime.LogRequest) ([]string, error) {
 	dir := r.AgentDir(keyOf(ag))
+	if !req.Since.IsZero() && req.Follow != nil {
+		// When a line was written is not known: none of the tail is sent again.
+		return readLogs(ctx, dir, 0, req.Follow, logPoll)
+	}
 	return readLogs(ctx, dir, max(req.Tail, 1), req.Follow, logPoll)
 }
 

@@ -11,6 +11,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // appendLog appends lines to the gateway log in dir as the gateway does (O_APPEND).
@@ -213,5 +218,30 @@ func TestSplitLinesCapsLongLines(t *testing.T) {
 	got := splitLines([]byte("a\r\n" + long + "\nb"))
 	if len(got) != 5 || got[0] != "a" || got[4] != "b" || len(got[1]) != 16<<10 || len(got[3]) != 8<<10 {
 		t.Fatalf("split: %d parts", len(got))
+	}
+}
+
+// Following again (runtime.LogRequest.Since set): none of what was written before is sent.
+// (The tail is sent before the follower first looks at its context: an ended context shows
+// what is sent at once.)
+func TestLogsFollowAgainSendsNoTail(t *testing.T) {
+	rt := &Runtime{opts: Options{StateDir: t.TempDir()}}
+	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a"}}
+	dir := rt.AgentDir(keyOf(ag))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	appendLog(t, dir, numbered(1, 10)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var first, again collector
+	if _, err := rt.Logs(ctx, ag, runtime.LogRequest{Tail: 5, Follow: first.add}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rt.Logs(ctx, ag, runtime.LogRequest{Tail: 5, Since: time.Now(), Follow: again.add}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(first.get(), "|") != strings.Join(numbered(6, 10), "|") || len(again.get()) != 0 {
+		t.Fatalf("first follow %q, following again %q", first.get(), again.get())
 	}
 }
