@@ -10,6 +10,7 @@ COPY cmd/ cmd/
 COPY config/crd/ config/crd/
 COPY controllers/ controllers/
 COPY internal/ internal/
+COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/agentplane ./cmd/agentplane
 
 # Distroless static, non-root: the manager needs no shell.

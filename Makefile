@@ -6,6 +6,7 @@ SHELL := /usr/bin/env bash -o pipefail
 GO ?= go
 BIN := $(CURDIR)/bin
 CONTROLLER_GEN := $(BIN)/controller-gen
+OAPI_CODEGEN := $(BIN)/oapi-codegen
 # The test control plane (kube-apiserver + etcd), built from Go modules by hack/build-controlplane.sh.
 K8S_ASSETS := $(BIN)/k8s
 export KUBEBUILDER_ASSETS := $(K8S_ASSETS)
@@ -39,6 +40,14 @@ manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
 .PHONY: docs
 docs: ## Generate the REST API docs: docs/openapi.json (embedded, GET /openapi.json) and README's route table.
 	$(GO) run ./hack/gendocs
+
+$(OAPI_CODEGEN): hack/tools/oapi-codegen/go.mod hack/tools/oapi-codegen/go.sum
+	@mkdir -p $(BIN)
+	cd hack/tools/oapi-codegen && $(GO) build -o $(OAPI_CODEGEN) github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen
+
+.PHONY: client
+client: $(OAPI_CODEGEN) ## Generate the Go client pkg/client from docs/openapi.json (run after make docs).
+	$(OAPI_CODEGEN) -config pkg/client/oapi-codegen.yaml docs/openapi.json
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.

@@ -15,6 +15,7 @@ require (
 	github.com/ipfs/go-ipld-format v0.6.4
 	github.com/libp2p/go-buffer-pool v0.1.0
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/oapi-codegen/runtime v1.9.0
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
 	github.com/prometheus/client_golang v1.25.0
@@ -33,8 +34,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
+require github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+
 require (
-	github.com/KimMachineGun/automemlimit v1.0.1 // indirect
+	github.com/KimMachineGun/automemlimit v1.0.1
 	github.com/gorilla/mux v1.8.1 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/josharian/intern v1.0.0 // indirect

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Regenerates deepcopy code, CRDs, RBAC and the REST API docs (OpenAPI document, README route
-# table) and fails when the result differs from the tree: generated files must be committed as
-# the generators make them.
+# Regenerates deepcopy code, CRDs, RBAC, the REST API docs (OpenAPI document, README route
+# table) and the Go client generated from that document (pkg/client), and fails when the result
+# differs from the tree: generated files must be committed as the generators make them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # agentplane envtest-assets embeds a copy of the control plane's pins.
@@ -15,14 +15,14 @@ done
 files() {
   {
     find api config/crd/bases config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) 2>/dev/null
-    ls docs/openapi.json apiserver/openapi/openapi.json README.md 2>/dev/null
+    ls docs/openapi.json apiserver/openapi/openapi.json README.md pkg/client/client.gen.go 2>/dev/null
   } | sort
 }
 before=$(files | xargs -r sha256sum)
-make -s generate manifests docs >/dev/null
+make -s generate manifests docs client >/dev/null
 after=$(files | xargs -r sha256sum)
 if [[ "$before" != "$after" ]]; then
-  echo "generated files are stale; run 'make generate manifests docs' and commit the result:" >&2
+  echo "generated files are stale; run 'make generate manifests docs client' and commit the result:" >&2
   diff <(echo "$before") <(echo "$after") >&2 || true
   exit 1
 fi

@@ -4,10 +4,10 @@
 //	agentplane dev       the embedded local platform (control plane, manager, local runtime)
 //	agentplane token     mint API tokens
 //	agentplane envtest-assets  build kube-apiserver and etcd for envtest (prints their directory)
+//	agentplane agents|secrets|snapshots|logs  clients of the REST facade (pkg/client)
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -18,8 +18,7 @@ import (
 
 func main() {
 	if err := newRootCommand().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
+		os.Exit(reportError(os.Stderr, err))
 	}
 }
 
@@ -37,6 +36,7 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&devLogs, "log-dev", false, "human-readable console logs instead of JSON")
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1 = debug)")
-	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand())
+	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand(),
+		newAgentsCommand(), newSecretsCommand(), newSnapshotsCommand(), newLogsCommand())
 	return root
 }

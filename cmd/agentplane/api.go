@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentplane/agentplane/internal/devenv"
+	apclient "github.com/agentplane/agentplane/pkg/client"
+)
+
+// The commands agents, secrets, snapshots and logs are clients of the REST facade (pkg/client).
+// They find it by --url/--token, else AGENTPLANE_URL/AGENTPLANE_TOKEN, else the dev.env that
+// `agentplane dev` writes into its --state-dir.
+
+// usageError is a mistake of the command line or its environment: exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+// reportError prints err for a user and returns the process's exit code: 2 for a usage error,
+// 1 for an answer of the facade (`agentplane: <status> <message>`) or anything else.
+func reportError(w io.Writer, err error) int {
+	var ue *usageError
+	var ce *apclient.Error
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintln(w, "agentplane:", ue.msg)
+		return 2
+	case errors.As(err, &ce):
+		fmt.Fprintln(w, "agentplane:", ce.Error())
+		return 1
+	default:
+		fmt.Fprintln(w, "error:", err)
+		return 1
+	}
+}
+
+// apiFlags are the connection and output flags of the client commands.
+type apiFlags struct {
+	url, token, stateDir, output string
+}
+
+func (f *apiFlags) register(cmd *cobra.Command) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.url, "url", "", "the facade's base URL (default $AGENTPLANE_URL, else AGENTPLANE_URL of <state-dir>/dev.env)")
+	fl.StringVar(&f.token, "token", "", "bearer token (default $AGENTPLANE_TOKEN, else AGENTPLANE_TOKEN of <state-dir>/dev.env)")
+	fl.StringVar(&f.stateDir, "state-dir", ".agentplane", "state directory of `agentplane dev`, whose dev.env is read when --url or --token is not given")
+	fl.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
+}
+
+// connect resolves the URL and token and returns a client of the facade.
+func (f *apiFlags) connect() (*apclient.Agentplane, error) {
+	switch f.output {
+	case "table", "json", "yaml":
+	default:
+		return nil, &usageError{fmt.Sprintf("unknown --output %q (table, json or yaml)", f.output)}
+	}
+	url, token := f.url, f.token
+	if url == "" {
+		url = os.Getenv("AGENTPLANE_URL")
+	}
+	if token == "" {
+		token = os.Getenv("AGENTPLANE_TOKEN")
+	}
+	envFile := filepath.Join(f.stateDir, devenv.EnvFileName)
+	if url == "" || token == "" {
+		env := devenv.ReadEnvFile(envFile)
+		if url == "" {
+			url = strings.TrimSpace(env["AGENTPLANE_URL"])
+		}
+		if token == "" {
+			token = strings.TrimSpace(env["AGENTPLANE_TOKEN"])
+		}
+	}
+	if url == "" {
+		return nil, &usageError{"no API URL: pass --url, set AGENTPLANE_URL, or start `agentplane dev` (it writes " + envFile + ")"}
+	}
+	if token == "" {
+		return nil, &usageError{"no API token: pass --token, set AGENTPLANE_TOKEN (see `agentplane token create`), or start `agentplane dev` (it writes " + envFile + ")"}
+	}
+	return apclient.New(url, token)
+}
+
+// either returns the first non-nil of the typed bodies of two success statuses (200 and 202).
+func either[T any](a, b *T) (*T, error) {
+	if a != nil {
+		return a, nil
+	}
+	if b != nil {
+		return b, nil
+	}
+	return nil, errors.New("the facade answered without the expected body")
+}
+
+// table is a list printed as rows under a header.
+type table struct {
+	header []string
+	rows   [][]string
+}
+
+// print writes v as JSON or YAML, or t as a table.
+func (f *apiFlags) print(w io.Writer, v any, t table) error {
+	switch f.output {
+	case "json":
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(w, string(b))
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.header, "\t"))
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func timeCell(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func strCell(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// agentsTable is the table of agents: stable columns.
+func agentsTable(agents ...apclient.Agent) table {
+	t := table{header: []string{"ID", "NAME", "STATUS", "TEMPLATE", "ENGINE", "CREATED"}}
+	for _, a := range agents {
+		t.rows = append(t.rows, []string{a.Id, a.Name, a.Status, strCell(a.Template), a.Engine, timeCell(a.CreatedAt)})
+	}
+	return t
+}
+
+// secretsTable is the table of secrets (never their values: the facade does not answer them).
+func secretsTable(secrets ...apclient.Secret) table {
+	t := table{header: []string{"ID", "NAME", "ENV", "PROVIDER", "ATTACHED", "CREATED"}}
+	for _, s := range secrets {
+		t.rows = append(t.rows, []string{s.Id, s.Name, s.EnvName, strCell(s.Provider), strings.Join(s.AttachedTo, ","), timeCell(s.CreatedAt)})
+	}
+	return t
+}
+
+func snapshotsTable(snaps ...apclient.Snapshot) table {
+	t := table{header: []string{"ID", "CID", "SIZE", "CREATED"}}
+	for _, s := range snaps {
+		t.rows = append(t.rows, []string{s.Id, s.Cid, fmt.Sprint(s.Size), timeCell(s.CreatedAt)})
+	}
+	return t
+}
+
+// deletedTable is the answer of a delete.
+func deletedTable(id string, deleted bool) table {
+	return table{header: []string{"ID", "DELETED"}, rows: [][]string{{id, fmt.Sprint(deleted)}}}
+}
