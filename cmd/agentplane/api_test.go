@@ -240,9 +240,12 @@ func TestClientCommands(t *testing.T) {
 	})
 
 	t.Run("logs", func(t *testing.T) {
-		// The logs route is not in this branch's facade: the command reports the 404 cleanly.
-		// (TestLogsCommand tests tail and follow against a stub of the route.)
-		fails(t, 1, "agentplane: 404 Not found", with("logs", agentID, "--tail", "5")...)
+		// The gateway's own start-up line, from the facade's logs route (TestLogsCommand tests
+		// follow and the error event against a stub of the route).
+		if out := ok(t, with("logs", agentID, "--tail", "50")...); !strings.Contains(out, "listening on") {
+			t.Fatalf("logs --tail 50:\n%s", out)
+		}
+		fails(t, 1, "agentplane: 404 Agent not found", with("logs", "agt-missing", "--tail", "5")...)
 	})
 
 	t.Run("snapshots and delete", func(t *testing.T) {

@@ -141,6 +141,24 @@ func (e SetupChannelParamsChannel) Valid() bool {
 	}
 }
 
+// Defines values for GetAgentLogsParamsFollow.
+const (
+	GetAgentLogsParamsFollowFalse GetAgentLogsParamsFollow = "false"
+	GetAgentLogsParamsFollowTrue  GetAgentLogsParamsFollow = "true"
+)
+
+// Valid indicates whether the value is a known member of the GetAgentLogsParamsFollow enum.
+func (e GetAgentLogsParamsFollow) Valid() bool {
+	switch e {
+	case GetAgentLogsParamsFollowFalse:
+		return true
+	case GetAgentLogsParamsFollowTrue:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RestartAgentParamsWait.
 const (
 	RestartAgentParamsWaitFalse RestartAgentParamsWait = "false"
@@ -889,6 +907,21 @@ type RotateGatewayTokenParams struct {
 	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
+
+// GetAgentLogsParams defines parameters for GetAgentLogs.
+type GetAgentLogsParams struct {
+	// Tail How many of the last lines: 1 to 5000 (default 200, 50 with `follow=true`).
+	Tail *int `form:"tail,omitempty" json:"tail,omitempty"`
+
+	// Follow `true` streams the lines as server-sent events until the client leaves.
+	Follow *GetAgentLogsParamsFollow `form:"follow,omitempty" json:"follow,omitempty"`
+
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// GetAgentLogsParamsFollow defines parameters for GetAgentLogs.
+type GetAgentLogsParamsFollow string
 
 // CreatePlatformTokenParams defines parameters for CreatePlatformToken.
 type CreatePlatformTokenParams struct {
@@ -1937,6 +1970,15 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/gateway-token/rotate (the `RotateGatewayToken` operationId).
 	RotateGatewayToken(ctx context.Context, agentId string, params *RotateGatewayTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetAgentLogs Read or follow the agent's gateway logs (an addition beyond the contract)
+	//
+	// The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API server still has, none without a pod).
+	//
+	// With `follow=true` the answer is `text/event-stream`: the tail lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines waiting; when they stay full it is cut off with `event: error` and `data: too slow`.
+	//
+	// Corresponds with GET /v0/agents/{agentId}/logs (the `GetAgentLogs` operationId).
+	GetAgentLogs(ctx context.Context, agentId string, params *GetAgentLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// CreatePlatformToken Mint a short-lived platform token for the agent
 	//
 	// A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
@@ -2768,6 +2810,25 @@ func (c *Client) GetGatewayToken(ctx context.Context, agentId string, params *Ge
 // Corresponds with POST /v0/agents/{agentId}/gateway-token/rotate (the `RotateGatewayToken` operationId).
 func (c *Client) RotateGatewayToken(ctx context.Context, agentId string, params *RotateGatewayTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateGatewayTokenRequest(c.Server, agentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAgentLogs Read or follow the agent's gateway logs (an addition beyond the contract)
+//
+// The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API server still has, none without a pod).
+//
+// With `follow=true` the answer is `text/event-stream`: the tail lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines waiting; when they stay full it is cut off with `event: error` and `data: too slow`.
+//
+// Corresponds with GET /v0/agents/{agentId}/logs (the `GetAgentLogs` operationId).
+func (c *Client) GetAgentLogs(ctx context.Context, agentId string, params *GetAgentLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAgentLogsRequest(c.Server, agentId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4786,6 +4847,94 @@ func NewRotateGatewayTokenRequest(server string, agentId string, params *RotateG
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetAgentLogsRequest constructs an http.Request for the GetAgentLogs method
+func NewGetAgentLogsRequest(server string, agentId string, params *GetAgentLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tail != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tail", *params.Tail, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Follow != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "follow", *params.Follow, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -7120,6 +7269,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v0/agents/{agentId}/gateway-token/rotate (the `RotateGatewayToken` operationId).
 	RotateGatewayTokenWithResponse(ctx context.Context, agentId string, params *RotateGatewayTokenParams, reqEditors ...RequestEditorFn) (*RotateGatewayTokenResponse, error)
+
+	// GetAgentLogsWithResponse Read or follow the agent's gateway logs (an addition beyond the contract)
+	//
+	// The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API server still has, none without a pod).
+	//
+	// With `follow=true` the answer is `text/event-stream`: the tail lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines waiting; when they stay full it is cut off with `event: error` and `data: too slow`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/agents/{agentId}/logs (the `GetAgentLogs` operationId).
+	GetAgentLogsWithResponse(ctx context.Context, agentId string, params *GetAgentLogsParams, reqEditors ...RequestEditorFn) (*GetAgentLogsResponse, error)
 
 	// CreatePlatformTokenWithResponse Mint a short-lived platform token for the agent
 	//
@@ -10718,6 +10878,149 @@ func (r RotateGatewayTokenResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateGatewayTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetAgentLogsResponse200Headers the declared response headers of an HTTP 200 response for GetAgentLogs
+type GetAgentLogsResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse400Headers the declared response headers of an HTTP 400 response for GetAgentLogs
+type GetAgentLogsResponse400Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse401Headers the declared response headers of an HTTP 401 response for GetAgentLogs
+type GetAgentLogsResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse403Headers the declared response headers of an HTTP 403 response for GetAgentLogs
+type GetAgentLogsResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse404Headers the declared response headers of an HTTP 404 response for GetAgentLogs
+type GetAgentLogsResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse500Headers the declared response headers of an HTTP 500 response for GetAgentLogs
+type GetAgentLogsResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetAgentLogsResponse503Headers the declared response headers of an HTTP 503 response for GetAgentLogs
+type GetAgentLogsResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type GetAgentLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Lines []string `json:"lines"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorV0
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetAgentLogsResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *GetAgentLogsResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetAgentLogsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetAgentLogsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetAgentLogsResponse404Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetAgentLogsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetAgentLogsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAgentLogsResponse) GetJSON200() *struct {
+	Lines []string `json:"lines"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetAgentLogsResponse) GetJSON400() *ErrorV0 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAgentLogsResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetAgentLogsResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetAgentLogsResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetAgentLogsResponse) GetJSON500() *ErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetAgentLogsResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAgentLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAgentLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAgentLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAgentLogsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16282,6 +16585,23 @@ func (c *ClientWithResponses) RotateGatewayTokenWithResponse(ctx context.Context
 	return ParseRotateGatewayTokenResponse(rsp)
 }
 
+// GetAgentLogsWithResponse Read or follow the agent's gateway logs (an addition beyond the contract)
+//
+// The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API server still has, none without a pod).
+//
+// With `follow=true` the answer is `text/event-stream`: the tail lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines waiting; when they stay full it is cut off with `event: error` and `data: too slow`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/agents/{agentId}/logs (the `GetAgentLogs` operationId).
+func (c *ClientWithResponses) GetAgentLogsWithResponse(ctx context.Context, agentId string, params *GetAgentLogsParams, reqEditors ...RequestEditorFn) (*GetAgentLogsResponse, error) {
+	rsp, err := c.GetAgentLogs(ctx, agentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAgentLogsResponse(rsp)
+}
+
 // CreatePlatformTokenWithResponse Mint a short-lived platform token for the agent
 //
 // A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
@@ -21152,6 +21472,201 @@ func ParseRotateGatewayTokenResponse(rsp *http.Response) (*RotateGatewayTokenRes
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers RotateGatewayTokenResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetAgentLogsResponse parses an HTTP response from a GetAgentLogsWithResponse call
+func ParseGetAgentLogsResponse(rsp *http.Response) (*GetAgentLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAgentLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Lines []string `json:"lines"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetAgentLogsResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers GetAgentLogsResponse400Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetAgentLogsResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetAgentLogsResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetAgentLogsResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetAgentLogsResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetAgentLogsResponse503Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
