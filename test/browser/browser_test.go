@@ -19,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -52,7 +55,8 @@ func TestConsoleInChromium(t *testing.T) {
 			t.Errorf("stop the control plane: %v", err)
 		}
 	})
-	p, err := agentplanetest.Start(ctx, cfg)
+	ctrllog.SetLogger(logr.Discard()) // the platform's logs are not this test's output
+	p, err := agentplanetest.Start(ctx, cfg, agentplanetest.WithLogger(logr.Discard()))
 	if err != nil {
 		t.Fatalf("start agentplane: %v", err)
 	}

@@ -38,7 +38,7 @@ const banner = (pg) => pg.getByRole('alert');
 
 async function run(command) {
   const panel = page.getByRole('region', { name: 'Console' });
-  await panel.getByLabel('Command').fill(command);
+  await panel.getByLabel('Command', { exact: true }).fill(command);
   await panel.getByRole('button', { name: 'Run' }).click();
   const out = panel.getByRole('status', { name: 'Command output' });
   await out.filter({ hasText: `$ ${command}` }).waitFor({ timeout: T });
@@ -148,6 +148,10 @@ test('take a snapshot and reset to it', async () => {
   assert.match(out, /before-snapshot/);
   assert.doesNotMatch(out, /after-snapshot/);
   await page.getByRole('region', { name: 'Status' }).getByText('running', { exact: true }).waitFor({ timeout: T });
+  // The README's picture: the top of the agent page, once the toasts have gone.
+  await page.locator('#toasts .toast').first().waitFor({ state: 'detached', timeout: T });
+  await page.locator('#toasts .toast').last().waitFor({ state: 'detached', timeout: T });
+  await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: path.join(SHOTS, 'agent.png'), fullPage: false });
 });
 
