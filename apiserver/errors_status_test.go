@@ -115,6 +115,10 @@ func (unreachableRuntime) Exec(context.Context, *agentsv1.Agent, agentruntime.Ex
 	return agentruntime.ExecResult{}, fmt.Errorf("%w: %w", agentruntime.ErrUnavailable, refused())
 }
 
+func (unreachableRuntime) Logs(context.Context, *agentsv1.Agent, agentruntime.LogRequest) ([]string, error) {
+	return nil, fmt.Errorf("%w: %w", agentruntime.ErrUnavailable, refused())
+}
+
 func (unreachableRuntime) ReadFile(context.Context, *agentsv1.Agent, string) ([]byte, error) {
 	return nil, fmt.Errorf("%w: %w", agentruntime.ErrUnavailable, refused())
 }

@@ -52,6 +52,8 @@ type reply struct {
 	status int
 	desc   string
 	body   any
+	// also are further media types of the answer (text/event-stream), by media type.
+	also map[string]*schema
 }
 
 // fail is an error answer: its status, the exact strings, and (/v0) extra top-level fields.
@@ -61,8 +63,10 @@ type fail struct {
 	extra  props
 }
 
-func answer(status int, desc string, body any) reply { return reply{status, desc, body} }
-func fails(status int, msgs ...string) fail          { return fail{status: status, msgs: msgs} }
+func answer(status int, desc string, body any) reply {
+	return reply{status: status, desc: desc, body: body}
+}
+func fails(status int, msgs ...string) fail { return fail{status: status, msgs: msgs} }
 
 // v3data wraps a /v3 success body in the hosted API's {"data": ...} envelope.
 func v3data(body any) props { return props{"data": body} }
@@ -334,6 +338,9 @@ func (g *schemaSet) operation(r RouteInfo, o *op) *operation {
 	for _, rep := range o.replies {
 		resp := &docResponse{Description: rep.desc, Headers: responseHeaders}
 		resp.Content = map[string]mediaType{"application/json": {Schema: g.value(rep.body)}}
+		for mt, sc := range rep.also {
+			resp.Content[mt] = mediaType{Schema: sc}
+		}
 		out.Responses[strconv.Itoa(rep.status)] = resp
 	}
 	for _, f := range allFails(r, o) {

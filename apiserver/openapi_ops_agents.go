@@ -112,6 +112,29 @@ func agentOps() map[string]*op {
 			},
 			fails: []fail{notFoundAgent, {status: http.StatusInternalServerError, msgs: []string{msgResumeFailed}, extra: gatewayFailed.extra}},
 		},
+		"GET /v0/agents/{agentId}/logs": {
+			id: "getAgentLogs", tag: "agents", summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
+			description: "The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the " +
+				"agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a " +
+				"credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a " +
+				"suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API " +
+				"server still has, none without a pod).\n\nWith `follow=true` the answer is `text/event-stream`: the tail " +
+				"lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` " +
+				"with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines " +
+				"waiting; when they stay full it is cut off with `event: error` and `data: too slow`.",
+			query: []*parameter{
+				queryParam("tail", "How many of the last lines: 1 to 5000 (default 200, 50 with `follow=true`).",
+					&schema{Type: "integer", Minimum: docPtr(int64(1)), Maximum: docPtr(int64(maxLogTail))}),
+				queryParam("follow", "`true` streams the lines as server-sent events until the client leaves.", enumOf("true", "false")),
+			},
+			replies: []reply{{
+				status: http.StatusOK, desc: "The lines (`application/json`), or with `follow=true` the stream (`text/event-stream`).",
+				body: props{"lines": arrayOf(docString())},
+				also: map[string]*schema{"text/event-stream": describe(docString(),
+					"Server-sent events: `data: <line>` per line, `: keep-alive` comments, `event: end` / `event: error` before the stream closes.")},
+			}},
+			fails: []fail{fails(http.StatusBadRequest, msgInvalidTail), notFoundAgent, fails(http.StatusInternalServerError, msgReadLogsFailed)},
+		},
 		"GET /v0/agents/{agentId}/versions": {
 			id: "getAgentVersions", tag: "agents", summary: "Engine versions: the agent's and the offered ones",
 			replies: []reply{answer(http.StatusOK, "The versions.", props{

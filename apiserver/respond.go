@@ -12,6 +12,10 @@ type Response struct {
 	Status int
 	Body   any
 	Header http.Header
+	// Stream, when set, writes the answer itself after Header is applied (Status and Body are
+	// unused): a stream such as server-sent events, started only once authentication, access
+	// checks and everything that can fail with an error answer have run.
+	Stream func(w http.ResponseWriter)
 }
 
 func ok(body any) (*Response, error) { return &Response{Status: http.StatusOK, Body: body}, nil }

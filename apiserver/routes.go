@@ -50,6 +50,8 @@ func (s *Server) routes() {
 	exec := wake(own(access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite}))
 	s.handle("POST /v0/agents/{agentId}/console/exec", exec, s.consoleExec)
 	s.handle("GET /v0/agents/{agentId}/config", wake(own(read)), s.getConfig)
+	// Gateway logs: the same access as config, but a sleeping agent is not woken.
+	s.handle("GET /v0/agents/{agentId}/logs", own(read), s.agentLogs)
 	s.handle("PUT /v0/agents/{agentId}/config", wake(own(write)), s.putConfig)
 	s.handle("POST /v0/agents/{agentId}/config/validate", wake(own(read)), s.validateConfig)
 	s.handle("GET /v0/agents/{agentId}/tasks", wake(own(read)), s.listTasks)

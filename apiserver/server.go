@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -76,6 +77,8 @@ type Options struct {
 	// Domains configures the domain routes (brand, apps domain, verification key, claims);
 	// it must agree with the domain controller's settings.
 	Domains DomainOptions
+	// Logs bounds the followers of agents' gateway logs (DefaultLogOptions).
+	Logs LogOptions
 }
 
 // Server is the REST facade. It is an http.Handler.
@@ -91,6 +94,8 @@ type Server struct {
 	waiters waiters
 	// activity remembers the last-active stamps this replica wrote.
 	activity activityStamps
+	// followers counts the log streams being served.
+	followers atomic.Int64
 }
 
 // New builds the facade and registers every route.
@@ -107,6 +112,7 @@ func New(opts Options) *Server {
 	if opts.APIReader == nil {
 		opts.APIReader = opts.Client
 	}
+	opts.Logs.setDefaults()
 	guardNames(&opts)
 	s := &Server{opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry)}
 	s.routes()
@@ -163,6 +169,10 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 		}
 		for k, v := range resp.Header {
 			w.Header()[k] = v
+		}
+		if resp.Stream != nil {
+			resp.Stream(w)
+			return
 		}
 		writeJSON(w, resp.Status, resp.Body)
 	}))

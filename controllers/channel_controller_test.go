@@ -83,6 +83,23 @@ func (m *memRuntime) RestoreWorkspace(context.Context, *agentsv1.Agent, io.Reade
 	return errors.New("not supported")
 }
 
+// Logs answers the engine commands run so far as the gateway's output.
+func (m *memRuntime) Logs(ctx context.Context, _ *agentsv1.Agent, req runtime.LogRequest) ([]string, error) {
+	m.mu.Lock()
+	lines := append([]string(nil), m.execs[max(len(m.execs)-req.Tail, 0):]...)
+	m.mu.Unlock()
+	if req.Follow == nil {
+		return lines, nil
+	}
+	for _, l := range lines {
+		if !req.Follow(l) {
+			return nil, nil
+		}
+	}
+	<-ctx.Done()
+	return nil, nil
+}
+
 func (m *memRuntime) set(f func(m *memRuntime)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -79,6 +79,18 @@ func (d *dirRuntime) RestoreWorkspace(_ context.Context, a *agentsv1.Agent, r io
 	return archive.Extract(r, d.dir(a), archive.Limits{})
 }
 
+// Logs: a directory writes no output; following waits until ctx ends or the agent is gone.
+func (d *dirRuntime) Logs(ctx context.Context, a *agentsv1.Agent, req runtime.LogRequest) ([]string, error) {
+	if req.Follow == nil {
+		return []string{}, nil
+	}
+	if _, err := os.Stat(d.dir(a)); err != nil {
+		return nil, runtime.ErrNotRunning
+	}
+	<-ctx.Done()
+	return nil, nil
+}
+
 func (d *dirRuntime) failArchives(err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -142,7 +142,28 @@ type Runtime interface {
 	ArchiveWorkspace(ctx context.Context, agent *agentsv1.Agent, w io.Writer) error
 	// RestoreWorkspace replaces the workspace with the tar stream r.
 	RestoreWorkspace(ctx context.Context, agent *agentsv1.Agent, r io.Reader) error
+	// Logs reads the gateway's output (stdout and stderr) as lines, as written: callers
+	// redact. It never starts or wakes a gateway. Without req.Follow it returns the last
+	// req.Tail lines, oldest first (none when the runtime keeps no output for the agent).
+	// With req.Follow it calls Follow with those lines and then with every line written
+	// after, and returns nil once ctx ends or Follow returns false, io.EOF once the output
+	// ended for good (the agent's output removed, its pod gone or its container exited) and
+	// ErrNotRunning when there is no output to follow (no pod).
+	Logs(ctx context.Context, agent *agentsv1.Agent, req LogRequest) ([]string, error)
 }
+
+// LogRequest asks Runtime.Logs for an agent's gateway output.
+type LogRequest struct {
+	// Tail is how many of the last lines to read (at least 1).
+	Tail int
+	// Follow, when set, receives the lines (see Runtime.Logs). It is called from one
+	// goroutine and must not block for long: the runtime reads the output for this caller
+	// alone, so a slow Follow only delays its own lines, never the gateway.
+	Follow func(line string) bool
+}
+
+// MaxLogLine is the longest line Logs returns: longer ones are split.
+const MaxLogLine = 16 << 10
 
 // Watcher is a Runtime whose objects or notifications must wake the Agent controller (a pod
 // changed, a local process exited). The Agent controller adds the runtime's watches to its

@@ -74,6 +74,9 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		t.Errorf("gateway image %s", img)
 	}
 
+	a := agentOnNode{p: p, k8s: k8s, ns: ns, id: id, base: base}
+	t.Run("gateway logs through the API server", a.checkLogs)
+
 	t.Run("console exec through the kubelet", func(t *testing.T) {
 		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hello; id -u; exit 3"}), 200, "exec")
 		if r.body["exitCode"] != 3.0 || r.str("stdout") != "hello\n1000\n" {
@@ -108,7 +111,6 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		}
 	})
 
-	a := agentOnNode{p: p, k8s: k8s, ns: ns, id: id, base: base}
 	t.Run("config validate, write and read back", func(t *testing.T) { checkConfig(t, p, base) })
 	t.Run("tasks", func(t *testing.T) { checkTasks(t, p, base) })
 	t.Run("files upload", func(t *testing.T) { checkUpload(t, p, base) })

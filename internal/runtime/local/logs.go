@@ -3,9 +3,9 @@ package local
 import (
 	"io"
 	"os"
-	"regexp"
-	"sort"
 	"strings"
+
+	"github.com/agentplane/agentplane/internal/logredact"
 )
 
 // Crash messages quote the end of the gateway log.
@@ -71,28 +71,6 @@ func tailLog(path string) string {
 	return strings.Join(lines, "\n")
 }
 
-// Patterns of things that look like secrets in log lines.
-var (
-	// key=value / key: value / "key":"value" for secret-sounding keys.
-	secretKV = regexp.MustCompile(`(?i)((?:token|secret|password|passwd|api[_-]?key|credential)[A-Za-z0-9_-]*["']?\s*[:=]\s*["']?(?:bearer\s+)?|bearer\s+)([^\s"',;}]{4,})`)
-	// Long opaque runs (hex, base64url tokens) and telegram-style bot tokens.
-	opaque = regexp.MustCompile(`\b(?:\d{5,}:[A-Za-z0-9_-]{20,}|[A-Za-z0-9_-]{32,})\b`)
-)
-
-// minSecretLen: shorter values (flags like "1" or "100ms" in the attached env) are not
-// replaced verbatim, they would garble the message; the patterns below still apply.
-const minSecretLen = 6
-
 // redact hides secrets in s: the given values verbatim (longest first), then anything that
 // looks like a token.
-func redact(s string, secrets []string) string {
-	sorted := append([]string(nil), secrets...)
-	sort.Slice(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
-	for _, v := range sorted {
-		if len(v) >= minSecretLen {
-			s = strings.ReplaceAll(s, v, "[REDACTED]")
-		}
-	}
-	s = secretKV.ReplaceAllString(s, "${1}[REDACTED]")
-	return opaque.ReplaceAllString(s, "[REDACTED]")
-}
+func redact(s string, secrets []string) string { return logredact.Redact(s, secrets) }

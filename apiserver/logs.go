@@ -1,0 +1,341 @@
+package apiserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/logredact"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/secrets"
+)
+
+// Gateway logs (an addition beyond the contract): GET /v0/agents/{agentId}/logs.
+const (
+	msgInvalidTail    = "Invalid tail"
+	msgReadLogsFailed = "Failed to read logs"
+
+	defaultLogTail       = 200
+	defaultFollowLogTail = 50
+	maxLogTail           = 5000
+)
+
+// LogOptions bound the followers of gateway logs.
+type LogOptions struct {
+	// Buffer is how many lines a follower may have waiting to be written (1000).
+	Buffer int
+	// SlowAfter is how long a full buffer may stay full before its follower is cut off with
+	// `too slow` (5 s). The runtime reads the output for each follower alone, so waiting
+	// delays nobody else.
+	SlowAfter time.Duration
+	// KeepAlive is the interval of the keep-alive comments, at which a follower also checks
+	// that its agent still exists (15 s).
+	KeepAlive time.Duration
+	// Retry is the wait before following again an output that ended (a restarted container)
+	// or is not there yet (no pod) while the agent exists (2 s).
+	Retry time.Duration
+}
+
+func (o *LogOptions) setDefaults() {
+	if o.Buffer <= 0 {
+		o.Buffer = 1000
+	}
+	if o.SlowAfter <= 0 {
+		o.SlowAfter = 5 * time.Second
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 15 * time.Second
+	}
+	if o.Retry <= 0 {
+		o.Retry = 2 * time.Second
+	}
+}
+
+// Followers is the number of log streams being served.
+func (s *Server) Followers() int64 { return s.followers.Load() }
+
+// agentLogs answers the last lines of the agent's gateway output ({lines}) or, with
+// follow=true, streams them and every new line as server-sent events. Reading logs never
+// wakes a suspended agent: the runtime answers with what it still keeps.
+func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
+	q := r.URL.Query()
+	follow := q.Get("follow") == "true"
+	tail := defaultLogTail
+	if follow {
+		tail = defaultFollowLogTail
+	}
+	if q.Has("tail") {
+		n, err := strconv.Atoi(q.Get("tail"))
+		if err != nil || n < 1 || n > maxLogTail {
+			return nil, errorf(http.StatusBadRequest, msgInvalidTail)
+		}
+		tail = n
+	}
+	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Runtime == nil {
+		return nil, errorf(http.StatusInternalServerError, msgReadLogsFailed)
+	}
+	red, err := s.logRedactor(r.Context(), a)
+	if err != nil {
+		return nil, withMessage(msgReadLogsFailed, err)
+	}
+	if !follow {
+		lines, err := s.opts.Runtime.Logs(r.Context(), a, runtime.LogRequest{Tail: tail})
+		if err != nil {
+			return nil, withMessage(msgReadLogsFailed, err)
+		}
+		out := make([]string, len(lines))
+		for i, l := range lines {
+			out[i] = red.Redact(l)
+		}
+		return ok(map[string]any{"lines": out})
+	}
+	h := http.Header{}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
+	return &Response{Status: http.StatusOK, Header: h, Stream: func(w http.ResponseWriter) {
+		s.streamLogs(w, r, a, tail, red)
+	}}, nil
+}
+
+// logRedactor hides, besides what looks like a credential, the agent's gateway token and the
+// values of its attached secrets, of its environment Secret and of its channels' tokens: the
+// values the gateway was given. A value that cannot be read fails the request rather than risk
+// printing it.
+func (s *Server) logRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact.Redactor, error) {
+	var vals []string
+	sec, err := s.gatewaySecret(ctx, a)
+	switch {
+	case err == nil:
+		vals = append(vals, string(sec.Data[agentsv1.GatewayTokenDataKey]))
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	for _, ref := range a.Spec.Secrets {
+		as := &agentsv1.AgentSecret{}
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ref.Name}, as); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // detached or deleted since: not given to a new gateway
+			}
+			return nil, err
+		}
+		v, err := secrets.Value(ctx, s.opts.APIReader, s.opts.Sealer, as)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		vals = append(vals, string(v))
+	}
+	// The derived environment (kube) and the channels' token Secrets set up for the agent.
+	names := []string{a.Name + "-env"}
+	for _, t := range agentsv1.ChannelTypes {
+		names = append(names, ChannelSecretName(a.Name, t))
+	}
+	for _, name := range names {
+		sec := &corev1.Secret{}
+		switch err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); {
+		case err == nil:
+			for _, v := range sec.Data {
+				vals = append(vals, string(v))
+			}
+		case !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	return logredact.New(vals), nil
+}
+
+// logFollower is one follow stream: the runtime's reader pushes lines into a bounded buffer
+// that the handler writes out.
+type logFollower struct {
+	lines     chan string
+	slow      chan struct{} // closed when the buffer stayed full: the follower is cut off
+	slowOnce  sync.Once
+	slowAfter time.Duration
+	ctx       context.Context
+}
+
+// push queues a line; it waits at most slowAfter for room, then cuts the follower off.
+func (f *logFollower) push(line string) bool {
+	select {
+	case f.lines <- line:
+		return true
+	default:
+	}
+	t := time.NewTimer(f.slowAfter)
+	defer t.Stop()
+	select {
+	case f.lines <- line:
+		return true
+	case <-f.ctx.Done():
+		return false
+	case <-t.C:
+		f.slowOnce.Do(func() { close(f.slow) })
+		return false
+	}
+}
+
+// streamLogs serves one follower until the client leaves, the agent is deleted or the
+// follower is too slow.
+func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.Agent, tail int, red *logredact.Redactor) {
+	s.followers.Add(1)
+	defer s.followers.Add(-1)
+	ctx, cancel := context.WithCancel(r.Context())
+	rc := http.NewResponseController(w)
+	f := &logFollower{lines: make(chan string, s.opts.Logs.Buffer), slow: make(chan struct{}),
+		slowAfter: s.opts.Logs.SlowAfter, ctx: ctx}
+	deleted := make(chan bool, 1)
+	writerDone, pumpDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(pumpDone)
+		deleted <- s.pumpLogs(ctx, a, tail, f)
+		select {
+		case <-f.slow:
+			// A writer blocked on a client that does not read is released.
+			select {
+			case <-writerDone:
+			case <-time.After(time.Second):
+				_ = rc.SetWriteDeadline(time.Now())
+			}
+		default:
+		}
+	}()
+	defer func() {
+		close(writerDone)
+		cancel()
+		<-pumpDone
+	}()
+
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil {
+		return
+	}
+	keep := time.NewTicker(s.opts.Logs.KeepAlive)
+	defer keep.Stop()
+	var buf strings.Builder
+	send := func(ev string) bool {
+		_, err := io.WriteString(w, ev)
+		return err == nil && rc.Flush() == nil
+	}
+	// tooSlow tells a follower that was cut off, if it reads at all.
+	tooSlow := func() {
+		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
+		if send("event: error\ndata: too slow\n\n") {
+			_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve further requests
+		}
+	}
+	data := func(line string) {
+		buf.WriteString("data: ")
+		buf.WriteString(strings.ReplaceAll(red.Redact(line), "\r", ""))
+		buf.WriteString("\n\n")
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.slow:
+			tooSlow()
+			return
+		case line := <-f.lines:
+			buf.Reset()
+			data(line)
+			for more := true; more && buf.Len() < 64<<10; {
+				select {
+				case l := <-f.lines:
+					data(l)
+				default:
+					more = false
+				}
+			}
+			if !send(buf.String()) {
+				return
+			}
+		case <-keep.C:
+			if s.agentGone(ctx, a) {
+				send("event: end\ndata: agent deleted\n\n")
+				return
+			}
+			if !send(": keep-alive\n\n") {
+				return
+			}
+		case gone := <-deleted:
+			select {
+			case <-f.slow:
+				tooSlow()
+				return
+			default:
+			}
+			buf.Reset()
+			for more := true; more; {
+				select {
+				case l := <-f.lines:
+					data(l)
+				default:
+					more = false
+				}
+			}
+			if gone {
+				buf.WriteString("event: end\ndata: agent deleted\n\n")
+			}
+			send(buf.String())
+			return
+		}
+	}
+}
+
+// pumpLogs follows the agent's output into f until ctx ends, f is cut off or the agent is
+// deleted (true). An output that ended or is not there yet (no pod) while the agent exists
+// is followed again after Retry.
+func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *logFollower) bool {
+	for {
+		_, err := s.opts.Runtime.Logs(ctx, a, runtime.LogRequest{Tail: tail, Follow: f.push})
+		select {
+		case <-ctx.Done():
+			return false
+		case <-f.slow:
+			return false
+		default:
+		}
+		if err == nil {
+			return false
+		}
+		if !errors.Is(err, io.EOF) && !errors.Is(err, runtime.ErrNotRunning) {
+			logr.FromContextOrDiscard(ctx).V(1).Info("following gateway logs failed; retrying", "agent", a.Name, "error", err.Error())
+		}
+		if s.agentGone(ctx, a) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(s.opts.Logs.Retry):
+		}
+	}
+}
+
+// agentGone reports whether the agent was deleted (or is being deleted) since it was read.
+func (s *Server) agentGone(ctx context.Context, a *agentsv1.Agent) bool {
+	cur := &agentsv1.Agent{}
+	err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true
+	case err != nil:
+		return false
+	}
+	return cur.UID != a.UID || cur.DeletionTimestamp != nil
+}
