@@ -105,8 +105,10 @@ function logsPanel(id, signal) {
   };
   const tail = async () => {
     const r = await get(agentPath(id, '/logs?tail=200'));
+    if (follow) stop();
     fill(out);
     for (const l of r.lines || []) add(l);
+    state.textContent = `The last ${(r.lines || []).length} lines.`;
   };
   const btn = h('button', { type: 'button', 'aria-pressed': 'false' }, 'Follow');
   const stop = () => { if (follow) follow.abort(); follow = null; btn.textContent = 'Follow'; btn.setAttribute('aria-pressed', 'false'); };
