@@ -79,6 +79,10 @@ cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kub
 node-packages: ## Install containerd, runc, the CNI plugins, iptables and tini from Debian when absent (root).
 	@hack/install-node-packages.sh
 
+.PHONY: chromium
+chromium: ## Install Debian's chromium when absent, for the web console's browser tests (root).
+	@hack/install-chromium.sh
+
 .PHONY: engine
 engine: ## Install the pinned OpenClaw engine, the release before it (real-node upgrade test) and Node into the user cache (once).
 	@hack/install-engine.sh >/dev/null
@@ -132,7 +136,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
+test: envtest-assets cluster-binaries node-packages chromium engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/console"
 )
 
 // routes registers every route of the facade. The table is the API: scope and permission are
@@ -15,6 +16,10 @@ func (s *Server) routes() {
 	})
 	// This API's OpenAPI document (no token).
 	s.handle("GET /openapi.json", access{public: true}, s.serveOpenAPI)
+	// The web console (no token to load it; its calls carry the token the user pasted).
+	webConsole := console.Handler()
+	s.mux.Handle("GET "+console.Prefix, webConsole)
+	s.mux.Handle("GET "+console.Prefix+"/", webConsole)
 
 	// Who am I: the caller as the facade resolved it.
 	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead}, s.whoami)

@@ -156,6 +156,7 @@ func printDevSummary(out io.Writer, url, kubeconfig, envFile string) {
 agentplane is running.
 
   REST API    %s
+  Web console %s/console
   kubeconfig  %s
   env file    %s   (KUBECONFIG, AGENTPLANE_URL, AGENTPLANE_TOKEN)
 
@@ -167,5 +168,5 @@ Try, in another terminal:
   curl -s -H "Authorization: Bearer $AGENTPLANE_TOKEN" -d '{"command":"ls -la"}' $AGENTPLANE_URL/v0/agents/<agentId>/console/exec
 
 Press Ctrl-C to stop.
-`, url, kubeconfig, envFile, envFile)
+`, url, url, kubeconfig, envFile, envFile)
 }
