@@ -10,7 +10,7 @@ import (
 )
 
 // checkLogs reads the gateway's logs through the facade (pods/log through the API server):
-// the tail holds what the gateway printed when it started, and a follow of 2 s gets at least
+// the output holds what the gateway printed when it started, and a follow of 2 s gets at least
 // the tail.
 func (a agentOnNode) checkLogs(t *testing.T) {
 	lines := func(query string) []string {
@@ -28,8 +28,9 @@ func (a agentOnNode) checkLogs(t *testing.T) {
 	if len(tail) == 0 || len(tail) > 20 {
 		t.Fatalf("tail=20: %d lines: %q", len(tail), tail)
 	}
-	if all := strings.Join(lines("tail=5000"), "\n"); !strings.Contains(all, "listening on") {
-		t.Errorf("the gateway's start (\"listening on\") is not in its logs: %q", tail)
+	// The gateway prints "[gateway] ready" once its start-up is done (openclaw 2026.9.6).
+	if all := strings.Join(lines("tail=5000"), "\n"); !strings.Contains(all, "[gateway] ready") {
+		t.Errorf("the gateway's start (\"[gateway] ready\") is not in its logs: %q", tail)
 	}
 	if all := strings.Join(tail, "\n"); strings.Contains(all, a.p.token) {
 		t.Errorf("a token in the logs")
