@@ -49,6 +49,15 @@ $(OAPI_CODEGEN): hack/tools/oapi-codegen/go.mod hack/tools/oapi-codegen/go.sum
 client: $(OAPI_CODEGEN) ## Generate the Go client pkg/client from docs/openapi.json (run after make docs).
 	$(OAPI_CODEGEN) -config pkg/client/oapi-codegen.yaml docs/openapi.json
 
+.PHONY: chart
+chart: ## Generate the Helm chart dist/chart from config/ (hack/genchart; needs kubectl).
+	$(GO) run ./hack/genchart
+
+.PHONY: helm
+helm: ## Build helm from its Go module (hack/tools/helm) into the user cache, linked as bin/helm.
+	@mkdir -p $(BIN)
+	ln -sf "$$(hack/build-helm.sh)" $(BIN)/helm
+
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
 	hack/verify-generated.sh
@@ -136,7 +145,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages chromium engine verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
+test: envtest-assets cluster-binaries node-packages chromium engine helm verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
