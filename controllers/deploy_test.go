@@ -23,30 +23,33 @@ var _ = DescribeTable("the in-cluster deployment",
 		out, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", dir)).Output()
 		Expect(err).NotTo(HaveOccurred())
 
-		objs, err := testenv.DecodeManifests(out)
-		Expect(err).NotTo(HaveOccurred())
-		kinds := map[string]int{}
-		for _, o := range objs {
-			kinds[o.GetKind()]++
-		}
+		kinds := dryRunApply(out)
 		Expect(kinds).To(HaveKeyWithValue("CustomResourceDefinition", len(crd.MustCRDs())))
 		Expect(kinds).To(HaveKey("Deployment"))
 		Expect(kinds).To(HaveKey("ClusterRole"))
 		Expect(kinds).To(HaveKey("NetworkPolicy"))
 		Expect(kinds).To(HaveKey("Service"))
-
-		// The namespace itself is created for real: dry-run objects cannot live in a
-		// namespace that only exists in the same dry run.
-		for _, o := range objs {
-			if o.GetKind() == "Namespace" {
-				Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, o.DeepCopy()))).To(Succeed())
-			}
-		}
-		for _, o := range objs {
-			err := k8sClient.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("deploy-test"), client.ForceOwnership)
-			Expect(err).NotTo(HaveOccurred(), "%s %s: %v", o.GetKind(), o.GetName(), apierrors.ReasonForError(err))
-		}
 	},
 	Entry("config/default renders and passes a server-side dry run", "default"),
 	Entry("config/local renders and passes a server-side dry run", "local"),
 )
+
+// dryRunApply applies every object of a rendered YAML stream server-side with dry run and
+// counts them by kind. Namespaces are created for real: dry-run objects cannot live in a
+// namespace that only exists in the same dry run.
+func dryRunApply(rendered []byte) map[string]int {
+	objs, err := testenv.DecodeManifests(rendered)
+	Expect(err).NotTo(HaveOccurred())
+	kinds := map[string]int{}
+	for _, o := range objs {
+		kinds[o.GetKind()]++
+		if o.GetKind() == "Namespace" {
+			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, o.DeepCopy()))).To(Succeed())
+		}
+	}
+	for _, o := range objs {
+		err := k8sClient.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("deploy-test"), client.ForceOwnership)
+		Expect(err).NotTo(HaveOccurred(), "%s %s: %v", o.GetKind(), o.GetName(), apierrors.ReasonForError(err))
+	}
+	return kinds
+}
