@@ -42,6 +42,43 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
 	}
+	realNodeDeploy(t, func(ctx context.Context, k8s client.Client) {
+		rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize config/local: %v", err)
+		}
+		applyManifests(ctx, t, k8s, rendered)
+		if err := k8s.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: deployNamespace},
+			StringData: map[string]string{"key": strings.Repeat("k", 32)},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+const deployNamespace = "agentplane-system"
+
+// applyManifests applies every object of a rendered YAML stream server-side.
+func applyManifests(ctx context.Context, t *testing.T, k8s client.Client, rendered []byte) {
+	t.Helper()
+	objs, err := testenv.DecodeManifests(rendered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
+			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+}
+
+// realNodeDeploy starts the local cluster with the manager's and the gateway's images,
+// deploys the manager with install (which also provides the secrets key) and checks what a
+// platform team depends on: both replicas available, one leading, the ServiceAccount no
+// admin, an agent created through the facade's ClusterIP running on the real node, a secret
+// sealed, a snapshot on the storage claim; the cluster's stop leaves nothing.
+func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.Client)) {
 	ctrllog.SetLogger(logr.Discard()) // the cluster's client logs nothing the test reads
 	baseline := localcluster.TakeBaseline()
 	engine := engineDir(t)
@@ -75,26 +112,8 @@ func TestRealNodeDeploy(t *testing.T) {
 	})
 	k8s := cl.Client
 
-	rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize config/local: %v", err)
-	}
-	objs, err := testenv.DecodeManifests(rendered)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range objs {
-		if err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
-		}
-	}
-	const ns = "agentplane-system"
-	if err := k8s.Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: ns},
-		StringData: map[string]string{"key": strings.Repeat("k", 32)},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	install(ctx, k8s)
+	const ns = deployNamespace
 	var deploy appsv1.Deployment
 	eventually(t, 4*time.Minute, "the manager Deployment to be available with both replicas", func() bool {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-controller-manager"}, &deploy)
@@ -155,6 +174,8 @@ func TestRealNodeDeploy(t *testing.T) {
 		if pod.Spec.NodeName != cl.NodeName {
 			t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
 		}
+		// The secrets key the deployment provides seals workspace secrets.
+		must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
 		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
 		if r.str("stdout") != "hi from "+pod.Name+"\n" {
 			t.Fatalf("exec: %s", r.raw)
