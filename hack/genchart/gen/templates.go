@@ -13,10 +13,12 @@ import (
 // replacing the placeholders with template text:
 //   - a value "__V_NAME__" is replaced in place (values[NAME]);
 //   - a map key "__P_NAME__" or a list item "- __P_NAME__" is replaced by the lines
-//     blocks[NAME] returns for that line's indentation.
+//     blocks[NAME] returns for that line's indentation;
+//   - a value "__Y_NAME__" of a map key becomes .Values.NAME (lower-cased) as YAML under the key.
 var (
 	valueRE = regexp.MustCompile(`__V_([A-Z]+)__`)
 	blockRE = regexp.MustCompile(`(?m)^( *)(- )?__P_([A-Z]+)__(: .*)?$`)
+	yamlRE  = regexp.MustCompile(`(?m)^( *)(- )?([A-Za-z]+): __Y_([A-Z]+)__$`)
 )
 
 var values = map[string]string{
@@ -38,9 +40,6 @@ var blocks = map[string]func(ind string) string{
 	},
 	"VOLUMES": func(ind string) string {
 		return fmt.Sprintf(`%s{{- include "agentplane.volumes" . | trim | nindent %d }}`, ind, len(ind))
-	},
-	"RESOURCES": func(ind string) string {
-		return fmt.Sprintf("%sresources:\n%s  {{- toYaml .Values.resources | nindent %d }}", ind, ind, len(ind)+2)
 	},
 	"PODANNOTATIONS": func(ind string) string {
 		return withBlock(ind, "podAnnotations", "annotations")
@@ -84,6 +83,14 @@ func render(u *unstructured.Unstructured, comment string) ([]byte, error) {
 			return m[1] + "- " + strings.TrimPrefix(f(m[1]+"  "), m[1]+"  ")
 		}
 		return f(m[1])
+	})
+	s = yamlRE.ReplaceAllStringFunc(s, func(line string) string {
+		m := yamlRE.FindStringSubmatch(line)
+		ind := m[1]
+		if m[2] != "" {
+			ind += "  "
+		}
+		return fmt.Sprintf("%s%s%s:\n%s  {{- toYaml .Values.%s | nindent %d }}", m[1], m[2], m[3], ind, lower(m[4]), len(ind)+2)
 	})
 	s = valueRE.ReplaceAllStringFunc(s, func(v string) string {
 		name := valueRE.FindStringSubmatch(v)[1]
@@ -180,8 +187,7 @@ func deploymentTemplate(u *unstructured.Unstructured) ([]byte, *valuesData, erro
 		return nil, nil, err
 	}
 	v.Resources = indent(string(res), "  ")
-	delete(c, "resources")
-	c["__P_RESOURCES__"] = ""
+	c["resources"] = "__Y_RESOURCES__"
 	c["args"] = append(c["args"].([]any), "__P_ARGS__")
 	mounts, _ := c["volumeMounts"].([]any)
 	c["volumeMounts"] = append(mounts, "__P_VOLUMEMOUNTS__")
