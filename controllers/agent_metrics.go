@@ -34,11 +34,15 @@ var (
 func init() { crmetrics.Registry.MustRegister(provisionDuration, agentsByPhase) }
 
 // observeFirstRunning records the provisioning latency when this status write is the agent's
-// first move to running: its Ready condition was never True before (it is absent, or False
-// since the agent was first provisioned). A gateway that crashed, was stopped or slept and
-// runs again does not count again.
+// first move to running: it never slept, crashed or was restarted, and its Ready condition was
+// never True before (it is absent, or False since the agent was first provisioned). A gateway
+// that crashed, was stopped, restarted or slept and runs again does not count again.
 func observeFirstRunning(agent, before *agentsv1.Agent, now time.Time) {
 	if agent.Status.Phase != agentsv1.AgentRunning || before.Status.Phase == agentsv1.AgentRunning {
+		return
+	}
+	st := &before.Status
+	if st.Restarts > 0 || st.LastRestartAt != nil || st.Sleep != nil && (st.Sleep.SuspendedAt != nil || st.Sleep.WokenAt != nil) {
 		return
 	}
 	if ready := meta.FindStatusCondition(before.Status.Conditions, agentsv1.ConditionReady); ready != nil {
