@@ -57,9 +57,13 @@ func observeFirstRunning(agent, before *agentsv1.Agent, now time.Time) {
 // agentCollector counts the cached Agents by phase at scrape time (no API call). One process
 // may run several platforms (tests): the one whose manager started last reports.
 type agentCollector struct {
-	mu     sync.Mutex
-	reader client.Reader
+	mu sync.Mutex
+	// source is the reader of the running manager (nil: none runs).
+	source *agentSource
 }
+
+// agentSource is one manager's reader, compared by identity.
+type agentSource struct{ reader client.Reader }
 
 // AgentMetrics is a manager Runnable that makes agentplane_agents report from Reader (the
 // manager's cache) while the manager runs. It runs on every replica, leader or not: each
@@ -70,21 +74,23 @@ type AgentMetrics struct {
 
 // Start reports from Reader until ctx ends.
 func (a AgentMetrics) Start(ctx context.Context) error {
-	agentsByPhase.set(a.Reader, nil)
+	src := &agentSource{reader: a.Reader}
+	agentsByPhase.swap(nil, src)
 	<-ctx.Done()
-	agentsByPhase.set(nil, a.Reader)
+	agentsByPhase.swap(src, nil)
 	return nil
 }
 
 // NeedLeaderElection: every replica reports.
 func (AgentMetrics) NeedLeaderElection() bool { return false }
 
-// set replaces the reader (with r, when old is nil or the current one).
-func (c *agentCollector) set(r, old client.Reader) {
+// swap makes next the source: always when old is nil, else only while old is the source (a
+// manager that stops does not clear the source of one that started after it).
+func (c *agentCollector) swap(old, next *agentSource) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if old == nil || c.reader == old {
-		c.reader = r
+	if old == nil || c.source == old {
+		c.source = next
 	}
 }
 
@@ -95,11 +101,12 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	r := c.reader
+	src := c.source
 	c.mu.Unlock()
-	if r == nil {
+	if src == nil {
 		return // no manager runs: nothing is known (absent, not zero)
 	}
+	r := src.reader
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	var list agentsv1.AgentList

@@ -1,11 +1,15 @@
 package controllers
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -79,5 +83,65 @@ func TestObserveFirstRunning(t *testing.T) {
 	observeFirstRunning(starting(nil), &agentsv1.Agent{}, created)
 	if provisionCount(t) != n {
 		t.Error("a move to starting was observed")
+	}
+}
+
+// listReader lists fixed agents (the manager's cache in the collector's place).
+type listReader struct {
+	client.Reader
+	agents []agentsv1.Agent
+}
+
+func (r listReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.(*agentsv1.AgentList).Items = r.agents
+	return nil
+}
+
+// agentplane_agents counts every phase (zeros included; not reconciled yet is starting), and
+// agentplane_agents_failed the not_running agents that are not stopped. Once the manager
+// stops, nothing is reported rather than stale numbers.
+func TestAgentCollector(t *testing.T) {
+	agent := func(phase agentsv1.AgentPhase, stopped bool) agentsv1.Agent {
+		a := agentsv1.Agent{}
+		a.Status.Phase, a.Spec.Stopped = phase, stopped
+		return a
+	}
+	r := listReader{agents: []agentsv1.Agent{
+		agent("", false), agent(agentsv1.AgentStarting, false), agent(agentsv1.AgentRunning, false),
+		agent(agentsv1.AgentNotRunning, true), agent(agentsv1.AgentNotRunning, false), agent(agentsv1.AgentNotRunning, false),
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- AgentMetrics{Reader: r}.Start(ctx) }()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(agentsByPhase)
+	want := `
+# HELP agentplane_agents Agents by phase (starting, running, not_running, suspended), from the manager's cache at scrape time.
+# TYPE agentplane_agents gauge
+agentplane_agents{phase="not_running"} 3
+agentplane_agents{phase="running"} 1
+agentplane_agents{phase="starting"} 2
+agentplane_agents{phase="suspended"} 0
+# HELP agentplane_agents_failed Agents whose gateway should run but does not: phase not_running while spec.stopped is false (crashed, failed to provision).
+# TYPE agentplane_agents_failed gauge
+agentplane_agents_failed 2
+`
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := testutil.GatherAndCompare(reg, strings.NewReader(want))
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond) // Start has not set the reader yet
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Errorf("after the manager stopped: %d series (%v), want none", n, err)
 	}
 }
