@@ -112,7 +112,8 @@ func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	var list agentsv1.AgentList
 	// Read-only: the cache's objects are not copied.
 	if err := r.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		ch <- prometheus.NewInvalidMetric(agentsDesc, err)
+		// The cache is not synced yet: the series are absent from this scrape (an invalid
+		// metric would fail the whole scrape, every other series with it).
 		return
 	}
 	counts := map[agentsv1.AgentPhase]int{
