@@ -92,6 +92,19 @@ node-packages: ## Install containerd, runc, the CNI plugins, iptables and tini f
 chromium: ## Install Debian's chromium when absent, for the web console's browser tests (root).
 	@hack/install-chromium.sh
 
+# Prometheus's promtool, built from Go modules (hack/tools/promtool) once per version into the
+# user cache; the alert rules' tests (test/monitoring) run it.
+PROMTOOL_VERSION := $(shell sed -n 's|.*github.com/prometheus/prometheus \(v[^ ]*\).*|\1|p' hack/tools/promtool/go.mod | head -1)
+PROMTOOL := $(HOME)/.cache/agentplane/tools/promtool-$(PROMTOOL_VERSION)
+export AGENTPLANE_PROMTOOL := $(PROMTOOL)
+
+.PHONY: promtool
+promtool: $(PROMTOOL) ## Build promtool from Go modules into the user cache (once per version; takes minutes).
+
+$(PROMTOOL):
+	@mkdir -p $(dir $(PROMTOOL))
+	cd hack/tools/promtool && $(GO) build -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool && mv $(PROMTOOL).tmp $(PROMTOOL)
+
 .PHONY: engine
 engine: ## Install the pinned OpenClaw engine, the release before it (real-node upgrade test) and Node into the user cache (once).
 	@hack/install-engine.sh >/dev/null
@@ -145,7 +158,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages chromium engine helm verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
+test: envtest-assets cluster-binaries node-packages chromium engine helm promtool verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 

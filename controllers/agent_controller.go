@@ -288,6 +288,7 @@ func (r *AgentReconciler) patchStatus(ctx context.Context, agent, before *agents
 		return err
 	}
 	r.written.store(agent.UID, sum, now)
+	observeFirstRunning(agent, before, now)
 	// A phase change is an event, except an agent's first phase (starting): its creation says
 	// as much, and at thousands of agents that event would be a request each.
 	if before.Status.Phase != agent.Status.Phase && !(before.Status.Phase == "" && agent.Status.Phase == agentsv1.AgentStarting) {

@@ -1,9 +1,9 @@
 package controllers
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentplane/agentplane/internal/promreg"
 )
 
 // poolMetrics are the warm pools' metrics (controller-runtime's registry on /metrics).
@@ -18,15 +18,15 @@ type poolMetrics struct {
 
 func newPoolMetrics(reg prometheus.Registerer) *poolMetrics {
 	return &poolMetrics{
-		members: registerCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		members: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentplane_gateway_pool_members",
 			Help: "Warm gateways of a GatewayPool by state (ready: claimable; booting: not healthy yet).",
 		}, []string{"pool", "state"})),
-		claims: registerCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		claims: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentplane_gateway_pool_claims_total",
 			Help: "Warm gateways of a GatewayPool handed to new agents.",
 		}, []string{"pool"})),
-		latency: registerCollector(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		latency: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentplane_gateway_pool_claim_duration_seconds",
 			Help:    "Time from the start of a claim until the warm gateway served the new agent's token.",
 			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2.5, 5, 10},
@@ -39,19 +39,4 @@ func (m *poolMetrics) forget(pool string) {
 	m.members.DeletePartialMatch(prometheus.Labels{"pool": pool})
 	m.claims.DeleteLabelValues(pool)
 	m.latency.DeleteLabelValues(pool)
-}
-
-// registerCollector registers c, or returns the collector already registered under its name
-// (several platforms in one process, tests).
-func registerCollector[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -55,5 +55,8 @@ func (p *Platform) setupControllers() error {
 	if err := p.setupChannels(); err != nil {
 		return err
 	}
+	if err := p.setupAgentMetrics(); err != nil {
+		return err
+	}
 	return nil
 }

@@ -116,6 +116,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if o.SystemNamespace == "" {
 		o.SystemNamespace = DefaultSystemNamespace
 	}
+	o.Files = instrumentFiles(o.Files)
 	scheme := agentscheme.New()
 	byObject := map[client.Object]cache.ByObject{
 		// Only the platform's own Secrets (gateway tokens, derived env, keys) are cached;
@@ -296,6 +297,7 @@ func (p *Platform) setupDomains(key []byte) error {
 	if resolver == nil {
 		resolver = dnsverify.New(o.Nameservers, 0)
 	}
+	resolver = instrumentResolver(resolver)
 	var router controllers.Router = &controllers.RecordRouter{}
 	if p.opts.Runtime.Name == RuntimeKube {
 		router = &controllers.IngressRouter{

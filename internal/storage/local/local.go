@@ -231,3 +231,6 @@ func mapErr(op, space, key string, err error) error {
 	}
 	return storage.Unavailable(op, err)
 }
+
+// Backend names the store's kind in metrics.
+func (s *Store) Backend() string { return "local" }

@@ -354,3 +354,6 @@ func (s *Store) mapErr(ctx context.Context, op, space, c string, err error) erro
 	// DNS, timeouts, truncated answers.
 	return storage.Unavailable("s3 "+op, err)
 }
+
+// Backend names the store's kind in metrics.
+func (s *Store) Backend() string { return "s3" }

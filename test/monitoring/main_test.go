@@ -1,0 +1,40 @@
+package monitoring_test
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+var (
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
+)
+
+// sharedEnv is the package's control plane (envtest with agentplane's CRDs), started by the
+// first test that needs it and stopped by TestMain.
+func sharedEnv(t *testing.T) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() { env, envErr = testenv.Start() })
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return env
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop the control plane:", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	os.Exit(code)
+}
