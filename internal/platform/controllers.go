@@ -55,5 +55,10 @@ func (p *Platform) setupControllers() error {
 	if err := p.setupChannels(); err != nil {
 		return err
 	}
+	if p.runtime != nil { // no gateways here to check an upgrade on
+		if err := p.setupUpgrades(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
