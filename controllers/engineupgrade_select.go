@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/labels"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )

@@ -16,7 +16,7 @@ type upgradeView struct {
 	invalid string
 	// invalidReason is the Ready reason of invalid (default InvalidVersion).
 	invalidReason string
-	counts  agentsv1.UpgradeCounts
+	counts        agentsv1.UpgradeCounts
 }
 
 // view counts the selected agents: upgrading (the wave under way), upgraded and rolled back
