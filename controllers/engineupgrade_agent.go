@@ -155,10 +155,8 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 		return "", err
 	}
 	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
-	for _, obj := range []*struct{ regarding, related client.Object }{{u.eu, a}, {a, u.eu}} {
-		u.r.event(obj.regarding, obj.related, corev1.EventTypeNormal, agentsv1.EventSnapshotTaken, "Snapshot",
-			"%s: snapshot %s (%s) taken; engine %s -> %s", agentKey(a), sn.Name, sn.Status.CID, describeVersion(prev), u.target)
-	}
+	u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventSnapshotTaken, "Snapshot",
+		"%s: snapshot %s (%s) taken; engine %s -> %s", agentKey(a), sn.Name, sn.Status.CID, describeVersion(prev), u.target)
 	u.wakeAfter(healthTimeout(u.eu))
 	return agentsv1.AgentUpgradeUpgrading, nil
 }
@@ -170,10 +168,7 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 		if err := u.mark(ctx, a, agentsv1.AgentUpgradeUpgraded, nil); err != nil {
 			return "", err
 		}
-		for _, obj := range []*struct{ regarding, related client.Object }{{u.eu, a}, {a, u.eu}} {
-			u.r.event(obj.regarding, obj.related, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade",
-				"%s runs engine %s and is ready", agentKey(a), u.target)
-		}
+		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs engine %s and is ready", agentKey(a), u.target)
 		return agentsv1.AgentUpgradeUpgraded, nil
 	}
 	started, err := time.Parse(time.RFC3339, a.Annotations[agentsv1.AnnotationUpgradeStartedAt])
@@ -197,11 +192,9 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 		return "", err
 	}
 	why := agentHealthSummary(a)
-	for _, obj := range []*struct{ regarding, related client.Object }{{u.eu, a}, {a, u.eu}} {
-		u.r.event(obj.regarding, obj.related, corev1.EventTypeWarning, agentsv1.EventRolledBack, "Rollback",
-			"%s was not healthy on engine %s within %s (%s): back to %s with the workspace of snapshot %s",
-			agentKey(a), u.target, healthTimeout(u.eu), why, describeVersion(prev), cid)
-	}
+	u.eventBoth(a, corev1.EventTypeWarning, agentsv1.EventRolledBack, "Rollback",
+		"%s was not healthy on engine %s within %s (%s): back to %s with the workspace of snapshot %s",
+		agentKey(a), u.target, healthTimeout(u.eu), why, describeVersion(prev), cid)
 	return agentsv1.AgentUpgradeRolledBack, nil
 }
 
@@ -213,6 +206,12 @@ func (u *upgradeRun) mark(ctx context.Context, a *agentsv1.Agent, state string, 
 		change(a)
 	}
 	return u.r.Patch(ctx, a, patch)
+}
+
+// eventBoth records an event on the policy and the same on the agent.
+func (u *upgradeRun) eventBoth(a *agentsv1.Agent, typ, reason, action, note string, args ...any) {
+	u.r.event(u.eu, a, typ, reason, action, note, args...)
+	u.r.event(a, u.eu, typ, reason, action, note, args...)
 }
 
 func (u *upgradeRun) wakeAfter(d time.Duration) {

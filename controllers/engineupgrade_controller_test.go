@@ -1,14 +1,19 @@
 package controllers_test
 
 import (
+	"os"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // versionsOf are the spec versions of the agents, in order.
@@ -130,6 +135,22 @@ var _ = Describe("EngineUpgrade controller", func() {
 		Expect(getUpgrade("rollback").Status.FailedAgents).To(BeEmpty())
 	})
 
+	It("halts without touching the version when an agent's snapshot fails", func() {
+		ns := "upgrade-snapfail"
+		d := startAgentDouble(ns)
+		d.mu.Lock()
+		d.failSnapshots = true
+		d.mu.Unlock()
+		agents := upgradeAgents(ns, 2, "2026.9.5")
+		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now())))
+		createUpgrade("snapfail", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) { eu.Spec.WavePercent = 50 })
+		Eventually(upgradeSummary("snapfail")).Should(Equal([]any{agentsv1.UpgradeHalted, int32(1), agentsv1.UpgradeCounts{Pending: 2}}))
+		Expect(getUpgrade("snapfail").Status.FailedAgents).To(Equal([]string{ns + "/agent-a"}))
+		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
+		pokeAgents(agents)
+		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.5", "2026.9.5"}))
+	})
+
 	It("stops between waves while paused", func() {
 		ns := "upgrade-paused"
 		d := startAgentDouble(ns)
@@ -219,5 +240,12 @@ var _ = Describe("EngineUpgrade controller", func() {
 			mut(bad)
 			Expect(k8sClient.Create(ctx, bad)).NotTo(Succeed(), name)
 		}
+
+		// The sample is one the API server takes.
+		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "samples", "11_engineupgrade.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		sample := &agentsv1.EngineUpgrade{}
+		Expect(yaml.UnmarshalStrict(raw, sample)).To(Succeed())
+		Expect(k8sClient.Create(ctx, sample, client.DryRunAll)).To(Succeed())
 	})
 })

@@ -36,6 +36,7 @@ type agentDouble struct {
 	mu            sync.Mutex
 	broken        map[string]bool
 	holdSnapshots bool
+	failSnapshots bool
 }
 
 func (d *agentDouble) setBroken(v string, broken bool) {
@@ -84,10 +85,14 @@ func (d *agentDouble) reconcileSnapshot(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	d.mu.Lock()
-	held := d.holdSnapshots
+	held, fail := d.holdSnapshots, d.failSnapshots
 	d.mu.Unlock()
 	if held {
 		return ctrl.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	if fail {
+		sn.Status.Phase = agentsv1.SnapshotFailed
+		return ctrl.Result{}, client.IgnoreNotFound(d.Status().Update(ctx, sn))
 	}
 	sn.Status.Phase, sn.Status.CID, sn.Status.Size = agentsv1.SnapshotCompleted, fakeCID(sn.Name), 1
 	return ctrl.Result{}, client.IgnoreNotFound(d.Status().Update(ctx, sn))
