@@ -1,12 +1,16 @@
 package controllers_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,12 +46,24 @@ func waveAgents(name string) [][]string {
 	return out
 }
 
+// upgradeMetrics is the exposition of agentplane_engine_upgrade_agents for one policy.
+func upgradeMetrics(policy string, pending, upgrading, upgraded, rolledBack int) string {
+	return fmt.Sprintf(`# HELP agentplane_engine_upgrade_agents Agents selected by an EngineUpgrade, by state (pending, upgrading, upgraded, rolled_back).
+# TYPE agentplane_engine_upgrade_agents gauge
+agentplane_engine_upgrade_agents{policy=%[1]q,state="pending"} %[2]d
+agentplane_engine_upgrade_agents{policy=%[1]q,state="rolled_back"} %[5]d
+agentplane_engine_upgrade_agents{policy=%[1]q,state="upgraded"} %[4]d
+agentplane_engine_upgrade_agents{policy=%[1]q,state="upgrading"} %[3]d
+`, policy, pending, upgrading, upgraded, rolledBack)
+}
+
 var _ = Describe("EngineUpgrade controller", func() {
 	It("rolls out in waves of the right size, in order, each agent snapshotted before its version changes", func() {
 		ns := "upgrade-waves"
 		d := startAgentDouble(ns)
 		agents := upgradeAgents(ns, 4, "2026.9.5")
-		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now())))
+		reg := prometheus.NewRegistry()
+		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now()), reg))
 		d.hold(true)
 		createUpgrade("waves", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) { eu.Spec.WavePercent = 50 })
 
@@ -85,6 +101,12 @@ var _ = Describe("EngineUpgrade controller", func() {
 		late := createAgent(ns, "agent-late", func(a *agentsv1.Agent) { a.Spec.Engine.Version = "2026.9.5" })
 		Eventually(versionsOf([]*agentsv1.Agent{late})).Should(Equal([]string{"2026.9.7"}))
 		Eventually(upgradeSummary("waves")).Should(Equal([]any{agentsv1.UpgradeSucceeded, int32(3), agentsv1.UpgradeCounts{Upgraded: 5}}))
+		Eventually(func() error {
+			return testutil.GatherAndCompare(reg, strings.NewReader(upgradeMetrics("waves", 0, 0, 5, 0)), "agentplane_engine_upgrade_agents")
+		}).Should(Succeed())
+		// A deleted policy leaves no series.
+		Expect(k8sClient.Delete(ctx, getUpgrade("waves"))).To(Succeed())
+		Eventually(func() (int, error) { return testutil.GatherAndCount(reg, "agentplane_engine_upgrade_agents") }).Should(Equal(0))
 	})
 
 	It("rolls back an agent that is not healthy on the target in time, halts, and resumes after a spec change", func() {

@@ -10,6 +10,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -117,13 +118,18 @@ func (f reconcilerFunc) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	return f(ctx, req)
 }
 
-// startUpgradeManager runs the EngineUpgrade controller with clk; the returned func stops it.
-func startUpgradeManager(clk clock.PassiveClock) func() {
+// startUpgradeManager runs the EngineUpgrade controller with clk (and its metrics in reg,
+// when given); the returned func stops it.
+func startUpgradeManager(clk clock.PassiveClock, reg ...prometheus.Registerer) func() {
 	mgr := newManager()
-	Expect((&controllers.EngineUpgradeReconciler{
+	r := &controllers.EngineUpgradeReconciler{
 		Client: mgr.GetClient(), Versions: upgradeVersions, Clock: clk,
 		Recorder: mgr.GetEventRecorder("engineupgrade-test"),
-	}).SetupWithManager(mgr)).To(Succeed())
+	}
+	if len(reg) > 0 {
+		r.Metrics = reg[0]
+	}
+	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	return startManager(mgr)
 }
 
