@@ -4,7 +4,6 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,20 +37,9 @@ func TestRealNodeEngineUpgrade(t *testing.T) {
 	ctx := context.Background()
 	const ns = "dev"
 
-	ids := make([]string, 2)
-	var wg sync.WaitGroup
-	replies := make([]reply, len(ids))
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i] = p.call("POST", "/v0/agents", map[string]any{"name": "Node upgrade " + string(rune('a'+i))})
-		}()
-	}
-	wg.Wait()
-	for i := range ids {
-		ids[i] = must(t, replies[i], 201, "create agent").obj("agent")["id"].(string)
-		must(t, p.call("POST", "/v0/agents/"+ids[i]+"/console/exec", map[string]string{"command": "echo kept > before.txt"}), 200, "write before.txt")
+	ids := createAgentsAtOnce(t, p, "Node upgrade ", []string{"a", "b"})
+	for _, id := range ids {
+		must(t, p.call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo kept > before.txt"}), 200, "write before.txt")
 	}
 
 	start := time.Now()

@@ -52,20 +52,11 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	// Three agents on the previous release (created at once: each waits for its gateway),
 	// each with a file in its workspace.
 	groups := []string{"wave-1", "wave-2", "rollback"}
-	replies := make([]reply, len(groups))
-	var wg sync.WaitGroup
-	for i, group := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			replies[i] = p.call("POST", "/v0/agents", map[string]any{"name": "Upgrade " + group})
-		}()
-	}
-	wg.Wait()
+	ids := createAgentsAtOnce(t, p, "Upgrade ", groups)
 	type agent struct{ id, workspace string }
 	agents := map[string]agent{}
 	for i, group := range groups {
-		id := must(t, replies[i], 201, "create agent").obj("agent")["id"].(string)
+		id := ids[i]
 		r := must(t, p.call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo " + group + " > before.txt; pwd"}), 200, "write before.txt")
 		agents[group] = agent{id: id, workspace: strings.TrimSpace(r.str("stdout"))}
 		label := "waves"
@@ -156,6 +147,35 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	}
 	t.Logf("rollback from %s to %s with the snapshot's workspace, policy halted, %s in all", brokenVersion, from, time.Since(start).Round(time.Second))
 	p.stop()
+}
+
+// createAgentsAtOnce creates an agent per name (prefixed) through the REST door, all at once,
+// and returns their ids once each runs (on a busy host a create may outlast its wait: 202).
+func createAgentsAtOnce(t *testing.T, p *platform, prefix string, names []string) []string {
+	t.Helper()
+	replies := make([]reply, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			replies[i] = p.call("POST", "/v0/agents", map[string]any{"name": prefix + name})
+		}()
+	}
+	wg.Wait()
+	ids := make([]string, len(names))
+	for i, r := range replies {
+		if r.status != 201 {
+			must(t, r, 202, "create agent")
+		}
+		id := r.obj("agent")["id"].(string)
+		eventually(t, 5*time.Minute, "agent "+id+" to run", func() bool {
+			got := p.call("GET", "/v0/agents/"+id, nil)
+			return got.status == 200 && got.obj("agent")["status"] == "running"
+		})
+		ids[i] = id
+	}
+	return ids
 }
 
 func getE2EAgent(t *testing.T, k8s client.Client, id string) *agentsv1.Agent {
