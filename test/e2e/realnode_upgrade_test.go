@@ -70,6 +70,13 @@ func TestRealNodeEngineUpgrade(t *testing.T) {
 	}
 
 	stopped = true
+	stopClusterClean(t, p, baseline)
+}
+
+// stopClusterClean stops `agentplane dev --runtime kube` and fails when the cluster's stop
+// left anything on the machine that was not there at baseline.
+func stopClusterClean(t *testing.T, p *platform, baseline localcluster.Baseline) {
+	t.Helper()
 	p.stop()
 	left, err := localcluster.LeftoversAfterStop(filepath.Join(p.stateDir, "cluster"), baseline)
 	if err != nil {
