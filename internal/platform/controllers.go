@@ -58,5 +58,10 @@ func (p *Platform) setupControllers() error {
 	if err := p.setupAgentMetrics(); err != nil {
 		return err
 	}
+	if p.runtime != nil { // no gateways here to check an upgrade on
+		if err := p.setupUpgrades(); err != nil {
+			return err
+		}
+	}
 	return nil
 }

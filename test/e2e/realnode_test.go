@@ -180,14 +180,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	})
 
 	stopped = true
-	p.stop()
-	left, err := localcluster.LeftoversAfterStop(filepath.Join(p.stateDir, "cluster"), baseline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(left) > 0 {
-		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
-	}
+	stopClusterClean(t, p, baseline)
 }
 
 // engineVersion asks the engine installed in dir for its version.
