@@ -33,6 +33,8 @@ type memRuntime struct {
 	execs      []string
 	execResult runtime.ExecResult
 	notRunning bool
+	// desired is the last Desired of each agent (namespace/name).
+	desired map[string]runtime.Desired
 }
 
 func (m *memRuntime) key(a *agentsv1.Agent, path string) string {
@@ -40,9 +42,13 @@ func (m *memRuntime) key(a *agentsv1.Agent, path string) string {
 }
 
 func (m *memRuntime) Name() string { return "mem" }
-func (m *memRuntime) Ensure(context.Context, *agentsv1.Agent, runtime.Desired) (runtime.Observed, error) {
+func (m *memRuntime) Ensure(_ context.Context, a *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.desired == nil {
+		m.desired = map[string]runtime.Desired{}
+	}
+	m.desired[a.Namespace+"/"+a.Name] = d
 	if m.notRunning {
 		return runtime.Observed{Phase: runtime.PhaseCrashed}, nil
 	}
