@@ -1,12 +1,12 @@
 package controllers_test
 
 import (
-	"context"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -18,24 +18,12 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// proxyFor serves the providers named (a stand-in for the platform's model proxy).
-type proxyFor []string
-
-func (p proxyFor) BaseURL(provider string) (string, bool) {
-	for _, n := range p {
-		if n == provider {
-			return "http://proxy/llm/" + n, true
-		}
-	}
-	return "", false
-}
-
 // What the Agent controller asks the runtime for that isolates the agent: its RuntimeClass
 // (its own, else its workspace's) and what it talks to (runtime.Desired.Egress).
 var _ = Describe("Agent isolation", Ordered, func() {
 	var (
 		rt   *memRuntime
-		stop context.CancelFunc
+		stop func()
 	)
 	const ns, wait = "agent-isolation", 20 * time.Second
 
@@ -44,19 +32,9 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		mgr := newManager()
 		Expect((&controllers.AgentReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
-			Admission: &admission.Admitter{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
-				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-				Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
-			},
-			ModelProxy: proxyFor{"anthropic"},
+			Admission: testAdmitter(mgr), ModelProxy: testModelProxy{},
 		}).SetupWithManager(mgr)).To(Succeed())
-		var mctx context.Context
-		mctx, stop = context.WithCancel(ctx)
-		go func() {
-			defer GinkgoRecover()
-			Expect(mgr.Start(mctx)).To(Succeed())
-		}()
+		stop = startManager(mgr)
 		agentWorkspace(ns, 10)
 	})
 	AfterAll(func() { stop() })
@@ -108,3 +86,12 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"openai"}))
 	})
 })
+
+// testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
+func testAdmitter(mgr ctrl.Manager) *admission.Admitter {
+	return &admission.Admitter{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
+		Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
+		Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
+	}
+}

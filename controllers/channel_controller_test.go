@@ -19,10 +19,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -131,12 +128,8 @@ var _ = Describe("Channel controller", Ordered, func() {
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&controllers.AgentReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
-			Admission: &admission.Admitter{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
-				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-				Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
-			},
-			Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+			Admission: testAdmitter(mgr),
+			Env:       &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
