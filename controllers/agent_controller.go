@@ -244,6 +244,13 @@ func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, ve
 		}
 		d.Env, d.EnvSecret = env, secretName
 	}
+	var err error
+	if d.RuntimeClassName, err = r.runtimeClassName(ctx, agent); err != nil {
+		return d, fmt.Errorf("runtime class: %w", err)
+	}
+	if d.Egress, err = r.egressNames(ctx, agent); err != nil {
+		return d, fmt.Errorf("egress: %w", err)
+	}
 	d.ConfigHash = configHash(d)
 	return d, nil
 }

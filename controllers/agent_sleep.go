@@ -355,8 +355,8 @@ func ptrTime(t time.Time) *metav1.Time {
 	return &mt
 }
 
-// watchIdlePolicy wakes the workspace's agents when its default idle policy changes (a rare
-// edit; nothing else of a Workspace concerns its agents' passes).
+// watchIdlePolicy wakes the workspace's agents when its default idle policy or runtime class
+// changes (rare edits; nothing else of a Workspace concerns its agents' passes).
 func (r *AgentReconciler) watchIdlePolicy(b *ctrl.Builder) *ctrl.Builder {
 	changed := predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
@@ -365,7 +365,8 @@ func (r *AgentReconciler) watchIdlePolicy(b *ctrl.Builder) *ctrl.Builder {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			o, ok1 := e.ObjectOld.(*agentsv1.Workspace)
 			n, ok2 := e.ObjectNew.(*agentsv1.Workspace)
-			return ok1 && ok2 && !equality.Semantic.DeepEqual(o.Spec.IdleAfter, n.Spec.IdleAfter)
+			return ok1 && ok2 && (!equality.Semantic.DeepEqual(o.Spec.IdleAfter, n.Spec.IdleAfter) ||
+				o.Spec.RuntimeClassName != n.Spec.RuntimeClassName)
 		},
 	}
 	return b.Watches(&agentsv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspaceAgents), builder.WithPredicates(changed))

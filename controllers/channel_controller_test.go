@@ -19,10 +19,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -33,6 +30,8 @@ type memRuntime struct {
 	execs      []string
 	execResult runtime.ExecResult
 	notRunning bool
+	// desired is the last Desired of each agent (namespace/name).
+	desired map[string]runtime.Desired
 }
 
 func (m *memRuntime) key(a *agentsv1.Agent, path string) string {
@@ -40,9 +39,13 @@ func (m *memRuntime) key(a *agentsv1.Agent, path string) string {
 }
 
 func (m *memRuntime) Name() string { return "mem" }
-func (m *memRuntime) Ensure(context.Context, *agentsv1.Agent, runtime.Desired) (runtime.Observed, error) {
+func (m *memRuntime) Ensure(_ context.Context, a *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.desired == nil {
+		m.desired = map[string]runtime.Desired{}
+	}
+	m.desired[a.Namespace+"/"+a.Name] = d
 	if m.notRunning {
 		return runtime.Observed{Phase: runtime.PhaseCrashed}, nil
 	}
@@ -125,12 +128,8 @@ var _ = Describe("Channel controller", Ordered, func() {
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&controllers.AgentReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
-			Admission: &admission.Admitter{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
-				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-				Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
-			},
-			Env: &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+			Admission: testAdmitter(mgr),
+			Env:       &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)

@@ -82,6 +82,9 @@ var _ = Describe("CRD validation", func() {
 			Expect(k8sClient.Create(ctx, obj)).To(Succeed())
 		},
 		Entry("agent", agent(func(*agentsv1.Agent) {})),
+		Entry("agent with a runtime class", agent(func(a *agentsv1.Agent) { a.Spec.RuntimeClassName = "gvisor.sandbox-1" })),
+		Entry("workspace with a runtime class", &agentsv1.Workspace{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "w-"}, Spec: agentsv1.WorkspaceSpec{RuntimeClassName: "kata"}}),
 		Entry("agent with a 100-character unicode name", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = strings.Repeat("é", 100) })),
 		Entry("agent with 10 skills", agent(func(a *agentsv1.Agent) { a.Spec.Skills = skills(10) })),
 		Entry("agent with its own cpu and memory", agent(func(a *agentsv1.Agent) {
@@ -107,6 +110,12 @@ var _ = Describe("CRD validation", func() {
 			Expect(err.Error()).To(ContainSubstring(message))
 		},
 		Entry("agent without a name", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = "" }), "spec.displayName"),
+		// The pod's runtimeClassName is a DNS-1123 subdomain: the CRD refuses what the pod would.
+		Entry("agent runtime class with capitals", agent(func(a *agentsv1.Agent) { a.Spec.RuntimeClassName = "gVisor" }), "spec.runtimeClassName"),
+		Entry("agent runtime class ending in a dash", agent(func(a *agentsv1.Agent) { a.Spec.RuntimeClassName = "kata-" }), "spec.runtimeClassName"),
+		Entry("agent runtime class of 254 characters", agent(func(a *agentsv1.Agent) { a.Spec.RuntimeClassName = strings.Repeat("a", 254) }), "spec.runtimeClassName"),
+		Entry("workspace runtime class with an underscore", &agentsv1.Workspace{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "w-"}, Spec: agentsv1.WorkspaceSpec{RuntimeClassName: "run_sc"}}, "spec.runtimeClassName"),
 		Entry("agent name of 101 characters", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = strings.Repeat("x", 101) }), "may not be more than 100"),
 		Entry("agent name with <", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = "<script>" }), "spec.displayName"),
 		Entry("agent name with a control character", agent(func(a *agentsv1.Agent) { a.Spec.DisplayName = "bad\x07bell" }), "spec.displayName"),

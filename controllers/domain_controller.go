@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
@@ -253,7 +252,7 @@ func (r *DomainReconciler) appsDomain() string {
 }
 
 // SetupWithManager registers the controller: Domains, their agents (created, deleted, spec
-// changed or a domain slot freed) and, with the IngressRouter, their Ingresses.
+// changed or a domain slot freed) and what the Router makes for them (Ingresses, HTTPRoutes).
 func (r *DomainReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Builder) *ctrl.Builder) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -263,8 +262,10 @@ func (r *DomainReconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctr
 		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(agentRefMapper[agentsv1.DomainList](r.Client)),
 			builder.WithPredicates(agentChangedForDomains)).
 		Named("domain")
-	if _, ok := r.Router.(*IngressRouter); ok {
-		b = b.Owns(&networkingv1.Ingress{})
+	if o, ok := r.Router.(interface{ Owned() []client.Object }); ok {
+		for _, kind := range o.Owned() {
+			b = b.Owns(kind)
+		}
 	}
 	for _, f := range extra {
 		b = f(b)

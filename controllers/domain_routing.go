@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -61,6 +62,9 @@ type IngressRouter struct {
 	ClusterIssuer string
 	// Annotations are added to every Ingress (ingress-controller settings).
 	Annotations map[string]string
+	// HTTPRoutes says the cluster serves the Gateway API: an HTTPRoute a Domain has from
+	// GatewayRouter (an earlier --domain-gateway) is deleted once its Ingress is made.
+	HTTPRoutes bool
 }
 
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
@@ -96,7 +100,18 @@ func (r *IngressRouter) Route(ctx context.Context, d *agentsv1.Domain, agent *ag
 		ing.Spec = want.Spec
 		return controllerutil.SetControllerReference(d, ing, r.Scheme)
 	})
-	return err
+	if err != nil || !r.HTTPRoutes {
+		return err
+	}
+	return deleteDomainObject(ctx, r.Client, &gatewayv1.HTTPRoute{}, d)
+}
+
+// Owned are the kinds the Domain controller watches for this router.
+func (r *IngressRouter) Owned() []client.Object {
+	if r.HTTPRoutes {
+		return []client.Object{&networkingv1.Ingress{}, &gatewayv1.HTTPRoute{}}
+	}
+	return []client.Object{&networkingv1.Ingress{}}
 }
 
 // desiredIngress is the Ingress that routes d to agent.
@@ -131,9 +146,15 @@ func (r *IngressRouter) desiredIngress(d *agentsv1.Domain, agent *agentsv1.Agent
 
 // routeService creates or updates d's Service: agent's gateway pod on d's target port.
 func (r *IngressRouter) routeService(ctx context.Context, d *agentsv1.Domain, agent *agentsv1.Agent) error {
+	return routeDomainService(ctx, r.Client, r.Scheme, d, agent)
+}
+
+// routeDomainService creates or updates d's Service (DomainServiceName), owned by d, that
+// selects agent's gateway pod on d's target port: what an Ingress or an HTTPRoute routes to.
+func routeDomainService(ctx context.Context, c client.Client, scheme *runtime.Scheme, d *agentsv1.Domain, agent *agentsv1.Agent) error {
 	svc := &corev1.Service{}
 	svc.Name, svc.Namespace = DomainServiceName(d), d.Namespace
-	_, err := controllerutil.CreateOrUpdate(ctx, r.Client, svc, func() error {
+	_, err := controllerutil.CreateOrUpdate(ctx, c, svc, func() error {
 		if svc.Labels == nil {
 			svc.Labels = map[string]string{}
 		}
@@ -145,13 +166,18 @@ func (r *IngressRouter) routeService(ctx context.Context, d *agentsv1.Domain, ag
 		svc.Spec.Type = corev1.ServiceTypeClusterIP
 		svc.Spec.Selector = agentsv1.GatewayPodSelector(agent.Name)
 		svc.Spec.Ports = []corev1.ServicePort{{Name: "http", Port: port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(port)}}
-		return controllerutil.SetControllerReference(d, svc, r.Scheme)
+		return controllerutil.SetControllerReference(d, svc, scheme)
 	})
 	return err
 }
 
-// Unroute deletes d's Ingress and Service.
+// Unroute deletes d's Ingress and Service (and its HTTPRoute, with HTTPRoutes).
 func (r *IngressRouter) Unroute(ctx context.Context, d *agentsv1.Domain) error {
+	if r.HTTPRoutes {
+		if err := deleteDomainObject(ctx, r.Client, &gatewayv1.HTTPRoute{}, d); err != nil {
+			return err
+		}
+	}
 	ing := &networkingv1.Ingress{}
 	ing.Name, ing.Namespace = d.Name, d.Namespace
 	if err := client.IgnoreNotFound(r.Client.Delete(ctx, ing)); err != nil {

@@ -41,6 +41,7 @@ var _ = BeforeSuite(func() {
 	env, err = testenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
+	Expect(installGatewayAPI()).To(Succeed())
 })
 
 // newManager returns a manager on the test control plane with the field indexes registered

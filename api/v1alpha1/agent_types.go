@@ -136,6 +136,14 @@ type AgentSpec struct {
 	// workspace's spec.budget applies to all its agents together as well).
 	// +optional
 	Budget *ModelBudget `json:"budget,omitempty"`
+	// RuntimeClassName is the RuntimeClass of the agent's gateway pod (kube runtime; the local
+	// runtime runs processes and ignores it), for example a sandbox such as gVisor or Kata. It
+	// wins over the workspace's spec.runtimeClassName and the platform's default
+	// (--agent-runtime-class). A change rolls the gateway pod. A DNS-1123 subdomain.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
 }
 
 // AgentResources are the cpu and memory requests and limits of an agent's gateway.

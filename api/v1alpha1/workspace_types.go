@@ -80,6 +80,13 @@ type WorkspaceSpec struct {
 	// platform's model proxy (an Agent's own spec.budget applies as well).
 	// +optional
 	Budget *ModelBudget `json:"budget,omitempty"`
+	// RuntimeClassName is the default RuntimeClass of the workspace's agents' gateway pods
+	// (kube runtime): an Agent's own spec.runtimeClassName wins, this wins over the platform's
+	// default (--agent-runtime-class). A DNS-1123 subdomain.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +optional
+	RuntimeClassName string `json:"runtimeClassName,omitempty"`
 }
 
 // WorkspaceStatus is the observed state of a tenant.

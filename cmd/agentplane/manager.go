@@ -132,6 +132,7 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
+	addIsolationFlags(f, o)
 }
 
 // s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and

@@ -285,11 +285,14 @@ type DomainOptions struct {
 	Resolver dnsverify.Resolver
 	// IngressClass and ClusterIssuer (cert-manager) shape the Ingresses of runtime kube.
 	IngressClass, ClusterIssuer string
+	// Gateway, NAMESPACE/NAME[/SECTION], routes Domains with Gateway API HTTPRoutes attached
+	// to that Gateway instead of Ingresses (runtime kube).
+	Gateway string
 	// CheckInterval and MaxCheckInterval shape the delay between look-ups (10s doubling to 10m).
 	CheckInterval, MaxCheckInterval time.Duration
 }
 
-// setupDomains registers the domain controller: Ingresses route hosts on runtime kube, other
+// setupDomains registers the domain controller: Ingresses or HTTPRoutes route hosts on runtime kube, other
 // runtimes only record routes (local mode).
 func (p *Platform) setupDomains(key []byte) error {
 	mgr, o := p.Manager, p.opts.Domains
@@ -300,9 +303,9 @@ func (p *Platform) setupDomains(key []byte) error {
 	resolver = instrumentResolver(resolver)
 	var router controllers.Router = &controllers.RecordRouter{}
 	if p.opts.Runtime.Name == RuntimeKube {
-		router = &controllers.IngressRouter{
-			Client: mgr.GetClient(), Scheme: mgr.GetScheme(),
-			ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer,
+		var err error
+		if router, err = p.domainRouter(); err != nil {
+			return err
 		}
 	}
 	return (&controllers.DomainReconciler{

@@ -43,6 +43,14 @@ type RuntimeOptions struct {
 	// agents on a node pool.
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// Kube: isolation of every gateway pod. RuntimeClassName is the default RuntimeClass
+	// (an Agent's or its Workspace's spec.runtimeClassName wins); NetworkPolicy gives each
+	// agent a default-deny NetworkPolicy that lets in the manager's pods and IngressNamespaces
+	// and lets out the cluster DNS, the model proxy and the Egress rules the agent needs.
+	RuntimeClassName  string
+	NetworkPolicy     bool
+	IngressNamespaces []string
+	Egress            []kube.EgressRule
 }
 
 // versions are the engine versions the configured runtime offers.
@@ -85,6 +93,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init, Probe: o.Probe,
 			NodeSelector: o.NodeSelector, Tolerations: o.Tolerations,
+			RuntimeClassName: o.RuntimeClassName, Network: p.networkOptions(),
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)

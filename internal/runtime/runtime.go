@@ -50,6 +50,13 @@ type Desired struct {
 	RestartNonce string
 	// ConfigHash changes whenever something that needs a gateway restart changes.
 	ConfigHash string
+	// RuntimeClassName of the gateway pod: the agent's own, else its workspace's ("" = the
+	// platform's default). Kube runtime; the local runtime ignores it.
+	RuntimeClassName string
+	// Egress names what the agent talks to outside the cluster: the model providers it holds
+	// a key of itself (not served by the model proxy) and the types of its Channels, sorted.
+	// The kube runtime opens egress to the addresses the platform configured for them.
+	Egress []string
 }
 
 // Identity is the agent's display identity.

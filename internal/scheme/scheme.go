@@ -1,10 +1,11 @@
 // Package scheme builds the runtime.Scheme every agentplane client uses: the core Kubernetes
-// kinds plus agentplane.io/v1alpha1.
+// kinds, agentplane.io/v1alpha1 and the Gateway API's v1 kinds.
 package scheme
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -16,6 +17,10 @@ func New() *runtime.Scheme {
 		panic(err)
 	}
 	if err := agentsv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	// Gateway API routes (Domains with --domain-gateway).
+	if err := gatewayv1.Install(s); err != nil {
 		panic(err)
 	}
 	return s

@@ -5,6 +5,7 @@ package tenancy
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,14 +17,36 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
+// Pod Security Admission labels of workspace namespaces: the API server enforces the
+// `restricted` profile on every pod there (the gateway pods comply: non-root, no privilege
+// escalation, every capability dropped, seccomp RuntimeDefault), and warns and audits on it.
+const (
+	PodSecurityEnforce = "pod-security.kubernetes.io/enforce"
+	PodSecurityWarn    = "pod-security.kubernetes.io/warn"
+	PodSecurityAudit   = "pod-security.kubernetes.io/audit"
+	PodSecurityLevel   = "restricted"
+)
+
+// namespaceLabels are the labels of workspace ws's namespace.
+func namespaceLabels(ws *agentsv1.Workspace) map[string]string {
+	return map[string]string{
+		agentsv1.LabelWorkspace: ws.Name,
+		PodSecurityEnforce:      PodSecurityLevel,
+		PodSecurityWarn:         PodSecurityLevel,
+		PodSecurityAudit:        PodSecurityLevel,
+	}
+}
+
 // EnsureNamespace creates the workspace's namespace (owned by the Workspace, so deleting the
 // Workspace deletes it on a cluster with a garbage collector), or labels a namespace that
-// already exists, for example one applied together with the Workspace.
+// already exists, for example one applied together with the Workspace or one made before the
+// Pod Security labels.
 func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspace) error {
 	ns := &corev1.Namespace{}
 	err := c.Get(ctx, types.NamespacedName{Name: ws.Name}, ns)
+	want := namespaceLabels(ws)
 	if apierrors.IsNotFound(err) {
-		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws.Name, Labels: map[string]string{agentsv1.LabelWorkspace: ws.Name}}}
+		ns = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ws.Name, Labels: want}}
 		if err := controllerutil.SetControllerReference(ws, ns, c.Scheme()); err != nil {
 			return err
 		}
@@ -35,14 +58,18 @@ func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspac
 	if err != nil {
 		return err
 	}
-	if ns.Labels[agentsv1.LabelWorkspace] == ws.Name {
+	missing := false
+	for k, v := range want {
+		missing = missing || ns.Labels[k] != v
+	}
+	if !missing {
 		return nil
 	}
 	patch := client.MergeFrom(ns.DeepCopy())
 	if ns.Labels == nil {
 		ns.Labels = map[string]string{}
 	}
-	ns.Labels[agentsv1.LabelWorkspace] = ws.Name
+	maps.Copy(ns.Labels, want)
 	return c.Patch(ctx, ns, patch)
 }
 

@@ -12,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,10 +128,17 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		checkModelProxyOnNode(t, p, llm, k8s, ns, base)
 	})
 
-	t.Run("the Agent resource door", func(t *testing.T) {
+	t.Run("the Agent resource door, with a RuntimeClass and its NetworkPolicy", func(t *testing.T) {
+		// A RuntimeClass whose handler is the node's containerd's runc (a sandbox such as
+		// gVisor would name its own handler).
+		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc-isolated"}, Handler: "runc"}
+		if err := k8s.Create(ctx, rc); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(ctx, rc) })
 		a := &agentsv1.Agent{
 			ObjectMeta: metav1.ObjectMeta{Name: "kubectl-agent", Namespace: ns},
-			Spec:       agentsv1.AgentSpec{DisplayName: "Applied with kubectl"},
+			Spec:       agentsv1.AgentSpec{DisplayName: "Applied with kubectl", RuntimeClassName: rc.Name},
 		}
 		if err := k8s.Create(ctx, a); err != nil {
 			t.Fatal(err)
@@ -138,7 +147,23 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 			r := p.call("GET", "/v0/agents/kubectl-agent", nil)
 			return r.status == 200 && r.obj("agent")["status"] == "running"
 		})
-		gatewayPod(t, k8s, ns, "kubectl-agent")
+		if pod := gatewayPod(t, k8s, ns, "kubectl-agent"); pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != rc.Name {
+			t.Errorf("the running gateway pod's runtimeClassName is %v, want %s", pod.Spec.RuntimeClassName, rc.Name)
+		}
+		// Each agent has its default-deny NetworkPolicy (the bridge CNI plugin of this cluster
+		// does not enforce it; a cluster with Calico or Cilium does).
+		for _, name := range []string{"kubectl-agent", id} {
+			np := &networkingv1.NetworkPolicy{}
+			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, np); err != nil {
+				t.Errorf("network policy of %s: %v", name, err)
+			} else if len(np.Spec.PolicyTypes) != 2 || len(np.OwnerReferences) != 1 || np.OwnerReferences[0].Name != name {
+				t.Errorf("network policy of %s: types %v, owners %+v", name, np.Spec.PolicyTypes, np.OwnerReferences)
+			}
+		}
+		var wsNS corev1.Namespace
+		if err := k8s.Get(ctx, client.ObjectKey{Name: ns}, &wsNS); err != nil || wsNS.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Errorf("workspace namespace labels %v (%v), want Pod Security restricted enforced", wsNS.Labels, err)
+		}
 		if err := k8s.Delete(ctx, a); err != nil {
 			t.Fatal(err)
 		}

@@ -218,6 +218,7 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 					AutomountServiceAccountToken:  ptr.To(false),
 					EnableServiceLinks:            ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(o.TerminationGracePeriod.Seconds())),
+					RuntimeClassName:              runtimeClassName(d, o),
 					NodeSelector:                  maps.Clone(o.NodeSelector),
 					Tolerations:                   slices.Clone(o.Tolerations),
 					Volumes: []corev1.Volume{
@@ -229,6 +230,18 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		},
 	}
 	return sts, own(a, sts, o)
+}
+
+// runtimeClassName is the agent's (or its workspace's) RuntimeClass, else the platform's
+// default, else none.
+func runtimeClassName(d runtime.Desired, o Options) *string {
+	if d.RuntimeClassName != "" {
+		return ptr.To(d.RuntimeClassName)
+	}
+	if o.RuntimeClassName != "" {
+		return ptr.To(o.RuntimeClassName)
+	}
+	return nil
 }
 
 func homeClaim(labels map[string]string, o Options) corev1.PersistentVolumeClaim {

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,10 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	o := r.opts
 	sts, err := BuildStatefulSet(agent, d, o)
 	if err != nil {
+		return runtime.Observed{}, err
+	}
+	// The policy first: a new gateway pod starts isolated.
+	if err := r.ensureNetworkPolicy(ctx, agent, d); err != nil {
 		return runtime.Observed{}, err
 	}
 	var live appsv1.StatefulSet
@@ -377,6 +382,7 @@ func prune(v any) {
 // makes Delete complete without a garbage collector and frees the volume right away.
 func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
 	r.recent.Delete(client.ObjectKey{Namespace: agent.Namespace, Name: StatefulSetName(agent)})
+	r.recent.Delete(policyKey{Namespace: agent.Namespace, Name: NetworkPolicyName(agent)})
 	c := r.opts.Client
 	ns := agent.Namespace
 	sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: StatefulSetName(agent)}}
@@ -391,6 +397,9 @@ func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
 		// The seed ConfigMap of agents made before the seed config moved into the pod spec.
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: legacySeedConfigMapName(agent)}},
 		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: PVCName(agent)}},
+	}
+	if r.opts.Network.Enabled {
+		objs = append(objs, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: NetworkPolicyName(agent)}})
 	}
 	for _, obj := range objs {
 		if err := r.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {

@@ -99,6 +99,11 @@ type Options struct {
 	// them in). Empty: wherever the scheduler puts them.
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
+	// RuntimeClassName of every gateway pod whose agent and workspace name none ("" = the
+	// cluster's default runtime).
+	RuntimeClassName string
+	// Network is the default-deny NetworkPolicy of every gateway pod (Network.Enabled).
+	Network NetworkOptions
 }
 
 // Runtime runs agents as StatefulSets. It implements runtime.Runtime.

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -23,9 +24,14 @@ var _ runtime.Watcher = (*Runtime)(nil)
 // SetupWatches makes the Agent controller watch what this runtime creates: the agent's
 // StatefulSet and Service (owned by the Agent) and its pod (by LabelAgent; the StatefulSet
 // owns the pod). The Service is watched, and cached, as metadata: only its existence is read.
+// With Network.Enabled the agent's NetworkPolicy is watched as metadata too (its fingerprint).
 func (r *Runtime) SetupWatches(b *builder.Builder) *builder.Builder {
-	return b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}, builder.OnlyMetadata).
+	b = b.Owns(&appsv1.StatefulSet{}).Owns(&corev1.Service{}, builder.OnlyMetadata).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToAgent))
+	if r.opts.Network.Enabled {
+		b = b.Owns(&networkingv1.NetworkPolicy{}, builder.OnlyMetadata)
+	}
+	return b
 }
 
 // podToAgent maps an agent's pod to the agent.
@@ -40,7 +46,7 @@ func podToAgent(_ context.Context, o client.Object) []reconcile.Request {
 // agentplane manages (byObject is cache.Options.ByObject).
 func CacheByObject(byObject map[client.Object]cache.ByObject) {
 	managed := labels.SelectorFromSet(labels.Set{agentsv1.LabelAppManagedBy: agentsv1.ManagedBy})
-	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}} {
+	for _, o := range []client.Object{&corev1.Pod{}, &corev1.Service{}, &corev1.ConfigMap{}, &networkingv1.NetworkPolicy{}} {
 		byObject[o] = cache.ByObject{Label: managed}
 	}
 	// A StatefulSet is read for its annotations, replicas and claim templates, never for its

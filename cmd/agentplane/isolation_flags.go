@@ -1,0 +1,45 @@
+package main
+
+import (
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+)
+
+// addIsolationFlags declares the flags that isolate agents and route their domains through
+// the Gateway API (kube runtime; `manager` and `dev` share them).
+func addIsolationFlags(f *pflag.FlagSet, o *platform.Options) {
+	f.StringVar(&o.Runtime.RuntimeClassName, "agent-runtime-class", "", "RuntimeClass of gateway pods whose agent and workspace name none (kube runtime; empty: the cluster's default runtime)")
+	f.BoolVar(&o.Runtime.NetworkPolicy, "agent-network-policy", true, "give each agent a default-deny NetworkPolicy (kube runtime): in from the manager's pods and --agent-ingress-namespace, out to the cluster DNS, the model proxy and --agent-egress")
+	f.Var(&egressFlag{rules: &o.Runtime.Egress}, "agent-egress", "NAME=CIDR[:PORT] that agents may reach: NAME is a model provider (agents holding its key themselves), a channel type (agents with such a Channel) or * (every agent); repeat for several")
+	f.StringArrayVar(&o.Runtime.IngressNamespaces, "agent-ingress-namespace", nil, "namespace of an ingress or Gateway controller allowed to reach the gateways (Domains); repeat for several")
+	f.StringVar(&o.Domains.Gateway, "domain-gateway", "", "NAMESPACE/NAME[/SECTION] of the Gateway that routes Domains with HTTPRoutes instead of Ingresses (kube runtime; TLS is the Gateway's)")
+}
+
+// egressFlag collects --agent-egress rules.
+type egressFlag struct{ rules *[]kube.EgressRule }
+
+func (e *egressFlag) Set(s string) error {
+	r, err := kube.ParseEgressRule(s)
+	if err != nil {
+		return err
+	}
+	*e.rules = append(*e.rules, r)
+	return nil
+}
+
+func (e *egressFlag) Type() string { return "NAME=CIDR[:PORT]" }
+
+func (e *egressFlag) String() string {
+	if e.rules == nil {
+		return ""
+	}
+	out := make([]string, 0, len(*e.rules))
+	for _, r := range *e.rules {
+		out = append(out, r.String())
+	}
+	return strings.Join(out, ",")
+}

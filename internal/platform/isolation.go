@@ -1,0 +1,47 @@
+package platform
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+)
+
+// domainRouter is runtime kube's Router: HTTPRoutes on Domains.Gateway when set, else
+// Ingresses (which remove the HTTPRoutes of an earlier Gateway when the cluster serves the
+// Gateway API).
+func (p *Platform) domainRouter() (controllers.Router, error) {
+	mgr, o := p.Manager, p.opts.Domains
+	if o.Gateway != "" {
+		gw, err := controllers.ParseGatewayRef(o.Gateway)
+		if err != nil {
+			return nil, fmt.Errorf("--domain-gateway: %w", err)
+		}
+		return &controllers.GatewayRouter{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Gateway: gw}, nil
+	}
+	_, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version)
+	return &controllers.IngressRouter{
+		Client: mgr.GetClient(), Scheme: mgr.GetScheme(),
+		ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer, HTTPRoutes: err == nil,
+	}, nil
+}
+
+// networkOptions shape the agents' NetworkPolicies (kube runtime): the manager's pods are
+// those of config/manager in the system namespace, reached on the facade's port.
+func (p *Platform) networkOptions() kube.NetworkOptions {
+	o := p.opts.Runtime
+	n := kube.NetworkOptions{
+		Enabled: o.NetworkPolicy, SystemNamespace: p.opts.SystemNamespace, ModelProxyURL: p.modelBase,
+		IngressNamespaces: o.IngressNamespaces, Egress: o.Egress,
+	}
+	if _, port, err := net.SplitHostPort(p.opts.APIAddr); err == nil {
+		if v, err := strconv.ParseUint(port, 10, 16); err == nil && v > 0 {
+			n.FacadePort = int32(v)
+		}
+	}
+	return n
+}
