@@ -23,6 +23,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/promreg"
 )
 
 // defaultHealthTimeout applies when spec.healthTimeout is unset (the CRD defaults it too).
@@ -134,7 +135,7 @@ func (r *EngineUpgradeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Clock = clock.RealClock{}
 	}
 	if r.Metrics != nil {
-		r.metrics = registerCollector(r.Metrics, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		r.metrics = promreg.Register(r.Metrics, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentplane_engine_upgrade_agents",
 			Help: "Agents selected by an EngineUpgrade, by state (pending, upgrading, upgraded, rolled_back).",
 		}, []string{"policy", "state"}))
