@@ -81,16 +81,39 @@ func (a agentOnNode) checkSnapshotsRollThePod(t *testing.T) {
 	}
 }
 
-// checkUpgrade restarts the agent onto the engine version to; the pod runs that version's
-// image and the engine says so, and the workspace is kept.
-func (a agentOnNode) checkUpgrade(t *testing.T, from, to string) {
+// checkEngineUpgrade moves the agent from the release before the pinned engine to the pinned
+// one the way a platform team does: an EngineUpgrade of its workspace. The agent is
+// snapshotted first, its gateway pod then runs the pinned release's image and the uploaded
+// file is still in its workspace. The policy is deleted afterwards, so agents the test creates
+// later (on the default, older release) are left alone.
+func (a agentOnNode) checkEngineUpgrade(t *testing.T, from, to string) {
+	ctx := context.Background()
 	if v := a.agent(t)["engineVersion"]; v != from {
 		t.Fatalf("engine version %v before the upgrade, want %s", v, from)
 	}
-	r := must(t, a.p.call("POST", a.base+"/restart", map[string]string{"version": to}), 200, "restart to "+to)
-	if ag := r.obj("agent"); ag["status"] != "running" || ag["engineVersion"] != to {
-		t.Fatalf("after the restart to %s: %s", to, r.raw)
+	eu := &agentsv1.EngineUpgrade{ObjectMeta: metav1.ObjectMeta{Name: "node-upgrade"}, Spec: agentsv1.EngineUpgradeSpec{
+		Version: to, Workspaces: []string{a.ns}, WavePercent: 50, HealthTimeout: &metav1.Duration{Duration: 5 * time.Minute},
+	}}
+	if err := a.k8s.Create(ctx, eu); err != nil {
+		t.Fatal(err)
 	}
+	defer func() {
+		if err := a.k8s.Delete(ctx, eu); err != nil {
+			t.Errorf("delete the EngineUpgrade: %v", err)
+		}
+	}()
+	start := time.Now()
+	done := waitUpgrade(t, a.k8s, eu.Name, agentsv1.UpgradeSucceeded, 8*time.Minute)
+	t.Logf("the agent on the node upgraded %s -> %s by an EngineUpgrade in %s", from, to, time.Since(start).Round(time.Second))
+	if done.Status.Counts.Upgraded != 1 || done.Status.Counts.RolledBack != 0 {
+		t.Fatalf("counts %+v", done.Status.Counts)
+	}
+	ag := getE2EAgent(t, a.k8s, a.id)
+	if ag.Status.EngineVersion != to || ag.Spec.Engine.Version != to {
+		t.Fatalf("spec %q, runs %q", ag.Spec.Engine.Version, ag.Status.EngineVersion)
+	}
+	completedSnapshot(t, a.k8s, a.id, ag.Annotations[agentsv1.AnnotationUpgradeSnapshot])
+	a.waitRunning(t, 3*time.Minute, "the upgraded agent to run")
 	pod := gatewayPod(t, a.k8s, a.ns, a.id)
 	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage(to) {
 		t.Fatalf("the gateway pod runs %s, want %s", img, images.GatewayImage(to))

@@ -117,7 +117,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("tasks", func(t *testing.T) { checkTasks(t, p, base) })
 	t.Run("files upload", func(t *testing.T) { checkUpload(t, p, base) })
 	t.Run("snapshot sync and reset roll the pod", a.checkSnapshotsRollThePod)
-	t.Run("restart to the next engine version", func(t *testing.T) { a.checkUpgrade(t, from, to) })
+	t.Run("an EngineUpgrade moves it to the next engine version", func(t *testing.T) { a.checkEngineUpgrade(t, from, to) })
 	t.Run("stop and start", a.checkStopStart)
 	t.Run("suspend, a request wakes it, resume", a.checkSuspendWake)
 	t.Run("the gateway killed inside the pod", a.checkGatewayKilled)

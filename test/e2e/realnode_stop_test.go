@@ -1,0 +1,23 @@
+package e2e
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/localcluster"
+)
+
+// stopClusterClean stops `agentplane dev --runtime kube` and fails when the cluster's stop
+// left anything on the machine that was not there at baseline.
+func stopClusterClean(t *testing.T, p *platform, baseline localcluster.Baseline) {
+	t.Helper()
+	p.stop()
+	left, err := localcluster.LeftoversAfterStop(filepath.Join(p.stateDir, "cluster"), baseline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
