@@ -122,7 +122,7 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	if err != nil || !res.IsZero() || version == "" {
 		return res, err
 	}
-	token, secretName, err := r.ensureGatewayToken(ctx, agent)
+	token, secretName, err := r.ensureGatewayToken(ctx, agent, version)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

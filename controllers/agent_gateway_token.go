@@ -12,6 +12,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // GatewayTokenSecretName is the core Secret that holds an agent's gateway token.
@@ -33,9 +34,10 @@ func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret
 	}
 }
 
-// ensureGatewayToken returns the agent's gateway token, creating its Secret with a random
-// token the first time.
-func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent) (string, string, error) {
+// ensureGatewayToken returns the agent's gateway token, creating its Secret the first time:
+// with the token of a warm gateway reserved for the agent when the runtime has one
+// (runtime.GatewayReserver), otherwise with a random token.
+func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string) (string, string, error) {
 	name := GatewayTokenSecretName(agent.Name)
 	s := &corev1.Secret{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, s)
@@ -48,7 +50,11 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 	if !apierrors.IsNotFound(err) {
 		return "", "", err
 	}
-	s = BuildGatewayTokenSecret(agent, auth.NewGatewayToken())
+	token, err := r.newGatewayToken(ctx, agent, version)
+	if err != nil {
+		return "", "", err
+	}
+	s = BuildGatewayTokenSecret(agent, token)
 	if err := controllerutil.SetControllerReference(agent, s, r.Scheme()); err != nil {
 		return "", "", err
 	}
@@ -60,4 +66,19 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 		return "", "", err
 	}
 	return string(s.Data[agentsv1.GatewayTokenDataKey]), name, nil
+}
+
+// newGatewayToken is a new agent's first gateway token: a reserved warm gateway's when the
+// runtime can reserve one for it (not for an agent created stopped), else a random one.
+func (r *AgentReconciler) newGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string) (string, error) {
+	if res, ok := r.Runtime.(runtime.GatewayReserver); ok && !agent.Spec.Stopped && !agent.Spec.Suspended {
+		token, reserved, err := res.ReserveGateway(ctx, agent, version)
+		if err != nil {
+			return "", fmt.Errorf("reserve a warm gateway: %w", err)
+		}
+		if reserved {
+			return token, nil
+		}
+	}
+	return auth.NewGatewayToken(), nil
 }

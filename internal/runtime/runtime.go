@@ -206,6 +206,24 @@ type Pooler interface {
 	SetupPoolWatches(b *builder.Builder) *builder.Builder
 }
 
+// GatewayReserver is a Pooler whose warm gateways can be reserved for a new agent before its
+// gateway token exists: the agent adopts the reserved gateway's own token (random, made by the
+// platform for that gateway and never given to anyone), so its first Ensure claims a gateway
+// that already serves the agent's token and waits for no config reload.
+//
+// A reservation belongs to that agent alone. The agent's first Ensure takes it (Observed
+// says which member in ClaimedFrom); an Ensure that cannot use it (the agent is stopped or
+// needs environment of its own), Delete, or a reservation left unused past the runtime's
+// bound discards the gateway: it is stopped and never handed to another agent, since its
+// token is the agent's now.
+type GatewayReserver interface {
+	// ReserveGateway sets a ready warm gateway of the engine version aside for agent and
+	// returns its gateway token, which becomes the agent's. ok is false when no pool of the
+	// version has a ready gateway (or the agent is not new): the agent gets a fresh token.
+	// Calling it again for the same agent returns the same reservation.
+	ReserveGateway(ctx context.Context, agent *agentsv1.Agent, version string) (token string, ok bool, err error)
+}
+
 // PoolStatus is a pool as the runtime sees it.
 type PoolStatus struct {
 	// Version is the engine version of the members; Size the number asked for.
