@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,16 +92,58 @@ func (f *apiFlags) connect() (*apclient.Agentplane, error) {
 	return apclient.New(url, token)
 }
 
-// either returns the first non-nil of the typed bodies of two success statuses (200 and 202).
-func either[T any](a, b *T) (*T, error) {
-	if a != nil {
-		return a, nil
+// apiCall is what a client command does once connected: one call of the facade, answering what
+// -o json|yaml prints and the table printed otherwise. With an error both are ignored (a call
+// may build them from the zero answer: the table cells take zero values).
+type apiCall func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error)
+
+// command is a client command: it connects to the facade, runs call and prints its answer.
+func (f *apiFlags) command(use, short string, args cobra.PositionalArgs, call apiCall) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, Args: args,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.connect()
+			if err != nil {
+				return err
+			}
+			v, t, err := call(cmd.Context(), c, args)
+			if err != nil {
+				return err
+			}
+			return f.print(cmd.OutOrStdout(), v, t)
+		},
 	}
-	if b != nil {
-		return b, nil
-	}
-	return nil, errors.New("the facade answered without the expected body")
 }
+
+// The facade's answers, as the client commands decode them (apclient.Decoded).
+type (
+	agentBody struct {
+		Agent apclient.Agent `json:"agent"`
+	}
+	agentsBody struct {
+		Agents []apclient.Agent `json:"agents"`
+	}
+	secretBody struct {
+		Secret apclient.Secret `json:"secret"`
+	}
+	secretsBody struct {
+		Secrets []apclient.Secret `json:"secrets"`
+	}
+	snapshotBody struct {
+		Snapshot apclient.Snapshot `json:"snapshot"`
+	}
+	snapshotsBody struct {
+		Snapshots []apclient.Snapshot `json:"snapshots"`
+	}
+	resetBody struct {
+		Agent    apclient.Agent    `json:"agent"`
+		Snapshot apclient.Snapshot `json:"snapshot"`
+	}
+	deletedBody struct {
+		Deleted bool   `json:"deleted"`
+		Id      string `json:"id"`
+	}
+)
 
 // table is a list printed as rows under a header.
 type table struct {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	apclient "github.com/agentplane/agentplane/pkg/client"
@@ -17,93 +19,26 @@ func newAgentsCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.AddCommand(
-		&cobra.Command{
-			Use: "list", Short: "List the workspace's agents", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.ListAgentsWithResponse(cmd.Context(), &apclient.ListAgentsParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Agents, agentsTable(body.Agents...))
-			},
-		},
-		&cobra.Command{
-			Use: "get AGENT", Short: "Show an agent", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.GetAgentWithResponse(cmd.Context(), args[0], &apclient.GetAgentParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Agent, agentsTable(body.Agent))
-			},
-		},
+		f.command("list", "List the workspace's agents", cobra.NoArgs, func(ctx context.Context, c *apclient.Agentplane, _ []string) (any, table, error) {
+			b, err := apclient.Decoded[agentsBody](c.ListAgentsWithResponse(ctx, &apclient.ListAgentsParams{}))
+			return b.Agents, agentsTable(b.Agents...), err
+		}),
+		agentCommand(f, "get", "Show an agent", func(ctx context.Context, c *apclient.Agentplane, id string) (agentBody, error) {
+			return apclient.Decoded[agentBody](c.GetAgentWithResponse(ctx, id, &apclient.GetAgentParams{}))
+		}),
 		newAgentsCreateCommand(f),
-		&cobra.Command{
-			Use: "delete AGENT", Short: "Delete an agent", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.DeleteAgentWithResponse(cmd.Context(), args[0], &apclient.DeleteAgentParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body, deletedTable(body.Id, body.Deleted))
-			},
-		},
-		agentActionCommand(f, "restart", "Restart an agent's gateway", func(cmd *cobra.Command, c *apclient.Agentplane, id string) (*apclient.Agent, error) {
-			res, err := apclient.Checked(c.RestartAgentWithResponse(cmd.Context(), id, &apclient.RestartAgentParams{}, apclient.RestartAgentJSONRequestBody{}))
-			if err != nil {
-				return nil, err
-			}
-			body, err := either(res.JSON200, res.JSON202)
-			if err != nil {
-				return nil, err
-			}
-			return &body.Agent, nil
+		f.command("delete AGENT", "Delete an agent", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[deletedBody](c.DeleteAgentWithResponse(ctx, args[0], &apclient.DeleteAgentParams{}))
+			return b, deletedTable(b.Id, b.Deleted), err
 		}),
-		agentActionCommand(f, "suspend", "Suspend an agent (its gateway stops, its home is kept)", func(cmd *cobra.Command, c *apclient.Agentplane, id string) (*apclient.Agent, error) {
-			res, err := apclient.Checked(c.SuspendAgentWithResponse(cmd.Context(), id, &apclient.SuspendAgentParams{}))
-			if err != nil {
-				return nil, err
-			}
-			body, err := either(res.JSON200, res.JSON202)
-			if err != nil {
-				return nil, err
-			}
-			return &body.Agent, nil
+		agentCommand(f, "restart", "Restart an agent's gateway", func(ctx context.Context, c *apclient.Agentplane, id string) (agentBody, error) {
+			return apclient.Decoded[agentBody](c.RestartAgentWithResponse(ctx, id, &apclient.RestartAgentParams{}, apclient.RestartAgentJSONRequestBody{}))
 		}),
-		agentActionCommand(f, "resume", "Resume a suspended agent", func(cmd *cobra.Command, c *apclient.Agentplane, id string) (*apclient.Agent, error) {
-			res, err := apclient.Checked(c.ResumeAgentWithResponse(cmd.Context(), id, &apclient.ResumeAgentParams{}))
-			if err != nil {
-				return nil, err
-			}
-			body, err := either(res.JSON200, res.JSON202)
-			if err != nil {
-				return nil, err
-			}
-			return &body.Agent, nil
+		agentCommand(f, "suspend", "Suspend an agent (its gateway stops, its home is kept)", func(ctx context.Context, c *apclient.Agentplane, id string) (agentBody, error) {
+			return apclient.Decoded[agentBody](c.SuspendAgentWithResponse(ctx, id, &apclient.SuspendAgentParams{}))
+		}),
+		agentCommand(f, "resume", "Resume a suspended agent", func(ctx context.Context, c *apclient.Agentplane, id string) (agentBody, error) {
+			return apclient.Decoded[agentBody](c.ResumeAgentWithResponse(ctx, id, &apclient.ResumeAgentParams{}))
 		}),
 	)
 	return cmd
@@ -112,40 +47,29 @@ func newAgentsCommand() *cobra.Command {
 func newAgentsCreateCommand(f *apiFlags) *cobra.Command {
 	var name, template string
 	var noWait bool
-	cmd := &cobra.Command{
-		Use: "create", Short: "Create an agent (waits until its gateway answers)", Args: cobra.NoArgs,
-		Example: `  agentplane agents create --name demo
-  agentplane agents create --name helper --template research-assistant --no-wait`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if name == "" && template == "" {
-				return &usageError{"agents create needs --name (or a --template that names the agent)"}
-			}
-			c, err := f.connect()
-			if err != nil {
-				return err
-			}
-			req := apclient.CreateAgentJSONRequestBody{}
-			if name != "" {
-				req.Name = &name
-			}
-			if template != "" {
-				req.Template = &template
-			}
-			params := &apclient.CreateAgentParams{}
-			if noWait {
-				w := apclient.CreateAgentParamsWaitFalse
-				params.Wait = &w
-			}
-			res, err := apclient.Checked(c.CreateAgentWithResponse(cmd.Context(), params, req))
-			if err != nil {
-				return err
-			}
-			body, err := either(res.JSON201, res.JSON202)
-			if err != nil {
-				return err
-			}
-			return f.print(cmd.OutOrStdout(), body.Agent, agentsTable(body.Agent))
-		},
+	cmd := f.command("create", "Create an agent (waits until its gateway answers)", cobra.NoArgs, func(ctx context.Context, c *apclient.Agentplane, _ []string) (any, table, error) {
+		req := apclient.CreateAgentJSONRequestBody{}
+		if name != "" {
+			req.Name = &name
+		}
+		if template != "" {
+			req.Template = &template
+		}
+		params := &apclient.CreateAgentParams{}
+		if noWait {
+			w := apclient.CreateAgentParamsWaitFalse
+			params.Wait = &w
+		}
+		b, err := apclient.Decoded[agentBody](c.CreateAgentWithResponse(ctx, params, req))
+		return b.Agent, agentsTable(b.Agent), err
+	})
+	cmd.Example = `  agentplane agents create --name demo
+  agentplane agents create --name helper --template research-assistant --no-wait`
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if name == "" && template == "" {
+			return &usageError{"agents create needs --name (or a --template that names the agent)"}
+		}
+		return nil
 	}
 	cmd.Flags().StringVar(&name, "name", "", "the agent's name (1 to 100 characters)")
 	cmd.Flags().StringVar(&template, "template", "", "a published template's slug")
@@ -153,20 +77,11 @@ func newAgentsCreateCommand(f *apiFlags) *cobra.Command {
 	return cmd
 }
 
-// agentActionCommand is a command that takes an agent id and prints the agent the facade answers.
-func agentActionCommand(f *apiFlags, use, short string, do func(*cobra.Command, *apclient.Agentplane, string) (*apclient.Agent, error)) *cobra.Command {
-	return &cobra.Command{
-		Use: use + " AGENT", Short: short, Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.connect()
-			if err != nil {
-				return err
-			}
-			a, err := do(cmd, c, args[0])
-			if err != nil {
-				return err
-			}
-			return f.print(cmd.OutOrStdout(), a, agentsTable(*a))
-		},
-	}
+// agentCommand is a command that takes an agent id, calls the facade with it and prints the
+// agent it answers.
+func agentCommand(f *apiFlags, use, short string, do func(context.Context, *apclient.Agentplane, string) (agentBody, error)) *cobra.Command {
+	return f.command(use+" AGENT", short, cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+		b, err := do(ctx, c, args[0])
+		return b.Agent, agentsTable(b.Agent), err
+	})
 }

@@ -24,125 +24,59 @@ func newSecretsCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.AddCommand(
-		&cobra.Command{
-			Use: "list", Short: "List the workspace's secrets (never their values)", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.ListSecretsWithResponse(cmd.Context(), &apclient.ListSecretsParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Secrets, secretsTable(body.Secrets...))
-			},
-		},
+		f.command("list", "List the workspace's secrets (never their values)", cobra.NoArgs, func(ctx context.Context, c *apclient.Agentplane, _ []string) (any, table, error) {
+			b, err := apclient.Decoded[secretsBody](c.ListSecretsWithResponse(ctx, &apclient.ListSecretsParams{}))
+			return b.Secrets, secretsTable(b.Secrets...), err
+		}),
 		newSecretsCreateCommand(f),
-		&cobra.Command{
-			Use: "delete SECRET", Short: "Delete a secret", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.DeleteSecretWithResponse(cmd.Context(), args[0], &apclient.DeleteSecretParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body, deletedTable(body.Id, body.Deleted))
-			},
-		},
-		&cobra.Command{
-			Use: "attach AGENT SECRET...", Short: "Attach secrets to an agent", Args: cobra.MinimumNArgs(2),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.AttachSecretsWithResponse(cmd.Context(), args[0], &apclient.AttachSecretsParams{},
-					apclient.AttachSecretsJSONRequestBody{SecretIds: args[1:]}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Agent, agentsTable(body.Agent))
-			},
-		},
-		&cobra.Command{
-			Use: "detach AGENT SECRET", Short: "Detach a secret from an agent", Args: cobra.ExactArgs(2),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.DetachSecretWithResponse(cmd.Context(), args[0], args[1], &apclient.DetachSecretParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Agent, agentsTable(body.Agent))
-			},
-		},
+		f.command("delete SECRET", "Delete a secret", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[deletedBody](c.DeleteSecretWithResponse(ctx, args[0], &apclient.DeleteSecretParams{}))
+			return b, deletedTable(b.Id, b.Deleted), err
+		}),
+		f.command("attach AGENT SECRET...", "Attach secrets to an agent", cobra.MinimumNArgs(2), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[agentBody](c.AttachSecretsWithResponse(ctx, args[0], &apclient.AttachSecretsParams{},
+				apclient.AttachSecretsJSONRequestBody{SecretIds: args[1:]}))
+			return b.Agent, agentsTable(b.Agent), err
+		}),
+		f.command("detach AGENT SECRET", "Detach a secret from an agent", cobra.ExactArgs(2), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[agentBody](c.DetachSecretWithResponse(ctx, args[0], args[1], &apclient.DetachSecretParams{}))
+			return b.Agent, agentsTable(b.Agent), err
+		}),
 	)
 	return cmd
 }
 
 func newSecretsCreateCommand(f *apiFlags) *cobra.Command {
 	var name, value, fromFile, envName, provider string
-	cmd := &cobra.Command{
-		Use: "create", Short: "Create a secret (its value is sealed and never shown again)", Args: cobra.NoArgs,
-		Example: `  agentplane secrets create --name openai --value "$OPENAI_API_KEY" --provider openai
-  agentplane secrets create --name deploy-key --from-file ./id_ed25519`,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if name == "" {
-				return &usageError{"secrets create needs --name"}
-			}
-			if (value == "") == (fromFile == "") {
-				return &usageError{"secrets create needs one of --value and --from-file"}
-			}
-			if fromFile != "" {
-				raw, err := readValue(cmd.InOrStdin(), fromFile)
-				if err != nil {
-					return err
-				}
-				value = string(raw)
-			}
-			c, err := f.connect()
+	cmd := f.command("create", "Create a secret (its value is sealed and never shown again)", cobra.NoArgs, func(ctx context.Context, c *apclient.Agentplane, _ []string) (any, table, error) {
+		req := apclient.CreateSecretJSONRequestBody{Name: name, Value: value}
+		if envName != "" {
+			req.EnvName = &envName
+		}
+		if provider != "" {
+			req.Provider = &provider
+		}
+		b, err := apclient.Decoded[secretBody](c.CreateSecretWithResponse(ctx, &apclient.CreateSecretParams{}, req))
+		return b.Secret, secretsTable(b.Secret), err
+	})
+	cmd.Example = `  agentplane secrets create --name openai --value "$OPENAI_API_KEY" --provider openai
+  agentplane secrets create --name deploy-key --from-file ./id_ed25519`
+	// The flags are checked and the value read before the facade is called.
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if name == "" {
+			return &usageError{"secrets create needs --name"}
+		}
+		if (value == "") == (fromFile == "") {
+			return &usageError{"secrets create needs one of --value and --from-file"}
+		}
+		if fromFile != "" {
+			raw, err := readValue(cmd.InOrStdin(), fromFile)
 			if err != nil {
 				return err
 			}
-			req := apclient.CreateSecretJSONRequestBody{Name: name, Value: value}
-			if envName != "" {
-				req.EnvName = &envName
-			}
-			if provider != "" {
-				req.Provider = &provider
-			}
-			res, err := apclient.Checked(c.CreateSecretWithResponse(cmd.Context(), &apclient.CreateSecretParams{}, req))
-			if err != nil {
-				return err
-			}
-			body, err := either(res.JSON201, nil)
-			if err != nil {
-				return err
-			}
-			return f.print(cmd.OutOrStdout(), body.Secret, secretsTable(body.Secret))
-		},
+			value = string(raw)
+		}
+		return nil
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&name, "name", "", "the secret's name, unique in the workspace")
@@ -175,61 +109,19 @@ func newSnapshotsCommand() *cobra.Command {
 	}
 	f.register(cmd)
 	cmd.AddCommand(
-		&cobra.Command{
-			Use: "list AGENT", Short: "An agent's snapshots, newest first", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.ListSnapshotsWithResponse(cmd.Context(), args[0], &apclient.ListSnapshotsParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Snapshots, snapshotsTable(body.Snapshots...))
-			},
-		},
-		&cobra.Command{
-			Use: "create AGENT", Short: "Archive the agent's workspace now", Args: cobra.ExactArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.SyncSnapshotWithResponse(cmd.Context(), args[0], &apclient.SyncSnapshotParams{}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON201, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body.Snapshot, snapshotsTable(body.Snapshot))
-			},
-		},
-		&cobra.Command{
-			Use: "reset AGENT SNAPSHOT_CID", Short: "Restore the agent's workspace from a snapshot of its history", Args: cobra.ExactArgs(2),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				c, err := f.connect()
-				if err != nil {
-					return err
-				}
-				res, err := apclient.Checked(c.ResetSnapshotWithResponse(cmd.Context(), args[0], &apclient.ResetSnapshotParams{},
-					apclient.ResetSnapshotJSONRequestBody{SnapshotCid: args[1]}))
-				if err != nil {
-					return err
-				}
-				body, err := either(res.JSON200, nil)
-				if err != nil {
-					return err
-				}
-				return f.print(cmd.OutOrStdout(), body, snapshotsTable(body.Snapshot))
-			},
-		},
+		f.command("list AGENT", "An agent's snapshots, newest first", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[snapshotsBody](c.ListSnapshotsWithResponse(ctx, args[0], &apclient.ListSnapshotsParams{}))
+			return b.Snapshots, snapshotsTable(b.Snapshots...), err
+		}),
+		f.command("create AGENT", "Archive the agent's workspace now", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[snapshotBody](c.SyncSnapshotWithResponse(ctx, args[0], &apclient.SyncSnapshotParams{}))
+			return b.Snapshot, snapshotsTable(b.Snapshot), err
+		}),
+		f.command("reset AGENT SNAPSHOT_CID", "Restore the agent's workspace from a snapshot of its history", cobra.ExactArgs(2), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+			b, err := apclient.Decoded[resetBody](c.ResetSnapshotWithResponse(ctx, args[0], &apclient.ResetSnapshotParams{},
+				apclient.ResetSnapshotJSONRequestBody{SnapshotCid: args[1]}))
+			return b, snapshotsTable(b.Snapshot), err
+		}),
 	)
 	return cmd
 }

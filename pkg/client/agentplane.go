@@ -81,6 +81,30 @@ func Check(status int, body []byte) error {
 //
 //	res, err := client.Checked(c.GetAgentWithResponse(ctx, id, nil))
 func Checked[R any](res *R, err error) (*R, error) {
+	if _, err := checkedBody(res, err); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// Decoded is Checked that decodes the 2xx body into T, for a caller that wants the answer as
+// a type of its own (the generated responses' bodies are anonymous structs):
+//
+//	agent, err := client.Decoded[struct{ Agent client.Agent }](c.GetAgentWithResponse(ctx, id, nil))
+func Decoded[T, R any](res *R, err error) (T, error) {
+	var v T
+	body, err := checkedBody(res, err)
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(body, &v); err != nil {
+		return v, fmt.Errorf("decode the answer: %w", err)
+	}
+	return v, nil
+}
+
+// checkedBody is the body of a 2xx generated response, or the error Checked returns.
+func checkedBody[R any](res *R, err error) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +121,7 @@ func Checked[R any](res *R, err error) (*R, error) {
 	if err := Check(hr.StatusCode, body); err != nil {
 		return nil, err
 	}
-	return res, nil
+	return body, nil
 }
 
 // errorMessage reads the error string of a /v0 ({"error": "..."}) or /v3 ({"error": {"code",

@@ -68,6 +68,11 @@ func TestClientRoundTrips(t *testing.T) {
 	if secrets.JSON200 == nil || len(secrets.JSON200.Secrets) != 1 || secrets.JSON200.Secrets[0].Id != created.JSON201.Secret.Id {
 		t.Fatalf("list secrets answered %s", secrets.Body)
 	}
+	// Decoded: the same answer as a type of the caller's own.
+	decoded, err := client.Decoded[struct{ Secrets []client.Secret }](c.ListSecretsWithResponse(ctx, nil))
+	if err != nil || len(decoded.Secrets) != 1 || decoded.Secrets[0].Id != created.JSON201.Secret.Id {
+		t.Fatalf("Decoded list secrets: %+v, %v", decoded, err)
+	}
 
 	// /v3: upload a file (multipart, the generated WithBody variant) and find it in the list.
 	var buf bytes.Buffer
@@ -101,6 +106,8 @@ func TestClientRoundTrips(t *testing.T) {
 
 	// Errors: the /v0 and /v3 envelopes' messages, and a bad token.
 	_, err = client.Checked(c.GetAgentWithResponse(ctx, "agt-missing", nil))
+	wantError(t, err, 404, "Agent not found")
+	_, err = client.Decoded[struct{ Agent client.Agent }](c.GetAgentWithResponse(ctx, "agt-missing", nil))
 	wantError(t, err, 404, "Agent not found")
 	_, err = client.Checked(c.GetFileWithResponse(ctx, client.GetFileParamsNetworkPublic, "no-such-file", nil))
 	wantError(t, err, 404, "File not found")
