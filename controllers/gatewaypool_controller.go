@@ -94,7 +94,7 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version))
 		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
 	}
-	if err := pooler.SetPool(gp.Name, version, int(gp.Spec.Replicas)); err != nil {
+	if err := pooler.SetPool(ctx, gp.Name, runtime.PoolSpec{Version: version, Size: int(gp.Spec.Replicas)}); err != nil {
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFailed, truncate(err.Error()))
 		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
 	}
