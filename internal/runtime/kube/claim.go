@@ -41,6 +41,18 @@ func (r *Runtime) takeReservation(ctx context.Context, agent *agentsv1.Agent, d 
 	if adopted(agent) {
 		return nil
 	}
+	r.pools.mu.Lock()
+	name, recorded := r.pools.adopted[agent.UID]
+	r.pools.mu.Unlock()
+	if recorded {
+		// Recorded by this process; the cache the agent came from has not caught up.
+		agent.Annotations = maps.Clone(agent.Annotations)
+		if agent.Annotations == nil {
+			agent.Annotations = map[string]string{}
+		}
+		agent.Annotations[AnnotationGatewaySet] = name
+		return nil
+	}
 	sts, err := r.reservationOf(ctx, agent)
 	if err != nil || sts == nil {
 		return err
@@ -61,6 +73,12 @@ func (r *Runtime) takeReservation(ctx context.Context, agent *agentsv1.Agent, d 
 	}
 	// The caller's agent shows the write (its status stays what the pass computed).
 	agent.Annotations, agent.ResourceVersion = cur.Annotations, cur.ResourceVersion
+	r.pools.mu.Lock()
+	if r.pools.adopted == nil {
+		r.pools.adopted = map[types.UID]string{}
+	}
+	r.pools.adopted[agent.UID] = sts.Name
+	r.pools.mu.Unlock()
 	return nil
 }
 
@@ -168,6 +186,9 @@ func (r *Runtime) restartOutdated(ctx context.Context, agent *agentsv1.Agent, d 
 // a member it never adopted, or an adoption a dead manager left half done.
 func (r *Runtime) dropReservations(ctx context.Context, agent *agentsv1.Agent) error {
 	r.forgetReservation(agent.UID)
+	r.pools.mu.Lock()
+	delete(r.pools.adopted, agent.UID)
+	r.pools.mu.Unlock()
 	var sets appsv1.StatefulSetList
 	if err := r.opts.APIReader.List(ctx, &sets, client.InNamespace(agent.Namespace),
 		client.MatchingLabels{LabelReservedFor: string(agent.UID)}); err != nil {

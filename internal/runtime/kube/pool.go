@@ -52,6 +52,9 @@ type pools struct {
 	byKey map[string]*kpool
 	// reserved: agent UID -> the member reserved for it by this process.
 	reserved map[types.UID]reservation
+	// adopted: agent UID -> the member StatefulSet this process recorded on the agent (until
+	// the agent is deleted), for passes whose cached Agent does not show the annotation yet.
+	adopted map[types.UID]string
 }
 
 type reservation struct {
