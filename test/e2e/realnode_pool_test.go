@@ -91,10 +91,31 @@ func TestRealNodePool(t *testing.T) {
 		t.Fatalf("exec in the adopted gateway: %q", out)
 	}
 
+	// The agent's identity reached the adopted gateway's config (written by exec).
+	if out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "grep -c 'Pooled Node Agent' /home/node/.openclaw/openclaw.json"}), 200, "exec").str("stdout"); out == "0\n" || out == "" {
+		t.Errorf("the agent's identity is not in the adopted gateway's config: %q", out)
+	}
+
 	// The pool refills.
 	start = time.Now()
 	waitKubePool(t, k8s, 2, 1)
 	refill := time.Since(start)
+
+	// A restart (a new config hash) replaces the adopted pod although its StatefulSet updates
+	// OnDelete: the runtime deletes the outdated pod.
+	start = time.Now()
+	if r := p.call("POST", base+"/restart", nil); r.status != 200 && r.status != 202 {
+		t.Fatalf("restart: %d %s", r.status, r.raw)
+	}
+	eventually(t, 3*time.Minute, "a new Ready pod after the restart", func() bool {
+		var now corev1.Pod
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Name}, &now) != nil || now.UID == pod.UID || now.DeletionTimestamp != nil {
+			return false
+		}
+		g := p.call("GET", base, nil)
+		return g.status == 200 && g.obj("agent")["status"] == "running"
+	})
+	restart := time.Since(start)
 
 	// Suspend and resume keep the home; the new pod is the agent's template in the member's
 	// StatefulSet.
@@ -186,9 +207,9 @@ func TestRealNodePool(t *testing.T) {
 		}
 	}
 	t.Logf("real node figures: pool of 2 members Ready %s after the GatewayPool's creation; "+
-		"create to running from the pool %s (first claim), %s (concurrent), cold %s (concurrent); refill to 2 Ready %s; resume of the claimed agent %s",
+		"create to running from the pool %s (first claim), %s (concurrent), cold %s (concurrent); refill to 2 Ready %s; restart of the claimed agent %s, its resume %s",
 		boot.Round(time.Millisecond), pooled.Round(time.Millisecond), pooledTook.Round(time.Millisecond), coldTook.Round(time.Millisecond),
-		refill.Round(time.Millisecond), resume.Round(time.Millisecond))
+		refill.Round(time.Millisecond), restart.Round(time.Millisecond), resume.Round(time.Millisecond))
 
 	stopped = true
 	stopClusterClean(t, p, baseline)
