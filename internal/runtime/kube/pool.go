@@ -257,8 +257,9 @@ func boolCmp(a, b bool) int {
 }
 
 // createMember makes a new member of pool gp in ns: its token Secret first (the pod needs
-// it to start), the namespace's governing Service, the StatefulSet, then the Secret is handed
-// to the StatefulSet (so it lives as long as the member's pod, adopted or not).
+// it to start) and its NetworkPolicy (the pod starts isolated), the namespace's governing
+// Service, the StatefulSet; then the Secret and the policy are handed to the StatefulSet (so
+// they live as long as the member's pod, adopted or not).
 func (r *Runtime) createMember(ctx context.Context, p *kpool, gp *agentsv1.GatewayPool, ns, version string) error {
 	sts, err := BuildMember(gp, ns, newMemberID(), version, r.opts)
 	if err != nil {
@@ -269,6 +270,17 @@ func (r *Runtime) createMember(ctx context.Context, p *kpool, gp *agentsv1.Gatew
 	if err := c.Create(ctx, sec, client.FieldOwner(FieldManager)); err != nil {
 		return fmt.Errorf("create member token: %w", err)
 	}
+	deps := []client.Object{sec}
+	if r.opts.Network.Enabled {
+		np, err := BuildMemberNetworkPolicy(gp, sts, r.opts)
+		if err != nil {
+			return err
+		}
+		if err := c.Create(ctx, np, client.FieldOwner(FieldManager)); err != nil {
+			return fmt.Errorf("create member network policy: %w", err)
+		}
+		deps = append(deps, np)
+	}
 	svc, err := BuildGoverningService(ns, r.opts)
 	if err != nil {
 		return err
@@ -277,16 +289,21 @@ func (r *Runtime) createMember(ctx context.Context, p *kpool, gp *agentsv1.Gatew
 		return fmt.Errorf("create service: %w", err)
 	}
 	if err := c.Create(ctx, sts, client.FieldOwner(FieldManager)); err != nil {
-		_ = c.Delete(ctx, sec)
+		for _, d := range deps {
+			_ = c.Delete(ctx, d)
+		}
 		return fmt.Errorf("create member: %w", err)
 	}
 	r.pools.mu.Lock()
 	p.recent[ns+"/"+sts.Name] = recentMember{at: r.opts.Clock.Now(), created: true}
 	r.pools.mu.Unlock()
-	base := sec.DeepCopy()
-	sec.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}
-	if err := c.Patch(ctx, sec, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("hand the member token to its member: %w", err)
+	owner := []metav1.OwnerReference{*metav1.NewControllerRef(sts, appsv1.SchemeGroupVersion.WithKind("StatefulSet"))}
+	for _, d := range deps {
+		patch := client.MergeFrom(d.DeepCopyObject().(client.Object))
+		d.SetOwnerReferences(owner)
+		if err := c.Patch(ctx, d, patch); err != nil {
+			return fmt.Errorf("hand %s to its member: %w", d.GetName(), err)
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -464,5 +465,26 @@ func TestPoolReservationExpiry(t *testing.T) {
 		if s.DeletionTimestamp == nil {
 			t.Errorf("the unusable reservation %s is kept", s.Name)
 		}
+	}
+}
+
+// TestPoolMemberIsolated: with NetworkPolicies on, a member's pod starts isolated by a policy
+// of its own, which goes with its StatefulSet.
+func TestPoolMemberIsolated(t *testing.T) {
+	f := newPoolFixture(t, "isolated")
+	f.r = newRuntime(kube.Options{Clock: f.clock, Network: kube.NetworkOptions{Enabled: true}})
+	f.pool("isolated", 1, "isolated")
+	f.setPool("isolated", 1, "isolated")
+	m := f.members("isolated", "isolated")[0]
+	np := &networkingv1.NetworkPolicy{}
+	if err := env.Client.Get(f.ctx, client.ObjectKey{Namespace: "isolated", Name: m.Name}, np); err != nil {
+		t.Fatal(err)
+	}
+	if sel := np.Spec.PodSelector.MatchLabels; len(sel) != 1 || sel[kube.LabelPoolMember] != strings.TrimPrefix(m.Name, "pool-") ||
+		len(np.Spec.PolicyTypes) != 2 {
+		t.Errorf("member policy selector %v, types %v", sel, np.Spec.PolicyTypes)
+	}
+	if refs := np.OwnerReferences; len(refs) != 1 || refs[0].UID != m.UID {
+		t.Errorf("member policy owners %+v: its StatefulSet", refs)
 	}
 }

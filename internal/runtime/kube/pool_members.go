@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -108,6 +109,23 @@ func BuildMemberToken(gp *agentsv1.GatewayPool, sts *appsv1.StatefulSet, token s
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{TokenKey: []byte(token)},
 	}
+}
+
+// BuildMemberNetworkPolicy is the default-deny NetworkPolicy of member sts (Network.Enabled):
+// an agent's, for an agent that needs no egress of its own, selecting the member's pod. It
+// stays with the StatefulSet once adopted, next to the agent's own policy (which allows at
+// least as much).
+func BuildMemberNetworkPolicy(gp *agentsv1.GatewayPool, sts *appsv1.StatefulSet, o Options) (*networkingv1.NetworkPolicy, error) {
+	o = o.withDefaults()
+	pseudo := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: sts.Name, Namespace: sts.Namespace}}
+	np, err := buildNetworkPolicy(pseudo, runtime.Desired{}, o)
+	if err != nil {
+		return nil, err
+	}
+	np.Labels = maps.Clone(sts.Labels)
+	np.OwnerReferences = []metav1.OwnerReference{poolOwner(gp)}
+	np.Spec.PodSelector = metav1.LabelSelector{MatchLabels: memberSelector(sts.Name)}
+	return np, nil
 }
 
 // adoptedShape makes the agent's StatefulSet fit the member it adopted: the member's selector
