@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -94,7 +95,13 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version))
 		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
 	}
-	if err := pooler.SetPool(gp.Name, version, int(gp.Spec.Replicas)); err != nil {
+	spec := runtime.PoolSpec{Version: version, Size: int(gp.Spec.Replicas), Namespaces: gp.Spec.Workspaces}
+	if err := pooler.SetPool(ctx, gp.Name, spec); errors.Is(err, runtime.ErrPoolNoNamespaces) {
+		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas = 0, 0, 0
+		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolNoWorkspaces, fmt.Sprintf(
+			"the %s runtime boots warm gateways in the namespaces of the agents that claim them and spec.workspaces names none: the pool keeps no gateway, agents start cold", r.Runtime.Name()))
+		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
+	} else if err != nil {
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFailed, truncate(err.Error()))
 		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
 	}
@@ -105,7 +112,8 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if delta := st.Claimed - seen.applied; delta > 0 {
 		gp.Status.Claimed = before.Status.Claimed + delta
 	}
-	want := int(gp.Spec.Replicas)
+	// What the runtime keeps in all: spec.replicas per workspace on the kube runtime.
+	want := st.Size
 	switch {
 	case want == 0:
 		setPoolReady(gp, metav1.ConditionTrue, agentsv1.ReasonPoolReady, "the pool keeps no gateway (spec.replicas is 0): agents start cold")
@@ -120,6 +128,12 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	res, err := r.write(ctx, gp, before, seen, st)
 	if err == nil && res.IsZero() && st.Ready < want {
 		res.RequeueAfter = poolRetry
+	}
+	if err == nil && !res.Requeue && !st.RetryAt.IsZero() {
+		// The runtime acts then (a member after failures, a reservation that expires).
+		if d := time.Until(st.RetryAt) + 100*time.Millisecond; d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
+			res.RequeueAfter = d
+		}
 	}
 	return res, err
 }

@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"context"
+	appsv1 "k8s.io/api/apps/v1"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -159,18 +160,26 @@ var _ = Describe("GatewayPool controller", func() {
 		Eventually(func() int { return rt.PoolStatus(gp.Name).Size + rt.PoolStatus(gp.Name).Ready }).Should(Equal(0))
 	})
 
-	It("reports RuntimeUnsupported on a runtime without pools", func() {
-		mgrForRuntime := newManager()
+	It("keeps the kube runtime's members in the pool's workspaces, none without", func() {
 		rt := kube.New(kube.Options{
-			Client: mgrForRuntime.GetClient(), APIReader: mgrForRuntime.GetAPIReader(), RESTConfig: mgrForRuntime.GetConfig(),
-			Scheme: mgrForRuntime.GetScheme(), Engine: openclaw.New(),
+			Client: k8sClient, APIReader: k8sClient, RESTConfig: env.Config, Scheme: k8sClient.Scheme(), Engine: openclaw.New(),
 		})
 		startPoolManager(rt)
 		gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "pool-kube"}, Spec: agentsv1.GatewayPoolSpec{Replicas: 2}}
 		Expect(k8sClient.Create(ctx, gp)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(context.Background(), gp) })
-		Eventually(poolState(gp.Name)).Should(Equal([]any{int32(0), int32(0), int32(0), int64(0), "False", agentsv1.ReasonRuntimeUnsupported, true}))
-		Expect(getPool(gp.Name).Status.Conditions[0].Message).To(ContainSubstring("the kube runtime"))
+		Eventually(poolState(gp.Name)).Should(Equal([]any{int32(0), int32(0), int32(0), int64(0), "False", agentsv1.ReasonPoolNoWorkspaces, true}))
+		Expect(getPool(gp.Name).Status.Conditions[0].Message).To(ContainSubstring("spec.workspaces names none"))
+
+		Expect(k8sClient.Create(ctx, namespace("pool-kube-ws"))).To(Succeed())
+		patch := client.MergeFrom(getPool(gp.Name))
+		ws := getPool(gp.Name)
+		ws.Spec.Workspaces = []string{"pool-kube-ws"}
+		Expect(k8sClient.Patch(ctx, ws, patch)).To(Succeed())
+		Eventually(poolState(gp.Name)).Should(Equal([]any{int32(0), int32(2), int32(2), int64(0), "False", agentsv1.ReasonPoolFilling, true}))
+		var members appsv1.StatefulSetList
+		Expect(k8sClient.List(ctx, &members, client.InNamespace("pool-kube-ws"), client.MatchingLabels{kube.LabelPool: gp.Name})).To(Succeed())
+		Expect(members.Items).To(HaveLen(2))
 	})
 
 	It("defaults replicas to 1 and refuses a negative count", func() {

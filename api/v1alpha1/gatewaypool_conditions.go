@@ -11,6 +11,9 @@ const (
 	ReasonPoolMembersFailing = "MembersFailing"
 	// ReasonPoolFailed: the runtime refused the pool (an engine version this host lacks).
 	ReasonPoolFailed = "PoolFailed"
+	// ReasonPoolNoWorkspaces: the runtime keeps gateways in the agents' namespaces (kube) and
+	// spec.workspaces names none, so the pool keeps no gateway.
+	ReasonPoolNoWorkspaces = "NoWorkspaces"
 	// ReasonRuntimeUnsupported: the runtime that runs agents here keeps no warm pools.
 	ReasonRuntimeUnsupported = "RuntimeUnsupported"
 )

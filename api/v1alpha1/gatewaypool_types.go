@@ -18,6 +18,14 @@ type GatewayPoolSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	EngineVersion string `json:"engineVersion,omitempty"`
+	// Workspaces whose namespaces each keep `replicas` gateways (kube runtime: a pod and its
+	// volume cannot move to another namespace, so a gateway is booted where the agent that
+	// claims it will live). A pool on the kube runtime that names none keeps no gateway. The
+	// local runtime ignores it: its gateways serve every workspace.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=set
+	// +optional
+	Workspaces []string `json:"workspaces,omitempty"`
 }
 
 // GatewayPoolStatus is what the runtime observes of the pool.
@@ -26,7 +34,7 @@ type GatewayPoolStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Replicas is the number of gateways the pool holds: ready plus booting (the scale
-	// subresource's status).
+	// subresource's status), summed over its workspaces on the kube runtime.
 	// +optional
 	Replicas int32 `json:"replicas"`
 	// Ready gateways answer their health check and are handed to the next new agents.
@@ -50,7 +58,8 @@ type GatewayPoolStatus struct {
 
 // GatewayPool keeps engine gateways booted and idle so that a new agent starts in well under
 // a second: its identity and token are bound to a warm gateway instead of booting one.
-// Cluster-scoped: one pool serves every workspace. Supported by the local runtime.
+// Cluster-scoped. On the local runtime one pool serves every workspace; on the kube runtime
+// it keeps its gateways in the namespaces of spec.workspaces.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -120,7 +120,7 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 	}
 	token, err := devToken(ctx, cfg, e.Signer, stateDir, f)
 	if err == nil && f.warmPoolSet {
-		err = applyWarmPool(ctx, cfg, f.warmPool)
+		err = applyWarmPool(ctx, cfg, f.warmPool, f.workspace)
 	}
 	if err == nil {
 		envFile := filepath.Join(stateDir, devenv.EnvFileName)

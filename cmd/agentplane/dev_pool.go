@@ -16,8 +16,9 @@ import (
 // devPoolName is the GatewayPool that `agentplane dev --warm-pool N` sizes.
 const devPoolName = "default"
 
-// applyWarmPool makes the GatewayPool "default" keep n gateways of the default version.
-func applyWarmPool(ctx context.Context, cfg *rest.Config, n int) error {
+// applyWarmPool makes the GatewayPool "default" keep n gateways of the default version (on the
+// kube runtime in the dev workspace, when the pool names no workspace yet).
+func applyWarmPool(ctx context.Context, cfg *rest.Config, n int, workspace string) error {
 	if n < 0 {
 		return fmt.Errorf("--warm-pool %d: the pool size cannot be negative", n)
 	}
@@ -28,6 +29,9 @@ func applyWarmPool(ctx context.Context, cfg *rest.Config, n int) error {
 	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: devPoolName}}
 	_, err = controllerutil.CreateOrPatch(ctx, c, gp, func() error {
 		gp.Spec.Replicas = int32(n)
+		if len(gp.Spec.Workspaces) == 0 && workspace != "" {
+			gp.Spec.Workspaces = []string{workspace}
+		}
 		return nil
 	})
 	if err != nil {

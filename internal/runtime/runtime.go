@@ -193,10 +193,11 @@ type Notifier func(agent types.NamespacedName)
 // ready member of a pool of its engine version instead of starting a gateway cold, and the
 // pool refills in the background. No member ever serves two agents.
 type Pooler interface {
-	// SetPool makes the pool name keep size gateways of the engine version booted (size <= 0:
+	// SetPool makes the pool name keep spec.Size gateways of spec.Version booted (size <= 0:
 	// none, the pool's counters are kept). A new version replaces every member. It returns
-	// an error when the version is not installed.
-	SetPool(name, version string, size int) error
+	// an error when the version is not installed, and ErrPoolNoNamespaces when the runtime
+	// keeps members per namespace and spec names none.
+	SetPool(ctx context.Context, name string, spec PoolSpec) error
 	// RemovePool stops the pool's members and forgets the pool.
 	RemovePool(name string)
 	// PoolStatus is what the runtime observes of the pool (the zero value for an unknown one).
@@ -205,6 +206,22 @@ type Pooler interface {
 	// its members change (booted, crashed, claimed).
 	SetupPoolWatches(b *builder.Builder) *builder.Builder
 }
+
+// PoolSpec is what a pool should keep (Pooler.SetPool).
+type PoolSpec struct {
+	// Version is the engine version of the members.
+	Version string
+	// Size is how many members to keep booted: per namespace on a runtime whose members live
+	// in the namespaces of the agents that claim them (kube), in all otherwise (local).
+	Size int
+	// Namespaces keep Size members each (kube: pods and volumes cannot move between
+	// namespaces). The local runtime ignores them.
+	Namespaces []string
+}
+
+// ErrPoolNoNamespaces: the runtime keeps members in the agents' namespaces and the pool
+// names none, so it keeps no member.
+var ErrPoolNoNamespaces = errors.New("the pool names no namespace to keep its gateways in")
 
 // GatewayReserver is a Pooler whose warm gateways can be reserved for a new agent before its
 // gateway token exists: the agent adopts the reserved gateway's own token (random, made by the

@@ -131,6 +131,15 @@ func BuildService(a *agentsv1.Agent, o Options) (*corev1.Service, error) {
 // BuildStatefulSet runs the gateway: one replica (none when stopped) with the home volume.
 func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.StatefulSet, error) {
 	o = o.withDefaults()
+	sts, err := buildStatefulSet(a, d, o)
+	if err != nil {
+		return nil, err
+	}
+	return sts, own(a, sts, o)
+}
+
+// buildStatefulSet is BuildStatefulSet without the owner (a pool member's is the pool).
+func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.StatefulSet, error) {
 	if err := checkDesired(a, d, o); err != nil {
 		return nil, err
 	}
@@ -190,6 +199,9 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		},
 	}
 	labels := Labels(a, o.Engine.Name())
+	if adopted(a) {
+		labels[LabelPoolMember] = memberID(StatefulSetName(a))
+	}
 	sts := &appsv1.StatefulSet{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "apps/v1", Kind: "StatefulSet"},
 		ObjectMeta: objectMeta(a, StatefulSetName(a), o),
@@ -229,7 +241,10 @@ func BuildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{homeClaim(labels, o)},
 		},
 	}
-	return sts, own(a, sts, o)
+	if adopted(a) {
+		adoptedShape(sts, a)
+	}
+	return sts, nil
 }
 
 // runtimeClassName is the agent's (or its workspace's) RuntimeClass, else the platform's

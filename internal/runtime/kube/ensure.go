@@ -30,6 +30,9 @@ import (
 // and reports what the StatefulSet and its pod show.
 func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
 	o := r.opts
+	if err := r.takeReservation(ctx, agent, d); err != nil {
+		return runtime.Observed{}, err
+	}
 	sts, err := BuildStatefulSet(agent, d, o)
 	if err != nil {
 		return runtime.Observed{}, err
@@ -84,17 +87,29 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		pod = nil
 	case err != nil:
 		return runtime.Observed{}, fmt.Errorf("get pod: %w", err)
-	case !ownedPod(pod, agent):
+	}
+	claimedFrom := ""
+	if adopted(agent) {
+		if pod, claimedFrom, err = r.bindPod(ctx, agent, d, pod); err != nil {
+			return runtime.Observed{}, err
+		}
+	}
+	if pod != nil && !ownedPod(pod, agent) {
 		pod = nil
 	}
-	return observe(applied, pod, r.nodeOf(ctx, pod), want{
+	if err := r.restartOutdated(ctx, agent, d, applied, pod); err != nil {
+		return runtime.Observed{}, err
+	}
+	obs := observe(applied, pod, r.nodeOf(ctx, pod), want{
 		Hash:          ConfigHash(d),
 		Image:         Image(o.Image, d.EngineVersion),
 		Version:       d.EngineVersion,
 		Endpoint:      Endpoint(agent, sts.Spec.ServiceName),
 		ImageTemplate: o.Image,
 		Stopped:       d.Stopped,
-	}), nil
+	})
+	obs.ClaimedFrom = claimedFrom
+	return obs, nil
 }
 
 // nodeOf is the node of a pod that is not Ready (the cause may be its node), or nil: not
@@ -417,7 +432,7 @@ func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
 			return fmt.Errorf("delete %T %s: %w", obj, obj.GetName(), err)
 		}
 	}
-	return nil
+	return r.dropReservations(ctx, agent)
 }
 
 func ptrUID(u types.UID) *types.UID { return &u }

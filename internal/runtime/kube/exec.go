@@ -124,11 +124,7 @@ func (r *Runtime) runningPod(ctx context.Context, agent *agentsv1.Agent) (string
 }
 
 func podRunning(pod *corev1.Pod, agent *agentsv1.Agent) bool {
-	if !ownedPod(pod, agent) || pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	cs := containerStatus(pod.Status.ContainerStatuses, ContainerGateway)
-	return cs != nil && cs.State.Running != nil
+	return ownedPod(pod, agent) && gatewayRunning(pod)
 }
 
 // exitCode splits a command's own non-zero exit from a failure to run it.

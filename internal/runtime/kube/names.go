@@ -12,18 +12,32 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// StatefulSetName is the agent's StatefulSet; its only pod is PodName.
-func StatefulSetName(a *agentsv1.Agent) string { return a.Name }
+// AnnotationGatewaySet on an Agent names the StatefulSet of the warm pool member the agent
+// adopted (`pool-<id>`). Written before the StatefulSet becomes the agent's, so every path
+// (exec, files, logs, suspend, delete) follows the agent to it, and never removed.
+const AnnotationGatewaySet = "agentplane.io/gateway-set"
 
-// PodName is the agent's pod (`<agent>-0`).
-func PodName(a *agentsv1.Agent) string { return a.Name + "-0" }
+// StatefulSetName is the agent's StatefulSet (the adopted pool member's, else the agent's
+// name); its only pod is PodName.
+func StatefulSetName(a *agentsv1.Agent) string {
+	if n := a.Annotations[AnnotationGatewaySet]; n != "" {
+		return n
+	}
+	return a.Name
+}
+
+// adopted reports whether the agent runs in a warm pool member it adopted.
+func adopted(a *agentsv1.Agent) bool { return a.Annotations[AnnotationGatewaySet] != "" }
+
+// PodName is the agent's pod (`<statefulset>-0`).
+func PodName(a *agentsv1.Agent) string { return StatefulSetName(a) + "-0" }
 
 // legacySeedConfigMapName held the seed config of agents made by earlier versions (Delete
 // removes it).
 func legacySeedConfigMapName(a *agentsv1.Agent) string { return a.Name + "-seed" }
 
 // PVCName is the home volume the StatefulSet controller creates for the pod.
-func PVCName(a *agentsv1.Agent) string { return VolumeHome + "-" + a.Name + "-0" }
+func PVCName(a *agentsv1.Agent) string { return VolumeHome + "-" + StatefulSetName(a) + "-0" }
 
 // GoverningService is the headless Service of each namespace that governs the StatefulSets of
 // all its agents: it gives every gateway pod its DNS name (`<agent>-0.agentplane-gateways.<ns>.svc`)
@@ -51,8 +65,14 @@ func Labels(a *agentsv1.Agent, engineName string) map[string]string {
 	}
 }
 
-// selectorLabels select the agent's pod; they are immutable on the StatefulSet.
-func selectorLabels(a *agentsv1.Agent) map[string]string { return agentsv1.GatewayPodSelector(a.Name) }
+// selectorLabels select the agent's pod; they are immutable on the StatefulSet (an adopted
+// pool member keeps its own).
+func selectorLabels(a *agentsv1.Agent) map[string]string {
+	if adopted(a) {
+		return memberSelector(StatefulSetName(a))
+	}
+	return agentsv1.GatewayPodSelector(a.Name)
+}
 
 // Image is the gateway image of version.
 func Image(template, version string) string {

@@ -155,6 +155,15 @@ func NetworkPolicyName(a *agentsv1.Agent) string { return a.Name }
 // rules whose name the agent needs (d.Egress) or EgressAll.
 func BuildNetworkPolicy(a *agentsv1.Agent, d runtime.Desired, o Options) (*networkingv1.NetworkPolicy, error) {
 	o = o.withDefaults()
+	np, err := buildNetworkPolicy(a, d, o)
+	if err != nil {
+		return nil, err
+	}
+	return np, own(a, np, o)
+}
+
+// buildNetworkPolicy is BuildNetworkPolicy without the owner (a pool member's is the pool).
+func buildNetworkPolicy(a *agentsv1.Agent, d runtime.Desired, o Options) (*networkingv1.NetworkPolicy, error) {
 	if o.Engine == nil {
 		return nil, errors.New("kube runtime: no engine")
 	}
@@ -210,7 +219,7 @@ func BuildNetworkPolicy(a *agentsv1.Agent, d runtime.Desired, o Options) (*netwo
 			Egress:      egress,
 		},
 	}
-	return np, own(a, np, o)
+	return np, nil
 }
 
 // proxyEgress is the egress to the model proxy (nil: no proxy): an ipBlock when its URL names

@@ -127,6 +127,8 @@ type Runtime struct {
 	// governing remembers when this runtime created a namespace's GoverningService (namespace
 	// -> time.Time), so the agents that follow do not create it again while the cache lags.
 	governing sync.Map
+	// pools is what this process keeps of the warm pools (pool.go).
+	pools pools
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

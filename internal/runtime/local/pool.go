@@ -89,7 +89,8 @@ func memberKey(id string) types.NamespacedName {
 var _ runtime.Pooler = (*Runtime)(nil)
 
 // SetPool implements runtime.Pooler.
-func (r *Runtime) SetPool(name, version string, size int) error {
+func (r *Runtime) SetPool(_ context.Context, name string, spec runtime.PoolSpec) error {
+	version, size := spec.Version, spec.Size
 	engineDir, ok := r.opts.EngineDirs[version]
 	if !ok {
 		return fmt.Errorf("engine version %q is not installed on this host (installed: %s)", version, strings.Join(sortedKeys(r.opts.EngineDirs), ", "))

@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -90,7 +91,7 @@ func readyN(n int) func(runtime.PoolStatus) bool {
 // setPool sets the test pool and fails the test on error.
 func setPool(t *testing.T, f *fixture, size int) {
 	t.Helper()
-	if err := f.rt.SetPool(poolName, version, size); err != nil {
+	if err := f.rt.SetPool(context.Background(), poolName, runtime.PoolSpec{Version: version, Size: size}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -51,7 +51,7 @@ func TestPoolShutdownLeavesNothing(t *testing.T) {
 			if _, err := os.Stat(home); err != nil {
 				t.Fatalf("the claimed home went with the pool: %v", err)
 			}
-			if err := f.rt.SetPool(poolName, version, 1); err == nil {
+			if err := f.rt.SetPool(context.Background(), poolName, runtime.PoolSpec{Version: version, Size: 1}); err == nil {
 				t.Fatal("SetPool after Shutdown succeeded")
 			}
 

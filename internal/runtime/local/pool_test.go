@@ -139,7 +139,7 @@ func TestPoolOnlyForNewAgents(t *testing.T) {
 		t.Fatalf("pool after agents that may not claim: %+v", s)
 	}
 	// Another engine version has no pool.
-	if err := f.rt.SetPool("other", "0.0.0", 1); err == nil || !strings.Contains(err.Error(), "not installed") {
+	if err := f.rt.SetPool(context.Background(), "other", runtime.PoolSpec{Version: "0.0.0", Size: 1}); err == nil || !strings.Contains(err.Error(), "not installed") {
 		t.Fatalf("SetPool of a version not installed: %v", err)
 	}
 	// An emptied pool stops its member and keeps its counters.

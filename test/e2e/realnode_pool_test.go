@@ -1,0 +1,274 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// TestRealNodePool runs a GatewayPool on `agentplane dev --runtime kube` (the machine's real
+// kubelet and containerd, real gateway pods): 2 members in the workspace boot Ready; an agent
+// created through the facade adopts one (a Claimed event, the member's pod now the agent's,
+// its gateway takes the agent's token, a console exec runs in its workspace); the pool
+// refills; of two creates at once against one ready member one is claimed and the other
+// starts cold; the claimed agent keeps a file through suspend and resume; deleting it removes
+// its pod and volume; deleting the pool removes its members. It prints the figures.
+func TestRealNodePool(t *testing.T) {
+	if !testenv.RealNode(t) {
+		return
+	}
+	baseline := localcluster.TakeBaseline()
+	p := startDev(t, engineDir(t), "--runtime", "kube")
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			p.stop()
+		}
+	})
+	k8s := p.kubeClient()
+	ctx := context.Background()
+	const ns = "dev"
+
+	pool := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "warm"},
+		Spec: agentsv1.GatewayPoolSpec{Replicas: 2, Workspaces: []string{ns}}}
+	if err := k8s.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitKubePool(t, k8s, 2, 0)
+	boot := time.Since(start)
+	members := memberPods(t, k8s, ns)
+	if len(members) != 2 {
+		t.Fatalf("member pods %v", podNames(members))
+	}
+	for _, m := range members {
+		if m.Spec.NodeName != "agentplane-node" || !strings.HasPrefix(m.Name, "pool-") {
+			t.Errorf("member pod %s on node %q", m.Name, m.Spec.NodeName)
+		}
+	}
+
+	// A create through the facade adopts a member.
+	start = time.Now()
+	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Pooled Node Agent"}), 201, "create agent").obj("agent")
+	pooled := time.Since(start)
+	id := created["id"].(string)
+	base := "/v0/agents/" + id
+	if created["status"] != "running" {
+		t.Fatalf("created agent: %v", created)
+	}
+	ag := &agentsv1.Agent{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, ag); err != nil {
+		t.Fatal(err)
+	}
+	set := ag.Annotations[kube.AnnotationGatewaySet]
+	pod := gatewayPod(t, k8s, ns, id)
+	if !strings.HasPrefix(set, "pool-") || pod.Name != set+"-0" || !isMember(members, pod.Name) {
+		t.Fatalf("the agent runs in %s (annotation %q), not in a member of %v", pod.Name, set, podNames(members))
+	}
+	if !hasEvent(t, k8s, ns, id, "Claimed") {
+		t.Errorf("no Claimed event on the agent")
+	}
+	token := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
+	if s := gatewayStatus(t, fmt.Sprintf("http://%s:%d", pod.Status.PodIP, kube.GatewayPort), token); s != 404 {
+		t.Fatalf("the adopted gateway refuses the agent's token: %d", s)
+	}
+	r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > kept.txt; cat kept.txt"}), 200, "exec")
+	if out := r.str("stdout"); out != "/home/node/.openclaw/workspace\npooled\n" {
+		t.Fatalf("exec in the adopted gateway: %q", out)
+	}
+
+	// The agent's identity reached the adopted gateway's config (written by exec).
+	if out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "grep -c 'Pooled Node Agent' /home/node/.openclaw/openclaw.json"}), 200, "exec").str("stdout"); out == "0\n" || out == "" {
+		t.Errorf("the agent's identity is not in the adopted gateway's config: %q", out)
+	}
+
+	// The pool refills.
+	start = time.Now()
+	waitKubePool(t, k8s, 2, 1)
+	refill := time.Since(start)
+
+	// A restart (a new config hash) replaces the adopted pod although its StatefulSet updates
+	// OnDelete: the runtime deletes the outdated pod.
+	start = time.Now()
+	if r := p.call("POST", base+"/restart", nil); r.status != 200 && r.status != 202 {
+		t.Fatalf("restart: %d %s", r.status, r.raw)
+	}
+	eventually(t, 3*time.Minute, "a new Ready pod after the restart", func() bool {
+		var now corev1.Pod
+		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Name}, &now) != nil || now.UID == pod.UID || now.DeletionTimestamp != nil {
+			return false
+		}
+		g := p.call("GET", base, nil)
+		return g.status == 200 && g.obj("agent")["status"] == "running"
+	})
+	restart := time.Since(start)
+
+	// Suspend and resume keep the home; the new pod is the agent's template in the member's
+	// StatefulSet.
+	if got := must(t, p.call("POST", base+"/suspend", nil), 200, "suspend").obj("agent"); got["status"] != "suspended" {
+		t.Fatalf("suspended agent: %v", got)
+	}
+	eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+		var pods corev1.PodList
+		return k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
+	})
+	start = time.Now()
+	if got := must(t, p.call("POST", base+"/resume", nil), 200, "resume").obj("agent"); got["status"] != "running" {
+		t.Fatalf("resumed agent: %v", got)
+	}
+	resume := time.Since(start)
+	if out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat kept.txt"}), 200, "exec after resume").str("stdout"); out != "pooled\n" {
+		t.Fatalf("kept.txt after resume: %q", out)
+	}
+
+	// Deleting the agent removes its pod, StatefulSet and volume.
+	must(t, p.call("DELETE", base, nil), 200, "delete")
+	eventually(t, 3*time.Minute, "the adopted pod, StatefulSet and volume to go", func() bool {
+		return !exists(ctx, k8s, &corev1.Pod{}, ns, set+"-0") && !exists(ctx, k8s, &appsv1.StatefulSet{}, ns, set) &&
+			!exists(ctx, k8s, &corev1.PersistentVolumeClaim{}, ns, "home-"+set+"-0")
+	})
+
+	// Two creates at once against a pool scaled to one ready member: one is claimed, the
+	// other starts cold (the node has room for three gateways).
+	scale := client.MergeFrom(pool.DeepCopy())
+	pool.Spec.Replicas = 1
+	if err := k8s.Patch(ctx, pool, scale); err != nil {
+		t.Fatal(err)
+	}
+	waitKubePool(t, k8s, 1, 1)
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 2)
+	ids := make([]string, 2)
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			begin := time.Now()
+			r := p.call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Concurrent %d", i)})
+			if r.status != 201 {
+				t.Errorf("create %d: %d %s", i, r.status, r.raw)
+				return
+			}
+			ids[i] = r.obj("agent")["id"].(string)
+			eventually(t, 5*time.Minute, ids[i]+" to run", func() bool {
+				g := p.call("GET", "/v0/agents/"+ids[i], nil)
+				return g.status == 200 && g.obj("agent")["status"] == "running"
+			})
+			took[i] = time.Since(begin)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	claimed, cold := 0, 0
+	var pooledTook, coldTook time.Duration
+	for i, id := range ids {
+		a := &agentsv1.Agent{}
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Annotations[kube.AnnotationGatewaySet] != "" {
+			claimed, pooledTook = claimed+1, took[i]
+		} else {
+			cold, coldTook = cold+1, took[i]
+		}
+	}
+	if claimed != 1 || cold != 1 {
+		t.Errorf("of two creates against one member: %d claimed, %d cold", claimed, cold)
+	}
+
+	// Deleting the pool removes its members (garbage collection: they are owned by it).
+	if err := k8s.Delete(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Minute, "the pool's members to go", func() bool {
+		var sets appsv1.StatefulSetList
+		return k8s.List(ctx, &sets, client.InNamespace(ns), client.HasLabels{kube.LabelPool}) == nil && len(sets.Items) == 0 &&
+			len(memberPods(t, k8s, ns)) == 0
+	})
+	for _, id := range ids {
+		if g := p.call("GET", "/v0/agents/"+id, nil); g.status != 200 || g.obj("agent")["status"] != "running" {
+			t.Errorf("agent %s after the pool's deletion: %s", id, g.raw)
+		}
+	}
+	t.Logf("real node figures: pool of 2 members Ready %s after the GatewayPool's creation; "+
+		"create to running from the pool %s (first claim), %s (concurrent), cold %s (concurrent); refill to 2 Ready %s; restart of the claimed agent %s, its resume %s",
+		boot.Round(time.Millisecond), pooled.Round(time.Millisecond), pooledTook.Round(time.Millisecond), coldTook.Round(time.Millisecond),
+		refill.Round(time.Millisecond), restart.Round(time.Millisecond), resume.Round(time.Millisecond))
+
+	stopped = true
+	stopClusterClean(t, p, baseline)
+}
+
+// waitKubePool waits until the pool warm reports ready members and claimed claims.
+func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
+	t.Helper()
+	gp := &agentsv1.GatewayPool{}
+	eventually(t, 5*time.Minute, fmt.Sprintf("the pool to hold %d ready gateways after %d claims", ready, claimed), func() bool {
+		if err := k8s.Get(context.Background(), client.ObjectKey{Name: "warm"}, gp); err != nil {
+			t.Fatal(err)
+		}
+		return gp.Status.Ready == ready && gp.Status.Claimed == claimed
+	})
+}
+
+// memberPods are the pods of pool members no agent adopted.
+func memberPods(t *testing.T, k8s client.Client, ns string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.HasLabels{kube.LabelPool}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func isMember(pods []corev1.Pod, name string) bool {
+	for _, p := range pods {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func exists(ctx context.Context, k8s client.Client, obj client.Object, ns, name string) bool {
+	return k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj) == nil
+}
+
+// hasEvent reports an event of reason about the agent id.
+func hasEvent(t *testing.T, k8s client.Client, ns, id, reason string) bool {
+	t.Helper()
+	var evs eventsv1.EventList
+	if err := k8s.List(context.Background(), &evs, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Regarding.Name == id && e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
