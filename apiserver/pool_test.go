@@ -1,10 +1,15 @@
 package apiserver_test
 
 import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,4 +56,59 @@ var _ = Describe("Warm pool", Ordered, func() {
 		}).Should(Equal([]int64{1, 1}), "one claimed, and the pool refilled")
 		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(Equal(200))
 	})
+
+	It("gives a created agent the token of the warm gateway reserved for it, which serves it at once", func() {
+		// The ready member's own token, from its config, before the agent exists.
+		var cfgs []string
+		Eventually(func() []string {
+			cfgs, _ = filepath.Glob(filepath.Join(runtimeStateDir, "pool", gp.Name+"-*", "home", ".openclaw", "openclaw.json"))
+			return cfgs
+		}).Should(HaveLen(1), "one ready member, the deleted agent's gone")
+		memberDir := filepath.Dir(filepath.Dir(filepath.Dir(cfgs[0])))
+		memberToken := configToken(cfgs[0])
+
+		id := newAgentIn(tok, "reserved")
+		a := &agentsv1.Agent{}
+		Eventually(func() agentsv1.AgentPhase {
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: id}, a)).To(Succeed())
+			return a.Status.Phase
+		}).Should(Equal(agentsv1.AgentRunning))
+		sec := &corev1.Secret{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: a.Status.GatewayTokenSecret}, sec)).To(Succeed())
+		Expect(string(sec.Data[agentsv1.GatewayTokenDataKey])).To(Equal(memberToken), "the agent's token is the member's")
+		Expect(strings.TrimSpace(shell(tok, id, "pwd"))).To(HavePrefix(memberDir+"/home/"), "the agent runs in the member's home")
+		Expect(toolsInvoke(a.Status.Endpoint, memberToken)).To(Equal(http.StatusNotFound), "the gateway accepts the agent's token")
+		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(Equal(200))
+	})
 })
+
+// configToken is gateway.auth.token of an engine config file.
+func configToken(path string) string {
+	GinkgoHelper()
+	b, err := os.ReadFile(path)
+	Expect(err).NotTo(HaveOccurred())
+	var cfg struct {
+		Gateway struct {
+			Auth struct {
+				Token string `json:"token"`
+			} `json:"auth"`
+		} `json:"gateway"`
+	}
+	Expect(json.Unmarshal(b, &cfg)).To(Succeed())
+	Expect(cfg.Gateway.Auth.Token).NotTo(BeEmpty())
+	return cfg.Gateway.Auth.Token
+}
+
+// toolsInvoke is the status of POST /tools/invoke of a tool that does not exist on a gateway:
+// 404 for an accepted token, 401 for another.
+func toolsInvoke(endpoint, token string) int {
+	GinkgoHelper()
+	req, err := http.NewRequest(http.MethodPost, endpoint+"/tools/invoke", strings.NewReader(`{"tool":"nonexistent_tool","args":{}}`))
+	Expect(err).NotTo(HaveOccurred())
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	Expect(err).NotTo(HaveOccurred())
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -38,6 +38,8 @@ var (
 	ctx       context.Context
 	cancel    context.CancelFunc
 	plat      *platform.Platform
+	// runtimeStateDir is the main platform's local runtime state dir (warm gateways in pool/).
+	runtimeStateDir string
 	// llm is the fake model provider behind the main platform's model proxy.
 	llm     *providertest.Provider
 	baseURL string
@@ -61,9 +63,10 @@ var _ = BeforeSuite(func() {
 	fake, err := fakeclaw.EngineDir()
 	Expect(err).NotTo(HaveOccurred())
 	llm = providertest.New()
+	runtimeStateDir = GinkgoT().TempDir()
 	plat, baseURL = startPlatform(ctx, platform.Options{
 		Runtime: platform.RuntimeOptions{
-			Name: platform.RuntimeLocal, StateDir: GinkgoT().TempDir(), DefaultVersion: "2026.9.6",
+			Name: platform.RuntimeLocal, StateDir: runtimeStateDir, DefaultVersion: "2026.9.6",
 			// One fake engine offered under two versions (restarts that change version), and
 			// versions whose engine fails in one way each (fault tests).
 			EngineDirs: map[string]string{

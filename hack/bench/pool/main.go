@@ -9,7 +9,8 @@
 // creates a GatewayPool of -pool gateways, waits until they are booted, and creates n agents
 // the same way, each once the pool is full again (so every create finds a ready gateway).
 // It prints each create, the p50 of both and their ratio, and the claim latency the runtime
-// measured (claim start until the gateway served the agent's token).
+// measured (the first Ensure's claim of the gateway reserved for the agent: config written,
+// token checked, taken over).
 package main
 
 import (
@@ -141,7 +142,7 @@ func run(n, size int) error {
 	fmt.Printf("  resume from the pool: not offered (OpenClaw reads its whole state dir at boot: a warm gateway cannot take over an existing home)\n")
 	fmt.Printf("  RSS of the agent's processes: running %.0f MiB, suspended %.0f MiB\n", runningRSS, sleepingRSS)
 	if sum, count := claimLatency(); count > 0 {
-		fmt.Printf("  claim (bind until the gateway serves the agent's token): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
+		fmt.Printf("  claim (runtime: from the first Ensure until the reserved gateway is the agent's): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
 	}
 	return nil
 }

@@ -37,14 +37,17 @@ const (
 // does the agent take over the process, port and home (state.json records the home), so a
 // manager that dies mid-way leaves a member that no agent references and that the next
 // manager removes. A member that fails to bind is discarded and the agent starts cold.
+//
+// A gateway reserved for the agent (ReserveGateway, reserve.go) is taken instead of a member of
+// a pool: its token is the agent's already, so there is no reload to wait for (adoptLocked).
 func (a *agent) claimLocked(ctx context.Context, d runtime.Desired, engineDir string) (runtime.Observed, bool) {
-	if d.Stopped || len(d.Env) > 0 || a.proc != nil || a.st != (state{}) {
-		return runtime.Observed{}, false
-	}
-	if _, err := os.Lstat(filepath.Join(a.dir, homeDirName)); !errors.Is(err, fs.ErrNotExist) {
-		return runtime.Observed{}, false
-	}
 	start := time.Now()
+	if res := a.rt.takeReservation(a.key); res != nil {
+		return a.claimReservedLocked(ctx, res, d, engineDir, start)
+	}
+	if d.Stopped || len(d.Env) > 0 || !a.freshLocked() {
+		return runtime.Observed{}, false
+	}
 	m := a.rt.takeMember(d.EngineVersion, engineDir)
 	if m == nil {
 		return runtime.Observed{}, false
@@ -55,7 +58,21 @@ func (a *agent) claimLocked(ctx context.Context, d runtime.Desired, engineDir st
 		a.rt.bindFailed(m, err)
 		return runtime.Observed{}, false
 	}
-	took := time.Since(start)
+	return a.takeOverLocked(m, d, engineDir, time.Since(start)), true
+}
+
+// freshLocked tells whether the agent has never run here: no process, no state, no home.
+func (a *agent) freshLocked() bool {
+	if a.proc != nil || a.st != (state{}) {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(a.dir, homeDirName))
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// takeOverLocked makes the bound member m the agent's gateway: state.json records its home,
+// the agent takes its process and port and links its log, and the claim is counted.
+func (a *agent) takeOverLocked(m *member, d runtime.Desired, engineDir string, took time.Duration) runtime.Observed {
 	a.st = state{
 		Port: m.port, PID: m.proc.pid, StartTime: m.proc.start,
 		EngineVersion: d.EngineVersion, EngineDir: engineDir, ConfigHash: d.ConfigHash, RestartNonce: d.RestartNonce,
@@ -80,12 +97,21 @@ func (a *agent) claimLocked(ctx context.Context, d runtime.Desired, engineDir st
 	a.poke()
 	o := a.observedLocked()
 	o.ClaimedFrom = m.pool.name + "/" + m.id
-	return o, true
+	return o
 }
 
 // bindLocked writes the agent's initial config over the member's and waits until the gateway
 // serves the agent's token.
 func (a *agent) bindLocked(ctx context.Context, m *member, d runtime.Desired) error {
+	if err := a.writeMemberConfigLocked(m, d); err != nil {
+		return err
+	}
+	return a.rt.waitBound(ctx, m, d.GatewayToken)
+}
+
+// writeMemberConfigLocked makes the agent dir and writes the agent's initial engine config
+// (identity and gateway token) over the member's.
+func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 	r := a.rt
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return err
@@ -103,7 +129,7 @@ func (a *agent) bindLocked(ctx context.Context, m *member, d runtime.Desired) er
 	if err := writeFileAtomic(filepath.Join(m.home, e.Layout().ConfigPath), cfg, 0o600); err != nil {
 		return fmt.Errorf("write engine config: %w", err)
 	}
-	return r.waitBound(ctx, m, d.GatewayToken)
+	return nil
 }
 
 var errTokenRefused = errors.New("the gateway refuses the agent's token")
@@ -200,6 +226,10 @@ func (r *Runtime) waitBound(ctx context.Context, m *member, token string) error 
 func (r *Runtime) takeMember(version, engineDir string) *member {
 	r.poolMu.Lock()
 	defer r.poolMu.Unlock()
+	return r.takeMemberLocked(version, engineDir)
+}
+
+func (r *Runtime) takeMemberLocked(version, engineDir string) *member {
 	if r.poolsClosed {
 		return nil
 	}
@@ -222,8 +252,8 @@ func (r *Runtime) takeMember(version, engineDir string) *member {
 		if best == nil {
 			continue
 		}
-		// The refill starts once the claim is over (recordClaim, bindFailed): a booting
-		// gateway takes the CPU the bind needs.
+		// The refill starts once the claim is over (recordClaim, bindFailed, or a
+		// reservation's discard): a booting gateway takes the CPU the bind needs.
 		delete(p.members, best.id)
 		best.gone = true
 		close(best.quit)

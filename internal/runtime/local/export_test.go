@@ -23,3 +23,13 @@ func PoolMembers(r *Runtime, name string) []PoolMember {
 	}
 	return out
 }
+
+// PoolDiscarded is how many reservations of the pool name were discarded.
+func PoolDiscarded(r *Runtime, name string) int64 {
+	r.poolMu.Lock()
+	defer r.poolMu.Unlock()
+	if p := r.pools[name]; p != nil {
+		return p.discarded
+	}
+	return 0
+}

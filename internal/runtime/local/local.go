@@ -58,6 +58,7 @@ const (
 	DefaultRestoreMaxFiles       = 200000
 	DefaultRestoreMaxBytes       = 8 << 30
 	DefaultBindTimeout           = 10 * time.Second
+	DefaultReservationTimeout    = 2 * time.Minute
 )
 
 // PortRange is an inclusive range of TCP ports on 127.0.0.1.
@@ -109,6 +110,9 @@ type Options struct {
 	// agent's token (the engine hot-reloads its config) before it is discarded and the agent
 	// starts cold (DefaultBindTimeout).
 	BindTimeout time.Duration
+	// ReservationTimeout is how long a warm gateway reserved for a new agent (ReserveGateway)
+	// waits for the agent's first Ensure before it is discarded (DefaultReservationTimeout).
+	ReservationTimeout time.Duration
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -133,8 +137,9 @@ type Runtime struct {
 	poolMu      sync.Mutex
 	pools       map[string]*pool
 	poolsClosed bool
-	poolEvents  chan event.GenericEvent // the GatewayPool controller's notifications
-	poolWG      sync.WaitGroup          // refillers, member supervisors, member stops
+	poolEvents  chan event.GenericEvent               // the GatewayPool controller's notifications
+	poolWG      sync.WaitGroup                        // refillers, member supervisors, member stops
+	reserved    map[types.NamespacedName]*reservation // warm gateways reserved for agents (reserve.go)
 	// bindFault, when set (tests), fails the bind of the claimed member named.
 	bindFault func(member string) error
 }
@@ -179,6 +184,7 @@ func New(opts Options) (*Runtime, error) {
 		verFail:    map[string]time.Time{},
 		events:     make(chan event.GenericEvent, notifyBuffer),
 		pools:      map[string]*pool{},
+		reserved:   map[types.NamespacedName]*reservation{},
 		poolEvents: make(chan event.GenericEvent, notifyBuffer),
 	}
 	claimed := r.adoptAll()
@@ -206,6 +212,7 @@ func setDefaults(o *Options) {
 	def(&o.StopTimeout, DefaultStopTimeout)
 	def(&o.StartTimeout, DefaultStartTimeout)
 	def(&o.BindTimeout, DefaultBindTimeout)
+	def(&o.ReservationTimeout, DefaultReservationTimeout)
 	if o.MaxLogSize <= 0 {
 		o.MaxLogSize = DefaultMaxLogSize
 	}
@@ -245,6 +252,7 @@ func keyOf(ag *agentsv1.Agent) types.NamespacedName {
 // Delete implements runtime.Runtime: the gateway is stopped and the agent dir removed.
 func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 	key := keyOf(ag)
+	r.dropReservationOf(key, "its agent was deleted")
 	r.mu.Lock()
 	a := r.agents[key]
 	delete(r.agents, key)

@@ -48,12 +48,13 @@ type pool struct {
 	members   map[string]*member // booting and ready; never a claimed one
 	removed   bool               // RemovePool or Shutdown: the refiller ends
 
-	claimed  int64
-	claims   []runtime.PoolClaim
-	failures int32
-	lastFail string
-	backoff  time.Duration
-	retryAt  time.Time
+	claimed   int64
+	claims    []runtime.PoolClaim
+	discarded int64 // reservations discarded (reserve.go)
+	failures  int32
+	lastFail  string
+	backoff   time.Duration
+	retryAt   time.Time
 
 	wake chan struct{} // pokes the refiller (capacity 1)
 }
@@ -339,6 +340,7 @@ func (r *Runtime) destroyMember(m *member) {
 func (r *Runtime) shutdownPools() {
 	r.poolMu.Lock()
 	r.poolsClosed = true
+	r.discardReservationsLocked()
 	for name, p := range r.pools {
 		delete(r.pools, name)
 		r.removePoolLocked(p)

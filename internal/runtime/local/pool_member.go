@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,7 +58,10 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 // superviseMember polls m's health until it is gone (claimed or discarded): HealthInterval
 // while it boots, RunningHealthInterval once ready. It is ready once it is healthy and, with an
 // engine that tells (engine.ReadyChecker), done with its start-up work: a claim must find a
-// gateway that reloads its config at once. A member that exits, does not become ready within
+// gateway that reloads its config at once; and, with an engine that checks tokens
+// (engine.TokenChecker), once it accepted its own token: OpenClaw's first token check of a
+// gateway takes 200-300 ms (the tool route is set up on first use), the reserved claim's only
+// wait (adoptLocked) after that is 20-40 ms. A member that exits, does not become ready within
 // StartTimeout or stops answering (unhealthyAfter checks in a row) is failed.
 func (r *Runtime) superviseMember(m *member) {
 	defer r.poolWG.Done()
@@ -87,7 +91,7 @@ func (r *Runtime) superviseMember(m *member) {
 		r.poolMu.Lock()
 		ready := m.ready
 		r.poolMu.Unlock()
-		err := r.memberHealth(ctx, url, ready)
+		err := r.memberHealth(ctx, m, url, ready)
 		r.poolMu.Lock()
 		if m.gone {
 			r.poolMu.Unlock()
@@ -125,15 +129,25 @@ func (r *Runtime) superviseMember(m *member) {
 	}
 }
 
-// memberHealth checks a member's health, and its readiness while it is not ready yet.
-func (r *Runtime) memberHealth(ctx context.Context, url string, ready bool) error {
+// memberHealth checks a member's health, and while it is not ready yet its readiness and
+// that it accepts its own token.
+func (r *Runtime) memberHealth(ctx context.Context, m *member, url string, ready bool) error {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	if err := r.opts.Engine.Healthy(ctx, url); err != nil || ready {
 		return err
 	}
 	if rc, ok := r.opts.Engine.(engine.ReadyChecker); ok {
-		return rc.Ready(ctx, url)
+		if err := rc.Ready(ctx, url); err != nil {
+			return err
+		}
+	}
+	if tc, ok := r.opts.Engine.(engine.TokenChecker); ok {
+		accepted, err := tc.TokenAccepted(ctx, url, m.token)
+		if err == nil && !accepted {
+			err = errors.New("the warm gateway refuses its own token")
+		}
+		return err
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ type gateway struct {
 	authNone  bool
 	started   time.Time
 	cron      *cronStore
+	reload    time.Duration // FAKECLAW_RELOAD_DELAY
 
 	mu           sync.Mutex
 	lastGood     string // last token resolved from a readable config
@@ -49,7 +50,7 @@ func gatewayRun(args []string) int {
 		fmt.Fprintln(os.Stderr, "fakeclaw: gateway failed to start (FAKECLAW_FAIL_START=1)")
 		return 1
 	}
-	g := &gateway{cfgPath: configPath(), flagToken: f.vals["token"], started: time.Now()}
+	g := &gateway{cfgPath: configPath(), flagToken: f.vals["token"], started: time.Now(), reload: envDuration("FAKECLAW_RELOAD_DELAY", 0)}
 	cfg, issues, err := loadConfig(g.cfgPath)
 	switch {
 	case errors.Is(err, errNoConfig) && f.bools["allow-unconfigured"]:
@@ -160,14 +161,15 @@ func (g *gateway) prepareState(cfg map[string]any, port int, bind string) {
 }
 
 // token is the token clients must present now. The config is read on every call so that a
-// rotated gateway.auth.token applies at once; an unreadable config keeps the last good token.
+// rotated gateway.auth.token applies at once (with FAKECLAW_RELOAD_DELAY, only once the file
+// is that old: the engine's hot reload); an unreadable config keeps the last good token.
 func (g *gateway) token() string {
 	if g.flagToken != "" {
 		return g.flagToken
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if cfg, issues, err := loadConfig(g.cfgPath); err == nil && len(issues) == 0 {
+	if cfg, issues, err := loadConfig(g.cfgPath); err == nil && len(issues) == 0 && g.reloaded() {
 		g.lastGood = configToken(cfg)
 	}
 	if g.lastGood != "" {
@@ -177,6 +179,16 @@ func (g *gateway) token() string {
 		return t
 	}
 	return g.runtimeToken
+}
+
+// reloaded tells whether the config file as it is now has been applied: always, unless
+// FAKECLAW_RELOAD_DELAY is set and the file changed less than that long ago.
+func (g *gateway) reloaded() bool {
+	if g.reload <= 0 {
+		return true
+	}
+	fi, err := os.Stat(g.cfgPath)
+	return err != nil || time.Since(fi.ModTime()) >= g.reload
 }
 
 func (g *gateway) authorized(r *http.Request) bool {

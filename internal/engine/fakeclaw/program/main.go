@@ -56,6 +56,9 @@
 //	FAKECLAW_FAIL=<cmd>[,<cmd>...]  those CLI commands exit 1 with {"ok":false,"error":{...}};
 //	                                a <cmd> is a command path prefix such as "cron add", "cron",
 //	                                "devices list", "config validate" or "version"
+//	FAKECLAW_RELOAD_DELAY=<duration> a change of the config's token applies only once the
+//	                                config file is that old (the engine's hot reload); the
+//	                                gateway serves the token it applied before until then
 //	FAKECLAW_VERSION=<v>            the version --version and /startupz report
 //	                                (default 2026.9.6-fake)
 package program
