@@ -27,7 +27,7 @@ var _ = Describe("Warm pool", Ordered, func() {
 
 	BeforeAll(func() {
 		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "pat", Role: agentsv1.RoleOwner})
-		tok = token(ws, "pat", agentsv1.RoleOwner, auth.ScopeAgentsRead, auth.ScopeAgentsWrite, auth.ScopeAgentsExec)
+		tok = token(ws, "pat", agentsv1.RoleOwner, auth.ScopeAgentsRead, auth.ScopeAgentsWrite, auth.ScopeAgentsExec, auth.ScopeSecretsWrite)
 		Expect(k8sClient.Create(ctx, gp)).To(Succeed())
 		DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, gp))).To(Succeed()) })
 		Eventually(func() int32 {
@@ -79,6 +79,40 @@ var _ = Describe("Warm pool", Ordered, func() {
 		Expect(strings.TrimSpace(shell(tok, id, "pwd"))).To(HavePrefix(memberDir+"/home/"), "the agent runs in the member's home")
 		Expect(toolsInvoke(a.Status.Endpoint, memberToken)).To(Equal(http.StatusNotFound), "the gateway accepts the agent's token")
 		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(Equal(200))
+	})
+
+	It("leaves the warm gateway to agents that can take it: one applied with an attached secret starts cold", func() {
+		Eventually(func() int32 {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(gp), gp)).To(Succeed())
+			return gp.Status.Ready
+		}).Should(Equal(int32(1)), "the pool refilled after the last claim")
+		var cfgs []string
+		Eventually(func() []string {
+			cfgs, _ = filepath.Glob(filepath.Join(runtimeStateDir, "pool", gp.Name+"-*", "home", ".openclaw", "openclaw.json"))
+			return cfgs
+		}).Should(HaveLen(1), "one ready member")
+		memberDir := filepath.Dir(filepath.Dir(filepath.Dir(cfgs[0])))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(gp), gp)).To(Succeed())
+		claimed := gp.Status.Claimed
+
+		sec := call("POST", "/v0/secrets", tok, map[string]string{"name": "POOL_PASSPHRASE", "value": "needs-a-restart"})
+		Expect(sec.Status).To(Equal(201), sec.Raw)
+		a := &agentsv1.Agent{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: "with-secret"},
+			Spec: agentsv1.AgentSpec{DisplayName: "With secret",
+				Secrets: []agentsv1.LocalObjectReference{{Name: secretID(sec)}}},
+		}
+		Expect(k8sClient.Create(ctx, a)).To(Succeed())
+		Eventually(func() agentsv1.AgentPhase {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), a)).To(Succeed())
+			return a.Status.Phase
+		}).Should(Equal(agentsv1.AgentRunning))
+		Expect(strings.TrimSpace(shell(tok, a.Name, "pwd"))).NotTo(HavePrefix(memberDir+"/"), "it runs in a home of its own")
+		Expect(filepath.Join(memberDir, "home", ".openclaw", "openclaw.json")).To(BeAnExistingFile(),
+			"no gateway was reserved for it: the same member is still in the pool, not discarded")
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(gp), gp)).To(Succeed())
+		Expect(gp.Status.Claimed).To(Equal(claimed))
+		Expect(call("DELETE", "/v0/agents/"+a.Name, tok, nil).Status).To(Equal(200))
 	})
 })
 

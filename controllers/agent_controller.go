@@ -122,15 +122,18 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 	if err != nil || !res.IsZero() || version == "" {
 		return res, err
 	}
-	token, secretName, err := r.ensureGatewayToken(ctx, agent, version)
+	// The environment is resolved first: only an agent that needs none can take a warm
+	// gateway, so only such an agent has one reserved (runtime.GatewayReserver).
+	desired, derr := r.desired(ctx, agent, version)
+	token, secretName, err := r.ensureGatewayToken(ctx, agent, version, derr == nil && len(desired.Env) == 0)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	desired, err := r.desired(ctx, agent, version, token, secretName)
-	if err != nil {
-		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())
-		return ctrl.Result{}, err
+	if derr != nil {
+		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, derr.Error(), r.Clock.Now())
+		return ctrl.Result{}, derr
 	}
+	desired.GatewayToken, desired.GatewayTokenSecret = token, secretName
 	var asleep bool
 	var wakeIn time.Duration
 	if agent.Spec.Stopped {
@@ -222,13 +225,11 @@ func (r *AgentReconciler) admit(ctx context.Context, agent *agentsv1.Agent) (str
 	return version, ctrl.Result{}, err
 }
 
-// desired is what the runtime should run for agent.
-func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, version, token, tokenSecret string) (runtime.Desired, error) {
+// desired is what the runtime should run for agent, but for the gateway token.
+func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, version string) (runtime.Desired, error) {
 	d := runtime.Desired{
-		EngineVersion:      version,
-		GatewayToken:       token,
-		GatewayTokenSecret: tokenSecret,
-		Stopped:            agent.Spec.Stopped,
+		EngineVersion: version,
+		Stopped:       agent.Spec.Stopped,
 		Identity: runtime.Identity{
 			Name: agent.Spec.DisplayName, Description: agent.Spec.Description,
 			Vibe: agent.Spec.Vibe, Emoji: agent.Spec.Emoji,

@@ -35,9 +35,9 @@ func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret
 }
 
 // ensureGatewayToken returns the agent's gateway token, creating its Secret the first time:
-// with the token of a warm gateway reserved for the agent when the runtime has one
-// (runtime.GatewayReserver), otherwise with a random token.
-func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string) (string, string, error) {
+// with the token of a warm gateway reserved for the agent when warm (it can take one) and the
+// runtime has one (runtime.GatewayReserver), otherwise with a random token.
+func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string, warm bool) (string, string, error) {
 	name := GatewayTokenSecretName(agent.Name)
 	s := &corev1.Secret{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, s)
@@ -50,7 +50,7 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 	if !apierrors.IsNotFound(err) {
 		return "", "", err
 	}
-	token, err := r.newGatewayToken(ctx, agent, version)
+	token, err := r.newGatewayToken(ctx, agent, version, warm)
 	if err != nil {
 		return "", "", err
 	}
@@ -69,9 +69,10 @@ func (r *AgentReconciler) ensureGatewayToken(ctx context.Context, agent *agentsv
 }
 
 // newGatewayToken is a new agent's first gateway token: a reserved warm gateway's when the
-// runtime can reserve one for it (not for an agent created stopped), else a random one.
-func (r *AgentReconciler) newGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string) (string, error) {
-	if res, ok := r.Runtime.(runtime.GatewayReserver); ok && !agent.Spec.Stopped && !agent.Spec.Suspended {
+// agent can take one (warm: it needs no environment of its own; not created stopped or
+// suspended) and the runtime reserves one for it, else a random one.
+func (r *AgentReconciler) newGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string, warm bool) (string, error) {
+	if res, ok := r.Runtime.(runtime.GatewayReserver); ok && warm && !agent.Spec.Stopped && !agent.Spec.Suspended {
 		token, reserved, err := res.ReserveGateway(ctx, agent, version)
 		if err != nil {
 			return "", fmt.Errorf("reserve a warm gateway: %w", err)
