@@ -264,7 +264,9 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(m).To(HaveKeyWithValue("meta", HaveKeyWithValue("lastTouchedVersion", "2026.9.6")), "the engine's meta stays")
 		Expect(channelsIn(a)).To(HaveKeyWithValue("telegram", HaveKeyWithValue("botToken", HaveKeyWithValue("id", "AGENTPLANE_TELEGRAM_BOT_TOKEN"))))
 		Expect(configApplied(a)()).To(Equal("True/Rendered"))
-		Expect(getAgent(a).Status.Config.SourceHash).To(Equal(agentsv1.ConfigSourceHash([]byte(`{gateway: {mode: "local"}, tools: {profile: "coding"}}`))))
+		// The file is written during the pass, the status patched at its end.
+		Eventually(func() string { return getAgent(a).Status.Config.SourceHash }, wait).
+			Should(Equal(agentsv1.ConfigSourceHash([]byte(`{gateway: {mode: "local"}, tools: {profile: "coding"}}`))))
 
 		// Nothing but the controller writes the file: a hand edit stays until the inputs change.
 		Expect(rt.WriteFile(ctx, a, cfg, []byte(`{"gateway":{"mode":"local","auth":{"mode":"token","token":"gw-1"}}}`))).To(Succeed())
