@@ -30,7 +30,8 @@ var thirdPartyCRDs = []struct{ module, dir string }{
 }
 
 // installThirdPartyCRDs installs these files of the thirdPartyCRDs modules and removes the
-// CRDs when the container ends.
+// CRDs it created when the container ends (one the suite installed, the HTTPRoute's, stays for
+// the specs that run later).
 func installThirdPartyCRDs(files ...string) {
 	for _, m := range thirdPartyCRDs {
 		out, err := exec.Command("go", "mod", "download", "-json", m.module).Output()
@@ -46,8 +47,12 @@ func installThirdPartyCRDs(files ...string) {
 			objs, err := testenv.DecodeManifests(raw)
 			Expect(err).NotTo(HaveOccurred())
 			for _, crd := range objs {
-				Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, crd))).To(Succeed())
-				DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed()) })
+				switch err := k8sClient.Create(ctx, crd); {
+				case err == nil:
+					DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, crd))).To(Succeed()) })
+				case !apierrors.IsAlreadyExists(err):
+					Expect(err).NotTo(HaveOccurred())
+				}
 				Eventually(func(g Gomega) {
 					got := &unstructured.Unstructured{}
 					got.SetGroupVersionKind(crd.GroupVersionKind())
