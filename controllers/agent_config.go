@@ -95,10 +95,13 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 		return limitRetry, nil
 	}
 	inputsHash := in.hash()
-	if prev.InputsHash == inputsHash && meta.IsStatusConditionTrue(agent.Status.Conditions, agentsv1.AgentConfigApplied) {
+	// The status describes the file unless a render of this process says otherwise.
+	last, ok := r.rendered.load(agent.UID)
+	trusted := !ok || last == inputsHash
+	if trusted && prev.InputsHash == inputsHash && meta.IsStatusConditionTrue(agent.Status.Conditions, agentsv1.AgentConfigApplied) {
 		return 0, nil
 	}
-	if in.user == nil && len(in.managed) == 0 && len(in.models) == 0 && len(prev.ModelProviders) == 0 {
+	if trusted && in.user == nil && len(in.managed) == 0 && len(in.models) == 0 && len(prev.ModelProviders) == 0 {
 		// Nothing to render: the file in the home (the runtime's seed) is the config as it
 		// is. No file access, so a new agent costs no exec into its pod.
 		agent.Status.Config = &agentsv1.AgentConfigStatus{InputsHash: inputsHash}
@@ -128,6 +131,7 @@ func (r *AgentReconciler) syncConfig(ctx context.Context, agent *agentsv1.Agent,
 		setConfigApplied(agent, metav1.ConditionFalse, agentsv1.ReasonConfigWriteFailed, truncate("rendering the engine config failed: "+err.Error()))
 		return configRetry, nil
 	}
+	r.rendered.store(agent.UID, inputsHash)
 	agent.Status.Config.InputsHash, agent.Status.Config.Channels, agent.Status.Config.PendingChannels = inputsHash, in.rendered, nil
 	agent.Status.Config.ModelProviders = in.modelNames()
 	setConfigApplied(agent, metav1.ConditionTrue, agentsv1.ReasonConfigRendered, renderedMessage(in))

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"bytes"
 	"context"
 	"testing"
 
@@ -99,5 +100,48 @@ func TestSyncConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSyncConfigAfterLostStatusWrite: a pass renders the file but its status write is lost
+// (a conflict with another writer of the status), so the status still names the render
+// before. When the inputs return to that render (a channel's token removed and restored, a
+// secret detached and attached again), the file is rendered again instead of trusting the
+// stale hash.
+func TestSyncConfigAfterLostStatusWrite(t *testing.T) {
+	ch := &agentsv1.Channel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-telegram", Generation: 1},
+		Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelTelegram,
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ch).
+		WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+			return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+		}).Build()
+	rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
+	r := &AgentReconciler{Client: c, Runtime: rt, Engine: openclaw.New()}
+	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
+	withToken := map[string]string{EnvTelegramBotToken: "1:x"}
+	telegram := func() bool { return bytes.Contains(rt.file, []byte(`"telegram"`)) }
+	sync := func(env map[string]string) {
+		t.Helper()
+		if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sync(withToken)
+	if !telegram() {
+		t.Fatalf("the channel was not rendered: %s", rt.file)
+	}
+	written := agent.Status.DeepCopy()
+	sync(nil) // the token left the environment: the channel leaves the file
+	if telegram() {
+		t.Fatalf("the channel stayed in the file: %s", rt.file)
+	}
+	agent.Status = *written // that pass's status write was lost
+	sync(withToken)
+	if !telegram() {
+		t.Errorf("the stale status hash was trusted: the file lacks the channel: %s", rt.file)
 	}
 }

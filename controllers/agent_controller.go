@@ -79,6 +79,10 @@ type AgentReconciler struct {
 	ModelProxy ModelProxy
 
 	written writtenStatus
+	// rendered is the inputs hash of each agent's last config render, unpacked the skills in
+	// its workspace, as this process left them (see homeRecord).
+	rendered homeRecord[string]
+	unpacked homeRecord[[]string]
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
@@ -268,6 +272,8 @@ func (r *AgentReconciler) reconcileDelete(ctx context.Context, agent *agentsv1.A
 		return err
 	}
 	r.written.forget(agent.UID)
+	r.rendered.forget(agent.UID)
+	r.unpacked.forget(agent.UID)
 	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")
 	controllerutil.RemoveFinalizer(agent, agentsv1.AgentFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, agent))

@@ -41,6 +41,10 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 	for _, as := range agent.Spec.Skills {
 		want = append(want, as.CID)
 	}
+	if last, ok := r.unpacked.load(agent.UID); ok && !sameSet(last, agent.Status.InstalledSkills) {
+		// The status write of the pass that last changed skills/ was lost (see homeRecord).
+		agent.Status.InstalledSkills = slices.Clone(last)
+	}
 	if sameSet(want, agent.Status.InstalledSkills) {
 		return nil
 	}
@@ -60,7 +64,10 @@ func (r *AgentReconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent)
 		}
 	}
 	installed := slices.Clone(agent.Status.InstalledSkills)
-	defer func() { agent.Status.InstalledSkills = installed }()
+	defer func() {
+		agent.Status.InstalledSkills = installed
+		r.unpacked.store(agent.UID, slices.Clone(installed))
+	}()
 
 	for _, id := range agent.Status.InstalledSkills {
 		if slices.Contains(want, id) {

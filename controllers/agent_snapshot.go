@@ -76,6 +76,7 @@ func (r *AgentReconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.A
 	agent.Status.LastRestoreAt = agent.Spec.RestoreRequestedAt.DeepCopy()
 	// The restore replaced the workspace, skills/ included: unpack the attached skills again.
 	agent.Status.InstalledSkills = nil
+	r.unpacked.store(agent.UID, nil)
 	r.setRestored(agent, metav1.ConditionTrue, agentsv1.ReasonRestored, "workspace restored from snapshot %s", want)
 	r.event(agent, corev1.EventTypeNormal, agentsv1.ReasonRestored, "Restore", "workspace restored from snapshot %s", want)
 	log.FromContext(ctx).Info("workspace restored", "snapshot", want)

@@ -56,3 +56,28 @@ func (w *writtenStatus) store(uid types.UID, sum [sha256.Size]byte, now time.Tim
 }
 
 func (w *writtenStatus) forget(uid types.UID) { w.m.Delete(uid) }
+
+// homeRecord remembers, per agent, what a pass of this process last did to the agent's home
+// (the engine config it rendered, the skills it unpacked). The status records the same once
+// its write lands. A lost write (a conflict with another writer of the status, which then
+// runs the pass again on the cached object) leaves the status naming an older state of the
+// home; a pass that trusted it could skip work the home needs, for example when a secret is
+// detached and attached again before the status caught up. Where a record and the status
+// disagree, the record is the newer: only this process's passes change the home (after a
+// restart there is no record and the status is all there is).
+type homeRecord[T any] struct {
+	m sync.Map // types.UID -> T
+}
+
+func (h *homeRecord[T]) load(uid types.UID) (T, bool) {
+	v, ok := h.m.Load(uid)
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return v.(T), true
+}
+
+func (h *homeRecord[T]) store(uid types.UID, v T) { h.m.Store(uid, v) }
+
+func (h *homeRecord[T]) forget(uid types.UID) { h.m.Delete(uid) }
