@@ -32,8 +32,9 @@ var errConflictingSecrets = errorf(http.StatusConflict, msgConflictingSecrets)
 // (guarded by its resourceVersion, so concurrent attaches see each other's providers), then
 // stamps each secret (AnnotationSecretAttachedAt), which moves its resourceVersion: a
 // concurrent delete that checked the agents before the spec write fails its conditional
-// delete, and one that deleted first is noticed here and the attach undone. The AgentSecret
-// controller derives status.attachedTo from the agents' specs; the answer waits for it.
+// delete, and one that deleted first is noticed here and the attach undone. The answer waits
+// for the cache to hold the new spec (the model proxy authorizes from it), then briefly for
+// the AgentSecret controller's status.attachedTo, which it derives from the agents' specs.
 func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 	var req attachSecretsRequest
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
@@ -102,6 +103,7 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 			return nil, err
 		}
 	}
+	s.waitCached(ctx, agent)
 	for _, id := range req.SecretIDs {
 		s.waitAttachedTo(ctx, c.Namespace, id, agent.Name, true)
 	}
@@ -226,6 +228,7 @@ func (s *Server) detachSecret(r *http.Request, c *Caller) (*Response, error) {
 	if err := s.removeFromAgent(ctx, agent, id); err != nil {
 		return nil, err
 	}
+	s.waitCached(ctx, agent)
 	s.waitAttachedTo(ctx, c.Namespace, id, agent.Name, false)
 	return ok(map[string]any{"agent": viewAgent(agent)})
 }

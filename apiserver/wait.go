@@ -27,6 +27,20 @@ func (s *Server) waitFor(ctx context.Context, obj client.Object, done func() (bo
 	return s.wait(ctx, obj, done, false)
 }
 
+// waitCached waits, at most cacheCatchUp, until the manager's informer cache holds written
+// at its generation or a later one. Readers of that cache then see the facade's own write:
+// the model proxy authorizes from it, so a detached provider secret is refused from the
+// answer on, whatever the controllers are busy with. Only the informer's event is awaited.
+func (s *Server) waitCached(ctx context.Context, written client.Object) {
+	ctx, cancel := context.WithTimeout(ctx, cacheCatchUp)
+	defer cancel()
+	got := written.DeepCopyObject().(client.Object)
+	_ = s.waitFor(ctx, got, func() (bool, error) { return got.GetGeneration() >= written.GetGeneration(), nil })
+}
+
+// cacheCatchUp bounds waitCached: an informer normally delivers a write in milliseconds.
+const cacheCatchUp = 30 * time.Second
+
 // waitForDeletion is waitFor for an object being deleted: the wait also ends (nil) once the
 // object is gone. A cache without it is confirmed on the API server (a cache that has not
 // seen a new object yet holds nothing either).
