@@ -62,6 +62,7 @@ type platform struct {
 	token    string
 	log      *bytes.Buffer
 	done     chan error
+	stopped  bool
 }
 
 // buildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
@@ -109,9 +110,13 @@ func startDev(t testing.TB, engine string, args ...string) *platform {
 	return p
 }
 
-// stop sends SIGINT (Ctrl-C) and waits for a clean exit.
+// stop sends SIGINT (Ctrl-C) and waits for a clean exit; once stopped, it does nothing.
 func (p *platform) stop() {
 	p.t.Helper()
+	if p.stopped {
+		return
+	}
+	p.stopped = true
 	_ = p.cmd.Process.Signal(os.Interrupt)
 	select {
 	case err := <-p.done:

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -31,14 +30,7 @@ func TestRealNodePool(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
-	baseline := localcluster.TakeBaseline()
-	p := startDev(t, engineDir(t), "--runtime", "kube")
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			p.stop()
-		}
-	})
+	p, baseline := startRealNode(t, engineDir(t))
 	k8s := p.kubeClient()
 	ctx := context.Background()
 	const ns = "dev"
@@ -211,20 +203,45 @@ func TestRealNodePool(t *testing.T) {
 		boot.Round(time.Millisecond), pooled.Round(time.Millisecond), pooledTook.Round(time.Millisecond), coldTook.Round(time.Millisecond),
 		refill.Round(time.Millisecond), restart.Round(time.Millisecond), resume.Round(time.Millisecond))
 
-	stopped = true
 	stopClusterClean(t, p, baseline)
 }
 
 // waitKubePool waits until the pool warm reports ready members and claimed claims.
 func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	t.Helper()
+	ctx := context.Background()
 	gp := &agentsv1.GatewayPool{}
-	eventually(t, 5*time.Minute, fmt.Sprintf("the pool to hold %d ready gateways after %d claims", ready, claimed), func() bool {
-		if err := k8s.Get(context.Background(), client.ObjectKey{Name: "warm"}, gp); err != nil {
+	// Members boot in 41-123 s on an idle 2-CPU node; other test packages share the CPU.
+	const timeout = 10 * time.Minute
+	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Second) {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: "warm"}, gp); err != nil {
 			t.Fatal(err)
 		}
-		return gp.Status.Ready == ready && gp.Status.Claimed == claimed
-	})
+		if gp.Status.Ready == ready && gp.Status.Claimed == claimed {
+			return
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	var pods corev1.PodList
+	_ = k8s.List(ctx, &pods, client.HasLabels{kube.LabelPool})
+	var desc []string
+	for _, p := range pods.Items {
+		d := fmt.Sprintf("%s/%s %s node=%q", p.Namespace, p.Name, p.Status.Phase, p.Spec.NodeName)
+		for _, c := range p.Status.Conditions {
+			d += fmt.Sprintf(" %s=%s", c.Type, c.Status)
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			d += fmt.Sprintf(" restarts=%d", c.RestartCount)
+			if w := c.State.Waiting; w != nil {
+				d += " waiting:" + w.Reason
+			}
+		}
+		desc = append(desc, d)
+	}
+	t.Fatalf("timed out after %s waiting for the pool to hold %d ready gateways after %d claims: status %+v\nmember pods:\n%s",
+		timeout, ready, claimed, gp.Status, strings.Join(desc, "\n"))
 }
 
 // memberPods are the pods of pool members no agent adopted.

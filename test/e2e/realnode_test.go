@@ -23,7 +23,6 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/images"
-	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -42,20 +41,13 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
-	baseline := localcluster.TakeBaseline()
 	// Agents start on the release before the pinned engine and are upgraded to it.
 	pinned, previous := engineDir(t), previousEngineDir(t)
 	from, to := engineVersion(t, previous), engineVersion(t, pinned)
 	llm := providertest.New()
 	t.Cleanup(llm.Close)
-	p := startDev(t, pinned, "--runtime", "kube", "--engine-dir", previous, "--default-engine-version", from,
+	p, baseline := startRealNode(t, pinned, "--engine-dir", previous, "--default-engine-version", from,
 		"--model-proxy-upstream", "openai="+llm.URL)
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			p.stop()
-		}
-	})
 	k8s := p.kubeClient()
 	ctx := context.Background()
 
@@ -204,7 +196,6 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		})
 	})
 
-	stopped = true
 	stopClusterClean(t, p, baseline)
 }
 
