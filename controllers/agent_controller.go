@@ -79,8 +79,8 @@ type AgentReconciler struct {
 	ModelProxy ModelProxy
 
 	written writtenStatus
-	// rendered is the inputs hash of each agent's last config render, unpacked the skills in
-	// its workspace, as this process left them (see homeRecord).
+	// rendered holds the inputs hash of each agent's last config render and unpacked the
+	// skills in its workspace, as this process left them (see homeRecord).
 	rendered homeRecord[string]
 	unpacked homeRecord[[]string]
 }

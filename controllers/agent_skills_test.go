@@ -63,14 +63,13 @@ func TestSyncSkillsAfterLostStatusWrite(t *testing.T) {
 	rt := &homeRuntime{files: map[string][]byte{}}
 	r := &AgentReconciler{Client: c, Runtime: rt, Engine: openclaw.New(), Skills: store}
 	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
-	skillFiles := func() []string {
-		return slices.Collect(func(yield func(string) bool) {
-			for p := range rt.files {
-				if strings.HasPrefix(p, openclaw.SkillsDir+"/hello/") && !yield(p) {
-					return
-				}
+	skillFiles := func() (out []string) {
+		for p := range rt.files {
+			if strings.HasPrefix(p, openclaw.SkillsDir+"/hello/") {
+				out = append(out, p)
 			}
-		})
+		}
+		return out
 	}
 
 	agent.Spec.Skills = []agentsv1.AgentSkill{{CID: obj.CID}}

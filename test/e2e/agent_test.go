@@ -48,14 +48,19 @@ func gatewayStatusOnce(t *testing.T, endpoint, token string) int {
 // eventually polls f until it is true or the timeout ends.
 func eventually(t testing.TB, timeout time.Duration, what string, f func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if f() {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
+	if !within(timeout, f) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
 	}
-	t.Fatalf("timed out after %s waiting for %s", timeout, what)
+}
+
+// within polls f every 250 ms until it holds (true) or timeout passes (false).
+func within(timeout time.Duration, f func() bool) bool {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if f() {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRealEngineAgentLifecycle drives one agent on the real OpenClaw gateway through what a

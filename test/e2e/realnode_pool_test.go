@@ -213,16 +213,13 @@ func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	gp := &agentsv1.GatewayPool{}
 	// Members boot in 41-123 s on an idle 2-CPU node; other test packages share the CPU.
 	const timeout = 10 * time.Minute
-	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Second) {
+	if within(timeout, func() bool {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "warm"}, gp); err != nil {
 			t.Fatal(err)
 		}
-		if gp.Status.Ready == ready && gp.Status.Claimed == claimed {
-			return
-		}
-		if time.Now().After(deadline) {
-			break
-		}
+		return gp.Status.Ready == ready && gp.Status.Claimed == claimed
+	}) {
+		return
 	}
 	var pods corev1.PodList
 	_ = k8s.List(ctx, &pods, client.HasLabels{kube.LabelPool})
