@@ -15,8 +15,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +60,10 @@ func MustEngineDir(tb testing.TB) string {
 	return d
 }
 
+// sandboxReadOnlyEnv is local.ReadOnlyPathsEnv (this package is imported by the runtime's
+// tests, so it does not import the runtime).
+const sandboxReadOnlyEnv = "AGENTPLANE_SANDBOX_READONLY"
+
 // exeFile records, in each engine dir, the executable its script runs.
 const exeFile = "executable"
 
@@ -70,6 +76,11 @@ func makeDir() (string, error) {
 		exe = real
 	}
 	root := filepath.Join(os.TempDir(), "agentplane-fakeclaw")
+	// Agents' sandboxes show the fake engine's dirs (test engines are scripts that exec the
+	// fake from elsewhere), here and in the processes this one starts.
+	if !slices.Contains(filepath.SplitList(os.Getenv(sandboxReadOnlyEnv)), root) {
+		os.Setenv(sandboxReadOnlyEnv, strings.Trim(os.Getenv(sandboxReadOnlyEnv)+string(filepath.ListSeparator)+root, string(filepath.ListSeparator)))
+	}
 	sum := sha256.Sum256([]byte(exe))
 	out := filepath.Join(root, hex.EncodeToString(sum[:8]))
 	removeStale(root, out)
@@ -77,7 +88,13 @@ func makeDir() (string, error) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return "", err
 	}
-	script := "#!/bin/sh\n" + SwitchEnv + "=1 exec " + shellQuote(exe) + " \"$@\"\n"
+	// The program itself is linked (or copied) into the engine dir: a sandboxed gateway sees
+	// the engine dir and not the test binary's own dir.
+	prog := filepath.Join(bin, "fakeclaw-program")
+	if err := linkOrCopy(exe, prog); err != nil {
+		return "", err
+	}
+	script := "#!/bin/sh\n" + SwitchEnv + "=1 exec " + shellQuote(prog) + " \"$@\"\n"
 	// Write next to the target and rename: concurrent processes never see a partial file.
 	for name, data := range map[string]string{filepath.Join(bin, "openclaw"): script, filepath.Join(out, exeFile): exe} {
 		tmp := name + "." + strconv.Itoa(os.Getpid())
@@ -112,3 +129,39 @@ func removeStale(root, keep string) {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// linkOrCopy makes dst the same file as src: a hard link, or a copy across file systems. A dst
+// that is already src is kept.
+func linkOrCopy(src, dst string) error {
+	if a, err := os.Stat(src); err == nil {
+		if b, err := os.Stat(dst); err == nil && os.SameFile(a, b) {
+			return nil
+		}
+	}
+	tmp := dst + "." + strconv.Itoa(os.Getpid())
+	os.Remove(tmp)
+	if err := os.Link(src, tmp); err != nil {
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o755)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			out.Close()
+			os.Remove(tmp)
+			return err
+		}
+		if err := out.Close(); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
+}

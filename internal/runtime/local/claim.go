@@ -126,9 +126,11 @@ func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 	if err != nil {
 		return fmt.Errorf("initial engine config: %w", err)
 	}
-	if err := writeFileAtomic(filepath.Join(m.home, e.Layout().ConfigPath), cfg, 0o600); err != nil {
+	cfgPath := filepath.Join(m.home, e.Layout().ConfigPath)
+	if err := writeFileAtomic(cfgPath, cfg, 0o600); err != nil {
 		return fmt.Errorf("write engine config: %w", err)
 	}
+	r.own(m.home, cfgPath)
 	return nil
 }
 

@@ -24,6 +24,9 @@ import (
 // RestartNonce restarts the gateway, Stopped stops it. A crashed gateway waiting for its
 // restart backoff is reported Crashed and left to the supervisor.
 func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
+	if err := r.admitTenant(ag.Namespace); err != nil {
+		return runtime.Observed{}, err
+	}
 	a, err := r.agentFor(keyOf(ag), true)
 	if err != nil {
 		return runtime.Observed{}, err
@@ -115,6 +118,7 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 		if err := writeFileAtomic(cfgPath, cfg, 0o600); err != nil {
 			return fmt.Errorf("write engine config: %w", err)
 		}
+		a.rt.own(a.home, a.home)
 	case err != nil:
 		return err
 	case a.st.TokenHash == want:
@@ -138,6 +142,7 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 			if err := writeFileAtomic(cfgPath, next, 0o600); err != nil {
 				return fmt.Errorf("write engine config: %w", err)
 			}
+			a.rt.own(a.home, cfgPath)
 			a.log.Info("gateway token written to the engine config")
 		}
 	}
@@ -159,10 +164,12 @@ func (a *agent) startLocked(ctx context.Context) {
 	a.rt.engineVersion(ctx, a.st.EngineDir, a.home, a.st.EngineVersion) // cached for observedLocked
 	gc := e.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
 	env := mergeEnv(baseEnv(a.st.EngineDir), a.env, e.Env(a.home, port), gc.Env, map[string]string{markerEnv: a.home})
-	p, err := startProcess(launch{
-		binary: engineBinary(a.st.EngineDir), args: gc.Args, env: env, dir: a.home,
-		logPath: filepath.Join(a.dir, logFileName),
-	})
+	bin, args, err := a.rt.inSandbox(sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args}, a.st.EngineDir, true)
+	if err != nil {
+		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
+		return
+	}
+	p, err := startProcess(launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName)})
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return

@@ -63,8 +63,22 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		}
 		path, args = engineBinary(engineDir), req.Argv
 	}
+	bin, err := lookPath(path, env)
+	if err != nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(cwd, bin)
+	}
+	if info, err := os.Stat(bin); err != nil || info.IsDir() {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
+	}
+	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true}, engineDir, false)
+	if err != nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
 	return runCommand(ctx, commandSpec{
-		path: path, args: args, dir: cwd, env: env, stdin: req.Stdin,
+		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin,
 		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key),
 	})
 }

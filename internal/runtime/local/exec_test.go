@@ -58,10 +58,13 @@ func TestExecOutputsAndExitCode(t *testing.T) {
 
 func TestExecTimeoutKillsTree(t *testing.T) {
 	f := newFixture(t)
-	ws := stoppedAgent(t, f, "sleeper", nil)
+	stoppedAgent(t, f, "sleeper", nil)
+	// Background sleeps are found on this host by their argument (a pid written from inside
+	// a sandbox is its PID namespace's).
+	bgMark := "100.0" + strconv.Itoa(os.Getpid())
 	start := time.Now()
 	res, err := f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
-		Argv:    []string{"sh", "-c", "sleep 100 & echo $! > bg.pid; sleep 100"},
+		Argv:    []string{"sh", "-c", "sleep " + bgMark + "1 & sleep 100"},
 		Timeout: 300 * time.Millisecond,
 	})
 	if err != nil {
@@ -73,17 +76,12 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if res.ExitCode != 137 {
 		t.Errorf("exit code %d, want 137 (SIGKILL)", res.ExitCode)
 	}
-	b, err := os.ReadFile(filepath.Join(ws, "bg.pid"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, bg, 2*time.Second)
+	waitHostGone(t, "sleep\x00"+bgMark+"1", 2*time.Second)
 
 	// A background child of a command that exits is killed too, without waiting for it.
 	start = time.Now()
 	res, err = f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
-		Argv: []string{"sh", "-c", "sleep 100 & echo $! > bg2.pid; echo done"},
+		Argv: []string{"sh", "-c", "sleep " + bgMark + "2 & echo done"},
 	})
 	if err != nil || string(res.Stdout) != "done\n" || res.TimedOut {
 		t.Fatalf("background: %+v %v", res, err)
@@ -91,9 +89,7 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if time.Since(start) > 3*time.Second {
 		t.Fatalf("waited %s for a background child", time.Since(start))
 	}
-	b, _ = os.ReadFile(filepath.Join(ws, "bg2.pid"))
-	bg, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, bg, 2*time.Second)
+	waitHostGone(t, "sleep\x00"+bgMark+"2", 2*time.Second)
 }
 
 func TestExecOutputCap(t *testing.T) {

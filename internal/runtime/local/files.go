@@ -88,6 +88,7 @@ func (r *Runtime) WriteFile(ctx context.Context, ag *agentsv1.Agent, path string
 		_ = d.Sync()
 		d.Close()
 	}
+	r.own(root.Name(), filepath.Join(root.Name(), rel))
 	if isConfig {
 		r.forgetToken(keyOf(ag))
 	}
@@ -158,6 +159,7 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 		}
 		return err
 	}
+	r.own(r.homeOf(keyOf(ag)), ws)
 	r.mu.Lock()
 	a := r.agents[keyOf(ag)]
 	r.mu.Unlock()

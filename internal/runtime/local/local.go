@@ -113,6 +113,14 @@ type Options struct {
 	// ReservationTimeout is how long a warm gateway reserved for a new agent (ReserveGateway)
 	// waits for the agent's first Ensure before it is discarded (DefaultReservationTimeout).
 	ReservationTimeout time.Duration
+	// Sandbox is how gateways and commands are contained (sandbox.go): SandboxAuto (the
+	// default), SandboxRequired or SandboxOff. Unsandboxed, the runtime serves the agents of
+	// one workspace only: the first one it runs an agent of.
+	Sandbox string
+	// ReadOnlyPaths are further host paths every sandbox shows read-only at their own path
+	// (shared tools, say), besides the system's files and the engine. The paths listed in
+	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
+	ReadOnlyPaths []string
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -142,6 +150,12 @@ type Runtime struct {
 	reserved    map[types.NamespacedName]*reservation // warm gateways reserved for agents (reserve.go)
 	// bindFault, when set (tests), fails the bind of the claimed member named.
 	bindFault func(member string) error
+
+	// sbx runs gateways and commands in sandboxes; nil when unsandboxed (unsandboxed says
+	// why), and then tenant is the one workspace (namespace) served.
+	sbx         *sandbox
+	unsandboxed string
+	tenant      string
 }
 
 // versionRetry is how long a failed version command is not run again for the same dir.
@@ -186,6 +200,10 @@ func New(opts Options) (*Runtime, error) {
 		pools:      map[string]*pool{},
 		reserved:   map[types.NamespacedName]*reservation{},
 		poolEvents: make(chan event.GenericEvent, notifyBuffer),
+	}
+	if err := r.setupSandbox(); err != nil {
+		_ = lock.Close()
+		return nil, err
 	}
 	claimed := r.adoptAll()
 	r.reapOrphans()
@@ -374,8 +392,13 @@ func (r *Runtime) engineVersion(ctx context.Context, dir, home, fallback string)
 		return fallback
 	}
 	cmd := r.opts.Engine.VersionCommand()
+	bin, args, err := r.inSandbox(sandboxSpec{home: home, dir: home, binary: engineBinary(dir), args: cmd.Args, dieWithParent: true}, dir, false)
+	if err != nil {
+		r.verFail[dir] = time.Now()
+		return fallback
+	}
 	res, err := runCommand(ctx, commandSpec{
-		path: engineBinary(dir), args: cmd.Args, dir: home,
+		path: bin, args: args, dir: home,
 		env:     mergeEnv(baseEnv(dir), r.opts.Engine.Env(home, 0), cmd.Env),
 		timeout: cmd.Timeout, maxOutput: 64 << 10,
 	})

@@ -44,7 +44,7 @@ type reservation struct {
 // ReserveGateway implements runtime.GatewayReserver.
 func (r *Runtime) ReserveGateway(_ context.Context, ag *agentsv1.Agent, version string) (string, bool, error) {
 	engineDir, ok := r.opts.EngineDirs[version]
-	if !ok {
+	if !ok || r.admitTenant(ag.Namespace) != nil {
 		return "", false, nil // Ensure reports the version
 	}
 	a, err := r.agentFor(keyOf(ag), true)

@@ -55,6 +55,7 @@ func TestStopEscalatesToSIGKILLForTheWholeGroup(t *testing.T) {
 		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		time.Sleep(10 * time.Millisecond)
 	}
+	child = hostPIDIn(t, pid, child)
 	if child == 0 || !alive(pid) || !alive(child) {
 		t.Fatalf("stub gateway %d / child %d not running", pid, child)
 	}

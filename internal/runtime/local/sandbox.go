@@ -1,0 +1,326 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Sandbox modes (Options.Sandbox).
+const (
+	// SandboxAuto sandboxes every gateway and command when this host can, and otherwise runs
+	// them unsandboxed but serves one workspace only (Options.SingleWorkspace is then forced).
+	SandboxAuto = "auto"
+	// SandboxRequired refuses to start the runtime when this host cannot sandbox.
+	SandboxRequired = "required"
+	// SandboxOff runs gateways and commands as plain processes of the manager's user, one
+	// workspace only: for hosts without namespaces where a single tenant is all there is.
+	SandboxOff = "off"
+)
+
+// ReadOnlyPathsEnv lists (colon-separated) host paths every sandbox shows read-only
+// (Options.ReadOnlyPaths).
+const ReadOnlyPathsEnv = "AGENTPLANE_SANDBOX_READONLY"
+
+// sandboxUIDBase and sandboxUIDSpan: as root, each agent home runs as its own uid in
+// [base, base+span), derived from the home's path (see uidFor).
+const (
+	sandboxUIDBase = 1 << 30
+	sandboxUIDSpan = 1 << 29
+)
+
+// sandbox runs a gateway or a command in a sandbox of Linux namespaces made by bubblewrap
+// (bwrap, Debian's package): its own mount namespace that shows the system's files and the
+// engine read-only, the agent's home read-write and nothing else of this host's files (not
+// the state dir, not other homes, not the kubeconfig); its own PID namespace, so it sees and
+// signals only its own processes and everything in it dies with it; its own IPC, UTS and
+// cgroup namespaces. As root the processes run as a uid of their own per home (setpriv drops
+// every capability and sets no_new_privs); as an ordinary user bwrap makes an unprivileged
+// user namespace. The network namespace is the host's: the gateway listens on 127.0.0.1 for
+// the manager and reaches the model proxy and the providers; every platform service on
+// loopback requires a credential the sandbox does not hold (docs/SECURITY.md).
+type sandbox struct {
+	bwrap   string // bwrap's path
+	setpriv string // setpriv's path (root only)
+	root    bool   // the manager runs as root: per-home uids
+	// system is the bwrap arguments that show the host's system files.
+	system []string
+}
+
+// sandboxSpec is one process to run in a sandbox.
+type sandboxSpec struct {
+	home     string   // bound read-write at its own path
+	readOnly []string // bound read-only at their own paths (the engine dir)
+	dir      string   // working directory (inside home)
+	binary   string   // what to run (a path that is visible inside)
+	args     []string
+	// dieWithParent kills the sandbox when the process that started it (bwrap's parent)
+	// dies: commands, not gateways (those outlive a manager restart).
+	dieWithParent bool
+}
+
+// newSandbox finds bwrap (and setpriv as root) and checks that this kernel lets it build a
+// sandbox, by running `true` in one. The error says why not.
+func newSandbox(ctx context.Context) (*sandbox, error) {
+	bw, err := exec.LookPath("bwrap")
+	if err != nil {
+		return nil, errors.New("bubblewrap (bwrap) is not installed: apt-get install bubblewrap")
+	}
+	s := &sandbox{bwrap: bw, root: os.Geteuid() == 0, system: systemBinds()}
+	if s.root {
+		if s.setpriv, err = exec.LookPath("setpriv"); err != nil {
+			return nil, errors.New("setpriv (util-linux) is not installed")
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tmp, err := os.MkdirTemp("", "agentplane-sandbox-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	if s.root {
+		if err := os.Chown(tmp, uidFor(tmp), uidFor(tmp)); err != nil {
+			return nil, err
+		}
+	}
+	bin, args := s.wrap(sandboxSpec{home: tmp, dir: tmp, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
+	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("bwrap cannot build a sandbox on this kernel (user or mount namespaces refused?): %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return s, nil
+}
+
+// systemBinds shows the host's system dirs read-only (a merged-/usr system's /bin, /lib,
+// /lib64 and /sbin are symlinks, and stay symlinks), /etc read-only, and a fresh /proc, /dev
+// and /tmp.
+func systemBinds() []string {
+	args := []string{"--ro-bind", "/usr", "/usr"}
+	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
+		if target, err := os.Readlink(d); err == nil {
+			args = append(args, "--symlink", target, d)
+		} else if info, err := os.Stat(d); err == nil && info.IsDir() {
+			args = append(args, "--ro-bind", d, d)
+		}
+	}
+	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+}
+
+// uidFor is the uid a home's processes run as when the manager is root: a hash of the home's
+// path into a range of 2^29 uids above 2^30 (above the system's and the usual subordinate
+// ranges), the same for a warm gateway and the agent that claims it.
+func uidFor(home string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(filepath.Clean(home)))
+	return sandboxUIDBase + int(h.Sum32()%sandboxUIDSpan)
+}
+
+// wrap returns the command line that runs spec in a sandbox.
+func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
+	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "agent"}
+	if !s.root {
+		args = append(args, "--unshare-user", "--disable-userns")
+	}
+	if spec.dieWithParent {
+		args = append(args, "--die-with-parent")
+	}
+	args = append(args, s.system...)
+	made := map[string]bool{"/": true, "/tmp": true}
+	bind := func(flag, p string) {
+		args = append(args, parentDirs(p, made)...)
+		args = append(args, flag, p, p)
+	}
+	for _, p := range spec.readOnly {
+		for _, q := range realAndGiven(p) {
+			if !underSystem(q) {
+				bind("--ro-bind", q)
+			}
+		}
+	}
+	for _, q := range realAndGiven(spec.home) {
+		bind("--bind", q)
+	}
+	if spec.dir != "" {
+		args = append(args, "--chdir", spec.dir)
+	}
+	args = append(args, "--")
+	if s.root {
+		uid := strconv.Itoa(uidFor(spec.home))
+		args = append(args, s.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups",
+			"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
+		// setpriv's uid/gid changes need these two; they are gone once it has changed them.
+		args = append([]string{"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"}, args...)
+	}
+	args = append(args, spec.binary)
+	return s.bwrap, append(args, spec.args...)
+}
+
+// parentDirs creates p's missing ancestors in the sandbox's root, world-traversable (bwrap
+// makes them 0700 otherwise, which a per-agent uid cannot pass).
+func parentDirs(p string, made map[string]bool) []string {
+	var args []string
+	var chain []string
+	for d := filepath.Dir(p); !made[d] && !underSystem(d); d = filepath.Dir(d) {
+		chain = append(chain, d)
+		made[d] = true
+	}
+	for i := len(chain) - 1; i >= 0; i-- {
+		args = append(args, "--perms", "0755", "--dir", chain[i])
+	}
+	made[p] = true
+	return args
+}
+
+// underSystem: p is inside a dir that systemBinds already shows.
+func underSystem(p string) bool {
+	for _, d := range []string{"/usr", "/etc", "/proc", "/dev"} {
+		if within(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// realAndGiven is p and, when it differs, the path p resolves to (symlinks in it).
+func realAndGiven(p string) []string {
+	p = filepath.Clean(p)
+	if real, err := filepath.EvalSymlinks(p); err == nil && real != p {
+		return []string{real, p}
+	}
+	return []string{p}
+}
+
+// ownTree gives everything under root to uid (as root, before a sandbox of that uid uses a
+// home the manager wrote into). Entries already owned are left alone.
+func ownTree(root string, uid int) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == uid {
+			return nil
+		}
+		return os.Lchown(p, uid, uid)
+	})
+}
+
+// inSandbox turns a process of a home into the command line that runs it in the home's
+// sandbox (as it is when the runtime runs unsandboxed). As root the home is given to its uid
+// first when own is set (a gateway start: the manager may have written into it since).
+func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (string, []string, error) {
+	if r.sbx == nil {
+		return spec.binary, spec.args, nil
+	}
+	if engineDir != "" {
+		spec.readOnly = append(spec.readOnly, engineDir)
+	}
+	spec.readOnly = append(spec.readOnly, r.opts.ReadOnlyPaths...)
+	if r.sbx.root && own {
+		if err := ownTree(spec.home, uidFor(spec.home)); err != nil {
+			return "", nil, fmt.Errorf("give the home to its sandbox's uid: %w", err)
+		}
+	}
+	bin, args := r.sbx.wrap(spec)
+	return bin, args, nil
+}
+
+// own gives what the manager just wrote into a home to the home's sandbox uid (as root): the
+// trees at paths, and the dirs between the home and them.
+func (r *Runtime) own(home string, paths ...string) {
+	if r.sbx == nil || !r.sbx.root {
+		return
+	}
+	uid := uidFor(home)
+	for _, p := range paths {
+		for d := filepath.Dir(p); within(d, home); d = filepath.Dir(d) {
+			_ = os.Lchown(d, uid, uid)
+			if d == filepath.Clean(home) {
+				break
+			}
+		}
+		if err := ownTree(p, uid); err != nil {
+			r.opts.Log.Error(err, "cannot give a file to the agent's sandbox uid", "path", p)
+		}
+	}
+}
+
+// setupSandbox applies Options.Sandbox: it finds the sandbox, or says why there is none and
+// then serves one workspace only (the one whose agents are already on disk, if any).
+func (r *Runtime) setupSandbox() error {
+	mode := r.opts.Sandbox
+	if mode == "" {
+		mode = SandboxAuto
+	}
+	for _, p := range filepath.SplitList(os.Getenv(ReadOnlyPathsEnv)) {
+		if filepath.IsAbs(p) {
+			r.opts.ReadOnlyPaths = append(r.opts.ReadOnlyPaths, p)
+		}
+	}
+	switch mode {
+	case SandboxAuto, SandboxRequired:
+		sbx, err := newSandbox(context.Background())
+		if err == nil {
+			r.sbx = sbx
+			r.opts.Log.Info("agents run in sandboxes (bubblewrap: mount, PID, IPC and UTS namespaces)", "perAgentUID", sbx.root)
+			return nil
+		}
+		if mode == SandboxRequired {
+			return fmt.Errorf("local runtime: agents must run in sandboxes but %v", err)
+		}
+		r.unsandboxed = err.Error()
+	case SandboxOff:
+		r.unsandboxed = "sandboxes are turned off (--sandbox=off)"
+	default:
+		return fmt.Errorf("local runtime: unknown sandbox mode %q (auto, required or off)", mode)
+	}
+	if nss, err := os.ReadDir(filepath.Join(r.opts.StateDir, "agents")); err == nil {
+		for _, ns := range nss {
+			if names, _ := os.ReadDir(filepath.Join(r.opts.StateDir, "agents", ns.Name())); ns.IsDir() && len(names) > 0 {
+				r.tenant = ns.Name()
+				break
+			}
+		}
+	}
+	r.opts.Log.Info("AGENTS ARE NOT SANDBOXED: this runtime serves one workspace only", "why", r.unsandboxed, "workspace", r.tenant)
+	return nil
+}
+
+// Sandboxed reports whether agents run in sandboxes and, when not, why.
+func (r *Runtime) Sandboxed() (bool, string) { return r.sbx != nil, r.unsandboxed }
+
+// ErrOtherWorkspace is returned for an agent of a second workspace on a runtime that cannot
+// sandbox its agents.
+var ErrOtherWorkspace = errors.New("this host cannot sandbox agents, so it serves one workspace only")
+
+// admitTenant lets an agent of namespace ns run: always when sandboxed, else when ns is the
+// one workspace this runtime serves (the first one asked for).
+func (r *Runtime) admitTenant(ns string) error {
+	if r.sbx != nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tenant == "" {
+		r.tenant = ns
+	}
+	if r.tenant != ns {
+		return fmt.Errorf("%w (%s): workspace %q is served here, %q is not", ErrOtherWorkspace, r.unsandboxed, r.tenant, ns)
+	}
+	return nil
+}
