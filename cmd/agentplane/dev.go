@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -59,6 +60,8 @@ agents there as StatefulSets. That cluster is fresh at every start.`,
 	fl.StringVar(&o.MetricsAddr, "metrics-bind-address", "0", "metrics endpoint address (0 disables)")
 	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
 	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
+	fl.StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "contain each local agent in a bubblewrap sandbox: auto (when this host can; otherwise serve one workspace only), required (refuse to start without) or off (one workspace only)")
+	fl.StringSliceVar(&o.Runtime.ReadOnlyPaths, "sandbox-ro-path", nil, "a further host path every local agent's sandbox shows read-only (repeatable)")
 	fl.StringVar(&f.runtime, "runtime", platform.RuntimeLocal, "where agents run: local (processes on this host) or kube (a local cluster with a real node; root)")
 	fl.IntVar(&f.warmPool, "warm-pool", 0, "keep this many gateways of the default engine version booted for new agents (the GatewayPool \""+devPoolName+"\"; unset: leave the pools as they are)")
 	fl.BoolVar(&f.noManager, "no-manager", false, "with --runtime kube: start the cluster with the manager's image ("+images.ManagerImage+", from this binary) but run no manager, for `make deploy-local`")
@@ -126,6 +129,9 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 		envFile := filepath.Join(stateDir, devenv.EnvFileName)
 		if err = devenv.WriteEnvFile(envFile, kubeconfig, e.URL, token); err == nil {
 			printDevSummary(out, e.URL, kubeconfig, envFile)
+			if ok, why := e.Sandboxed(); !ok {
+				fmt.Fprintf(out, "WARNING: agents are not sandboxed (%s): this platform serves the agents of one workspace only.\n\n", why)
+			}
 			return e.Wait()
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/s3"
@@ -92,6 +93,7 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&o.LeaderElection, "leader-elect", false, "run controllers on one replica at a time (the REST facade runs on all)")
 	cmd.Flags().StringSliceVar(&engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw, for --runtime local; repeat for several versions")
 	cmd.Flags().StringVar(&o.Runtime.StateDir, "runtime-dir", "", "where --runtime local keeps the agents' homes (default ./agentplane-runtime)")
+	cmd.Flags().StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "with --runtime local: contain each agent in a bubblewrap sandbox: auto, required or off (without one, one workspace only)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{"2026.9.6"}, "engine versions agents may run (kube runtime; their images must exist)")
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")

@@ -23,6 +23,8 @@ type ControlPlane struct {
 	Config *rest.Config
 	// Kubeconfig is the path of the kubeconfig written for kubectl.
 	Kubeconfig string
+	// EtcdURL is etcd's client address (TLS; clients need a certificate of <state>/etcd-pki).
+	EtcdURL string
 }
 
 // Start starts etcd (data under stateDir/etcd) and kube-apiserver from assetsDir, installs the
@@ -51,11 +53,15 @@ func Start(stateDir, assetsDir string) (*ControlPlane, error) {
 	env.ControlPlane.Etcd = &envtest.Etcd{DataDir: dataDir}
 	// envtest trades durability for speed; the dev platform keeps its objects across crashes.
 	env.ControlPlane.Etcd.Configure().Set("unsafe-no-fsync", "false")
+	if err := secureEtcd(env, stateDir); err != nil {
+		return nil, fmt.Errorf("etcd certificates: %w", err)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	cp := &ControlPlane{env: env, Config: cfg, Kubeconfig: filepath.Join(stateDir, "kubeconfig")}
+	cp := &ControlPlane{env: env, Config: cfg, Kubeconfig: filepath.Join(stateDir, "kubeconfig"),
+		EtcdURL: env.ControlPlane.APIServer.Configure().Get("etcd-servers").Get(nil)[0]}
 	if err := writeFileAtomic(cp.Kubeconfig, env.KubeConfig, 0o600); err != nil {
 		_ = env.Stop()
 		return nil, err

@@ -32,6 +32,10 @@ type RuntimeOptions struct {
 	StateDir   string
 	EngineDirs map[string]string
 	Ports      local.PortRange
+	// Local: Sandbox is local.SandboxAuto (""), SandboxRequired or SandboxOff; ReadOnlyPaths
+	// are further host paths every agent's sandbox shows read-only (local.Options).
+	Sandbox       string
+	ReadOnlyPaths []string
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
 	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
 	// command in the image (kube.Options.Probe).
@@ -82,6 +86,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
+			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths,
 		})
 		if err != nil {
 			return nil, err
@@ -97,4 +102,13 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)
+}
+
+// Sandboxed reports whether the local runtime runs agents in sandboxes and, when it does not,
+// why (true for the kube runtime and for none: pods contain their agents).
+func (p *Platform) Sandboxed() (bool, string) {
+	if rt, ok := p.runtime.(interface{ Sandboxed() (bool, string) }); ok {
+		return rt.Sandboxed()
+	}
+	return true, ""
 }
