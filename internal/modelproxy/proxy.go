@@ -321,6 +321,10 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// Usage is read from the relayed body: the client's Accept-Encoding goes, so the
 	// transport negotiates gzip itself and hands over plain text (and so does the relay).
 	pr.Out.Header.Del("Accept-Encoding")
+	// No protocol switch: an upgraded connection would carry model calls past the allow-list
+	// and the meter (ReverseProxy puts the client's Upgrade back before Rewrite).
+	pr.Out.Header.Del("Upgrade")
+	pr.Out.Header.Del("Connection")
 	// The body was read whole (readBody): the provider gets it with its length, as possibly
 	// rewritten; a GET forwards none.
 	pr.Out.TransferEncoding = nil

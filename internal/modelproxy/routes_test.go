@@ -172,7 +172,8 @@ func TestAgentHeadersScrubbed(t *testing.T) {
 		"Openai-Organization": {evil}, "Openai-Project": {evil}, "openai-organization": {evil},
 		"X-Goog-User-Project": {evil}, "Groq-Organization": {evil}, "Anthropic-Workspace-Project": {evil},
 		"Api-Key": {evil}, "X_api_key": {evil}, "Proxy-Authorization": {evil},
-		"Cookie": {"session=" + evil}, "Connection": {"X-Hop"}, "X-Hop": {evil}, "Keep-Alive": {evil},
+		"Cookie": {"session=" + evil}, "Connection": {"X-Hop, Upgrade"}, "X-Hop": {evil}, "Keep-Alive": {evil},
+		"Upgrade": {"websocket"},
 		"Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"prompt-caching-2024-07-31"}, "Openai-Beta": {"x=1"},
 	}
 	for _, tc := range []struct{ path, auth, key string }{
@@ -199,6 +200,9 @@ func TestAgentHeadersScrubbed(t *testing.T) {
 					t.Errorf("%s: %s: %q reached the provider", tc.path, k, v)
 				}
 			}
+		}
+		if s.Header.Get("Upgrade") != "" || s.Header.Get("Connection") != "" {
+			t.Errorf("%s: a protocol switch reached the provider: %v", tc.path, s.Header)
 		}
 		if strings.Contains(s.Query, evil) || strings.Contains(s.Query, "access_token") {
 			t.Errorf("%s: query %q reached the provider", tc.path, s.Query)
