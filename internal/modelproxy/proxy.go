@@ -2,9 +2,12 @@
 // through it with a per-agent credential; it authenticates the agent, swaps the credential
 // for the real provider key, relays the answer unbuffered, counts usage and enforces budgets.
 //
-// Routes are /llm/{provider}/{rest...}: the upstream URL is the provider's origin + /{rest}
-// + the query string. Usage is kept in memory until the integrator drains it to persistent
-// status (Drain, then Acknowledge or Restore).
+// Routes are /llm/{provider}/{rest...}: only the provider's inference routes are forwarded
+// (routes.go; anything else answers 403), to the provider's origin + /{rest} + the query
+// string. A model call reserves what it may cost against token budgets before it is
+// forwarded and settles what it did cost after (request.go, budget.go). Usage is kept in
+// memory until the integrator drains it to persistent status (Drain, then Acknowledge or
+// Restore).
 package modelproxy
 
 import (

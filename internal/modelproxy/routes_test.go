@@ -172,8 +172,8 @@ func TestAgentHeadersScrubbed(t *testing.T) {
 		"Openai-Organization": {evil}, "Openai-Project": {evil}, "openai-organization": {evil},
 		"X-Goog-User-Project": {evil}, "Groq-Organization": {evil}, "Anthropic-Workspace-Project": {evil},
 		"Api-Key": {evil}, "X_api_key": {evil}, "Proxy-Authorization": {evil},
-		"Cookie": {"session=" + evil}, "Connection": {"X-Hop, Upgrade"}, "X-Hop": {evil}, "Keep-Alive": {evil},
-		"Upgrade":           {"websocket"},
+		"Cookie": {"session=" + evil}, "X-Hop": {evil}, "Keep-Alive": {evil},
+		"Connection": {"X-Hop, Upgrade"}, "Upgrade": {"websocket"},
 		"Anthropic-Version": {"2023-06-01"}, "Anthropic-Beta": {"prompt-caching-2024-07-31"}, "Openai-Beta": {"x=1"},
 	}
 	for _, tc := range []struct{ path, auth, key string }{
