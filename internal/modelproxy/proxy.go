@@ -26,6 +26,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	"k8s.io/utils/clock"
 )
 
@@ -58,6 +59,10 @@ type Options struct {
 	Clock      clock.PassiveClock    // default real
 	Log        logr.Logger           // requests at V(1): provider, agent, status, bytes, duration
 	Registerer prometheus.Registerer // nil: no metrics
+	// MaxBufferedBodies bounds the request bodies held in memory at once, all requests
+	// together (default DefaultMaxBufferedBodies): a request waits for room before its body
+	// is read. It also bounds one body, with MaxRequestBody.
+	MaxBufferedBodies int64
 }
 
 // route is a provider with its resolved origin and pre-bound metrics.
@@ -78,6 +83,8 @@ type Proxy struct {
 	m         *metrics
 	ledger    *ledger
 	rp        *httputil.ReverseProxy
+	bodies    *semaphore.Weighted
+	maxBody   int64
 }
 
 // New returns a Proxy.
@@ -93,6 +100,10 @@ func New(o Options) (*Proxy, error) {
 	if p.log.GetSink() == nil {
 		p.log = logr.Discard()
 	}
+	if o.MaxBufferedBodies <= 0 {
+		o.MaxBufferedBodies = DefaultMaxBufferedBodies
+	}
+	p.bodies, p.maxBody = semaphore.NewWeighted(o.MaxBufferedBodies), min(MaxRequestBody, o.MaxBufferedBodies-1)
 	if p.transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 1024
@@ -146,6 +157,7 @@ type exchange struct {
 	forward  time.Time
 	code     int
 	bytes    int64
+	held     int64 // bytes of the body budget (Options.MaxBufferedBodies) held
 }
 
 type exchangeKey struct{}
@@ -171,6 +183,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ex := &exchange{route: rt}
 	defer p.done(ex, start)
+	defer func() { p.bodies.Release(ex.held) }()
 	if !p.allowed(w, r, ex, "/"+rest) || !p.authorize(w, r, ex) || !p.readBody(w, r, ex) || !p.admit(w, ex) {
 		return
 	}
@@ -228,45 +241,6 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	}
 	ex.grant = g
 	return true
-}
-
-// readBody reads a POST's body (at most MaxRequestBody) and what it says about cost; it asks
-// an OpenAI-style chat stream for its usage.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
-	if r.Method != http.MethodPost {
-		return true
-	}
-	body, err := readAll(w, r)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		ex.code = http.StatusRequestEntityTooLarge
-		ex.route.writeError(w, ex.code, errTooLarge, fmt.Sprintf("agentplane: request body over %d bytes", MaxRequestBody))
-		return false
-	case err != nil:
-		ex.code = 499 // the client left while sending
-		return false
-	}
-	ex.req = readRequest(ex.endpoint, ex.rest, body)
-	if ex.route.askUsage && ex.endpoint.chat && ex.req.stream {
-		ex.req.body, _ = askUsage(body)
-	}
-	return true
-}
-
-// readAll reads r's body, at most MaxRequestBody bytes. A body of known length is read to
-// its length and no further: Go's HTTP/1 server may close a request body once its last byte
-// is read, and a read past it fails instead of answering EOF.
-func readAll(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	switch n := r.ContentLength; {
-	case n > MaxRequestBody:
-		return nil, &http.MaxBytesError{Limit: MaxRequestBody}
-	case n >= 0:
-		b := make([]byte, n)
-		_, err := io.ReadFull(r.Body, b)
-		return b, err
-	}
-	return io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
 }
 
 // admit reserves the request's cost against its budgets, or answers 429.

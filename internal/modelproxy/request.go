@@ -7,9 +7,6 @@ import (
 )
 
 const (
-	// MaxRequestBody bounds a model request's body (prompts with images and documents
-	// included); a larger one answers 413 and is not forwarded.
-	MaxRequestBody = 32 << 20
 	// DefaultMaxOutputTokens is the output a request reserves against a token budget when it
 	// names no limit of its own (max_tokens, max_completion_tokens, max_output_tokens,
 	// generationConfig.maxOutputTokens).

@@ -196,3 +196,64 @@ func TestReservationsReleased(t *testing.T) {
 		})
 	}
 }
+
+// TestBodiesWaitForRoom: request bodies held in memory at once are bounded: a request whose
+// body does not fit while another is in flight waits (is not read, not forwarded) until that
+// one ends; one larger than the bound answers 413.
+func TestBodiesWaitForRoom(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	forwarded := 0
+	inner := heldStreams(t, release)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		forwarded++
+		mu.Unlock()
+		inner.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
+	seen := func() int { mu.Lock(); defer mu.Unlock(); return forwarded }
+	auth := &fakeAuth{grants: map[string]Grant{agentCred: {Agent: "ns1/a", Workspace: "ns1", Key: []byte(realKey)}}}
+	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, MaxBufferedBodies: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); p.CloseIdleConnections() })
+	post := func(size int) (*http.Response, error) {
+		body := `{"model":"m","stream":true,"pad":"` + strings.Repeat("x", size) + `"}`
+		req, _ := http.NewRequest("POST", srv.URL+"/llm/openai/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+agentCred)
+		return srv.Client().Do(req)
+	}
+	first, err := post(40 << 10)
+	if err != nil || first.StatusCode != 200 {
+		t.Fatalf("first: %v %v", first, err)
+	}
+	defer first.Body.Close()
+	second := make(chan int, 1)
+	go func() {
+		res, err := post(40 << 10)
+		if err != nil {
+			second <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		second <- res.StatusCode
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n := seen(); n != 1 {
+		t.Fatalf("%d requests forwarded while the first body held the room", n)
+	}
+	if res, err := post(70 << 10); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the bound: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	close(release)
+	_, _ = io.Copy(io.Discard, first.Body)
+	if code := <-second; code != 200 || seen() != 2 {
+		t.Errorf("the waiting request: %d, %d forwarded", code, seen())
+	}
+}
