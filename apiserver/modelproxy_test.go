@@ -160,6 +160,30 @@ var _ = Describe("Model proxy", Ordered, func() {
 		}
 	})
 
+	It("forwards no route but the provider's inference routes", func() {
+		before := len(llm.Requests())
+		for _, route := range []struct{ method, path string }{
+			{"POST", "/llm/anthropic/v1/files"},
+			{"GET", "/llm/anthropic/v1/files"},
+			{"POST", "/llm/anthropic/v1/messages/batches"},
+			{"GET", "/llm/anthropic/v1/messages"},
+		} {
+			req, err := http.NewRequest(route.method, baseURL+route.path, strings.NewReader(`{}`))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("x-api-key", cred)
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			Expect(resp.StatusCode).To(Equal(403), route.path)
+			Expect(string(b)).To(ContainSubstring(`"type":"permission_error"`))
+			Expect(string(b)).To(ContainSubstring("is not a model inference route"))
+		}
+		Expect(llm.Requests()[before:]).To(BeEmpty())
+		status, body := proxyCall(cred, false)
+		Expect(status).To(Equal(200), body)
+	})
+
 	It("answers 429 over a budget and serves again once the budget allows", func() {
 		setBudget := func(obj client.Object, b *agentsv1.ModelBudget) {
 			GinkgoHelper()

@@ -29,6 +29,15 @@ type tally struct {
 	pending   Usage  // counted, not drained yet (workspaces: tokens only)
 	drained   int64  // tokens drained, neither restored nor acknowledged yet
 	floor     int64  // highest persisted total acknowledged for the day
+	reserved  int64  // tokens held by requests admitted and not settled yet
+}
+
+// reservation is what one admitted request holds against its agent's and workspace's token
+// budgets of its day, from admission until settle replaces it with what the answer cost.
+type reservation struct {
+	agent, workspace, day string
+	tokens                int64
+	settled               bool // under the ledger's mutex
 }
 
 // window is a fixed one-minute request window.
@@ -76,21 +85,24 @@ func (l *ledger) tallyOf(m map[dayKey]*tally, k dayKey) *tally {
 	return t
 }
 
-// tokensSpent is persisted (the grant's count if it is for today, or the highest total
-// acknowledged) + drained-not-acknowledged + pending.
-func tokensSpent(t *tally, grantDay, today string, persisted int64) int64 {
+// tokensCommitted is persisted (the grant's count if it is for today, or the highest total
+// acknowledged) + drained-not-acknowledged + pending + reserved by requests in flight.
+func tokensCommitted(t *tally, grantDay, today string, persisted int64) int64 {
 	if grantDay != today {
 		persisted = 0
 	}
 	if t == nil {
 		return persisted
 	}
-	return max(persisted, t.floor) + t.drained + t.pending.Tokens()
+	return max(persisted, t.floor) + t.drained + t.pending.Tokens() + t.reserved
 }
 
-// admit checks g's budgets at now and, if they allow it, reserves a request slot for the
-// agent and its workspace and counts the request.
-func (l *ledger) admit(g *Grant, now time.Time) *refusal {
+// admit checks g's budgets at now and, if they allow it, reserves a request slot and tokens
+// (what the request may cost at most, as estimated) for the agent and its workspace, and
+// counts the request. A request is admitted while what is committed (spent and reserved) is
+// under the limit, so requests admitted together overshoot a token budget by at most one
+// reservation as long as each costs at most what it reserved.
+func (l *ledger) admit(g *Grant, now time.Time, tokens int64) (*reservation, *refusal) {
 	today := day(now)
 	minute := now.Unix() / 60
 	toMinute := time.Unix((minute+1)*60, 0).Sub(now)
@@ -100,25 +112,27 @@ func (l *ledger) admit(g *Grant, now time.Time) *refusal {
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if lim := g.AgentBudget.TokensPerDay; lim > 0 && tokensSpent(l.agents[ak], g.Day, today, g.AgentTokens) >= lim {
-		return &refusal{"agent", "tokens", lim, toMidnight}
+	if lim := g.AgentBudget.TokensPerDay; lim > 0 && tokensCommitted(l.agents[ak], g.Day, today, g.AgentTokens) >= lim {
+		return nil, &refusal{"agent", "tokens", lim, toMidnight}
 	}
-	if lim := g.WorkspaceBudget.TokensPerDay; lim > 0 && tokensSpent(l.workspace[wk], g.Day, today, g.WorkspaceTokens) >= lim {
-		return &refusal{"workspace", "tokens", lim, toMidnight}
+	if lim := g.WorkspaceBudget.TokensPerDay; lim > 0 && tokensCommitted(l.workspace[wk], g.Day, today, g.WorkspaceTokens) >= lim {
+		return nil, &refusal{"workspace", "tokens", lim, toMidnight}
 	}
 	aw, ww := l.win(l.agentWin, g.Agent, minute), l.win(l.wsWin, g.Workspace, minute)
 	if lim := g.AgentBudget.RequestsPerMinute; lim > 0 && aw.n >= lim {
-		return &refusal{"agent", "requests", lim, toMinute}
+		return nil, &refusal{"agent", "requests", lim, toMinute}
 	}
 	if lim := g.WorkspaceBudget.RequestsPerMinute; lim > 0 && ww.n >= lim {
-		return &refusal{"workspace", "requests", lim, toMinute}
+		return nil, &refusal{"workspace", "requests", lim, toMinute}
 	}
 	aw.n++
 	ww.n++
 	t := l.tallyOf(l.agents, ak)
 	t.workspace = g.Workspace
 	t.pending.Requests++
-	return nil
+	t.reserved += tokens
+	l.tallyOf(l.workspace, wk).reserved += tokens
+	return &reservation{agent: g.Agent, workspace: g.Workspace, day: today, tokens: tokens}, nil
 }
 
 func (l *ledger) win(m map[string]*window, id string, minute int64) *window {
@@ -133,20 +147,40 @@ func (l *ledger) win(m map[string]*window, id string, minute int64) *window {
 	return w
 }
 
-// spend adds tokens an answer reported, on the day the request was admitted.
-func (l *ledger) spend(agent, workspace, day string, in, out int64) {
-	if in == 0 && out == 0 {
-		return
-	}
+// settle replaces r's reservation with what the answer cost (in, out), on the day the
+// request was admitted. Only the first call counts (it returns true): every way a request
+// ends calls it.
+func (l *ledger) settle(r *reservation, in, out int64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t := l.tallyOf(l.agents, dayKey{agent, day})
-	t.workspace = workspace
+	if r.settled {
+		return false
+	}
+	r.settled = true
+	t := l.tallyOf(l.agents, dayKey{r.agent, r.day})
+	t.workspace = r.workspace
+	t.reserved -= r.tokens
 	t.pending.InputTokens += in
 	t.pending.OutputTokens += out
-	w := l.tallyOf(l.workspace, dayKey{workspace, day})
+	w := l.tallyOf(l.workspace, dayKey{r.workspace, r.day})
+	w.reserved -= r.tokens
 	w.pending.InputTokens += in
 	w.pending.OutputTokens += out
+	return true
+}
+
+// reserved is what requests in flight hold for an agent and for a workspace on day.
+func (l *ledger) reserved(agent, workspace, day string) (int64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var a, w int64
+	if t := l.agents[dayKey{agent, day}]; t != nil {
+		a = t.reserved
+	}
+	if t := l.workspace[dayKey{workspace, day}]; t != nil {
+		w = t.reserved
+	}
+	return a, w
 }
 
 // drain moves pending usage to drained and returns it, sorted by day and agent. It forgets
@@ -166,12 +200,12 @@ func (l *ledger) drain(now time.Time) []Delta {
 			w.drained += tok
 			t.drained += tok
 			t.pending = Usage{}
-		} else if k.day < today {
+		} else if k.day < today && t.reserved == 0 {
 			delete(l.agents, k)
 		}
 	}
 	for k, t := range l.workspace {
-		if k.day < today && t.pending == (Usage{}) {
+		if k.day < today && t.pending == (Usage{}) && t.reserved == 0 {
 			delete(l.workspace, k)
 		}
 	}

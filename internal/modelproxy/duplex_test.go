@@ -26,10 +26,10 @@ func (b *closedAfterBody) Read(p []byte) (int, error) {
 
 func (b *closedAfterBody) Close() error { return nil }
 
-// The relay ends the request body at its Content-Length itself, so the transport never reads
-// past it: before, that last read failed when the server had closed the body meanwhile, and
-// the transport closed the provider connection under the answer (replies cut off mid-body
-// under load, about one benchmark round in three with three processes of 64 workers).
+// The proxy reads the request body to its Content-Length and no further: a read past it fails
+// when the server has closed the body meanwhile (before, the transport's last read failed so
+// and closed the provider connection under the answer: replies cut off mid-body under load,
+// about one benchmark round in three with three processes of 64 workers).
 func TestRelayStopsAtTheBodysLength(t *testing.T) {
 	h := newHarness(t, logr.Discard())
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -19,13 +19,14 @@ import (
 // seen is what the fake provider received.
 type seen struct {
 	Path, Query                    string
+	Method, Body                   string
 	Authorization, APIKey, GoogKey string
 	Header                         http.Header
 }
 
 // fakeProvider answers like the real APIs, with usage: anthropic SSE (input 25 + cache read
-// 5, output 15), OpenAI chat JSON (11/7) and SSE (13/9), responses JSON (17/3), Google JSON
-// (19/4). A request whose body holds "block" waits on release between the first event and
+// 5, output 15), OpenAI chat JSON (11/7) and SSE (13/9, only when stream_options asks for
+// it), responses JSON (17/3), Google JSON (19/4). A request whose body holds "block" waits on release between the first event and
 // the rest.
 type fakeProvider struct {
 	*httptest.Server
@@ -56,7 +57,7 @@ func (f *fakeProvider) last() seen {
 func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	f.mu.Lock()
-	f.seen = append(f.seen, seen{Path: r.URL.Path, Query: r.URL.RawQuery, Authorization: r.Header.Get("Authorization"),
+	f.seen = append(f.seen, seen{Path: r.URL.Path, Query: r.URL.RawQuery, Method: r.Method, Body: string(body), Authorization: r.Header.Get("Authorization"),
 		APIKey: r.Header.Get("X-Api-Key"), GoogKey: r.Header.Get("X-Goog-Api-Key"), Header: r.Header.Clone()})
 	f.mu.Unlock()
 	stream := strings.Contains(string(body), `"stream":true`)
@@ -73,11 +74,15 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions") && stream:
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.WriteHeader(200)
-		f.events(w, block,
+		events := []string{
 			"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n",
 			"data: {\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n",
-			"data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":9,\"total_tokens\":22}}\n\n",
-			"data: [DONE]\n\n")
+		}
+		// Like OpenAI, the usage chunk comes only when the request asks for it.
+		if strings.Contains(string(body), `"include_usage":true`) {
+			events = append(events, "data: {\"id\":\"c1\",\"choices\":[],\"usage\":{\"prompt_tokens\":13,\"completion_tokens\":9,\"total_tokens\":22}}\n\n")
+		}
+		f.events(w, block, append(events, "data: [DONE]\n\n")...)
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, "{\n  \"id\": \"c2\",\n  \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", \"content\": \"hello\"}}],\n  \"usage\": {\n    \"prompt_tokens\": 11,\n    \"completion_tokens\": 7\n  }\n}\n")

@@ -21,6 +21,11 @@ type Provider struct {
 	API string
 
 	style style // where the credential travels, how errors look, where usage is
+	// routes are the inference routes forwarded (routes.go); every other path answers 403.
+	routes []endpoint
+	// askUsage: the provider's chat completion streams report usage only when the request
+	// sets stream_options.include_usage, which the proxy then sets.
+	askUsage bool
 }
 
 // style is a provider family's wire convention.
@@ -49,6 +54,20 @@ func init() {
 		{Name: "together", Upstream: "https://api.together.xyz", BasePath: "/v1", API: "openai-completions"},
 		{Name: "google", Upstream: "https://generativelanguage.googleapis.com", BasePath: "/v1beta", API: "google-generative-ai", style: styleGoogle},
 	} {
+		switch p.style {
+		case styleAnthropic:
+			p.routes = anthropicRoutes()
+		case styleGoogle:
+			p.routes = googleRoutes()
+		default:
+			p.routes = openAIRoutes(p.BasePath)
+			if p.Name == "deepseek" {
+				p.routes = append(p.routes, openAIRoutes("/v1")...)
+			}
+			// Mistral reports usage in a stream's last chunk unasked (and documents no
+			// stream_options); the others follow OpenAI.
+			p.askUsage = p.Name != "mistral"
+		}
 		providers[p.Name] = p
 	}
 }
@@ -68,10 +87,6 @@ func Providers() []Provider {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
-
-// credentialHeaders are every header a client may carry a credential in; all are stripped
-// before forwarding, whatever the provider.
-var credentialHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Api-Key", "Proxy-Authorization"}
 
 // credential reads the agent's credential where the provider's client puts it.
 func (p Provider) credential(r *http.Request) string {
@@ -99,16 +114,11 @@ func bearer(r *http.Request) string {
 	return ""
 }
 
-// inject strips every incoming credential from out and sets the real key the provider's way.
+// inject strips every incoming credential and account header from out (droppedHeader, also
+// in the query) and sets the real key the provider's way.
 func (p Provider) inject(out *http.Request, key string) {
-	for _, h := range credentialHeaders {
-		out.Header.Del(h)
-	}
-	if out.URL.RawQuery != "" && strings.Contains(out.URL.RawQuery, "key=") {
-		q := out.URL.Query()
-		q.Del("key")
-		out.URL.RawQuery = q.Encode()
-	}
+	scrubHeaders(out.Header)
+	out.URL.RawQuery = scrubQuery(out.URL.RawQuery)
 	switch p.style {
 	case styleAnthropic:
 		out.Header.Set("X-Api-Key", key)
@@ -136,6 +146,8 @@ const (
 	errBadGateway
 	errUnavailable
 	errNotFound
+	errForbidden
+	errTooLarge
 )
 
 // writeError answers status with msg in the provider's error shape.
@@ -144,7 +156,8 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 	switch p.style {
 	case styleAnthropic:
 		typ := map[errKind]string{errUnauthorized: "authentication_error", errRateLimit: "rate_limit_error",
-			errBadGateway: "api_error", errUnavailable: "overloaded_error", errNotFound: "not_found_error"}[kind]
+			errBadGateway: "api_error", errUnavailable: "overloaded_error", errNotFound: "not_found_error",
+			errForbidden: "permission_error", errTooLarge: "request_too_large"}[kind]
 		type detail struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -155,7 +168,8 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 		}{"error", detail{typ, msg}}
 	case styleGoogle:
 		st := map[errKind]string{errUnauthorized: "UNAUTHENTICATED", errRateLimit: "RESOURCE_EXHAUSTED",
-			errBadGateway: "UNAVAILABLE", errUnavailable: "UNAVAILABLE", errNotFound: "NOT_FOUND"}[kind]
+			errBadGateway: "UNAVAILABLE", errUnavailable: "UNAVAILABLE", errNotFound: "NOT_FOUND",
+			errForbidden: "PERMISSION_DENIED", errTooLarge: "INVALID_ARGUMENT"}[kind]
 		type detail struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
@@ -171,6 +185,10 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 			typ, code = "server_error", "upstream_unavailable"
 		case errNotFound:
 			typ, code = "invalid_request_error", "unknown_provider"
+		case errForbidden:
+			typ, code = "invalid_request_error", "route_not_allowed"
+		case errTooLarge:
+			typ, code = "invalid_request_error", "request_too_large"
 		}
 		type detail struct {
 			Message string  `json:"message"`
@@ -188,16 +206,12 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 	_, _ = w.Write(b)
 }
 
-// upstreamURL is origin + the provider path rest (escaped, starting with "/") + query.
+// upstreamURL is origin + the provider path rest (decoded, cleaned, starting with "/") +
+// query: the provider sees the path the allow-list matched, escaped afresh.
 func upstreamURL(origin *url.URL, rest, rawQuery string) *url.URL {
 	u := *origin
-	raw := strings.TrimSuffix(origin.EscapedPath(), "/") + rest
-	u.RawPath = raw
-	if p, err := url.PathUnescape(raw); err == nil {
-		u.Path = p
-	} else {
-		u.Path, u.RawPath = raw, ""
-	}
+	u.Path = strings.TrimSuffix(origin.Path, "/") + rest
+	u.RawPath = ""
 	u.RawQuery = rawQuery
 	u.Fragment, u.RawFragment = "", ""
 	return &u

@@ -2,12 +2,16 @@
 // through it with a per-agent credential; it authenticates the agent, swaps the credential
 // for the real provider key, relays the answer unbuffered, counts usage and enforces budgets.
 //
-// Routes are /llm/{provider}/{rest...}: the upstream URL is the provider's origin + /{rest}
-// + the query string. Usage is kept in memory until the integrator drains it to persistent
-// status (Drain, then Acknowledge or Restore).
+// Routes are /llm/{provider}/{rest...}: only the provider's inference routes are forwarded
+// (routes.go; anything else answers 403), to the provider's origin + /{rest} + the query
+// string. A model call reserves what it may cost against token budgets before it is
+// forwarded and settles what it did cost after (request.go, budget.go). Usage is kept in
+// memory until the integrator drains it to persistent status (Drain, then Acknowledge or
+// Restore).
 package modelproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,6 +26,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 	"k8s.io/utils/clock"
 )
 
@@ -54,6 +59,10 @@ type Options struct {
 	Clock      clock.PassiveClock    // default real
 	Log        logr.Logger           // requests at V(1): provider, agent, status, bytes, duration
 	Registerer prometheus.Registerer // nil: no metrics
+	// MaxBufferedBodies bounds the request bodies held in memory at once, all requests
+	// together (default DefaultMaxBufferedBodies): a request waits for room before its body
+	// is read. It also bounds one body, with MaxRequestBody.
+	MaxBufferedBodies int64
 }
 
 // route is a provider with its resolved origin and pre-bound metrics.
@@ -74,6 +83,8 @@ type Proxy struct {
 	m         *metrics
 	ledger    *ledger
 	rp        *httputil.ReverseProxy
+	bodies    *semaphore.Weighted
+	maxBody   int64
 }
 
 // New returns a Proxy.
@@ -89,6 +100,10 @@ func New(o Options) (*Proxy, error) {
 	if p.log.GetSink() == nil {
 		p.log = logr.Discard()
 	}
+	if o.MaxBufferedBodies <= 0 {
+		o.MaxBufferedBodies = DefaultMaxBufferedBodies
+	}
+	p.bodies, p.maxBody = semaphore.NewWeighted(o.MaxBufferedBodies), min(MaxRequestBody, o.MaxBufferedBodies-1)
 	if p.transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 1024
@@ -132,20 +147,25 @@ func New(o Options) (*Proxy, error) {
 
 // exchange is one request's state, carried in its context.
 type exchange struct {
-	route   *route
-	grant   Grant
-	rest    string // escaped, "" or starting with "/"
-	day     string // UTC day the request was admitted on
-	forward time.Time
-	code    int
-	bytes   int64
+	route    *route
+	endpoint endpoint
+	grant    Grant
+	rest     string // decoded provider path, starting with "/"
+	req      request
+	res      *reservation // nil until admitted
+	day      string       // UTC day the request was admitted on
+	forward  time.Time
+	code     int
+	bytes    int64
+	held     int64 // bytes of the body budget (Options.MaxBufferedBodies) held
 }
 
 type exchangeKey struct{}
 
 func exchangeOf(ctx context.Context) *exchange { return ctx.Value(exchangeKey{}).(*exchange) }
 
-// ServeHTTP serves /llm/{provider}/{rest...}.
+// ServeHTTP serves /llm/{provider}/{rest...}: only the provider's inference routes
+// (routes.go); every other path answers 403 and is not forwarded.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := p.clock.Now()
 	path := r.URL.EscapedPath()
@@ -161,46 +181,100 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.m.requests.WithLabelValues("unknown", "404").Inc()
 		return
 	}
-	if rest != "" || strings.HasSuffix(path, "/"+name+"/") {
-		rest = "/" + rest
-	}
-	ex := &exchange{route: rt, rest: rest}
+	ex := &exchange{route: rt}
 	defer p.done(ex, start)
+	defer func() { p.bodies.Release(ex.held) }()
+	if !p.allowed(w, r, ex, "/"+rest) || !p.authorize(w, r, ex) || !p.readBody(w, r, ex) || !p.admit(w, ex) {
+		return
+	}
+	// Whatever way the relay ends, the reservation is settled; normally the answer's body
+	// (modifyResponse) or the error handler has settled it already and this does nothing.
+	defer p.settle(ex, ex.req.input, 0)
+	ex.forward = p.clock.Now()
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+}
 
+// allowed finds the inference route r asks for, or answers 403.
+func (p *Proxy) allowed(w http.ResponseWriter, r *http.Request, ex *exchange, rest string) bool {
+	clean, ok := cleanRest(rest)
+	if ok {
+		ex.endpoint, ok = ex.route.endpoint(r.Method, clean)
+	}
+	if !ok {
+		ex.code = http.StatusForbidden
+		shown := rest
+		if len(shown) > 200 {
+			shown = shown[:200] + "..."
+		}
+		ex.route.writeError(w, ex.code, errForbidden, fmt.Sprintf("agentplane: %s %s is not a model inference route: "+
+			"the model proxy forwards only %s's chat, messages, responses, embeddings and model list routes",
+			r.Method, shown, ex.route.Name))
+		return false
+	}
+	ex.rest = clean
+	return true
+}
+
+// authorize checks the agent's credential and keeps its grant.
+func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, ex *exchange) bool {
+	rt := ex.route
 	cred := rt.credential(r)
 	if cred == "" {
 		ex.code = http.StatusUnauthorized
 		rt.writeError(w, ex.code, errUnauthorized, "agentplane: missing credential")
-		return
+		return false
 	}
-	g, err := p.auth.Authorize(r.Context(), name, cred)
+	g, err := p.auth.Authorize(r.Context(), rt.Name, cred)
 	switch {
 	case r.Context().Err() != nil:
 		ex.code = 499
-		return
+		return false
 	case errors.Is(err, ErrUnauthorized):
 		ex.code = http.StatusUnauthorized
 		rt.writeError(w, ex.code, errUnauthorized, "agentplane: invalid credential")
-		return
+		return false
 	case err != nil:
 		ex.code = http.StatusServiceUnavailable
-		p.log.Error(err, "model proxy: authorizer failed", "provider", name)
+		p.log.Error(err, "model proxy: authorizer failed", "provider", rt.Name)
 		rt.writeError(w, ex.code, errUnavailable, "agentplane: credential check unavailable, retry later")
-		return
+		return false
 	}
 	ex.grant = g
+	return true
+}
+
+// admit reserves the request's cost against its budgets, or answers 429.
+func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	now := p.clock.Now()
 	ex.day = day(now)
-	if ref := p.ledger.admit(&g, now); ref != nil {
+	tokens := ex.req.reservation()
+	if !ex.endpoint.infer || ex.endpoint.free {
+		tokens = 0
+	}
+	res, ref := p.ledger.admit(&ex.grant, now, tokens)
+	if ref != nil {
 		p.m.refusals.WithLabelValues(ref.scope, ref.kind).Inc()
 		ex.code = http.StatusTooManyRequests
 		secs := int64((ref.retryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
-		rt.writeError(w, ex.code, errRateLimit, ref.Error())
+		ex.route.writeError(w, ex.code, errRateLimit, ref.Error())
+		return false
+	}
+	ex.res = res
+	return true
+}
+
+// settle replaces the request's reservation with what it cost (once; later calls do nothing).
+func (p *Proxy) settle(ex *exchange, in, out int64) {
+	if ex.res == nil || !p.ledger.settle(ex.res, in, out) {
 		return
 	}
-	ex.forward = p.clock.Now()
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	if in > 0 {
+		ex.route.in.Add(float64(in))
+	}
+	if out > 0 {
+		ex.route.out.Add(float64(out))
+	}
 }
 
 // done counts and logs a request; it runs deferred, also when the relay aborts.
@@ -224,38 +298,21 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	// Usage is read from the relayed body: the client's Accept-Encoding goes, so the
 	// transport negotiates gzip itself and hands over plain text (and so does the relay).
 	pr.Out.Header.Del("Accept-Encoding")
-	pr.Out.Header.Del("Cookie")
-	if pr.Out.Body != nil && pr.Out.ContentLength > 0 {
-		pr.Out.Body = &sizedBody{rc: pr.Out.Body, left: pr.Out.ContentLength}
+	// No protocol switch: an upgraded connection would carry model calls past the allow-list
+	// and the meter (ReverseProxy puts the client's Upgrade back before Rewrite).
+	pr.Out.Header.Del("Upgrade")
+	pr.Out.Header.Del("Connection")
+	// The body was read whole (readBody): the provider gets it with its length, as possibly
+	// rewritten; a GET forwards none.
+	pr.Out.TransferEncoding = nil
+	if body := ex.req.body; body != nil {
+		pr.Out.Body = io.NopCloser(bytes.NewReader(body))
+		pr.Out.ContentLength = int64(len(body))
+		pr.Out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	} else {
+		pr.Out.Body, pr.Out.ContentLength, pr.Out.GetBody = nil, 0, nil
 	}
 }
-
-// sizedBody ends the relayed request body at its Content-Length by itself. The transport
-// reads once more after the last byte to see EOF; by then the provider may have answered,
-// and Go's HTTP/1 server drains and closes the request body when the answer's header is
-// written: that read failed ("invalid Read on closed Body"), and the transport closed the
-// provider connection under the streaming answer (replies cut off mid-body under load).
-type sizedBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *sizedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		return 0, io.EOF
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	if b.left <= 0 && err == nil {
-		err = io.EOF
-	}
-	return n, err
-}
-
-func (b *sizedBody) Close() error { return b.rc.Close() }
 
 func (p *Proxy) modifyResponse(res *http.Response) error {
 	ex := exchangeOf(res.Request.Context())
@@ -264,26 +321,48 @@ func (p *Proxy) modifyResponse(res *http.Response) error {
 	ex.code = res.StatusCode
 	p.m.streams.Inc()
 	res.Body = &meteredBody{rc: res.Body, scan: newUsageScanner(rt.Provider, res.Header.Get("Content-Type")),
-		done: func(n, in, out int64) {
+		done: func(m metered) {
 			p.m.streams.Dec()
-			ex.bytes = n
-			if in > 0 {
-				rt.in.Add(float64(in))
-			}
-			if out > 0 {
-				rt.out.Add(float64(out))
-			}
-			p.ledger.spend(ex.grant.Agent, ex.grant.Workspace, ex.day, in, out)
+			ex.bytes = m.bytes
+			in, out := ex.charge(res.StatusCode, m)
+			p.settle(ex, in, out)
 		}}
 	return nil
+}
+
+// charge is what an answer costs: the usage it reported. A successful model call that did
+// not report its input is charged the request's estimate; a stream that ended without
+// reporting its output, or was cut (the client left, the provider broke off), is charged at
+// least the text it relayed (BytesPerToken); a cut JSON answer without usage, its bytes.
+// Answers the provider refused (not 2xx), model lists and token counts cost what they
+// report (nothing).
+func (ex *exchange) charge(status int, m metered) (in, out int64) {
+	in, out = m.in, m.out
+	if status/100 != 2 || !ex.endpoint.infer || ex.endpoint.free {
+		return in, out
+	}
+	if !m.inSeen {
+		in = ex.req.input
+	}
+	switch {
+	case ex.endpoint.noOutput:
+	case m.sse && (!m.complete || !m.outSeen):
+		out = max(out, estimateTokens(m.text))
+	case !m.sse && !m.complete && !m.outSeen:
+		out = estimateTokens(m.bytes)
+	}
+	return in, out
 }
 
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	ex := exchangeOf(r.Context())
 	if r.Context().Err() != nil {
-		ex.code = 499 // the client left: nobody to answer
+		// The client left before the answer: the provider may have read the prompt.
+		ex.code = 499
+		p.settle(ex, ex.req.input, 0)
 		return
 	}
+	p.settle(ex, 0, 0) // no answer: it cost nothing
 	ex.code = http.StatusBadGateway
 	p.log.V(1).Info("model provider unreachable", "provider", ex.route.Name, "agent", ex.grant.Agent, "error", err.Error())
 	ex.route.writeError(w, ex.code, errBadGateway, fmt.Sprintf("agentplane: model provider %s unreachable", ex.route.Name))

@@ -142,7 +142,7 @@ func TestUsageCounted(t *testing.T) {
 		{"openai chat sse", "/llm/openrouter/api/v1/chat/completions", "Authorization", `{"stream":true}`, 13, 9},
 		{"openai responses json", "/llm/openai/v1/responses", "Authorization", `{}`, 17, 3},
 		{"google json", "/llm/google/v1beta/models/g:generateContent", "X-Goog-Api-Key", `{}`, 19, 4},
-		{"no usage (404)", "/llm/openai/v1/nothing", "Authorization", `{}`, 0, 0},
+		{"no usage (the provider's 404)", "/llm/openai/v1/embeddings", "Authorization", `{}`, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h.call(t, tc.path, tc.hdr, agentCred, tc.body)

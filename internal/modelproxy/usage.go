@@ -57,6 +57,14 @@ func (m *usageMeter) result() (in, out int64) {
 	return in, out
 }
 
+// seen reports whether any input and any output count was reported.
+func (m *usageMeter) seen() (in, out bool) {
+	l := m.last
+	in = l.InputTokens != nil || l.PromptTokens != nil || l.PromptTokenCount != nil
+	out = l.OutputTokens != nil || l.CompletionTokens != nil || l.CandidatesTokenCount != nil
+	return in, out
+}
+
 // scan finds the last usage object in b: the key must follow '{' or ',' (so an escaped
 // "usage" inside a string never matches) and hold an object (null is skipped).
 func (m *usageMeter) scan(b []byte) {
@@ -128,7 +136,8 @@ type usageScanner struct {
 	buf   *[]byte
 	head  [5]byte // the current SSE line's first bytes
 	headN int
-	start bool // the next byte starts a line
+	start bool  // the next byte starts a line
+	text  int64 // bytes of generated text in the SSE data lines seen (textBytes)
 }
 
 var dataPrefix = [5]byte{'d', 'a', 't', 'a', ':'}
@@ -174,6 +183,7 @@ func (s *usageScanner) write(p []byte) {
 		}
 		if s.isData() {
 			s.meter.scan(*s.buf)
+			s.text += textBytes(*s.buf)
 		}
 		s.start = true
 		p = p[i+1:]
@@ -202,6 +212,9 @@ func (s *usageScanner) finish() (in, out int64) {
 	if !s.sse || (!s.start && s.isData()) {
 		s.meter.scan(*s.buf)
 	}
+	if s.sse && !s.start && s.isData() {
+		s.text += textBytes(*s.buf)
+	}
 	if cap(*s.buf) <= 2*maxLine+maxLine {
 		lineBufs.Put(s.buf)
 	}
@@ -209,14 +222,74 @@ func (s *usageScanner) finish() (in, out int64) {
 	return s.meter.result()
 }
 
+// textKeys name the JSON strings that carry generated text in every stream shape the proxy
+// reads: chat deltas (content, reasoning, refusal, tool call arguments), Anthropic deltas
+// (text, thinking, partial_json), responses events (delta) and Gemini parts (text).
+var textKeys = [][]byte{[]byte(`"content"`), []byte(`"text"`), []byte(`"delta"`), []byte(`"arguments"`),
+	[]byte(`"partial_json"`), []byte(`"thinking"`), []byte(`"reasoning"`), []byte(`"reasoning_content"`), []byte(`"refusal"`)}
+
+// textBytes is the length of the string values of textKeys in the JSON line b (escaped as
+// sent): what the proxy charges, at BytesPerToken, as the output of a stream that ended
+// before it reported usage.
+func textBytes(b []byte) int64 {
+	var n int64
+	for _, k := range textKeys {
+		for from := 0; ; {
+			i := bytes.Index(b[from:], k)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + len(k)
+			if !keyPosition(b, i) {
+				continue
+			}
+			rest := bytes.TrimLeft(b[from:], " \t")
+			if len(rest) == 0 || rest[0] != ':' {
+				continue
+			}
+			rest = bytes.TrimLeft(rest[1:], " \t")
+			if len(rest) == 0 || rest[0] != '"' {
+				continue
+			}
+			n += int64(stringLen(rest[1:]))
+		}
+	}
+	return n
+}
+
+// stringLen is the length of a JSON string's body up to its closing quote (or the end).
+func stringLen(b []byte) int {
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return len(b)
+}
+
+// metered is what a relayed answer carried.
+type metered struct {
+	bytes           int64 // bytes relayed
+	in, out         int64 // tokens reported
+	inSeen, outSeen bool  // an input (output) count was reported
+	sse             bool
+	text            int64 // SSE: bytes of generated text (textBytes)
+	complete        bool  // the body ended with EOF, not cut by an error or a close
+}
+
 // meteredBody passes the upstream body through, feeding the scanner, and calls done once,
-// at EOF, error or close, with the bytes passed and the tokens counted.
+// at EOF, error or close, with what passed.
 type meteredBody struct {
-	rc    io.ReadCloser
-	scan  *usageScanner
-	bytes int64
-	once  sync.Once
-	done  func(bytes, in, out int64)
+	rc       io.ReadCloser
+	scan     *usageScanner
+	bytes    int64
+	complete bool
+	once     sync.Once
+	done     func(metered)
 }
 
 func (b *meteredBody) Read(p []byte) (int, error) {
@@ -228,6 +301,7 @@ func (b *meteredBody) Read(p []byte) (int, error) {
 		}
 	}
 	if err != nil {
+		b.complete = err == io.EOF
 		b.finish()
 	}
 	return n, err
@@ -241,10 +315,12 @@ func (b *meteredBody) Close() error {
 
 func (b *meteredBody) finish() {
 	b.once.Do(func() {
-		var in, out int64
-		if b.scan != nil {
-			in, out = b.scan.finish()
+		m := metered{bytes: b.bytes, complete: b.complete}
+		if s := b.scan; s != nil {
+			m.in, m.out = s.finish()
+			m.inSeen, m.outSeen = s.meter.seen()
+			m.sse, m.text = s.sse, s.text
 		}
-		b.done(b.bytes, in, out)
+		b.done(m)
 	})
 }

@@ -3,11 +3,14 @@
 //
 //	go run ./hack/bench/modelproxy -c 32 -d 10s
 //
-// The fake provider answers a small OpenAI chat JSON with usage (and, in the SSE variant,
-// four chat chunks and a usage chunk) over loopback. Each variant runs -c workers for -d,
-// first direct, then through the proxy (a trivial Authorizer, default tuned transport). It
+// The fake provider answers a small OpenAI chat JSON with usage (and, in the SSE variant, a
+// streamed request, four chat chunks and a usage chunk) over loopback. Each variant runs -c
+// workers for -d, first direct, then through the proxy with the platform's real Authorizer
+// (internal/modelaccess: credential MAC, agent, token Secret, attached secret opened with
+// AES-GCM, workspace, read from an in-memory cache that deep-copies like the manager's), the
+// route allow-list, budget reservations and the stream's usage request in the path. It
 // prints p50 and p99 latency of both, what the proxy adds, throughput and the ratio
-// proxy/direct. -delay makes the provider think before it answers (a real provider takes
+// proxy/direct, and the Authorizer's cost per call alone. -delay makes the provider think before it answers (a real provider takes
 // hundreds of milliseconds): with 0, load generator, proxy and provider compete for the
 // same cores and the proxied path does twice the network work of the direct one.
 package main
@@ -37,12 +40,6 @@ var sseAnswer = []string{
 	`data: {"id":"c1","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n",
 	`data: {"id":"c1","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}` + "\n\n",
 	"data: [DONE]\n\n",
-}
-
-type trivialAuth struct{}
-
-func (trivialAuth) Authorize(context.Context, string, string) (modelproxy.Grant, error) {
-	return modelproxy.Grant{Agent: "bench/a", Workspace: "bench", Key: []byte("sk-bench")}, nil
 }
 
 func main() {
@@ -107,7 +104,12 @@ func run(c int, d time.Duration, cpuprofile string) error {
 		return err
 	}
 	defer stopUp()
-	p, err := modelproxy.New(modelproxy.Options{Authorizer: trivialAuth{}, Upstreams: map[string]string{"openai": up}})
+	ctx := context.Background()
+	authz, cred, err := realAuthorizer(ctx, "sk-bench")
+	if err != nil {
+		return err
+	}
+	p, err := modelproxy.New(modelproxy.Options{Authorizer: authz, Upstreams: map[string]string{"openai": up}})
 	if err != nil {
 		return err
 	}
@@ -120,10 +122,10 @@ func run(c int, d time.Duration, cpuprofile string) error {
 	}
 	defer stopPx()
 
-	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per run\n", delay, c, d)
+	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per run, real Authorizer\n", delay, c, d)
 	fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11s %11s %6s\n", "body", "path", "p50", "p99", "+p50", "+p99", "req/s", "requests", "ratio")
-	for _, v := range []struct{ name, query string }{{"json", ""}, {"sse", "?stream=1"}} {
-		direct, err := load(up+"/v1/chat/completions"+v.query, "sk-bench", c, d)
+	for _, v := range []struct{ name, query, body string }{{"json", "", jsonBody}, {"sse", "?stream=1", sseBody}} {
+		direct, err := load(up+"/v1/chat/completions"+v.query, "sk-bench", v.body, c, d)
 		if err != nil {
 			return err
 		}
@@ -134,7 +136,7 @@ func run(c int, d time.Duration, cpuprofile string) error {
 			}
 			_ = pprof.StartCPUProfile(f)
 		}
-		proxied, err := load(px+"/llm/openai/v1/chat/completions"+v.query, "agent-cred", c, d)
+		proxied, err := load(px+"/llm/openai/v1/chat/completions"+v.query, cred, v.body, c, d)
 		if cpuprofile != "" {
 			pprof.StopCPUProfile()
 		}
@@ -151,14 +153,24 @@ func run(c int, d time.Duration, cpuprofile string) error {
 		requests += dl.Usage.Requests
 	}
 	fmt.Printf("  usage counted by the proxy: %d requests, %d tokens (18 per answer: %v)\n", requests, tokens, tokens == 18*requests)
+	per, err := authorizeCost(ctx, authz, cred)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  the real Authorizer alone: %.1fµs per call\n", float64(per)/float64(time.Microsecond))
 	fmt.Printf("  targets: added p50 <= 1 ms, throughput ratio >= 0.9\n")
 	return nil
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }
 
-// load runs c workers against url for d and returns every latency, sorted.
-func load(url, cred string, c int, d time.Duration) (result, error) {
+const (
+	jsonBody = `{"model":"m","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}`
+	sseBody  = `{"model":"m","max_tokens":64,"stream":true,"messages":[{"role":"user","content":"hi"}]}`
+)
+
+// load runs c workers posting body to url for d and returns every latency, sorted.
+func load(url, cred, body string, c int, d time.Duration) (result, error) {
 	tr := &http.Transport{MaxIdleConns: c, MaxIdleConnsPerHost: c}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr}
@@ -173,7 +185,7 @@ func load(url, cred string, c int, d time.Duration) (result, error) {
 			var mine []time.Duration
 			for time.Now().Before(end) {
 				t := time.Now()
-				req, _ := http.NewRequest("POST", url, strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+				req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+cred)
 				req.Header.Set("Content-Type", "application/json")
 				res, err := client.Do(req)

@@ -1,0 +1,259 @@
+package modelproxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// heldStreams is a provider whose chat streams send one chunk, wait for release, then report
+// usage (prompt 10, completion 100) and end.
+func heldStreams(t *testing.T, release <-chan struct{}) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":100}}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv
+}
+
+// TestBudgetReservedUnderConcurrency: 256 streams at once against a budget of 1,000 tokens a
+// day, each reserving its input estimate plus max_tokens 100 and costing 110: those admitted
+// overshoot the budget by at most one reservation. Before, admission saw only the spend
+// already recorded (none while the streams were open): all 256 passed, 28,160 tokens.
+func TestBudgetReservedUnderConcurrency(t *testing.T) {
+	const streams, limit = 256, 1000
+	body := `{"model":"m","stream":true,"max_tokens":100,"stream_options":{"include_usage":true},"messages":[]}`
+	reservation := estimateTokens(int64(len(body))) + 100
+	for _, scope := range []string{"agent", "workspace"} {
+		t.Run(scope, func(t *testing.T) {
+			release := make(chan struct{})
+			up := heldStreams(t, release)
+			auth := &fakeAuth{grants: map[string]Grant{}}
+			for i := range streams {
+				g := Grant{Agent: "ns/a", Workspace: "ns", Key: []byte(realKey)}
+				if scope == "agent" {
+					g.AgentBudget.TokensPerDay = limit
+				} else {
+					g.Agent = fmt.Sprint("ns/a", i) // 256 agents sharing their workspace's budget
+					g.WorkspaceBudget.TokensPerDay = limit
+				}
+				auth.grants[fmt.Sprint("cred-", i)] = g
+			}
+			p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, Log: logr.Discard()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(p)
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
+			t.Cleanup(func() {
+				client.CloseIdleConnections()
+				srv.CloseClientConnections()
+				srv.Close()
+				p.CloseIdleConnections()
+			})
+
+			var answered, finished sync.WaitGroup
+			answered.Add(streams)
+			var mu sync.Mutex
+			codes := map[int]int{}
+			for i := range streams {
+				finished.Go(func() {
+					req, _ := http.NewRequest("POST", srv.URL+"/llm/openai/v1/chat/completions", strings.NewReader(body))
+					req.Header.Set("Authorization", fmt.Sprint("Bearer cred-", i))
+					res, err := client.Do(req)
+					answered.Done()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					defer res.Body.Close()
+					mu.Lock()
+					codes[res.StatusCode]++
+					mu.Unlock()
+					_, _ = io.Copy(io.Discard, res.Body)
+				})
+			}
+			answered.Wait() // every stream open or refused: only now may any finish
+			close(release)
+			finished.Wait()
+
+			var spent int64
+			for _, d := range p.Drain() {
+				spent += d.Usage.Tokens()
+			}
+			t.Logf("%d streams: %v; spent %d of %d tokens (one reservation: %d)", streams, codes, spent, limit, reservation)
+			if codes[200] == 0 || codes[200]+codes[429] != streams {
+				t.Fatalf("answers %v", codes)
+			}
+			if spent != int64(codes[200])*110 {
+				t.Errorf("spent %d for %d answers of 110 tokens", spent, codes[200])
+			}
+			if spent > limit+reservation {
+				t.Errorf("spent %d tokens against a budget of %d: over by more than one reservation (%d)", spent, limit, reservation)
+			}
+			if a, w := p.ledger.reserved("ns/a", "ns", day(time.Now())); a != 0 || w != 0 {
+				t.Errorf("reservations left once every stream ended: agent %d, workspace %d", a, w)
+			}
+		})
+	}
+}
+
+// TestReservationsReleased: a request that fails or whose client goes away releases its
+// reservation (charged what it may have cost), so the budget is not eaten by requests
+// that no longer run.
+func TestReservationsReleased(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		switch r.URL.Path {
+		case "/v1/chat/completions": // thinks until the client leaves
+			<-r.Context().Done()
+		case "/v1/responses": // streams a little, then hangs
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"abcdefgh\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		default: // refuses
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error":{"message":"bad model"}}`)
+		}
+	}))
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
+	auth := &fakeAuth{grants: map[string]Grant{agentCred: {Agent: "ns1/a", Workspace: "ns1", Key: []byte(realKey),
+		AgentBudget: Budget{TokensPerDay: 1 << 20}, WorkspaceBudget: Budget{TokensPerDay: 1 << 20}}}}
+	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL, "groq": down.URL}, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); p.CloseIdleConnections() })
+	const body = `{"model":"m","max_tokens":1000,"stream":true,"input":"0123456789abcdef"}`
+	in := estimateTokens(int64(len(body)))
+	for _, tc := range []struct {
+		name, path string
+		leave      func(*http.Response) bool // true: the client leaves (cancels) here
+		in, out    int64
+	}{
+		{"the provider refuses", "/llm/openai/v1/embeddings", nil, 0, 0},
+		{"the provider is down", "/llm/groq/openai/v1/chat/completions", nil, 0, 0},
+		{"the client leaves before the answer", "/llm/openai/v1/chat/completions", nil, in, 0},
+		{"the client leaves mid-stream", "/llm/openai/v1/responses", func(res *http.Response) bool {
+			b := make([]byte, 16)
+			_, err := io.ReadAtLeast(res.Body, b, 16)
+			return err == nil
+		}, in, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.in > 0 && tc.leave == nil {
+				time.AfterFunc(200*time.Millisecond, cancel)
+			}
+			req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+tc.path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+agentCred)
+			if res, err := srv.Client().Do(req); err == nil {
+				if tc.leave != nil && !tc.leave(res) {
+					t.Fatal("no stream")
+				}
+				cancel()
+				_, _ = io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+			}
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				a, w := p.ledger.reserved("ns1/a", "ns1", day(time.Now()))
+				if a == 0 && w == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("reservations left: agent %d, workspace %d", a, w)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			ds := p.Drain()
+			if len(ds) != 1 || ds[0].Usage != (Usage{1, tc.in, tc.out}) {
+				t.Errorf("drained %+v, want 1 request, %d input and %d output tokens", ds, tc.in, tc.out)
+			}
+		})
+	}
+}
+
+// TestBodiesWaitForRoom: request bodies held in memory at once are bounded: a request whose
+// body does not fit while another is in flight waits (is not read, not forwarded) until that
+// one ends; one larger than the bound answers 413.
+func TestBodiesWaitForRoom(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	forwarded := 0
+	inner := heldStreams(t, release)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		forwarded++
+		mu.Unlock()
+		inner.Config.Handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { up.CloseClientConnections(); up.Close() })
+	seen := func() int { mu.Lock(); defer mu.Unlock(); return forwarded }
+	auth := &fakeAuth{grants: map[string]Grant{agentCred: {Agent: "ns1/a", Workspace: "ns1", Key: []byte(realKey)}}}
+	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, MaxBufferedBodies: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close(); p.CloseIdleConnections() })
+	post := func(size int) (*http.Response, error) {
+		body := `{"model":"m","stream":true,"pad":"` + strings.Repeat("x", size) + `"}`
+		req, _ := http.NewRequest("POST", srv.URL+"/llm/openai/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+agentCred)
+		return srv.Client().Do(req)
+	}
+	first, err := post(40 << 10)
+	if err != nil || first.StatusCode != 200 {
+		t.Fatalf("first: %v %v", first, err)
+	}
+	defer first.Body.Close()
+	second := make(chan int, 1)
+	go func() {
+		res, err := post(40 << 10)
+		if err != nil {
+			second <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		second <- res.StatusCode
+	}()
+	time.Sleep(200 * time.Millisecond)
+	if n := seen(); n != 1 {
+		t.Fatalf("%d requests forwarded while the first body held the room", n)
+	}
+	if res, err := post(70 << 10); err != nil || res.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over the bound: %v %v", res, err)
+	} else {
+		res.Body.Close()
+	}
+	close(release)
+	_, _ = io.Copy(io.Discard, first.Body)
+	if code := <-second; code != 200 || seen() != 2 {
+		t.Errorf("the waiting request: %d, %d forwarded", code, seen())
+	}
+}
