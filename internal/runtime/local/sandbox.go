@@ -112,7 +112,7 @@ func systemBinds() []string {
 			args = append(args, "--ro-bind", d, d)
 		}
 	}
-	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp")
+	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp")
 }
 
 // uidFor is the uid a home's processes run as when the manager is root: a hash of the home's

@@ -76,9 +76,10 @@ func TestSandboxHidesThePlatformAndOtherAgents(t *testing.T) {
 			t.Errorf("%s: reachable from inside an agent (exit 0): %q", what, res.Stdout)
 		}
 	}
-	// The attacker's own home is there and writable, and its view of the state dir holds
+	// The attacker's own home and /tmp (OpenClaw keeps its state locks there) are writable,
+	// and its view of the state dir holds
 	// nothing but the path to it.
-	res := sh(t, f, "attacker", "touch .mine && ls -A "+state+" && ls -A "+state+"/agents")
+	res := sh(t, f, "attacker", "touch .mine /tmp/mine && ls -A "+state+" && ls -A "+state+"/agents")
 	if res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "agents\n"+newAgent("x").Namespace {
 		t.Errorf("own home or the state dir's view: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
 	}
