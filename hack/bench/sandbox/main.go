@@ -1,0 +1,165 @@
+// Command sandbox measures what the local runtime's sandbox costs an agent, against the same
+// runtime without it, in the same run, with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or
+// hack/install-engine.sh) and the runtime's shipped defaults:
+//
+//	go run ./hack/bench/sandbox -n 3
+//
+// Each round starts one agent's gateway unsandboxed (--sandbox=off) and one sandboxed
+// (--sandbox=auto, which must find bubblewrap), in alternating order, each from a fresh state
+// dir: cold create is the time from Ensure to the gateway's first healthy answer; idle RSS is
+// the resident memory of every process of the agent (bwrap's two included), summed, after
+// -idle of quiet. It prints each run, the medians and the sandboxed/unsandboxed ratios.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/local"
+)
+
+func main() {
+	n := flag.Int("n", 3, "rounds (one unsandboxed and one sandboxed agent each)")
+	idle := flag.Duration("idle", 30*time.Second, "quiet time before the idle RSS is read")
+	flag.Parse()
+	if err := run(*n, *idle); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+type sample struct{ create, rssMiB float64 }
+
+func run(n int, idle time.Duration) error {
+	engineDir, version, err := engine()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("engine %s in %s; %d rounds, idle %s\n", version, engineDir, n, idle)
+	got := map[string][]sample{}
+	for i := range n {
+		order := []string{local.SandboxOff, local.SandboxAuto}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, mode := range order {
+			s, err := once(mode, engineDir, version, idle)
+			if err != nil {
+				return fmt.Errorf("%s: %w", mode, err)
+			}
+			fmt.Printf("round %d  sandbox=%-4s  create %.2f s  idle RSS %.0f MiB\n", i+1, mode, s.create, s.rssMiB)
+			got[mode] = append(got[mode], s)
+		}
+	}
+	off, on := medians(got[local.SandboxOff]), medians(got[local.SandboxAuto])
+	fmt.Printf("\nmedian  unsandboxed: create %.2f s, idle RSS %.0f MiB\n", off.create, off.rssMiB)
+	fmt.Printf("median  sandboxed:   create %.2f s, idle RSS %.0f MiB\n", on.create, on.rssMiB)
+	fmt.Printf("ratio sandboxed/unsandboxed: create %.3f, idle RSS %.3f\n", on.create/off.create, on.rssMiB/off.rssMiB)
+	return nil
+}
+
+// once starts one agent in a fresh runtime with the sandbox mode, measures it and removes it.
+func once(mode, engineDir, version string, idle time.Duration) (sample, error) {
+	state, err := os.MkdirTemp("", "agentplane-bench-sandbox-")
+	if err != nil {
+		return sample{}, err
+	}
+	defer os.RemoveAll(state)
+	rt, err := local.New(local.Options{
+		StateDir: state, Engine: openclaw.New(), EngineDirs: map[string]string{version: engineDir},
+		Log: logr.Discard(), Sandbox: mode,
+	})
+	if err != nil {
+		return sample{}, err
+	}
+	ctx := context.Background()
+	defer func() { _ = rt.Shutdown(ctx) }()
+	if ok, why := rt.Sandboxed(); ok != (mode == local.SandboxAuto) {
+		return sample{}, fmt.Errorf("sandboxed = %v (%s)", ok, why)
+	}
+	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
+	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef", ConfigHash: "h"}
+	start := time.Now()
+	for {
+		o, err := rt.Ensure(ctx, ag, d)
+		if err != nil {
+			return sample{}, err
+		}
+		if o.Phase == runtime.PhaseRunning {
+			break
+		}
+		if o.Phase == runtime.PhaseCrashed || time.Since(start) > 3*time.Minute {
+			return sample{}, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	created := time.Since(start).Seconds()
+	time.Sleep(idle)
+	home := filepath.Join(rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}), "home")
+	return sample{create: created, rssMiB: treeRSS(home)}, nil
+}
+
+// treeRSS sums the RSS of every process whose environment marks it as the agent's (the
+// gateway, its workers and, sandboxed, bwrap's monitor and init).
+func treeRSS(home string) float64 {
+	marker := "AGENTPLANE_AGENT_HOME=" + home + "\x00"
+	entries, _ := os.ReadDir("/proc")
+	total := 0.0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env)+"\x00", marker) {
+			continue
+		}
+		total += rss.MiB(e.Name())
+	}
+	return total
+}
+
+func medians(s []sample) sample {
+	med := func(f func(sample) float64) float64 {
+		v := make([]float64, len(s))
+		for i := range s {
+			v[i] = f(s[i])
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return sample{create: med(func(x sample) float64 { return x.create }), rssMiB: med(func(x sample) float64 { return x.rssMiB })}
+}
+
+// engine is the pinned engine's dir and the version its CLI reports.
+func engine() (string, string, error) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		out, err := exec.Command("hack/install-engine.sh", "--print-dir").Output()
+		if err != nil {
+			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
+	if err != nil {
+		return "", "", err
+	}
+	v, err := openclaw.New().ParseVersion(out)
+	return dir, v, err
+}
