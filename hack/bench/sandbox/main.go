@@ -17,10 +17,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -38,7 +40,10 @@ func main() {
 	n := flag.Int("n", 3, "rounds (one unsandboxed and one sandboxed agent each)")
 	idle := flag.Duration("idle", 30*time.Second, "quiet time before the idle RSS is read")
 	flag.Parse()
-	if err := run(*n, *idle); err != nil {
+	// Ctrl-C ends the run through each runtime's Shutdown: no gateway is left behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *n, *idle); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
@@ -46,7 +51,7 @@ func main() {
 
 type sample struct{ create, rssMiB float64 }
 
-func run(n int, idle time.Duration) error {
+func run(ctx context.Context, n int, idle time.Duration) error {
 	engineDir, version, err := engine()
 	if err != nil {
 		return err
@@ -59,7 +64,7 @@ func run(n int, idle time.Duration) error {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, mode := range order {
-			s, err := once(mode, engineDir, version, idle)
+			s, err := once(ctx, mode, engineDir, version, idle)
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
@@ -75,7 +80,7 @@ func run(n int, idle time.Duration) error {
 }
 
 // once starts one agent in a fresh runtime with the sandbox mode, measures it and removes it.
-func once(mode, engineDir, version string, idle time.Duration) (sample, error) {
+func once(ctx context.Context, mode, engineDir, version string, idle time.Duration) (sample, error) {
 	state, err := os.MkdirTemp("", "agentplane-bench-sandbox-")
 	if err != nil {
 		return sample{}, err
@@ -88,8 +93,7 @@ func once(mode, engineDir, version string, idle time.Duration) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	ctx := context.Background()
-	defer func() { _ = rt.Shutdown(ctx) }()
+	defer func() { _ = rt.Shutdown(context.Background()) }()
 	if ok, why := rt.Sandboxed(); ok != (mode == local.SandboxAuto) {
 		return sample{}, fmt.Errorf("sandboxed = %v (%s)", ok, why)
 	}
@@ -107,10 +111,14 @@ func once(mode, engineDir, version string, idle time.Duration) (sample, error) {
 		if o.Phase == runtime.PhaseCrashed || time.Since(start) > 3*time.Minute {
 			return sample{}, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
 		}
-		time.Sleep(50 * time.Millisecond)
+		if sleep(ctx, 50*time.Millisecond) != nil {
+			return sample{}, ctx.Err()
+		}
 	}
 	created := time.Since(start).Seconds()
-	time.Sleep(idle)
+	if err := sleep(ctx, idle); err != nil {
+		return sample{}, err
+	}
 	home := filepath.Join(rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}), "home")
 	return sample{create: created, rssMiB: treeRSS(home)}, nil
 }
@@ -132,6 +140,15 @@ func treeRSS(home string) float64 {
 		total += rss.MiB(e.Name())
 	}
 	return total
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
 }
 
 func medians(s []sample) sample {
