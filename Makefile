@@ -88,6 +88,10 @@ cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kub
 node-packages: ## Install containerd, runc, the CNI plugins, iptables and tini from Debian when absent (root).
 	@hack/install-node-packages.sh
 
+.PHONY: sandbox-packages
+sandbox-packages: ## Install bubblewrap from Debian when absent: the local runtime's agent sandbox (root).
+	@hack/install-sandbox.sh
+
 .PHONY: chromium
 chromium: ## Install Debian's chromium when absent, for the web console's browser tests (root).
 	@hack/install-chromium.sh
@@ -118,7 +122,7 @@ build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's sta
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane-probe ./cmd/agentplane-probe
 
 .PHONY: run
-run: build envtest-assets engine ## Run the platform locally (agentplane dev).
+run: build envtest-assets engine sandbox-packages ## Run the platform locally (agentplane dev).
 	$(BIN)/agentplane dev --state-dir $(STATE_DIR) --control-plane-dir $(K8S_ASSETS) --engine-dir "$$(hack/install-engine.sh --print-dir)" $(DEV_ARGS)
 
 .PHONY: cluster
@@ -158,7 +162,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages chromium engine helm promtool verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
+test: envtest-assets cluster-binaries node-packages sandbox-packages chromium engine helm promtool verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
 	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
