@@ -54,6 +54,8 @@ const settleDelay = time.Second
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=files,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=snapshots,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch
 
 // Reconcile converges one Workspace.
@@ -78,6 +80,11 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	storageRequeue, err := r.reconcileStorage(ctx, ws)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue = minPositive(requeue, storageRequeue)
 
 	ws.Status.Namespace = ws.Name
 	ws.Status.Agents = int32(len(agents.Items))
@@ -139,6 +146,23 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 	return requeue, r.Limiter.RecountAgents(ctx, ws.Name)
 }
 
+// reconcileStorage recounts the storage quotas holding a stale reservation (a caller died
+// between reserving and settling, or its settle was lost): the count is rebuilt from the
+// objects. It returns when the next reservation turns stale.
+func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1.Workspace) (time.Duration, error) {
+	due, next := r.Limiter.StorageRecountDue(ws)
+	for _, kind := range due {
+		log.FromContext(ctx).Info("recounting a storage quota that holds a stale reservation", "kind", kind)
+		if err := r.Limiter.RecountStorage(ctx, ws.Name, kind); err != nil {
+			return 0, err
+		}
+	}
+	if next.IsZero() {
+		return 0, nil
+	}
+	return next.Sub(r.Limiter.Now()) + time.Second, nil
+}
+
 func minPositive(a, b time.Duration) time.Duration {
 	if a <= 0 || (b > 0 && b < a) {
 		return b
@@ -181,7 +205,9 @@ func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				CreateFunc: func(event.CreateEvent) bool { return false },
 				DeleteFunc: func(event.DeleteEvent) bool { return false },
 				UpdateFunc: func(e event.UpdateEvent) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.(*agentsv1.Workspace).Status.AgentSlots, e.ObjectNew.(*agentsv1.Workspace).Status.AgentSlots)
+					o, n := e.ObjectOld.(*agentsv1.Workspace), e.ObjectNew.(*agentsv1.Workspace)
+					return !equality.Semantic.DeepEqual(o.Status.AgentSlots, n.Status.AgentSlots) ||
+						storagePendingChanged(&o.Status.Storage, &n.Status.Storage)
 				},
 			})).
 		Watches(&agentsv1.Agent{}, enqueueAfter(settleDelay, client.Object.GetNamespace),
@@ -190,6 +216,17 @@ func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			}})).
 		Named("workspace").
 		Complete(r)
+}
+
+// storagePendingChanged reports whether a storage quota's reservations changed (the Workspace
+// controller then looks again at when the oldest turns stale).
+func storagePendingChanged(o, n *agentsv1.StorageUsage) bool {
+	for _, kind := range agentsv1.StorageKinds {
+		if len(o.Count(kind).Pending) != len(n.Count(kind).Pending) {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueueAfter enqueues the workspace named by name(o) delay after an event; the queue keeps
