@@ -103,6 +103,7 @@ func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) 
 		}
 		return nil, withMessage(msgUploadFailed, err)
 	}
+	s.tallyUpload(r.Context(), a, size)
 	res.settle(size)
 	return created(map[string]any{"path": rel, "filename": path.Base(rel), "size": size})
 }

@@ -7,6 +7,10 @@ import (
 	"errors"
 	"net/http"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/quota"
 )
@@ -89,4 +93,28 @@ func (s *Server) storageLimiter() *quota.Limiter {
 		return nil
 	}
 	return s.opts.Admission.Limiter
+}
+
+// tallyUpload adds an upload of bytes bytes to the agent's tally (AnnotationUploads, metadata
+// the facade writes with optimistic concurrency): the workspace's uploads count is the sum of
+// its agents' tallies, so the agent's deletion gives them back. It runs before the upload's
+// reservation is settled, so no recount sees the tally without the reservation.
+func (s *Server) tallyUpload(ctx context.Context, a *agentsv1.Agent, bytes int64) {
+	if s.storageLimiter() == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &agentsv1.Agent{}
+		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+			return err
+		}
+		patch := client.MergeFromWithOptions(cur.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		b, o := agentsv1.UploadTally(cur)
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, agentsv1.AnnotationUploads, agentsv1.FormatUploadTally(b+bytes, o+1))
+		return s.opts.Client.Patch(ctx, cur, patch)
+	})
+	if err != nil {
+		s.opts.Log.Error(err, "recording an upload in its agent's tally failed", "agent", a.Name)
+	}
 }

@@ -158,5 +158,12 @@ var _ = Describe("Storage quotas", func() {
 		Expect(usage(ws, agentsv1.StorageUploads)).To(Equal([3]int64{6, 1, 0}))
 		Expect(up("c.txt", "1234").Status).To(Equal(201))
 		Expect(usage(ws, agentsv1.StorageUploads)).To(Equal([3]int64{10, 2, 0}))
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: id}, a)).To(Succeed())
+		Expect(a.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUploads, "10,2"))
+
+		// The agent's deletion gives its uploads back.
+		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(BeNumerically("<", 300))
+		Eventually(func() [3]int64 { return usage(ws, agentsv1.StorageUploads) }).Should(Equal([3]int64{0, 0, 0}))
 	})
 })

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,7 +81,7 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	storageRequeue, err := r.reconcileStorage(ctx, ws)
+	storageRequeue, err := r.reconcileStorage(ctx, ws, agents.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -148,9 +149,19 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 
 // reconcileStorage recounts the storage quotas holding a stale reservation (a caller died
 // between reserving and settling, or its settle was lost): the count is rebuilt from the
-// objects. It returns when the next reservation turns stale.
-func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1.Workspace) (time.Duration, error) {
+// objects. The uploads count is also recounted, at most every RecountAfter, when no upload is
+// in flight and it disagrees with the agents' tallies: an agent deleted gives its uploads
+// back. It returns when to look again.
+func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1.Workspace, agents []agentsv1.Agent) (time.Duration, error) {
 	due, next := r.Limiter.StorageRecountDue(ws)
+	var requeue time.Duration
+	if !slices.Contains(due, agentsv1.StorageUploads) && uploadsDrift(ws, agents) {
+		if wait := r.recountWait("uploads/" + ws.Name); wait > 0 {
+			requeue = wait
+		} else {
+			due = append(due, agentsv1.StorageUploads)
+		}
+	}
 	for _, kind := range due {
 		log.FromContext(ctx).Info("recounting a storage quota that holds a stale reservation", "kind", kind)
 		if err := r.Limiter.RecountStorage(ctx, ws.Name, kind); err != nil {
@@ -158,9 +169,40 @@ func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1
 		}
 	}
 	if next.IsZero() {
-		return 0, nil
+		return requeue, nil
 	}
-	return next.Sub(r.Limiter.Now()) + time.Second, nil
+	return minPositive(requeue, next.Sub(r.Limiter.Now())+time.Second), nil
+}
+
+// uploadsDrift reports whether ws's uploads count, with no upload in flight, disagrees with
+// its agents' tallies (read from the cache).
+func uploadsDrift(ws *agentsv1.Workspace, agents []agentsv1.Agent) bool {
+	c := ws.Status.Storage.Uploads
+	if len(c.Pending) > 0 {
+		return false
+	}
+	var bytes, objects int64
+	for i := range agents {
+		b, o := agentsv1.UploadTally(&agents[i])
+		bytes, objects = bytes+b, objects+o
+	}
+	return bytes != c.Bytes || objects != c.Objects
+}
+
+// recountWait is how long a recount under key must still wait (RecountAfter since the last);
+// zero: it may run now, and is recorded as run.
+func (r *WorkspaceReconciler) recountWait(key string) time.Duration {
+	every := r.RecountAfter
+	if every <= 0 {
+		every = DefaultRecountAfter
+	}
+	if last, ok := r.lastRecount.Load(key); ok {
+		if wait := last.(time.Time).Add(every).Sub(r.Limiter.Now()); wait > 0 {
+			return wait
+		}
+	}
+	r.lastRecount.Store(key, r.Limiter.Now())
+	return 0
 }
 
 func minPositive(a, b time.Duration) time.Duration {
@@ -212,7 +254,8 @@ func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 			})).
 		Watches(&agentsv1.Agent{}, enqueueAfter(settleDelay, client.Object.GetNamespace),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.(*agentsv1.Agent).Status.HoldsSlot != e.ObjectNew.(*agentsv1.Agent).Status.HoldsSlot
+				o, n := e.ObjectOld.(*agentsv1.Agent), e.ObjectNew.(*agentsv1.Agent)
+				return o.Status.HoldsSlot != n.Status.HoldsSlot || o.Annotations[agentsv1.AnnotationUploads] != n.Annotations[agentsv1.AnnotationUploads]
 			}})).
 		Named("workspace").
 		Complete(r)

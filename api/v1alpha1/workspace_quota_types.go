@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -32,6 +34,22 @@ const (
 // recount that finds the File counts it and drops that reservation, so a reservation is never
 // counted twice.
 const AnnotationStorageReservation = "agentplane.io/storage-reservation"
+
+// AnnotationUploads is, on an Agent, what `POST /v0/agents/{id}/files/upload` wrote into its
+// home: "<bytes>,<files>" (written by the facade after each upload). The workspace's uploads
+// count is the sum over its agents, so deleting an agent gives its uploads back.
+const AnnotationUploads = "agentplane.io/uploads"
+
+// UploadTally reads an agent's AnnotationUploads (zero when unset or malformed).
+func UploadTally(a *Agent) (bytes, objects int64) {
+	if _, err := fmt.Sscanf(a.Annotations[AnnotationUploads], "%d,%d", &bytes, &objects); err != nil || bytes < 0 || objects < 0 {
+		return 0, 0
+	}
+	return bytes, objects
+}
+
+// FormatUploadTally is the value of AnnotationUploads.
+func FormatUploadTally(bytes, objects int64) string { return fmt.Sprintf("%d,%d", bytes, objects) }
 
 // StorageQuotas are a workspace's storage quotas, one per kind. An unset kind (or field) takes
 // the plan's default (free: 10 GiB and 100000 objects; pro: 100 GiB and 1000000 objects).

@@ -21,29 +21,27 @@ type storageTally struct {
 // RecountStorage rebuilds workspace ws's count of kind from its objects, listed live at
 // exactly the Workspace's resourceVersion (so the count and the reservations it replaces
 // describe one moment, and the write, guarded by that resourceVersion, fails if anything
-// moved since): files from their File objects, snapshots from their completed Snapshots.
-// Reservations whose object is counted and stale ones are dropped. Uploads leave no object to
-// count: their stale reservations are dropped and their count kept. It repairs what a lost
-// settle or free left behind; the usual moves never need it.
+// moved since): files from their File objects, snapshots from their completed Snapshots,
+// uploads from their agents' tallies (AnnotationUploads). Reservations whose object is counted
+// and stale ones are dropped. An upload's tally lands before its settle and names no
+// reservation, so uploads are recounted only while no upload is in flight. It repairs what a
+// lost settle or free left behind, and gives back the uploads of deleted agents.
 func (l *Limiter) RecountStorage(ctx context.Context, ws string, kind agentsv1.StorageKind) error {
 	key := client.ObjectKey{Name: ws}
 	l.last.Delete(key)
 	err := l.update(ctx, key, newWorkspaceHolder, func(h holder) (bool, error) {
 		_, c := storageCount(h, kind)
-		var tally *storageTally
-		if kind != agentsv1.StorageUploads {
-			t, err := l.tallyAt(ctx, ws, kind, h.object().GetResourceVersion())
-			if err != nil {
-				return false, err
-			}
-			tally = t
+		fresh := slices.ContainsFunc(c.Pending, func(r agentsv1.StorageReservation) bool { return !l.storageStale(r) })
+		if kind == agentsv1.StorageUploads && fresh {
+			return false, nil
 		}
-		next := agentsv1.StorageCount{Bytes: c.Bytes, Objects: c.Objects}
-		if tally != nil {
-			next.Bytes, next.Objects = tally.bytes, tally.objects
+		tally, err := l.tallyAt(ctx, ws, kind, h.object().GetResourceVersion())
+		if err != nil {
+			return false, err
 		}
+		next := agentsv1.StorageCount{Bytes: tally.bytes, Objects: tally.objects}
 		for _, r := range c.Pending {
-			if (tally == nil || !tally.settles[r.Name]) && l.Now().Sub(r.Time.Time) < StorageStaleAfter {
+			if !tally.settles[r.Name] && !l.storageStale(r) {
 				next.Pending = append(next.Pending, r)
 			}
 		}
@@ -74,7 +72,7 @@ func (l *Limiter) tallyAt(ctx context.Context, ws string, kind agentsv1.StorageK
 				return nil, err
 			}
 			for _, f := range page.Items {
-				t.add(f.Spec.Size, f.Annotations[agentsv1.AnnotationStorageReservation])
+				t.add(f.Spec.Size, 1, f.Annotations[agentsv1.AnnotationStorageReservation])
 			}
 			cont = page.Continue
 		case agentsv1.StorageSnapshots:
@@ -84,8 +82,18 @@ func (l *Limiter) tallyAt(ctx context.Context, ws string, kind agentsv1.StorageK
 			}
 			for _, s := range page.Items {
 				if s.Status.Phase == agentsv1.SnapshotCompleted {
-					t.add(s.Status.Size, s.Name)
+					t.add(s.Status.Size, 1, s.Name)
 				}
+			}
+			cont = page.Continue
+		case agentsv1.StorageUploads:
+			var page agentsv1.AgentList
+			if err := l.Reader.List(ctx, &page, opts); err != nil {
+				return nil, err
+			}
+			for i := range page.Items {
+				bytes, objects := agentsv1.UploadTally(&page.Items[i])
+				t.add(bytes, objects, "")
 			}
 			cont = page.Continue
 		}
@@ -96,9 +104,14 @@ func (l *Limiter) tallyAt(ctx context.Context, ws string, kind agentsv1.StorageK
 	}
 }
 
-func (t *storageTally) add(bytes int64, settles string) {
+// storageStale reports whether r is past StorageStaleAfter.
+func (l *Limiter) storageStale(r agentsv1.StorageReservation) bool {
+	return l.Now().Sub(r.Time.Time) >= StorageStaleAfter
+}
+
+func (t *storageTally) add(bytes, objects int64, settles string) {
 	t.bytes += bytes
-	t.objects++
+	t.objects += objects
 	if settles != "" {
 		t.settles[settles] = true
 	}
