@@ -76,31 +76,34 @@ var _ = Describe("Storage quotas", func() {
 	It("refuses the file that would exceed the files quota with 403 Storage quota exceeded, and deleting frees", func() {
 		const ws = "quota-files"
 		tok := quotaWorkspace(ws, &agentsv1.StorageQuotas{Files: storageQuota(1000, 10)})
-		first := uploadTo(baseURL, tok, "a.bin", bytes.Repeat([]byte("a"), 600))
+		first := uploadTo(baseURL, tok, "a.bin", bytes.Repeat([]byte("a"), 300))
 		Expect(first.Status).To(Equal(200), first.Raw)
-		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{600, 1, 0}))
+		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{300, 1, 0}))
+		// The same bytes again: the same file, no more room held.
+		again := uploadTo(baseURL, tok, "a.bin", bytes.Repeat([]byte("a"), 300))
+		Expect(again.Status).To(Equal(200), again.Raw)
+		Expect(dataOf(again)["id"]).To(Equal(dataOf(first)["id"]))
+		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{300, 1, 0}))
 
-		over := uploadTo(baseURL, tok, "b.bin", bytes.Repeat([]byte("b"), 401))
+		over := uploadTo(baseURL, tok, "b.bin", bytes.Repeat([]byte("b"), 701))
 		Expect(over.Status).To(Equal(403), over.Raw)
 		code, msg := over.v3Error()
 		Expect(code).To(BeEquivalentTo(403))
 		Expect(msg).To(Equal("Storage quota exceeded"))
-		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{600, 1, 0}))
+		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{300, 1, 0}))
 		var files agentsv1.FileList
 		Expect(k8sClient.List(ctx, &files, client.InNamespace(ws))).To(Succeed())
 		Expect(files.Items).To(HaveLen(1))
 
-		// What fits is taken; the same bytes again hold no more room.
-		Expect(uploadTo(baseURL, tok, "c.bin", bytes.Repeat([]byte("c"), 400)).Status).To(Equal(200))
+		Expect(uploadTo(baseURL, tok, "c.bin", bytes.Repeat([]byte("c"), 700)).Status).To(Equal(200))
 		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{1000, 2, 0}))
 
+		// Deleting a file gives its room back at once.
 		id := dataOf(first)["id"].(string)
 		Expect(call("DELETE", "/v3/files/private/"+id, tok, nil).Status).To(Equal(200))
-		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{400, 1, 0}))
-		Expect(uploadTo(baseURL, tok, "b.bin", bytes.Repeat([]byte("b"), 401)).Status).To(Equal(200))
-		again := uploadTo(baseURL, tok, "b.bin", bytes.Repeat([]byte("b"), 401))
-		Expect(again.Status).To(Equal(200), again.Raw)
-		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{801, 2, 0}))
+		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{700, 1, 0}))
+		Expect(uploadTo(baseURL, tok, "d.bin", bytes.Repeat([]byte("d"), 300)).Status).To(Equal(200))
+		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{1000, 2, 0}))
 	})
 
 	It("accepts exactly N of 20 concurrent uploads on two facade replicas against a quota of N files", func() {
