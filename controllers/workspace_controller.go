@@ -163,7 +163,7 @@ func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1
 		}
 	}
 	for _, kind := range due {
-		log.FromContext(ctx).Info("recounting a storage quota that holds a stale reservation", "kind", kind)
+		log.FromContext(ctx).Info("recounting a storage quota (a stale reservation, or uploads that disagree with the agents' tallies)", "kind", kind)
 		if err := r.Limiter.RecountStorage(ctx, ws.Name, kind); err != nil {
 			return 0, err
 		}

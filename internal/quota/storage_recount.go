@@ -18,10 +18,11 @@ type storageTally struct {
 	settles        map[string]bool
 }
 
-// RecountStorage rebuilds workspace ws's count of kind from its objects, listed live at
-// exactly the Workspace's resourceVersion (so the count and the reservations it replaces
-// describe one moment, and the write, guarded by that resourceVersion, fails if anything
-// moved since): files from their File objects, snapshots from their completed Snapshots,
+// RecountStorage rebuilds workspace ws's count of kind from its objects, listed live after the
+// Workspace is read (the write, guarded by the Workspace's resourceVersion, fails if a
+// reservation, settle or free moved meanwhile; the objects are listed as they are now, not
+// at that resourceVersion, which can predate them: an object whose settle was lost changed
+// nothing of the Workspace): files from their File objects, snapshots from their completed Snapshots,
 // uploads from their agents' tallies (AnnotationUploads). Reservations whose object is counted
 // and stale ones are dropped. An upload's tally lands before its settle and names no
 // reservation, so uploads are recounted only while no upload is in flight. It repairs what a
@@ -35,7 +36,7 @@ func (l *Limiter) RecountStorage(ctx context.Context, ws string, kind agentsv1.S
 		if kind == agentsv1.StorageUploads && fresh {
 			return false, nil
 		}
-		tally, err := l.tallyAt(ctx, ws, kind, h.object().GetResourceVersion())
+		tally, err := l.tally(ctx, ws, kind)
 		if err != nil {
 			return false, err
 		}
@@ -57,12 +58,10 @@ func (l *Limiter) RecountStorage(ctx context.Context, ws string, kind agentsv1.S
 	return err
 }
 
-// tallyAt counts workspace ws's objects of kind as they were at resourceVersion rv.
-func (l *Limiter) tallyAt(ctx context.Context, ws string, kind agentsv1.StorageKind, rv string) (*storageTally, error) {
+// tally counts workspace ws's objects of kind, listed live page by page.
+func (l *Limiter) tally(ctx context.Context, ws string, kind agentsv1.StorageKind) (*storageTally, error) {
 	t := &storageTally{settles: map[string]bool{}}
-	opts := &client.ListOptions{Namespace: ws, Limit: recountPage, Raw: &metav1.ListOptions{
-		ResourceVersion: rv, ResourceVersionMatch: metav1.ResourceVersionMatchExact,
-	}}
+	opts := &client.ListOptions{Namespace: ws, Limit: recountPage}
 	for {
 		var cont string
 		switch kind {
@@ -100,7 +99,7 @@ func (l *Limiter) tallyAt(ctx context.Context, ws string, kind agentsv1.StorageK
 		if cont == "" {
 			return t, nil
 		}
-		opts.Continue, opts.Raw = cont, nil
+		opts.Continue = cont
 	}
 }
 
