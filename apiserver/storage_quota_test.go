@@ -144,9 +144,9 @@ var _ = Describe("Storage quotas", func() {
 		Expect([]int64{u[1], u[2]}).To(Equal([]int64{n, 0}))
 	})
 
-	It("refuses an agent upload over the uploads quota with 403 and keeps count of what fits", func() {
+	It("refuses an agent upload over the uploads quota, and a snapshot sync over the snapshot quota, with 403; an agent deleted gives its uploads back", func() {
 		const ws = "quota-uploads"
-		tok := quotaWorkspace(ws, &agentsv1.StorageQuotas{Uploads: storageQuota(10, 100)})
+		tok := quotaWorkspace(ws, &agentsv1.StorageQuotas{Uploads: storageQuota(10, 100), Snapshots: storageQuota(1<<30, 0)})
 		id := snapAgent(baseURL, tok, "Uploader")
 		up := func(name, content string) reply {
 			return call("POST", "/v0/agents/"+id+"/files/upload", tok, map[string]any{
@@ -164,6 +164,11 @@ var _ = Describe("Storage quotas", func() {
 		a := &agentsv1.Agent{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: id}, a)).To(Succeed())
 		Expect(a.Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUploads, "10,2"))
+
+		// A snapshot over the snapshot quota (no snapshots at all here) fails with the same answer.
+		sync := call("POST", "/v0/agents/"+id+"/snapshots/sync", tok, nil)
+		Expect(sync.Status).To(Equal(403), sync.Raw)
+		Expect(sync.v0Error()).To(Equal("Storage quota exceeded"))
 
 		// The agent's deletion gives its uploads back.
 		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(BeNumerically("<", 300))
