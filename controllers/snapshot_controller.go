@@ -54,8 +54,9 @@ var errPutEnded = errors.New("storage put ended")
 // deterministic tar is streamed through a pipe into storage (space <namespace>/snapshots), so
 // memory stays bounded whatever the workspace size, and the same content always gives the same
 // CID. A Snapshot that does not fit in its workspace's snapshot quota fails with
-// Ready=False/QuotaExceeded and keeps no archive (snapshot_quota.go). A completed or failed Snapshot is never archived again. While storage is unreachable the
-// Snapshot stays pending with Ready=False/StorageUnavailable and is retried with backoff.
+// Ready=False/QuotaExceeded and keeps no archive (snapshot_quota.go). A completed or failed
+// Snapshot is never archived again. While storage is unreachable the Snapshot stays pending
+// with Ready=False/StorageUnavailable and is retried with backoff.
 // Completed snapshots beyond Retention per agent are deleted; the finalizer deletes an
 // archive once no other Snapshot of the workspace and no AgentTemplate names its CID.
 type SnapshotReconciler struct {
