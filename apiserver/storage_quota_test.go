@@ -106,12 +106,9 @@ var _ = Describe("Storage quotas", func() {
 		Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{1000, 2, 0}))
 	})
 
-	It("accepts exactly N of 20 concurrent uploads on two facade replicas against a quota of N files", func() {
-		const ws, n = "quota-race", 5
-		tok := quotaWorkspace(ws, &agentsv1.StorageQuotas{Files: storageQuota(1<<30, n)})
-		rctx, stop := context.WithCancel(ctx)
-		DeferCleanup(stop)
-		_, second := startPlatform(rctx, platform.Options{APIOnly: true})
+	// race sends 20 distinct uploads of 100 bytes at once, half through each replica, and
+	// returns how many of each status came back.
+	race := func(tok string, urls ...string) map[int]int {
 		var wg sync.WaitGroup
 		results := make(chan reply, 20)
 		for i := range 20 {
@@ -119,11 +116,7 @@ var _ = Describe("Storage quotas", func() {
 			go func() {
 				defer GinkgoRecover()
 				defer wg.Done()
-				url := baseURL
-				if i%2 == 1 {
-					url = second
-				}
-				results <- uploadTo(url, tok, fmt.Sprintf("racer-%d", i), []byte(fmt.Sprintf("content of racer %d", i)))
+				results <- uploadTo(urls[i%len(urls)], tok, fmt.Sprintf("racer-%d", i), []byte(fmt.Sprintf("racer %02d %s", i, bytes.Repeat([]byte("x"), 91))))
 			}()
 		}
 		wg.Wait()
@@ -136,12 +129,25 @@ var _ = Describe("Storage quotas", func() {
 				Expect(msg).To(Equal("Storage quota exceeded"))
 			}
 		}
-		Expect(count).To(Equal(map[int]int{200: n, 403: 20 - n}))
-		var files agentsv1.FileList
-		Expect(k8sClient.List(ctx, &files, client.InNamespace(ws))).To(Succeed())
-		Expect(files.Items).To(HaveLen(n))
-		u := usage(ws, agentsv1.StorageFiles)
-		Expect([]int64{u[1], u[2]}).To(Equal([]int64{n, 0}))
+		return count
+	}
+
+	It("accepts exactly N of 20 concurrent uploads on two facade replicas, against N files or N files' bytes", func() {
+		const n = 5
+		rctx, stop := context.WithCancel(ctx)
+		DeferCleanup(stop)
+		_, second := startPlatform(rctx, platform.Options{APIOnly: true})
+		for ws, q := range map[string]*agentsv1.StorageQuota{
+			"quota-race-objects": storageQuota(1<<30, n),
+			"quota-race-bytes":   storageQuota(n*100, 1000),
+		} {
+			tok := quotaWorkspace(ws, &agentsv1.StorageQuotas{Files: q})
+			Expect(race(tok, baseURL, second)).To(Equal(map[int]int{200: n, 403: 20 - n}), ws)
+			var files agentsv1.FileList
+			Expect(k8sClient.List(ctx, &files, client.InNamespace(ws))).To(Succeed())
+			Expect(files.Items).To(HaveLen(n))
+			Expect(usage(ws, agentsv1.StorageFiles)).To(Equal([3]int64{n * 100, n, 0}), ws)
+		}
 	})
 
 	It("refuses an agent upload over the uploads quota, and a snapshot sync over the snapshot quota, with 403; an agent deleted gives its uploads back", func() {
