@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -88,12 +89,21 @@ func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) 
 	if err != nil {
 		return nil, err
 	}
+	// Room in the workspace's uploads quota is reserved before the file is written, settled
+	// once it is, released when the write fails.
+	res, err := s.reserveStorage(r.Context(), c.Namespace, agentsv1.StorageUploads, size)
+	if err != nil {
+		return nil, err
+	}
 	target := path.Join(s.opts.Engine.Layout().WorkspaceDir, rel)
 	if err := s.opts.Runtime.WriteFile(r.Context(), a, target, content); err != nil {
+		res.release()
 		if errors.Is(err, runtime.ErrInvalidPath) {
 			return nil, withCause(http.StatusBadRequest, msgInvalidFilename, err)
 		}
 		return nil, withMessage(msgUploadFailed, err)
 	}
+	s.tallyUpload(r.Context(), a, size)
+	res.settle(size)
 	return created(map[string]any{"path": rel, "filename": path.Base(rel), "size": size})
 }

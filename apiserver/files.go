@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -29,7 +30,11 @@ const (
 	msgInvalidNetwork   = "Network must be public or private"
 	msgInvalidKeyValues = "keyvalues must be a JSON object of strings"
 	msgStorageMissing   = "Storage not configured"
-	dateLayoutMillis    = "2006-01-02T15:04:05.000Z"
+	// msgStorageQuota answers a write that would take the workspace over a storage quota
+	// (spec.quotas): 403 like `Agent limit reached`, a limit of the account rather than of the
+	// request (413 stays the per-request body limit).
+	msgStorageQuota  = "Storage quota exceeded"
+	dateLayoutMillis = "2006-01-02T15:04:05.000Z"
 	// maxKeyValuesBytes bounds an upload's keyvalues (JSON text), which its File object holds.
 	maxKeyValuesBytes = 64 << 10
 )
@@ -125,12 +130,22 @@ func (s *Server) uploadFile(r *http.Request, c *Caller) (*Response, error) {
 	if name == "" {
 		name = fh.Filename
 	}
-	obj, mimeType, err := putPart(r.Context(), store, filesSpace(c.Namespace, network), fh)
+	// Room for the file is reserved before its bytes are stored; the reservation is settled
+	// once its File is recorded, or released when nothing new was stored.
+	res, err := s.reserveStorage(r.Context(), c.Namespace, agentsv1.StorageFiles, fh.Size)
 	if err != nil {
 		return nil, err
 	}
+	obj, mimeType, err := putPart(r.Context(), store, filesSpace(c.Namespace, network), fh)
+	if err != nil {
+		res.release()
+		return nil, err
+	}
 	f := &agentsv1.File{
-		ObjectMeta: metav1.ObjectMeta{Name: fileObjectName(network, obj.CID), Namespace: c.Namespace},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fileObjectName(network, obj.CID), Namespace: c.Namespace,
+			Annotations: res.annotations(),
+		},
 		Spec: agentsv1.FileSpec{
 			Network: network, CID: obj.CID, Name: truncate(name, 1024), Size: obj.Size, MimeType: truncate(mimeType, 255),
 			CreatedAt: s.opts.Now().UTC().Format(dateLayoutMillis), KeyValues: keyvalues,
@@ -139,13 +154,20 @@ func (s *Server) uploadFile(r *http.Request, c *Caller) (*Response, error) {
 	f.Spec.ID = f.Name
 	if err := s.opts.Client.Create(r.Context(), f); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
+			if admission.Refused(err) {
+				res.release()
+			}
 			return nil, err
 		}
-		// The same bytes on the same network: the upload is idempotent and keeps the first date.
+		// The same bytes on the same network: the upload is idempotent, keeps the first date
+		// and holds no more room.
+		res.release()
 		if err := s.opts.APIReader.Get(r.Context(), client.ObjectKeyFromObject(f), f); err != nil {
 			return nil, err
 		}
+		return ok(data(viewFile(f)))
 	}
+	res.settle(obj.Size)
 	return ok(data(viewFile(f)))
 }
 
@@ -311,7 +333,11 @@ func (s *Server) deleteFile(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.opts.Client.Delete(r.Context(), f); err != nil && !apierrors.IsNotFound(err) {
+	switch err := s.opts.Client.Delete(r.Context(), f); {
+	case err == nil:
+		// Only the delete that removed the File gives its room back.
+		s.freeStorage(r.Context(), c.Namespace, agentsv1.StorageFiles, f.Spec.Size)
+	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
 	if err := store.Delete(r.Context(), filesSpace(c.Namespace, network), f.Spec.CID); err != nil {

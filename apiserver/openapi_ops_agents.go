@@ -248,11 +248,12 @@ func engineOps() map[string]*op {
 		},
 		"POST /v0/agents/{agentId}/files/upload": {
 			id: "uploadAgentFile", tag: "engine", summary: "Write a file into the agent's workspace",
-			description: "The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.",
+			description: "The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.",
 			body:        agentUploadBody, tooLarge: msgFileTooLarge,
 			replies: []reply{answer(http.StatusCreated, "Written.", props{"path": docString(), "filename": docString(), "size": &schema{Type: "integer", Format: "int64"}})},
 			fails: []fail{
 				fails(http.StatusBadRequest, msgInvalidFilename, msgInvalidContent, msgInvalidBody), notFoundAgent,
+				fails(http.StatusForbidden, msgStorageQuota),
 				fails(http.StatusInternalServerError, msgUploadFailed),
 			},
 		},

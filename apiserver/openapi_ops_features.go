@@ -73,10 +73,11 @@ func snapshotOps() map[string]*op {
 		},
 		"POST /v0/agents/{agentId}/snapshots/sync": {
 			id: "syncSnapshot", tag: "snapshots", summary: "Archive the agent's workspace now",
-			description: "Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached.",
+			description: "Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).",
 			replies:     []reply{answer(http.StatusCreated, "The stored snapshot.", props{"snapshot": snapshotView{}})},
 			fails: []fail{
-				fails(http.StatusBadRequest, msgStorageMissing), notFoundAgent, fails(http.StatusInternalServerError, msgSyncFailed),
+				fails(http.StatusBadRequest, msgStorageMissing), notFoundAgent, fails(http.StatusForbidden, msgStorageQuota),
+				fails(http.StatusInternalServerError, msgSyncFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/snapshots/reset": {

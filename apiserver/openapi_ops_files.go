@@ -30,11 +30,12 @@ func fileOps() map[string]*op {
 		},
 		"POST /v3/files": {
 			id: "uploadFile", tag: "files", summary: "Upload a file",
-			description: "Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file.",
+			description: "Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file. A file that would take the workspace over its files quota (`spec.quotas.files` of its Workspace: bytes and files) is refused with 403.",
 			multipart:   uploadForm,
 			replies:     []reply{answer(http.StatusOK, "The stored file.", fileReply)},
 			fails: []fail{
 				fails(http.StatusBadRequest, "Invalid multipart body", msgFileRequired, msgInvalidNetwork, msgInvalidKeyValues, msgInvalidCID),
+				fails(http.StatusForbidden, msgStorageQuota),
 				fails(http.StatusServiceUnavailable, msgStorageMissing),
 			},
 		},

@@ -140,7 +140,7 @@ func newSnapshot(a *agentsv1.Agent, now time.Time) *agentsv1.Snapshot {
 }
 
 // waitForSnapshot waits until the Snapshot controller completed (the Snapshot), failed
-// (500 Sync failed) or met an unreachable backend (503) with the Snapshot key.
+// (500 Sync failed; 403 Storage quota exceeded when over the workspace's snapshot quota) or met an unreachable backend (503) with the Snapshot key.
 func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*agentsv1.Snapshot, error) {
 	wctx, cancel := context.WithTimeout(ctx, snapshotWait)
 	defer cancel()
@@ -151,6 +151,8 @@ func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*ag
 		switch {
 		case got.Status.Phase == agentsv1.SnapshotCompleted:
 			return true, nil
+		case got.Status.Phase == agentsv1.SnapshotFailed && ready != nil && ready.Reason == agentsv1.ReasonQuotaExceeded:
+			return true, withCause(http.StatusForbidden, msgStorageQuota, conditionError(ready))
 		case got.Status.Phase == agentsv1.SnapshotFailed:
 			return true, withCause(http.StatusInternalServerError, msgSyncFailed, conditionError(ready))
 		case ready != nil && ready.Reason == agentsv1.ReasonStorageUnavailable:

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/storage"
 )
@@ -52,8 +53,10 @@ var errPutEnded = errors.New("storage put ended")
 // SnapshotReconciler archives each Snapshot's agent workspace exactly once: the runtime's
 // deterministic tar is streamed through a pipe into storage (space <namespace>/snapshots), so
 // memory stays bounded whatever the workspace size, and the same content always gives the same
-// CID. A completed or failed Snapshot is never archived again. While storage is unreachable the
-// Snapshot stays pending with Ready=False/StorageUnavailable and is retried with backoff.
+// CID. A Snapshot that does not fit in its workspace's snapshot quota fails with
+// Ready=False/QuotaExceeded and keeps no archive (snapshot_quota.go). A completed or failed
+// Snapshot is never archived again. While storage is unreachable the Snapshot stays pending
+// with Ready=False/StorageUnavailable and is retried with backoff.
 // Completed snapshots beyond Retention per agent are deleted; the finalizer deletes an
 // archive once no other Snapshot of the workspace and no AgentTemplate names its CID.
 type SnapshotReconciler struct {
@@ -69,6 +72,8 @@ type SnapshotReconciler struct {
 	Retention int
 	// RetryMin and RetryMax bound the backoff while storage is unreachable (defaults above).
 	RetryMin, RetryMax time.Duration
+	// Quota keeps the workspaces' snapshot quotas (spec.quotas.snapshots); nil keeps none.
+	Quota *quota.Limiter
 	// ArchiveTimeout bounds one archive (DefaultArchiveTimeout).
 	ArchiveTimeout time.Duration
 	// MaxConcurrent archives run at once (default 4).
@@ -186,11 +191,29 @@ func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapsho
 	if timeout <= 0 {
 		timeout = DefaultArchiveTimeout
 	}
+	q, err := r.reserveQuota(ctx, snap)
+	switch {
+	case errors.Is(err, quota.ErrQuotaExceeded):
+		r.overQuota(ctx, snap, nil)
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	obj, storeErr, archiveErr := r.put(actx, agent, space)
+	obj, storeErr, archiveErr := r.put(actx, agent, space, q)
+	if storeErr != nil || archiveErr != nil {
+		q.release(ctx)
+	}
 	switch {
+	case q.over():
+		r.overQuota(ctx, snap, nil)
+		return ctrl.Result{}, nil
 	case storeErr == nil && archiveErr == nil:
+		if err := q.settle(ctx, obj.Size); err != nil {
+			r.overQuota(ctx, snap, &obj)
+			return ctrl.Result{}, nil
+		}
 		now := metav1.NewTime(r.Clock.Now())
 		snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
 		r.setReady(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
@@ -214,9 +237,10 @@ func (r *SnapshotReconciler) archive(ctx context.Context, snap *agentsv1.Snapsho
 }
 
 // put streams the runtime's archive of the agent's workspace into storage.
-func (r *SnapshotReconciler) put(ctx context.Context, agent *agentsv1.Agent, space string) (storage.Object, error, error) {
+// The archive is cut off once it outgrows the room left in the workspace's snapshot quota.
+func (r *SnapshotReconciler) put(ctx context.Context, agent *agentsv1.Agent, space string, q *snapshotQuota) (storage.Object, error, error) {
 	return StreamArchive(ctx, r.Store, space, func(w io.Writer) error {
-		return r.Runtime.ArchiveWorkspace(ctx, agent, w)
+		return r.Runtime.ArchiveWorkspace(ctx, agent, q.limit(w))
 	})
 }
 

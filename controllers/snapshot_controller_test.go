@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -37,25 +38,26 @@ var _ = Describe("Snapshots", Ordered, func() {
 		store *flakyStore
 		stop  context.CancelFunc
 	)
-	nsA, nsB := "snap-a", "snap-b"
+	nsA, nsB, nsQ := "snap-a", "snap-b", "snap-q"
 
 	BeforeAll(func() {
 		rt = &dirRuntime{root: GinkgoT().TempDir()}
 		files, err := local.New(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
 		store = &flakyStore{Store: files}
-		for _, ns := range []string{nsA, nsB} {
+		for _, ns := range []string{nsA, nsB, nsQ} {
 			Expect(tenancy.EnsureWorkspace(ctx, k8sClient, &agentsv1.Workspace{
 				ObjectMeta: metav1.ObjectMeta{Name: ns},
 				Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, AgentLimit: ptr.To[int32](20)},
 			})).To(Succeed())
 		}
 		mgr := newManager(func(o *ctrl.Options) {
-			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}}}
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}, nsQ: {}}}
 		})
 		Expect((&controllers.SnapshotReconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
 			RetryMin: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond,
+			Quota: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&controllers.AgentReconciler{
 			Client: mgr.GetClient(), Runtime: rt,
@@ -76,7 +78,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 
 	// Leave nothing with a finalizer behind for other containers' managers.
 	AfterAll(func() {
-		for _, ns := range []string{nsA, nsB} {
+		for _, ns := range []string{nsA, nsB, nsQ} {
 			Expect(k8sClient.DeleteAllOf(ctx, &agentsv1.Snapshot{}, client.InNamespace(ns))).To(Succeed())
 			Expect(k8sClient.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace(ns))).To(Succeed())
 			Eventually(func() int {
@@ -306,6 +308,54 @@ var _ = Describe("Snapshots", Ordered, func() {
 		})
 		Eventually(func() string { return agentAt(key).Status.SnapshotCID }, snapWait).Should(Equal(s.Status.CID))
 		Expect(rt.read(key)).To(Equal(files))
+	})
+
+	It("fails a Snapshot over the workspace's snapshot quota clearly, stores nothing of it, and frees on delete and retention", func() {
+		setSnapshotQuota(nsQ, 1<<30, 100)
+		key := agent(nsQ, "quota")
+		rt.write(key, map[string]string{"a.txt": "small"})
+		first := completed(snapshot(key))
+		size := first.Status.Size
+		Eventually(func() [3]int64 { return snapshotUsage(nsQ) }, snapWait).Should(Equal([3]int64{size, 1, 0}))
+
+		// Bytes: an archive larger than the room left is cut off while it streams.
+		setSnapshotQuota(nsQ, size+size/2, 100)
+		rt.write(key, map[string]string{"a.txt": "small", "big.bin": strings.Repeat("x", 64<<10)})
+		big := snapshot(key)
+		Eventually(func() agentsv1.SnapshotPhase { return getSnapshot(big).Status.Phase }, snapWait).Should(Equal(agentsv1.SnapshotFailed))
+		reason, msg := readyOf(big)
+		Expect(reason).To(Equal(agentsv1.ReasonQuotaExceeded))
+		Expect(msg).To(ContainSubstring("snapshot quota (spec.quotas.snapshots) is full"))
+		Expect(getSnapshot(big).Status.CID).To(BeEmpty())
+		Expect(storedCIDs(store, nsQ)).To(ConsistOf(first.Status.CID))
+		Expect(snapshotUsage(nsQ)).To(Equal([3]int64{size, 1, 0}))
+		Consistently(func() agentsv1.SnapshotPhase { return getSnapshot(big).Status.Phase }, time.Second).Should(Equal(agentsv1.SnapshotFailed))
+
+		// Objects: refused before anything is archived.
+		setSnapshotQuota(nsQ, 1<<30, 1)
+		rt.write(key, map[string]string{"a.txt": "other"})
+		archives := rt.archives.Load()
+		counted := snapshot(key)
+		Eventually(func() agentsv1.SnapshotPhase { return getSnapshot(counted).Status.Phase }, snapWait).Should(Equal(agentsv1.SnapshotFailed))
+		reason, msg = readyOf(counted)
+		Expect(reason).To(Equal(agentsv1.ReasonQuotaExceeded))
+		Expect(msg).To(ContainSubstring("1 of 1 snapshots"))
+		Expect(rt.archives.Load()).To(Equal(archives))
+
+		// Deleting gives the room back.
+		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
+		Eventually(func() [3]int64 { return snapshotUsage(nsQ) }, snapWait).Should(Equal([3]int64{0, 0, 0}))
+		Expect(completed(snapshot(key)).Status.Size).To(BeNumerically(">", 0))
+
+		// Retention (2 per agent here) frees what it deletes: three snapshots leave two counted.
+		setSnapshotQuota(nsQ, 1<<30, 4)
+		var kept []int64
+		for _, v := range []string{"one", "two", "three"} {
+			rt.write(key, map[string]string{"v": v})
+			kept = append(kept, completed(snapshot(key)).Status.Size)
+		}
+		Eventually(func() int64 { return snapshotUsage(nsQ)[1] }, snapWait).Should(Equal(int64(2)))
+		Expect(snapshotUsage(nsQ)[0]).To(Equal(kept[1] + kept[2]))
 	})
 })
 

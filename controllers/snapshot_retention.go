@@ -98,7 +98,12 @@ func (r *SnapshotReconciler) reconcileDelete(ctx context.Context, snap *agentsv1
 		}
 	}
 	controllerutil.RemoveFinalizer(snap, agentsv1.SnapshotFinalizer)
-	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, snap))
+	if err := r.Update(ctx, snap); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// The update that let the Snapshot go gives its room back, once.
+	r.freeQuota(ctx, snap)
+	return ctrl.Result{}, nil
 }
 
 // cidReferenced reports whether another live Snapshot of the namespace or any AgentTemplate

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +55,8 @@ const settleDelay = time.Second
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=files,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentplane.io,resources=snapshots,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch
 
 // Reconcile converges one Workspace.
@@ -78,6 +81,11 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	storageRequeue, err := r.reconcileStorage(ctx, ws, agents.Items)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	requeue = minPositive(requeue, storageRequeue)
 
 	ws.Status.Namespace = ws.Name
 	ws.Status.Agents = int32(len(agents.Items))
@@ -139,6 +147,64 @@ func (r *WorkspaceReconciler) reconcileSlots(ctx context.Context, ws *agentsv1.W
 	return requeue, r.Limiter.RecountAgents(ctx, ws.Name)
 }
 
+// reconcileStorage recounts the storage quotas holding a stale reservation (a caller died
+// between reserving and settling, or its settle was lost): the count is rebuilt from the
+// objects. The uploads count is also recounted, at most every RecountAfter, when no upload is
+// in flight and it disagrees with the agents' tallies: an agent deleted gives its uploads
+// back. It returns when to look again.
+func (r *WorkspaceReconciler) reconcileStorage(ctx context.Context, ws *agentsv1.Workspace, agents []agentsv1.Agent) (time.Duration, error) {
+	due, next := r.Limiter.StorageRecountDue(ws)
+	var requeue time.Duration
+	if !slices.Contains(due, agentsv1.StorageUploads) && uploadsDrift(ws, agents) {
+		if wait := r.recountWait("uploads/" + ws.Name); wait > 0 {
+			requeue = wait
+		} else {
+			due = append(due, agentsv1.StorageUploads)
+		}
+	}
+	for _, kind := range due {
+		log.FromContext(ctx).Info("recounting a storage quota (a stale reservation, or uploads that disagree with the agents' tallies)", "kind", kind)
+		if err := r.Limiter.RecountStorage(ctx, ws.Name, kind); err != nil {
+			return 0, err
+		}
+	}
+	if next.IsZero() {
+		return requeue, nil
+	}
+	return minPositive(requeue, next.Sub(r.Limiter.Now())+time.Second), nil
+}
+
+// uploadsDrift reports whether ws's uploads count, with no upload in flight, disagrees with
+// its agents' tallies (read from the cache).
+func uploadsDrift(ws *agentsv1.Workspace, agents []agentsv1.Agent) bool {
+	c := ws.Status.Storage.Uploads
+	if len(c.Pending) > 0 {
+		return false
+	}
+	var bytes, objects int64
+	for i := range agents {
+		b, o := agentsv1.UploadTally(&agents[i])
+		bytes, objects = bytes+b, objects+o
+	}
+	return bytes != c.Bytes || objects != c.Objects
+}
+
+// recountWait is how long a recount under key must still wait (RecountAfter since the last);
+// zero: it may run now, and is recorded as run.
+func (r *WorkspaceReconciler) recountWait(key string) time.Duration {
+	every := r.RecountAfter
+	if every <= 0 {
+		every = DefaultRecountAfter
+	}
+	if last, ok := r.lastRecount.Load(key); ok {
+		if wait := last.(time.Time).Add(every).Sub(r.Limiter.Now()); wait > 0 {
+			return wait
+		}
+	}
+	r.lastRecount.Store(key, r.Limiter.Now())
+	return 0
+}
+
 func minPositive(a, b time.Duration) time.Duration {
 	if a <= 0 || (b > 0 && b < a) {
 		return b
@@ -181,15 +247,29 @@ func (r *WorkspaceReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				CreateFunc: func(event.CreateEvent) bool { return false },
 				DeleteFunc: func(event.DeleteEvent) bool { return false },
 				UpdateFunc: func(e event.UpdateEvent) bool {
-					return !equality.Semantic.DeepEqual(e.ObjectOld.(*agentsv1.Workspace).Status.AgentSlots, e.ObjectNew.(*agentsv1.Workspace).Status.AgentSlots)
+					o, n := e.ObjectOld.(*agentsv1.Workspace), e.ObjectNew.(*agentsv1.Workspace)
+					return !equality.Semantic.DeepEqual(o.Status.AgentSlots, n.Status.AgentSlots) ||
+						storagePendingChanged(&o.Status.Storage, &n.Status.Storage)
 				},
 			})).
 		Watches(&agentsv1.Agent{}, enqueueAfter(settleDelay, client.Object.GetNamespace),
 			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				return e.ObjectOld.(*agentsv1.Agent).Status.HoldsSlot != e.ObjectNew.(*agentsv1.Agent).Status.HoldsSlot
+				o, n := e.ObjectOld.(*agentsv1.Agent), e.ObjectNew.(*agentsv1.Agent)
+				return o.Status.HoldsSlot != n.Status.HoldsSlot || o.Annotations[agentsv1.AnnotationUploads] != n.Annotations[agentsv1.AnnotationUploads]
 			}})).
 		Named("workspace").
 		Complete(r)
+}
+
+// storagePendingChanged reports whether a storage quota's reservations changed (the Workspace
+// controller then looks again at when the oldest turns stale).
+func storagePendingChanged(o, n *agentsv1.StorageUsage) bool {
+	for _, kind := range agentsv1.StorageKinds {
+		if len(o.Count(kind).Pending) != len(n.Count(kind).Pending) {
+			return true
+		}
+	}
+	return false
 }
 
 // enqueueAfter enqueues the workspace named by name(o) delay after an event; the queue keeps

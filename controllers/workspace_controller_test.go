@@ -1,6 +1,7 @@
 package controllers_test
 
 import (
+	"fmt"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -186,6 +187,44 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		ws.Status.AgentSlots.Used = 4
 		Expect(k8sClient.Status().Update(ctx, ws)).To(Succeed())
 		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
+	})
+
+	It("recounts a storage quota holding a stale reservation from its objects", func() {
+		const name = "ws-storage"
+		createWorkspace(name, 3)
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}) }).Should(Succeed())
+		for i, f := range []struct {
+			size     int64
+			reserved string
+		}{{100, "settle-lost"}, {50, ""}} {
+			file := &agentsv1.File{
+				ObjectMeta: metav1.ObjectMeta{Namespace: name, Name: fmt.Sprintf("private-f%d", i)},
+				Spec: agentsv1.FileSpec{
+					Network: agentsv1.NetworkPrivate, CID: "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+					Size: f.size, CreatedAt: "2026-01-01T00:00:00.000Z",
+				},
+			}
+			if f.reserved != "" {
+				file.Annotations = map[string]string{agentsv1.AnnotationStorageReservation: f.reserved}
+			}
+			Expect(k8sClient.Create(ctx, file)).To(Succeed())
+		}
+		// A settle that was lost (its File exists), a write that died (no File), a count that
+		// drifted (a free that was lost), and an upload that died.
+		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "settle-lost", 100)).To(Succeed())
+		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "died", 70)).To(Succeed())
+		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "drift", 999)).To(Succeed())
+		Expect(limiter.SettleStorage(ctx, name, agentsv1.StorageFiles, "drift", 999)).To(Succeed())
+		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageUploads, "upload-died", 5)).To(Succeed())
+		Consistently(func() int { return len(status(name)().Storage.Files.Pending) }, 2*time.Second).Should(Equal(2))
+
+		clk.Step(quota.StorageStaleAfter + time.Minute)
+		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "fresh", 1)).To(Succeed())
+		Eventually(func() agentsv1.StorageCount { return status(name)().Storage.Files }).Should(
+			HaveField("Pending", HaveExactElements(HaveField("Name", "fresh"))))
+		files := status(name)().Storage.Files
+		Expect([]int64{files.Bytes, files.Objects}).To(Equal([]int64{150, 2}))
+		Eventually(func() int { return len(status(name)().Storage.Uploads.Pending) }).Should(BeZero())
 	})
 
 	It("reports a workspace being deleted as Terminating", func() {

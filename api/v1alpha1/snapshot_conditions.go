@@ -10,6 +10,9 @@ const (
 	ReasonArchived = "Archived"
 	// ReasonArchiveFailed: archiving or storing failed for good (phase failed).
 	ReasonArchiveFailed = "ArchiveFailed"
+	// ReasonQuotaExceeded: the archive does not fit in the workspace's snapshot quota
+	// (spec.quotas.snapshots); nothing of it is kept (phase failed).
+	ReasonQuotaExceeded = "QuotaExceeded"
 )
 
 // AnnotationSnapshotRequestedAt is when a Snapshot was asked for, RFC 3339 with nanoseconds

@@ -87,6 +87,10 @@ type WorkspaceSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +optional
 	RuntimeClassName string `json:"runtimeClassName,omitempty"`
+	// Quotas bound what the workspace stores: files, snapshots and uploads, in bytes and in
+	// objects. Unset kinds take the plan's defaults.
+	// +optional
+	Quotas *StorageQuotas `json:"quotas,omitempty"`
 }
 
 // WorkspaceStatus is the observed state of a tenant.
@@ -114,6 +118,10 @@ type WorkspaceStatus struct {
 	// proxy. Written by the proxy's usage recorder only, at a bounded rate.
 	// +optional
 	Usage *ModelUsage `json:"usage,omitempty"`
+	// Storage is what the workspace holds of its storage quotas (spec.quotas). Written only by
+	// the quota Limiter, with optimistic concurrency.
+	// +optional
+	Storage StorageUsage `json:"storage,omitempty"`
 	// Conditions: Ready.
 	// +listType=map
 	// +listMapKey=type

@@ -16,6 +16,7 @@ func (p *Platform) setupSnapshots() error {
 	return (&controllers.SnapshotReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime, Store: p.opts.Files,
 		Retention: p.opts.SnapshotRetention, Recorder: mgr.GetEventRecorder("agentplane-snapshot"),
+		Quota: p.limiter,
 	}).SetupWithManager(mgr)
 }
 

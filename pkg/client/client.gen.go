@@ -1942,7 +1942,7 @@ type ClientInterface interface {
 
 	// UploadAgentFileWithBody Write a file into the agent's workspace
 	//
-	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1951,7 +1951,7 @@ type ClientInterface interface {
 
 	// UploadAgentFile Write a file into the agent's workspace
 	//
-	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2111,7 +2111,7 @@ type ClientInterface interface {
 
 	// SyncSnapshot Archive the agent's workspace now
 	//
-	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached.
+	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 	//
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/sync (the `SyncSnapshot` operationId).
 	SyncSnapshot(ctx context.Context, agentId string, params *SyncSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2240,7 +2240,7 @@ type ClientInterface interface {
 
 	// UploadFileWithBody Upload a file
 	//
-	// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file.
+	// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file. A file that would take the workspace over its files quota (`spec.quotas.files` of its Workspace: bytes and files) is refused with 403.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2752,7 +2752,7 @@ func (c *Client) VerifyDomain(ctx context.Context, agentId string, domainId stri
 
 // UploadAgentFileWithBody Write a file into the agent's workspace
 //
-// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2771,7 +2771,7 @@ func (c *Client) UploadAgentFileWithBody(ctx context.Context, agentId string, pa
 
 // UploadAgentFile Write a file into the agent's workspace
 //
-// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3151,7 +3151,7 @@ func (c *Client) ResetSnapshot(ctx context.Context, agentId string, params *Rese
 
 // SyncSnapshot Archive the agent's workspace now
 //
-// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached.
+// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 //
 // Corresponds with POST /v0/agents/{agentId}/snapshots/sync (the `SyncSnapshot` operationId).
 func (c *Client) SyncSnapshot(ctx context.Context, agentId string, params *SyncSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3470,7 +3470,7 @@ func (c *Client) TestAuthentication(ctx context.Context, params *TestAuthenticat
 
 // UploadFileWithBody Upload a file
 //
-// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file.
+// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file. A file that would take the workspace over its files quota (`spec.quotas.files` of its Workspace: bytes and files) is refused with 403.
 //
 // Takes any type of body and a specified content type.
 //
@@ -7238,7 +7238,7 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAgentFileWithBodyWithResponse Write a file into the agent's workspace
 	//
-	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7247,7 +7247,7 @@ type ClientWithResponsesInterface interface {
 
 	// UploadAgentFileWithResponse Write a file into the agent's workspace
 	//
-	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7429,7 +7429,7 @@ type ClientWithResponsesInterface interface {
 
 	// SyncSnapshotWithResponse Archive the agent's workspace now
 	//
-	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached.
+	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7580,7 +7580,7 @@ type ClientWithResponsesInterface interface {
 
 	// UploadFileWithBodyWithResponse Upload a file
 	//
-	// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file.
+	// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file. A file that would take the workspace over its files quota (`spec.quotas.files` of its Workspace: bytes and files) is refused with 403.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -16529,7 +16529,7 @@ func (c *ClientWithResponses) VerifyDomainWithResponse(ctx context.Context, agen
 
 // UploadAgentFileWithBodyWithResponse Write a file into the agent's workspace
 //
-// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16544,7 +16544,7 @@ func (c *ClientWithResponses) UploadAgentFileWithBodyWithResponse(ctx context.Co
 
 // UploadAgentFileWithResponse Write a file into the agent's workspace
 //
-// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413.
+// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16858,7 +16858,7 @@ func (c *ClientWithResponses) ResetSnapshotWithResponse(ctx context.Context, age
 
 // SyncSnapshotWithResponse Archive the agent's workspace now
 //
-// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached.
+// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17123,7 +17123,7 @@ func (c *ClientWithResponses) TestAuthenticationWithResponse(ctx context.Context
 
 // UploadFileWithBodyWithResponse Upload a file
 //
-// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file.
+// Stores the bytes by CID. Uploading the same bytes to the same network again answers the existing file. A file that would take the workspace over its files quota (`spec.quotas.files` of its Workspace: bytes and files) is refused with 403.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
