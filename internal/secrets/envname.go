@@ -47,7 +47,7 @@ func DeriveEnvName(name string) string {
 var (
 	reservedEnvNames = []string{
 		// The loader, shells and the search paths.
-		"PATH", "HOME", "TMPDIR", "SHELL", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4",
+		"PATH", "HOME", "TMPDIR", "PWD", "OLDPWD", "SHELL", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4",
 		"IFS", "CDPATH", "PROMPT_COMMAND", "GLOBIGNORE", "GLIBC_TUNABLES", "GCONV_PATH", "LOCPATH",
 		"NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "TZDIR", "SSL_CERT_FILE",
 		"SSL_CERT_DIR",

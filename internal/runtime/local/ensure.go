@@ -158,7 +158,9 @@ func (a *agent) startLocked(ctx context.Context) {
 	e := a.rt.opts.Engine
 	a.rt.engineVersion(ctx, a.st.EngineDir, a.home, a.st.EngineVersion) // cached for observedLocked
 	gc := e.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
-	env := mergeEnv(baseEnv(a.st.EngineDir), a.env, e.Env(a.home, port), gc.Env, map[string]string{markerEnv: a.home})
+	// The attached secrets first: every value the platform sets (PATH, LANG, HOME, OPENCLAW_*,
+	// the marker) comes after them and wins, even for a name that slipped past the reserved list.
+	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), e.Env(a.home, port), gc.Env, map[string]string{markerEnv: a.home})
 	p, err := startProcess(launch{
 		binary: engineBinary(a.st.EngineDir), args: gc.Args, env: env, dir: a.home,
 		logPath: filepath.Join(a.dir, logFileName),
