@@ -29,6 +29,14 @@ const (
 	defaultLogTail       = 200
 	defaultFollowLogTail = 50
 	maxLogTail           = 5000
+	maxLogBatch          = 1000 // lines written to a follower at once
+
+	// logHold is how long a follower's last lines are held back for the next ones (a value
+	// split across two reads is hidden only if both halves are seen together).
+	logHold = 200 * time.Millisecond
+	// redactorCheck is how often at most a follower checks whether the values it hides
+	// changed (a secret attached since the stream began).
+	redactorCheck = 250 * time.Millisecond
 )
 
 // LogOptions bound the followers of gateway logs.
@@ -98,11 +106,7 @@ func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 		if err != nil {
 			return nil, withMessage(msgReadLogsFailed, err)
 		}
-		out := make([]string, len(lines))
-		for i, l := range lines {
-			out[i] = red.Redact(l)
-		}
-		return ok(map[string]any{"lines": out})
+		return ok(map[string]any{"lines": red.RedactLines(lines)})
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "text/event-stream")
@@ -157,6 +161,82 @@ func (s *Server) logRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact
 		}
 	}
 	return logredact.New(vals), nil
+}
+
+// liveRedactor is a follower's Redactor, rebuilt when what it hides changed: at most every
+// redactorCheck, it compares a key read from the manager's cache (redactorKey) with the one it
+// was built from, so a steady stream costs no request to the API server.
+type liveRedactor struct {
+	s       *Server
+	a       *agentsv1.Agent
+	red     *logredact.Redactor
+	key     string
+	checked time.Time
+}
+
+func (l *liveRedactor) current(ctx context.Context) *logredact.Redactor {
+	if time.Since(l.checked) < redactorCheck {
+		return l.red
+	}
+	l.checked = time.Now()
+	key, err := l.s.redactorKey(ctx, l.a)
+	if err != nil || key == l.key {
+		return l.red
+	}
+	cur := &agentsv1.Agent{}
+	err = l.s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(l.a), cur)
+	var red *logredact.Redactor
+	if err == nil {
+		red, err = l.s.logRedactor(ctx, cur) // its secrets now, not when the stream began
+	}
+	if err != nil {
+		logr.FromContextOrDiscard(ctx).V(1).Info("refreshing the log redactor failed; keeping the last one", "agent", l.a.Name, "error", err.Error())
+		return l.red
+	}
+	l.red, l.key = red, key
+	return red
+}
+
+// redactorKey names, from the manager's cache, the versions of what logRedactor reads: the
+// agent's attached AgentSecrets and the Secrets that hold its gateway token, its environment
+// and its channels' tokens.
+func (s *Server) redactorKey(ctx context.Context, a *agentsv1.Agent) (string, error) {
+	cur := &agentsv1.Agent{}
+	if err := s.opts.Client.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	version := func(obj client.Object, name string) error {
+		err := s.opts.Client.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, obj)
+		switch {
+		case err == nil:
+			b.WriteString(name + "@" + obj.GetResourceVersion() + ";")
+		case apierrors.IsNotFound(err):
+			b.WriteString(name + "@-;")
+		default:
+			return err
+		}
+		return nil
+	}
+	for _, ref := range cur.Spec.Secrets {
+		if err := version(&agentsv1.AgentSecret{}, ref.Name); err != nil {
+			return "", err
+		}
+	}
+	gw := cur.Status.GatewayTokenSecret
+	if gw == "" {
+		gw = a.Name + "-gateway-token"
+	}
+	names := []string{gw, a.Name + "-env"}
+	for _, t := range agentsv1.ChannelTypes {
+		names = append(names, ChannelSecretName(a.Name, t))
+	}
+	for _, n := range names {
+		if err := version(&corev1.Secret{}, n); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
 }
 
 // logFollower is one follow stream: the runtime's reader pushes lines into a bounded buffer
@@ -226,6 +306,15 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 	}
 	keep := time.NewTicker(s.opts.Logs.KeepAlive)
 	defer keep.Stop()
+	// Lines go out through a Follower (a value split across two lines is hidden) whose
+	// Redactor follows the secrets attached meanwhile; what it holds back goes out once the
+	// output pauses for logHold.
+	live := &liveRedactor{s: s, a: a, red: red}
+	live.key, _ = s.redactorKey(ctx, a)
+	fol := logredact.NewFollower(red)
+	hold := time.NewTimer(time.Hour)
+	hold.Stop()
+	defer hold.Stop()
 	var buf strings.Builder
 	send := func(ev string) bool {
 		_, err := io.WriteString(w, ev)
@@ -238,10 +327,25 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 			_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve further requests
 		}
 	}
-	data := func(line string) {
-		buf.WriteString("data: ")
-		buf.WriteString(strings.ReplaceAll(red.Redact(line), "\r", ""))
-		buf.WriteString("\n\n")
+	var batch []string
+	data := func(line string) { batch = append(batch, line) }
+	// out writes the batch's lines that may go out (all with flush) into buf.
+	out := func(flush bool) {
+		fol.SetRedactor(live.current(ctx))
+		lines := fol.Write(batch...)
+		if flush {
+			lines = append(lines, fol.Flush()...)
+		}
+		batch = batch[:0]
+		for _, l := range lines {
+			buf.WriteString("data: ")
+			buf.WriteString(strings.ReplaceAll(l, "\r", ""))
+			buf.WriteString("\n\n")
+		}
+		hold.Stop()
+		if fol.Pending() > 0 {
+			hold.Reset(logHold)
+		}
 	}
 	for {
 		select {
@@ -253,7 +357,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 		case line := <-f.lines:
 			buf.Reset()
 			data(line)
-			for more := true; more && buf.Len() < 64<<10; {
+			for more := true; more && len(batch) < maxLogBatch; {
 				select {
 				case l := <-f.lines:
 					data(l)
@@ -261,12 +365,20 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 					more = false
 				}
 			}
-			if !send(buf.String()) {
+			if out(false); buf.Len() > 0 && !send(buf.String()) {
+				return
+			}
+		case <-hold.C:
+			buf.Reset()
+			if out(true); buf.Len() > 0 && !send(buf.String()) {
 				return
 			}
 		case <-keep.C:
 			if s.agentGone(ctx, a) {
-				send("event: end\ndata: agent deleted\n\n")
+				buf.Reset()
+				out(true)
+				buf.WriteString("event: end\ndata: agent deleted\n\n")
+				send(buf.String())
 				return
 			}
 			if !send(": keep-alive\n\n") {
@@ -288,6 +400,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 					more = false
 				}
 			}
+			out(true)
 			if gone {
 				buf.WriteString("event: end\ndata: agent deleted\n\n")
 			}

@@ -98,6 +98,9 @@ func (r *Redactor) Redact(s string) string {
 	return opaque.ReplaceAllString(s, Marker)
 }
 
+// RedactValues hides the values and their forms in s, not what merely looks like a token.
+func (r *Redactor) RedactValues(s string) string { return r.hideValues(s) }
+
 // hideValues replaces every run of bytes covered by a needle, line by line, with Marker. Line
 // breaks do not count: a value the runtime split into two lines (or that the engine wrapped)
 // is found across them.

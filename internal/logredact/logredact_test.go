@@ -103,3 +103,11 @@ func TestFollowerSecretAttachedMidStream(t *testing.T) {
 		t.Fatalf("got %q", out)
 	}
 }
+
+func TestRedactValuesLeavesLookalikes(t *testing.T) {
+	sha := "3b18e512dba79e4c8300dd08aeb37f8e728b8dad"
+	got := New([]string{"my-secret-value"}).RedactValues("commit " + sha + " has my-secret-value")
+	if got != "commit "+sha+" has "+Marker {
+		t.Fatalf("got %q", got)
+	}
+}
