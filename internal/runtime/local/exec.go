@@ -64,6 +64,13 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		}
 		path, args = engineBinary(engineDir), req.Argv
 	}
+	if req.StdinFile != nil {
+		argv, err := runtime.WrapStdinFile(req.StdinFile, append([]string{path}, args...))
+		if err != nil {
+			return runtime.ExecResult{}, err
+		}
+		path, args = argv[0], argv[1:]
+	}
 	return runCommand(ctx, commandSpec{
 		path: path, args: args, dir: cwd, env: env, stdin: req.Stdin,
 		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key),

@@ -215,3 +215,54 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 		}
 	}
 }
+
+// StdinFile: the command reads Stdin from a private file outside the agent's home, removed
+// after; the home is untouched.
+func TestExecStdinFile(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "stdinfile", nil)
+	home := filepath.Dir(filepath.Dir(ws))
+	before := treeOf(t, home)
+	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
+		Stdin: []byte(`{"gateway":{}}`), StdinFile: &runtime.StdinFile{Env: "CANDIDATE", Name: "openclaw.json"},
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	out := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	if len(out) != 3 || out[0] != `{"gateway":{}}` || filepath.Base(out[1]) != "openclaw.json" || strings.HasPrefix(out[1], home) || out[2] != "drwx------" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Dir(out[1])); !os.IsNotExist(err) {
+		t.Errorf("the temporary directory %s is left: %v", filepath.Dir(out[1]), err)
+	}
+	if after := treeOf(t, home); after != before {
+		t.Errorf("the home changed:\n%s\n---\n%s", before, after)
+	}
+}
+
+// treeOf lists every file under dir with its mode, size and contents.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + info.Mode().String() + " " + strconv.FormatInt(info.Size(), 10))
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
