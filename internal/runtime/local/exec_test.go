@@ -224,7 +224,7 @@ func TestExecStdinFile(t *testing.T) {
 	home := filepath.Dir(filepath.Dir(ws))
 	before := treeOf(t, home)
 	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
-		Argv: []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
+		Argv:  []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
 		Stdin: []byte(`{"gateway":{}}`), StdinFile: &runtime.StdinFile{Env: "CANDIDATE", Name: "openclaw.json"},
 	})
 	if err != nil || res.ExitCode != 0 {
