@@ -34,9 +34,6 @@ const (
 	// logHold is how long a follower's last lines are held back for the next ones (a value
 	// split across two reads is hidden only if both halves are seen together).
 	logHold = 200 * time.Millisecond
-	// redactorCheck is how often at most a follower checks whether the values it hides
-	// changed (a secret attached since the stream began).
-	redactorCheck = 250 * time.Millisecond
 )
 
 // LogOptions bound the followers of gateway logs.
@@ -163,22 +160,19 @@ func (s *Server) logRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact
 	return logredact.New(vals), nil
 }
 
-// liveRedactor is a follower's Redactor, rebuilt when what it hides changed: at most every
-// redactorCheck, it compares a key read from the manager's cache (redactorKey) with the one it
-// was built from, so a steady stream costs no request to the API server.
+// liveRedactor is a follower's Redactor, rebuilt when what it hides changed: before each batch
+// of lines it compares a key read from the manager's cache (redactorKey) with the one it was
+// built from, so a steady stream costs no request to the API server. (Not less often: the lines
+// that follow an attach come within milliseconds, once the gateway restarted with the secret,
+// which the controller does only after the cache held the attach.)
 type liveRedactor struct {
-	s       *Server
-	a       *agentsv1.Agent
-	red     *logredact.Redactor
-	key     string
-	checked time.Time
+	s   *Server
+	a   *agentsv1.Agent
+	red *logredact.Redactor
+	key string
 }
 
 func (l *liveRedactor) current(ctx context.Context) *logredact.Redactor {
-	if time.Since(l.checked) < redactorCheck {
-		return l.red
-	}
-	l.checked = time.Now()
 	key, err := l.s.redactorKey(ctx, l.a)
 	if err != nil || key == l.key {
 		return l.red
