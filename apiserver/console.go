@@ -64,8 +64,12 @@ func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	case err != nil:
 		return nil, withMessage(msgExecFailed, err)
 	}
+	hide := red.RedactValues
+	if res.Truncated {
+		hide = red.RedactValuesCut // a value cut by the cap is hidden too
+	}
 	return ok(map[string]any{
-		"stdout": red.RedactValues(string(res.Stdout)), "stderr": red.RedactValues(string(res.Stderr)), "exitCode": res.ExitCode,
+		"stdout": hide(string(res.Stdout)), "stderr": hide(string(res.Stderr)), "exitCode": res.ExitCode,
 		"command": req.Command, "timestamp": started.Format(time.RFC3339Nano),
 		"timedOut": res.TimedOut, "truncated": res.Truncated,
 	})

@@ -101,6 +101,25 @@ func (r *Redactor) Redact(s string) string {
 // RedactValues hides the values and their forms in s, not what merely looks like a token.
 func (r *Redactor) RedactValues(s string) string { return r.hideValues(s) }
 
+// RedactValuesCut is RedactValues for a text cut short (output over its cap): a value it ends
+// in the middle of, as far as MinSecretLen bytes or more of it are there, is hidden too.
+func (r *Redactor) RedactValuesCut(s string) string {
+	s = r.hideValues(s)
+	cut := len(s)
+	for _, n := range r.needles {
+		for k := min(len(n)-1, len(s)); k >= MinSecretLen && len(s)-k < cut; k-- {
+			if strings.HasSuffix(s, n[:k]) {
+				cut = len(s) - k
+				break
+			}
+		}
+	}
+	if cut == len(s) {
+		return s
+	}
+	return s[:cut] + Marker
+}
+
 // hideValues replaces every run of bytes covered by a needle, line by line, with Marker. Line
 // breaks do not count: a value the runtime split into two lines (or that the engine wrapped)
 // is found across them.

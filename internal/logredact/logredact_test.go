@@ -111,3 +111,17 @@ func TestRedactValuesLeavesLookalikes(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestRedactValuesCut(t *testing.T) {
+	r := New([]string{"0123456789abcdef-value"})
+	for in, want := range map[string]string{
+		"out: 0123456789ab":            "out: " + Marker,
+		"out: 01234":                   "out: 01234", // too little of it to tell
+		"out: 0123456789abcdef-value!": "out: " + Marker + "!",
+		"nothing here":                 "nothing here",
+	} {
+		if got := r.RedactValuesCut(in); got != want {
+			t.Errorf("RedactValuesCut(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
