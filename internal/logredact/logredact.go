@@ -92,8 +92,10 @@ func (r *Redactor) MaxLen() int { return r.maxLen }
 // Redact hides the secrets in s: the values and their forms (as one run where they overlap),
 // then anything that looks like a token. Hidden values never join lines: a value that spans a
 // line break is hidden on each line, so s keeps its number of lines.
-func (r *Redactor) Redact(s string) string {
-	s = r.hideValues(s)
+func (r *Redactor) Redact(s string) string { return hidePatterns(r.hideValues(s)) }
+
+// hidePatterns hides what looks like a token.
+func hidePatterns(s string) string {
 	s = secretKV.ReplaceAllString(s, "${1}"+Marker)
 	return opaque.ReplaceAllString(s, Marker)
 }
@@ -180,10 +182,19 @@ func Redact(s string, secrets []string) string { return New(secrets).Redact(s) }
 // RedactLines hides the secrets in lines as one text (a value split across two lines is hidden
 // too) and returns as many lines.
 func (r *Redactor) RedactLines(lines []string) []string {
-	if len(lines) == 0 {
-		return lines
+	out := r.hideLines(lines)
+	for i, l := range out {
+		out[i] = hidePatterns(l)
 	}
-	return strings.Split(r.Redact(strings.Join(lines, "\n")), "\n")
+	return out
+}
+
+// hideLines hides the values in lines as one text and returns as many lines.
+func (r *Redactor) hideLines(lines []string) []string {
+	if len(lines) == 0 {
+		return nil
+	}
+	return strings.Split(r.hideValues(strings.Join(lines, "\n")), "\n")
 }
 
 // Follower redacts a followed stream of lines. It holds lines back until at least MaxLen-1
@@ -227,7 +238,10 @@ func (f *Follower) emit(n int) []string {
 		return nil
 	}
 	all := append(append([]string{}, f.seen...), f.pending...)
-	out := f.red.RedactLines(all)[len(f.seen) : len(f.seen)+n]
+	out := f.red.hideLines(all)[len(f.seen) : len(f.seen)+n]
+	for i, l := range out {
+		out[i] = hidePatterns(l) // only the lines that go out: the patterns are line by line
+	}
 	f.seen = append(f.seen, f.pending[:n]...)
 	f.pending = f.pending[n:]
 	// Keep the last MaxLen-1 bytes (whole lines) of what went out.
