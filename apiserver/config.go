@@ -2,13 +2,10 @@ package apiserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"path"
-	"path/filepath"
 	"slices"
 
 	"github.com/titanous/json5"
@@ -81,23 +78,31 @@ func decodeConfig(r *http.Request) ([]byte, error) {
 	return req.Config, nil
 }
 
-// validateCandidate writes config next to the live one, runs the engine's validator on it and
-// removes it again.
+// candidateMark is the config path validateCandidate asks the engine's validate command for,
+// to learn which environment variable carries it.
+const candidateMark = "/agentplane/candidate-config"
+
+// validateCandidate runs the engine's validator on config in a throwaway place: the runtime
+// writes it into a private temporary directory where the command runs (never the agent's home)
+// and removes it after, so a validation (a read scope) writes nothing of the agent's.
 func (s *Server) validateCandidate(ctx context.Context, a *agentsv1.Agent, config []byte) (engine.ValidateResult, error) {
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	candidate := path.Join(path.Dir(s.opts.Engine.Layout().ConfigPath), ".candidate-"+hex.EncodeToString(b)+".json")
-	if err := s.opts.Runtime.WriteFile(ctx, a, candidate, config); err != nil {
-		return engine.ValidateResult{}, err
-	}
-	defer func() {
-		// Exec runs in the workspace: name the candidate relative to it.
-		rel, err := filepath.Rel(s.opts.Engine.Layout().WorkspaceDir, candidate)
-		if err == nil {
-			_, _ = s.opts.Runtime.Exec(context.WithoutCancel(ctx), a, runtime.ExecRequest{Argv: []string{"rm", "-f", "--", rel}})
+	cmd := s.opts.Engine.ValidateCommand(candidateMark)
+	var pathEnv string
+	env := map[string]string{}
+	for k, v := range cmd.Env {
+		if v == candidateMark {
+			pathEnv = k
+			continue
 		}
-	}()
-	res, err := s.runEngine(ctx, a, s.opts.Engine.ValidateCommand(candidate))
+		env[k] = v
+	}
+	if pathEnv == "" {
+		return engine.ValidateResult{}, errors.New("the engine's validate command takes no config path from the environment")
+	}
+	res, err := s.opts.Runtime.Exec(ctx, a, runtime.ExecRequest{
+		Argv: cmd.Args, Engine: true, Env: env, Timeout: cmd.Timeout, Stdin: config,
+		StdinFile: &runtime.StdinFile{Env: pathEnv, Name: path.Base(s.opts.Engine.Layout().ConfigPath)},
+	})
 	if err != nil {
 		return engine.ValidateResult{}, err
 	}

@@ -24,7 +24,9 @@ type execRequest struct {
 }
 
 // consoleExec runs a shell command in the agent's workspace: bounded in time (the whole
-// process tree is killed) and in output. A non-zero exit is a 200 with its exit code.
+// process tree is killed) and in output. A non-zero exit is a 200 with its exit code. The
+// output hides the agent's secrets (attached values, gateway and channel tokens) and their
+// base64 and hex forms.
 func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	var req execRequest
 	if err := decodeJSON(r, &req, msgInvalidCommand); err != nil {
@@ -41,6 +43,13 @@ func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	if s.opts.Runtime == nil {
 		return nil, errorf(http.StatusInternalServerError, msgExecFailed)
 	}
+	// What the command prints is redacted like the gateway's logs (the values only: console
+	// output is full of hashes and ids that merely look like tokens). Built first: a command
+	// whose output cannot be redacted does not run.
+	red, err := s.logRedactor(r.Context(), a)
+	if err != nil {
+		return nil, withMessage(msgExecFailed, err)
+	}
 	timeout := s.opts.ExecTimeout
 	if timeout <= 0 {
 		timeout = DefaultExecTimeout
@@ -55,8 +64,12 @@ func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	case err != nil:
 		return nil, withMessage(msgExecFailed, err)
 	}
+	hide := red.RedactValues
+	if res.Truncated {
+		hide = red.RedactValuesCut // a value cut by the cap is hidden too
+	}
 	return ok(map[string]any{
-		"stdout": string(res.Stdout), "stderr": string(res.Stderr), "exitCode": res.ExitCode,
+		"stdout": hide(string(res.Stdout)), "stderr": hide(string(res.Stderr)), "exitCode": res.ExitCode,
 		"command": req.Command, "timestamp": started.Format(time.RFC3339Nano),
 		"timedOut": res.TimedOut, "truncated": res.Truncated,
 	})

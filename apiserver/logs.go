@@ -11,14 +11,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/logredact"
 	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/secrets"
 )
 
 // Gateway logs (an addition beyond the contract): GET /v0/agents/{agentId}/logs.
@@ -29,6 +27,11 @@ const (
 	defaultLogTail       = 200
 	defaultFollowLogTail = 50
 	maxLogTail           = 5000
+	maxLogBatch          = 1000 // lines written to a follower at once
+
+	// logHold is how long at most a follower holds its last lines back for the next ones (a value
+	// split across two reads is hidden only if both halves are seen together).
+	logHold = 200 * time.Millisecond
 )
 
 // LogOptions bound the followers of gateway logs.
@@ -98,11 +101,7 @@ func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 		if err != nil {
 			return nil, withMessage(msgReadLogsFailed, err)
 		}
-		out := make([]string, len(lines))
-		for i, l := range lines {
-			out[i] = red.Redact(l)
-		}
-		return ok(map[string]any{"lines": out})
+		return ok(map[string]any{"lines": red.RedactLines(lines)})
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "text/event-stream")
@@ -111,52 +110,6 @@ func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 	return &Response{Status: http.StatusOK, Header: h, Stream: func(w http.ResponseWriter) {
 		s.streamLogs(w, r, a, tail, red)
 	}}, nil
-}
-
-// logRedactor hides, besides what looks like a credential, the agent's gateway token and the
-// values of its attached secrets, of its environment Secret and of its channels' tokens: the
-// values the gateway was given. A value that cannot be read fails the request rather than risk
-// printing it.
-func (s *Server) logRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact.Redactor, error) {
-	var vals []string
-	sec, err := s.gatewaySecret(ctx, a)
-	switch {
-	case err == nil:
-		vals = append(vals, string(sec.Data[agentsv1.GatewayTokenDataKey]))
-	case !apierrors.IsNotFound(err):
-		return nil, err
-	}
-	for _, ref := range a.Spec.Secrets {
-		as := &agentsv1.AgentSecret{}
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ref.Name}, as); err != nil {
-			if apierrors.IsNotFound(err) {
-				continue // detached or deleted since: not given to a new gateway
-			}
-			return nil, err
-		}
-		v, err := secrets.Value(ctx, s.opts.APIReader, s.opts.Sealer, as)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, err
-		}
-		vals = append(vals, string(v))
-	}
-	// The derived environment (kube) and the channels' token Secrets set up for the agent.
-	names := []string{a.Name + "-env"}
-	for _, t := range agentsv1.ChannelTypes {
-		names = append(names, ChannelSecretName(a.Name, t))
-	}
-	for _, name := range names {
-		sec := &corev1.Secret{}
-		switch err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); {
-		case err == nil:
-			for _, v := range sec.Data {
-				vals = append(vals, string(v))
-			}
-		case !apierrors.IsNotFound(err):
-			return nil, err
-		}
-	}
-	return logredact.New(vals), nil
 }
 
 // logFollower is one follow stream: the runtime's reader pushes lines into a bounded buffer
@@ -226,6 +179,8 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 	}
 	keep := time.NewTicker(s.opts.Logs.KeepAlive)
 	defer keep.Stop()
+	rl := s.newRedactedLines(ctx, a, red)
+	defer rl.hold.Stop()
 	var buf strings.Builder
 	send := func(ev string) bool {
 		_, err := io.WriteString(w, ev)
@@ -238,10 +193,16 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 			_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve further requests
 		}
 	}
-	data := func(line string) {
-		buf.WriteString("data: ")
-		buf.WriteString(strings.ReplaceAll(red.Redact(line), "\r", ""))
-		buf.WriteString("\n\n")
+	var batch []string
+	data := func(line string) { batch = append(batch, line) }
+	// out writes the batch's lines that may go out (all with flush) into buf.
+	out := func(flush bool) {
+		for _, l := range rl.write(ctx, batch, flush) {
+			buf.WriteString("data: ")
+			buf.WriteString(strings.ReplaceAll(l, "\r", ""))
+			buf.WriteString("\n\n")
+		}
+		batch = batch[:0]
 	}
 	for {
 		select {
@@ -253,7 +214,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 		case line := <-f.lines:
 			buf.Reset()
 			data(line)
-			for more := true; more && buf.Len() < 64<<10; {
+			for more := true; more && len(batch) < maxLogBatch; {
 				select {
 				case l := <-f.lines:
 					data(l)
@@ -261,12 +222,21 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 					more = false
 				}
 			}
-			if !send(buf.String()) {
+			if out(false); buf.Len() > 0 && !send(buf.String()) {
+				return
+			}
+		case <-rl.hold.C:
+			rl.held = false
+			buf.Reset()
+			if out(true); buf.Len() > 0 && !send(buf.String()) {
 				return
 			}
 		case <-keep.C:
 			if s.agentGone(ctx, a) {
-				send("event: end\ndata: agent deleted\n\n")
+				buf.Reset()
+				out(true)
+				buf.WriteString("event: end\ndata: agent deleted\n\n")
+				send(buf.String())
 				return
 			}
 			if !send(": keep-alive\n\n") {
@@ -288,6 +258,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 					more = false
 				}
 			}
+			out(true)
 			if gone {
 				buf.WriteString("event: end\ndata: agent deleted\n\n")
 			}

@@ -12,7 +12,8 @@ func secretOps() map[string]*op {
 		"POST /v0/secrets": {
 			id: "createSecret", tag: "secrets", summary: "Create a workspace secret",
 			description: "The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` " +
-				"(default: the name, upper-cased, other characters as `_`).",
+				"(default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, " +
+				"or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.",
 			body: createSecretRequest{}, required: []string{"name", "value"},
 			fields: map[string]*schema{
 				"name":     {Description: "Unique in the workspace; at most 128 characters.", MaxLength: docPtr(128)},
@@ -22,7 +23,7 @@ func secretOps() map[string]*op {
 			replies: []reply{answer(http.StatusCreated, "The secret (without its value).", secretReply)},
 			fails: []fail{
 				fails(http.StatusBadRequest, msgInvalidBody, msgSecretNameRequired, msgSecretValueRequired, msgSecretNameTooLong,
-					"Secret value must be at most 32 KiB", msgInvalidProvider, msgInvalidEnvName),
+					"Secret value must be at most 32 KiB", msgInvalidProvider, msgInvalidEnvName, msgReservedEnvName),
 				fails(http.StatusConflict, msgDuplicateSecret),
 				fails(http.StatusServiceUnavailable, msgSecretsNotConfigured),
 			},
@@ -46,7 +47,7 @@ func secretOps() map[string]*op {
 			body: attachSecretsRequest{}, required: []string{"secretIds"},
 			replies: []reply{answer(http.StatusOK, "The agent.", agentReply)},
 			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidBody, msgSecretIDsRequired), notFoundSecret,
+				fails(http.StatusBadRequest, msgInvalidBody, msgSecretIDsRequired, msgReservedEnvName), notFoundSecret,
 				fails(http.StatusConflict, msgConflictingSecrets),
 			},
 		},

@@ -33,6 +33,7 @@ const (
 	msgSecretAttached       = "Secret is attached to an agent"
 	msgInvalidProvider      = "Invalid provider"
 	msgInvalidEnvName       = "Invalid envName"
+	msgReservedEnvName      = "envName is reserved: " + secrets.ReservedEnvReason
 	msgSecretIDsRequired    = "secretIds is required"
 	maxSecretValueBytes     = 32 << 10
 )
@@ -106,6 +107,9 @@ func (s *Server) createSecret(r *http.Request, c *Caller) (*Response, error) {
 		return nil, errorf(http.StatusBadRequest, msgInvalidProvider)
 	case req.EnvName != "" && !envNameRe.MatchString(req.EnvName):
 		return nil, errorf(http.StatusBadRequest, msgInvalidEnvName)
+	case secrets.IsReservedEnvName(secrets.EnvNameOf(&agentsv1.AgentSecret{Spec: agentsv1.AgentSecretSpec{Name: req.Name, EnvName: req.EnvName}})):
+		// Also a name whose derived envName is reserved (`ld_preload`): the CRD refuses both.
+		return nil, errorf(http.StatusBadRequest, msgReservedEnvName)
 	}
 	if s.opts.Sealer == nil {
 		return nil, errorf(http.StatusServiceUnavailable, msgSecretsNotConfigured)

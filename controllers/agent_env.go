@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/secrets"
@@ -45,6 +46,12 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 			return nil, "", err
 		}
 		if proxied(e.ModelProxy, sec) {
+			continue
+		}
+		if err := secrets.ReservedEnvError(sec); err != nil {
+			// A secret created before its name was reserved (the REST door and the CRD refuse
+			// new ones): never injected; its Ready condition says why (ReservedEnvName).
+			log.FromContext(ctx).Info("not giving the agent a secret with a reserved environment name", "secret", ref.Name, "reason", err.Error())
 			continue
 		}
 		v, err := secrets.Value(ctx, e.APIReader, e.Sealer, sec)

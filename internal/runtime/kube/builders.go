@@ -174,6 +174,9 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
 		ReadinessProbe: probe(o.Probe, routeReady, 5, 3, 3),
 	}
+	// Attached secrets come only through envFrom: every value the platform sets is in Env,
+	// which Kubernetes applies after envFrom (an Env entry wins over an envFrom key of the same
+	// name), so no secret overrides one even if its name slipped past the reserved list.
 	if d.EnvSecret != "" {
 		gateway.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: d.EnvSecret},

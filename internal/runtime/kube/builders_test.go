@@ -17,8 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/secrets"
 )
 
 const testToken = "gw-token-VERY-SECRET-0123456789"
@@ -459,5 +462,42 @@ func TestParseToleration(t *testing.T) {
 		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
 			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v (error %v)", tc.in, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// Attached secrets reach the gateway only through envFrom (the derived Secret); every value the
+// platform sets is an explicit env entry, which Kubernetes lets win over envFrom for the same
+// name, and a name that secrets may not take.
+func TestGatewayEnvPlatformWinsOverSecrets(t *testing.T) {
+	o := testOptions()
+	o.Engine = openclaw.New()
+	d := testDesired()
+	d.Env = map[string]string{"HOME": "/evil", "NODE_OPTIONS": "--require /evil.js", "OPENCLAW_GATEWAY_TOKEN": "evil"}
+	gw := container(t, mustSTS(t, d, o).Spec.Template.Spec, ContainerGateway)
+	if len(gw.EnvFrom) != 1 || gw.EnvFrom[0].SecretRef == nil || gw.EnvFrom[0].SecretRef.Name != d.EnvSecret {
+		t.Fatalf("envFrom %+v", gw.EnvFrom)
+	}
+	platform := maps.Clone(o.Engine.Env(Home, GatewayPort))
+	platform["NODE_OPTIONS"], platform[TokenEnv] = "", ""
+	for k, v := range o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"}).Env {
+		platform[k] = v
+	}
+	set := map[string]corev1.EnvVar{}
+	for _, e := range gw.Env {
+		set[e.Name] = e
+		if !secrets.IsReservedEnvName(e.Name) {
+			t.Errorf("the kube runtime sets %s for the gateway, which secrets.IsReservedEnvName does not reserve", e.Name)
+		}
+		if strings.Contains(e.Value, "evil") {
+			t.Errorf("%s = %q comes from a secret", e.Name, e.Value)
+		}
+	}
+	for k := range platform {
+		if _, ok := set[k]; !ok {
+			t.Errorf("%s is not an explicit env entry: an attached secret could set it", k)
+		}
+	}
+	if set[TokenEnv].ValueFrom == nil || set[TokenEnv].ValueFrom.SecretKeyRef.Name != d.GatewayTokenSecret {
+		t.Errorf("token %+v", set[TokenEnv])
 	}
 }

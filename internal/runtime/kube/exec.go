@@ -42,6 +42,13 @@ func (r *Runtime) Exec(ctx context.Context, agent *agentsv1.Agent, req runtime.E
 	if maxOut <= 0 {
 		maxOut = runtime.DefaultMaxOutput
 	}
+	if req.StdinFile != nil {
+		wrapped, err := runtime.WrapStdinFile(req.StdinFile, argv)
+		if err != nil {
+			return runtime.ExecResult{}, err
+		}
+		argv = wrapped
+	}
 	cmd, err := execCommand(r.workspace(), req.Dir, timeout, req.Env, argv)
 	if err != nil {
 		return runtime.ExecResult{}, err

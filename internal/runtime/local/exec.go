@@ -25,9 +25,10 @@ import (
 const pipeGrace = 2 * time.Second
 
 // Exec implements runtime.Runtime. The command runs in the agent's workspace (or req.Dir
-// inside it, symlinks resolved), in its own process group, with the base environment, the
-// agent's attached secrets (Desired.Env of the last Ensure), the engine environment (HOME is
-// the agent's home) and req.Env, in that order of precedence. With req.Engine, Argv are
+// inside it, symlinks resolved), in its own process group, with the agent's attached secrets
+// (Desired.Env of the last Ensure), the base environment, the engine environment (HOME is the
+// agent's home) and req.Env, in that order of precedence (the platform's values win over the
+// secrets). With req.Engine, Argv are
 // engine CLI arguments; otherwise Argv[0] is looked up in that PATH (engine bin dir first).
 // The timeout kills the whole group; output beyond MaxOutput per stream is dropped.
 func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.ExecRequest) (runtime.ExecResult, error) {
@@ -55,13 +56,20 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if engineDir == "" {
 		engineDir = r.engineDirFor(ag)
 	}
-	env := mergeEnv(baseEnv(engineDir), map[string]string{"HOME": home}, secrets, r.opts.Engine.Env(home, st.Port), req.Env)
+	env := mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": home}, r.opts.Engine.Env(home, st.Port), req.Env)
 	path, args := req.Argv[0], req.Argv[1:]
 	if req.Engine {
 		if engineDir == "" {
 			return runtime.ExecResult{}, fmt.Errorf("%w: no engine installed for agent %s", runtime.ErrExec, key)
 		}
 		path, args = engineBinary(engineDir), req.Argv
+	}
+	if req.StdinFile != nil {
+		argv, err := runtime.WrapStdinFile(req.StdinFile, append([]string{path}, args...))
+		if err != nil {
+			return runtime.ExecResult{}, err
+		}
+		path, args = argv[0], argv[1:]
 	}
 	bin, err := lookPath(path, env)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/secrets"
 )
 
 // stoppedAgent provisions an agent without a gateway (Exec and files need only the home).
@@ -160,4 +161,104 @@ func TestExecErrors(t *testing.T) {
 	if err == nil || time.Since(start) > 3*time.Second {
 		t.Fatalf("cancelled exec: %v after %s", err, time.Since(start))
 	}
+}
+
+// An attached secret named like a value the platform sets (one created before the name was
+// reserved) does not override it: the platform's environment comes last.
+func TestExecPlatformEnvWinsOverSecrets(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "envorder", map[string]string{
+		"PATH": "/evil", "HOME": "/evil", "LANG": "evil", "OPENCLAW_HOME": "/evil", "ATTACHED": "kept",
+	})
+	home := filepath.Dir(filepath.Dir(ws))
+	res, err := f.rt.Exec(context.Background(), newAgent("envorder"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `echo "$PATH|$HOME|$LANG|$OPENCLAW_HOME|$ATTACHED"`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(res.Stdout)), "|")
+	if len(got) != 5 || strings.Contains(got[0], "/evil") || got[1] != home || got[2] == "evil" || got[3] != home || got[4] != "kept" {
+		t.Fatalf("environment = %q (home %s)", res.Stdout, home)
+	}
+}
+
+// The gateway's environment, too: the platform's values come after the attached secrets.
+func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
+	f := newFixture(t)
+	a := newAgent("gwenvorder")
+	d := desired("tok-gwenvorder-000000000000")
+	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept"}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	home := filepath.Join(f.rt.AgentDir(keyOf(a)), "home")
+	if env["HOME"] != home || env["OPENCLAW_HOME"] != home || env["AGENTPLANE_AGENT_HOME"] != home || env["LANG"] == "evil" || env["ATTACHED"] != "kept" {
+		t.Fatalf("gateway environment: %v (home %s)", env, home)
+	}
+	// Every name the platform sets is one a secret may not take.
+	for k := range env {
+		if k != "ATTACHED" && !secrets.IsReservedEnvName(k) {
+			t.Errorf("the local runtime sets %s for the gateway, which secrets.IsReservedEnvName does not reserve", k)
+		}
+	}
+}
+
+// StdinFile: the command reads Stdin from a private file outside the agent's home, removed
+// after; the home is untouched.
+func TestExecStdinFile(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "stdinfile", nil)
+	home := filepath.Dir(filepath.Dir(ws))
+	before := treeOf(t, home)
+	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
+		Argv:  []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
+		Stdin: []byte(`{"gateway":{}}`), StdinFile: &runtime.StdinFile{Env: "CANDIDATE", Name: "openclaw.json"},
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	out := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	if len(out) != 3 || out[0] != `{"gateway":{}}` || filepath.Base(out[1]) != "openclaw.json" || strings.HasPrefix(out[1], home) || out[2] != "drwx------" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Dir(out[1])); !os.IsNotExist(err) {
+		t.Errorf("the temporary directory %s is left: %v", filepath.Dir(out[1]), err)
+	}
+	if after := treeOf(t, home); after != before {
+		t.Errorf("the home changed:\n%s\n---\n%s", before, after)
+	}
+}
+
+// treeOf lists every file under dir with its mode, size and contents.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + info.Mode().String() + " " + strconv.FormatInt(info.Size(), 10))
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

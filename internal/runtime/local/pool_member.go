@@ -50,7 +50,7 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if err != nil {
 		return fail(err)
 	}
-	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName)}); err != nil {
+	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
 		return fail(err)
 	}
 	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)

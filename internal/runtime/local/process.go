@@ -55,6 +55,9 @@ type launch struct {
 	env     []string
 	dir     string
 	logPath string
+	// sandboxed: binary is bwrap, whose sandbox (its PID namespace's init) is killed when
+	// bwrap itself is gone, however it went.
+	sandboxed bool
 }
 
 // startProcess starts a gateway in its own process group with stdout and stderr appended to
@@ -84,11 +87,74 @@ func startProcess(l launch) (*process, error) {
 		p.start = info.start
 	}
 	go func() {
+		var sbx procRef
+		if l.sandboxed {
+			sbx = waitSandboxInit(p.pid, 5*time.Second)
+		}
 		err := cmd.Wait()
+		sbx.kill()
 		p.exitCode, p.exitDesc = describeExit(cmd.ProcessState, err)
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// procRef is a process known by its pid and start time (not a later one that reused the pid).
+type procRef struct {
+	pid   int
+	start uint64
+}
+
+// kill SIGKILLs the process if it still runs; for a sandbox's init, that ends its PID
+// namespace and everything in it.
+func (r procRef) kill() {
+	if r.pid > 1 && procAlive(r.pid, r.start) {
+		_ = syscall.Kill(r.pid, syscall.SIGKILL)
+	}
+}
+
+// signalChildren signals the processes r started (a sandbox's init: the command it runs).
+func (r procRef) signalChildren(sig syscall.Signal) {
+	if r.pid <= 1 || !procAlive(r.pid, r.start) {
+		return
+	}
+	p := strconv.Itoa(r.pid)
+	children, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	for _, c := range strings.Fields(string(children)) {
+		if cpid, err := strconv.Atoi(c); err == nil && cpid > 1 {
+			_ = syscall.Kill(cpid, sig)
+		}
+	}
+}
+
+// sandboxInit is the child of pid that runs in another PID namespace: the init of the
+// sandbox bwrap (pid) made. Zero when there is none.
+func sandboxInit(pid int) procRef {
+	p := strconv.Itoa(pid)
+	ns, err := os.Readlink("/proc/" + p + "/ns/pid")
+	if err != nil {
+		return procRef{}
+	}
+	children, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	for _, c := range strings.Fields(string(children)) {
+		if cns, err := os.Readlink("/proc/" + c + "/ns/pid"); err == nil && cns != ns {
+			cpid, _ := strconv.Atoi(c)
+			if st, err := readProcStat(cpid); err == nil {
+				return procRef{pid: cpid, start: st.start}
+			}
+		}
+	}
+	return procRef{}
+}
+
+// waitSandboxInit waits until bwrap (pid) has made its sandbox, and returns its init.
+func waitSandboxInit(pid int, within time.Duration) procRef {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline) && procAlive(pid, 0); time.Sleep(5 * time.Millisecond) {
+		if r := sandboxInit(pid); r.pid != 0 {
+			return r
+		}
+	}
+	return procRef{}
 }
 
 // describeExit turns a wait status into an exit code (128+signal when killed) and words.
@@ -106,11 +172,13 @@ func describeExit(ps *os.ProcessState, err error) (int, string) {
 // exit is noticed by polling /proc until the pid is gone, a zombie, or another process).
 func adoptProcess(pid int, start uint64) *process {
 	p := &process{pid: pid, start: start, adopted: true, started: time.Now(), exited: make(chan struct{})}
+	sbx := sandboxInit(pid)
 	go func() {
 		t := time.NewTicker(adoptPoll)
 		defer t.Stop()
 		for range t.C {
 			if !procAlive(pid, start) {
+				sbx.kill()
 				p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
 				close(p.exited)
 				return
@@ -122,8 +190,17 @@ func adoptProcess(pid int, start uint64) *process {
 
 // stopProcess stops p's process group: SIGTERM, then SIGKILL after timeout (or at once when
 // ctx ends), and SIGKILL again to whatever is left in the group once the leader is gone.
+//
+// A sandboxed gateway (p is its bwrap) gets SIGTERM on the command bwrap runs, not on bwrap
+// (which would leave at once and take the sandbox with it, with no time to shut down); SIGKILL
+// goes to the sandbox's init, which ends everything in it.
 func stopProcess(ctx context.Context, p *process, timeout time.Duration, log *logr.Logger) {
-	signalGroup(p.pid, syscall.SIGTERM)
+	term, kill := func() { signalGroup(p.pid, syscall.SIGTERM) }, func() { signalGroup(p.pid, syscall.SIGKILL) }
+	if sbx := sandboxInit(p.pid); sbx.pid != 0 {
+		term = func() { sbx.signalChildren(syscall.SIGTERM) }
+		kill = func() { sbx.kill(); signalGroup(p.pid, syscall.SIGKILL) }
+	}
+	term()
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -137,7 +214,7 @@ func stopProcess(ctx context.Context, p *process, timeout time.Duration, log *lo
 	if p.hasExited() {
 		killGroup(p.pid)
 	} else {
-		signalGroup(p.pid, syscall.SIGKILL)
+		kill()
 	}
 	select {
 	case <-p.exited:
