@@ -135,7 +135,7 @@ var _ = Describe("The front door", Ordered, func() {
 			r := callURL(url, "GET", path, bogus[i%len(bogus)], nil)
 			Expect(r.Status).To(Equal(401), "%s: %s", path, r.Raw)
 		}
-		Expect(requests.Load() - start).To(BeZero(), "API-server requests for 100 bogus tokens")
+		Expect(requests.Load()-start).To(BeZero(), "API-server requests for 100 bogus tokens")
 
 		// The counter sees what the replica does: listing agents reads the API server.
 		Expect(callURL(url, "GET", "/v0/agents", tok, nil).Status).To(Equal(200))

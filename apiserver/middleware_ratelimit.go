@@ -138,12 +138,13 @@ func clientAddress(r *http.Request) string {
 	return r.RemoteAddr
 }
 
-// credentialKey names the credential a caller authenticated with.
+// credentialKey names the credential a caller authenticated with. An agent's gateway token
+// and all its platform tokens share one bucket: minting more tokens buys no more requests.
 func credentialKey(c *Caller) string {
-	if c.KeyID != "" {
-		return "jwt/" + c.Namespace + "/" + c.KeyID
+	if c.GatewayAgent != "" {
+		return "agent/" + c.Namespace + "/" + c.GatewayAgent
 	}
-	return "gateway/" + c.Namespace + "/" + c.GatewayAgent
+	return "key/" + c.Namespace + "/" + c.KeyID
 }
 
 // admit applies the rate limits around authentication: per client address before the token
