@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,5 +172,33 @@ func TestAuthLookupsBoundLiveReads(t *testing.T) {
 	_ = l.get(context.Background(), o, client.ObjectKey{Name: "gone"}, &agentsv1.Workspace{})
 	if n := reads.Load(); n != 3 {
 		t.Fatalf("%d live reads after the miss expired, want 3", n)
+	}
+}
+
+// TestAuthLookupsShareConcurrentMisses: concurrent requests that miss the same object in the
+// cache share one read of the API server.
+func TestAuthLookupsShareConcurrentMisses(t *testing.T) {
+	sch := scheme.New()
+	var reads atomic.Int64
+	slow := interceptor.NewClient(fake.NewClientBuilder().WithScheme(sch).Build(), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			reads.Add(1)
+			time.Sleep(100 * time.Millisecond)
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	o := Options{Client: fake.NewClientBuilder().WithScheme(sch).Build(), APIReader: slow, Now: time.Now}
+	var l authLookups
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = l.get(context.Background(), o, client.ObjectKey{Namespace: "ws", Name: "key-missing"}, &agentsv1.ApiKey{})
+		}()
+	}
+	wg.Wait()
+	if n := reads.Load(); n != 1 {
+		t.Fatalf("50 concurrent misses made %d live reads, want 1", n)
 	}
 }

@@ -20,6 +20,8 @@ const (
 	authMissTTL = 5 * time.Second
 	// authMissMax bounds the remembered misses (expired ones are dropped first).
 	authMissMax = 10000
+	// authReadTimeout bounds one live read.
+	authReadTimeout = 10 * time.Second
 )
 
 // authLookups reads what authentication needs (ApiKeys, Workspaces, an agent and its gateway
@@ -44,8 +46,11 @@ func (l *authLookups) get(ctx context.Context, o Options, key client.ObjectKey, 
 		return err
 	}
 	v, liveErr, _ := l.group.Do(id, func() (any, error) {
+		// Shared by every caller waiting on id: one caller going away does not fail the others.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), authReadTimeout)
+		defer cancel()
 		fresh := obj.DeepCopyObject().(client.Object)
-		if err := o.APIReader.Get(ctx, key, fresh); err != nil {
+		if err := o.APIReader.Get(rctx, key, fresh); err != nil {
 			if apierrors.IsNotFound(err) {
 				l.remember(id, now.Add(authMissTTL))
 			}
