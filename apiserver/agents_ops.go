@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/admission"
@@ -25,7 +24,6 @@ const (
 	msgCLIError        = "CLI error"
 	msgTokenGenFailed  = "Token generation failed"
 	msgScriptLaunch    = "Script launch failed"
-	platformTokenTTL   = time.Hour
 	startupScriptsArgs = `set -u; ran=0; for f in startup.sh .agentplane/startup/*.sh; do [ -f "$f" ] || continue; ran=$((ran+1)); echo "== $f"; sh "$f" || exit $?; done; echo "ran $ran script(s)"`
 )
 
@@ -88,11 +86,7 @@ func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
 // gatewaySecret reads the agent's gateway-token Secret.
 func (s *Server) gatewaySecret(ctx context.Context, a *agentsv1.Agent) (*corev1.Secret, error) {
 	sec := &corev1.Secret{}
-	name := a.Status.GatewayTokenSecret
-	if name == "" {
-		name = a.Name + "-gateway-token"
-	}
-	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec); err != nil {
+	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gatewaySecretName(a)}, sec); err != nil {
 		return nil, err
 	}
 	return sec, nil
@@ -146,25 +140,6 @@ func (s *Server) waitForCache(ctx context.Context, obj *corev1.Secret) {
 	_ = s.waitFor(ctx, got, func() (bool, error) {
 		return string(got.Data[agentsv1.GatewayTokenDataKey]) == string(obj.Data[agentsv1.GatewayTokenDataKey]), nil
 	})
-}
-
-// platformToken mints a short-lived JWT the agent uses to call the platform on its own behalf.
-// Its ApiKey is owned by the agent, so it goes with it.
-func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
-	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
-	if err != nil {
-		return nil, err
-	}
-	tok, key, err := auth.CreateKey(r.Context(), s.opts.Client, s.opts.Signer, auth.KeyRequest{
-		Workspace: a.Namespace, UserID: "agent:" + a.Name, Role: agentsv1.RoleMember, TTL: platformTokenTTL,
-		Scopes:      []string{auth.ScopeAgentsRead, auth.ScopeFilesRead, auth.ScopeFilesWrite},
-		Description: "platform token of agent " + a.Name,
-		Owner:       func(k *agentsv1.ApiKey) error { return controllerutil.SetOwnerReference(a, k, s.opts.Client.Scheme()) },
-	})
-	if err != nil {
-		return nil, withMessage(msgTokenGenFailed, err)
-	}
-	return created(map[string]any{"token": tok, "expiresAt": key.Spec.ExpiresAt.UTC().Format(time.RFC3339)})
 }
 
 // retryScripts re-runs the agent's start-up scripts (startup.sh and .agentplane/startup/*.sh

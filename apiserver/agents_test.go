@@ -141,9 +141,9 @@ var _ = Describe("Agents", func() {
 		gw := call("GET", "/v0/agents/"+a["id"].(string)+"/gateway-token", tok, nil).Body["token"].(string)
 		Expect(gw).To(HavePrefix("gw_"))
 		Expect(call("GET", "/v0/agents/"+a["id"].(string), gw, nil).Status).To(Equal(200))
-		Expect(call("GET", "/v0/agents/"+b["id"].(string), gw, nil).Status).To(Equal(401))
-		Expect(call("GET", "/v0/agents", gw, nil).Status).To(Equal(401))
-		Expect(call("GET", "/v0/agents/"+a["id"].(string)+"/gateway-token", gw, nil).Status).To(Equal(401), "the token-reading route does not take gateway tokens")
+		Expect(call("GET", "/v0/agents/"+b["id"].(string), gw, nil).Status).To(Equal(404), "another agent is reported as missing")
+		Expect(call("GET", "/v0/agents", gw, nil).Status).To(Equal(403))
+		Expect(call("GET", "/v0/agents/"+a["id"].(string)+"/gateway-token", gw, nil).Status).To(Equal(403), "the token-reading route does not take gateway tokens")
 
 		fresh := call("POST", "/v0/agents/"+a["id"].(string)+"/gateway-token/rotate", gw, nil)
 		Expect(fresh.Status).To(Equal(200))

@@ -25,10 +25,10 @@ type Caller struct {
 	Role agentsv1.Role
 	// Scopes granted to the credential.
 	Scopes []string
-	// KeyID is the ApiKey's name (the token's `jti`); "" for gateway tokens.
+	// KeyID is the token's `jti` (a user's token: its ApiKey's name); "" for gateway tokens.
 	KeyID string
-	// GatewayAgent is set when the caller used an agent's gateway token: it may only act on
-	// that agent.
+	// GatewayAgent is set when the caller used a credential bound to one agent (its gateway
+	// token or a platform token): it may only act on that agent.
 	GatewayAgent string
 }
 
@@ -36,16 +36,17 @@ type Caller struct {
 // of another workspace is then refused with 401.
 const HeaderWorkspace = "X-Agentplane-Workspace"
 
-// IndexGatewayAgent is the field index on core Secrets: the agent whose gateway token a
-// Secret holds (agentsv1.LabelGatewayTokenOf).
-const IndexGatewayAgent = agentsv1.IndexGatewayAgent
+// IndexGatewayTokenHash is the field index on core Secrets by the hash of the gateway token
+// they hold (auth.GatewayTokenHash).
+const IndexGatewayTokenHash = agentsv1.IndexGatewayTokenHash
 
 func unauthorized(msg string, cause error) *Error {
 	return withCause(http.StatusUnauthorized, msg, cause)
 }
 
 // authenticate resolves the caller of r and checks what route a needs. Every failure here is
-// a 401 (who are you?) or a 403 (you may not).
+// a 401 (who are you?), a 403 (you may not) or, for a credential bound to one agent that
+// addresses another, the 404 of a missing agent (existence is not revealed).
 func (s *Server) authenticate(r *http.Request, a access) (*Caller, error) {
 	if a.public {
 		return &Caller{}, nil
@@ -58,13 +59,16 @@ func (s *Server) authenticate(r *http.Request, a access) (*Caller, error) {
 	if auth.LooksLikeJWT(tok) {
 		c, err = s.callerFromJWT(r.Context(), tok, !isV3(r.URL.Path))
 	} else {
-		c, err = s.callerFromGatewayToken(r, tok, a)
+		c, err = s.callerFromGatewayToken(r.Context(), tok)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if want := r.Header.Get(HeaderWorkspace); want != "" && want != c.Namespace {
 		return nil, unauthorized("Token does not belong to this workspace", nil)
+	}
+	if err := checkBound(r, a, c); err != nil {
+		return nil, err
 	}
 	if !auth.HasScope(c.Scopes, a.scope) {
 		return nil, withCause(http.StatusForbidden, "Missing scope "+a.scope, nil)
@@ -75,6 +79,25 @@ func (s *Server) authenticate(r *http.Request, a access) (*Caller, error) {
 	return c, nil
 }
 
+// checkBound applies the rule of credentials bound to one agent (gateway and platform tokens):
+// another agent's route answers as if that agent did not exist (404), and a route that does
+// not take agent-bound credentials (workspace-wide routes, and routes that widen the agent's
+// reach: domains, channels, secrets attachment) is refused (403).
+func checkBound(r *http.Request, a access, c *Caller) error {
+	if c.GatewayAgent == "" {
+		return nil
+	}
+	if id := r.PathValue("agentId"); id != "" && id != c.GatewayAgent {
+		return errorf(http.StatusNotFound, msgAgentNotFound)
+	}
+	if !a.gateway {
+		return withCause(http.StatusForbidden, msgForbidden, errors.New("the route needs a user's token"))
+	}
+	return nil
+}
+
+// callerFromJWT verifies the token's signature (CPU only) before it reads anything: a forged
+// or tampered token costs the API server nothing.
 func (s *Server) callerFromJWT(ctx context.Context, tok string, needUser bool) (*Caller, error) {
 	claims, err := s.opts.Signer.Parse(tok)
 	switch {
@@ -86,8 +109,11 @@ func (s *Server) callerFromJWT(ctx context.Context, tok string, needUser bool) (
 	if needUser && claims.Subject == "" {
 		return nil, unauthorized(msgMissingUserID, nil)
 	}
+	if claims.IsPlatform() {
+		return s.callerFromPlatformToken(ctx, claims)
+	}
 	key := &agentsv1.ApiKey{}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Namespace: claims.Workspace, Name: claims.ID}, key); err != nil {
+	if err := s.lookups.get(ctx, s.opts, client.ObjectKey{Namespace: claims.Workspace, Name: claims.ID}, key); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, unauthorized("Invalid token", err)
 		}
@@ -115,66 +141,94 @@ func (s *Server) callerFromJWT(ctx context.Context, tok string, needUser bool) (
 	}, nil
 }
 
-// gatewayScopes are what an agent's gateway token may do on that agent's own routes.
-var gatewayScopes = []string{
-	auth.ScopeAgentsWrite, auth.ScopeAgentsExec, auth.ScopeSecretsRead,
-	auth.ScopeDomainsWrite, auth.ScopeSkillsWrite, auth.ScopeChannelsWrite,
+// callerFromPlatformToken accepts a stateless platform token (no ApiKey stands behind it)
+// while its agent lives (same UID) and its gateway token is the one it was minted under.
+func (s *Server) callerFromPlatformToken(ctx context.Context, claims *auth.Claims) (*Caller, error) {
+	a := &agentsv1.Agent{}
+	if err := s.lookups.get(ctx, s.opts, client.ObjectKey{Namespace: claims.Workspace, Name: claims.Agent}, a); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, unauthorized("Token revoked", err)
+		}
+		return nil, err
+	}
+	if string(a.UID) != claims.AgentUID || a.DeletionTimestamp != nil {
+		return nil, unauthorized("Token revoked", errors.New("the token's agent is gone"))
+	}
+	sec := &corev1.Secret{}
+	if err := s.lookups.get(ctx, s.opts, client.ObjectKey{Namespace: a.Namespace, Name: gatewaySecretName(a)}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, unauthorized("Token revoked", err)
+		}
+		return nil, err
+	}
+	stored := string(sec.Data[agentsv1.GatewayTokenDataKey])
+	if stored == "" || !auth.TokensEqual(auth.GatewayBinding(stored), claims.GatewayBinding) {
+		return nil, unauthorized("Token revoked", errors.New("the gateway token was rotated"))
+	}
+	ws, err := s.workspace(ctx, claims.Workspace)
+	if err != nil {
+		return nil, err
+	}
+	return &Caller{
+		UserID: claims.Subject, Workspace: ws, Namespace: ws.Name, Role: agentsv1.RoleMember,
+		Scopes: auth.PlatformTokenScopes, KeyID: claims.ID, GatewayAgent: a.Name,
+	}, nil
 }
 
-// callerFromGatewayToken accepts an agent's gateway token on that agent's own routes.
-func (s *Server) callerFromGatewayToken(r *http.Request, tok string, a access) (*Caller, error) {
-	agentID := r.PathValue("agentId")
-	if !a.gateway || agentID == "" {
-		return nil, unauthorized("Invalid token", nil)
-	}
-	sec, err := s.gatewaySecretFor(r.Context(), agentID, tok)
+// gatewayScopes are what an agent's gateway token may do on that agent's own routes. Domains
+// and channels are not among them: they widen an agent's reach (a public address, a chat
+// account), so they need a user's token.
+var gatewayScopes = []string{
+	auth.ScopeAgentsWrite, auth.ScopeAgentsExec, auth.ScopeSecretsRead, auth.ScopeSkillsWrite,
+}
+
+// callerFromGatewayToken resolves an agent's gateway token from the informer cache alone,
+// through the index on the token's hash: a token the cache does not hold is refused without
+// a request to the API server. The replica that rotates a token waits until its own cache
+// holds the new one (rotateGatewayToken); another replica accepts it once its watch delivers
+// the change, typically within milliseconds.
+func (s *Server) callerFromGatewayToken(ctx context.Context, tok string) (*Caller, error) {
+	sec, err := s.gatewaySecretFor(ctx, tok)
 	if err != nil {
 		return nil, err
 	}
 	if sec == nil {
 		return nil, unauthorized("Invalid token", nil)
 	}
-	ws, err := s.workspace(r.Context(), sec.Namespace)
+	ws, err := s.workspace(ctx, sec.Namespace)
 	if err != nil {
 		return nil, err
 	}
 	return &Caller{
 		Workspace: ws, Namespace: ws.Name, Role: agentsv1.RoleMember,
-		Scopes: gatewayScopes, GatewayAgent: agentID,
+		Scopes: gatewayScopes, GatewayAgent: sec.Labels[agentsv1.LabelGatewayTokenOf],
 	}, nil
 }
 
-// gatewaySecretFor finds the agent's gateway-token Secret holding tok: in the informer cache
-// first and, only when the cache holds no match, on the API server (a token rotated a moment
-// ago through another replica is accepted while this replica's cache catches up). It answers
-// nil when neither holds the token.
-func (s *Server) gatewaySecretFor(ctx context.Context, agentID, tok string) (*corev1.Secret, error) {
-	match := func(list *corev1.SecretList) *corev1.Secret {
-		for i := range list.Items {
-			if stored := string(list.Items[i].Data[agentsv1.GatewayTokenDataKey]); stored != "" && auth.TokensEqual(stored, tok) {
-				return &list.Items[i]
-			}
-		}
-		return nil
+// gatewaySecretFor finds, in the informer cache, the gateway-token Secret holding tok (nil
+// when none does).
+func (s *Server) gatewaySecretFor(ctx context.Context, tok string) (*corev1.Secret, error) {
+	if tok == "" {
+		return nil, nil
 	}
 	var cached corev1.SecretList
-	if err := s.opts.Client.List(ctx, &cached, client.MatchingFields{IndexGatewayAgent: agentID}); err != nil {
+	if err := s.opts.Client.List(ctx, &cached, client.MatchingFields{IndexGatewayTokenHash: auth.GatewayTokenHash(tok)}); err != nil {
 		return nil, err
 	}
-	if sec := match(&cached); sec != nil || s.opts.APIReader == nil {
-		return sec, nil
+	for i := range cached.Items {
+		sec := &cached.Items[i]
+		stored := string(sec.Data[agentsv1.GatewayTokenDataKey])
+		if sec.Labels[agentsv1.LabelGatewayTokenOf] != "" && stored != "" && auth.TokensEqual(stored, tok) {
+			return sec, nil
+		}
 	}
-	var live corev1.SecretList
-	if err := s.opts.APIReader.List(ctx, &live, client.MatchingLabels{agentsv1.LabelGatewayTokenOf: agentID}); err != nil {
-		return nil, err
-	}
-	return match(&live), nil
+	return nil, nil
 }
 
 // workspace reads the caller's workspace; a missing or terminating one refuses the token.
 func (s *Server) workspace(ctx context.Context, name string) (*agentsv1.Workspace, error) {
 	ws := &agentsv1.Workspace{}
-	if err := s.getCachedOrLive(ctx, client.ObjectKey{Name: name}, ws); err != nil {
+	if err := s.lookups.get(ctx, s.opts, client.ObjectKey{Name: name}, ws); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, unauthorized("Invalid token", err)
 		}
@@ -184,15 +238,4 @@ func (s *Server) workspace(ctx context.Context, name string) (*agentsv1.Workspac
 		return nil, unauthorized("Invalid token", nil)
 	}
 	return ws, nil
-}
-
-// getCachedOrLive (auth lookups) reads from the informer cache and, only on a miss, from the
-// API server: a
-// key created a moment ago by another replica is not refused while the cache catches up.
-func (s *Server) getCachedOrLive(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	err := s.opts.Client.Get(ctx, key, obj)
-	if apierrors.IsNotFound(err) && s.opts.APIReader != nil {
-		return s.opts.APIReader.Get(ctx, key, obj)
-	}
-	return err
 }

@@ -48,7 +48,8 @@ func ChannelSecretName(agent string, t agentsv1.ChannelType) string {
 // carries).
 func (s *Server) channelRoutes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead, gateway: true}
-	write := access{scope: auth.ScopeChannelsWrite, perm: auth.PermWrite, gateway: true}
+	// Writes need a user's token: a channel widens the agent's reach (a chat account).
+	write := access{scope: auth.ScopeChannelsWrite, perm: auth.PermWrite}
 	s.handle("GET /v0/agents/{agentId}/channels", read, s.listChannels)
 	s.handle("POST /v0/agents/{agentId}/channels/{channel}", write, s.setupChannel)
 	s.handle("DELETE /v0/agents/{agentId}/channels/{channel}", write, s.deleteChannel)

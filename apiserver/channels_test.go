@@ -378,16 +378,17 @@ var _ = Describe("Channels", Ordered, func() {
 		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
 	})
 
-	It("accepts the agent's gateway token on its own channels only", func() {
+	It("lets the agent's gateway token read its own channels but not set them up (a user's token must)", func() {
 		gw := call("GET", base+"/gateway-token", tok, nil)
 		Expect(gw.Status).To(Equal(200), gw.Raw)
 		gwTok := gw.Body["token"].(string)
 		Expect(call("GET", base+"/channels", gwTok, nil).Status).To(Equal(200))
 		r := call("POST", channelPath("telegram"), gwTok, map[string]any{"botToken": tg1})
-		Expect(r.Status).To(Equal(201), r.Raw)
-		Expect(call("DELETE", channelPath("telegram"), gwTok, nil).Status).To(Equal(200))
+		Expect(r.Status).To(Equal(403), r.Raw)
+		Expect(call("DELETE", channelPath("telegram"), gwTok, nil).Status).To(Equal(403))
 		otherAgent := newAgentIn(tok, "Neighbour")
 		r = call("POST", "/v0/agents/"+otherAgent+"/channels/telegram", gwTok, map[string]any{"botToken": tg1})
-		Expect(r.Status).To(Equal(401), r.Raw)
+		Expect(r.Status).To(Equal(404), r.Raw)
+		Expect(call("GET", "/v0/agents/"+otherAgent+"/channels", gwTok, nil).Status).To(Equal(404))
 	})
 })

@@ -71,7 +71,8 @@ func (s *Server) domainOpts() DomainOptions {
 // the agent's gateway token is accepted on its own agent (with the scopes it carries).
 func (s *Server) domainRoutes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead, gateway: true}
-	write := access{scope: auth.ScopeDomainsWrite, perm: auth.PermWrite, gateway: true}
+	// Writes need a user's token: a domain widens the agent's reach (a public address).
+	write := access{scope: auth.ScopeDomainsWrite, perm: auth.PermWrite}
 	s.handle("GET /v0/agents/{agentId}/domains", read, s.listDomains)
 	s.handle("POST /v0/agents/{agentId}/domains", write, s.createDomain)
 	s.handle("GET /v0/agents/{agentId}/domains/{domainId}", read, s.getDomainRoute)

@@ -149,6 +149,7 @@ func allFails(r RouteInfo, o *op) []fail {
 			forbidden = append([]string{"Missing scope " + r.Scope}, forbidden...)
 		}
 		list = append(list, fail{status: http.StatusUnauthorized, msgs: unauth}, fail{status: http.StatusForbidden, msgs: forbidden},
+			fails(http.StatusTooManyRequests, msgTooManyRequests),
 			fails(http.StatusInternalServerError, msgInternal), fails(http.StatusServiceUnavailable, msgUnavailable))
 	}
 	var merged []fail
@@ -178,6 +179,8 @@ func generic(status int, msg string) bool {
 		return true
 	case http.StatusForbidden:
 		return msg == msgForbidden || strings.HasPrefix(msg, "Missing scope ")
+	case http.StatusTooManyRequests:
+		return true
 	case http.StatusInternalServerError:
 		return msg == msgInternal
 	case http.StatusServiceUnavailable:

@@ -16,7 +16,9 @@ func docInfo() map[string]any {
 			"(the hosted API the pinata SDK speaks).\n\n" +
 			"**Authentication.** `Authorization: Bearer <token>` with a JWT issued by `agentplane token create` " +
 			"(scheme `bearerAuth`). Routes marked with `gatewayToken` also accept the agent's gateway token, for that " +
-			"agent only; a rotated token is refused at once. `" + HeaderWorkspace + "` pins the workspace a token must belong to. " +
+			"agent only (another agent's routes answer 404); a rotated token is refused at once. A platform token " +
+			"(POST /v0/agents/{agentId}/platform/token) opens the same routes of its agent, with `agents:read` only. " +
+			"Each client address and each token is rate limited: over the limit the answer is 429 with `Retry-After`. `" + HeaderWorkspace + "` pins the workspace a token must belong to. " +
 			"A token needs the route's scope (a `:write` scope implies its `:read`) and a role that allows the route's " +
 			"permission: `viewer` reads, `member` also writes, `admin` and `owner` may do everything.\n\n" +
 			"**Errors.** `/v0` answers `{\"error\": \"<string>\"}` (a few add fields, e.g. `agent` on `" + msgGatewayFailed +
@@ -73,7 +75,7 @@ func components(g *schemaSet) map[string]any {
 			},
 			"gatewayToken": map[string]string{
 				"type": "http", "scheme": "bearer",
-				"description": "An agent's gateway token (GET /v0/agents/{agentId}/gateway-token), accepted on that agent's own routes only.",
+				"description": "An agent's gateway token (GET /v0/agents/{agentId}/gateway-token), accepted on that agent's own routes only (not on domain and channel writes, which need a user's token).",
 			},
 		},
 		"schemas":   schemas,

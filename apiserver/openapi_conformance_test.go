@@ -97,12 +97,7 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 		WithIndex(&agentsv1.Domain{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
 			return []string{o.(*agentsv1.Domain).Spec.AgentRef.Name}
 		}).
-		WithIndex(&corev1.Secret{}, IndexGatewayAgent, func(o client.Object) []string {
-			if a := o.GetLabels()[agentsv1.LabelGatewayTokenOf]; a != "" {
-				return []string{a}
-			}
-			return nil
-		}).Build()
+		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
 	signer, err := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ func metaOps() map[string]*op {
 		"GET /v0/me": {
 			id: "whoAmI", tag: "meta", summary: "The caller as the facade resolved its token",
 			replies: []reply{answer(http.StatusOK, "The caller.", props{
-				"userId": describe(docString(), "The token's subject (\"\" for gateway tokens)."), "workspace": docString(),
+				"userId": describe(docString(), "The token's subject (\"\" for gateway tokens, `agent:<id>` for platform tokens)."), "workspace": docString(),
 				"role":   enumOf(string(agentsv1.RoleOwner), string(agentsv1.RoleAdmin), string(agentsv1.RoleMember), string(agentsv1.RoleViewer)),
 				"scopes": docNullable(arrayOf(docString())), "plan": docString(),
 			})},
@@ -156,9 +156,10 @@ func agentOps() map[string]*op {
 		},
 		"POST /v0/agents/{agentId}/platform/token": {
 			id: "createPlatformToken", tag: "agents", summary: "Mint a short-lived platform token for the agent",
-			description: "A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.",
-			replies:     []reply{answer(http.StatusCreated, "The token.", props{"token": docString(), "expiresAt": &schema{Type: "string", Format: "date-time"}})},
-			fails:       []fail{notFoundAgent, fails(http.StatusInternalServerError, msgTokenGenFailed)},
+			description: "A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). " +
+				"It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.",
+			replies: []reply{answer(http.StatusCreated, "The token.", props{"token": docString(), "expiresAt": &schema{Type: "string", Format: "date-time"}})},
+			fails:   []fail{notFoundAgent, fails(http.StatusInternalServerError, msgTokenGenFailed)},
 		},
 		"POST /v0/agents/{agentId}/scripts/retry": {
 			id: "retryStartupScripts", tag: "agents", summary: "Re-run the agent's start-up scripts",

@@ -68,10 +68,12 @@ func RoutesMarkdown(routes []RouteInfo) (string, error) {
 		"`GET /openapi.json` serves; a test fails when either is stale.\n\n" +
 		"**Scope**: what the token must carry (a `:write` scope implies its `:read`). **Role**: what the caller's\n" +
 		"role must allow: `read` (viewer and up), `write` (member and up), `admin` (admin and owner).\n" +
-		"**Gateway**: the agent's gateway token is accepted too, on that agent only. Every route that needs a\n" +
+		"**Gateway**: the agent's gateway token (and its platform token, within its scope) is accepted too, on\n" +
+		"that agent only: another agent's route answers 404, a route without `yes` 403. Every route that needs a\n" +
 		"token can also answer 401 (`" + msgUnauthorized + "`, `Invalid token`, `Token expired`, `Token revoked`,\n" +
 		"`Token does not belong to this workspace`, on `/v0` also `" + msgMissingUserID + "`), 403 (`Missing scope <scope>`,\n" +
-		"`" + msgForbidden + "`), 500 `" + msgInternal + "` and 503 `" + msgUnavailable + "`; the table lists the other\n" +
+		"`" + msgForbidden + "`), 429 `" + msgTooManyRequests + "` (with `Retry-After`), 500 `" + msgInternal + "` and 503\n" +
+		"`" + msgUnavailable + "`; the table lists the other\n" +
 		"error strings. `/v0` errors are `{\"error\": \"<string>\"}`, `/v3` errors\n" +
 		"`{\"error\": {\"code\": <status>, \"message\": \"<string>\"}}`.\n\n" +
 		"| Method | Path | Scope | Role | Gateway | Errors |\n|---|---|---|---|---|---|\n")

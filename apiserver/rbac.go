@@ -5,7 +5,7 @@ package apiserver
 //
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=agentplane.io,resources=apikeys,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=agentplane.io,resources=apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents;agentsecrets;skills;channels;domains;snapshots;files,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents/status;agentsecrets/status;domains/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agenttemplates,verbs=get;list;watch

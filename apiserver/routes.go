@@ -21,8 +21,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET "+console.Prefix, webConsole)
 	s.mux.Handle("GET "+console.Prefix+"/", webConsole)
 
-	// Who am I: the caller as the facade resolved it.
-	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead}, s.whoami)
+	// Who am I: the caller as the facade resolved it (agent-bound credentials too: it shows
+	// nothing but the caller).
+	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead, gateway: true}, s.whoami)
 
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}
 	write := access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}

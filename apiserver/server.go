@@ -79,6 +79,8 @@ type Options struct {
 	Domains DomainOptions
 	// Logs bounds the followers of agents' gateway logs (DefaultLogOptions).
 	Logs LogOptions
+	// RateLimits bound each client address and each credential (zero: the defaults).
+	RateLimits RateLimitOptions
 }
 
 // Server is the REST facade. It is an http.Handler.
@@ -96,6 +98,10 @@ type Server struct {
 	activity activityStamps
 	// followers counts the log streams being served.
 	followers atomic.Int64
+	// lookups are authentication's bounded reads of the API server.
+	lookups authLookups
+	// limits are the per-address and per-credential rate limits.
+	limits rateLimits
 }
 
 // New builds the facade and registers every route.
@@ -114,7 +120,10 @@ func New(opts Options) *Server {
 	}
 	opts.Logs.setDefaults()
 	guardNames(&opts)
-	s := &Server{opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry)}
+	s := &Server{
+		opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry),
+		limits: newRateLimits(opts.RateLimits),
+	}
 	s.routes()
 	if opts.ModelProxy != nil {
 		s.mux.Handle("/llm/", opts.ModelProxy)
@@ -155,8 +164,12 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 			limit = a.maxBody
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, limit)
+		caller, wait, err := s.admit(r, a)
+		if wait > 0 {
+			s.tooManyRequests(w, r, wait)
+			return
+		}
 		var resp *Response
-		caller, err := s.authenticate(r, a)
 		if err == nil && a.wakes {
 			err = s.awaken(r, caller)
 		}

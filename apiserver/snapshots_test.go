@@ -210,7 +210,7 @@ var _ = Describe("Snapshots", func() {
 		Expect(call("GET", "/v0/agents/"+id+"/snapshots", token(ws, "ann", "", auth.ScopeFilesRead), nil).Status).To(Equal(403))
 		gw := call("GET", "/v0/agents/"+id+"/gateway-token", tok, nil).Body["token"].(string)
 		Expect(call("POST", "/v0/agents/"+id+"/snapshots/sync", gw, nil).Status).To(Equal(201))
-		Expect(call("GET", "/v0/agents/"+other+"/snapshots", gw, nil).Status).To(Equal(401))
+		Expect(call("GET", "/v0/agents/"+other+"/snapshots", gw, nil).Status).To(Equal(404))
 
 		// Storing failing for good, and archiving failing: 500 Sync failed, nothing left behind.
 		mainFiles.broken.Store(true)

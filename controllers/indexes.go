@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
 )
 
 // fieldIndex is one field index of the manager's cache.
@@ -60,6 +61,17 @@ var fieldIndexes = []fieldIndex{
 	{&corev1.Secret{}, agentsv1.IndexGatewayAgent, func(o client.Object) []string {
 		return nonEmpty(o.GetLabels()[agentsv1.LabelGatewayTokenOf])
 	}},
+	{&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, gatewayTokenHash},
+}
+
+// gatewayTokenHash indexes an agent's gateway-token Secret by the hash of its token.
+func gatewayTokenHash(o client.Object) []string {
+	sec := o.(*corev1.Secret)
+	tok := string(sec.Data[agentsv1.GatewayTokenDataKey])
+	if sec.Labels[agentsv1.LabelGatewayTokenOf] == "" || tok == "" {
+		return nil
+	}
+	return []string{auth.GatewayTokenHash(tok)}
 }
 
 // SetupIndexes registers the field indexes (agentsv1.Index*) with the manager's cache. The

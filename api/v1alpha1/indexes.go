@@ -19,4 +19,9 @@ const (
 	// IndexGatewayAgent indexes the platform's core Secrets by the agent whose gateway token
 	// they hold (LabelGatewayTokenOf).
 	IndexGatewayAgent = "agentplane.gatewayAgent"
+	// IndexGatewayTokenHash indexes the agents' gateway-token Secrets (LabelGatewayTokenOf)
+	// by the hex SHA-256 of the token they hold (auth.GatewayTokenHash): the REST facade
+	// resolves a gateway token from the cache alone, so a forged one costs the API server
+	// nothing.
+	IndexGatewayTokenHash = "agentplane.gatewayTokenHash"
 )

@@ -135,6 +135,7 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
 	addIsolationFlags(f, o)
+	addRateLimitFlags(f, o)
 }
 
 // s3Flags select the S3-compatible storage backend of `agentplane manager` for /v3 files and

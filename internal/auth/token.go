@@ -22,17 +22,24 @@ var (
 	ErrTokenClaims    = errors.New("invalid token claims")
 )
 
-// Claims are the JWT claims of an agentplane bearer token. `jti` names the ApiKey object in
-// the workspace's namespace; that object, not the token, is the truth about scopes, role,
-// expiry and revocation.
+// Claims are the JWT claims of an agentplane bearer token. On a user's token `jti` names the
+// ApiKey object in the workspace's namespace; that object, not the token, is the truth about
+// scopes, role, expiry and revocation. A platform token (Agent set) has no ApiKey: its
+// agent's UID and gateway token decide (see MintPlatform).
 type Claims struct {
 	jwt.RegisteredClaims
 	// Workspace the token belongs to.
 	Workspace string `json:"ws"`
 	// Scopes granted when the token was minted (informational; the ApiKey decides).
 	Scopes []string `json:"scopes,omitempty"`
-	// Agent is set on platform tokens minted for one agent.
+	// Agent is set on platform tokens minted for one agent (MintPlatform): such a token is
+	// stateless (no ApiKey) and opens that agent only.
 	Agent string `json:"agent,omitempty"`
+	// AgentUID is the UID of that agent: the token dies with it.
+	AgentUID string `json:"auid,omitempty"`
+	// GatewayBinding binds a platform token to the agent's gateway token (GatewayBinding):
+	// rotating the gateway token revokes it.
+	GatewayBinding string `json:"gwb,omitempty"`
 }
 
 // Signer mints and verifies tokens with one HMAC-SHA256 key.

@@ -91,6 +91,9 @@ type Options struct {
 	APIBurst int
 	// ModelProxy keeps model-provider keys out of the agents.
 	ModelProxy ModelProxyOptions
+	// RateLimits bound the facade's requests per client address and per credential (zero:
+	// apiserver's defaults; a negative rate turns a limit off).
+	RateLimits apiserver.RateLimitOptions
 }
 
 // Platform is an assembled, not yet started agentplane.
@@ -240,7 +243,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
 			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
 			Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout,
-			Domains: domainAPI, ClawHubURL: o.ClawHubURL,
+			Domains: domainAPI, ClawHubURL: o.ClawHubURL, RateLimits: o.RateLimits,
 		}
 		if proxy != nil {
 			opts.ModelProxy = proxy

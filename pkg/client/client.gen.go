@@ -1981,7 +1981,7 @@ type ClientInterface interface {
 
 	// CreatePlatformToken Mint a short-lived platform token for the agent
 	//
-	// A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
+	// A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.
 	//
 	// Corresponds with POST /v0/agents/{agentId}/platform/token (the `CreatePlatformToken` operationId).
 	CreatePlatformToken(ctx context.Context, agentId string, params *CreatePlatformTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2841,7 +2841,7 @@ func (c *Client) GetAgentLogs(ctx context.Context, agentId string, params *GetAg
 
 // CreatePlatformToken Mint a short-lived platform token for the agent
 //
-// A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
+// A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.
 //
 // Corresponds with POST /v0/agents/{agentId}/platform/token (the `CreatePlatformToken` operationId).
 func (c *Client) CreatePlatformToken(ctx context.Context, agentId string, params *CreatePlatformTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7283,7 +7283,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreatePlatformTokenWithResponse Mint a short-lived platform token for the agent
 	//
-	// A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
+	// A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7761,6 +7761,12 @@ type ListAgentsResponse403Headers struct {
 	XRequestId              *string
 }
 
+// ListAgentsResponse429Headers the declared response headers of an HTTP 429 response for ListAgents
+type ListAgentsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListAgentsResponse500Headers the declared response headers of an HTTP 500 response for ListAgents
 type ListAgentsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -7784,6 +7790,8 @@ type ListAgentsResponse struct {
 	JSON401 *UnauthorizedV0
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7794,6 +7802,8 @@ type ListAgentsResponse struct {
 	Headers401 *ListAgentsResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *ListAgentsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListAgentsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -7815,6 +7825,11 @@ func (r ListAgentsResponse) GetJSON401() *UnauthorizedV0 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListAgentsResponse) GetJSON403() *ErrorV0 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAgentsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -7898,6 +7913,12 @@ type CreateAgentResponse413Headers struct {
 	XRequestId              *string
 }
 
+// CreateAgentResponse429Headers the declared response headers of an HTTP 429 response for CreateAgent
+type CreateAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreateAgentResponse500Headers the declared response headers of an HTTP 500 response for CreateAgent
 type CreateAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -7931,6 +7952,8 @@ type CreateAgentResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *CreateAgent500JSONResponseBody
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -7949,6 +7972,8 @@ type CreateAgentResponse struct {
 	Headers404 *CreateAgentResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateAgentResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -7992,6 +8017,11 @@ func (r CreateAgentResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateAgentResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8057,6 +8087,12 @@ type DeleteAgentResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DeleteAgentResponse429Headers the declared response headers of an HTTP 429 response for DeleteAgent
+type DeleteAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteAgentResponse500Headers the declared response headers of an HTTP 500 response for DeleteAgent
 type DeleteAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8083,6 +8119,8 @@ type DeleteAgentResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8095,6 +8133,8 @@ type DeleteAgentResponse struct {
 	Headers403 *DeleteAgentResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeleteAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8122,6 +8162,11 @@ func (r DeleteAgentResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteAgentResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8187,6 +8232,12 @@ type GetAgentResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetAgentResponse429Headers the declared response headers of an HTTP 429 response for GetAgent
+type GetAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetAgentResponse500Headers the declared response headers of an HTTP 500 response for GetAgent
 type GetAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8212,6 +8263,8 @@ type GetAgentResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8224,6 +8277,8 @@ type GetAgentResponse struct {
 	Headers403 *GetAgentResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8250,6 +8305,11 @@ func (r GetAgentResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetAgentResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8315,6 +8375,12 @@ type ListChannelsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListChannelsResponse429Headers the declared response headers of an HTTP 429 response for ListChannels
+type ListChannelsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListChannelsResponse500Headers the declared response headers of an HTTP 500 response for ListChannels
 type ListChannelsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8345,6 +8411,8 @@ type ListChannelsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8357,6 +8425,8 @@ type ListChannelsResponse struct {
 	Headers403 *ListChannelsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListChannelsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListChannelsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListChannelsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8388,6 +8458,11 @@ func (r ListChannelsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListChannelsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListChannelsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8465,6 +8540,12 @@ type DeleteChannelResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DeleteChannelResponse429Headers the declared response headers of an HTTP 429 response for DeleteChannel
+type DeleteChannelResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteChannelResponse500Headers the declared response headers of an HTTP 500 response for DeleteChannel
 type DeleteChannelResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8500,6 +8581,8 @@ type DeleteChannelResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8516,6 +8599,8 @@ type DeleteChannelResponse struct {
 	Headers403 *DeleteChannelResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeleteChannelResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteChannelResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteChannelResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8558,6 +8643,11 @@ func (r DeleteChannelResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteChannelResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteChannelResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8653,6 +8743,12 @@ type SetupChannelResponse413Headers struct {
 	XRequestId              *string
 }
 
+// SetupChannelResponse429Headers the declared response headers of an HTTP 429 response for SetupChannel
+type SetupChannelResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // SetupChannelResponse500Headers the declared response headers of an HTTP 500 response for SetupChannel
 type SetupChannelResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8692,6 +8788,8 @@ type SetupChannelResponse struct {
 	JSON409 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8714,6 +8812,8 @@ type SetupChannelResponse struct {
 	Headers409 *SetupChannelResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *SetupChannelResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SetupChannelResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *SetupChannelResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8769,6 +8869,11 @@ func (r SetupChannelResponse) GetJSON409() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r SetupChannelResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SetupChannelResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8834,6 +8939,12 @@ type GetConfigResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetConfigResponse429Headers the declared response headers of an HTTP 429 response for GetConfig
+type GetConfigResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetConfigResponse500Headers the declared response headers of an HTTP 500 response for GetConfig
 type GetConfigResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -8860,6 +8971,8 @@ type GetConfigResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -8872,6 +8985,8 @@ type GetConfigResponse struct {
 	Headers403 *GetConfigResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetConfigResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConfigResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetConfigResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -8899,6 +9014,11 @@ func (r GetConfigResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetConfigResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConfigResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -8982,6 +9102,12 @@ type PutConfigResponse413Headers struct {
 	XRequestId              *string
 }
 
+// PutConfigResponse429Headers the declared response headers of an HTTP 429 response for PutConfig
+type PutConfigResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // PutConfigResponse500Headers the declared response headers of an HTTP 500 response for PutConfig
 type PutConfigResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9017,6 +9143,8 @@ type PutConfigResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9035,6 +9163,8 @@ type PutConfigResponse struct {
 	Headers404 *PutConfigResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *PutConfigResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutConfigResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *PutConfigResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9080,6 +9210,11 @@ func (r PutConfigResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PutConfigResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutConfigResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9157,6 +9292,12 @@ type ValidateConfigResponse413Headers struct {
 	XRequestId              *string
 }
 
+// ValidateConfigResponse429Headers the declared response headers of an HTTP 429 response for ValidateConfig
+type ValidateConfigResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ValidateConfigResponse500Headers the declared response headers of an HTTP 500 response for ValidateConfig
 type ValidateConfigResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9187,6 +9328,8 @@ type ValidateConfigResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9203,6 +9346,8 @@ type ValidateConfigResponse struct {
 	Headers404 *ValidateConfigResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ValidateConfigResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ValidateConfigResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ValidateConfigResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9240,6 +9385,11 @@ func (r ValidateConfigResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r ValidateConfigResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ValidateConfigResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9317,6 +9467,12 @@ type ConsoleExecResponse413Headers struct {
 	XRequestId              *string
 }
 
+// ConsoleExecResponse429Headers the declared response headers of an HTTP 429 response for ConsoleExec
+type ConsoleExecResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ConsoleExecResponse500Headers the declared response headers of an HTTP 500 response for ConsoleExec
 type ConsoleExecResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9352,6 +9508,8 @@ type ConsoleExecResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9368,6 +9526,8 @@ type ConsoleExecResponse struct {
 	Headers404 *ConsoleExecResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ConsoleExecResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ConsoleExecResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ConsoleExecResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9410,6 +9570,11 @@ func (r ConsoleExecResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r ConsoleExecResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ConsoleExecResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9475,6 +9640,12 @@ type ListDevicesResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListDevicesResponse429Headers the declared response headers of an HTTP 429 response for ListDevices
+type ListDevicesResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListDevicesResponse500Headers the declared response headers of an HTTP 500 response for ListDevices
 type ListDevicesResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9498,6 +9669,8 @@ type ListDevicesResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9510,6 +9683,8 @@ type ListDevicesResponse struct {
 	Headers403 *ListDevicesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListDevicesResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDevicesResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListDevicesResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9534,6 +9709,11 @@ func (r ListDevicesResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListDevicesResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDevicesResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9599,6 +9779,12 @@ type ListDomainsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListDomainsResponse429Headers the declared response headers of an HTTP 429 response for ListDomains
+type ListDomainsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListDomainsResponse500Headers the declared response headers of an HTTP 500 response for ListDomains
 type ListDomainsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9624,6 +9810,8 @@ type ListDomainsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9636,6 +9824,8 @@ type ListDomainsResponse struct {
 	Headers403 *ListDomainsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListDomainsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListDomainsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListDomainsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9662,6 +9852,11 @@ func (r ListDomainsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListDomainsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListDomainsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9745,6 +9940,12 @@ type CreateDomainResponse413Headers struct {
 	XRequestId              *string
 }
 
+// CreateDomainResponse429Headers the declared response headers of an HTTP 429 response for CreateDomain
+type CreateDomainResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreateDomainResponse500Headers the declared response headers of an HTTP 500 response for CreateDomain
 type CreateDomainResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9776,6 +9977,8 @@ type CreateDomainResponse struct {
 	JSON409 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9794,6 +9997,8 @@ type CreateDomainResponse struct {
 	Headers409 *CreateDomainResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateDomainResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateDomainResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateDomainResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9835,6 +10040,11 @@ func (r CreateDomainResponse) GetJSON409() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateDomainResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateDomainResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -9906,6 +10116,12 @@ type DeleteDomainResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DeleteDomainResponse429Headers the declared response headers of an HTTP 429 response for DeleteDomain
+type DeleteDomainResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteDomainResponse500Headers the declared response headers of an HTTP 500 response for DeleteDomain
 type DeleteDomainResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -9937,6 +10153,8 @@ type DeleteDomainResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -9951,6 +10169,8 @@ type DeleteDomainResponse struct {
 	Headers403 *DeleteDomainResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeleteDomainResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteDomainResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteDomainResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -9986,6 +10206,11 @@ func (r DeleteDomainResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteDomainResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteDomainResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10051,6 +10276,12 @@ type GetDomainResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetDomainResponse429Headers the declared response headers of an HTTP 429 response for GetDomain
+type GetDomainResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetDomainResponse500Headers the declared response headers of an HTTP 500 response for GetDomain
 type GetDomainResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10076,6 +10307,8 @@ type GetDomainResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10088,6 +10321,8 @@ type GetDomainResponse struct {
 	Headers403 *GetDomainResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetDomainResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetDomainResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetDomainResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10114,6 +10349,11 @@ func (r GetDomainResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetDomainResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetDomainResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10191,6 +10431,12 @@ type PatchDomainResponse413Headers struct {
 	XRequestId              *string
 }
 
+// PatchDomainResponse429Headers the declared response headers of an HTTP 429 response for PatchDomain
+type PatchDomainResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // PatchDomainResponse500Headers the declared response headers of an HTTP 500 response for PatchDomain
 type PatchDomainResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10220,6 +10466,8 @@ type PatchDomainResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10236,6 +10484,8 @@ type PatchDomainResponse struct {
 	Headers404 *PatchDomainResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *PatchDomainResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PatchDomainResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *PatchDomainResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10272,6 +10522,11 @@ func (r PatchDomainResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r PatchDomainResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PatchDomainResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10343,6 +10598,12 @@ type VerifyDomainResponse404Headers struct {
 	XRequestId              *string
 }
 
+// VerifyDomainResponse429Headers the declared response headers of an HTTP 429 response for VerifyDomain
+type VerifyDomainResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // VerifyDomainResponse500Headers the declared response headers of an HTTP 500 response for VerifyDomain
 type VerifyDomainResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10372,6 +10633,8 @@ type VerifyDomainResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10386,6 +10649,8 @@ type VerifyDomainResponse struct {
 	Headers403 *VerifyDomainResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *VerifyDomainResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *VerifyDomainResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *VerifyDomainResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10419,6 +10684,11 @@ func (r VerifyDomainResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r VerifyDomainResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r VerifyDomainResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10496,6 +10766,12 @@ type UploadAgentFileResponse413Headers struct {
 	XRequestId              *string
 }
 
+// UploadAgentFileResponse429Headers the declared response headers of an HTTP 429 response for UploadAgentFile
+type UploadAgentFileResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // UploadAgentFileResponse500Headers the declared response headers of an HTTP 500 response for UploadAgentFile
 type UploadAgentFileResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10527,6 +10803,8 @@ type UploadAgentFileResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10543,6 +10821,8 @@ type UploadAgentFileResponse struct {
 	Headers404 *UploadAgentFileResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *UploadAgentFileResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UploadAgentFileResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UploadAgentFileResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10581,6 +10861,11 @@ func (r UploadAgentFileResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r UploadAgentFileResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UploadAgentFileResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10646,6 +10931,12 @@ type GetGatewayTokenResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetGatewayTokenResponse429Headers the declared response headers of an HTTP 429 response for GetGatewayToken
+type GetGatewayTokenResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetGatewayTokenResponse500Headers the declared response headers of an HTTP 500 response for GetGatewayToken
 type GetGatewayTokenResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10673,6 +10964,8 @@ type GetGatewayTokenResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10685,6 +10978,8 @@ type GetGatewayTokenResponse struct {
 	Headers403 *GetGatewayTokenResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetGatewayTokenResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetGatewayTokenResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetGatewayTokenResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10713,6 +11008,11 @@ func (r GetGatewayTokenResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetGatewayTokenResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetGatewayTokenResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10778,6 +11078,12 @@ type RotateGatewayTokenResponse404Headers struct {
 	XRequestId              *string
 }
 
+// RotateGatewayTokenResponse429Headers the declared response headers of an HTTP 429 response for RotateGatewayToken
+type RotateGatewayTokenResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // RotateGatewayTokenResponse500Headers the declared response headers of an HTTP 500 response for RotateGatewayToken
 type RotateGatewayTokenResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10804,6 +11110,8 @@ type RotateGatewayTokenResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10816,6 +11124,8 @@ type RotateGatewayTokenResponse struct {
 	Headers403 *RotateGatewayTokenResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RotateGatewayTokenResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RotateGatewayTokenResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RotateGatewayTokenResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10843,6 +11153,11 @@ func (r RotateGatewayTokenResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RotateGatewayTokenResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RotateGatewayTokenResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -10914,6 +11229,12 @@ type GetAgentLogsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetAgentLogsResponse429Headers the declared response headers of an HTTP 429 response for GetAgentLogs
+type GetAgentLogsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetAgentLogsResponse500Headers the declared response headers of an HTTP 500 response for GetAgentLogs
 type GetAgentLogsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -10941,6 +11262,8 @@ type GetAgentLogsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -10955,6 +11278,8 @@ type GetAgentLogsResponse struct {
 	Headers403 *GetAgentLogsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetAgentLogsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetAgentLogsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetAgentLogsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -10986,6 +11311,11 @@ func (r GetAgentLogsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetAgentLogsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetAgentLogsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11051,6 +11381,12 @@ type CreatePlatformTokenResponse404Headers struct {
 	XRequestId              *string
 }
 
+// CreatePlatformTokenResponse429Headers the declared response headers of an HTTP 429 response for CreatePlatformToken
+type CreatePlatformTokenResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreatePlatformTokenResponse500Headers the declared response headers of an HTTP 500 response for CreatePlatformToken
 type CreatePlatformTokenResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11077,6 +11413,8 @@ type CreatePlatformTokenResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11089,6 +11427,8 @@ type CreatePlatformTokenResponse struct {
 	Headers403 *CreatePlatformTokenResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *CreatePlatformTokenResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreatePlatformTokenResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreatePlatformTokenResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11116,6 +11456,11 @@ func (r CreatePlatformTokenResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r CreatePlatformTokenResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreatePlatformTokenResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11199,6 +11544,12 @@ type RestartAgentResponse413Headers struct {
 	XRequestId              *string
 }
 
+// RestartAgentResponse429Headers the declared response headers of an HTTP 429 response for RestartAgent
+type RestartAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // RestartAgentResponse500Headers the declared response headers of an HTTP 500 response for RestartAgent
 type RestartAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11232,6 +11583,8 @@ type RestartAgentResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *RestartAgent500JSONResponseBody
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11250,6 +11603,8 @@ type RestartAgentResponse struct {
 	Headers404 *RestartAgentResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *RestartAgentResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RestartAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RestartAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11293,6 +11648,11 @@ func (r RestartAgentResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r RestartAgentResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RestartAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11364,6 +11724,12 @@ type ResumeAgentResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ResumeAgentResponse429Headers the declared response headers of an HTTP 429 response for ResumeAgent
+type ResumeAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ResumeAgentResponse500Headers the declared response headers of an HTTP 500 response for ResumeAgent
 type ResumeAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11393,6 +11759,8 @@ type ResumeAgentResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ResumeAgent500JSONResponseBody
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11407,6 +11775,8 @@ type ResumeAgentResponse struct {
 	Headers403 *ResumeAgentResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ResumeAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResumeAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ResumeAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11440,6 +11810,11 @@ func (r ResumeAgentResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ResumeAgentResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ResumeAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11505,6 +11880,12 @@ type RetryStartupScriptsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// RetryStartupScriptsResponse429Headers the declared response headers of an HTTP 429 response for RetryStartupScripts
+type RetryStartupScriptsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // RetryStartupScriptsResponse500Headers the declared response headers of an HTTP 500 response for RetryStartupScripts
 type RetryStartupScriptsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11533,6 +11914,8 @@ type RetryStartupScriptsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11545,6 +11928,8 @@ type RetryStartupScriptsResponse struct {
 	Headers403 *RetryStartupScriptsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *RetryStartupScriptsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RetryStartupScriptsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *RetryStartupScriptsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11574,6 +11959,11 @@ func (r RetryStartupScriptsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RetryStartupScriptsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RetryStartupScriptsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11639,6 +12029,12 @@ type ListAgentSecretsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListAgentSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListAgentSecrets
+type ListAgentSecretsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListAgentSecretsResponse500Headers the declared response headers of an HTTP 500 response for ListAgentSecrets
 type ListAgentSecretsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11664,6 +12060,8 @@ type ListAgentSecretsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11676,6 +12074,8 @@ type ListAgentSecretsResponse struct {
 	Headers403 *ListAgentSecretsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListAgentSecretsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentSecretsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListAgentSecretsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11702,6 +12102,11 @@ func (r ListAgentSecretsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListAgentSecretsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAgentSecretsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11785,6 +12190,12 @@ type AttachSecretsResponse413Headers struct {
 	XRequestId              *string
 }
 
+// AttachSecretsResponse429Headers the declared response headers of an HTTP 429 response for AttachSecrets
+type AttachSecretsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // AttachSecretsResponse500Headers the declared response headers of an HTTP 500 response for AttachSecrets
 type AttachSecretsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11816,6 +12227,8 @@ type AttachSecretsResponse struct {
 	JSON409 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11834,6 +12247,8 @@ type AttachSecretsResponse struct {
 	Headers409 *AttachSecretsResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *AttachSecretsResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AttachSecretsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *AttachSecretsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -11875,6 +12290,11 @@ func (r AttachSecretsResponse) GetJSON409() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AttachSecretsResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AttachSecretsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -11940,6 +12360,12 @@ type DetachSecretResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DetachSecretResponse429Headers the declared response headers of an HTTP 429 response for DetachSecret
+type DetachSecretResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DetachSecretResponse500Headers the declared response headers of an HTTP 500 response for DetachSecret
 type DetachSecretResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -11965,6 +12391,8 @@ type DetachSecretResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -11977,6 +12405,8 @@ type DetachSecretResponse struct {
 	Headers403 *DetachSecretResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DetachSecretResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DetachSecretResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DetachSecretResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12003,6 +12433,11 @@ func (r DetachSecretResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DetachSecretResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DetachSecretResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12068,6 +12503,12 @@ type ListAgentSkillsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListAgentSkillsResponse429Headers the declared response headers of an HTTP 429 response for ListAgentSkills
+type ListAgentSkillsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListAgentSkillsResponse500Headers the declared response headers of an HTTP 500 response for ListAgentSkills
 type ListAgentSkillsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12093,6 +12534,8 @@ type ListAgentSkillsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12105,6 +12548,8 @@ type ListAgentSkillsResponse struct {
 	Headers403 *ListAgentSkillsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListAgentSkillsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListAgentSkillsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListAgentSkillsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12131,6 +12576,11 @@ func (r ListAgentSkillsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListAgentSkillsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListAgentSkillsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12214,6 +12664,12 @@ type AttachSkillsResponse413Headers struct {
 	XRequestId              *string
 }
 
+// AttachSkillsResponse429Headers the declared response headers of an HTTP 429 response for AttachSkills
+type AttachSkillsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // AttachSkillsResponse500Headers the declared response headers of an HTTP 500 response for AttachSkills
 type AttachSkillsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12247,6 +12703,8 @@ type AttachSkillsResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12265,6 +12723,8 @@ type AttachSkillsResponse struct {
 	Headers404 *AttachSkillsResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *AttachSkillsResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AttachSkillsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *AttachSkillsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12308,6 +12768,11 @@ func (r AttachSkillsResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AttachSkillsResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AttachSkillsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12379,6 +12844,12 @@ type DetachSkillResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DetachSkillResponse429Headers the declared response headers of an HTTP 429 response for DetachSkill
+type DetachSkillResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DetachSkillResponse500Headers the declared response headers of an HTTP 500 response for DetachSkill
 type DetachSkillResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12408,6 +12879,8 @@ type DetachSkillResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12422,6 +12895,8 @@ type DetachSkillResponse struct {
 	Headers403 *DetachSkillResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DetachSkillResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DetachSkillResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DetachSkillResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12455,6 +12930,11 @@ func (r DetachSkillResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DetachSkillResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DetachSkillResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12550,6 +13030,12 @@ type UpdateAgentSkillResponse422Headers struct {
 	XRequestId              *string
 }
 
+// UpdateAgentSkillResponse429Headers the declared response headers of an HTTP 429 response for UpdateAgentSkill
+type UpdateAgentSkillResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // UpdateAgentSkillResponse500Headers the declared response headers of an HTTP 500 response for UpdateAgentSkill
 type UpdateAgentSkillResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12593,6 +13079,8 @@ type UpdateAgentSkillResponse struct {
 	JSON413 *ErrorV0
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -12617,6 +13105,8 @@ type UpdateAgentSkillResponse struct {
 	Headers413 *UpdateAgentSkillResponse413Headers
 	// Headers422 the parsed response headers for an HTTP 422 response
 	Headers422 *UpdateAgentSkillResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UpdateAgentSkillResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UpdateAgentSkillResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
@@ -12672,6 +13162,11 @@ func (r UpdateAgentSkillResponse) GetJSON413() *ErrorV0 {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r UpdateAgentSkillResponse) GetJSON422() *ErrorV0 {
 	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UpdateAgentSkillResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12742,6 +13237,12 @@ type ListSnapshotsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListSnapshotsResponse429Headers the declared response headers of an HTTP 429 response for ListSnapshots
+type ListSnapshotsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListSnapshotsResponse500Headers the declared response headers of an HTTP 500 response for ListSnapshots
 type ListSnapshotsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12767,6 +13268,8 @@ type ListSnapshotsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12779,6 +13282,8 @@ type ListSnapshotsResponse struct {
 	Headers403 *ListSnapshotsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListSnapshotsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSnapshotsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListSnapshotsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12805,6 +13310,11 @@ func (r ListSnapshotsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListSnapshotsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSnapshotsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -12882,6 +13392,12 @@ type ResetSnapshotResponse413Headers struct {
 	XRequestId              *string
 }
 
+// ResetSnapshotResponse429Headers the declared response headers of an HTTP 429 response for ResetSnapshot
+type ResetSnapshotResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ResetSnapshotResponse500Headers the declared response headers of an HTTP 500 response for ResetSnapshot
 type ResetSnapshotResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -12912,6 +13428,8 @@ type ResetSnapshotResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -12928,6 +13446,8 @@ type ResetSnapshotResponse struct {
 	Headers404 *ResetSnapshotResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *ResetSnapshotResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ResetSnapshotResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ResetSnapshotResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -12965,6 +13485,11 @@ func (r ResetSnapshotResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r ResetSnapshotResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ResetSnapshotResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13036,6 +13561,12 @@ type SyncSnapshotResponse404Headers struct {
 	XRequestId              *string
 }
 
+// SyncSnapshotResponse429Headers the declared response headers of an HTTP 429 response for SyncSnapshot
+type SyncSnapshotResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // SyncSnapshotResponse500Headers the declared response headers of an HTTP 500 response for SyncSnapshot
 type SyncSnapshotResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13063,6 +13594,8 @@ type SyncSnapshotResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13077,6 +13610,8 @@ type SyncSnapshotResponse struct {
 	Headers403 *SyncSnapshotResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *SyncSnapshotResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SyncSnapshotResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *SyncSnapshotResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13108,6 +13643,11 @@ func (r SyncSnapshotResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SyncSnapshotResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SyncSnapshotResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13179,6 +13719,12 @@ type SuspendAgentResponse404Headers struct {
 	XRequestId              *string
 }
 
+// SuspendAgentResponse429Headers the declared response headers of an HTTP 429 response for SuspendAgent
+type SuspendAgentResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // SuspendAgentResponse500Headers the declared response headers of an HTTP 500 response for SuspendAgent
 type SuspendAgentResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13208,6 +13754,8 @@ type SuspendAgentResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13222,6 +13770,8 @@ type SuspendAgentResponse struct {
 	Headers403 *SuspendAgentResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *SuspendAgentResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *SuspendAgentResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *SuspendAgentResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13255,6 +13805,11 @@ func (r SuspendAgentResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r SuspendAgentResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r SuspendAgentResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13320,6 +13875,12 @@ type ListTasksResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListTasksResponse429Headers the declared response headers of an HTTP 429 response for ListTasks
+type ListTasksResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListTasksResponse500Headers the declared response headers of an HTTP 500 response for ListTasks
 type ListTasksResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13345,6 +13906,8 @@ type ListTasksResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13357,6 +13920,8 @@ type ListTasksResponse struct {
 	Headers403 *ListTasksResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListTasksResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTasksResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListTasksResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13383,6 +13948,11 @@ func (r ListTasksResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListTasksResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListTasksResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13460,6 +14030,12 @@ type CreateTaskResponse413Headers struct {
 	XRequestId              *string
 }
 
+// CreateTaskResponse429Headers the declared response headers of an HTTP 429 response for CreateTask
+type CreateTaskResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreateTaskResponse500Headers the declared response headers of an HTTP 500 response for CreateTask
 type CreateTaskResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13489,6 +14065,8 @@ type CreateTaskResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *ErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13505,6 +14083,8 @@ type CreateTaskResponse struct {
 	Headers404 *CreateTaskResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateTaskResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateTaskResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateTaskResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13541,6 +14121,11 @@ func (r CreateTaskResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateTaskResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateTaskResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13606,6 +14191,12 @@ type GetAgentVersionsResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetAgentVersionsResponse429Headers the declared response headers of an HTTP 429 response for GetAgentVersions
+type GetAgentVersionsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetAgentVersionsResponse500Headers the declared response headers of an HTTP 500 response for GetAgentVersions
 type GetAgentVersionsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13638,6 +14229,8 @@ type GetAgentVersionsResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -13650,6 +14243,8 @@ type GetAgentVersionsResponse struct {
 	Headers403 *GetAgentVersionsResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetAgentVersionsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetAgentVersionsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetAgentVersionsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -13683,6 +14278,11 @@ func (r GetAgentVersionsResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetAgentVersionsResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetAgentVersionsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13778,6 +14378,12 @@ type InstallSkillResponse422Headers struct {
 	XRequestId              *string
 }
 
+// InstallSkillResponse429Headers the declared response headers of an HTTP 429 response for InstallSkill
+type InstallSkillResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // InstallSkillResponse500Headers the declared response headers of an HTTP 500 response for InstallSkill
 type InstallSkillResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13821,6 +14427,8 @@ type InstallSkillResponse struct {
 	JSON413 *ErrorV0
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON502 the response for an HTTP 502 `application/json` response
@@ -13845,6 +14453,8 @@ type InstallSkillResponse struct {
 	Headers413 *InstallSkillResponse413Headers
 	// Headers422 the parsed response headers for an HTTP 422 response
 	Headers422 *InstallSkillResponse422Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *InstallSkillResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *InstallSkillResponse500Headers
 	// Headers502 the parsed response headers for an HTTP 502 response
@@ -13900,6 +14510,11 @@ func (r InstallSkillResponse) GetJSON413() *ErrorV0 {
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
 func (r InstallSkillResponse) GetJSON422() *ErrorV0 {
 	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r InstallSkillResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -13970,6 +14585,12 @@ type ListIssuesResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListIssuesResponse429Headers the declared response headers of an HTTP 429 response for ListIssues
+type ListIssuesResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListIssuesResponse500Headers the declared response headers of an HTTP 500 response for ListIssues
 type ListIssuesResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -13995,6 +14616,8 @@ type ListIssuesResponse struct {
 	JSON403 *ErrorV0
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14007,6 +14630,8 @@ type ListIssuesResponse struct {
 	Headers403 *ListIssuesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListIssuesResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListIssuesResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListIssuesResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14033,6 +14658,11 @@ func (r ListIssuesResponse) GetJSON403() *ErrorV0 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListIssuesResponse) GetJSON404() *ErrorV0 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListIssuesResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14110,6 +14740,12 @@ type CreateIssueResponse413Headers struct {
 	XRequestId              *string
 }
 
+// CreateIssueResponse429Headers the declared response headers of an HTTP 429 response for CreateIssue
+type CreateIssueResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreateIssueResponse500Headers the declared response headers of an HTTP 500 response for CreateIssue
 type CreateIssueResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14139,6 +14775,8 @@ type CreateIssueResponse struct {
 	JSON404 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14155,6 +14793,8 @@ type CreateIssueResponse struct {
 	Headers404 *CreateIssueResponse404Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateIssueResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateIssueResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateIssueResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14191,6 +14831,11 @@ func (r CreateIssueResponse) GetJSON404() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateIssueResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateIssueResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14250,6 +14895,12 @@ type WhoAmIResponse403Headers struct {
 	XRequestId              *string
 }
 
+// WhoAmIResponse429Headers the declared response headers of an HTTP 429 response for WhoAmI
+type WhoAmIResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // WhoAmIResponse500Headers the declared response headers of an HTTP 500 response for WhoAmI
 type WhoAmIResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14271,7 +14922,7 @@ type WhoAmIResponse struct {
 		Role   WhoAmI200JSONResponseBodyRole `json:"role"`
 		Scopes *[]string                     `json:"scopes"`
 
-		// UserId The token's subject ("" for gateway tokens).
+		// UserId The token's subject ("" for gateway tokens, `agent:<id>` for platform tokens).
 		UserId    string `json:"userId"`
 		Workspace string `json:"workspace"`
 	}
@@ -14279,6 +14930,8 @@ type WhoAmIResponse struct {
 	JSON401 *UnauthorizedV0
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14289,6 +14942,8 @@ type WhoAmIResponse struct {
 	Headers401 *WhoAmIResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *WhoAmIResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WhoAmIResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *WhoAmIResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14301,7 +14956,7 @@ func (r WhoAmIResponse) GetJSON200() *struct {
 	Role   WhoAmI200JSONResponseBodyRole `json:"role"`
 	Scopes *[]string                     `json:"scopes"`
 
-	// UserId The token's subject ("" for gateway tokens).
+	// UserId The token's subject ("" for gateway tokens, `agent:<id>` for platform tokens).
 	UserId    string `json:"userId"`
 	Workspace string `json:"workspace"`
 } {
@@ -14316,6 +14971,11 @@ func (r WhoAmIResponse) GetJSON401() *UnauthorizedV0 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r WhoAmIResponse) GetJSON403() *ErrorV0 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r WhoAmIResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14375,6 +15035,12 @@ type ListSecretsResponse403Headers struct {
 	XRequestId              *string
 }
 
+// ListSecretsResponse429Headers the declared response headers of an HTTP 429 response for ListSecrets
+type ListSecretsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListSecretsResponse500Headers the declared response headers of an HTTP 500 response for ListSecrets
 type ListSecretsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14398,6 +15064,8 @@ type ListSecretsResponse struct {
 	JSON401 *UnauthorizedV0
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14408,6 +15076,8 @@ type ListSecretsResponse struct {
 	Headers401 *ListSecretsResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *ListSecretsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSecretsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListSecretsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14429,6 +15099,11 @@ func (r ListSecretsResponse) GetJSON401() *UnauthorizedV0 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSecretsResponse) GetJSON403() *ErrorV0 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSecretsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14506,6 +15181,12 @@ type CreateSecretResponse413Headers struct {
 	XRequestId              *string
 }
 
+// CreateSecretResponse429Headers the declared response headers of an HTTP 429 response for CreateSecret
+type CreateSecretResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // CreateSecretResponse500Headers the declared response headers of an HTTP 500 response for CreateSecret
 type CreateSecretResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14535,6 +15216,8 @@ type CreateSecretResponse struct {
 	JSON409 *ErrorV0
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14551,6 +15234,8 @@ type CreateSecretResponse struct {
 	Headers409 *CreateSecretResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *CreateSecretResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateSecretResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *CreateSecretResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14587,6 +15272,11 @@ func (r CreateSecretResponse) GetJSON409() *ErrorV0 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r CreateSecretResponse) GetJSON413() *ErrorV0 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateSecretResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14658,6 +15348,12 @@ type DeleteSecretResponse409Headers struct {
 	XRequestId              *string
 }
 
+// DeleteSecretResponse429Headers the declared response headers of an HTTP 429 response for DeleteSecret
+type DeleteSecretResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteSecretResponse500Headers the declared response headers of an HTTP 500 response for DeleteSecret
 type DeleteSecretResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14686,6 +15382,8 @@ type DeleteSecretResponse struct {
 	JSON404 *ErrorV0
 	// JSON409 the response for an HTTP 409 `application/json` response
 	JSON409 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14700,6 +15398,8 @@ type DeleteSecretResponse struct {
 	Headers404 *DeleteSecretResponse404Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *DeleteSecretResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSecretResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteSecretResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14732,6 +15432,11 @@ func (r DeleteSecretResponse) GetJSON404() *ErrorV0 {
 // GetJSON409 returns the response for an HTTP 409 `application/json` response
 func (r DeleteSecretResponse) GetJSON409() *ErrorV0 {
 	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSecretResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14791,6 +15496,12 @@ type ListSkillsResponse403Headers struct {
 	XRequestId              *string
 }
 
+// ListSkillsResponse429Headers the declared response headers of an HTTP 429 response for ListSkills
+type ListSkillsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListSkillsResponse500Headers the declared response headers of an HTTP 500 response for ListSkills
 type ListSkillsResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14814,6 +15525,8 @@ type ListSkillsResponse struct {
 	JSON401 *UnauthorizedV0
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14824,6 +15537,8 @@ type ListSkillsResponse struct {
 	Headers401 *ListSkillsResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *ListSkillsResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListSkillsResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListSkillsResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14845,6 +15560,11 @@ func (r ListSkillsResponse) GetJSON401() *UnauthorizedV0 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListSkillsResponse) GetJSON403() *ErrorV0 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListSkillsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -14904,6 +15624,12 @@ type ListTemplatesResponse403Headers struct {
 	XRequestId              *string
 }
 
+// ListTemplatesResponse429Headers the declared response headers of an HTTP 429 response for ListTemplates
+type ListTemplatesResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListTemplatesResponse500Headers the declared response headers of an HTTP 500 response for ListTemplates
 type ListTemplatesResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -14927,6 +15653,8 @@ type ListTemplatesResponse struct {
 	JSON401 *UnauthorizedV0
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV0
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -14937,6 +15665,8 @@ type ListTemplatesResponse struct {
 	Headers401 *ListTemplatesResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *ListTemplatesResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListTemplatesResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListTemplatesResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -14958,6 +15688,11 @@ func (r ListTemplatesResponse) GetJSON401() *UnauthorizedV0 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r ListTemplatesResponse) GetJSON403() *ErrorV0 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListTemplatesResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15017,6 +15752,12 @@ type TestAuthenticationResponse403Headers struct {
 	XRequestId              *string
 }
 
+// TestAuthenticationResponse429Headers the declared response headers of an HTTP 429 response for TestAuthentication
+type TestAuthenticationResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // TestAuthenticationResponse500Headers the declared response headers of an HTTP 500 response for TestAuthentication
 type TestAuthenticationResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15040,6 +15781,8 @@ type TestAuthenticationResponse struct {
 	JSON401 *UnauthorizedV3
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15050,6 +15793,8 @@ type TestAuthenticationResponse struct {
 	Headers401 *TestAuthenticationResponse401Headers
 	// Headers403 the parsed response headers for an HTTP 403 response
 	Headers403 *TestAuthenticationResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *TestAuthenticationResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *TestAuthenticationResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15071,6 +15816,11 @@ func (r TestAuthenticationResponse) GetJSON401() *UnauthorizedV3 {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r TestAuthenticationResponse) GetJSON403() *ErrorV3 {
 	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r TestAuthenticationResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15142,6 +15892,12 @@ type UploadFileResponse413Headers struct {
 	XRequestId              *string
 }
 
+// UploadFileResponse429Headers the declared response headers of an HTTP 429 response for UploadFile
+type UploadFileResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // UploadFileResponse500Headers the declared response headers of an HTTP 500 response for UploadFile
 type UploadFileResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15169,6 +15925,8 @@ type UploadFileResponse struct {
 	JSON403 *ErrorV3
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15183,6 +15941,8 @@ type UploadFileResponse struct {
 	Headers403 *UploadFileResponse403Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *UploadFileResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *UploadFileResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *UploadFileResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15214,6 +15974,11 @@ func (r UploadFileResponse) GetJSON403() *ErrorV3 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r UploadFileResponse) GetJSON413() *ErrorV3 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r UploadFileResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15285,6 +16050,12 @@ type ListFilesResponse404Headers struct {
 	XRequestId              *string
 }
 
+// ListFilesResponse429Headers the declared response headers of an HTTP 429 response for ListFiles
+type ListFilesResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // ListFilesResponse500Headers the declared response headers of an HTTP 500 response for ListFiles
 type ListFilesResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15315,6 +16086,8 @@ type ListFilesResponse struct {
 	JSON403 *ErrorV3
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15329,6 +16102,8 @@ type ListFilesResponse struct {
 	Headers403 *ListFilesResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *ListFilesResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListFilesResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *ListFilesResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15363,6 +16138,11 @@ func (r ListFilesResponse) GetJSON403() *ErrorV3 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r ListFilesResponse) GetJSON404() *ErrorV3 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListFilesResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15434,6 +16214,12 @@ type DeleteSignatureResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DeleteSignatureResponse429Headers the declared response headers of an HTTP 429 response for DeleteSignature
+type DeleteSignatureResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteSignatureResponse500Headers the declared response headers of an HTTP 500 response for DeleteSignature
 type DeleteSignatureResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15462,6 +16248,8 @@ type DeleteSignatureResponse struct {
 	JSON403 *ErrorV3
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15476,6 +16264,8 @@ type DeleteSignatureResponse struct {
 	Headers403 *DeleteSignatureResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeleteSignatureResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteSignatureResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteSignatureResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15508,6 +16298,11 @@ func (r DeleteSignatureResponse) GetJSON403() *ErrorV3 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteSignatureResponse) GetJSON404() *ErrorV3 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteSignatureResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15579,6 +16374,12 @@ type GetSignatureResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetSignatureResponse429Headers the declared response headers of an HTTP 429 response for GetSignature
+type GetSignatureResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetSignatureResponse500Headers the declared response headers of an HTTP 500 response for GetSignature
 type GetSignatureResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15609,6 +16410,8 @@ type GetSignatureResponse struct {
 	JSON403 *ErrorV3
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15623,6 +16426,8 @@ type GetSignatureResponse struct {
 	Headers403 *GetSignatureResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetSignatureResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetSignatureResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetSignatureResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15657,6 +16462,11 @@ func (r GetSignatureResponse) GetJSON403() *ErrorV3 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetSignatureResponse) GetJSON404() *ErrorV3 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetSignatureResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15740,6 +16550,12 @@ type AddSignatureResponse413Headers struct {
 	XRequestId              *string
 }
 
+// AddSignatureResponse429Headers the declared response headers of an HTTP 429 response for AddSignature
+type AddSignatureResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // AddSignatureResponse500Headers the declared response headers of an HTTP 500 response for AddSignature
 type AddSignatureResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15774,6 +16590,8 @@ type AddSignatureResponse struct {
 	JSON409 *ErrorV3
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15792,6 +16610,8 @@ type AddSignatureResponse struct {
 	Headers409 *AddSignatureResponse409Headers
 	// Headers413 the parsed response headers for an HTTP 413 response
 	Headers413 *AddSignatureResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AddSignatureResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *AddSignatureResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15836,6 +16656,11 @@ func (r AddSignatureResponse) GetJSON409() *ErrorV3 {
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
 func (r AddSignatureResponse) GetJSON413() *ErrorV3 {
 	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r AddSignatureResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -15907,6 +16732,12 @@ type DeleteFileResponse404Headers struct {
 	XRequestId              *string
 }
 
+// DeleteFileResponse429Headers the declared response headers of an HTTP 429 response for DeleteFile
+type DeleteFileResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // DeleteFileResponse500Headers the declared response headers of an HTTP 500 response for DeleteFile
 type DeleteFileResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -15935,6 +16766,8 @@ type DeleteFileResponse struct {
 	JSON403 *ErrorV3
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -15949,6 +16782,8 @@ type DeleteFileResponse struct {
 	Headers403 *DeleteFileResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *DeleteFileResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteFileResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *DeleteFileResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -15981,6 +16816,11 @@ func (r DeleteFileResponse) GetJSON403() *ErrorV3 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r DeleteFileResponse) GetJSON404() *ErrorV3 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r DeleteFileResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -16046,6 +16886,12 @@ type GetFileResponse404Headers struct {
 	XRequestId              *string
 }
 
+// GetFileResponse429Headers the declared response headers of an HTTP 429 response for GetFile
+type GetFileResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
 // GetFileResponse500Headers the declared response headers of an HTTP 500 response for GetFile
 type GetFileResponse500Headers struct {
 	StrictTransportSecurity *string
@@ -16071,6 +16917,8 @@ type GetFileResponse struct {
 	JSON403 *ErrorV3
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *ErrorV3
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV3
 	// JSON500 the response for an HTTP 500 `application/json` response
 	JSON500 *InternalErrorV3
 	// JSON503 the response for an HTTP 503 `application/json` response
@@ -16083,6 +16931,8 @@ type GetFileResponse struct {
 	Headers403 *GetFileResponse403Headers
 	// Headers404 the parsed response headers for an HTTP 404 response
 	Headers404 *GetFileResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFileResponse429Headers
 	// Headers500 the parsed response headers for an HTTP 500 response
 	Headers500 *GetFileResponse500Headers
 	// Headers503 the parsed response headers for an HTTP 503 response
@@ -16109,6 +16959,11 @@ func (r GetFileResponse) GetJSON403() *ErrorV3 {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r GetFileResponse) GetJSON404() *ErrorV3 {
 	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFileResponse) GetJSON429() *ErrorV3 {
+	return r.JSON429
 }
 
 // GetJSON500 returns the response for an HTTP 500 `application/json` response
@@ -16604,7 +17459,7 @@ func (c *ClientWithResponses) GetAgentLogsWithResponse(ctx context.Context, agen
 
 // CreatePlatformTokenWithResponse Mint a short-lived platform token for the agent
 //
-// A one-hour JWT (agents:read, org:files:read, org:files:write) the agent uses to call the platform; it goes with the agent.
+// A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17362,6 +18217,13 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17430,6 +18292,23 @@ func ParseListAgentsResponse(rsp *http.Response) (*ListAgentsResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAgentsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListAgentsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -17535,6 +18414,13 @@ func ParseCreateAgentResponse(rsp *http.Response) (*CreateAgentResponse, error) 
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest CreateAgent500JSONResponseBody
@@ -17672,6 +18558,23 @@ func ParseCreateAgentResponse(rsp *http.Response) (*CreateAgentResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -17755,6 +18658,13 @@ func ParseDeleteAgentResponse(rsp *http.Response) (*DeleteAgentResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -17841,6 +18751,23 @@ func ParseDeleteAgentResponse(rsp *http.Response) (*DeleteAgentResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -17923,6 +18850,13 @@ func ParseGetAgentResponse(rsp *http.Response) (*GetAgentResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -18009,6 +18943,23 @@ func ParseGetAgentResponse(rsp *http.Response) (*GetAgentResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -18097,6 +19048,13 @@ func ParseListChannelsResponse(rsp *http.Response) (*ListChannelsResponse, error
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -18182,6 +19140,23 @@ func ParseListChannelsResponse(rsp *http.Response) (*ListChannelsResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListChannelsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListChannelsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -18284,6 +19259,13 @@ func ParseDeleteChannelResponse(rsp *http.Response) (*DeleteChannelResponse, err
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -18404,6 +19386,23 @@ func ParseDeleteChannelResponse(rsp *http.Response) (*DeleteChannelResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteChannelResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteChannelResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -18525,6 +19524,13 @@ func ParseSetupChannelResponse(rsp *http.Response) (*SetupChannelResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -18696,6 +19702,23 @@ func ParseSetupChannelResponse(rsp *http.Response) (*SetupChannelResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers SetupChannelResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SetupChannelResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -18779,6 +19802,13 @@ func ParseGetConfigResponse(rsp *http.Response) (*GetConfigResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -18865,6 +19895,23 @@ func ParseGetConfigResponse(rsp *http.Response) (*GetConfigResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConfigResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetConfigResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -18972,6 +20019,13 @@ func ParsePutConfigResponse(rsp *http.Response) (*PutConfigResponse, error) {
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -19109,6 +20163,23 @@ func ParsePutConfigResponse(rsp *http.Response) (*PutConfigResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutConfigResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers PutConfigResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -19206,6 +20277,13 @@ func ParseValidateConfigResponse(rsp *http.Response) (*ValidateConfigResponse, e
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -19326,6 +20404,23 @@ func ParseValidateConfigResponse(rsp *http.Response) (*ValidateConfigResponse, e
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ValidateConfigResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ValidateConfigResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -19428,6 +20523,13 @@ func ParseConsoleExecResponse(rsp *http.Response) (*ConsoleExecResponse, error) 
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -19548,6 +20650,23 @@ func ParseConsoleExecResponse(rsp *http.Response) (*ConsoleExecResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ConsoleExecResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ConsoleExecResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -19628,6 +20747,13 @@ func ParseListDevicesResponse(rsp *http.Response) (*ListDevicesResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -19714,6 +20840,23 @@ func ParseListDevicesResponse(rsp *http.Response) (*ListDevicesResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDevicesResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListDevicesResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -19796,6 +20939,13 @@ func ParseListDomainsResponse(rsp *http.Response) (*ListDomainsResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -19882,6 +21032,23 @@ func ParseListDomainsResponse(rsp *http.Response) (*ListDomainsResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListDomainsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListDomainsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -19985,6 +21152,13 @@ func ParseCreateDomainResponse(rsp *http.Response) (*CreateDomainResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -20122,6 +21296,23 @@ func ParseCreateDomainResponse(rsp *http.Response) (*CreateDomainResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateDomainResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateDomainResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -20215,6 +21406,13 @@ func ParseDeleteDomainResponse(rsp *http.Response) (*DeleteDomainResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -20318,6 +21516,23 @@ func ParseDeleteDomainResponse(rsp *http.Response) (*DeleteDomainResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteDomainResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteDomainResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -20400,6 +21615,13 @@ func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -20486,6 +21708,23 @@ func ParseGetDomainResponse(rsp *http.Response) (*GetDomainResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetDomainResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetDomainResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -20582,6 +21821,13 @@ func ParsePatchDomainResponse(rsp *http.Response) (*PatchDomainResponse, error) 
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -20702,6 +21948,23 @@ func ParsePatchDomainResponse(rsp *http.Response) (*PatchDomainResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PatchDomainResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers PatchDomainResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -20793,6 +22056,13 @@ func ParseVerifyDomainResponse(rsp *http.Response) (*VerifyDomainResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -20896,6 +22166,23 @@ func ParseVerifyDomainResponse(rsp *http.Response) (*VerifyDomainResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers VerifyDomainResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers VerifyDomainResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -20994,6 +22281,13 @@ func ParseUploadAgentFileResponse(rsp *http.Response) (*UploadAgentFileResponse,
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -21114,6 +22408,23 @@ func ParseUploadAgentFileResponse(rsp *http.Response) (*UploadAgentFileResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers UploadAgentFileResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UploadAgentFileResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -21198,6 +22509,13 @@ func ParseGetGatewayTokenResponse(rsp *http.Response) (*GetGatewayTokenResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -21284,6 +22602,23 @@ func ParseGetGatewayTokenResponse(rsp *http.Response) (*GetGatewayTokenResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetGatewayTokenResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetGatewayTokenResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -21367,6 +22702,13 @@ func ParseRotateGatewayTokenResponse(rsp *http.Response) (*RotateGatewayTokenRes
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -21453,6 +22795,23 @@ func ParseRotateGatewayTokenResponse(rsp *http.Response) (*RotateGatewayTokenRes
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers RotateGatewayTokenResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RotateGatewayTokenResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -21542,6 +22901,13 @@ func ParseGetAgentLogsResponse(rsp *http.Response) (*GetAgentLogsResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -21648,6 +23014,23 @@ func ParseGetAgentLogsResponse(rsp *http.Response) (*GetAgentLogsResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetAgentLogsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetAgentLogsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -21731,6 +23114,13 @@ func ParseCreatePlatformTokenResponse(rsp *http.Response) (*CreatePlatformTokenR
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -21817,6 +23207,23 @@ func ParseCreatePlatformTokenResponse(rsp *http.Response) (*CreatePlatformTokenR
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreatePlatformTokenResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreatePlatformTokenResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -21922,6 +23329,13 @@ func ParseRestartAgentResponse(rsp *http.Response) (*RestartAgentResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest RestartAgent500JSONResponseBody
@@ -22059,6 +23473,23 @@ func ParseRestartAgentResponse(rsp *http.Response) (*RestartAgentResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers RestartAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RestartAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -22150,6 +23581,13 @@ func ParseResumeAgentResponse(rsp *http.Response) (*ResumeAgentResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ResumeAgent500JSONResponseBody
@@ -22253,6 +23691,23 @@ func ParseResumeAgentResponse(rsp *http.Response) (*ResumeAgentResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResumeAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ResumeAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -22339,6 +23794,13 @@ func ParseRetryStartupScriptsResponse(rsp *http.Response) (*RetryStartupScriptsR
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -22424,6 +23886,23 @@ func ParseRetryStartupScriptsResponse(rsp *http.Response) (*RetryStartupScriptsR
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers RetryStartupScriptsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers RetryStartupScriptsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -22506,6 +23985,13 @@ func ParseListAgentSecretsResponse(rsp *http.Response) (*ListAgentSecretsRespons
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -22592,6 +24078,23 @@ func ParseListAgentSecretsResponse(rsp *http.Response) (*ListAgentSecretsRespons
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAgentSecretsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListAgentSecretsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -22695,6 +24198,13 @@ func ParseAttachSecretsResponse(rsp *http.Response) (*AttachSecretsResponse, err
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -22832,6 +24342,23 @@ func ParseAttachSecretsResponse(rsp *http.Response) (*AttachSecretsResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers AttachSecretsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers AttachSecretsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -22914,6 +24441,13 @@ func ParseDetachSecretResponse(rsp *http.Response) (*DetachSecretResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -23000,6 +24534,23 @@ func ParseDetachSecretResponse(rsp *http.Response) (*DetachSecretResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DetachSecretResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DetachSecretResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -23082,6 +24633,13 @@ func ParseListAgentSkillsResponse(rsp *http.Response) (*ListAgentSkillsResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -23168,6 +24726,23 @@ func ParseListAgentSkillsResponse(rsp *http.Response) (*ListAgentSkillsResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListAgentSkillsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListAgentSkillsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -23273,6 +24848,13 @@ func ParseAttachSkillsResponse(rsp *http.Response) (*AttachSkillsResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -23410,6 +24992,23 @@ func ParseAttachSkillsResponse(rsp *http.Response) (*AttachSkillsResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers AttachSkillsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers AttachSkillsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -23501,6 +25100,13 @@ func ParseDetachSkillResponse(rsp *http.Response) (*DetachSkillResponse, error) 
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -23604,6 +25210,23 @@ func ParseDetachSkillResponse(rsp *http.Response) (*DetachSkillResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DetachSkillResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DetachSkillResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -23723,6 +25346,13 @@ func ParseUpdateAgentSkillResponse(rsp *http.Response) (*UpdateAgentSkillRespons
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -23901,6 +25531,23 @@ func ParseUpdateAgentSkillResponse(rsp *http.Response) (*UpdateAgentSkillRespons
 			headers.XRequestId = &value
 		}
 		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers UpdateAgentSkillResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UpdateAgentSkillResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24001,6 +25648,13 @@ func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, err
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -24086,6 +25740,23 @@ func ParseListSnapshotsResponse(rsp *http.Response) (*ListSnapshotsResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSnapshotsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListSnapshotsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24183,6 +25854,13 @@ func ParseResetSnapshotResponse(rsp *http.Response) (*ResetSnapshotResponse, err
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -24303,6 +25981,23 @@ func ParseResetSnapshotResponse(rsp *http.Response) (*ResetSnapshotResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ResetSnapshotResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ResetSnapshotResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24392,6 +26087,13 @@ func ParseSyncSnapshotResponse(rsp *http.Response) (*SyncSnapshotResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -24495,6 +26197,23 @@ func ParseSyncSnapshotResponse(rsp *http.Response) (*SyncSnapshotResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers SyncSnapshotResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SyncSnapshotResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24586,6 +26305,13 @@ func ParseSuspendAgentResponse(rsp *http.Response) (*SuspendAgentResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -24689,6 +26415,23 @@ func ParseSuspendAgentResponse(rsp *http.Response) (*SuspendAgentResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers SuspendAgentResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers SuspendAgentResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24771,6 +26514,13 @@ func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -24857,6 +26607,23 @@ func ParseListTasksResponse(rsp *http.Response) (*ListTasksResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListTasksResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListTasksResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -24953,6 +26720,13 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest ErrorV0
@@ -25073,6 +26847,23 @@ func ParseCreateTaskResponse(rsp *http.Response) (*CreateTaskResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateTaskResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateTaskResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -25163,6 +26954,13 @@ func ParseGetAgentVersionsResponse(rsp *http.Response) (*GetAgentVersionsRespons
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25248,6 +27046,23 @@ func ParseGetAgentVersionsResponse(rsp *http.Response) (*GetAgentVersionsRespons
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetAgentVersionsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetAgentVersionsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -25367,6 +27182,13 @@ func ParseInstallSkillResponse(rsp *http.Response) (*InstallSkillResponse, error
 			return nil, err
 		}
 		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -25545,6 +27367,23 @@ func ParseInstallSkillResponse(rsp *http.Response) (*InstallSkillResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers422 = &headers
+	case rsp.StatusCode == 429:
+		var headers InstallSkillResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers InstallSkillResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -25645,6 +27484,13 @@ func ParseListIssuesResponse(rsp *http.Response) (*ListIssuesResponse, error) {
 		}
 		response.JSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -25730,6 +27576,23 @@ func ParseListIssuesResponse(rsp *http.Response) (*ListIssuesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListIssuesResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListIssuesResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -25826,6 +27689,13 @@ func ParseCreateIssueResponse(rsp *http.Response) (*CreateIssueResponse, error) 
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -25946,6 +27816,23 @@ func ParseCreateIssueResponse(rsp *http.Response) (*CreateIssueResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateIssueResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateIssueResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26005,7 +27892,7 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 			Role   WhoAmI200JSONResponseBodyRole `json:"role"`
 			Scopes *[]string                     `json:"scopes"`
 
-			// UserId The token's subject ("" for gateway tokens).
+			// UserId The token's subject ("" for gateway tokens, `agent:<id>` for platform tokens).
 			UserId    string `json:"userId"`
 			Workspace string `json:"workspace"`
 		}
@@ -26027,6 +27914,13 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -26096,6 +27990,23 @@ func ParseWhoAmIResponse(rsp *http.Response) (*WhoAmIResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers WhoAmIResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers WhoAmIResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26172,6 +28083,13 @@ func ParseListSecretsResponse(rsp *http.Response) (*ListSecretsResponse, error) 
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26240,6 +28158,23 @@ func ParseListSecretsResponse(rsp *http.Response) (*ListSecretsResponse, error) 
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSecretsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListSecretsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26336,6 +28271,13 @@ func ParseCreateSecretResponse(rsp *http.Response) (*CreateSecretResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -26456,6 +28398,23 @@ func ParseCreateSecretResponse(rsp *http.Response) (*CreateSecretResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateSecretResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers CreateSecretResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26546,6 +28505,13 @@ func ParseDeleteSecretResponse(rsp *http.Response) (*DeleteSecretResponse, error
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
@@ -26649,6 +28615,23 @@ func ParseDeleteSecretResponse(rsp *http.Response) (*DeleteSecretResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSecretResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteSecretResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26725,6 +28708,13 @@ func ParseListSkillsResponse(rsp *http.Response) (*ListSkillsResponse, error) {
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26793,6 +28783,23 @@ func ParseListSkillsResponse(rsp *http.Response) (*ListSkillsResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListSkillsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListSkillsResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -26869,6 +28876,13 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV0
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -26937,6 +28951,23 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListTemplatesResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListTemplatesResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27013,6 +29044,13 @@ func ParseTestAuthenticationResponse(rsp *http.Response) (*TestAuthenticationRes
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -27081,6 +29119,23 @@ func ParseTestAuthenticationResponse(rsp *http.Response) (*TestAuthenticationRes
 			headers.XRequestId = &value
 		}
 		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers TestAuthenticationResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers TestAuthenticationResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27170,6 +29225,13 @@ func ParseUploadFileResponse(rsp *http.Response) (*UploadFileResponse, error) {
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -27273,6 +29335,23 @@ func ParseUploadFileResponse(rsp *http.Response) (*UploadFileResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers UploadFileResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers UploadFileResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27365,6 +29444,13 @@ func ParseListFilesResponse(rsp *http.Response) (*ListFilesResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -27468,6 +29554,23 @@ func ParseListFilesResponse(rsp *http.Response) (*ListFilesResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListFilesResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers ListFilesResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27558,6 +29661,13 @@ func ParseDeleteSignatureResponse(rsp *http.Response) (*DeleteSignatureResponse,
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -27661,6 +29771,23 @@ func ParseDeleteSignatureResponse(rsp *http.Response) (*DeleteSignatureResponse,
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteSignatureResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteSignatureResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27753,6 +29880,13 @@ func ParseGetSignatureResponse(rsp *http.Response) (*GetSignatureResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -27856,6 +29990,23 @@ func ParseGetSignatureResponse(rsp *http.Response) (*GetSignatureResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetSignatureResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetSignatureResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -27962,6 +30113,13 @@ func ParseAddSignatureResponse(rsp *http.Response) (*AddSignatureResponse, error
 			return nil, err
 		}
 		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -28099,6 +30257,23 @@ func ParseAddSignatureResponse(rsp *http.Response) (*AddSignatureResponse, error
 			headers.XRequestId = &value
 		}
 		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers AddSignatureResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers AddSignatureResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -28189,6 +30364,13 @@ func ParseDeleteFileResponse(rsp *http.Response) (*DeleteFileResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -28292,6 +30474,23 @@ func ParseDeleteFileResponse(rsp *http.Response) (*DeleteFileResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteFileResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers DeleteFileResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
@@ -28374,6 +30573,13 @@ func ParseGetFileResponse(rsp *http.Response) (*GetFileResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV3
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest InternalErrorV3
@@ -28460,6 +30666,23 @@ func ParseGetFileResponse(rsp *http.Response) (*GetFileResponse, error) {
 			headers.XRequestId = &value
 		}
 		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFileResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
 	case rsp.StatusCode == 500:
 		var headers GetFileResponse500Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {

@@ -128,8 +128,8 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 		if r := p.callAs(old, "GET", base, nil); r.status != 200 {
 			t.Fatalf("the gateway token does not open its agent's routes: %s", r.raw)
 		}
-		if r := p.callAs(old, "GET", "/v0/agents", nil); r.status != 401 {
-			t.Fatalf("a gateway token opened a workspace route: %d", r.status)
+		if r := p.callAs(old, "GET", "/v0/agents", nil); r.status != 403 {
+			t.Fatalf("a gateway token on a workspace route: %d, want 403", r.status)
 		}
 		fresh := must(t, p.call("POST", base+"/gateway-token/rotate", nil), 200, "rotate").str("token")
 		if r := p.callAs(old, "GET", base, nil); r.status != 401 {

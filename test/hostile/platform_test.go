@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
@@ -150,6 +151,8 @@ func startFixture() (*fixture, error) {
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: tmp + "/state",
 			DefaultVersion: "2026.9.6", EngineDirs: map[string]string{"2026.9.6": fake}},
 		ProvisionTimeout: 30 * time.Second, ClawHubURL: hub.URL, Files: files,
+		// Hostile requests back to back (and fuzzing) reach the handlers, not the rate limits.
+		RateLimits: apiserver.NoRateLimits,
 	})
 	if err != nil {
 		close(done)

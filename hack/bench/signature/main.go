@@ -28,6 +28,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/eip712"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -70,6 +71,8 @@ func run(n, conc int) error {
 	p, err := platform.New(ctx, env.Config, platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files, Log: logr.Discard(),
 		APIReady: func(a string) { ready <- a },
+		// The bench measures throughput at any -n and -c, not the rate limits.
+		RateLimits: apiserver.NoRateLimits,
 	})
 	if err != nil {
 		return err
