@@ -64,8 +64,15 @@ func TestHostileAgentLocal(t *testing.T) {
 	}
 	// The agent's own token opens the facade for its own agent only.
 	own := must(t, p.call("GET", "/v0/agents/"+attacker+"/gateway-token", nil), 200, "attacker token").str("token")
-	if r := p.callAs(own, "GET", "/v0/agents/"+victim+"/config", nil); r.status == 200 {
-		t.Errorf("the attacker's gateway token reads the victim's config: %s", r.raw)
+	if r := p.callAs(own, "GET", "/v0/agents/"+victim+"/config", nil); r.status != 404 {
+		t.Errorf("the attacker's gateway token on the victim's config: %d %s, want 404", r.status, r.raw)
+	}
+	// A platform token it mints with that token opens no more.
+	minted := must(t, p.callAs(own, "POST", "/v0/agents/"+attacker+"/platform/token", nil), 201, "mint a platform token").str("token")
+	for _, path := range []string{"/v0/agents/" + victim + "/config", "/v0/agents/" + victim + "/gateway-token", "/v0/agents/" + victim} {
+		if r := p.callAs(minted, "GET", path, nil); r.status != 404 {
+			t.Errorf("a platform token minted by the attacker on %s: %d %s, want 404", path, r.status, r.raw)
+		}
 	}
 	// A process that leaves the command's session is gone when the command ends.
 	marker := "1234." + strconv.Itoa(os.Getpid())
