@@ -2,6 +2,8 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -43,24 +45,44 @@ func channelConfig(cfg map[string]any, typ string) map[string]any {
 	return c
 }
 
-// gatewayEnv is the value of name in the running gateway's environment ("" when unset).
-func gatewayEnv(tok, agent, name string) string {
-	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{
-		// ROT13 (its own inverse): console output hides the agent's secret values.
-		"command": `pid=$(cat ../../../gateway.pid) && tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2- | tr A-Za-z N-ZA-Mn-za-m`,
-	})
-	if r.Status != 200 {
-		return "<exec " + strconv.Itoa(r.Status) + ">"
+// gatewayEnv is the value of name in the environment the runtime gave the agent's gateway,
+// read on this host ("" when unset): inside the agent's sandbox the gateway's process is not
+// visible (its own PID namespace), and neither is the runtime's gateway.pid.
+func gatewayEnv(_, agent, name string) string {
+	b, err := os.ReadFile(agentFile(agent, "gateway.pid"))
+	if err != nil {
+		return "<no gateway.pid: " + err.Error() + ">"
 	}
-	return strings.Map(func(c rune) rune {
-		switch {
-		case c >= 'a' && c <= 'z':
-			return 'a' + (c-'a'+13)%26
-		case c >= 'A' && c <= 'Z':
-			return 'A' + (c-'A'+13)%26
+	env, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/environ")
+	if err != nil {
+		return "<no gateway: " + err.Error() + ">"
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
 		}
-		return c
-	}, strings.TrimSpace(r.Body["stdout"].(string)))
+	}
+	return ""
+}
+
+// agentFile is a file of the local runtime's dir of the agent (gateway.pid, gateway.log,
+// state.json), on this host: the agent itself sees none of them.
+func agentFile(agent, name string) string {
+	dirs, _ := filepath.Glob(filepath.Join(runtimeStateDir, "agents", "*", agent))
+	if len(dirs) != 1 {
+		return filepath.Join(runtimeStateDir, "agents", "<"+strconv.Itoa(len(dirs))+" dirs of "+agent+">", name)
+	}
+	return filepath.Join(dirs[0], name)
+}
+
+// appendGatewayLog appends lines to the agent's gateway log, as its gateway would.
+func appendGatewayLog(agent string, lines ...string) {
+	GinkgoHelper()
+	f, err := os.OpenFile(agentFile(agent, "gateway.log"), os.O_WRONLY|os.O_APPEND, 0)
+	Expect(err).NotTo(HaveOccurred())
+	_, err = f.WriteString(strings.Join(lines, "\n") + "\n")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(f.Close()).To(Succeed())
 }
 
 func envRef(name string) map[string]any {

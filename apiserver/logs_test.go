@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,7 +95,7 @@ var _ = Describe("Gateway logs", Ordered, func() {
 	// gatewayLog appends lines to the agent's gateway log, as its gateway would.
 	gatewayLog := func(lines ...string) {
 		GinkgoHelper()
-		shell(tok, agent, "printf '%s\\n' '"+strings.Join(lines, "' '")+"' >> ../../../gateway.log")
+		appendGatewayLog(agent, lines...)
 	}
 
 	BeforeAll(func() {
@@ -206,7 +207,11 @@ var _ = Describe("Gateway logs", Ordered, func() {
 		Eventually(facade.Followers).Should(BeEquivalentTo(2))
 
 		// Far more than the socket buffers and the 16 waiting lines hold.
-		shell(tok, agent, "seq 1 5000 | sed 's/^/flood line with padding text so that the stream carries a lot /' >> ../../../gateway.log")
+		flood := make([]string, 5000)
+		for i := range flood {
+			flood[i] = "flood line with padding text so that the stream carries a lot " + strconv.Itoa(i+1)
+		}
+		appendGatewayLog(agent, flood...)
 		Eventually(facade.Followers).Should(BeEquivalentTo(1)) // the slow one is cut off
 		// Its connection is closed: reading what the buffers held ends.
 		_ = slow.SetReadDeadline(time.Now().Add(30 * time.Second))

@@ -95,7 +95,7 @@ printf %s "$v" | od -An -tx1 | tr -d ' \n'; echo; printf %s "$v" | od -An -tx1 |
 		attach("FOLLOW_KEY", value)
 		// The runtime splits a line longer than 16 KiB: the value straddles the split.
 		filler := strings.Repeat(". ", (16<<10-6)/2)
-		shell(tok, agent, `printf '%s\n' "seen $FOLLOW_KEY here" "`+filler+`$FOLLOW_KEY tail" "b64 $(printf %s "$FOLLOW_KEY" | base64)" "done" >> ../../../gateway.log`)
+		appendGatewayLog(agent, "seen "+value+" here", filler+value+" tail", "b64 "+base64.StdEncoding.EncodeToString([]byte(value)), "done")
 		Eventually(func() string { return strings.Join(s.all(), "\n") }).Should(ContainSubstring("data: done"))
 		stop()
 		<-s.ended

@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"net/http/httptest"
+	"os"
 	"strings"
 	"time"
 
@@ -98,12 +99,13 @@ var _ = Describe("Snapshots", func() {
 		Expect(items[2].(map[string]any)["id"]).To(Equal(first["id"]))
 		Expect(historyCIDs(baseURL, tok, id)).To(Equal([]string{cid2, cid1, cid1}))
 
-		pid := execOK(baseURL, tok, id, "cat ../../../gateway.pid")
+		gatewayPID := func() string { b, _ := os.ReadFile(agentFile(id, "gateway.pid")); return string(b) }
+		pid := gatewayPID()
 		a := resetOK(baseURL, tok, id, cid1)
 		Expect(a["snapshotCid"]).To(Equal(cid1))
 		Expect(a["status"]).To(Equal("running"))
 		Expect(execOK(baseURL, tok, id, treeCommand)).To(Equal(tree1))
-		Expect(execOK(baseURL, tok, id, "cat ../../../gateway.pid")).NotTo(Equal(pid), "the gateway restarted")
+		Expect(gatewayPID()).NotTo(Equal(pid), "the gateway restarted")
 
 		// The same CID again restores again (the workspace changed since).
 		execOK(baseURL, tok, id, changeCommand)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -10,17 +12,25 @@ import (
 	"time"
 )
 
-// gatewayEnvValue is the value of name in the running gateway's environment ("" when unset);
-// ok is false when no gateway process could be read.
+// gatewayEnvValue is the value of name in the environment the runtime gave the agent's
+// running gateway ("" when unset), read on this host: inside the agent's sandbox the gateway's
+// process and the runtime's gateway.pid are not visible. ok is false when no gateway runs.
 func gatewayEnvValue(p *platform, base, name string) (value string, ok bool) {
-	r := p.call("POST", base+"/console/exec", map[string]string{
-		// ROT13: console output hides the agent's secret values.
-		"command": `pid=$(cat ../../../gateway.pid) && test -r /proc/$pid/environ && { tr '\0' '\n' < /proc/$pid/environ | grep '^` + name + `=' | cut -d= -f2- | tr A-Za-z N-ZA-Mn-za-m; true; }`,
-	})
-	if r.status != 200 || r.body["exitCode"] != 0.0 {
+	id := strings.TrimPrefix(base, "/v0/agents/")
+	raw, err := os.ReadFile(filepath.Join(p.stateDir, "runtime", "agents", "dev", id, "gateway.pid"))
+	if err != nil {
 		return "", false
 	}
-	return rot13(strings.TrimSpace(r.str("stdout"))), true
+	env, err := os.ReadFile("/proc/" + strings.TrimSpace(string(raw)) + "/environ")
+	if err != nil {
+		return "", false
+	}
+	for _, kv := range strings.Split(string(env), "\x00") {
+		if v, found := strings.CutPrefix(kv, name+"="); found {
+			return v, true
+		}
+	}
+	return "", true
 }
 
 // rot13 is s with its ASCII letters rotated by 13 (its own inverse): console output hides
