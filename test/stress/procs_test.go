@@ -17,7 +17,9 @@ import (
 const markerEnv = "AGENTPLANE_AGENT_HOME="
 
 // gatewayPIDs maps "<namespace>/<name>" to the pids of the live gateway processes of the
-// agents under stateDir (zombies are not counted).
+// agents under stateDir (zombies are not counted). A gateway is the top process that carries
+// the agent's marker: a sandboxed gateway's bwrap (its init and the engine inside carry the
+// marker too, as children of a marked process) or an unsandboxed engine process.
 func gatewayPIDs(stateDir string) map[string][]int {
 	prefix := markerEnv + filepath.Join(stateDir, "agents") + string(filepath.Separator)
 	out := map[string][]int{}
@@ -41,10 +43,32 @@ func gatewayPIDs(stateDir string) map[string][]int {
 			}
 		}
 	}
-	for _, pids := range out {
-		sort.Ints(pids)
+	for key, pids := range out {
+		top := pids[:0]
+		for _, pid := range pids {
+			if !slices.Contains(pids, parentOf(pid)) {
+				top = append(top, pid)
+			}
+		}
+		sort.Ints(top)
+		out[key] = top
 	}
 	return out
+}
+
+// parentOf is pid's parent (0 when it cannot be read).
+func parentOf(pid int) int {
+	status, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+			ppid, _ := strconv.Atoi(strings.TrimSpace(v))
+			return ppid
+		}
+	}
+	return 0
 }
 
 // alive reports whether pid runs and is not a zombie.
