@@ -92,7 +92,7 @@ func startProcess(l launch) (*process, error) {
 			sbx = waitSandboxInit(p.pid, 5*time.Second)
 		}
 		err := cmd.Wait()
-		sbx.kill()
+		sbx.killAndWait()
 		p.exitCode, p.exitDesc = describeExit(cmd.ProcessState, err)
 		close(p.exited)
 	}()
@@ -113,17 +113,33 @@ func (r procRef) kill() {
 	}
 }
 
-// signalChildren signals the processes r started (a sandbox's init: the command it runs).
-func (r procRef) signalChildren(sig syscall.Signal) {
+// signalSandbox signals every process in the PID namespace whose init r is, but r itself.
+func (r procRef) signalSandbox(sig syscall.Signal) {
 	if r.pid <= 1 || !procAlive(r.pid, r.start) {
 		return
 	}
-	p := strconv.Itoa(r.pid)
-	children, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
-	for _, c := range strings.Fields(string(children)) {
-		if cpid, err := strconv.Atoi(c); err == nil && cpid > 1 {
-			_ = syscall.Kill(cpid, sig)
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(r.pid) + "/ns/pid")
+	if err != nil {
+		return
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == r.pid {
+			continue
 		}
+		if l, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && l == ns {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// killAndWait kills the sandbox whose init r is and waits (up to 5 s) until its init is gone:
+// the kernel has then ended every process in it, and the ports they held are free.
+func (r procRef) killAndWait() {
+	r.kill()
+	for deadline := time.Now().Add(5 * time.Second); r.pid > 1 && procAlive(r.pid, r.start) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -178,7 +194,7 @@ func adoptProcess(pid int, start uint64) *process {
 		defer t.Stop()
 		for range t.C {
 			if !procAlive(pid, start) {
-				sbx.kill()
+				sbx.killAndWait()
 				p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
 				close(p.exited)
 				return
@@ -191,13 +207,14 @@ func adoptProcess(pid int, start uint64) *process {
 // stopProcess stops p's process group: SIGTERM, then SIGKILL after timeout (or at once when
 // ctx ends), and SIGKILL again to whatever is left in the group once the leader is gone.
 //
-// A sandboxed gateway (p is its bwrap) gets SIGTERM on the command bwrap runs, not on bwrap
-// (which would leave at once and take the sandbox with it, with no time to shut down); SIGKILL
-// goes to the sandbox's init, which ends everything in it.
+// A sandboxed gateway (p is its bwrap) gets SIGTERM on every process of its sandbox but the
+// sandbox's init, as an unsandboxed one gets it on its whole process group; not on bwrap, which
+// would leave at once and take the sandbox with it, with no time to shut down. SIGKILL goes to
+// the sandbox's init, which ends everything in it.
 func stopProcess(ctx context.Context, p *process, timeout time.Duration, log *logr.Logger) {
 	term, kill := func() { signalGroup(p.pid, syscall.SIGTERM) }, func() { signalGroup(p.pid, syscall.SIGKILL) }
 	if sbx := sandboxInit(p.pid); sbx.pid != 0 {
-		term = func() { sbx.signalChildren(syscall.SIGTERM) }
+		term = func() { sbx.signalSandbox(syscall.SIGTERM) }
 		kill = func() { sbx.kill(); signalGroup(p.pid, syscall.SIGKILL) }
 	}
 	term()
