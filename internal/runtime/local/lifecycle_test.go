@@ -270,6 +270,9 @@ func TestReadoptionAfterManagerRestart(t *testing.T) {
 	opts := f1.opts
 	opts.KeepRunningOnShutdown = false
 	opts.Notify = nil
+	// A crash is seen as Crashed for the whole backoff: long enough for a loaded machine's
+	// polls to catch it before the restart.
+	opts.RestartBackoff = local.Backoff{Initial: 2 * time.Second, Max: 4 * time.Second}
 	f2 := newFixtureWith(t, opts)
 	o2 := waitPhase(t, f2, a, d, runtime.PhaseRunning)
 	if got := gatewayPID(t, f2, a); got != pid || o2.Endpoint != o.Endpoint {
