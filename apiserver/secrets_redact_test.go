@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/types"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -65,8 +66,16 @@ var _ = Describe("Secret environment names, redaction and throwaway validation",
 		}
 		ok := obj("crd-5", "team key", "")
 		Expect(k8sClient.Create(ctx, ok)).To(Succeed())
-		ok.Spec.EnvName = "LD_PRELOAD"
-		Expect(apierrors.IsInvalid(k8sClient.Update(ctx, ok))).To(BeTrue())
+		// The AgentSecret controller writes the object too: an update that meets its write
+		// (a conflict) is tried again on the latest version.
+		Eventually(func() error {
+			cur := &agentsv1.AgentSecret{}
+			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: ok.Namespace, Name: ok.Name}, cur); err != nil {
+				return err
+			}
+			cur.Spec.EnvName = "LD_PRELOAD"
+			return k8sClient.Update(ctx, cur)
+		}).Should(Satisfy(apierrors.IsInvalid))
 	})
 
 	It("hides the agent's secrets in console exec output, also base64- and hex-encoded", func() {
