@@ -199,10 +199,24 @@ func realAndGiven(p string) []string {
 	return []string{p}
 }
 
-// ownTree gives everything under root to uid (as root, before a sandbox of that uid uses a
-// home the manager wrote into). Entries already owned are left alone.
-func ownTree(root string, uid int) error {
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+// ownTree gives rel (a path in home, "." for all of it), everything below it and the dirs
+// between home and it to uid (as root, before a sandbox of that uid uses a home the manager
+// wrote into). Entries already owned are left alone. Every path is resolved through an
+// os.Root of the home: the home is the agent's, and a symlink it planted (or swaps in while
+// this runs) must not lead a root chown out of it.
+func ownTree(home, rel string, uid int) error {
+	root, err := os.OpenRoot(home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	for d := filepath.Dir(rel); d != "." && d != "/" && !strings.HasPrefix(d, ".."); d = filepath.Dir(d) {
+		_ = root.Lchown(d, uid, uid)
+	}
+	if rel != "." {
+		_ = root.Lchown(".", uid, uid)
+	}
+	return fs.WalkDir(root.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil
@@ -216,7 +230,7 @@ func ownTree(root string, uid int) error {
 		if st, ok := info.Sys().(*syscall.Stat_t); ok && int(st.Uid) == uid && int(st.Gid) == uid {
 			return nil
 		}
-		return os.Lchown(p, uid, uid)
+		return root.Lchown(p, uid, uid)
 	})
 }
 
@@ -232,7 +246,7 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 	}
 	spec.readOnly = append(spec.readOnly, r.opts.ReadOnlyPaths...)
 	if r.sbx.root && own {
-		if err := ownTree(spec.home, uidFor(spec.home)); err != nil {
+		if err := ownTree(spec.home, ".", uidFor(spec.home)); err != nil {
 			return "", nil, fmt.Errorf("give the home to its sandbox's uid: %w", err)
 		}
 	}
@@ -241,20 +255,18 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 }
 
 // own gives what the manager just wrote into a home to the home's sandbox uid (as root): the
-// trees at paths, and the dirs between the home and them.
+// trees at paths (inside home), and the dirs between the home and them.
 func (r *Runtime) own(home string, paths ...string) {
 	if r.sbx == nil || !r.sbx.root {
 		return
 	}
 	uid := uidFor(home)
 	for _, p := range paths {
-		for d := filepath.Dir(p); within(d, home); d = filepath.Dir(d) {
-			_ = os.Lchown(d, uid, uid)
-			if d == filepath.Clean(home) {
-				break
-			}
+		rel, err := filepath.Rel(home, p)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
 		}
-		if err := ownTree(p, uid); err != nil {
+		if err := ownTree(home, rel, uid); err != nil {
 			r.opts.Log.Error(err, "cannot give a file to the agent's sandbox uid", "path", p)
 		}
 	}

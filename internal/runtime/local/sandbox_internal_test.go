@@ -43,3 +43,47 @@ func TestSandboxAsAnOrdinaryUser(t *testing.T) {
 		t.Fatalf("inside an unprivileged sandbox: %q, want uid 65534, writable home and /tmp, a few processes, the secret hidden, no nested user namespace", out)
 	}
 }
+
+// TestOwnTreeStaysInTheHome: giving a home to its sandbox's uid (root chowns what the agent
+// may have planted) never reaches out of the home through a symlink in it.
+func TestOwnTreeStaysInTheHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a manager running as root gives homes to per-agent uids")
+	}
+	base := t.TempDir()
+	home, outside := filepath.Join(base, "home"), filepath.Join(base, "outside")
+	for _, d := range []string{filepath.Join(home, "sub"), outside} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{filepath.Join(home, "sub", "mine.txt"), filepath.Join(outside, "platform.key")} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"dir-link": outside, "file-link": filepath.Join(outside, "platform.key"), "up": ".."} {
+		if err := os.Symlink(target, filepath.Join(home, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const uid = 1<<30 + 7
+	_ = ownTree(home, ".", uid)
+	_ = ownTree(home, "dir-link/platform.key", uid)
+	_ = ownTree(home, "up/outside", uid)
+	owner := func(p string) uint32 {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid
+	}
+	if got := owner(filepath.Join(home, "sub", "mine.txt")); got != uid {
+		t.Errorf("a file of the home belongs to %d, want %d", got, uid)
+	}
+	for _, p := range []string{outside, filepath.Join(outside, "platform.key"), base} {
+		if got := owner(p); got != 0 {
+			t.Errorf("%s, outside the home, was given to %d", p, got)
+		}
+	}
+}
