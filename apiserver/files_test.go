@@ -23,6 +23,11 @@ import (
 
 // upload posts a multipart file the way the pinata SDK does.
 func upload(tok, network, name string, content []byte, keyvalues map[string]string) reply {
+	return uploadAt(baseURL, tok, network, name, content, keyvalues)
+}
+
+// uploadAt is upload to the facade at url.
+func uploadAt(url, tok, network, name string, content []byte, keyvalues map[string]string) reply {
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	fw, err := mw.CreateFormFile("file", name)
@@ -35,7 +40,7 @@ func upload(tok, network, name string, content []byte, keyvalues map[string]stri
 		_ = mw.WriteField("keyvalues", string(kv))
 	}
 	Expect(mw.Close()).To(Succeed())
-	req, err := http.NewRequestWithContext(ctx, "POST", baseURL+"/v3/files", &buf)
+	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v3/files", &buf)
 	Expect(err).NotTo(HaveOccurred())
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	req.Header.Set("Authorization", "Bearer "+tok)

@@ -4,11 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
-	"io"
-	"mime/multipart"
-	"net/http"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -50,26 +46,9 @@ func usage(ws string, kind agentsv1.StorageKind) [3]int64 {
 	return [3]int64{c.Bytes, c.Objects, int64(len(c.Pending))}
 }
 
-// uploadTo posts content as a multipart file to the facade at url.
+// uploadTo posts content as a private multipart file to the facade at url.
 func uploadTo(url, tok, name string, content []byte) reply {
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	fw, err := mw.CreateFormFile("file", name)
-	Expect(err).NotTo(HaveOccurred())
-	_, _ = fw.Write(content)
-	_ = mw.WriteField("network", "private")
-	Expect(mw.Close()).To(Succeed())
-	req, err := http.NewRequestWithContext(ctx, "POST", url+"/v3/files", &buf)
-	Expect(err).NotTo(HaveOccurred())
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	Expect(err).NotTo(HaveOccurred())
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.Body)
-	return r
+	return uploadAt(url, tok, "private", name, content, nil)
 }
 
 var _ = Describe("Storage quotas", func() {
