@@ -49,10 +49,15 @@ type Server struct {
 // Start starts a server on a random loopback port.
 func Start() (*Server, error) {
 	s := &Server{records: map[string][]string{}, byName: map[string]int64{}}
-	if err := s.listen("127.0.0.1:0"); err != nil {
-		return nil, err
+	// The kernel picks a free UDP port; the same TCP port may belong to someone
+	// else (another test's connection), so a few fresh picks are tried.
+	var err error
+	for range 20 {
+		if err = s.listen("127.0.0.1:0"); err == nil {
+			return s, nil
+		}
 	}
-	return s, nil
+	return nil, err
 }
 
 // listen binds UDP on addr and TCP on the port UDP got.
