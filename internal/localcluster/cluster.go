@@ -1,12 +1,13 @@
 // Package localcluster runs a Kubernetes cluster on this machine with one real node: etcd and
 // kube-apiserver (through envtest's control plane), kube-controller-manager, kube-scheduler,
-// a kubelet on Debian's containerd and runc with a CNI bridge, kube-proxy, a cluster DNS
-// server, and a volume provisioner with a default StorageClass. Every binary is built from
-// the pinned Go module graph (hack/build-controlplane.sh, hack/build-cluster.sh); images are
-// imported, never pulled.
+// a kubelet on Debian's containerd and runc with a CNI bridge, kube-proxy, kube-router's
+// network policy firewall (NetworkPolicies are enforced), a cluster DNS server, and a volume
+// provisioner with a default StorageClass. Every binary is built from the pinned Go module
+// graph (hack/build-controlplane.sh, hack/build-cluster.sh, hack/build-kube-router.sh);
+// images are imported, never pulled.
 //
 // Stop leaves nothing of the cluster behind: no process, container, shim, mount, network
-// namespace, bridge, iptables rule or cgroup; Leftovers lists what would be.
+// namespace, bridge, iptables rule, ipset or cgroup; Leftovers lists what would be.
 package localcluster
 
 import (
@@ -35,7 +36,8 @@ var ErrNoRoot = errors.New("the local cluster needs root (containerd, the kubele
 // Options configure a cluster.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver (make envtest-assets) and kubelet,
-	// kube-controller-manager, kube-scheduler, kube-proxy and pause (make cluster-binaries).
+	// kube-controller-manager, kube-scheduler, kube-proxy, kube-router and pause (make
+	// cluster-binaries).
 	BinDir string
 	// Dir is the cluster's state directory (default: a new temporary directory, removed by Stop).
 	Dir string
@@ -75,6 +77,7 @@ type Cluster struct {
 	env                   *envtest.Environment
 	containerd, kubelet   *proc
 	kcm, scheduler, proxy *proc
+	netpol                *proc
 	kwok                  *proc
 	dns                   *clusterDNS
 	stopProvisioner       context.CancelFunc
@@ -98,7 +101,7 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if o.SimulatedNodes < 0 || o.SimulatedNodes > MaxSimulatedNodes {
 		return nil, fmt.Errorf("local cluster: %d simulated nodes, want 0 to %d", o.SimulatedNodes, MaxSimulatedNodes)
 	}
-	need := []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "pause"}
+	need := []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kube-router", "pause"}
 	if o.SimulatedNodes > 0 {
 		need = append(need, kwokFiles...)
 	}
@@ -165,6 +168,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	if err := c.startKubeProxy(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startNetworkPolicies(ctx); err != nil {
 		return nil, err
 	}
 	if err := c.startProvisioner(ctx); err != nil {
@@ -275,6 +281,7 @@ func (c *Cluster) Stop() error {
 	if err := c.stopKubeProxy(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	c.stopNetworkPolicies()
 	c.dns.stop()
 	if c.stopProvisioner != nil {
 		c.stopProvisioner()

@@ -21,7 +21,7 @@ import (
 )
 
 // TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster, checks its Service
-// network (checkServiceNetwork), runs a pod of the sandbox image with a claim of the default class as a non-root user, checks that the user
+// network (checkServiceNetwork) and that it enforces NetworkPolicies (checkNetworkPolicies), runs a pod of the sandbox image with a claim of the default class as a non-root user, checks that the user
 // can write the volume and that the claim's data goes with the claim, then stops the cluster
 // and finds nothing of it left on the machine.
 func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
@@ -33,7 +33,9 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 	if !strings.Contains(c.Config.Host, c.NodeIP) {
 		t.Errorf("the API server serves on %s, want the node address %s (pods reach it there)", c.Config.Host, c.NodeIP)
 	}
-	checkServiceNetwork(ctx, t, c)
+	netcheck := importNetcheck(ctx, t, c)
+	checkServiceNetwork(ctx, t, c, netcheck)
+	checkNetworkPolicies(ctx, t, c, netcheck)
 	const ns = "default"
 	pvc := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "home", Namespace: ns},

@@ -52,7 +52,7 @@ func (c *Cluster) drain(ctx context.Context) error {
 
 // sweep removes what stopped components can leave after a crash: processes (shims) of the
 // cluster, mounts under its directory, network namespaces it created, its bridge, its
-// iptables rules and its cgroups.
+// iptables rules, its firewall's ipsets and its cgroups.
 func (c *Cluster) sweep(ctx context.Context) []error {
 	var errs []error
 	for _, pid := range c.processes() {
@@ -76,6 +76,7 @@ func (c *Cluster) sweep(ctx context.Context) []error {
 		}
 	}
 	errs = append(errs, c.removeChains(ctx)...)
+	errs = append(errs, c.removeIPSets(ctx)...)
 	for _, l := range c.containerLogLinks() {
 		if err := os.Remove(l); err != nil {
 			errs = append(errs, err)
@@ -94,15 +95,18 @@ func (c *Cluster) Leftovers() []string { return Leftovers(c.Dir, c.baseline) }
 
 // Baseline is what the machine had before a cluster started (network namespaces, cgroups),
 // so that only what the cluster added counts as left behind.
-type Baseline struct{ netns, cgroups, chains map[string]bool }
+type Baseline struct{ netns, cgroups, chains, ipsets map[string]bool }
 
 // TakeBaseline records the machine's network namespaces, cgroups and iptables chains now.
 func TakeBaseline() Baseline {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b := Baseline{netns: netnsSet(), cgroups: cgroupSet(), chains: map[string]bool{}}
+	b := Baseline{netns: netnsSet(), cgroups: cgroupSet(), chains: map[string]bool{}, ipsets: map[string]bool{}}
 	for _, ch := range allChains(ctx) {
 		b.chains[ch.String()] = true
+	}
+	for _, s := range allIPSets(ctx) {
+		b.ipsets[s] = true
 	}
 	return b
 }
@@ -120,7 +124,7 @@ func LeftoversAfterStop(dir string, b Baseline) ([]string, error) {
 
 // Leftovers lists what a cluster whose state directory was dir left on the machine since
 // the baseline b: processes, mounts, network namespaces, the bridge, iptables rules and
-// chains of the pod network and of kube-proxy, cgroups, and the kubelet's container log links.
+// chains of the pod network, of kube-proxy and of the firewall, its ipsets, cgroups, and the kubelet's container log links.
 func Leftovers(dir string, b Baseline) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -143,6 +147,9 @@ func Leftovers(dir string, b Baseline) []string {
 	}
 	for _, r := range masqueradeRules(ctx) {
 		left = append(left, "iptables rule "+r)
+	}
+	for _, s := range c.newIPSets(ctx) {
+		left = append(left, "ipset "+s)
 	}
 	for _, d := range c.newCgroups() {
 		left = append(left, "cgroup "+d)

@@ -23,35 +23,11 @@ import (
 // answers on its ClusterIP from the node, another pod resolves the Service's short name
 // (through its search domains) to that ClusterIP and fetches it by its full name, and a third
 // verifies the API server's certificate through the `kubernetes` Service.
-func checkServiceNetwork(ctx context.Context, t *testing.T, c *localcluster.Cluster) {
+func checkServiceNetwork(ctx context.Context, t *testing.T, c *localcluster.Cluster, ref string) {
 	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "netcheck")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/netcheck")
-	build.Env = append(build.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build netcheck: %v\n%s", err, out)
-	}
-	const ref = "agentplane.local/netcheck:test"
-	spec, err := images.BinarySpec(ref, bin, "/netcheck", "65534:65534")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tarball, err := images.Ensure(dir, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Import(ctx, tarball); err != nil {
-		t.Fatal(err)
-	}
 	const ns = "default"
 	pod := func(name string, restart corev1.RestartPolicy, args ...string) *corev1.Pod {
-		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
-			Spec: corev1.PodSpec{RestartPolicy: restart, Containers: []corev1.Container{{
-				Name: "c", Image: ref, ImagePullPolicy: corev1.PullNever, Args: args,
-			}}},
-		}
+		return netcheckPod(ref, ns, name, restart, args...)
 	}
 	web := pod("web", corev1.RestartPolicyAlways, "serve", ":8080")
 	svc := &corev1.Service{
@@ -112,5 +88,41 @@ func checkServiceNetwork(ctx context.Context, t *testing.T, c *localcluster.Clus
 		if err := c.Client.Delete(ctx, o, client.GracePeriodSeconds(0)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// importNetcheck builds the netcheck probe (testdata/netcheck), imports an image holding only
+// it into the node and returns the image's reference.
+func importNetcheck(ctx context.Context, t *testing.T, c *localcluster.Cluster) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "netcheck")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/netcheck")
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build netcheck: %v\n%s", err, out)
+	}
+	const ref = "agentplane.local/netcheck:test"
+	spec, err := images.BinarySpec(ref, bin, "/netcheck", "65534:65534")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarball, err := images.Ensure(dir, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Import(ctx, tarball); err != nil {
+		t.Fatal(err)
+	}
+	return ref
+}
+
+// netcheckPod runs netcheck with args, labelled app=name.
+func netcheckPod(ref, ns, name string, restart corev1.RestartPolicy, args ...string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{RestartPolicy: restart, Containers: []corev1.Container{{
+			Name: "c", Image: ref, ImagePullPolicy: corev1.PullNever, Args: args,
+		}}},
 	}
 }

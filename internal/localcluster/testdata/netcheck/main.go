@@ -4,7 +4,8 @@
 //	netcheck serve ADDR           answers GET / with "netcheck" on ADDR
 //	netcheck get NAME WANTIP URL  resolves NAME (the pod's resolv.conf, search domains
 //	                              included), exits 2 unless it resolves to WANTIP, then GETs
-//	                              URL and exits 3 unless it answers "netcheck"
+//	                              URL (retrying for 20 s) and exits 3 unless it
+//	                              answers "netcheck"
 //	netcheck tls URL...           GETs each URL over TLS verified with the pod's
 //	                              service-account CA and exits 4 unless each answers 200
 package main
@@ -46,22 +47,28 @@ func get(name, want, url string) int {
 	if err != nil || !slices.Contains(ips, want) {
 		return 2
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get(url)
-	if err != nil {
-		fmt.Println("get", url, err)
-		return 3
+	// Tries for 20 seconds: a new pod's address may reach the node's firewall (a policy's
+	// sets) a moment after the pod starts.
+	var last error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := hc.Get(url)
+		if err != nil {
+			last = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Println("get", url, resp.Status, string(b))
+		if string(b) == "netcheck" {
+			return 0
+		}
+		last = fmt.Errorf("answered %q", b)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	fmt.Println("get", url, resp.Status, string(b))
-	if string(b) != "netcheck" {
-		return 3
-	}
-	return 0
+	fmt.Println("get", url, last)
+	return 3
 }
 
-// verify GETs each URL with TLS verified against the CA the kubelet mounts into every pod of
-// a service account (the cluster's root CA), as an in-cluster client does.
 func verify(urls []string) int {
 	ca, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/ca.crt")
 	if err != nil {
