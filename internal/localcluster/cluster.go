@@ -161,6 +161,9 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if c.dns, err = startDNS(c.Client, c.NodeIP); err != nil {
 		return nil, err
 	}
+	if err := c.publishDNS(ctx); err != nil {
+		return nil, err
+	}
 	if err := c.startControllers(); err != nil {
 		return nil, err
 	}

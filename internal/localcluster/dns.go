@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -160,4 +161,36 @@ func (d *clusterDNS) forward(req *dns.Msg) *dns.Msg {
 	m := new(dns.Msg)
 	m.SetRcode(req, dns.RcodeServerFailure)
 	return m
+}
+
+// publishDNS makes the DNS server visible as a real cluster's is: a Service kube-system/kube-dns
+// (without a selector: the server is no pod) whose EndpointSlice is the node's address, port
+// 53. Whoever shapes NetworkPolicies from it (the manager's DNS discovery) lets pods reach it.
+func (c *Cluster) publishDNS(ctx context.Context) error {
+	const ns, name = "kube-system", "kube-dns"
+	ports := []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}, {Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53}}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"k8s-app": name}},
+		Spec:       corev1.ServiceSpec{Ports: ports},
+	}
+	udp, tcp, port := corev1.ProtocolUDP, corev1.ProtocolTCP, int32(53)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{c.NodeIP}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: &ports[0].Name, Protocol: &udp, Port: &port}, {Name: &ports[1].Name, Protocol: &tcp, Port: &port}},
+	}
+	for _, o := range []client.Object{svc, slice} {
+		// kube-system may be a moment younger than the API server's first answer.
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			if err = c.Client.Create(ctx, o); err == nil || apierrors.IsAlreadyExists(err) || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("cluster DNS: publish %T: %w", o, err)
+		}
+	}
+	return nil
 }

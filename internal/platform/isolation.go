@@ -1,9 +1,11 @@
 package platform
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"strconv"
+	"time"
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -31,12 +33,23 @@ func (p *Platform) domainRouter() (controllers.Router, error) {
 }
 
 // networkOptions shape the agents' NetworkPolicies (kube runtime): the manager's pods are
-// those of config/manager in the system namespace, reached on the facade's port.
+// those of config/manager in the system namespace, reached on the facade's port; the cluster
+// DNS is --agent-dns, else what kube.DiscoverDNS finds.
 func (p *Platform) networkOptions() kube.NetworkOptions {
 	o := p.opts.Runtime
 	n := kube.NetworkOptions{
 		Enabled: o.NetworkPolicy, SystemNamespace: p.opts.SystemNamespace, ModelProxyURL: p.modelBase,
-		IngressNamespaces: o.IngressNamespaces, Egress: o.Egress,
+		IngressNamespaces: o.IngressNamespaces, Egress: o.Egress, DNSAddresses: o.DNS,
+	}
+	if n.Enabled && len(n.DNSAddresses) == 0 {
+		// Once, at start: where the cluster DNS answers is a property of the cluster.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		addrs, err := kube.DiscoverDNS(ctx, p.Manager.GetAPIReader(), kube.DefaultDNSNamespace)
+		if err != nil {
+			p.opts.Log.Error(err, "agents' DNS egress: the cluster DNS Service could not be read; allowing the kube-dns pods")
+		}
+		n.DNSAddresses = addrs
 	}
 	if _, port, err := net.SplitHostPort(p.opts.APIAddr); err == nil {
 		if v, err := strconv.ParseUint(port, 10, 16); err == nil && v > 0 {

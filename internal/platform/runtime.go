@@ -55,6 +55,10 @@ type RuntimeOptions struct {
 	NetworkPolicy     bool
 	IngressNamespaces []string
 	Egress            []kube.EgressRule
+	// DNS are the cluster DNS's addresses outside the pod network (CIDRs) that agents may
+	// query; empty: the kube-dns pods, or the endpoints of a kube-dns Service without a
+	// selector (kube.DiscoverDNS).
+	DNS []string
 }
 
 // versions are the engine versions the configured runtime offers.

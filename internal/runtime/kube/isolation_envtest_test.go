@@ -2,12 +2,14 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 func networkOptions() kube.NetworkOptions {
@@ -178,4 +181,48 @@ func podFromTemplate(sts *appsv1.StatefulSet, name string) *corev1.Pod {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: kube.VolumeHome,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 	return pod
+}
+
+// DiscoverDNS reads the cluster DNS Service from the API server: a Service with a selector
+// (DNS pods) or none gives no addresses; one without a selector gives its endpoints.
+func TestDiscoverDNS(t *testing.T) {
+	ctx := context.Background()
+	const ns = "dns-discovery"
+	if err := env.Client.Create(ctx, testenv.Namespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := kube.DiscoverDNS(ctx, env.Client, ns); err != nil || got != nil {
+		t.Fatalf("no Service: %v, %v; want nothing", got, err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: kube.DNSServiceName, Namespace: ns},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"k8s-app": "kube-dns"},
+			Ports: []corev1.ServicePort{{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53}}},
+	}
+	if err := env.Client.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := kube.DiscoverDNS(ctx, env.Client, ns); err != nil || got != nil {
+		t.Fatalf("a Service of DNS pods: %v, %v; want nothing (the pods are the peers)", got, err)
+	}
+	svc.Spec.Selector = nil
+	if err := env.Client.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	port := int32(53)
+	for i, addrs := range [][]string{{"192.0.2.7"}, {"192.0.2.8", "192.0.2.7"}} {
+		slice := &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Name: fmt.Sprintf("kube-dns-%d", i), Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: kube.DNSServiceName}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: addrs}},
+			Ports:       []discoveryv1.EndpointPort{{Port: &port}},
+		}
+		if err := env.Client.Create(ctx, slice); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := kube.DiscoverDNS(ctx, env.Client, ns)
+	if err != nil || strings.Join(got, ",") != "192.0.2.7/32,192.0.2.8/32" {
+		t.Fatalf("a Service without a selector: %v, %v; want its endpoints' addresses once each", got, err)
+	}
 }

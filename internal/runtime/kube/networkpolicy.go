@@ -64,6 +64,10 @@ type NetworkOptions struct {
 	// DNSNamespace and DNSLabels find the cluster DNS pods (kube-system, k8s-app=kube-dns).
 	DNSNamespace string
 	DNSLabels    map[string]string
+	// DNSAddresses, when set, are where the cluster DNS answers outside the pod network (a
+	// node-local cache, a resolver on the node; CIDRs): agents reach those on port 53 instead
+	// of the DNS pods. DiscoverDNS finds them for a kube-dns Service without a selector.
+	DNSAddresses []string
 }
 
 // Defaults of NetworkOptions.
@@ -119,7 +123,7 @@ func ParseEgressRule(s string) (EgressRule, error) {
 		}
 		r.Port = int32(p)
 	}
-	cidr, err := hostCIDR(addr)
+	cidr, err := HostCIDR(addr)
 	if err != nil {
 		return EgressRule{}, fmt.Errorf("%q: %w", s, err)
 	}
@@ -127,8 +131,8 @@ func ParseEgressRule(s string) (EgressRule, error) {
 	return r, nil
 }
 
-// hostCIDR is s as a CIDR in canonical form; a bare address is a single host.
-func hostCIDR(s string) (string, error) {
+// HostCIDR is s as a CIDR in canonical form; a bare address is a single host.
+func HostCIDR(s string) (string, error) {
 	if !strings.Contains(s, "/") {
 		ip := net.ParseIP(s)
 		if ip == nil {
@@ -152,7 +156,8 @@ func NetworkPolicyName(a *agentsv1.Agent) string { return a.Name }
 // BuildNetworkPolicy is the agent's default-deny NetworkPolicy, owned by the agent: its
 // gateway pod takes traffic only from the manager's pods (on the gateway port) and from the
 // ingress namespaces, and sends it only to the cluster DNS, the model proxy and the egress
-// rules whose name the agent needs (d.Egress) or EgressAll.
+// rules whose name the agent needs (d.Egress) or EgressAll. Nothing else: not the API server,
+// not another agent, not a DNS server other than the cluster's.
 func BuildNetworkPolicy(a *agentsv1.Agent, d runtime.Desired, o Options) (*networkingv1.NetworkPolicy, error) {
 	o = o.withDefaults()
 	np, err := buildNetworkPolicy(a, d, o)
@@ -187,12 +192,18 @@ func buildNetworkPolicy(a *agentsv1.Agent, d runtime.Desired, o Options) (*netwo
 			}}},
 		}}})
 	}
+	dns := []networkingv1.NetworkPolicyPeer{{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceNameLabel: n.DNSNamespace}},
+		PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(n.DNSLabels)},
+	}}
+	if len(n.DNSAddresses) > 0 {
+		dns = dns[:0]
+		for _, a := range sortedUnique(n.DNSAddresses) {
+			dns = append(dns, networkingv1.NetworkPolicyPeer{IPBlock: &networkingv1.IPBlock{CIDR: a}})
+		}
+	}
 	egress := []networkingv1.NetworkPolicyEgressRule{{
-		To: []networkingv1.NetworkPolicyPeer{{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{NamespaceNameLabel: n.DNSNamespace}},
-			PodSelector:       &metav1.LabelSelector{MatchLabels: maps.Clone(n.DNSLabels)},
-		}},
-		Ports: []networkingv1.NetworkPolicyPort{port(udp, 53), port(tcp, 53)},
+		To: dns, Ports: []networkingv1.NetworkPolicyPort{port(udp, 53), port(tcp, 53)},
 	}}
 	if rule, err := proxyEgress(n, manager); err != nil {
 		return nil, err
@@ -234,7 +245,7 @@ func proxyEgress(n NetworkOptions, manager networkingv1.NetworkPolicyPeer) (*net
 	}
 	tcp := ptr.To(corev1.ProtocolTCP)
 	if ip := net.ParseIP(u.Hostname()); ip != nil {
-		cidr, _ := hostCIDR(ip.String())
+		cidr, _ := HostCIDR(ip.String())
 		p := 80
 		if u.Scheme == "https" {
 			p = 443

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"strings"
 	"testing"
 
 	networkingv1 "k8s.io/api/networking/v1"
@@ -194,6 +195,28 @@ func TestNetworkPolicyNoIngressNamespaces(t *testing.T) {
 	}
 	if _, err := BuildNetworkPolicy(testAgent(), runtime.Desired{}, func() Options { o.Network.ModelProxyURL = "::bad"; return o }()); err == nil {
 		t.Error("a bad model proxy URL: want an error")
+	}
+}
+
+// A cluster DNS outside the pod network (DNSAddresses) replaces the DNS pods as the only
+// peers agents may query on port 53.
+func TestNetworkPolicyDNSAddresses(t *testing.T) {
+	o := policyOptions("")
+	o.Network.DNSAddresses = []string{"10.0.0.9/32", "169.254.20.10/32", "10.0.0.9/32"}
+	np, err := BuildNetworkPolicy(testAgent(), runtime.Desired{}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dns := np.Spec.Egress[0]
+	var cidrs []string
+	for _, p := range dns.To {
+		if p.IPBlock == nil || p.PodSelector != nil || p.NamespaceSelector != nil {
+			t.Fatalf("DNS peer %+v: want an ipBlock alone", p)
+		}
+		cidrs = append(cidrs, p.IPBlock.CIDR)
+	}
+	if strings.Join(cidrs, ",") != "10.0.0.9/32,169.254.20.10/32" || len(dns.Ports) != 2 || dns.Ports[0].Port.IntVal != 53 {
+		t.Errorf("DNS egress %+v: want both addresses once, on port 53", dns)
 	}
 }
 
