@@ -119,6 +119,7 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("a provider key stays in the model proxy; other secrets reach the gateway and no pod spec", func(t *testing.T) {
 		checkModelProxyOnNode(t, p, llm, k8s, ns, base)
 	})
+	t.Run("code inside the agent reaches nothing of another agent or of the platform", a.checkContainedOnNode)
 
 	t.Run("the Agent resource door, with a RuntimeClass and its NetworkPolicy", func(t *testing.T) {
 		// A RuntimeClass whose handler is the node's containerd's runc (a sandbox such as
