@@ -238,6 +238,7 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
+	removeStaleWarmUps(root)
 	staging, err := os.MkdirTemp(root, ".warming-"+key+"-")
 	if err != nil {
 		return nil, err
@@ -278,6 +279,17 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	}
 	c.dir = final
 	return c, nil
+}
+
+// removeStaleWarmUps removes what the warm-ups of a manager that died left in root (a warm-up
+// that still runs is younger than an hour: StartTimeout and StopTimeout are minutes).
+func removeStaleWarmUps(root string) {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".warming-") && time.Since(info.ModTime()) > time.Hour {
+			_ = removeAll(filepath.Join(root, e.Name()))
+		}
+	}
 }
 
 // bootAndStop runs the engine's gateway as spec says on a port of its own until it is ready,
