@@ -121,6 +121,10 @@ type Options struct {
 	// (shared tools, say), besides the system's files and the engine. The paths listed in
 	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
 	ReadOnlyPaths []string
+	// CompileCacheDir keeps the engines' compile caches, warmed once per engine dir and shown
+	// read-only to every sandbox (compilecache.go); <StateDir>/compile-cache by default.
+	// Runtimes of different state dirs may share one.
+	CompileCacheDir string
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -156,6 +160,16 @@ type Runtime struct {
 	sbx         *sandbox
 	unsandboxed string
 	tenant      string
+
+	// The engines' compile caches (compilecache.go), by engine dir: sealed, being warmed (closed
+	// when done), last failed warm-up. ccCtx ends at Shutdown; ccWG waits for the warm-ups.
+	ccMu      sync.Mutex
+	ccReady   map[string]*compileCache
+	ccWarming map[string]chan struct{}
+	ccFail    map[string]time.Time
+	ccCtx     context.Context
+	ccStop    context.CancelFunc
+	ccWG      sync.WaitGroup
 }
 
 // versionRetry is how long a failed version command is not run again for the same dir.
@@ -200,7 +214,11 @@ func New(opts Options) (*Runtime, error) {
 		pools:      map[string]*pool{},
 		reserved:   map[types.NamespacedName]*reservation{},
 		poolEvents: make(chan event.GenericEvent, notifyBuffer),
+		ccReady:    map[string]*compileCache{},
+		ccWarming:  map[string]chan struct{}{},
+		ccFail:     map[string]time.Time{},
 	}
+	r.ccCtx, r.ccStop = context.WithCancel(context.Background())
 	if err := r.setupSandbox(); err != nil {
 		_ = lock.Close()
 		return nil, err
@@ -318,6 +336,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 	r.shutdownPools()
+	r.ccStop()
 	var wg sync.WaitGroup
 	for _, a := range all {
 		wg.Add(1)
@@ -328,6 +347,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	}
 	wg.Wait()
 	r.poolWG.Wait()
+	r.ccWG.Wait()
 	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
 	r.mu.Lock()
 	if r.lock != nil {
@@ -392,7 +412,9 @@ func (r *Runtime) engineVersion(ctx context.Context, dir, home, fallback string)
 		return fallback
 	}
 	cmd := r.opts.Engine.VersionCommand()
-	bin, args, err := r.inSandbox(sandboxSpec{home: home, dir: home, binary: engineBinary(dir), args: cmd.Args, dieWithParent: true}, dir, false)
+	// The engine dir as a plain read-only path: the compile cache's key needs the version
+	// (verMu is held).
+	bin, args, err := r.inSandbox(sandboxSpec{home: home, dir: home, binary: engineBinary(dir), args: cmd.Args, dieWithParent: true, readOnly: []string{dir}}, "", false)
 	if err != nil {
 		r.verFail[dir] = time.Now()
 		return fallback

@@ -24,22 +24,16 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 		return nil, err
 	}
 	e := r.opts.Engine
-	l := e.Layout()
 	if err := os.MkdirAll(filepath.Join(r.opts.StateDir, poolDirName), 0o700); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{dir, m.home, filepath.Join(m.home, l.StateDir), filepath.Join(m.home, l.WorkspaceDir)} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return fail(err)
-		}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fail(err)
 	}
-	cfg, err := e.InitialConfig(engine.Identity{}, m.token)
-	if err != nil {
-		return fail(fmt.Errorf("initial engine config: %w", err))
+	if err := r.freshHome(m.home, m.token); err != nil {
+		return fail(err)
 	}
-	if err := writeFileAtomic(filepath.Join(m.home, l.ConfigPath), cfg, 0o600); err != nil {
-		return fail(fmt.Errorf("write engine config: %w", err))
-	}
+	var err error
 	if m.port, err = r.allocatePort(memberKey(id), 0); err != nil {
 		return fail(err)
 	}
@@ -55,6 +49,25 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	}
 	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)
 	return m, nil
+}
+
+// freshHome makes a home no agent has had (a warm gateway's, the compile cache's warm-up's)
+// with the engine's initial config: token, no identity.
+func (r *Runtime) freshHome(home, token string) error {
+	l := r.opts.Engine.Layout()
+	for _, d := range []string{home, filepath.Join(home, l.StateDir), filepath.Join(home, l.WorkspaceDir)} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	cfg, err := r.opts.Engine.InitialConfig(engine.Identity{}, token)
+	if err != nil {
+		return fmt.Errorf("initial engine config: %w", err)
+	}
+	if err := writeFileAtomic(filepath.Join(home, l.ConfigPath), cfg, 0o600); err != nil {
+		return fmt.Errorf("write engine config: %w", err)
+	}
+	return nil
 }
 
 // superviseMember polls m's health until it is gone (claimed or discarded): HealthInterval
@@ -136,13 +149,11 @@ func (r *Runtime) superviseMember(m *member) {
 func (r *Runtime) memberHealth(ctx context.Context, m *member, url string, ready bool) error {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
-	if err := r.opts.Engine.Healthy(ctx, url); err != nil || ready {
-		return err
+	if ready {
+		return r.opts.Engine.Healthy(ctx, url)
 	}
-	if rc, ok := r.opts.Engine.(engine.ReadyChecker); ok {
-		if err := rc.Ready(ctx, url); err != nil {
-			return err
-		}
+	if err := r.ready(ctx, url); err != nil {
+		return err
 	}
 	if tc, ok := r.opts.Engine.(engine.TokenChecker); ok {
 		accepted, err := tc.TokenAccepted(ctx, url, m.token)
@@ -150,6 +161,18 @@ func (r *Runtime) memberHealth(ctx context.Context, m *member, url string, ready
 			err = errors.New("the warm gateway refuses its own token")
 		}
 		return err
+	}
+	return nil
+}
+
+// ready checks a booting gateway's health and, with an engine that tells
+// (engine.ReadyChecker), that it is done with its start-up work.
+func (r *Runtime) ready(ctx context.Context, url string) error {
+	if err := r.opts.Engine.Healthy(ctx, url); err != nil {
+		return err
+	}
+	if rc, ok := r.opts.Engine.(engine.ReadyChecker); ok {
+		return rc.Ready(ctx, url)
 	}
 	return nil
 }

@@ -66,6 +66,16 @@ type sandboxSpec struct {
 	// dieWithParent kills the sandbox when the process that started it (bwrap's parent)
 	// dies: commands, not gateways (those outlive a manager restart).
 	dieWithParent bool
+	// uid, when not 0, is the uid the processes run as (as root) instead of uidFor(home).
+	uid int
+	// mounts are further binds into the sandbox's private /tmp (the engine's compile cache).
+	mounts []mount
+}
+
+// mount binds the host path src at dst (under /tmp) in a sandbox, read-only unless rw.
+type mount struct {
+	src, dst string
+	rw       bool
 }
 
 // newSandbox finds bwrap (and setpriv as root) and checks that this kernel lets it build a
@@ -149,12 +159,20 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	for _, q := range realAndGiven(spec.home) {
 		bind("--bind", q)
 	}
+	for _, m := range spec.mounts {
+		args = append(args, tmpDirs(m.dst, made)...)
+		flag := "--ro-bind"
+		if m.rw {
+			flag = "--bind"
+		}
+		args = append(args, flag, m.src, m.dst)
+	}
 	if spec.dir != "" {
 		args = append(args, "--chdir", spec.dir)
 	}
 	args = append(args, "--")
 	if s.root {
-		uid := strconv.Itoa(uidFor(spec.home))
+		uid := strconv.Itoa(s.uidOf(spec))
 		args = append(args, s.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups",
 			"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
 		// setpriv's uid/gid changes need these two; they are gone once it has changed them.
@@ -162,6 +180,35 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	}
 	args = append(args, spec.binary)
 	return s.bwrap, append(args, spec.args...)
+}
+
+// uidOf is the uid spec's processes have inside their sandbox: as root spec.uid or the home's
+// own (uidFor); as an ordinary user, that user's (bwrap maps it to itself).
+func (s *sandbox) uidOf(spec sandboxSpec) int {
+	switch {
+	case !s.root:
+		return os.Getuid()
+	case spec.uid != 0:
+		return spec.uid
+	}
+	return uidFor(spec.home)
+}
+
+// tmpDirs creates p's missing ancestors below /tmp in the sandbox's private /tmp, writable by
+// all (sticky): Node's compile cache makes its own dir with one mkdir, which an existing dir
+// fails with EACCES instead of EEXIST when its parent is not writable.
+func tmpDirs(p string, made map[string]bool) []string {
+	var chain []string
+	for d := filepath.Dir(p); !made[d] && within(d, "/tmp"); d = filepath.Dir(d) {
+		chain = append(chain, d)
+		made[d] = true
+	}
+	var args []string
+	for i := len(chain) - 1; i >= 0; i-- {
+		args = append(args, "--perms", "01777", "--dir", chain[i])
+	}
+	made[p] = true
+	return args
 }
 
 // parentDirs creates p's missing ancestors in the sandbox's root, world-traversable (bwrap
@@ -235,14 +282,17 @@ func ownTree(home, rel string, uid int) error {
 }
 
 // inSandbox turns a process of a home into the command line that runs it in the home's
-// sandbox (as it is when the runtime runs unsandboxed). As root the home is given to its uid
-// first when own is set (a gateway start: the manager may have written into it since).
+// sandbox (as it is when the runtime runs unsandboxed), with the engine's compile cache
+// read-only once it is warm. As root the home is given to its uid first when own is set (a
+// gateway start: the manager may have written into it since); a gateway start also has the
+// compile cache warmed when it is not yet.
 func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (string, []string, error) {
 	if r.sbx == nil {
 		return spec.binary, spec.args, nil
 	}
 	if engineDir != "" {
 		spec.readOnly = append(spec.readOnly, engineDir)
+		spec.mounts = append(spec.mounts, r.compileCacheMounts(engineDir, r.sbx.uidOf(spec), own)...)
 	}
 	spec.readOnly = append(spec.readOnly, r.opts.ReadOnlyPaths...)
 	if r.sbx.root && own {

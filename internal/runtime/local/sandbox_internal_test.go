@@ -87,3 +87,46 @@ func TestOwnTreeStaysInTheHome(t *testing.T) {
 		}
 	}
 }
+
+// TestSealCompileCache: what a warm-up left is sealed as plain files and dirs readable by all
+// and writable by the manager alone; a symlink (to a platform file, say) is removed, never
+// followed; Node's uid-named dirs are bound under the name of each sandbox's uid.
+func TestSealCompileCache(t *testing.T) {
+	dir := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "platform-file")
+	tag := filepath.Join("openclaw", "2026.9.6", "1-2", "v24.21.0-x64-964aae3f-4242")
+	for _, err := range []error{
+		os.WriteFile(outside, []byte("secret"), 0o600),
+		os.MkdirAll(filepath.Join(dir, tag), 0o700),
+		os.WriteFile(filepath.Join(dir, tag, "0a1b2c3d"), []byte("code cache"), 0o600),
+		os.Symlink(outside, filepath.Join(dir, tag, "planted")),
+		os.Mkdir(filepath.Join(dir, "v24.21.0-x64-964aae3f-99"), 0o700), // another uid's: not Node's of the warm-up
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := sealCompileCache(dir, 4242)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Tags) != 1 || c.Tags[0] != tag {
+		t.Fatalf("tags %q, want [%s]", c.Tags, tag)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, tag, "planted")); !os.IsNotExist(err) {
+		t.Errorf("the planted symlink is still there (%v)", err)
+	}
+	for p, want := range map[string]os.FileMode{outside: 0o600, filepath.Join(dir, tag, "0a1b2c3d"): 0o644, filepath.Join(dir, tag): 0o755 | os.ModeDir, dir: 0o755 | os.ModeDir} {
+		if info, err := os.Stat(p); err != nil || info.Mode() != want {
+			t.Errorf("%s: %v %v, want %v", p, info.Mode(), err, want)
+		}
+	}
+	loaded, err := loadCompileCache(dir)
+	if err != nil || len(loaded.Tags) != 1 || loaded.UID != 4242 {
+		t.Fatalf("manifest: %+v %v", loaded, err)
+	}
+	m := loaded.mounts(77)
+	if len(m) != 1 || m[0].rw || m[0].src != filepath.Join(dir, tag) || m[0].dst != "/tmp/node-compile-cache/openclaw/2026.9.6/1-2/v24.21.0-x64-964aae3f-77" {
+		t.Errorf("mounts for uid 77: %+v", m)
+	}
+}

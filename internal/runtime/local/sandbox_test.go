@@ -2,11 +2,13 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,4 +193,110 @@ func TestUnsandboxedServesOneWorkspace(t *testing.T) {
 		t.Fatalf("Ensure of a second workspace's agent = %v, want ErrOtherWorkspace", err)
 	}
 	ensure(t, f, newAgent("again"), d) // the first workspace is still served
+}
+
+// fakeCompileCache is what the fake engine's gateway of home says of its compile cache.
+type fakeCompileCache struct {
+	Dir        string `json:"dir"`
+	Enabled    bool   `json:"enabled"`
+	Hit        bool   `json:"hit"`
+	WriteError string `json:"writeError"`
+}
+
+func readFakeCompileCache(t *testing.T, home string) fakeCompileCache {
+	t.Helper()
+	var c fakeCompileCache
+	b, err := os.ReadFile(filepath.Join(home, ".openclaw", "fake-compile-cache.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		t.Fatalf("the gateway's compile cache report: %v", err)
+	}
+	return c
+}
+
+// TestSandboxCompileCacheIsSharedReadOnly: the engine's compile cache is warmed once per
+// engine, and every sandboxed gateway then finds it warm at the path its Node uses (under its
+// own uid's name) but can neither change it for the others nor leave anything there that
+// another agent's sandbox would see.
+func TestSandboxCompileCacheIsSharedReadOnly(t *testing.T) {
+	f := sandboxed(t)
+	ctx := context.Background()
+	for range 2 { // the second finds it sealed
+		if err := f.rt.WarmCompileCache(ctx, version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caches, _ := os.ReadDir(filepath.Join(f.opts.StateDir, "compile-cache"))
+	if len(caches) != 1 || strings.HasPrefix(caches[0].Name(), ".") {
+		t.Fatalf("compile caches after two warm-ups of one engine: %v, want one sealed dir", caches)
+	}
+	sealed := filepath.Join(f.opts.StateDir, "compile-cache", caches[0].Name())
+	entries := 0
+	err := filepath.WalkDir(sealed, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if st := info.Sys().(*syscall.Stat_t); int(st.Uid) != os.Geteuid() || info.Mode().Perm()&0o022 != 0 || !(d.IsDir() || d.Type().IsRegular()) {
+			t.Errorf("sealed cache entry %s: owner %d mode %v, want the manager's, not writable by others", p, st.Uid, info.Mode())
+		}
+		if d.Name() == "gateway" {
+			entries++
+		}
+		return nil
+	})
+	if err != nil || entries != 1 {
+		t.Fatalf("the sealed cache holds %d entries of the warm-up gateway (%v), want 1", entries, err)
+	}
+
+	homes := map[string]string{}
+	for _, name := range []string{"first", "second"} {
+		ag := newAgent(name)
+		waitPhase(t, f, ag, desired(name+"-gateway-token-0123456789"), runtime.PhaseRunning)
+		homes[name] = filepath.Join(f.rt.AgentDir(keyOf(ag)), "home")
+		c := readFakeCompileCache(t, homes[name])
+		uid := strings.TrimSpace(string(sh(t, f, name, "id -u").Stdout))
+		if !c.Enabled || !c.Hit || !strings.HasPrefix(c.Dir, "/tmp/node-compile-cache/") || !strings.HasSuffix(c.Dir, "-"+uid) {
+			t.Fatalf("%s's gateway (uid %s) and its compile cache: %+v, want the warm one at /tmp/node-compile-cache/.../*-%s", name, uid, c, uid)
+		}
+		for what, script := range map[string]string{
+			"overwrite an entry":     "echo poison > " + c.Dir + "/gateway",
+			"add an entry":           "echo poison > " + c.Dir + "/other",
+			"remove an entry":        "rm -f " + c.Dir + "/gateway && test ! -e " + c.Dir + "/gateway",
+			"change an entry's mode": "chmod 666 " + c.Dir + "/gateway",
+			"replace the dir":        "mv " + c.Dir + " " + c.Dir + ".old",
+		} {
+			if res := sh(t, f, name, script); res.ExitCode == 0 {
+				t.Errorf("%s could %s of the shared compile cache", name, what)
+			}
+		}
+		if res := sh(t, f, name, "cat "+c.Dir+"/gateway"); res.ExitCode != 0 || !strings.HasPrefix(string(res.Stdout), "code cache of ") {
+			t.Errorf("%s reads the shared cache's entry: exit %d %q", name, res.ExitCode, res.Stdout)
+		}
+		// What it may write beside it stays in its own /tmp.
+		if name == "first" {
+			if res := sh(t, f, name, "echo poison > "+filepath.Dir(c.Dir)+"/planted"); res.ExitCode != 0 {
+				t.Fatalf("first cannot write its own /tmp: %+v", res)
+			}
+		} else if res := sh(t, f, name, "ls -A "+filepath.Dir(c.Dir)); strings.Contains(string(res.Stdout), "planted") {
+			t.Errorf("second sees what first planted in its /tmp: %q", res.Stdout)
+		}
+	}
+	// On the host, the sealed cache is as the warm-up left it.
+	var after []string
+	_ = filepath.WalkDir(sealed, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			after = append(after, strings.TrimPrefix(p, sealed)+"="+string(b))
+		}
+		return nil
+	})
+	if len(after) != 2 || strings.Contains(strings.Join(after, " "), "poison") {
+		t.Errorf("the sealed cache after the agents tried: %q, want the manifest and the warm-up's entry", after)
+	}
 }

@@ -123,6 +123,7 @@ func gatewayRun(args []string) int {
 	}
 	g.cron = openCronStore(filepath.Join(stateDir(), "fake-cron.json"))
 	g.prepareState(cfg, port, bind)
+	cc := openCompileCache()
 	statePath := filepath.Join(stateDir(), "fake-gateway.json")
 	defer os.Remove(statePath)
 
@@ -141,6 +142,7 @@ func gatewayRun(args []string) int {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		cc.persist()
 		fmt.Println("[shutdown] completed cleanly")
 		return 0
 	case <-crash:

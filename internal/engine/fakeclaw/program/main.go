@@ -19,7 +19,9 @@
 //	    18789. Exits 78 without a config (unless --allow-unconfigured), with an invalid config,
 //	    or without a token on a non-loopback bind (loopback gets a random runtime token). Stops
 //	    with exit 0 on SIGTERM/SIGINT. Writes <state>/fake-gateway.json {"pid","port","bind"}
-//	    while it runs and keeps cron jobs in <state>/fake-cron.json.
+//	    while it runs and keeps cron jobs in <state>/fake-cron.json. Uses a compile cache the
+//	    way Node does for the real one and says how in <state>/fake-compile-cache.json
+//	    (compilecache.go).
 //	openclaw config validate [--json]
 //	    JSON or JSON5 syntax plus a small strict check (unknown top-level and gateway keys,
 //	    gateway.port/mode/auth types, unknown channel ids, dmPolicy values, SecretRef shape),
