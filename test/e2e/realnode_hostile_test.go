@@ -14,7 +14,6 @@ import (
 	"github.com/miekg/dns"
 	"k8s.io/client-go/tools/clientcmd"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
@@ -96,14 +95,20 @@ func (a agentOnNode) checkContainedOnNode(t *testing.T) {
 	targets := []probeTarget{
 		{Name: "the cluster DNS", Kind: "dns", Addr: net.JoinHostPort(nodeIP, "53"), Query: "kubernetes.default.svc." + localcluster.ClusterDomain, want: true},
 		{Name: "another agent's gateway", Kind: "tcp", Addr: net.JoinHostPort(neighbour.Status.PodIP, fmt.Sprint(kube.GatewayPort))},
-		{Name: "another agent's gateway Service", Kind: "tcp", Addr: fmt.Sprintf("%s.%s.svc.%s:%d", agentsv1.ServiceNameFor("agent", otherID), a.ns, localcluster.ClusterDomain, kube.GatewayPort)},
+		{Name: "another agent's gateway by its DNS name", Kind: "tcp", Addr: fmt.Sprintf("%s.%s.%s.svc.%s:%d", neighbour.Spec.Hostname, neighbour.Spec.Subdomain, a.ns, localcluster.ClusterDomain, kube.GatewayPort)},
 		{Name: "the API server's Service", Kind: "tcp", Addr: net.JoinHostPort(localcluster.KubernetesServiceIP, "443")},
 		{Name: "the API server on the node", Kind: "tcp", Addr: net.JoinHostPort(nodeIP, apiPort)},
 		{Name: "the kubelet", Kind: "tcp", Addr: net.JoinHostPort(nodeIP, "10250")},
 		{Name: "a provider without an egress rule", Kind: "tcp", Addr: pl.Addr().String()},
 		{Name: "a DNS server that is not the cluster's", Kind: "dns", Addr: net.JoinHostPort(bridgeIP, "53"), Query: "exfiltrate.example.com"},
 	}
-	// Control: the node itself reaches both servers (they are up; only the pod is refused).
+	// Control: the node itself reaches the other gateway and both servers (they are up; only
+	// the pod is refused).
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort(neighbour.Status.PodIP, fmt.Sprint(kube.GatewayPort)), 3*time.Second); err != nil {
+		t.Fatalf("the other gateway does not listen: %v", err)
+	} else {
+		c.Close()
+	}
 	if resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + pl.Addr().String()); err != nil {
 		t.Fatalf("the provider stand-in is down: %v", err)
 	} else {
