@@ -22,7 +22,7 @@ const (
 	// GVisorHandler is containerd's runtime handler for runsc.
 	GVisorHandler = "runsc"
 	// GVisorPlatform is how runsc's Sentry intercepts the sandbox's system calls: systrap
-	// (seccomp traps, gVisor's default; ptrace works too, slower). kvm needs hardware
+	// (seccomp traps, gVisor's default; ptrace runs here too). kvm needs hardware
 	// virtualisation; on a node that is itself a virtual machine with only a paravirtual
 	// /dev/kvm (kvm-pvm, no VMX/SVM, as where this was written) runsc's KVM platform hangs
 	// before the container's first process runs.
