@@ -80,10 +80,15 @@ envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once)
 	hack/build-controlplane.sh $(K8S_ASSETS)
 
 .PHONY: cluster-binaries
-cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, kube-router and the kwok controller into bin/k8s (once).
+cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, kube-router, the kwok controller and gVisor into bin/k8s (once).
 	hack/build-cluster.sh $(K8S_ASSETS)
 	hack/build-kwok.sh $(K8S_ASSETS)
 	hack/build-kube-router.sh $(K8S_ASSETS)
+	hack/build-gvisor.sh $(K8S_ASSETS)
+
+.PHONY: gvisor
+gvisor: ## Build gVisor's runsc and containerd-shim-runsc-v1 from their Go module into bin/k8s (once): the local cluster's RuntimeClass gvisor.
+	hack/build-gvisor.sh $(K8S_ASSETS)
 
 .PHONY: node-packages
 node-packages: ## Install containerd, runc, the CNI plugins, iptables, ipset and tini from Debian when absent (root).

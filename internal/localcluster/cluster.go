@@ -37,7 +37,8 @@ var ErrNoRoot = errors.New("the local cluster needs root (containerd, the kubele
 type Options struct {
 	// BinDir holds etcd, kube-apiserver (make envtest-assets) and kubelet,
 	// kube-controller-manager, kube-scheduler, kube-proxy, kube-router and pause (make
-	// cluster-binaries).
+	// cluster-binaries); with gVisor's runsc and containerd-shim-runsc-v1 too (make gvisor),
+	// the node offers the RuntimeClass GVisorRuntimeClass (gvisor.go).
 	BinDir string
 	// Dir is the cluster's state directory (default: a new temporary directory, removed by Stop).
 	Dir string
@@ -79,6 +80,7 @@ type Cluster struct {
 	kcm, scheduler, proxy *proc
 	netpol                *proc
 	kwok                  *proc
+	gvisor                *gvisorRuntime
 	dns                   *clusterDNS
 	stopProvisioner       context.CancelFunc
 	provisionerDone       chan struct{}
@@ -157,6 +159,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	}
 	if err := c.startControlPlane(); err != nil {
 		return nil, err
+	}
+	if c.gvisor != nil {
+		if err := c.createGVisorRuntimeClass(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if c.dns, err = startDNS(c.Client, c.NodeIP); err != nil {
 		return nil, err

@@ -23,7 +23,8 @@ const criNamespace = "k8s.io"
 //     child's PID from pipe" when it raises a container's OOM score.
 //   - SystemdCgroup false: there is no systemd; the kubelet's cgroupDriver is cgroupfs.
 //   - sandbox_image: the pause image is imported, never pulled.
-func containerdConfig(root, state, sock, cniConf string) string {
+//   - runsc: gVisor's runtime handler, only when the node has gVisor (gvisor.go).
+func containerdConfig(root, state, sock, cniConf string, g *gvisorRuntime) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -43,19 +44,24 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  [plugins."io.containerd.grpc.v1.cri".cni]
+%s  [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %q
     conf_dir = %q
-`, root, state, sock, images.Pause, cniBinDir, cniConf)
+`, root, state, sock, images.Pause, g.containerdRuntime(), cniBinDir, cniConf)
 }
 
 // startContainerd starts containerd and waits for its socket.
 func (c *Cluster) startContainerd(ctx context.Context) error {
-	cfg := filepath.Join(c.Dir, "containerd.toml")
-	if err := os.WriteFile(cfg, []byte(containerdConfig(c.containerdRoot, filepath.Join(c.Dir, "containerd-state"), c.sock, c.cniConf)), 0o600); err != nil {
+	g, err := c.gvisorSetup()
+	if err != nil {
 		return err
 	}
-	p, err := start("containerd", "containerd", []string{"--config", cfg}, c.LogDir, c.Dir)
+	c.gvisor = g
+	cfg := filepath.Join(c.Dir, "containerd.toml")
+	if err := os.WriteFile(cfg, []byte(containerdConfig(c.containerdRoot, filepath.Join(c.Dir, "containerd-state"), c.sock, c.cniConf, g)), 0o600); err != nil {
+		return err
+	}
+	p, err := startEnv("containerd", "containerd", []string{"--config", cfg}, g.env(), c.LogDir, c.Dir)
 	if err != nil {
 		return err
 	}

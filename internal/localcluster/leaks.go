@@ -20,6 +20,11 @@ import (
 // netnsDir is where containerd 1.6's CRI plugin mounts pod network namespaces.
 const netnsDir = "/var/run/netns"
 
+// shimSocketDir is where containerd's shims (runc's, and gVisor's runsc shim) make their
+// ttrpc sockets, named by a hash of containerd's address and the container: a shim that is
+// killed, or whose start containerd gave up on, leaves its socket there.
+const shimSocketDir = "/run/containerd/s"
+
 // drain deletes every pod and waits until the kubelet has stopped their containers and torn
 // down their networks (the API object goes only once the kubelet confirms).
 func (c *Cluster) drain(ctx context.Context) error {
@@ -51,8 +56,8 @@ func (c *Cluster) drain(ctx context.Context) error {
 }
 
 // sweep removes what stopped components can leave after a crash: processes (shims) of the
-// cluster, mounts under its directory, network namespaces it created, its bridge, its
-// iptables rules, its firewall's ipsets and its cgroups.
+// cluster, mounts under its directory, network namespaces and shim sockets it created, its
+// bridge, its iptables rules, its firewall's ipsets and its cgroups.
 func (c *Cluster) sweep(ctx context.Context) []error {
 	var errs []error
 	for _, pid := range c.processes() {
@@ -67,6 +72,11 @@ func (c *Cluster) sweep(ctx context.Context) []error {
 	for _, ns := range c.newNetns() {
 		_ = syscall.Unmount(ns, syscall.MNT_DETACH)
 		if err := os.Remove(ns); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range c.newShimSockets() {
+		if err := os.Remove(s); err != nil && !os.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}
@@ -93,15 +103,15 @@ func (c *Cluster) sweep(ctx context.Context) []error {
 // Leftovers lists what of the cluster is still on the machine; empty after a clean Stop.
 func (c *Cluster) Leftovers() []string { return Leftovers(c.Dir, c.baseline) }
 
-// Baseline is what the machine had before a cluster started (network namespaces, cgroups),
-// so that only what the cluster added counts as left behind.
-type Baseline struct{ netns, cgroups, chains, ipsets map[string]bool }
+// Baseline is what the machine had before a cluster started (network namespaces, cgroups,
+// shim sockets), so that only what the cluster added counts as left behind.
+type Baseline struct{ netns, cgroups, chains, ipsets, shimSockets map[string]bool }
 
 // TakeBaseline records the machine's network namespaces, cgroups and iptables chains now.
 func TakeBaseline() Baseline {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b := Baseline{netns: netnsSet(), cgroups: cgroupSet(), chains: map[string]bool{}, ipsets: map[string]bool{}}
+	b := Baseline{netns: netnsSet(), cgroups: cgroupSet(), chains: map[string]bool{}, ipsets: map[string]bool{}, shimSockets: shimSocketSet()}
 	for _, ch := range allChains(ctx) {
 		b.chains[ch.String()] = true
 	}
@@ -123,8 +133,9 @@ func LeftoversAfterStop(dir string, b Baseline) ([]string, error) {
 }
 
 // Leftovers lists what a cluster whose state directory was dir left on the machine since
-// the baseline b: processes, mounts, network namespaces, the bridge, iptables rules and
-// chains of the pod network, of kube-proxy and of the firewall, its ipsets, cgroups, and the kubelet's container log links.
+// the baseline b: processes, mounts, network namespaces, shim sockets, the bridge, iptables
+// rules and chains of the pod network, of kube-proxy and of the firewall, its ipsets, cgroups,
+// and the kubelet's container log links.
 func Leftovers(dir string, b Baseline) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -138,6 +149,9 @@ func Leftovers(dir string, b Baseline) []string {
 	}
 	for _, ns := range c.newNetns() {
 		left = append(left, "network namespace "+ns)
+	}
+	for _, s := range c.newShimSockets() {
+		left = append(left, "shim socket "+s)
 	}
 	if _, err := net.InterfaceByName(Bridge); err == nil {
 		left = append(left, "bridge "+Bridge)
@@ -237,6 +251,32 @@ func (c *Cluster) newNetns() []string {
 	for ns := range netnsSet() {
 		if !c.baseline.netns[ns] && strings.HasPrefix(filepath.Base(ns), "cni-") {
 			out = append(out, ns)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func shimSocketSet() map[string]bool {
+	set := map[string]bool{}
+	entries, _ := os.ReadDir(shimSocketDir)
+	for _, e := range entries {
+		set[filepath.Join(shimSocketDir, e.Name())] = true
+	}
+	return set
+}
+
+// newShimSockets are the shim sockets that appeared since the baseline; none without one
+// (the directory is shared by every containerd on the machine, and its names do not say
+// whose they are).
+func (c *Cluster) newShimSockets() []string {
+	if c.baseline.shimSockets == nil {
+		return nil
+	}
+	var out []string
+	for s := range shimSocketSet() {
+		if !c.baseline.shimSockets[s] {
+			out = append(out, s)
 		}
 	}
 	sort.Strings(out)

@@ -25,11 +25,19 @@ type proc struct {
 // start runs bin args with its output appended to logDir/name.log and its PID recorded in
 // pidDir/name.pid.
 func start(name, bin string, args []string, logDir, pidDir string) (*proc, error) {
+	return startEnv(name, bin, args, nil, logDir, pidDir)
+}
+
+// startEnv is start with env added to (or overriding) this process's environment.
+func startEnv(name, bin string, args, env []string, logDir, pidDir string) (*proc, error) {
 	logf, err := os.OpenFile(filepath.Join(logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
