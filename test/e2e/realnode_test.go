@@ -13,7 +13,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -35,8 +35,10 @@ import (
 // through the kubelet, config, tasks, uploads, snapshots, an engine upgrade, stop and start)
 // and what goes wrong under it (its gateway killed, its kubelet stopped, an agent too big for
 // the node); a provider key stays in the model proxy, which the pod reaches on the node's
-// address, while another secret reaches the gateway's environment and no pod spec; delete
-// removes pod, claim, volume and data; and the cluster's stop leaves nothing on the machine.
+// address, while another secret reaches the gateway's environment and no pod spec; code
+// inside the agent reaches nothing else (the node enforces its NetworkPolicy); an agent of the
+// RuntimeClass gvisor runs inside gVisor's kernel; delete removes pod, claim, volume and
+// data; and the cluster's stop leaves nothing on the machine.
 func TestRealNodeAgentLifecycle(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
@@ -121,30 +123,28 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	})
 	t.Run("code inside the agent reaches nothing of another agent or of the platform", a.checkContainedOnNode)
 
-	t.Run("the Agent resource door, with a RuntimeClass and its NetworkPolicy", func(t *testing.T) {
-		// A RuntimeClass whose handler is the node's containerd's runc (a sandbox such as
-		// gVisor would name its own handler).
-		rc := &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc-isolated"}, Handler: "runc"}
-		if err := k8s.Create(ctx, rc); err != nil {
-			t.Fatal(err)
+	t.Run("the Agent resource door, on gVisor by its RuntimeClass, with its NetworkPolicy", func(t *testing.T) {
+		// The node's RuntimeClass gvisor (runsc, built from gVisor's Go module) runs this
+		// gateway inside gVisor's kernel; the agent made through REST runs on runc.
+		if !localcluster.HasGVisor(testenv.AssetsDir()) {
+			t.Fatalf("no runsc and containerd-shim-runsc-v1 in %s: run `make gvisor` (make test does)", testenv.AssetsDir())
 		}
-		t.Cleanup(func() { _ = k8s.Delete(ctx, rc) })
+		start := time.Now()
 		a := &agentsv1.Agent{
 			ObjectMeta: metav1.ObjectMeta{Name: "kubectl-agent", Namespace: ns},
-			Spec:       agentsv1.AgentSpec{DisplayName: "Applied with kubectl", RuntimeClassName: rc.Name},
+			Spec:       agentsv1.AgentSpec{DisplayName: "Applied with kubectl", RuntimeClassName: localcluster.GVisorRuntimeClass},
 		}
 		if err := k8s.Create(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 4*time.Minute, "the applied agent to run", func() bool {
+		eventually(t, 5*time.Minute, "the applied agent to run", func() bool {
 			r := p.call("GET", "/v0/agents/kubectl-agent", nil)
 			return r.status == 200 && r.obj("agent")["status"] == "running"
 		})
-		if pod := gatewayPod(t, k8s, ns, "kubectl-agent"); pod.Spec.RuntimeClassName == nil || *pod.Spec.RuntimeClassName != rc.Name {
-			t.Errorf("the running gateway pod's runtimeClassName is %v, want %s", pod.Spec.RuntimeClassName, rc.Name)
-		}
-		// Each agent has its default-deny NetworkPolicy (the bridge CNI plugin of this cluster
-		// does not enforce it; a cluster with Calico or Cilium does).
+		t.Logf("kubectl create to running on gVisor (runsc, platform %s): %s", localcluster.GVisorPlatform, time.Since(start).Round(time.Millisecond))
+		checkKernels(t, p, k8s, ns, id, "kubectl-agent")
+		// Each agent has its default-deny NetworkPolicy (enforced on this node by kube-router's
+		// firewall: checkContainedOnNode).
 		for _, name := range []string{"kubectl-agent", id} {
 			np := &networkingv1.NetworkPolicy{}
 			if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, np); err != nil {
