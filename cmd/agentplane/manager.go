@@ -126,10 +126,10 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.IntVar(&o.AgentWorkers, "agent-workers", 4, "agents the Agent controller reconciles at once")
 	f.DurationVar(&o.WakeLead, "wake-lead", controllers.DefaultWakeLead, "how long before its next scheduled task a suspended agent is woken")
 	f.DurationVar(&o.WakeWindow, "wake-window", controllers.DefaultWakeWindow, "how long a woken agent without an idle policy stays awake after its last request")
-	// client-go's own default (5 QPS, burst 10; controller-runtime raises it to 20 and 30) paces
-	// a manager of thousands of agents by its client, not by the API server.
-	f.Float32Var(&o.APIQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server, sustained")
-	f.IntVar(&o.APIBurst, "kube-api-burst", 100, "requests to the Kubernetes API server in a burst")
+	// No client-side limit by default: the API server's priority and fairness paces the
+	// manager (platform.DefaultAPIQPS says why that is safe).
+	f.Float32Var(&o.APIQPS, "kube-api-qps", platform.DefaultAPIQPS, "requests per second to the Kubernetes API server, sustained (negative: no client-side limit, the API server's priority and fairness paces the manager; 0: the kubeconfig's own)")
+	f.IntVar(&o.APIBurst, "kube-api-burst", platform.DefaultAPIBurst, "requests to the Kubernetes API server in a burst, with a positive --kube-api-qps (0: twice --kube-api-qps)")
 	f.BoolVar(&o.ModelProxy.Disabled, "no-model-proxy", false, "hand model-provider keys to the agents' environment instead of keeping them in the model proxy")
 	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")

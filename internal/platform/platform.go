@@ -85,8 +85,8 @@ type Options struct {
 	// request; TaskGrace how long a woken agent stays awake after its task's time (zero
 	// values: the controllers' defaults).
 	WakeLead, WakeWindow, TaskGrace time.Duration
-	// APIQPS and APIBurst limit the manager's requests to the Kubernetes API server (0: the
-	// config's own, or client-go's defaults).
+	// APIQPS and APIBurst limit the manager's requests to the Kubernetes API server on the
+	// client's side (see ClientConfig; 0 and 0: the config's own).
 	APIQPS   float32
 	APIBurst int
 	// ModelProxy keeps model-provider keys out of the agents.
@@ -129,13 +129,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	if o.Runtime.Name == RuntimeKube {
 		kube.CacheByObject(byObject)
 	}
-	cfg = rest.CopyConfig(cfg)
-	if o.APIQPS > 0 {
-		cfg.QPS = o.APIQPS
-	}
-	if o.APIBurst > 0 {
-		cfg.Burst = o.APIBurst
-	}
+	cfg = ClientConfig(cfg, o.APIQPS, o.APIBurst)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Logger:                  o.Log,

@@ -91,6 +91,7 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	}
 	first, last := decileCost(times)
 	fmt.Printf("kube runtime reconcile, %d agents in %d workspace(s), envtest\n", n, len(spaces))
+	fmt.Printf("  %s\n", clientSettings())
 	fmt.Printf("  controller          %8.2f s   (%.0f agents/s)\n", reconciled.Seconds(), float64(n)/reconciled.Seconds())
 	fmt.Printf("  (the benchmark's own creates of the %d Agents, 8 writers, took %.2f s of it)\n", n, created.Seconds())
 	fmt.Printf("  direct API writes   %8.2f s   (same objects, 8 writers, no controller)\n", direct.Seconds())
@@ -149,7 +150,10 @@ func slotsSettled(ctx context.Context, c client.Client, spaces []string, n int, 
 func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt platform.RuntimeOptions, n int, spaces []string) (time.Time, *requestCounter, error) {
 	counted, requests := countRequests(cfg)
 	rt.Name, rt.Versions = platform.RuntimeKube, []string{"2026.9.6"}
-	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt, AgentWorkers: agentWorkers})
+	// The manager's client-side limit is the shipped one (or -kube-api-qps/-burst), not the
+	// control plane's client config (envtest's is 1,000 QPS).
+	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt, AgentWorkers: agentWorkers,
+		APIQPS: apiQPS, APIBurst: apiBurst})
 	if err != nil {
 		return time.Time{}, nil, err
 	}
@@ -217,6 +221,9 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 type requestCounter struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// throttled counts the API server's 429 answers (priority and fairness), retried by
+	// client-go and counted again in counts.
+	throttled int
 }
 
 // countRequests returns a copy of cfg whose requests are counted.
@@ -226,7 +233,13 @@ func countRequests(cfg *rest.Config) (*rest.Config, *requestCounter) {
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			rc.add(req)
-			return rt.RoundTrip(req)
+			resp, err := rt.RoundTrip(req)
+			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+				rc.mu.Lock()
+				rc.throttled++
+				rc.mu.Unlock()
+			}
+			return resp, err
 		})
 	})
 	return out, rc
@@ -274,7 +287,7 @@ func (rc *requestCounter) print(n int) float64 {
 		total += v
 	}
 	sort.Slice(keys, func(i, j int) bool { return rc.counts[keys[i]] > rc.counts[keys[j]] })
-	fmt.Printf("  manager API requests: %d (%.1f per agent); most frequent:\n", total, float64(total)/float64(n))
+	fmt.Printf("  manager API requests: %d (%.1f per agent), %d answered 429; most frequent:\n", total, float64(total)/float64(n), rc.throttled)
 	for _, k := range keys[:min(len(keys), 10)] {
 		fmt.Printf("    %-48s %6d  (%.2f per agent)\n", k, rc.counts[k], float64(rc.counts[k])/float64(n))
 	}

@@ -104,6 +104,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}
 
 	fmt.Printf("kube runtime on simulated nodes, %d agents over %d KWOK nodes, local cluster\n", n, nodes)
+	fmt.Printf("  %s\n", clientSettings())
 	fmt.Printf("  controller: Agents running %5d/%d in %8.2f s\n", managedDone, n, managed.Seconds())
 	fmt.Printf("  direct:     pods Ready     %5d/%d in %8.2f s   (same objects, 8 writers, no controller; writes took %.2f s)\n",
 		directDone, n, direct.Seconds(), directWrites.Seconds())

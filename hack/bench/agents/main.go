@@ -13,7 +13,9 @@
 // same run (the same objects built by the same builders and created directly by one client),
 // the time per agent of the last tenth against the first (flat cost: near 1), the manager's
 // API requests per agent and the process RSS before and after. Its last line is a row of
-// docs/BENCHMARKS.md's table.
+// docs/BENCHMARKS.md's table. The manager in the benchmark process runs with the client-side
+// limit `agentplane manager` ships with (-kube-api-qps, -kube-api-burst: other flag values),
+// not with the control plane's client config; the output names the settings.
 //
 // kwok: a local cluster (root; make envtest-assets cluster-binaries) with -nodes simulated
 // nodes; wall time until n Agents are running (their pods Ready on the simulated nodes),
@@ -39,6 +41,7 @@ import (
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -54,9 +57,12 @@ func main() {
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
 	flag.IntVar(&agentWorkers, "agent-workers", 0, "the manager's --agent-workers (0: its default)")
+	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
+	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
+	apiQPS = float32(*qps)
 	ctrllog.SetLogger(logr.Discard())
 	var err error
 	switch *mode {
@@ -77,6 +83,23 @@ func main() {
 
 // agentWorkers is the platform's AgentWorkers.
 var agentWorkers int
+
+// apiQPS and apiBurst are the manager's client-side limit to the API server, by default the
+// one `agentplane manager` ships with (not the control plane's client config: envtest's is
+// 1,000 QPS).
+var (
+	apiQPS   float32
+	apiBurst int
+)
+
+// clientSettings names the manager's client-side limit, as the output says it.
+func clientSettings() string {
+	cfg := platform.ClientConfig(&rest.Config{}, apiQPS, apiBurst)
+	if cfg.QPS < 0 {
+		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: no client-side limit", apiQPS, apiBurst)
+	}
+	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, cfg.QPS, cfg.Burst)
+}
 
 // heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.
 var heapProfile string
