@@ -199,6 +199,22 @@ func TestRBAC(t *testing.T) {
 			t.Errorf("%s binds %v, want ServiceAccount %s/%s", b, s, ns, sa)
 		}
 	}
+	// The leader-election FlowSchema matches the release's ServiceAccount and its Leases in
+	// the release namespace, and is cluster-scoped.
+	fs := objs["FlowSchema/agentplane-leader-election"]
+	if fs == nil {
+		t.Fatalf("no FlowSchema agentplane-leader-election in %v", keys(objs))
+	}
+	if fs.GetNamespace() != "" {
+		t.Errorf("FlowSchema in namespace %q, want none (cluster-scoped)", fs.GetNamespace())
+	}
+	rules, _, _ := unstructured.NestedSlice(fs.Object, "spec", "rules")
+	rule := rules[0].(map[string]any)
+	subject := rule["subjects"].([]any)[0].(map[string]any)["serviceAccount"].(map[string]any)
+	namespaces := rule["resourceRules"].([]any)[0].(map[string]any)["namespaces"]
+	if subject["name"] != sa || subject["namespace"] != ns || !reflect.DeepEqual(namespaces, []any{ns}) {
+		t.Errorf("FlowSchema matches ServiceAccount %v in namespaces %v, want %s/%s in [%s]", subject, namespaces, ns, sa, ns)
+	}
 	if objs["Role/agentplane-leader-election-role"] == nil || objs["NetworkPolicy/agentplane-controller-manager"] == nil || objs["Service/agentplane-api"] == nil {
 		t.Errorf("leader-election Role, manager NetworkPolicy or facade Service missing: %v", keys(objs))
 	}

@@ -129,9 +129,51 @@ func commonPlaceholders(u *unstructured.Unstructured) error {
 		}
 	}
 	if subjects != nil {
-		return unstructured.SetNestedSlice(u.Object, subjects, "subjects")
+		if err := unstructured.SetNestedSlice(u.Object, subjects, "subjects"); err != nil {
+			return err
+		}
+	}
+	if u.GetKind() == "FlowSchema" {
+		return flowSchemaPlaceholders(u)
 	}
 	return nil
+}
+
+// flowSchemaPlaceholders makes a FlowSchema of config/default match the release's
+// ServiceAccount in the release namespace: its ServiceAccount subjects' namespace and its
+// resource rules' namespaces (config/default's replacements set both to the system namespace)
+// become the release namespace. A FlowSchema is cluster-scoped, but kustomize, whose schema
+// knows only flowcontrol.apiserver.k8s.io/v1beta1, gives it config/default's namespace: it
+// is dropped.
+func flowSchemaPlaceholders(u *unstructured.Unstructured) error {
+	u.SetNamespace("")
+	rules, _, err := unstructured.NestedSlice(u.Object, "spec", "rules")
+	if err != nil {
+		return err
+	}
+	for _, r := range rules {
+		rule, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		subjects, _ := rule["subjects"].([]any)
+		for _, s := range subjects {
+			if sa, ok := s.(map[string]any)["serviceAccount"].(map[string]any); ok {
+				sa["namespace"] = "__V_NS__"
+			}
+		}
+		resourceRules, _ := rule["resourceRules"].([]any)
+		for _, rr := range resourceRules {
+			m, _ := rr.(map[string]any)
+			namespaces, _ := m["namespaces"].([]any)
+			for i, n := range namespaces {
+				if n != "*" {
+					namespaces[i] = "__V_NS__"
+				}
+			}
+		}
+	}
+	return unstructured.SetNestedSlice(u.Object, rules, "spec", "rules")
 }
 
 // objectTemplate is an object of config/default in the release namespace with the chart's labels.
