@@ -185,6 +185,12 @@ test-robustness: envtest-assets ## Long profile of the linearizability history t
 
 ##@ Benchmarks
 
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: envtest-assets cluster-binaries node-packages sandbox-packages engine ## Every benchmark, then docs/BENCHMARKS.md's tables from their results (BENCH_FLAGS=-only NAME,...; -list names them; root for the cluster ones).
+	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" $(GO) run ./hack/bench/report $(BENCH_FLAGS)
+
 BENCH_LOAD_FLAGS ?= -rate 50 -duration 60s -repeats 3
 
 .PHONY: bench-load

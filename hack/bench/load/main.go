@@ -32,6 +32,8 @@ import (
 	"github.com/go-logr/logr"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 )
 
 // rssGrowthBound is the stated bound on RSS growth from the first repeat to the last.
@@ -44,6 +46,7 @@ func main() {
 	rate := flag.Int("rate", 50, "requests per second (mix and baseline)")
 	duration := flag.Duration("duration", 60*time.Second, "length of the baseline and of each repeat")
 	repeats := flag.Int("repeats", 3, "runs of the mix")
+	jsonOut = report.Flag()
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if *rate <= 0 || *duration <= 0 || *repeats <= 0 {
@@ -55,6 +58,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 func run(rate int, duration time.Duration, repeats int) error {
 	fmt.Println("building and starting agentplane dev with the fake engine...")
@@ -78,19 +84,27 @@ func run(rate int, duration time.Duration, repeats int) error {
 	healthz := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: d.url + "/healthz"})
 	fmt.Printf("baseline: GET /healthz at %d/s for %s\n", rate, duration)
 	base, _ := attack(healthz, pace, duration)
-	report("healthz", base, nil)
+	printMetrics("healthz", base, nil)
 
 	var rssAfter []float64
+	var results []report.Result
+	baseP99 := float64(base.Latencies.P99) / float64(time.Millisecond)
 	for i := range repeats {
 		before := d.rssMiB()
 		fmt.Printf("\nrepeat %d/%d: mix at %d/s for %s\n", i+1, repeats, rate, duration)
 		all, byKind := attack(w.targeter(), pace, duration)
 		after := d.rssMiB()
 		rssAfter = append(rssAfter, after)
-		report("mix", all, byKind)
+		printMetrics("mix", all, byKind)
 		fmt.Printf("  p99 mix / p99 healthz: %.1f   (%s / %s)\n",
 			ratio(all.Latencies.P99, base.Latencies.P99), ms(all.Latencies.P99), ms(base.Latencies.P99))
 		fmt.Printf("  facade process RSS: %.1f MiB before, %.1f MiB after\n", before, after)
+		p99 := float64(all.Latencies.P99) / float64(time.Millisecond)
+		results = append(results, report.Result{
+			Bench: "load", Row: fmt.Sprintf("repeat %d of %d: mix at %d/s for %s, %.2f%% errors", i+1, repeats, rate, duration, (1-all.Success)*100),
+			Metric: "p99 latency", Value: p99, Unit: "ms", Baseline: "GET /healthz at the same rate", BaselineValue: baseP99,
+			Ratio: p99 / baseP99, RatioOf: "mix p99 / healthz p99",
+		})
 	}
 	growth := (rssAfter[len(rssAfter)-1] - rssAfter[0]) / rssAfter[0]
 	verdict := "within"
@@ -99,7 +113,12 @@ func run(rate int, duration time.Duration, repeats int) error {
 	}
 	fmt.Printf("\nRSS after repeat 1: %.1f MiB, after repeat %d: %.1f MiB: growth %+.1f%%, %s the bound (< %.0f%%)\n",
 		rssAfter[0], repeats, rssAfter[len(rssAfter)-1], growth*100, verdict, rssGrowthBound*100)
-	return nil
+	results = append(results, report.Result{
+		Bench: "load", Row: fmt.Sprintf("facade RSS over %d repeats (bound: growth < %.0f%%)", repeats, rssGrowthBound*100),
+		Metric: "RSS after the last repeat", Value: rssAfter[len(rssAfter)-1], Unit: "MiB",
+		Baseline: "after the first repeat", BaselineValue: rssAfter[0], Ratio: rssAfter[len(rssAfter)-1] / rssAfter[0], RatioOf: "last / first",
+	})
+	return report.Write(*jsonOut, results)
 }
 
 // attack runs tr at pace for du and returns the metrics of all results and by request kind.
@@ -122,8 +141,8 @@ func attack(tr vegeta.Targeter, pace vegeta.Pacer, du time.Duration) (*vegeta.Me
 	return all, byKind
 }
 
-// report prints a run's figures (and by kind, when given).
-func report(name string, m *vegeta.Metrics, byKind map[string]*vegeta.Metrics) {
+// printMetrics prints a run's figures (and by kind, when given).
+func printMetrics(name string, m *vegeta.Metrics, byKind map[string]*vegeta.Metrics) {
 	fmt.Printf("  %-8s %6d requests  errors %5.2f%%  p50 %8s  p99 %8s  throughput %6.1f/s  statuses %v\n",
 		name, m.Requests, (1-m.Success)*100, ms(m.Latencies.P50), ms(m.Latencies.P99), m.Throughput, m.StatusCodes)
 	if len(m.Errors) > 0 {

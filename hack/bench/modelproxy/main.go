@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/modelproxy"
 )
 
@@ -47,6 +48,7 @@ func main() {
 	d := flag.Duration("d", 5*time.Second, "duration of each run")
 	cpu := flag.String("cpuprofile", "", "write a CPU profile of the proxied runs to this file")
 	flag.DurationVar(&delay, "delay", 0, "provider think time before each answer")
+	jsonOut = report.Flag()
 	flag.Parse()
 	if err := run(*c, *d, *cpu); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -56,6 +58,9 @@ func main() {
 
 // delay is the provider's think time.
 var delay time.Duration
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 func provider(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
@@ -124,6 +129,7 @@ func run(c int, d time.Duration, cpuprofile string) error {
 
 	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per run, real Authorizer\n", delay, c, d)
 	fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11s %11s %6s\n", "body", "path", "p50", "p99", "+p50", "+p99", "req/s", "requests", "ratio")
+	var results []report.Result
 	for _, v := range []struct{ name, query, body string }{{"json", "", jsonBody}, {"sse", "?stream=1", sseBody}} {
 		direct, err := load(up+"/v1/chat/completions"+v.query, "sk-bench", v.body, c, d)
 		if err != nil {
@@ -146,6 +152,13 @@ func run(c int, d time.Duration, cpuprofile string) error {
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d\n", v.name, "direct", us(direct.q(.5)), us(direct.q(.99)), "", "", direct.rps(), len(direct.lat))
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d %6.2f\n", v.name, "proxy", us(proxied.q(.5)), us(proxied.q(.99)),
 			us(proxied.q(.5)-direct.q(.5)), us(proxied.q(.99)-direct.q(.99)), proxied.rps(), len(proxied.lat), proxied.rps()/direct.rps())
+		row := fmt.Sprintf("%s answers, %d workers, think time %s, real Authorizer", v.name, c, delay)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		results = append(results,
+			report.Result{Bench: "modelproxy", Row: row, Metric: "throughput", Value: proxied.rps(), Unit: "req/s",
+				Baseline: "the provider called directly", BaselineValue: direct.rps(), Ratio: proxied.rps() / direct.rps(), RatioOf: "proxy / direct; target >= 0.9"},
+			report.Result{Bench: "modelproxy", Row: row, Metric: "p50 latency", Value: ms(proxied.q(.5)), Unit: "ms",
+				Baseline: "the provider called directly", BaselineValue: ms(direct.q(.5)), Ratio: ms(proxied.q(.5)) / ms(direct.q(.5)), RatioOf: "proxy / direct; target: at most 1 ms added"})
 	}
 	var tokens, requests int64
 	for _, dl := range p.Drain() {
@@ -159,7 +172,7 @@ func run(c int, d time.Duration, cpuprofile string) error {
 	}
 	fmt.Printf("  the real Authorizer alone: %.1fµs per call\n", float64(per)/float64(time.Microsecond))
 	fmt.Printf("  targets: added p50 <= 1 ms, throughput ratio >= 0.9\n")
-	return nil
+	return report.Write(*jsonOut, results)
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond)) }

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -43,6 +44,7 @@ func main() {
 	n := flag.Int("n", 5, "agents per mode")
 	size := flag.Int("pool", 2, "gateways in the pool")
 	flag.DurationVar(&settle, "settle", 5*time.Second, "pause once the pool is full before a pooled create (the refilled gateway's start-up work is over)")
+	jsonOut = report.Flag()
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(*n, *size); err != nil {
@@ -53,6 +55,9 @@ func main() {
 
 // settle is the pause before a pooled create once the pool is full.
 var settle time.Duration
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 // bench is the running platform and a workspace token.
 type bench struct {
@@ -144,7 +149,15 @@ func run(n, size int) error {
 	if sum, count := claimLatency(); count > 0 {
 		fmt.Printf("  claim (runtime: from the first Ensure until the reserved gateway is the agent's): mean %s over %d claims\n", time.Duration(sum/float64(count)*float64(time.Second)).Round(time.Millisecond), count)
 	}
-	return nil
+	const cold1 = "cold create (no pool), p50"
+	return report.Write(*jsonOut, []report.Result{
+		{Bench: "pool", Row: fmt.Sprintf("%d agents from a pool of %d", n, size), Metric: "POST /v0/agents to running + one exec, p50", Value: pm.Seconds(), Unit: "s",
+			Baseline: cold1, BaselineValue: pc.Seconds(), Ratio: pc.Seconds() / pm.Seconds(), RatioOf: "cold / pooled"},
+		{Bench: "pool", Row: fmt.Sprintf("one agent suspended and resumed %d times", n), Metric: "POST .../resume to running + one exec, p50", Value: p50(resumes).Seconds(), Unit: "s",
+			Baseline: cold1, BaselineValue: pc.Seconds(), Ratio: p50(resumes).Seconds() / pc.Seconds(), RatioOf: "resume / cold create"},
+		{Bench: "pool", Row: "one agent", Metric: "RSS of its processes, suspended", Value: sleepingRSS, Unit: "MiB",
+			Baseline: "the same agent running", BaselineValue: runningRSS, Ratio: sleepingRSS / runningRSS, RatioOf: "suspended / running"},
+	})
 }
 
 // createAndExec creates an agent, runs one console exec in it and deletes it; it returns the

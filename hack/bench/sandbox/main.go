@@ -34,6 +34,7 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -43,6 +44,7 @@ import (
 func main() {
 	n := flag.Int("n", 3, "rounds (one unsandboxed and one sandboxed agent each)")
 	idle := flag.Duration("idle", 30*time.Second, "quiet time before the idle RSS is read")
+	jsonOut = report.Flag()
 	flag.Parse()
 	// Ctrl-C ends the run through each runtime's Shutdown: no gateway is left behind.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -54,6 +56,9 @@ func main() {
 }
 
 type sample struct{ create, rssMiB float64 }
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 func run(ctx context.Context, n int, idle time.Duration) error {
 	engineDir, version, err := engine()
@@ -85,7 +90,12 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	fmt.Printf("\nmedian  unsandboxed: create %.2f s, idle RSS %.0f MiB\n", off.create, off.rssMiB)
 	fmt.Printf("median  sandboxed:   create %.2f s, idle RSS %.0f MiB\n", on.create, on.rssMiB)
 	fmt.Printf("ratio sandboxed/unsandboxed: create %.3f, idle RSS %.3f\n", on.create/off.create, on.rssMiB/off.rssMiB)
-	return nil
+	row := fmt.Sprintf("median of %d rounds, engine %s", n, version)
+	const base, of = "the same runtime with --sandbox=off", "sandboxed / unsandboxed"
+	return report.Write(*jsonOut, []report.Result{
+		{Bench: "sandbox", Row: row, Metric: "cold create (Ensure to healthy)", Value: on.create, Unit: "s", Baseline: base, BaselineValue: off.create, Ratio: on.create / off.create, RatioOf: of},
+		{Bench: "sandbox", Row: row, Metric: fmt.Sprintf("idle RSS after %s", idle), Value: on.rssMiB, Unit: "MiB", Baseline: base, BaselineValue: off.rssMiB, Ratio: on.rssMiB / off.rssMiB, RatioOf: of},
+	})
 }
 
 // once starts one agent in a fresh runtime with the sandbox mode, measures it and removes it.

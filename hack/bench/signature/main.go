@@ -33,15 +33,20 @@ import (
 	"github.com/agentplane/agentplane/internal/eip712"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/tenancy"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 type file struct{ cid, date, id string }
 
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
+
 func main() {
 	n := flag.Int("n", 400, "signatures per side")
 	conc := flag.Int("c", 8, "concurrent clients")
+	jsonOut = report.Flag()
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(*n, *conc); err != nil {
@@ -151,7 +156,13 @@ func run(n, conc int) error {
 	fmt.Printf("  facade       %8.1f req/s   p50 %6.2f ms   p99 %6.2f ms\n", ft, pct(facadeLat, 50), pct(facadeLat, 99))
 	fmt.Printf("  API server   %8.1f req/s   p50 %6.2f ms   p99 %6.2f ms   (Get + Update of the File)\n", dt, pct(directLat, 50), pct(directLat, 99))
 	fmt.Printf("  ratio facade/direct throughput: %.2f\n", ft/dt)
-	return nil
+	row := fmt.Sprintf("%d signatures, %d clients", n, conc)
+	const apiWrite = "Get + Update of the File on the API server"
+	return report.Write(*jsonOut, []report.Result{
+		{Bench: "signature", Row: row, Metric: "throughput", Value: ft, Unit: "req/s", Baseline: apiWrite, BaselineValue: dt, Ratio: ft / dt, RatioOf: "facade / direct"},
+		{Bench: "signature", Row: row, Metric: "p50 latency", Value: pct(facadeLat, 50), Unit: "ms", Baseline: apiWrite, BaselineValue: pct(directLat, 50), Ratio: pct(facadeLat, 50) / pct(directLat, 50), RatioOf: "facade / direct"},
+		{Bench: "signature", Row: row, Metric: "p99 latency", Value: pct(facadeLat, 99), Unit: "ms", Baseline: apiWrite, BaselineValue: pct(directLat, 99), Ratio: pct(facadeLat, 99) / pct(directLat, 99), RatioOf: "facade / direct"},
+	})
 }
 
 func drive(conc int, work []file, op func(file) error) ([]time.Duration, time.Duration, error) {

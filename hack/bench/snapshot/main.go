@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/archive"
 	"github.com/agentplane/agentplane/internal/storage/local"
 )
@@ -35,12 +36,16 @@ func main() {
 	files := flag.Int("files", 4, "number of files the workspace is split into")
 	rounds := flag.Int("rounds", 3, "measurements of each (the best counts)")
 	dir := flag.String("dir", os.TempDir(), "where the workspace and the store are created")
+	jsonOut = report.Flag()
 	flag.Parse()
 	if err := run(*size, *files, *rounds, *dir); err != nil {
 		fmt.Fprintln(os.Stderr, "snapshot bench:", err)
 		os.Exit(1)
 	}
 }
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 func run(size int64, nfiles, rounds int, parent string) error {
 	root, err := os.MkdirTemp(parent, "agentplane-snapshot-bench-")
@@ -97,7 +102,12 @@ func run(size int64, nfiles, rounds int, parent string) error {
 	fmt.Printf("sync (archive.Write -> StreamArchive -> local Put): %.0f MB/s\n", mbps(bestSync))
 	fmt.Printf("sha256sum of the same bytes:                       %.0f MB/s\n", mbps(bestSum))
 	fmt.Printf("ratio sync/sha256sum: %.2f (goal >= 0.70)\n", bestSum.Seconds()/bestSync.Seconds())
-	return nil
+	return report.Write(*jsonOut, []report.Result{{
+		Bench: "snapshot", Row: fmt.Sprintf("%d MiB in %d files, best of %d", size>>20, nfiles, rounds),
+		Metric: "sync throughput (archive, CID, local store, fsync)", Value: mbps(bestSync), Unit: "MB/s",
+		Baseline: "sha256sum of the same bytes", BaselineValue: mbps(bestSum),
+		Ratio: bestSum.Seconds() / bestSync.Seconds(), RatioOf: "sync / sha256sum throughput; goal >= 0.70",
+	}})
 }
 
 // writeWorkspace writes size random bytes into n files under dir (plus a nested directory, as

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
+)
+
+// benches is every benchmark of the report, in the order of its tables.
+var benches = []bench{
+	program("sandbox", "Local agent sandbox (bubblewrap), real OpenClaw",
+		"The same runtime with and without its sandbox, alternating, each from a fresh state dir.",
+		"./hack/bench/sandbox", "-n", "3", "-idle", "30s"),
+	program("pool", "Warm gateway pool, suspend and resume (local runtime, real OpenClaw)",
+		"POST /v0/agents to running plus one console exec: from a pool, cold, and a suspended agent's resume.",
+		"./hack/bench/pool", "-n", "5"),
+	rooted(goBench("realnode-create", "Real node: REST create to running vs a bare pod (real OpenClaw)",
+		"POST /v0/agents to running against a bare pod of the gateway's own template to Ready, alternating five times.",
+		[]string{"-run", "^$", "-bench", "BenchmarkRealNodeCreate", "-benchtime", "5x", "-timeout", "30m", "./test/e2e/"},
+		realNodeCreate)),
+	rooted(goBench("realnode-memory", "Real node: memory per idle agent (real OpenClaw)",
+		"Three idle agents against a bare pod of their own template, 30 s past start-up, from the kubelet's stats.",
+		[]string{"-run", "^$", "-bench", "BenchmarkRealNodeMemory", "-benchtime", "1x", "-timeout", "30m", "./test/e2e/"},
+		realNodeMemory)),
+	program("signature", "Signature POST vs a raw API-server write",
+		"POST /v3/files/{network}/{cid}/signature through the facade against a Get + Update of the File, same concurrency.",
+		"./hack/bench/signature", "-n", "400", "-c", "8"),
+	program("modelproxy", "Model credential proxy vs direct calls",
+		"A fake OpenAI-style provider on loopback called through the proxy (real Authorizer, allow-list, reservations) and directly.",
+		"./hack/bench/modelproxy", "-c", "32", "-delay", "20ms"),
+	program("load", "Mixed REST load against `agentplane dev` (fake engine)",
+		"The contract's mix at a fixed rate against GET /healthz at the same rate; the facade's RSS over the repeats.",
+		"./hack/bench/load", "-rate", "50", "-duration", "60s", "-repeats", "3"),
+	program("snapshot", "Snapshot sync vs sha256sum",
+		"A 256 MiB workspace archived, its CID computed and stored with fsync, against sha256sum of the same files.",
+		"./hack/bench/snapshot"),
+	goBench("cid", "CID computation (boxo, UnixFS)",
+		"64 MiB imported as UnixFS, against Go's sha256 over the same bytes in the same benchmark.",
+		[]string{"-run", "^$", "-bench", "BenchmarkCompute", "-benchtime", "5x", "./internal/cid/"},
+		cidResults),
+	goBench("tokens", "Token comparison in constant time",
+		"internal/auth.TokensEqual on 256 KiB tokens, interleaved medians against a guess that differs only in its last byte.",
+		[]string{"-run", "^$", "-bench", "BenchmarkTokensEqual", "./test/stress/"},
+		tokenResults),
+}
+
+func program(name, title, about, pkg string, args ...string) bench {
+	cmd := strings.TrimSpace("go run " + pkg + " " + strings.Join(args, " "))
+	return bench{Bench: report.Bench{Name: name, Title: title, About: about, Command: cmd}, args: append([]string{pkg}, args...)}
+}
+
+func goBench(name, title, about string, args []string, results func(map[string]map[string]float64) ([]report.Result, error)) bench {
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = a
+		if strings.ContainsAny(a, "^$ ") {
+			quoted[i] = "'" + a + "'"
+		}
+	}
+	return bench{Bench: report.Bench{Name: name, Title: title, About: about, Command: "go test " + strings.Join(quoted, " ")},
+		goTest: args, results: results}
+}
+
+func rooted(b bench) bench {
+	b.root = true
+	b.Command += " (root)"
+	return b
+}
+
+// metrics returns benchmark name's metrics, failing when one of want is missing.
+func metrics(all map[string]map[string]float64, name string, want ...string) (map[string]float64, error) {
+	m, ok := all[name]
+	if !ok {
+		return nil, fmt.Errorf("no %s in the output", name)
+	}
+	for _, w := range want {
+		if _, ok := m[w]; !ok {
+			return nil, fmt.Errorf("%s reported no %s", name, w)
+		}
+	}
+	return m, nil
+}
+
+func realNodeCreate(all map[string]map[string]float64) ([]report.Result, error) {
+	m, err := metrics(all, "BenchmarkRealNodeCreate", "create-p50-s", "barepod-p50-s")
+	if err != nil {
+		return nil, err
+	}
+	return []report.Result{{Row: "p50 of 5", Metric: "POST /v0/agents to running", Value: m["create-p50-s"], Unit: "s",
+		Baseline: "a bare pod of the same template to Ready", BaselineValue: m["barepod-p50-s"],
+		Ratio: m["create-p50-s"] / m["barepod-p50-s"], RatioOf: "create / bare pod"}}, nil
+}
+
+func realNodeMemory(all map[string]map[string]float64) ([]report.Result, error) {
+	m, err := metrics(all, "BenchmarkRealNodeMemory", "agent-workingset-MiB", "barepod-workingset-MiB", "shim-MiB", "kubelet+containerd-MiB")
+	if err != nil {
+		return nil, err
+	}
+	return []report.Result{
+		{Row: "an idle agent", Metric: "pod working set", Value: m["agent-workingset-MiB"], Unit: "MiB",
+			Baseline: "a bare pod of the same template", BaselineValue: m["barepod-workingset-MiB"],
+			Ratio: m["agent-workingset-MiB"] / m["barepod-workingset-MiB"], RatioOf: "agent / bare pod"},
+		{Row: "an idle agent", Metric: "its containerd shim", Value: m["shim-MiB"], Unit: "MiB"},
+		{Row: "an idle agent", Metric: "kubelet and containerd growth", Value: m["kubelet+containerd-MiB"], Unit: "MiB"},
+	}, nil
+}
+
+func cidResults(all map[string]map[string]float64) ([]report.Result, error) {
+	m, err := metrics(all, "BenchmarkCompute", "MB/s", "sha256-MB/s", "x-sha256")
+	if err != nil {
+		return nil, err
+	}
+	return []report.Result{{Row: "64 MiB", Metric: "throughput", Value: m["MB/s"], Unit: "MB/s",
+		Baseline: "sha256 of the same bytes", BaselineValue: m["sha256-MB/s"], Ratio: m["x-sha256"], RatioOf: "CID time / sha256 time"}}, nil
+}
+
+func tokenResults(all map[string]map[string]float64) ([]report.Result, error) {
+	m, err := metrics(all, "BenchmarkTokensEqual", "baseline-ns", "first-byte/last-byte", "shorter/last-byte")
+	if err != nil {
+		return nil, err
+	}
+	base := m["baseline-ns"] / 1000
+	var out []report.Result
+	for _, c := range []struct{ metric, row string }{{"first-byte/last-byte", "the first byte differs"}, {"shorter/last-byte", "the guess is one byte shorter"}} {
+		out = append(out, report.Result{Row: c.row, Metric: "median time", Value: base * m[c.metric], Unit: "µs",
+			Baseline: "only the last byte differs", BaselineValue: base, Ratio: m[c.metric], RatioOf: "this case / baseline; about 1 when the time leaks nothing"})
+	}
+	return out, nil
+}

@@ -1,0 +1,176 @@
+// Command report runs agentplane's benchmarks and writes docs/BENCHMARKS.md's tables from
+// their results (`make bench`):
+//
+//	go run ./hack/bench/report                  # every benchmark, then the tables
+//	go run ./hack/bench/report -only snapshot,cid
+//	go run ./hack/bench/report -render          # only the tables, from docs/bench/results.json
+//	go run ./hack/bench/report -list
+//
+// Each benchmark measures its baseline in the same run and is run with the binaries' shipped
+// defaults (a row that needs other settings says so). The results of a run replace that
+// benchmark's rows in docs/bench/results.json, dated; the others keep theirs. Benchmarks that
+// start a local cluster (realnode, kwok) need root; without it they are left out and say so.
+// A benchmark that fails stops nothing else: its old rows stay, and the run exits non-zero.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
+)
+
+const (
+	resultsFile = "docs/bench/results.json"
+	docFile     = "docs/BENCHMARKS.md"
+)
+
+func main() {
+	only := flag.String("only", "", "comma-separated benchmarks to run (default: all)")
+	render := flag.Bool("render", false, "run nothing: rewrite the tables from "+resultsFile)
+	list := flag.Bool("list", false, "list the benchmarks and their commands")
+	flag.Parse()
+	if *list {
+		for _, b := range benches {
+			fmt.Printf("%-18s %s\n", b.Name, b.Command)
+		}
+		return
+	}
+	if err := run(*only, *render); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+}
+
+func run(only string, renderOnly bool) error {
+	if _, err := os.Stat("go.mod"); err != nil {
+		return fmt.Errorf("run from the repository's root: %w", err)
+	}
+	old, err := report.Read(resultsFile)
+	if err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	var failed []string
+	if !renderOnly {
+		var wanted []string
+		if only != "" {
+			wanted = strings.Split(only, ",")
+			for _, w := range wanted {
+				if !slices.ContainsFunc(benches, func(b bench) bool { return b.Name == w }) {
+					return fmt.Errorf("no benchmark %q (-list)", w)
+				}
+			}
+		}
+		logs, err := os.MkdirTemp("", "agentplane-bench-")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("logs in %s\n", logs)
+		for _, b := range benches {
+			if len(wanted) > 0 && !slices.Contains(wanted, b.Name) {
+				continue
+			}
+			if b.root && os.Geteuid() != 0 {
+				fmt.Printf("== %s: skipped, needs root (%s)\n", b.Name, b.Command)
+				continue
+			}
+			fmt.Printf("== %s: %s\n", b.Name, b.Command)
+			start := time.Now()
+			rs, err := b.run(filepath.Join(logs, b.Name))
+			if err != nil {
+				fmt.Printf("== %s FAILED after %s: %v (its previous rows stay)\n", b.Name, time.Since(start).Round(time.Second), err)
+				failed = append(failed, b.Name)
+				continue
+			}
+			date := time.Now().UTC().Format(time.DateOnly)
+			for i := range rs {
+				rs[i].Bench = b.Name
+				if rs[i].Date == "" {
+					rs[i].Date = date
+				}
+				if rs[i].Command == "" {
+					rs[i].Command = b.Command
+				}
+			}
+			fmt.Printf("== %s: %d results in %s\n", b.Name, len(rs), time.Since(start).Round(time.Second))
+			old = report.Merge(old, rs)
+			if err := report.Write(resultsFile, old); err != nil {
+				return err
+			}
+		}
+	}
+	doc, err := os.ReadFile(docFile)
+	if err != nil {
+		return err
+	}
+	descs := make([]report.Bench, len(benches))
+	for i, b := range benches {
+		descs[i] = b.Bench
+	}
+	out, err := report.Splice(string(doc), report.Render(descs, old))
+	if err != nil {
+		return fmt.Errorf("%s: %w", docFile, err)
+	}
+	if err := os.WriteFile(docFile, []byte(out), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s from %s\n", docFile, resultsFile)
+	if len(failed) > 0 {
+		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// bench is one benchmark: its description and how to run it into results.
+type bench struct {
+	report.Bench
+	root bool
+	// args is `go run`'s program and flags (the program writes -json); or, for a Go
+	// benchmark, goTest is `go test`'s arguments and results turns its metrics into rows.
+	args    []string
+	goTest  []string
+	results func(map[string]map[string]float64) ([]report.Result, error)
+}
+
+// run runs the benchmark with its output to the console and to log.
+func (b bench) run(log string) ([]report.Result, error) {
+	f, err := os.Create(log + ".log")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := io.MultiWriter(os.Stdout, f)
+	if b.goTest != nil {
+		cmd := exec.Command("go", append([]string{"test"}, b.goTest...)...)
+		cmd.Stdout, cmd.Stderr = out, out
+		if err := cmd.Run(); err != nil {
+			return nil, fmt.Errorf("go test: %w (log %s.log)", err, log)
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		metrics, err := report.ParseGoBench(f)
+		if err != nil {
+			return nil, err
+		}
+		return b.results(metrics)
+	}
+	jsonPath := log + ".json"
+	cmd := exec.Command("go", append(append([]string{"run"}, b.args...), "-json", jsonPath)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("go run: %w (log %s.log)", err, log)
+	}
+	rs, err := report.Read(jsonPath)
+	if err == nil && len(rs) == 0 {
+		err = fmt.Errorf("%s: no results", jsonPath)
+	}
+	return rs, err
+}
