@@ -1,0 +1,305 @@
+// Command soak runs idle agents and a busy one on the local runtime with the real engine for a
+// long while and reports what their memory does: growth, OOM kills, agents that stopped, and
+// how many idle agents the machine's available memory holds at the measured cost per agent.
+//
+//	go run ./hack/bench/soak -idle-agents 20 -duration 1h
+//
+// It starts the envtest control plane and an embedded platform (local runtime, the shipped
+// defaults: sandbox auto, the engine from AGENTPLANE_ENGINE_DIR or hack/install-engine.sh),
+// creates the agents one after another through POST /v0/agents, lets them settle, then for
+// -duration keeps the busy agent working (a console exec writing, hashing and removing 1 MiB
+// in its home, and a config read, every 2 s) and samples every -sample: each agent's RSS (all
+// of its processes), the kernel's oom_kill counter (/proc/vmstat) and every agent's phase.
+// The baseline of growth is the first sample after the settle, in the same run.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+func main() {
+	idle := flag.Int("idle-agents", 20, "idle agents (one more is busy)")
+	duration := flag.Duration("duration", time.Hour, "how long the soak lasts once every agent runs and has settled")
+	sample := flag.Duration("sample", time.Minute, "time between samples")
+	settle := flag.Duration("settle", 2*time.Minute, "quiet time after the last create before the first sample")
+	jsonOut := report.Flag()
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rs, err := run(ctx, *idle, *duration, *sample, *settle)
+	if err == nil {
+		err = report.Write(*jsonOut, rs)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+// snapshot is one sample: RSS per agent id (MiB), the oom_kill counter, agents not running.
+type snapshot struct {
+	at         time.Duration
+	rss        map[string]float64
+	oomKills   int64
+	notRunning []string
+}
+
+func run(ctx context.Context, idle int, duration, every, settle time.Duration) ([]report.Result, error) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
+		if err != nil {
+			return nil, fmt.Errorf("hack/install-engine.sh --print-dir: %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = env.Stop() }()
+	state, err := os.MkdirTemp("", "bench-soak-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(state)
+	p, err := platform.RunEmbedded(ctx, env.Config, platform.Options{
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
+		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state,
+			EngineDirs: map[string]string{"2026.9.6": dir}},
+		ProvisionTimeout: 5 * time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = p.Stop() }()
+	tok, err := platform.OwnerToken(ctx, env.Client, p.Signer, "soak", "s", "soak")
+	if err != nil {
+		return nil, err
+	}
+	c := &caller{base: p.URL, tok: tok}
+
+	availBefore := memAvailableMiB()
+	var ids []string
+	for i := range idle + 1 {
+		start := time.Now()
+		id, err := c.create(fmt.Sprintf("soak %d", i))
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+		fmt.Printf("agent %2d %s running after %s\n", i, id, time.Since(start).Round(time.Millisecond))
+	}
+	busy := ids[len(ids)-1]
+	fmt.Printf("%d idle agents and a busy one (%s); settling %s\n", idle, busy, settle)
+	if err := sleep(ctx, settle); err != nil {
+		return nil, err
+	}
+	availAfter := memAvailableMiB()
+
+	work, stopWork := context.WithCancel(ctx)
+	workErrs := make(chan error, 1)
+	go func() { workErrs <- c.keepBusy(work, busy) }()
+	var samples []snapshot
+	start := time.Now()
+	for {
+		s := c.sample(ids, time.Since(start))
+		samples = append(samples, s)
+		idleRSS := make([]float64, 0, idle)
+		for _, id := range ids[:idle] {
+			idleRSS = append(idleRSS, s.rss[id])
+		}
+		fmt.Printf("%8s  idle median %6.0f MiB  busy %6.0f MiB  oom_kill %d  not running %v\n",
+			s.at.Round(time.Second), median(idleRSS), s.rss[busy], s.oomKills, s.notRunning)
+		if time.Since(start) >= duration {
+			break
+		}
+		if err := sleep(ctx, every); err != nil {
+			stopWork()
+			return nil, err
+		}
+	}
+	stopWork()
+	busyErr := <-workErrs
+	return results(ids, busy, samples, availBefore, availAfter, duration, busyErr)
+}
+
+// results turns the samples into the report's rows.
+func results(ids []string, busy string, samples []snapshot, availBefore, availAfter float64, duration time.Duration, busyErr error) ([]report.Result, error) {
+	first, last := samples[0], samples[len(samples)-1]
+	idle := len(ids) - 1
+	med := func(s snapshot) float64 {
+		var v []float64
+		for _, id := range ids[:idle] {
+			v = append(v, s.rss[id])
+		}
+		return median(v)
+	}
+	peak := 0.0
+	for _, s := range samples {
+		peak = max(peak, s.rss[busy])
+	}
+	row := fmt.Sprintf("%d idle agents and a busy one, %s", idle, duration)
+	perAgent := (availBefore - availAfter) / float64(len(ids))
+	rs := []report.Result{
+		{Row: row, Metric: "idle agent RSS at the end, median", Value: med(last), Unit: "MiB",
+			Baseline: "at the first sample", BaselineValue: med(first), Ratio: med(last) / med(first), RatioOf: "end / start; target: no growth"},
+		{Row: row, Metric: "busy agent RSS at the end", Value: last.rss[busy], Unit: "MiB",
+			Baseline: "at the first sample", BaselineValue: first.rss[busy], Ratio: last.rss[busy] / first.rss[busy], RatioOf: "end / start"},
+		{Row: row, Metric: "busy agent RSS, peak", Value: peak, Unit: "MiB"},
+		{Row: row, Metric: "OOM kills during the soak", Value: float64(last.oomKills - first.oomKills)},
+		{Row: row, Metric: "agents not running at the end", Value: float64(len(last.notRunning))},
+		{Row: "density (local runtime)", Metric: "memory per agent, from the machine's available memory before and after", Value: perAgent, Unit: "MiB"},
+		{Row: "density (local runtime)", Metric: "idle agents the available memory holds at that cost", Value: float64(int(availBefore / perAgent)),
+			Baseline: "agents the same memory holds at the idle agent's own RSS", BaselineValue: float64(int(availBefore / med(first))),
+			Ratio: perAgent / med(first), RatioOf: "machine cost / agent RSS per agent"},
+	}
+	for i := range rs {
+		rs[i].Bench = "soak"
+	}
+	if busyErr != nil {
+		return rs, fmt.Errorf("the busy agent's work failed: %w", busyErr)
+	}
+	return rs, nil
+}
+
+type caller struct{ base, tok string }
+
+func (c *caller) create(name string) (string, error) {
+	status, body, err := c.call("POST", "/v0/agents", map[string]string{"name": name})
+	if err != nil || status != 201 {
+		return "", fmt.Errorf("create %s: %d %v %s", name, status, err, body)
+	}
+	var out struct{ Agent struct{ ID, Status string } }
+	if err := json.Unmarshal(body, &out); err != nil {
+		return "", err
+	}
+	return out.Agent.ID, nil
+}
+
+// keepBusy gives agent id work every 2 s until ctx ends; a failed call ends it with the error.
+func (c *caller) keepBusy(ctx context.Context, id string) error {
+	cmd := map[string]string{"command": "head -c 1048576 /dev/urandom > busy.bin && sha256sum busy.bin && rm busy.bin"}
+	for ctx.Err() == nil {
+		if status, body, err := c.call("POST", "/v0/agents/"+id+"/console/exec", cmd); ctx.Err() == nil && (err != nil || status != 200) {
+			return fmt.Errorf("exec: %d %v %s", status, err, body)
+		}
+		if status, body, err := c.call("GET", "/v0/agents/"+id+"/config", nil); ctx.Err() == nil && (err != nil || status != 200) {
+			return fmt.Errorf("config: %d %v %s", status, err, body)
+		}
+		_ = sleep(ctx, 2*time.Second)
+	}
+	return nil
+}
+
+func (c *caller) sample(ids []string, at time.Duration) snapshot {
+	s := snapshot{at: at, rss: map[string]float64{}, oomKills: oomKills()}
+	for _, id := range ids {
+		s.rss[id] = agentRSS(id)
+		status, body, err := c.call("GET", "/v0/agents/"+id, nil)
+		var out struct{ Agent struct{ Status string } }
+		if err != nil || status != 200 || json.Unmarshal(body, &out) != nil || out.Agent.Status != "running" {
+			s.notRunning = append(s.notRunning, id)
+		}
+	}
+	return s
+}
+
+func (c *caller) call(method, path string, body any) (int, []byte, error) {
+	var rd *bytes.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Authorization", "Bearer "+c.tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes(), nil
+}
+
+// agentRSS sums the resident memory (MiB) of every process of agent id: the local runtime
+// sets AGENTPLANE_AGENT_HOME=<its home> in the gateway's environment, and workers inherit it.
+func agentRSS(id string) float64 {
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	var sum float64
+	for _, p := range procs {
+		env, err := os.ReadFile(filepath.Join(p, "environ"))
+		if err != nil || !bytes.Contains(env, []byte("AGENTPLANE_AGENT_HOME=")) || !bytes.Contains(env, []byte("/"+id+"/")) {
+			continue
+		}
+		sum += rss.MiB(filepath.Base(p))
+	}
+	return sum
+}
+
+// oomKills is the kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
+func oomKills() int64 {
+	return procField("/proc/vmstat", "oom_kill ")
+}
+
+// memAvailableMiB is /proc/meminfo's MemAvailable in MiB.
+func memAvailableMiB() float64 {
+	return float64(procField("/proc/meminfo", "MemAvailable:")) / 1024
+}
+
+func procField(path, prefix string) int64 {
+	raw, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
