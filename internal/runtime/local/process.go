@@ -58,6 +58,8 @@ type launch struct {
 	// sandboxed: binary is bwrap, whose sandbox (its PID namespace's init) is killed when
 	// bwrap itself is gone, however it went.
 	sandboxed bool
+	// extra are further open files for the process (fd 3 on), closed here once it started.
+	extra []*os.File
 }
 
 // startProcess starts a gateway in its own process group with stdout and stderr appended to
@@ -77,7 +79,13 @@ func startProcess(l launch) (*process, error) {
 		Stdout:      logf,
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		ExtraFiles:  l.extra,
 	}
+	defer func() {
+		for _, f := range l.extra {
+			f.Close()
+		}
+	}()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logf, "--- agentplane: start failed: %v\n", err)
 		return nil, err

@@ -1,0 +1,215 @@
+package local_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/local"
+)
+
+// criuPath is the CRIU the checkpoint tests use: $AGENTPLANE_CRIU, else the checkout's
+// bin/criu (make criu). The tests skip without one, or when not root.
+func criuPath(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("checkpoints need root")
+	}
+	if p := os.Getenv(local.CRIUEnv); p != "" {
+		return p
+	}
+	p, _ := filepath.Abs("../../../bin/criu")
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no CRIU: set %s or run make criu", local.CRIUEnv)
+	}
+	return p
+}
+
+// checkpointing builds a sandboxed fixture whose runtime checkpoints suspended gateways.
+func checkpointing(t *testing.T, mutate ...func(*local.Options)) *fixture {
+	t.Helper()
+	criu := criuPath(t)
+	f := newFixture(t, append([]func(*local.Options){func(o *local.Options) {
+		o.Sandbox, o.CRIU = local.SandboxRequired, criu
+	}}, mutate...)...)
+	if ok, why := f.rt.Checkpoints(); !ok {
+		t.Skipf("this host cannot checkpoint gateways: %s", why)
+	}
+	return f
+}
+
+// gatewayStarts counts the gateway's starts in its log (each start logs one line with
+// marker; a restored gateway does not start again).
+func gatewayStarts(t *testing.T, f *fixture, a *agentsv1.Agent, marker string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.rt.AgentDir(keyOf(a)), "gateway.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), marker)
+}
+
+// ckptDesired is desired(token) for the fake engine, a Go program: Go listens with MPTCP
+// where the kernel has it, which CRIU 4.1 cannot checkpoint (the real engine, Node, does not).
+func ckptDesired(token string) runtime.Desired {
+	d := desired(token)
+	d.Env = map[string]string{"GODEBUG": "multipathtcp=0"}
+	return d
+}
+
+func suspended(d runtime.Desired) runtime.Desired {
+	d.Stopped, d.Suspended = true, true
+	return d
+}
+
+// suspendAndResume suspends a running agent (checkpointing its gateway), checks that no
+// process of it is left and its checkpoint is kept, then resumes it and returns what the
+// first Ensure of the resume reported.
+func suspendAndResume(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired, breakIt func(dir string)) runtime.Observed {
+	t.Helper()
+	pid := gatewayPID(t, f, a)
+	if o := ensure(t, f, a, suspended(d)); o.Phase != runtime.PhaseStopped {
+		t.Fatalf("suspend: %+v", o)
+	}
+	waitGone(t, pid, 5*time.Second)
+	dir := filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint")
+	if _, err := os.Stat(filepath.Join(dir, "inventory.img")); err != nil {
+		t.Fatalf("no checkpoint after suspend: %v", err)
+	}
+	if breakIt != nil {
+		breakIt(dir)
+	}
+	o := ensure(t, f, a, d)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("checkpoint left after resume: %v", err)
+	}
+	return o
+}
+
+// TestSuspendCheckpointsAndResumeRestores: a suspended agent's gateway is checkpointed (its
+// processes end) and restored on resume, the same process (it logs no second start), serving
+// its token; a second suspend and resume of the restored gateway works the same.
+func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt")
+	d := ckptDesired("tok-1")
+	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	for round := 1; round <= 2; round++ {
+		r := suspendAndResume(t, f, a, d, nil)
+		if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+			t.Fatalf("round %d: resume = %+v, want reason %s", round, r, agentsv1.ReasonRestoredFromCheckpoint)
+		}
+		waitPhase(t, f, a, d, runtime.PhaseRunning)
+		if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
+			t.Fatalf("round %d: the gateway started %d times, want once (restored, not restarted)", round, n)
+		}
+		waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
+	}
+}
+
+// TestRestoreFailureFallsBackToColdResume: a checkpoint that cannot be restored is dropped,
+// the gateway starts anew from the kept home, and the phase's reason says so.
+func TestRestoreFailureFallsBackToColdResume(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-broken")
+	d := ckptDesired("tok-1")
+	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	marker := filepath.Join(f.rt.AgentDir(keyOf(a)), "home", ".openclaw", "workspace", "kept.txt")
+	if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := suspendAndResume(t, f, a, d, func(dir string) {
+		if err := os.Remove(filepath.Join(dir, "inventory.img")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.Reason != agentsv1.ReasonCheckpointRestoreFailed || !strings.Contains(r.Message, "starts anew") {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonCheckpointRestoreFailed)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 2 {
+		t.Fatalf("the gateway started %d times, want twice (a cold resume)", n)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "kept" {
+		t.Fatalf("home not kept: %q, %v", b, err)
+	}
+	waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
+}
+
+// TestStopDropsTheCheckpoint: an explicit stop of a suspended agent drops its checkpoint,
+// and the next start is cold.
+func TestStopDropsTheCheckpoint(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-stop")
+	d := ckptDesired("tok-1")
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	ensure(t, f, a, suspended(d))
+	dir := filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("no checkpoint after suspend: %v", err)
+	}
+	stopped := d
+	stopped.Stopped = true
+	ensure(t, f, a, stopped)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("checkpoint kept after an explicit stop: %v", err)
+	}
+	if o := ensure(t, f, a, d); o.Reason == agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("restored after an explicit stop: %+v", o)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+}
+
+// TestRealEngineCheckpoint: the real OpenClaw gateway (AGENTPLANE_ENGINE_DIR) is
+// checkpointed on suspend and restored on resume without a second boot; the restored gateway
+// serves its token and its scheduler: a cron job added before the suspend is listed through
+// the gateway after the resume (the CLI talks to the running gateway).
+func TestRealEngineCheckpoint(t *testing.T) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		t.Skip("AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+	}
+	f := checkpointing(t, func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.HealthInterval = 100 * time.Millisecond
+	})
+	a := newAgent("ckpt-real")
+	d := desired("tok-real")
+	ctx := context.Background()
+	var o runtime.Observed
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if o = ensure(t, f, a, d); o.Phase == runtime.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) || o.Phase == runtime.PhaseCrashed {
+			t.Fatalf("the real gateway did not become healthy: %+v", o)
+		}
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: args, Engine: true, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("openclaw %s: %v: %+v", strings.Join(args, " "), err, res)
+		}
+		return string(res.Stdout)
+	}
+	cli("cron", "add", "--name", "ckpt-job", "--cron", "0 9 * * *", "--message", "good morning")
+	r := suspendAndResume(t, f, a, d, nil)
+	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonRestoredFromCheckpoint)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if n := gatewayStarts(t, f, a, "http server listening"); n != 1 {
+		t.Fatalf("the gateway booted %d times, want once (restored, not restarted)", n)
+	}
+	if out := cli("cron", "list", "--json"); !strings.Contains(out, "ckpt-job") {
+		t.Fatalf("cron list after the resume lacks the job: %s", out)
+	}
+	waitStatus(t, o.Endpoint, "tok-real", http.StatusNotFound)
+}
