@@ -100,7 +100,17 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	if err := rootSkeleton(args, root); err != nil {
 		return fmt.Errorf("sandbox root: %w", err)
 	}
-	return c.run(ctx, dir, "dump.log", append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir}, criuOpts...)...)
+	if err := c.run(ctx, dir, "dump.log", append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir}, criuOpts...)...); err != nil {
+		return err
+	}
+	// Without the dumped clocks CRIU restores into the host's time namespace, not into a new
+	// one whose CLOCK_MONOTONIC goes on from the dump: there the gateway's timers (its cron
+	// schedule among them) would all fire late by the time it was suspended. Here the
+	// monotonic clock jumps over the sleep, and timers due meanwhile fire at once.
+	if err := os.Remove(filepath.Join(dir, "timens-0.img")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }
 
 // restore restores the checkpoint in dir and returns the restored sandbox's PID 1 (in this
@@ -364,6 +374,16 @@ func (a *agent) restoreLocked(ctx context.Context) {
 		a.log.Info("gateway restored from its checkpoint", "pid", a.proc.pid, "took", time.Since(start).Round(time.Millisecond))
 		return
 	}
+	a.restoreFailedLocked(ctx, err)
+}
+
+// restoredGrace: a restored gateway that exits within this time of its restore counts as a
+// failed restore, not as a crash (a process restored into a state it cannot go on from,
+// say a Node assertion on a restored IPC pipe, ends at once).
+const restoredGrace = time.Minute
+
+// restoreFailedLocked starts the gateway anew after a failed restore, and says so.
+func (a *agent) restoreFailedLocked(ctx context.Context, err error) {
 	a.log.Info("cannot restore the gateway's checkpoint: starting it anew", "error", err.Error())
 	a.startLocked(ctx)
 	if a.phase == runtime.PhaseStarting {
@@ -393,6 +413,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
 	}
 	a.proc, a.unhealthy = adoptProcess(pid, st.start), 0
+	a.proc.restored = true
 	a.st.PID, a.st.StartTime = pid, st.start
 	a.saveLocked()
 	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, "the gateway was restored from its checkpoint")

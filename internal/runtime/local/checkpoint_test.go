@@ -142,6 +142,49 @@ func TestRestoreFailureFallsBackToColdResume(t *testing.T) {
 	waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
 }
 
+// TestRestoredGatewayThatDiesIsAFailedRestore: a restored gateway that ends right after its
+// restore (here its crash timer ran out while it was checkpointed: the restored process's
+// monotonic clock counts the sleep, so its timers due meanwhile fire at once) is not left to
+// the crash backoff: it starts anew at once, and the reason says the restore failed.
+func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-dies")
+	d := ckptDesired("tok-1")
+	crashAfter := 3 * time.Second
+	d.Env["FAKECLAW_CRASH_AFTER"] = crashAfter.String()
+	started := time.Now()
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	pid := gatewayPID(t, f, a)
+	ensure(t, f, a, suspended(d))
+	waitGone(t, pid, 5*time.Second)
+	if _, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint", "inventory.img")); err != nil {
+		t.Fatalf("no checkpoint (the gateway crashed before the suspend?): %v", err)
+	}
+	time.Sleep(time.Until(started.Add(crashAfter + 500*time.Millisecond)))
+	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v", o)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o := ensure(t, f, a, d)
+		if o.Reason == agentsv1.ReasonCheckpointRestoreFailed {
+			if !strings.Contains(o.Message, "restored gateway exited") || o.Restarts != 0 {
+				t.Fatalf("after the restored gateway died: %+v", o)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after the restored gateway died: %+v", agentsv1.ReasonCheckpointRestoreFailed, o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); gatewayStarts(t, f, a, "[gateway] listening on") != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway started %d times, want twice (restored, then anew)", gatewayStarts(t, f, a, "[gateway] listening on"))
+		}
+	}
+}
+
 // TestStopDropsTheCheckpoint: an explicit stop of a suspended agent drops its checkpoint,
 // and the next start is cold.
 func TestStopDropsTheCheckpoint(t *testing.T) {

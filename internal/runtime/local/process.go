@@ -30,7 +30,9 @@ type process struct {
 	pid     int
 	start   uint64 // start time in clock ticks after boot (/proc/<pid>/stat field 22)
 	adopted bool
-	started time.Time
+	// restored: the gateway was restored from a checkpoint (checkpoint.go).
+	restored bool
+	started  time.Time
 	// exited is closed once the process is gone; exitCode and exitDesc are set before.
 	exited   chan struct{}
 	exitCode int
