@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -255,4 +256,86 @@ func TestRealEngineCheckpoint(t *testing.T) {
 		t.Fatalf("cron list after the resume lacks the job: %s", out)
 	}
 	waitStatus(t, o.Endpoint, "tok-real", http.StatusNotFound)
+}
+
+// TestRealEngineCronFiresAfterRestore: a job due while the real gateway was checkpointed
+// runs once it is restored (its timer is due on the restored gateway's clock), not one
+// sleep-length late: the job's lastRunAtMs passes its due time.
+func TestRealEngineCronFiresAfterRestore(t *testing.T) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		t.Skip("AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+	}
+	f := checkpointing(t, func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.HealthInterval = 100 * time.Millisecond
+	})
+	a := newAgent("ckpt-cron")
+	d := desired("tok-real")
+	ctx := context.Background()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		o := ensure(t, f, a, d)
+		if o.Phase == runtime.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) || o.Phase == runtime.PhaseCrashed {
+			t.Fatalf("the real gateway did not become healthy: %+v", o)
+		}
+	}
+	type job struct {
+		Name  string `json:"name"`
+		State struct {
+			NextRunAtMs int64 `json:"nextRunAtMs"`
+			LastRunAtMs int64 `json:"lastRunAtMs"`
+		} `json:"state"`
+	}
+	list := func() job {
+		t.Helper()
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"cron", "list", "--json"}, Engine: true, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("cron list: %v: %+v", err, res)
+		}
+		var out struct{ Jobs []job }
+		if err := json.Unmarshal(res.Stdout, &out); err != nil {
+			t.Fatalf("cron list: %v: %s", err, res.Stdout)
+		}
+		for _, j := range out.Jobs {
+			if j.Name == "every-minute" {
+				return j
+			}
+		}
+		t.Fatalf("cron list lacks the job: %s", res.Stdout)
+		return job{}
+	}
+	res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"cron", "add", "--name", "every-minute", "--cron", "* * * * *", "--message", "tick"}, Engine: true, Timeout: 2 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("cron add: %v: %+v", err, res)
+	}
+	due := list().State.NextRunAtMs
+	if due == 0 {
+		t.Fatal("the job has no next run")
+	}
+	if time.Until(time.UnixMilli(due)) < 5*time.Second {
+		due += 60000 // too close to suspend before it: the next one
+	}
+	pid := gatewayPID(t, f, a)
+	ensure(t, f, a, suspended(d))
+	waitGone(t, pid, 10*time.Second)
+	time.Sleep(time.Until(time.UnixMilli(due).Add(2 * time.Second)))
+	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v", o)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	deadline := time.Now().Add(30 * time.Second) // well before the next minute's run
+	for {
+		j := list()
+		t.Logf("after the restore: %+v (due %d)", j, due)
+		if j.State.LastRunAtMs >= due {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job due at %s did not run after the restore: %+v", time.UnixMilli(due).UTC(), j)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
