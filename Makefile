@@ -90,6 +90,10 @@ cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kub
 gvisor: ## Build gVisor's runsc and containerd-shim-runsc-v1 from their Go module into bin/k8s (once): the local cluster's RuntimeClass gvisor.
 	hack/build-gvisor.sh $(K8S_ASSETS)
 
+.PHONY: criu
+criu: ## Build CRIU 4.1.1 from Debian's source tarball with hack/criu/patches into bin/criu (once): checkpoint/restore of local gateways.
+	hack/build-criu.sh bin
+
 .PHONY: node-packages
 node-packages: ## Install containerd, runc, the CNI plugins, iptables, ipset and tini from Debian when absent (root).
 	@hack/install-node-packages.sh

@@ -146,6 +146,7 @@ func (r *AgentReconciler) reconcileNormal(ctx context.Context, agent *agentsv1.A
 		return ctrl.Result{}, err
 	}
 	desired.Stopped = desired.Stopped || asleep
+	desired.Suspended = asleep && !agent.Spec.Stopped
 	observed, err := r.Runtime.Ensure(ctx, agent, desired)
 	if err != nil {
 		setProvisionFailure(agent, agentsv1.ReasonProvisionFailed, err.Error(), r.Clock.Now())

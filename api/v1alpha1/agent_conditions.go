@@ -80,6 +80,12 @@ const (
 	ReasonGatewayStartTimeout = "GatewayStartTimeout"
 	// ReasonGatewayUnhealthy: a running gateway stopped answering its health check.
 	ReasonGatewayUnhealthy = "GatewayUnhealthy"
+	// ReasonRestoredFromCheckpoint: a waking agent's gateway was restored from the
+	// checkpoint taken when it was suspended (local runtime with CRIU).
+	ReasonRestoredFromCheckpoint = "RestoredFromCheckpoint"
+	// ReasonCheckpointRestoreFailed: that checkpoint could not be restored, so the gateway
+	// starts anew (a cold resume; the home is kept). The message says why.
+	ReasonCheckpointRestoreFailed = "CheckpointRestoreFailed"
 	// Reasons the kube runtime reports besides the kubelet's own container reasons.
 	ReasonPodNotCreated  = "PodNotCreated"
 	ReasonPodTerminating = "PodTerminating"

@@ -48,6 +48,10 @@ type Desired struct {
 	Identity Identity
 	// Stopped asks for no gateway at all (state kept).
 	Stopped bool
+	// Suspended, with Stopped, says the gateway stops because the agent sleeps: a runtime
+	// that can keep the gateway's process state over the sleep (a checkpoint) does, and
+	// restores it when the agent wakes.
+	Suspended bool
 	// RestartNonce changes whenever a restart is asked for.
 	RestartNonce string
 	// ConfigHash changes whenever something that needs a gateway restart changes.

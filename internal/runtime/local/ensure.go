@@ -62,6 +62,12 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 
 	if d.Stopped {
 		a.retryAt = timeZero
+		if d.Suspended && !a.st.Checkpoint {
+			a.checkpointLocked(ctx)
+		}
+		if !d.Suspended {
+			a.discardCheckpointLocked()
+		}
 		a.stopLocked(ctx)
 		if !a.st.Stopped {
 			a.st.Stopped = true
@@ -92,8 +98,15 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	}
 	a.retryAt = timeZero
 	a.st.Stopped = false
+	if changed {
+		a.discardCheckpointLocked() // the checkpoint runs the former spec
+	}
 	a.st.EngineDir, a.st.EngineVersion = engineDir, d.EngineVersion
 	a.st.ConfigHash, a.st.RestartNonce = d.ConfigHash, d.RestartNonce
+	if a.st.Checkpoint {
+		a.restoreLocked(ctx)
+		return a.observedLocked(), nil
+	}
 	a.startLocked(ctx)
 	return a.observedLocked(), nil
 }
@@ -166,12 +179,21 @@ func (a *agent) startLocked(ctx context.Context) {
 	// The attached secrets first: every value the platform sets (PATH, LANG, HOME, OPENCLAW_*,
 	// the marker) comes after them and wins, even for a name that slipped past the reserved list.
 	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), e.Env(a.home, port), gc.Env, map[string]string{markerEnv: a.home})
-	bin, args, err := a.rt.inSandbox(sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args}, a.st.EngineDir, true)
+	bin, args, err := a.gatewaySandboxLocked(port, true)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
-	p, err := startProcess(launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil})
+	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
+	if a.rt.ckpt != nil {
+		f, err := seccompPipe()
+		if err != nil {
+			a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
+			return
+		}
+		l.extra = []*os.File{f}
+	}
+	p, err := startProcess(l)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
@@ -183,6 +205,17 @@ func (a *agent) startLocked(ctx context.Context) {
 	a.since = p.started // a new gateway starts anew (StartTimeout counts from here)
 	a.log.Info("gateway started", "pid", p.pid, "port", port, "engineVersion", a.st.EngineVersion)
 	a.poke()
+}
+
+// gatewaySandboxLocked is the command line of the gateway on port: in a sandbox CRIU can
+// checkpoint when the runtime checkpoints suspended gateways. own: see inSandbox.
+func (a *agent) gatewaySandboxLocked(port int, own bool) (string, []string, error) {
+	gc := a.rt.opts.Engine.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
+	spec := sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args}
+	if a.rt.ckpt != nil {
+		spec.checkpoint = &checkpointSpec{tini: a.rt.ckpt.tini, log: filepath.Join(a.dir, logFileName)}
+	}
+	return a.rt.inSandbox(spec, a.st.EngineDir, own)
 }
 
 // Base environment of every process: nothing of the manager's own environment but PATH (with

@@ -121,6 +121,9 @@ func (r *Runtime) forgetToken(key types.NamespacedName) {
 			a.st.TokenHash = ""
 			a.saveLocked()
 		}
+		if a.loadLocked() == nil {
+			a.discardCheckpointLocked() // a checkpointed gateway would keep the former config
+		}
 		return
 	}
 	dir := r.AgentDir(key)
@@ -168,6 +171,9 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.loadLocked() == nil {
+		a.discardCheckpointLocked() // its memory holds the former workspace's state
+	}
 	if a.proc != nil && !a.closed {
 		a.log.Info("restarting gateway after a workspace restore")
 		a.stopLocked(ctx)

@@ -125,6 +125,11 @@ type Options struct {
 	// read-only to every sandbox (compilecache.go); <StateDir>/compile-cache by default.
 	// Runtimes of different state dirs may share one.
 	CompileCacheDir string
+	// CRIU is the CRIU binary that checkpoints a suspended agent's gateway and restores it
+	// when the agent wakes (checkpoint.go); "" = $AGENTPLANE_CRIU. Without one that passes
+	// `criu check`, or unsandboxed, or not as root, a suspended gateway is stopped and
+	// cold-started on resume.
+	CRIU string
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -159,7 +164,10 @@ type Runtime struct {
 	// why), and then tenant is the one workspace (namespace) served.
 	sbx         *sandbox
 	unsandboxed string
-	tenant      string
+	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
+	ckpt         *checkpointer
+	noCheckpoint string
+	tenant       string
 
 	// The engines' compile caches (compilecache.go), by engine dir: sealed, being warmed (closed
 	// when done), last failed warm-up. ccCtx ends at Shutdown; ccWG waits for the warm-ups.
@@ -222,6 +230,16 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.setupSandbox(); err != nil {
 		_ = lock.Close()
 		return nil, err
+	}
+	if r.sbx != nil && r.sbx.root {
+		r.ckpt, r.noCheckpoint = newCheckpointer(context.Background(), opts.CRIU)
+	} else {
+		r.noCheckpoint = "checkpoints need a sandbox as root"
+	}
+	if r.ckpt != nil {
+		r.opts.Log.Info("suspended gateways are checkpointed (CRIU)", "criu", r.ckpt.criu)
+	} else {
+		r.opts.Log.Info("suspended gateways are stopped and cold-started on resume", "why", r.noCheckpoint)
 	}
 	claimed := r.adoptAll()
 	r.reapOrphans()

@@ -30,7 +30,9 @@ type process struct {
 	pid     int
 	start   uint64 // start time in clock ticks after boot (/proc/<pid>/stat field 22)
 	adopted bool
-	started time.Time
+	// restored: the gateway was restored from a checkpoint (checkpoint.go).
+	restored bool
+	started  time.Time
 	// exited is closed once the process is gone; exitCode and exitDesc are set before.
 	exited   chan struct{}
 	exitCode int
@@ -58,6 +60,8 @@ type launch struct {
 	// sandboxed: binary is bwrap, whose sandbox (its PID namespace's init) is killed when
 	// bwrap itself is gone, however it went.
 	sandboxed bool
+	// extra are further open files for the process (fd 3 on), closed here once it started.
+	extra []*os.File
 }
 
 // startProcess starts a gateway in its own process group with stdout and stderr appended to
@@ -77,7 +81,13 @@ func startProcess(l launch) (*process, error) {
 		Stdout:      logf,
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		ExtraFiles:  l.extra,
 	}
+	defer func() {
+		for _, f := range l.extra {
+			f.Close()
+		}
+	}()
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logf, "--- agentplane: start failed: %v\n", err)
 		return nil, err

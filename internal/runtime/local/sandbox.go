@@ -70,7 +70,22 @@ type sandboxSpec struct {
 	uid int
 	// mounts are further binds into the sandbox's private /tmp (the engine's compile cache).
 	mounts []mount
+	// checkpoint makes the sandbox one CRIU can checkpoint and restore (checkpoint.go):
+	// tini is its PID 1 (not bwrap, whose binary is not visible inside), in a session of its
+	// own, in the host's cgroup namespace, with io_uring refused (seccomp filter on fd 3),
+	// and its stdin, stdout and stderr opened inside (a file of this host's outside the
+	// sandbox's mounts cannot be restored): the log file is bound in and appended to.
+	checkpoint *checkpointSpec
 }
+
+// checkpointSpec is what a checkpointable sandbox needs besides a plain one.
+type checkpointSpec struct {
+	tini string // tini's path (under /usr)
+	log  string // the host file stdout and stderr are appended to
+}
+
+// sandboxLog is where a checkpointable sandbox shows its log file.
+const sandboxLog = "/tmp/.agentplane-gateway.log"
 
 // mount binds the host path src at dst (under /tmp) in a sandbox, read-only unless rw.
 type mount struct {
@@ -137,6 +152,9 @@ func uidFor(home string) int {
 // wrap returns the command line that runs spec in a sandbox.
 func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "agent"}
+	if spec.checkpoint != nil {
+		args = []string{"--as-pid-1", "--new-session", "--seccomp", "3", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "agent"}
+	}
 	if !s.root {
 		args = append(args, "--unshare-user", "--disable-userns")
 	}
@@ -167,16 +185,28 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 		}
 		args = append(args, flag, m.src, m.dst)
 	}
+	if c := spec.checkpoint; c != nil {
+		args = append(args, tmpDirs(sandboxLog, made)...)
+		args = append(args, "--bind", c.log, sandboxLog)
+	}
 	if spec.dir != "" {
 		args = append(args, "--chdir", spec.dir)
 	}
 	args = append(args, "--")
+	if spec.checkpoint != nil {
+		// Still root in the sandbox: the log stays the manager's file (0600). Redirections
+		// of a bare exec, which the shell keeps no copy of the former fds for.
+		args = append(args, "/bin/sh", "-c", `exec </dev/null >>`+sandboxLog+` 2>&1; exec "$@"`, "sh")
+	}
 	if s.root {
 		uid := strconv.Itoa(s.uidOf(spec))
 		args = append(args, s.setpriv, "--reuid", uid, "--regid", uid, "--clear-groups",
 			"--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--")
 		// setpriv's uid/gid changes need these two; they are gone once it has changed them.
 		args = append([]string{"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"}, args...)
+	}
+	if c := spec.checkpoint; c != nil {
+		args = append(args, c.tini, "--")
 	}
 	args = append(args, spec.binary)
 	return s.bwrap, append(args, spec.args...)

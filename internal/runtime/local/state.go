@@ -39,6 +39,8 @@ type state struct {
 	Restarts int32 `json:"restarts,omitempty"`
 	// Stopped: the agent was asked to run no gateway.
 	Stopped bool `json:"stopped,omitempty"`
+	// Checkpoint: the stopped gateway was checkpointed into <agent dir>/checkpoint.
+	Checkpoint bool `json:"checkpoint,omitempty"`
 	// Home is the agent's home when it is not <agent dir>/home: the home of the warm pool
 	// member the agent claimed (<StateDir>/pool/<member>/home).
 	Home string `json:"home,omitempty"`

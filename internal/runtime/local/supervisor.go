@@ -146,10 +146,17 @@ func (a *agent) step(ctx context.Context) time.Duration {
 	return a.rt.opts.HealthInterval
 }
 
-// handleExitLocked records the exit of a.proc (which has exited) as a crash.
+// handleExitLocked records the exit of a.proc (which has exited) as a crash; a gateway
+// restored from a checkpoint that ends soon after is a failed restore instead, and starts
+// anew at once (restoreFailedLocked).
 func (a *agent) handleExitLocked() {
 	p := a.proc
 	a.proc = nil
 	killGroup(p.pid) // whatever the gateway left in its group
+	if p.restored && time.Since(p.started) < restoredGrace {
+		a.restoreFailedLocked(context.Background(), fmt.Errorf("the restored gateway exited with %s after %s",
+			p.exitDesc, time.Since(p.started).Round(time.Millisecond)))
+		return
+	}
 	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, "the gateway exited with "+p.exitDesc)
 }

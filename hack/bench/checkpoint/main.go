@@ -1,0 +1,253 @@
+// Command checkpoint measures what a CRIU checkpoint buys a suspended agent of the local
+// runtime, against the cold resume, in the same run, with the real OpenClaw engine
+// (AGENTPLANE_ENGINE_DIR or hack/install-engine.sh) and CRIU ($AGENTPLANE_CRIU or bin/criu,
+// make criu), as root:
+//
+//	go run ./hack/bench/checkpoint -n 3
+//
+// One sandboxed agent boots, then each round suspends and resumes it twice, in alternating
+// order: once checkpointed (Desired.Suspended: the runtime checkpoints the gateway and
+// restores it) and once cold (a plain stop and a fresh boot). Resume is the time from the
+// waking Ensure to the first command run in the agent (runtime.Exec `true`) after the gateway
+// answers its health check again; suspend the time of the suspending Ensure. It also prints
+// the checkpoint's size and the agent's RSS before the suspend and after the resume, the
+// medians and the checkpointed/cold ratios.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ktypes "k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/local"
+)
+
+func main() {
+	n := flag.Int("n", 3, "rounds (one checkpointed and one cold suspend and resume each)")
+	idle := flag.Duration("idle", 10*time.Second, "quiet time before each suspend")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *n, *idle); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+type sample struct {
+	suspend, resume, rssBefore, rssAfter, imageMiB float64
+}
+
+func run(ctx context.Context, n int, idle time.Duration) error {
+	engineDir, version, err := engine()
+	if err != nil {
+		return err
+	}
+	criu := os.Getenv(local.CRIUEnv)
+	if criu == "" {
+		criu, _ = filepath.Abs("bin/criu")
+	}
+	state, err := os.MkdirTemp("", "agentplane-bench-checkpoint-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	rt, err := local.New(local.Options{
+		StateDir: state, Engine: openclaw.New(), EngineDirs: map[string]string{version: engineDir},
+		Log: logr.Discard(), Sandbox: local.SandboxRequired, CRIU: criu,
+	})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rt.Shutdown(context.Background()) }()
+	if ok, why := rt.Checkpoints(); !ok {
+		return fmt.Errorf("this runtime does not checkpoint: %s", why)
+	}
+	if err := rt.WarmCompileCache(ctx, version); err != nil {
+		return err
+	}
+	fmt.Printf("engine %s in %s, CRIU %s; %d rounds, idle %s\n", version, engineDir, criu, n, idle)
+	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
+	key := ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}
+	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef", ConfigHash: "h"}
+	if _, err := waitRunning(ctx, rt, ag, d); err != nil {
+		return err
+	}
+	got := map[bool][]sample{}
+	for i := range n {
+		order := []bool{true, false}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, ckpt := range order {
+			if err := sleep(ctx, idle); err != nil {
+				return err
+			}
+			s, reason, err := cycle(ctx, rt, ag, key, d, ckpt)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("round %d  %-12s  suspend %.2f s  resume to first exec %.2f s  checkpoint %.0f MiB  RSS %.0f -> %.0f MiB  (%s)\n",
+				i+1, label(ckpt), s.suspend, s.resume, s.imageMiB, s.rssBefore, s.rssAfter, reason)
+			got[ckpt] = append(got[ckpt], s)
+		}
+	}
+	c, cold := medians(got[true]), medians(got[false])
+	fmt.Printf("\nmedian  checkpointed: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
+	fmt.Printf("median  cold:         suspend %.2f s, resume to first exec %.2f s\n", cold.suspend, cold.resume)
+	fmt.Printf("ratio checkpointed/cold: suspend %.3f, resume %.3f\n", c.suspend/cold.suspend, c.resume/cold.resume)
+	return nil
+}
+
+func label(ckpt bool) string {
+	if ckpt {
+		return "checkpointed"
+	}
+	return "cold"
+}
+
+// cycle suspends the running agent (checkpointed or plainly stopped) and resumes it.
+func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, key ktypes.NamespacedName, d runtime.Desired, ckpt bool) (sample, string, error) {
+	home := filepath.Join(rt.AgentDir(key), "home")
+	s := sample{rssBefore: treeRSS(home)}
+	sd := d
+	sd.Stopped, sd.Suspended = true, ckpt
+	start := time.Now()
+	if o, err := rt.Ensure(ctx, ag, sd); err != nil || o.Phase != runtime.PhaseStopped {
+		return s, "", fmt.Errorf("suspend: %v %+v", err, o)
+	}
+	s.suspend = time.Since(start).Seconds()
+	s.imageMiB = duMiB(filepath.Join(rt.AgentDir(key), "checkpoint"))
+	if ckpt && s.imageMiB == 0 {
+		return s, "", errors.New("no checkpoint was taken (see the runtime's log)")
+	}
+	start = time.Now()
+	first, err := waitRunning(ctx, rt, ag, d)
+	if err != nil {
+		return s, "", err
+	}
+	res, err := rt.Exec(ctx, ag, runtime.ExecRequest{Argv: []string{"true"}})
+	if err != nil || res.ExitCode != 0 {
+		return s, "", fmt.Errorf("exec: %v %+v", err, res)
+	}
+	s.resume = time.Since(start).Seconds()
+	s.rssAfter = treeRSS(home)
+	return s, first.Reason, nil
+}
+
+// waitRunning calls Ensure until the gateway runs; it returns the first observation.
+func waitRunning(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, d runtime.Desired) (runtime.Observed, error) {
+	start := time.Now()
+	var first runtime.Observed
+	for i := 0; ; i++ {
+		o, err := rt.Ensure(ctx, ag, d)
+		if err != nil {
+			return first, err
+		}
+		if i == 0 {
+			first = o
+		}
+		if o.Phase == runtime.PhaseRunning {
+			return first, nil
+		}
+		if o.Phase == runtime.PhaseCrashed || time.Since(start) > 3*time.Minute {
+			return first, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
+		}
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return first, err
+		}
+	}
+}
+
+// duMiB is the size of the files under dir (0 when there is none).
+func duMiB(dir string) float64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if info, err := e.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return float64(n) / (1 << 20)
+}
+
+// treeRSS sums the RSS of every process whose environment marks it as the agent's.
+func treeRSS(home string) float64 {
+	marker := "AGENTPLANE_AGENT_HOME=" + home + "\x00"
+	entries, _ := os.ReadDir("/proc")
+	total := 0.0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil || !strings.Contains(string(env)+"\x00", marker) {
+			continue
+		}
+		total += rss.MiB(e.Name())
+	}
+	return total
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+func medians(s []sample) sample {
+	med := func(f func(sample) float64) float64 {
+		v := make([]float64, len(s))
+		for i := range s {
+			v[i] = f(s[i])
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return sample{
+		suspend: med(func(x sample) float64 { return x.suspend }), resume: med(func(x sample) float64 { return x.resume }),
+		imageMiB: med(func(x sample) float64 { return x.imageMiB }),
+	}
+}
+
+// engine is the pinned engine's dir and the version its CLI reports.
+func engine() (string, string, error) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		out, err := exec.Command("hack/install-engine.sh", "--print-dir").Output()
+		if err != nil {
+			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
+	if err != nil {
+		return "", "", err
+	}
+	v, err := openclaw.New().ParseVersion(out)
+	return dir, v, err
+}
