@@ -99,7 +99,7 @@ node-packages: ## Install containerd, runc, the CNI plugins, iptables, ipset and
 	@hack/install-node-packages.sh
 
 .PHONY: sandbox-packages
-sandbox-packages: ## Install bubblewrap from Debian when absent: the local runtime's agent sandbox (root).
+sandbox-packages: ## Install bubblewrap, tini and CRIU's build dependencies from Debian when absent and build CRIU into bin/criu: the local runtime's agent sandbox and checkpointed suspend (root).
 	@hack/install-sandbox.sh
 
 .PHONY: chromium

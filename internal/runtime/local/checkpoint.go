@@ -41,14 +41,25 @@ type checkpointer struct {
 	criu, tini string
 }
 
-// newCheckpointer returns a checkpointer for the CRIU at path ("" = $AGENTPLANE_CRIU), or nil
-// and why there is none.
+// newCheckpointer returns a checkpointer for the CRIU at path, or nil and why there is none.
+// path "" means $AGENTPLANE_CRIU, else a `criu` beside this program's executable (make run:
+// bin/criu, which make sandbox-packages builds, beside bin/agentplane); "off" means none.
 func newCheckpointer(ctx context.Context, path string) (*checkpointer, string) {
 	if path == "" {
 		path = os.Getenv(CRIUEnv)
 	}
 	if path == "" {
-		return nil, "no CRIU configured (" + CRIUEnv + ", make criu)"
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "criu"); fileExists(p) {
+				path = p
+			}
+		}
+	}
+	switch path {
+	case "":
+		return nil, "no CRIU beside the agentplane binary nor in " + CRIUEnv + " (make sandbox-packages builds bin/criu)"
+	case "off":
+		return nil, CRIUEnv + "=off"
 	}
 	if os.Geteuid() != 0 {
 		return nil, "CRIU needs root"
@@ -432,4 +443,10 @@ func (a *agent) discardCheckpointLocked() {
 	}
 	a.st.Checkpoint = false
 	a.saveLocked()
+}
+
+// fileExists tells whether path names a regular file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
 }

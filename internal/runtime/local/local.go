@@ -126,7 +126,8 @@ type Options struct {
 	// Runtimes of different state dirs may share one.
 	CompileCacheDir string
 	// CRIU is the CRIU binary that checkpoints a suspended agent's gateway and restores it
-	// when the agent wakes (checkpoint.go); "" = $AGENTPLANE_CRIU. Without one that passes
+	// when the agent wakes (checkpoint.go); "" = $AGENTPLANE_CRIU, else a `criu` beside the
+	// running executable; "off" = none. Without one that passes
 	// `criu check`, or unsandboxed, or not as root, a suspended gateway is stopped and
 	// cold-started on resume.
 	CRIU string
