@@ -37,6 +37,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
 )
@@ -44,6 +45,7 @@ import (
 func main() {
 	n := flag.Int("n", 3, "rounds (one checkpointed and one cold suspend and resume each)")
 	idle := flag.Duration("idle", 10*time.Second, "quiet time before each suspend")
+	jsonOut = report.Flag()
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -52,6 +54,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// jsonOut is -json: where the results go for `make bench`.
+var jsonOut *string
 
 type sample struct {
 	suspend, resume, rssBefore, rssAfter, imageMiB float64
@@ -115,7 +120,13 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	fmt.Printf("\nmedian  checkpointed: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
 	fmt.Printf("median  cold:         suspend %.2f s, resume to first exec %.2f s\n", cold.suspend, cold.resume)
 	fmt.Printf("ratio checkpointed/cold: suspend %.3f, resume %.3f\n", c.suspend/cold.suspend, c.resume/cold.resume)
-	return nil
+	row := fmt.Sprintf("median of %d rounds, engine %s", n, version)
+	const base, of = "the same agent suspended and resumed cold", "checkpointed / cold"
+	return report.Write(*jsonOut, []report.Result{
+		{Bench: "checkpoint", Row: row, Metric: "resume to first console exec", Value: c.resume, Unit: "s", Baseline: base, BaselineValue: cold.resume, Ratio: c.resume / cold.resume, RatioOf: of + "; target: at most 1 s"},
+		{Bench: "checkpoint", Row: row, Metric: "suspend", Value: c.suspend, Unit: "s", Baseline: base, BaselineValue: cold.suspend, Ratio: c.suspend / cold.suspend, RatioOf: of},
+		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk", Value: c.imageMiB, Unit: "MiB"},
+	})
 }
 
 func label(ckpt bool) string {
