@@ -61,6 +61,11 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 			return fmt.Errorf("remove the baseline's %T: %w", o, err)
 		}
 	}
+	// The finalizer policy (config/policy) gave the baseline's Agents the controller's
+	// finalizer: they go now, not through the controller's delete path during the run.
+	if err := dropFinalizers(ctx, c, agents); err != nil {
+		return fmt.Errorf("remove the baseline's Agents: %w", err)
+	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rss.MiB("self")
@@ -185,6 +190,16 @@ func createAgents(ctx context.Context, c client.Client, spaces []string, n int) 
 		return c.Create(ctx, a)
 	})
 	return agents, err
+}
+
+// dropFinalizers removes the finalizers of agents (deleted) so that they go without a
+// controller.
+func dropFinalizers(ctx context.Context, c client.Client, agents []*agentsv1.Agent) error {
+	return parallel(8, len(agents), func(i int) error {
+		a := agents[i]
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		return client.IgnoreNotFound(c.Patch(ctx, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name}}, patch))
+	})
 }
 
 // createDirect creates the objects of agents (gateway token Secret and StatefulSet each, the
