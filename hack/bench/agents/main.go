@@ -4,6 +4,8 @@
 //	go run ./hack/bench/agents -mode kube -n 500    # kube-runtime reconcile of n Agents on envtest
 //	go run ./hack/bench/agents -mode kube -n 10000 -workspaces 100   # spread over 100 workspaces
 //	sudo go run ./hack/bench/agents -mode kwok -n 1000 -nodes 50   # n Agents running on KWOK nodes
+//	go run ./hack/bench/agents -mode cost -n 500    # what each kind of the manager's requests costs
+//	go run ./hack/bench/agents -mode kube -n 500 -json out.json   # the results as JSON too
 //
 // local: p50/p90 of n sequential creates with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or
 // hack/install-engine.sh), against the contract's reference of about 30 s; one gateway at a
@@ -16,6 +18,12 @@
 // docs/BENCHMARKS.md's table. The manager in the benchmark process runs with the client-side
 // limit `agentplane manager` ships with (-kube-api-qps, -kube-api-burst: other flag values),
 // not with the control plane's client config; the output names the settings.
+//
+// cost: n requests of each kind the manager makes per agent (finalizer PUT, first status PATCH,
+// gateway-token Secret, StatefulSet), timed with 8 writers against n Agent creates.
+//
+// -json FILE writes the results as a JSON array, one object per metric: {"bench", "row",
+// "metric", "value", "unit", "baseline", "baseline_value", "ratio"}.
 //
 // kwok: a local cluster (root; make envtest-assets cluster-binaries) with -nodes simulated
 // nodes; wall time until n Agents are running (their pods Ready on the simulated nodes),
@@ -52,7 +60,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "local", "local, kube or kwok")
+	mode := flag.String("mode", "local", "local, kube, kwok or cost")
 	n := flag.Int("n", 5, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
@@ -60,6 +68,7 @@ func main() {
 	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
 	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
+	jsonFile := flag.String("json", "", "write the results here as a JSON array of {bench, row, metric, value, unit, baseline, baseline_value, ratio} (kube and cost modes)")
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
 	apiQPS = float32(*qps)
@@ -72,8 +81,13 @@ func main() {
 		err = benchKube(*n, *workspaces, *timeout)
 	case "kwok":
 		err = benchKwok(*n, *nodes, *timeout)
+	case "cost":
+		err = benchCost(*n)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
+	}
+	if err == nil {
+		err = writeJSON(*jsonFile)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -99,6 +113,15 @@ func clientSettings() string {
 		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: no client-side limit", apiQPS, apiBurst)
 	}
 	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, cfg.QPS, cfg.Burst)
+}
+
+// flagsLabel names the manager's client settings in a JSON row: "shipped flags" for the
+// defaults of `agentplane manager`, else the flags.
+func flagsLabel() string {
+	if apiQPS == float32(platform.DefaultAPIQPS) && apiBurst == platform.DefaultAPIBurst {
+		return "shipped flags"
+	}
+	return fmt.Sprintf("--kube-api-qps %g --kube-api-burst %d", apiQPS, apiBurst)
 }
 
 // heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.
