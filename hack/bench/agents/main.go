@@ -64,7 +64,7 @@ func main() {
 	n := flag.Int("n", 5, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
-	flag.IntVar(&agentWorkers, "agent-workers", 0, "the manager's --agent-workers (0: its default)")
+	flag.IntVar(&agentWorkers, "agent-workers", platform.DefaultAgentWorkers, "kube and kwok modes: the manager's --agent-workers (default: the manager's own)")
 	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
 	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
@@ -95,7 +95,8 @@ func main() {
 	}
 }
 
-// agentWorkers is the platform's AgentWorkers.
+// agentWorkers is the platform's AgentWorkers: by default the manager's (not the embedded
+// platform's 4).
 var agentWorkers int
 
 // apiQPS and apiBurst are the manager's client-side limit to the API server, by default the
@@ -110,18 +111,18 @@ var (
 func clientSettings() string {
 	cfg := platform.ClientConfig(&rest.Config{}, apiQPS, apiBurst)
 	if cfg.QPS < 0 {
-		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: no client-side limit", apiQPS, apiBurst)
+		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d --agent-workers %d: no client-side limit", apiQPS, apiBurst, agentWorkers)
 	}
-	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, cfg.QPS, cfg.Burst)
+	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d --agent-workers %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, agentWorkers, cfg.QPS, cfg.Burst)
 }
 
 // flagsLabel names the manager's client settings in a JSON row: "shipped flags" for the
 // defaults of `agentplane manager`, else the flags.
 func flagsLabel() string {
-	if apiQPS == float32(platform.DefaultAPIQPS) && apiBurst == platform.DefaultAPIBurst {
+	if apiQPS == float32(platform.DefaultAPIQPS) && apiBurst == platform.DefaultAPIBurst && agentWorkers == platform.DefaultAgentWorkers {
 		return "shipped flags"
 	}
-	return fmt.Sprintf("--kube-api-qps %g --kube-api-burst %d", apiQPS, apiBurst)
+	return fmt.Sprintf("--kube-api-qps %g --kube-api-burst %d --agent-workers %d", apiQPS, apiBurst, agentWorkers)
 }
 
 // heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.
