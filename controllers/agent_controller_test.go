@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -249,6 +251,43 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Expect(ws.Status.AgentSlots.Taken()).To(BeZero(), "the deleted agent's slot is free: %+v", ws.Status.AgentSlots)
 		next := createAgent(ns, "agt-next")
 		Eventually(func() agentsv1.AgentPhase { return getAgent(next).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+	})
+
+	It("gets its finalizer from the API server's admission policy at creation, and from the controller where it lacks one", func() {
+		ns := agentWorkspace("agents-kube-finalizer", 2)
+		By("the policy of config/policy (installed with the CRDs) adds it to the created object: no request of the controller")
+		a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agt-admitted"}, Spec: agentsv1.AgentSpec{DisplayName: "admitted"}}
+		Expect(k8sClient.Create(ctx, a)).To(Succeed())
+		Expect(a.Finalizers).To(ConsistOf(agentsv1.AgentFinalizer), "the create's answer")
+		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
+		for _, m := range getAgent(a).ManagedFields {
+			Expect(m.Subresource == "" && m.Operation == metav1.ManagedFieldsOperationUpdate && m.Time.After(a.CreationTimestamp.Time) &&
+				m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), "f:finalizers")).To(BeFalse(), "a later write of the finalizers: %+v", m)
+		}
+
+		By("an Agent created with finalizers of its own gets the controller's added to them")
+		b := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agt-own-finalizer", Finalizers: []string{"example.com/keep"}},
+			Spec: agentsv1.AgentSpec{DisplayName: "own"}}
+		Expect(k8sClient.Create(ctx, b)).To(Succeed())
+		Expect(b.Finalizers).To(ConsistOf("example.com/keep", agentsv1.AgentFinalizer))
+
+		By("an Agent without it (created before the policy, or on a cluster without it) gets it from the controller's next pass")
+		// Without the finalizer and with an annotation changed, which makes a pass (a change of
+		// metadata alone does not).
+		touched := getAgent(a)
+		Expect(k8sClient.Patch(ctx, touched, client.RawPatch(types.MergePatchType,
+			[]byte(`{"metadata":{"finalizers":null,"annotations":{"example.com/touched":"1"}}}`)))).To(Succeed())
+		Expect(touched.Finalizers).To(BeEmpty(), "the patch's answer")
+		Eventually(func() []string { return getAgent(a).Finalizers }).Should(ConsistOf(agentsv1.AgentFinalizer))
+
+		for _, x := range []*agentsv1.Agent{a, b} {
+			Expect(k8sClient.Delete(ctx, getAgent(x))).To(Succeed())
+		}
+		Expect(k8sClient.Patch(ctx, getAgent(b), client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`)))).To(Succeed())
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(a), &agentsv1.Agent{})) &&
+				apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(b), &agentsv1.Agent{}))
+		}).Should(BeTrue())
 	})
 
 	It("converges without duplicates when the manager restarts mid-provisioning", func() {

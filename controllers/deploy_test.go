@@ -10,14 +10,17 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/config/crd"
+	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -33,6 +36,8 @@ var _ = DescribeTable("the in-cluster deployment",
 		Expect(kinds).To(HaveKey("NetworkPolicy"))
 		Expect(kinds).To(HaveKey("Service"))
 		Expect(kinds).To(HaveKeyWithValue("FlowSchema", 1))
+		Expect(kinds).To(HaveKeyWithValue("MutatingAdmissionPolicy", 1))
+		Expect(kinds).To(HaveKeyWithValue("MutatingAdmissionPolicyBinding", 1))
 	},
 	Entry("config/default renders and passes a server-side dry run", "default"),
 	Entry("config/local renders and passes a server-side dry run", "local"),
@@ -120,6 +125,46 @@ var _ = It("config/default's FlowSchema classifies the manager's leader-election
 	for _, path := range []string{"/api/v1/namespaces/" + ns + "/configmaps", "/apis/coordination.k8s.io/v1/namespaces/default/leases/agentplane.io"} {
 		f, _ := classified(Default, http.MethodGet, path, "")
 		Expect(f).To(Equal(string(fallback.UID)), "GET %s: FlowSchema", path)
+	}
+})
+
+// config/default ships the admission policies of config/policy as the test and dev control
+// planes install them (policy.Load: the same names and specs), the binding naming the
+// prefixed policy. That they mutate as they should, the Agent controller's specs show on the
+// policies testenv installs.
+var _ = It("config/default ships config/policy's admission policies, named as the test control plane installs them", func() {
+	objs, err := testenv.DecodeManifests(kustomize("default"))
+	Expect(err).NotTo(HaveOccurred())
+	want, err := policy.Load()
+	Expect(err).NotTo(HaveOccurred())
+	var policies []admissionregistrationv1.MutatingAdmissionPolicy
+	var bindings []admissionregistrationv1.MutatingAdmissionPolicyBinding
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "MutatingAdmissionPolicy":
+			var p admissionregistrationv1.MutatingAdmissionPolicy
+			Expect(k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p)).To(Succeed())
+			policies = append(policies, p)
+		case "MutatingAdmissionPolicyBinding":
+			var b admissionregistrationv1.MutatingAdmissionPolicyBinding
+			Expect(k8sruntime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b)).To(Succeed())
+			bindings = append(bindings, b)
+		}
+	}
+	Expect(policies).To(HaveLen(len(want.Mutating)))
+	for i, p := range want.Mutating {
+		Expect(policies[i].Name).To(Equal(p.Name))
+		Expect(policies[i].Spec).To(Equal(p.Spec), "policy %s", p.Name)
+	}
+	Expect(bindings).To(HaveLen(len(want.Bindings)))
+	for i, b := range want.Bindings {
+		Expect(bindings[i].Name).To(Equal(b.Name))
+		Expect(bindings[i].Spec).To(Equal(b.Spec), "binding %s", b.Name)
+	}
+	// What testenv installed is what config/default ships.
+	for _, p := range want.Mutating {
+		got := &admissionregistrationv1.MutatingAdmissionPolicy{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
 	}
 })
 

@@ -123,7 +123,7 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.Domains.IngressClass, "ingress-class", "", "IngressClass of agent domains (kube runtime)")
 	f.StringVar(&o.Domains.ClusterIssuer, "cluster-issuer", "", "cert-manager ClusterIssuer for TLS of agent domains (kube runtime; empty: no TLS)")
 	f.DurationVar(&o.ProvisionTimeout, "provision-timeout", 3*time.Minute, "how long agent create and restart wait for the gateway before answering 202")
-	f.IntVar(&o.AgentWorkers, "agent-workers", 4, "agents the Agent controller reconciles at once")
+	f.IntVar(&o.AgentWorkers, "agent-workers", platform.DefaultAgentWorkers, "agents the Agent controller reconciles at once")
 	f.DurationVar(&o.WakeLead, "wake-lead", controllers.DefaultWakeLead, "how long before its next scheduled task a suspended agent is woken")
 	f.DurationVar(&o.WakeWindow, "wake-window", controllers.DefaultWakeWindow, "how long a woken agent without an idle policy stays awake after its last request")
 	// No client-side limit by default: the API server's priority and fairness paces the

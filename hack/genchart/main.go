@@ -1,6 +1,7 @@
 // Command genchart writes the Helm chart dist/chart from config/ (make chart): the CRDs of
-// config/crd/bases verbatim, the RBAC, manager Deployment, Services, NetworkPolicy and
-// leader-election FlowSchema that `kubectl kustomize config/default` renders (namespace, image,
+// config/crd/bases verbatim, the RBAC, manager Deployment, Services, NetworkPolicy,
+// leader-election FlowSchema and the Agent finalizer's MutatingAdmissionPolicy that
+// `kubectl kustomize config/default` renders (namespace, image,
 // replicas, resources, scheduling, storage and flags from the values), the objects of config/monitoring behind values, and the
 // static templates and values.yaml under hack/genchart/gen/static. hack/verify-generated.sh runs
 // it and fails when dist/chart differs from what it writes.

@@ -4,6 +4,7 @@
 package devenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/config/crd"
+	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -28,7 +30,8 @@ type ControlPlane struct {
 }
 
 // Start starts etcd (data under stateDir/etcd) and kube-apiserver from assetsDir, installs the
-// CRDs and writes stateDir/kubeconfig.
+// CRDs and the admission policies shipped with them (config/policy) and writes
+// stateDir/kubeconfig.
 func Start(stateDir, assetsDir string) (*ControlPlane, error) {
 	for _, b := range []string{"kube-apiserver", "etcd"} {
 		if _, err := os.Stat(filepath.Join(assetsDir, b)); err != nil {
@@ -59,6 +62,11 @@ func Start(stateDir, assetsDir string) (*ControlPlane, error) {
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	// The admission policies shipped with the CRDs (config/default installs both).
+	if err := policy.Install(context.Background(), cfg); err != nil {
+		_ = env.Stop()
+		return nil, err
 	}
 	cp := &ControlPlane{env: env, Config: cfg, Kubeconfig: filepath.Join(stateDir, "kubeconfig"),
 		EtcdURL: env.ControlPlane.APIServer.Configure().Get("etcd-servers").Get(nil)[0]}

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/images"
 )
 
@@ -44,7 +45,8 @@ type Options struct {
 	Dir string
 	// NodeName is the real node's name (default "agentplane-node").
 	NodeName string
-	// CRDs are installed before Start returns.
+	// CRDs are installed before Start returns, and with them the admission policies shipped
+	// with them (config/policy).
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// Images are image tarballs to import into the node's containerd. The sandbox image is
 	// imported by Start from BinDir's pause.
@@ -231,6 +233,12 @@ func (c *Cluster) startControlPlane() error {
 		return fmt.Errorf("control plane: %w", err)
 	}
 	c.Config = cfg
+	if len(c.opts.CRDs) > 0 {
+		// The admission policies shipped with the CRDs (config/default installs both).
+		if err := policy.Install(context.Background(), cfg); err != nil {
+			return err
+		}
+	}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: c.opts.Scheme}); err != nil {
 		return err
 	}

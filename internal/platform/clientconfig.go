@@ -14,6 +14,15 @@ const (
 	DefaultAPIBurst         = 0
 )
 
+// DefaultAgentWorkers is how many agents `agentplane manager` reconciles at once
+// (--agent-workers; the embedded platform's default, Options.AgentWorkers 0, stays 4). An
+// Agent's first pass is a chain of requests, each waiting for the API server (its slot, the
+// gateway token, the StatefulSet, its status), so the passes are bound by latency, not by the
+// server: on the test control plane 500 agents take 0.67x as long with 16 workers as with 4,
+// the same with 32, and concurrent passes share their slot reservations' writes (0.28 writes
+// per agent against 0.83; docs/BENCHMARKS.md, issue 38).
+const DefaultAgentWorkers = 16
+
 // ClientConfig returns a copy of cfg with the manager's client-side limit: a negative qps
 // turns client-go's token bucket off (cfg.QPS < 0), a positive one sets it with burst
 // requests at once (0: twice qps); qps 0 keeps cfg's own QPS (and burst 0 its own Burst).

@@ -9,6 +9,7 @@
 package testenv
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/pkg/agentplanetest/controlplane"
 )
@@ -48,7 +50,7 @@ func AssetsDir() string {
 	return filepath.Join(RepoRoot(), "bin", "k8s")
 }
 
-// Start starts a control plane with agentplane's CRDs. It fails with a hint when the binaries
+// Start starts a control plane with agentplane's CRDs and admission policies (config/policy). It fails with a hint when the binaries
 // were not built.
 func Start() (*Env, error) {
 	assets := AssetsDir()
@@ -64,6 +66,11 @@ func Start() (*Env, error) {
 	cfg, err := e.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
+	}
+	// The admission policies shipped with the CRDs (config/default installs both).
+	if err := policy.Install(context.Background(), cfg); err != nil {
+		_ = e.Stop()
+		return nil, err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: s})
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw/program"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -107,8 +108,9 @@ var (
 	running = map[string]*shared{}
 )
 
-// Start runs agentplane on the API server of cfg: it installs the CRDs that are absent, then
-// starts the controllers and the REST facade (on 127.0.0.1, a free port) in this process, and
+// Start runs agentplane on the API server of cfg: it installs the CRDs that are absent and the
+// admission policies shipped with them (config/policy; none on an API server before Kubernetes
+// 1.36), then starts the controllers and the REST facade (on 127.0.0.1, a free port) in this process, and
 // returns once the facade answers. A second Start on the same API server (same cfg.Host) while
 // the first runs returns another handle on the same platform; it fails when its options differ.
 func Start(ctx context.Context, cfg *rest.Config, opts ...Option) (*Platform, error) {
@@ -154,6 +156,9 @@ func start(ctx context.Context, cfg *rest.Config, o options) (_ *shared, err err
 	}()
 	if err := installCRDs(ctx, cfg); err != nil {
 		return nil, err
+	}
+	if err := policy.Install(ctx, cfg); err != nil {
+		return nil, fmt.Errorf("agentplanetest: install the admission policies: %w", err)
 	}
 	if s.client, err = client.New(cfg, client.Options{Scheme: scheme.New()}); err != nil {
 		return nil, err

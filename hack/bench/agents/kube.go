@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -61,6 +64,11 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 			return fmt.Errorf("remove the baseline's %T: %w", o, err)
 		}
 	}
+	// The finalizer policy (config/policy) gave the baseline's Agents the controller's
+	// finalizer: they go now, not through the controller's delete path during the run.
+	if err := dropFinalizers(ctx, c, agents); err != nil {
+		return fmt.Errorf("remove the baseline's Agents: %w", err)
+	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
 	rssBefore := rss.MiB("self")
@@ -93,13 +101,32 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	fmt.Printf("kube runtime reconcile, %d agents in %d workspace(s), envtest\n", n, len(spaces))
 	fmt.Printf("  %s\n", clientSettings())
 	fmt.Printf("  controller          %8.2f s   (%.0f agents/s)\n", reconciled.Seconds(), float64(n)/reconciled.Seconds())
-	fmt.Printf("  (the benchmark's own creates of the %d Agents, 8 writers, took %.2f s of it)\n", n, created.Seconds())
+	fmt.Printf("  (the benchmark's own creates of the %d Agents, 8 writers, took %.2f s of it; the first StatefulSet appeared after %.2f s, the manager's start included)\n", n, created.Seconds(), times[0].Seconds())
 	fmt.Printf("  direct API writes   %8.2f s   (same objects, 8 writers, no controller)\n", direct.Seconds())
 	fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/reconciled.Seconds())
 	fmt.Printf("  time per agent: first tenth %.2f ms, last tenth %.2f ms (ratio last/first %.2f)\n",
 		ms(first), ms(last), last.Seconds()/first.Seconds())
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents)\n", rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
 	perAgent := requests.print(n)
+	// The direct writes: a Secret and a StatefulSet per agent, the governing Service once.
+	directPerAgent := float64(2*n+1) / float64(n)
+	row := fmt.Sprintf("%d agents, %s", n, flagsLabel())
+	if len(spaces) > 1 {
+		row = fmt.Sprintf("%d agents in %d workspaces, %s", n, len(spaces), flagsLabel())
+	}
+	jsonRows = append(jsonRows,
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "wall time", Value: reconciled.Seconds(), Unit: "s",
+			Baseline: "direct writes", BaselineValue: direct.Seconds(), Ratio: direct.Seconds() / reconciled.Seconds()},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "agents per second", Value: float64(n) / reconciled.Seconds(), Unit: "agents/s",
+			Baseline: "direct writes", BaselineValue: float64(n) / direct.Seconds(), Ratio: direct.Seconds() / reconciled.Seconds()},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests",
+			Baseline: "direct writes", BaselineValue: directPerAgent, Ratio: directPerAgent / perAgent},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "API answers 429", Value: float64(requests.throttled), Unit: "requests"},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "time per agent, last tenth", Value: ms(last), Unit: "ms",
+			Baseline: "first tenth", BaselineValue: ms(first), Ratio: last.Seconds() / first.Seconds()},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "RSS growth", Value: rssAfter - rssBefore, Unit: "MiB"},
+		jsonRow{Bench: "agents-kube", Row: row, Metric: "first StatefulSet", Value: times[0].Seconds(), Unit: "s"},
+	)
 	fmt.Printf("  row | %d | %d | %.1f | %.0f | %.1f | %.0f | %.2f | %.2f | %.2f |\n",
 		n, len(spaces), reconciled.Seconds(), float64(n)/reconciled.Seconds(), perAgent, rssAfter-rssBefore,
 		last.Seconds()/first.Seconds(), direct.Seconds(), direct.Seconds()/reconciled.Seconds())
@@ -187,6 +214,16 @@ func createAgents(ctx context.Context, c client.Client, spaces []string, n int) 
 	return agents, err
 }
 
+// dropFinalizers removes the finalizers of agents (deleted) so that they go without a
+// controller.
+func dropFinalizers(ctx context.Context, c client.Client, agents []*agentsv1.Agent) error {
+	return parallel(8, len(agents), func(i int) error {
+		a := agents[i]
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		return client.IgnoreNotFound(c.Patch(ctx, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: a.Name}}, patch))
+	})
+}
+
 // createDirect creates the objects of agents (gateway token Secret and StatefulSet each, the
 // governing Service of their namespace once), built by the runtime's builders with opts, as
 // one client with 8 writers.
@@ -224,11 +261,29 @@ type requestCounter struct {
 	// throttled counts the API server's 429 answers (priority and fairness), retried by
 	// client-go and counted again in counts.
 	throttled int
+	// throttledBy counts the 429s by request and by what the API server said.
+	throttledBy map[string]int
+}
+
+// throttleKey names a 429: the request (method, path, whether a watch) and the API server's
+// message (priority and fairness says "too many requests", the watch cache of a resource
+// whose storage is still starting "storage is (re)initializing").
+func throttleKey(req *http.Request, resp *http.Response) string {
+	var body bytes.Buffer
+	_, _ = body.ReadFrom(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(body.Bytes()))
+	var status metav1.Status
+	_ = json.Unmarshal(body.Bytes(), &status)
+	watch := ""
+	if req.URL.Query().Get("watch") == "true" {
+		watch = " (watch)"
+	}
+	return fmt.Sprintf("%s %s%s: %q", req.Method, req.URL.Path, watch, status.Message)
 }
 
 // countRequests returns a copy of cfg whose requests are counted.
 func countRequests(cfg *rest.Config) (*rest.Config, *requestCounter) {
-	rc := &requestCounter{counts: map[string]int{}}
+	rc := &requestCounter{counts: map[string]int{}, throttledBy: map[string]int{}}
 	out := rest.CopyConfig(cfg)
 	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
@@ -237,6 +292,7 @@ func countRequests(cfg *rest.Config) (*rest.Config, *requestCounter) {
 			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
 				rc.mu.Lock()
 				rc.throttled++
+				rc.throttledBy[throttleKey(req, resp)]++
 				rc.mu.Unlock()
 			}
 			return resp, err
@@ -290,6 +346,12 @@ func (rc *requestCounter) print(n int) float64 {
 	fmt.Printf("  manager API requests: %d (%.1f per agent), %d answered 429; most frequent:\n", total, float64(total)/float64(n), rc.throttled)
 	for _, k := range keys[:min(len(keys), 10)] {
 		fmt.Printf("    %-48s %6d  (%.2f per agent)\n", k, rc.counts[k], float64(rc.counts[k])/float64(n))
+	}
+	if len(rc.throttledBy) > 0 {
+		fmt.Printf("  answered 429:\n")
+		for k, v := range rc.throttledBy {
+			fmt.Printf("    %4d  %s\n", v, k)
+		}
 	}
 	return float64(total) / float64(n)
 }

@@ -77,6 +77,10 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	if err := c.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace("bench-direct"), client.PropagationPolicy("Orphan")); err != nil {
 		return fmt.Errorf("remove the baseline's agents: %w", err)
 	}
+	// The finalizer policy (config/policy) gave them the controller's finalizer.
+	if err := dropFinalizers(ctx, c, agents); err != nil {
+		return fmt.Errorf("remove the baseline's agents: %w", err)
+	}
 	if _, done := waitCount(ctx, 1, orphanStart, timeout, "baseline Agents gone", func() (int, error) {
 		var l agentsv1.AgentList
 		if err := c.List(ctx, &l, client.InNamespace("bench-direct")); err != nil {

@@ -4,6 +4,8 @@
 //	go run ./hack/bench/agents -mode kube -n 500    # kube-runtime reconcile of n Agents on envtest
 //	go run ./hack/bench/agents -mode kube -n 10000 -workspaces 100   # spread over 100 workspaces
 //	sudo go run ./hack/bench/agents -mode kwok -n 1000 -nodes 50   # n Agents running on KWOK nodes
+//	go run ./hack/bench/agents -mode cost -n 500    # what each kind of the manager's requests costs
+//	go run ./hack/bench/agents -mode kube -n 500 -json out.json   # the results as JSON too
 //
 // local: p50/p90 of n sequential creates with the real OpenClaw engine (AGENTPLANE_ENGINE_DIR or
 // hack/install-engine.sh), against the contract's reference of about 30 s; one gateway at a
@@ -16,6 +18,12 @@
 // docs/BENCHMARKS.md's table. The manager in the benchmark process runs with the client-side
 // limit `agentplane manager` ships with (-kube-api-qps, -kube-api-burst: other flag values),
 // not with the control plane's client config; the output names the settings.
+//
+// cost: n requests of each kind the manager makes per agent (finalizer PUT, first status PATCH,
+// gateway-token Secret, StatefulSet), timed with 8 writers against n Agent creates.
+//
+// -json FILE writes the results as a JSON array, one object per metric: {"bench", "row",
+// "metric", "value", "unit", "baseline", "baseline_value", "ratio"}.
 //
 // kwok: a local cluster (root; make envtest-assets cluster-binaries) with -nodes simulated
 // nodes; wall time until n Agents are running (their pods Ready on the simulated nodes),
@@ -52,14 +60,15 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "local", "local, kube or kwok")
+	mode := flag.String("mode", "local", "local, kube, kwok or cost")
 	n := flag.Int("n", 5, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
-	flag.IntVar(&agentWorkers, "agent-workers", 0, "the manager's --agent-workers (0: its default)")
+	flag.IntVar(&agentWorkers, "agent-workers", platform.DefaultAgentWorkers, "kube and kwok modes: the manager's --agent-workers (default: the manager's own)")
 	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
 	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
+	jsonFile := flag.String("json", "", "write the results here as a JSON array of {bench, row, metric, value, unit, baseline, baseline_value, ratio} (kube and cost modes)")
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
 	apiQPS = float32(*qps)
@@ -72,8 +81,13 @@ func main() {
 		err = benchKube(*n, *workspaces, *timeout)
 	case "kwok":
 		err = benchKwok(*n, *nodes, *timeout)
+	case "cost":
+		err = benchCost(*n)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
+	}
+	if err == nil {
+		err = writeJSON(*jsonFile)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -81,7 +95,8 @@ func main() {
 	}
 }
 
-// agentWorkers is the platform's AgentWorkers.
+// agentWorkers is the platform's AgentWorkers: by default the manager's (not the embedded
+// platform's 4).
 var agentWorkers int
 
 // apiQPS and apiBurst are the manager's client-side limit to the API server, by default the
@@ -96,9 +111,18 @@ var (
 func clientSettings() string {
 	cfg := platform.ClientConfig(&rest.Config{}, apiQPS, apiBurst)
 	if cfg.QPS < 0 {
-		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: no client-side limit", apiQPS, apiBurst)
+		return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d --agent-workers %d: no client-side limit", apiQPS, apiBurst, agentWorkers)
 	}
-	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, cfg.QPS, cfg.Burst)
+	return fmt.Sprintf("manager --kube-api-qps %g --kube-api-burst %d --agent-workers %d: client-side limit %g QPS, burst %d", apiQPS, apiBurst, agentWorkers, cfg.QPS, cfg.Burst)
+}
+
+// flagsLabel names the manager's client settings in a JSON row: "shipped flags" for the
+// defaults of `agentplane manager`, else the flags.
+func flagsLabel() string {
+	if apiQPS == float32(platform.DefaultAPIQPS) && apiBurst == platform.DefaultAPIBurst && agentWorkers == platform.DefaultAgentWorkers {
+		return "shipped flags"
+	}
+	return fmt.Sprintf("--kube-api-qps %g --kube-api-burst %d --agent-workers %d", apiQPS, apiBurst, agentWorkers)
 }
 
 // heapProfile is where -heapprofile writes the process's heap once the agents' objects exist.

@@ -161,9 +161,22 @@ func TestCRDsAreTheBases(t *testing.T) {
 	}
 	objs := render(t, chartDir, "defaults", "crds.install=false")
 	for k := range objs {
-		if strings.HasPrefix(k, "CustomResourceDefinition/") {
+		if strings.HasPrefix(k, "CustomResourceDefinition/") || strings.HasPrefix(k, "MutatingAdmissionPolicy") {
 			t.Errorf("crds.install=false renders %s", k)
 		}
+	}
+	// By default the Agent finalizer's admission policy comes with the CRDs: cluster-scoped,
+	// its binding naming it.
+	objs = render(t, chartDir, "defaults")
+	p, b := objs["MutatingAdmissionPolicy/agentplane-agent-finalizer"], objs["MutatingAdmissionPolicyBinding/agentplane-agent-finalizer"]
+	if p == nil || b == nil {
+		t.Fatalf("no MutatingAdmissionPolicy and binding agentplane-agent-finalizer in %v", keys(objs))
+	}
+	if p.GetNamespace() != "" || b.GetNamespace() != "" {
+		t.Errorf("admission policy in namespace %q, binding in %q; want none (cluster-scoped)", p.GetNamespace(), b.GetNamespace())
+	}
+	if name, _, _ := unstructured.NestedString(b.Object, "spec", "policyName"); name != p.GetName() {
+		t.Errorf("the binding names policy %q, want %q", name, p.GetName())
 	}
 }
 

@@ -67,6 +67,10 @@ func Run(o Options) error {
 			if err != nil {
 				return err
 			}
+			if k := u.GetKind(); k == "MutatingAdmissionPolicy" || k == "MutatingAdmissionPolicyBinding" {
+				// Shipped with the CRDs (config/policy): behind crds.install with them.
+				tpl = []byte("{{- if .Values.crds.install }}\n" + string(tpl) + "{{- end }}\n")
+			}
 			c[templateName(u)] = tpl
 		}
 	}

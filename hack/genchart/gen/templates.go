@@ -133,8 +133,13 @@ func commonPlaceholders(u *unstructured.Unstructured) error {
 			return err
 		}
 	}
-	if u.GetKind() == "FlowSchema" {
+	switch u.GetKind() {
+	case "FlowSchema":
 		return flowSchemaPlaceholders(u)
+	case "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding":
+		// Cluster-scoped, but kustomize's schema does not know admissionregistration.k8s.io/v1's
+		// admission policies and gives them config/default's namespace: it is dropped.
+		u.SetNamespace("")
 	}
 	return nil
 }
