@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -124,8 +125,8 @@ func benchCost(n int) error {
 	fmt.Printf("API server cost per request kind, %d each, 8 writers, envtest\n", n)
 	for _, r := range results {
 		fmt.Printf("  %-55s %7.2f s  %6.2f ms/request  %.2fx POST agents\n", r.name, r.took.Seconds(), ms(r.took)/float64(n), r.took.Seconds()/create.Seconds())
-		jsonRows = append(jsonRows, jsonRow{Bench: "agents-cost", Row: fmt.Sprintf("%d requests, 8 writers", n), Metric: r.name, Value: r.took.Seconds(), Unit: "s",
-			Baseline: "POST agents", BaselineValue: create.Seconds(), Ratio: r.took.Seconds() / create.Seconds()})
+		jsonRows = append(jsonRows, report.Result{Bench: "agents-cost", Row: fmt.Sprintf("%d requests, 8 writers", n), Metric: r.name, Value: r.took.Seconds(), Unit: "s",
+			Baseline: "POST agents", BaselineValue: create.Seconds(), Ratio: r.took.Seconds() / create.Seconds(), RatioOf: "this request / an Agent create"})
 	}
 	return nil
 }

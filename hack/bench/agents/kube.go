@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"io"
 	"net/http"
 	"sort"
@@ -115,17 +116,17 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 		row = fmt.Sprintf("%d agents in %d workspaces, %s", n, len(spaces), flagsLabel())
 	}
 	jsonRows = append(jsonRows,
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "wall time", Value: reconciled.Seconds(), Unit: "s",
-			Baseline: "direct writes", BaselineValue: direct.Seconds(), Ratio: direct.Seconds() / reconciled.Seconds()},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "agents per second", Value: float64(n) / reconciled.Seconds(), Unit: "agents/s",
+		report.Result{Bench: "agents-kube", Row: row, Metric: "wall time", Value: reconciled.Seconds(), Unit: "s",
+			Baseline: "direct writes", BaselineValue: direct.Seconds(), Ratio: direct.Seconds() / reconciled.Seconds(), RatioOf: "direct / controller; target >= 0.5"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "agents per second", Value: float64(n) / reconciled.Seconds(), Unit: "agents/s",
 			Baseline: "direct writes", BaselineValue: float64(n) / direct.Seconds(), Ratio: direct.Seconds() / reconciled.Seconds()},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests",
-			Baseline: "direct writes", BaselineValue: directPerAgent, Ratio: directPerAgent / perAgent},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "API answers 429", Value: float64(requests.throttled), Unit: "requests"},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "time per agent, last tenth", Value: ms(last), Unit: "ms",
-			Baseline: "first tenth", BaselineValue: ms(first), Ratio: last.Seconds() / first.Seconds()},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "RSS growth", Value: rssAfter - rssBefore, Unit: "MiB"},
-		jsonRow{Bench: "agents-kube", Row: row, Metric: "first StatefulSet", Value: times[0].Seconds(), Unit: "s"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests",
+			Baseline: "direct writes", BaselineValue: directPerAgent, Ratio: directPerAgent / perAgent, RatioOf: "direct / controller"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "API answers 429", Value: float64(requests.throttled), Unit: "requests"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "time per agent, last tenth", Value: ms(last), Unit: "ms",
+			Baseline: "first tenth", BaselineValue: ms(first), Ratio: last.Seconds() / first.Seconds(), RatioOf: "last / first; flat cost: near 1"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "RSS growth", Value: rssAfter - rssBefore, Unit: "MiB"},
+		report.Result{Bench: "agents-kube", Row: row, Metric: "first StatefulSet", Value: times[0].Seconds(), Unit: "s"},
 	)
 	fmt.Printf("  row | %d | %d | %.1f | %.0f | %.1f | %.0f | %.2f | %.2f | %.2f |\n",
 		n, len(spaces), reconciled.Seconds(), float64(n)/reconciled.Seconds(), perAgent, rssAfter-rssBefore,

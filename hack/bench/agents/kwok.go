@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -120,8 +121,18 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	fmt.Printf("  controller's pods on simulated nodes: %d\n", onSimulated)
 	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
 		rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
-	_ = requests.print(n)
+	perAgent := requests.print(n)
 	cancel()
+	if managedDone < n || directDone < n {
+		return fmt.Errorf("a run did not finish within %s: controller %d/%d, direct %d/%d", timeout, managedDone, n, directDone, n)
+	}
+	row := fmt.Sprintf("%d agents on %d KWOK nodes, %s", n, nodes, flagsLabel())
+	jsonRows = append(jsonRows,
+		report.Result{Bench: "agents-kwok", Row: row, Metric: "until every Agent runs", Value: managed.Seconds(), Unit: "s",
+			Baseline: "the same objects applied directly until their pods are Ready", BaselineValue: direct.Seconds(),
+			Ratio: direct.Seconds() / managed.Seconds(), RatioOf: "direct / controller"},
+		report.Result{Bench: "agents-kwok", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests"},
+	)
 	return nil
 }
 

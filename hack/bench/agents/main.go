@@ -53,6 +53,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/tenancy"
@@ -68,7 +69,7 @@ func main() {
 	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
 	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
 	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
-	jsonFile := flag.String("json", "", "write the results here as a JSON array of {bench, row, metric, value, unit, baseline, baseline_value, ratio} (kube and cost modes)")
+	jsonFile := report.Flag()
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
 	apiQPS = float32(*qps)
@@ -87,7 +88,7 @@ func main() {
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
 	if err == nil {
-		err = writeJSON(*jsonFile)
+		err = report.Write(*jsonFile, jsonRows)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
