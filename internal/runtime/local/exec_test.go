@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/secrets"
 )
 
@@ -188,7 +189,8 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 	f := newFixture(t)
 	a := newAgent("gwenvorder")
 	d := desired("tok-gwenvorder-000000000000")
-	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept"}
+	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept",
+		"NODE_OPTIONS": "--require /evil.js", "GLIBC_TUNABLES": "evil"}
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
 	if err != nil {
@@ -203,6 +205,12 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 	home := filepath.Join(f.rt.AgentDir(keyOf(a)), "home")
 	if env["HOME"] != home || env["OPENCLAW_HOME"] != home || env["AGENTPLANE_AGENT_HOME"] != home || env["LANG"] == "evil" || env["ATTACHED"] != "kept" {
 		t.Fatalf("gateway environment: %v (home %s)", env, home)
+	}
+	// The platform's Node settings, not the secret's (runtime.GatewayNodeEnv).
+	for k, v := range runtime.GatewayNodeEnv(local.DefaultGatewayHeapMiB) {
+		if env[k] != v {
+			t.Errorf("gateway %s = %q, want the platform's %q", k, env[k], v)
+		}
 	}
 	// Every name the platform sets is one a secret may not take.
 	for k := range env {
