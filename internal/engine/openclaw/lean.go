@@ -14,20 +14,23 @@ import "reflect"
 //     start and every six hours (and applies only on the next restart). The catalog shipped
 //     with the release stays; model calls are unchanged (the model proxy's providers are
 //     models.providers entries).
-//   - plugins.entries.memory-core.config.dreaming.enabled: memory-core's "dreaming" writes a
-//     managed cron job at start (it would show in the agent's `cron list`) and runs a
-//     background memory sweep on it. Memory itself (memory search, the memory tools) stays.
 //   - leanOffPlugins: bundled plugins enabled by default that serve a desktop or a paired
 //     node host (macOS canvas panels, computer control, Linux node desktop features, Talk
 //     voice, client IP geolocation with its database); an agent here is a headless gateway.
 //     Channels need no entry: a bundled channel plugin loads only for a configured channel,
 //     and SetChannel trusts an external one only for a channel the agent has.
+//
+// Not memory-core's "dreaming" (a managed cron job it creates at start, about 0.2 s, and a
+// background memory sweep on it): its switch is plugins.entries.memory-core.config, and a
+// plugin entry with a config makes the engine treat a new agent's first start as an upgrade
+// (it runs its legacy state migrations, about 2 s, instead of taking the new-install path),
+// which costs more than dreaming does. So are keys the engine counts as stateful (channels,
+// cron, memory, tools...): the platform writes none of them at create.
 var (
 	leanOffPlugins = []string{"canvas", "cua-computer", "geolocation", "linux-node", "talk-voice"}
 	leanSettings   = []leanSetting{
 		{[]string{"update", "checkOnStart"}, false},
 		{[]string{keyModels, "catalogRefresh", "enabled"}, false},
-		{[]string{"plugins", "entries", "memory-core", "config", "dreaming", "enabled"}, false},
 	}
 )
 

@@ -9,14 +9,13 @@ import (
 
 // leanPaths are the lean defaults as they appear in a rendered config.
 var leanPaths = map[string]any{
-	"update.checkOnStart":                                 false,
-	"models.catalogRefresh.enabled":                       false,
-	"plugins.entries.memory-core.config.dreaming.enabled": false,
-	"plugins.entries.canvas.enabled":                      false,
-	"plugins.entries.cua-computer.enabled":                false,
-	"plugins.entries.geolocation.enabled":                 false,
-	"plugins.entries.linux-node.enabled":                  false,
-	"plugins.entries.talk-voice.enabled":                  false,
+	"update.checkOnStart":                  false,
+	"models.catalogRefresh.enabled":        false,
+	"plugins.entries.canvas.enabled":       false,
+	"plugins.entries.cua-computer.enabled": false,
+	"plugins.entries.geolocation.enabled":  false,
+	"plugins.entries.linux-node.enabled":   false,
+	"plugins.entries.talk-voice.enabled":   false,
 }
 
 func TestInitialConfigIsLean(t *testing.T) {
@@ -28,6 +27,18 @@ func TestInitialConfigIsLean(t *testing.T) {
 	for path, want := range leanPaths {
 		if got := at(m, path); !reflect.DeepEqual(got, want) {
 			t.Errorf("%s = %#v, want %#v", path, got, want)
+		}
+	}
+	// Nothing that makes the engine take a new agent's first start for an upgrade (its
+	// pristine-install check): no plugin entry with a config, no stateful top-level key.
+	for _, k := range []string{"channels", "cron", "memory", "tools", "session", "mcp", "env", "secrets"} {
+		if v := at(m, k); v != nil {
+			t.Errorf("%s = %#v in the initial config", k, v)
+		}
+	}
+	for id, e := range m["plugins"].(map[string]any)["entries"].(map[string]any) {
+		if e.(map[string]any)["enabled"] != false {
+			t.Errorf("plugins.entries.%s = %#v: only {enabled:false} entries keep a first start pristine", id, e)
 		}
 	}
 	// No channel plugin is trusted before the agent has the channel.
@@ -56,6 +67,7 @@ func TestRenderKeepsTheUsersChoices(t *testing.T) {
 		"plugins.entries.talk-voice.config.x":                   float64(1),
 		"plugins.entries.memory-core.config.dreaming.enabled":   true,
 		"plugins.entries.memory-core.config.dreaming.frequency": "0 3 * * *",
+		"plugins.entries.memory-core.enabled":                   nil,
 		"plugins.entries.geolocation.enabled":                   false,
 	} {
 		if got := at(m, path); !reflect.DeepEqual(got, want) {

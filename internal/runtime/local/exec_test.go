@@ -226,6 +226,10 @@ func TestExecStdinFile(t *testing.T) {
 	f := newFixture(t)
 	ws := stoppedAgent(t, f, "stdinfile", nil)
 	home := filepath.Dir(filepath.Dir(ws))
+	// A first command makes the workspace of the agent that never ran (ensureWorkspace).
+	if _, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
 	before := treeOf(t, home)
 	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
 		Argv:  []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
