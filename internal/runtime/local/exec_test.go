@@ -190,7 +190,7 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 	a := newAgent("gwenvorder")
 	d := desired("tok-gwenvorder-000000000000")
 	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept",
-		"NODE_OPTIONS": "--require /evil.js", "GLIBC_TUNABLES": "evil"}
+		"NODE_OPTIONS": "--require /evil.js"}
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
 	if err != nil {
