@@ -15,14 +15,16 @@ import "fmt"
 //   - --max-semi-space-size=4: young generations of 4 MiB semi-spaces: the idle gateway holds
 //     about 170-200 MiB less (RSS), for about 8% more CPU at boot (more scavenges). 1 MiB saves
 //     some 25 MiB more but cost up to 30% more CPU at boot; 8 MiB saved less.
-//   - --v8-pool-size=2: V8's background threads (concurrent marking, compilation) are one per
-//     core by default, on a large node dozens per gateway, each with its stack.
+//
+// Not --v8-pool-size (fewer V8 background threads): 2 instead of Node's 4 saved no memory
+// that could be measured and looked to cost CPU at boot; nor GLIBC_TUNABLES'
+// glibc.malloc.arena_max=2 (the same).
 //
 // None of them changes V8's code cache tag (v8.cachedDataVersionTag), so the engine's compile
 // cache stays valid. NODE_OPTIONS is reserved (secrets.IsReservedEnvName): no attached secret
 // sets or overrides it.
 func GatewayNodeEnv(heapMiB int64) map[string]string {
 	return map[string]string{
-		"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d --max-semi-space-size=4 --v8-pool-size=2", heapMiB),
+		"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d --max-semi-space-size=4", heapMiB),
 	}
 }
