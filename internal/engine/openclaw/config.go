@@ -42,7 +42,7 @@ var (
 // both resolved by OpenClaw against the home Env gives it. The identity goes to
 // agents.entries.main (identity.name/theme/emoji, description); Vibe is OpenClaw's "theme".
 // With an empty gatewayToken the config has no token and the gateway uses
-// OPENCLAW_GATEWAY_TOKEN from its environment.
+// OPENCLAW_GATEWAY_TOKEN from its environment. The lean defaults (lean.go) are set.
 func (e *Engine) InitialConfig(id engine.Identity, gatewayToken string) ([]byte, error) {
 	auth := map[string]any{"mode": "token"}
 	if gatewayToken != "" {
@@ -69,6 +69,7 @@ func (e *Engine) InitialConfig(id engine.Identity, gatewayToken string) ([]byte,
 		},
 		"logging": map[string]any{"file": configLogFile},
 	}
+	applyLean(cfg)
 	return marshalConfig(cfg)
 }
 

@@ -167,6 +167,24 @@ func TestRealEngine(t *testing.T) {
 		}
 		mustValid(t, dir, cfg)
 	})
+	t.Run("rendered config with the lean defaults beside the user's validates", func(t *testing.T) {
+		live, err := e.InitialConfig(id, "tok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		user := []byte(`{gateway: {mode: "local"}, update: {checkOnStart: true}, plugins: {entries: {canvas: {enabled: true}}},
+			models: {catalogRefresh: {url: "https://mirror.example/catalog.json"}}}`)
+		cfg, err := e.RenderConfig(engine.Render{Base: user, Live: live, Managed: []string{"telegram", "slack"},
+			Channels: []engine.Channel{
+				{Type: "telegram", Enabled: true, BotTokenEnv: "TELEGRAM_BOT_TOKEN"},
+				{Type: "slack", Enabled: true, BotTokenEnv: "SLACK_BOT_TOKEN", AppTokenEnv: "SLACK_APP_TOKEN"},
+			},
+			ModelProviders: []engine.ModelProvider{{Name: "anthropic", BaseURL: "http://127.0.0.1:1/llm/anthropic", APIKey: "apx1.a.b"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustValid(t, dir, cfg)
+	})
 	t.Run("invalid config gives issues", func(t *testing.T) {
 		cfg, _ := e.InitialConfig(id, "tok")
 		bad := append(bytes.TrimSpace(cfg[:len(cfg)-2]), []byte(`, "bogusTopLevel": 1}`)...)

@@ -19,8 +19,9 @@ const (
 // RenderConfig implements engine.Engine. The file is base (the user's config; nil: live as
 // it is), with `meta` and `gateway.auth` taken from live, every channel type in managed
 // without a channel removed (with the plugin entry only the platform wrote), each of
-// channels written (SetChannel: a user's own keys under channels.<type> stay) and the model
-// providers set (setModelProviders).
+// channels written (SetChannel: a user's own keys under channels.<type> stay), the model
+// providers set (setModelProviders) and the lean defaults the file does not set otherwise
+// (lean.go).
 func (e *Engine) RenderConfig(r engine.Render) ([]byte, error) {
 	base, live, managed, channels := r.Base, r.Live, r.Managed, r.Channels
 	if base == nil {
@@ -59,11 +60,18 @@ func (e *Engine) RenderConfig(r engine.Render) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return setModelProviders(out, r.ModelProviders)
+	if out, err = setModelProviders(out, r.ModelProviders); err != nil {
+		return nil, err
+	}
+	if cfg, err = parseConfig(out); err != nil {
+		return nil, err
+	}
+	applyLean(cfg)
+	return marshalConfig(cfg)
 }
 
 // UserConfig implements engine.Engine: config without `meta`, `gateway.auth`, the model
-// proxy's provider URLs and credentials and the channel types in managed (a config read back from the agent, then sent again, holds them all).
+// proxy's provider URLs and credentials, the lean defaults and the channel types in managed (a config read back from the agent, then sent again, holds them all).
 func (e *Engine) UserConfig(config []byte, managed []string) ([]byte, error) {
 	cfg, err := parseConfig(config)
 	if err != nil {
@@ -73,8 +81,10 @@ func (e *Engine) UserConfig(config []byte, managed []string) ([]byte, error) {
 	if gw, ok := cfg[keyGateway].(map[string]any); ok {
 		delete(gw, keyAuth)
 	}
-	// The platform renders the model proxy's entries (their credential rotates).
+	// The platform renders the model proxy's entries (their credential rotates) and the lean
+	// defaults.
 	dropProxyEntries(cfg, func(string) bool { return false })
+	stripLean(cfg)
 	out, err := marshalConfig(cfg)
 	if err != nil {
 		return nil, err

@@ -53,9 +53,9 @@ func TestRenderConfig(t *testing.T) {
 			`{models: {providers: {openai: {baseUrl: "http://p/llm/openai/v1", apiKey: "apx1.old.x"}, groq: {apiKey: "apx1.old.y", timeoutSeconds: 5}, vllm: {baseUrl: "http://gpu:8000/v1", apiKey: "local"}}}}`, nil, nil,
 			map[string]any{"models.providers.openai": nil, "models.providers.groq.apiKey": nil, "models.providers.groq.timeoutSeconds": float64(5),
 				"models.providers.vllm.apiKey": "local"}, nil},
-		{"the last proxied provider gone leaves no empty models object",
+		{"the last proxied provider gone leaves no empty providers object",
 			`{models: {providers: {openai: {baseUrl: "http://p/llm/openai/v1", apiKey: "apx1.old.x"}}}}`, nil, nil,
-			map[string]any{"models": nil}, nil},
+			map[string]any{"models.providers": nil, "models.catalogRefresh.enabled": false}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var base []byte

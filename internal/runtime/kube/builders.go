@@ -170,9 +170,13 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			{Name: VolumeHome, MountPath: Home},
 			{Name: VolumeTmp, MountPath: "/tmp"},
 		},
-		StartupProbe:   probe(o.Probe, routeStartup, 5, 3, 36), // up to 3 minutes: boot takes 10-40 s, plugin installs more
+		// The startup probe follows the boot closely (each second, up to 3 minutes: boot takes
+		// 5-40 s, plugin installs more): an agent is Running once its pod is Ready, and the
+		// readiness probe only runs once the startup probe passed, so their periods add up to
+		// the delay between the engine being ready and the agent reported Running.
+		StartupProbe:   probe(o.Probe, routeStartup, 1, 1, 180),
 		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
-		ReadinessProbe: probe(o.Probe, routeReady, 5, 3, 3),
+		ReadinessProbe: probe(o.Probe, routeReady, 2, 2, 8),
 	}
 	// Attached secrets come only through envFrom: every value the platform sets is in Env,
 	// which Kubernetes applies after envFrom (an Env entry wins over an envFrom key of the same
@@ -306,10 +310,10 @@ func gatewayEnv(engineEnv, cmdEnv, heap map[string]string, tokenSecret string) [
 	}})
 }
 
-// heapEnv caps the gateway's Node heap at HeapShare of the container's memory limit.
+// heapEnv caps the gateway's Node heap at HeapShare of the container's memory limit, with the
+// rest of the platform's Node settings for a small idle gateway (runtime.GatewayNodeEnv).
 func heapEnv(limit resource.Quantity) map[string]string {
-	mib := int64(float64(limit.Value()) * HeapShare / (1 << 20))
-	return map[string]string{"NODE_OPTIONS": fmt.Sprintf("--max-old-space-size=%d", mib)}
+	return runtime.GatewayNodeEnv(int64(float64(limit.Value()) * HeapShare / (1 << 20)))
 }
 
 // gatewayResources are the platform's defaults overridden by the agent's own values; a request

@@ -390,9 +390,9 @@ func TestInitAndHeapLimit(t *testing.T) {
 		wantCmd []string
 		wantOpt string
 	}{
-		{"default", nil, "", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=1536"},
-		{"tini, 4Gi", []string{"/sbin/tini", "--"}, "4Gi", []string{"/sbin/tini", "--", "node", "/app/openclaw.mjs"}, "--max-old-space-size=3072"},
-		{"odd limit", nil, "1000M", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=715"},
+		{"default", nil, "", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=1536 --max-semi-space-size=4"},
+		{"tini, 4Gi", []string{"/sbin/tini", "--"}, "4Gi", []string{"/sbin/tini", "--", "node", "/app/openclaw.mjs"}, "--max-old-space-size=3072 --max-semi-space-size=4"},
+		{"odd limit", nil, "1000M", []string{"node", "/app/openclaw.mjs"}, "--max-old-space-size=715 --max-semi-space-size=4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := testOptions()

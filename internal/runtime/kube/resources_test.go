@@ -21,16 +21,16 @@ func TestAgentResources(t *testing.T) {
 		cpuLimit                 string // "" = none
 		heap                     string
 	}{
-		{name: "platform defaults", cpuReq: "500m", memReq: "1536Mi", memLimit: "2Gi", heap: "--max-old-space-size=1536"},
+		{name: "platform defaults", cpuReq: "500m", memReq: "1536Mi", memLimit: "2Gi", heap: "--max-old-space-size=1536 --max-semi-space-size=4"},
 		{name: "own memory request and limit",
 			own:    &agentsv1.AgentResources{Requests: corev1.ResourceList{"memory": q("3Gi")}, Limits: corev1.ResourceList{"memory": q("4Gi")}},
-			cpuReq: "500m", memReq: "3Gi", memLimit: "4Gi", heap: "--max-old-space-size=3072"},
+			cpuReq: "500m", memReq: "3Gi", memLimit: "4Gi", heap: "--max-old-space-size=3072 --max-semi-space-size=4"},
 		{name: "a request above the default limit raises it",
 			own:    &agentsv1.AgentResources{Requests: corev1.ResourceList{"memory": q("64Gi")}},
-			cpuReq: "500m", memReq: "64Gi", memLimit: "64Gi", heap: "--max-old-space-size=49152"},
+			cpuReq: "500m", memReq: "64Gi", memLimit: "64Gi", heap: "--max-old-space-size=49152 --max-semi-space-size=4"},
 		{name: "own cpu request and limit, memory untouched",
 			own:    &agentsv1.AgentResources{Requests: corev1.ResourceList{"cpu": q("2")}, Limits: corev1.ResourceList{"cpu": q("1")}},
-			cpuReq: "2", memReq: "1536Mi", memLimit: "2Gi", cpuLimit: "2", heap: "--max-old-space-size=1536"},
+			cpuReq: "2", memReq: "1536Mi", memLimit: "2Gi", cpuLimit: "2", heap: "--max-old-space-size=1536 --max-semi-space-size=4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := testAgent()

@@ -140,8 +140,12 @@ func (a *agent) prepareLocked() error {
 	if a.prepared {
 		return nil
 	}
+	// Not the workspace: the engine makes it on its first start, which it takes for a new
+	// install only when its state dir holds nothing but the config (it skips its state
+	// migrations then, about 2 s of a first start). Exec and the file operations make it when
+	// they come first (ensureWorkspace).
 	l := a.rt.opts.Engine.Layout()
-	for _, d := range []string{a.dir, a.home, filepath.Join(a.home, l.StateDir), filepath.Join(a.home, l.WorkspaceDir)} {
+	for _, d := range []string{a.dir, a.home, filepath.Join(a.home, l.StateDir)} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}

@@ -309,7 +309,7 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	gc := e.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
 	spec.args = gc.Args
 	bin, args := r.sbx.wrap(spec)
-	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(baseEnv(engineDir), e.Env(spec.home, port), gc.Env),
+	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(baseEnv(engineDir), r.nodeEnv(), e.Env(spec.home, port), gc.Env),
 		dir: spec.home, logPath: logPath, sandboxed: true})
 	if err != nil {
 		return err

@@ -48,7 +48,11 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if len(req.Argv) == 0 {
 		return runtime.ExecResult{}, fmt.Errorf("%w: empty command", runtime.ErrExec)
 	}
-	cwd, err := resolveDir(filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir), req.Dir)
+	ws, err := r.ensureWorkspace(home)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	cwd, err := resolveDir(ws, req.Dir)
 	if err != nil {
 		return runtime.ExecResult{}, err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/secrets"
 )
 
@@ -188,7 +189,8 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 	f := newFixture(t)
 	a := newAgent("gwenvorder")
 	d := desired("tok-gwenvorder-000000000000")
-	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept"}
+	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept",
+		"NODE_OPTIONS": "--require /evil.js"}
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
 	if err != nil {
@@ -204,6 +206,12 @@ func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
 	if env["HOME"] != home || env["OPENCLAW_HOME"] != home || env["AGENTPLANE_AGENT_HOME"] != home || env["LANG"] == "evil" || env["ATTACHED"] != "kept" {
 		t.Fatalf("gateway environment: %v (home %s)", env, home)
 	}
+	// The platform's Node settings, not the secret's (runtime.GatewayNodeEnv).
+	for k, v := range runtime.GatewayNodeEnv(local.DefaultGatewayHeapMiB) {
+		if env[k] != v {
+			t.Errorf("gateway %s = %q, want the platform's %q", k, env[k], v)
+		}
+	}
 	// Every name the platform sets is one a secret may not take.
 	for k := range env {
 		if k != "ATTACHED" && !secrets.IsReservedEnvName(k) {
@@ -218,6 +226,10 @@ func TestExecStdinFile(t *testing.T) {
 	f := newFixture(t)
 	ws := stoppedAgent(t, f, "stdinfile", nil)
 	home := filepath.Dir(filepath.Dir(ws))
+	// A first command makes the workspace of the agent that never ran (ensureWorkspace).
+	if _, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
 	before := treeOf(t, home)
 	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
 		Argv:  []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},

@@ -189,7 +189,21 @@ func (r *Runtime) workspace(ag *agentsv1.Agent) (string, error) {
 	if _, err := os.Stat(home); err != nil {
 		return "", fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
 	}
-	return filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir), nil
+	return r.ensureWorkspace(home)
+}
+
+// ensureWorkspace returns the workspace of the agent whose home is home, making it (for the
+// agent's sandbox uid) when the engine has not yet.
+func (r *Runtime) ensureWorkspace(home string) (string, error) {
+	ws := filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir)
+	if _, err := os.Stat(ws); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return ws, nil
+	}
+	if err := os.MkdirAll(ws, 0o700); err != nil {
+		return "", err
+	}
+	r.own(home, filepath.Join(home, r.opts.Engine.Layout().StateDir))
+	return ws, nil
 }
 
 // homeOf is the agent's home: the one its runtime entry or its state.json records.

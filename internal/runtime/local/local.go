@@ -48,7 +48,7 @@ const Name = "local"
 const (
 	DefaultFirstPort             = 19000
 	DefaultLastPort              = 19999
-	DefaultHealthInterval        = time.Second
+	DefaultHealthInterval        = 200 * time.Millisecond
 	DefaultRunningHealthInterval = 5 * time.Second
 	DefaultBackoffInitial        = 2 * time.Second
 	DefaultBackoffMax            = 2 * time.Minute
@@ -59,6 +59,9 @@ const (
 	DefaultRestoreMaxBytes       = 8 << 30
 	DefaultBindTimeout           = 10 * time.Second
 	DefaultReservationTimeout    = 2 * time.Minute
+	// DefaultGatewayHeapMiB is the V8 old space a gateway may take (--max-old-space-size), the
+	// kube runtime's default too (a share of its default 2 GiB container limit).
+	DefaultGatewayHeapMiB = 1536
 )
 
 // PortRange is an inclusive range of TCP ports on 127.0.0.1.
@@ -82,8 +85,10 @@ type Options struct {
 	EngineDirs map[string]string
 	// PortRange is where gateway ports are allocated (DefaultFirstPort-DefaultLastPort).
 	PortRange PortRange
-	// HealthInterval is the health poll while a gateway starts (DefaultHealthInterval);
-	// RunningHealthInterval the poll once it runs (DefaultRunningHealthInterval).
+	// HealthInterval is the health poll while a gateway starts (DefaultHealthInterval: a
+	// gateway is reported Running at most that long after it first answers; a poll before it
+	// listens is a refused connection); RunningHealthInterval the poll once it runs
+	// (DefaultRunningHealthInterval).
 	HealthInterval        time.Duration
 	RunningHealthInterval time.Duration
 	// RestartBackoff spaces the restarts of a crashing gateway (2 s doubling to 2 min).
@@ -121,6 +126,9 @@ type Options struct {
 	// (shared tools, say), besides the system's files and the engine. The paths listed in
 	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
 	ReadOnlyPaths []string
+	// GatewayHeapMiB is the most a gateway's V8 old space may take (DefaultGatewayHeapMiB); the
+	// gateway gets it with the platform's other Node settings (runtime.GatewayNodeEnv).
+	GatewayHeapMiB int64
 	// CompileCacheDir keeps the engines' compile caches, warmed once per engine dir and shown
 	// read-only to every sandbox (compilecache.go); <StateDir>/compile-cache by default.
 	// Runtimes of different state dirs may share one.
@@ -268,6 +276,9 @@ func setDefaults(o *Options) {
 	def(&o.StartTimeout, DefaultStartTimeout)
 	def(&o.BindTimeout, DefaultBindTimeout)
 	def(&o.ReservationTimeout, DefaultReservationTimeout)
+	if o.GatewayHeapMiB <= 0 {
+		o.GatewayHeapMiB = DefaultGatewayHeapMiB
+	}
 	if o.MaxLogSize <= 0 {
 		o.MaxLogSize = DefaultMaxLogSize
 	}
@@ -278,6 +289,9 @@ func setDefaults(o *Options) {
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return Name }
+
+// nodeEnv is the platform's Node settings of every gateway it starts (runtime.GatewayNodeEnv).
+func (r *Runtime) nodeEnv() map[string]string { return runtime.GatewayNodeEnv(r.opts.GatewayHeapMiB) }
 
 // AgentDir is where the runtime keeps the agent with key.
 func (r *Runtime) AgentDir(key types.NamespacedName) string {
