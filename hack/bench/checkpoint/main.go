@@ -35,9 +35,9 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
 )
