@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/scheme"
@@ -39,7 +40,12 @@ func (f *fileRuntime) WriteFile(_ context.Context, _ *agentsv1.Agent, _ string, 
 // TestSyncConfig: what a pass of the Agent controller does to the engine config file, by the
 // inputs it finds.
 func TestSyncConfig(t *testing.T) {
-	const seed = `{"gateway":{"mode":"local","auth":{"mode":"token"}}}`
+	// The seed is what the engine's InitialConfig writes (the platform's lean defaults
+	// included), so a pass with nothing to add renders the same file and writes nothing.
+	seed, err := openclaw.New().InitialConfig(engine.Identity{Name: "a1"}, "gw-token")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tg := func(gen int64) *agentsv1.Channel {
 		return &agentsv1.Channel{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-telegram", Generation: gen},
@@ -73,7 +79,7 @@ func TestSyncConfig(t *testing.T) {
 				WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
 					return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
 				}).Build()
-			rt := &fileRuntime{file: []byte(seed), err: tc.runtimeErr}
+			rt := &fileRuntime{file: seed, err: tc.runtimeErr}
 			r := &AgentReconciler{Client: c, Runtime: rt, Engine: openclaw.New()}
 			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}}
 			if tc.configRef {

@@ -134,11 +134,14 @@ func (r *Runtime) forgetToken(key types.NamespacedName) {
 }
 
 // ArchiveWorkspace implements runtime.Runtime (internal/archive: a deterministic tar).
+// A workspace that is gone (removed from inside the agent) is not made again here, unlike for
+// the other file operations: a snapshot of it would be an empty archive, so it is ErrNotFound.
 func (r *Runtime) ArchiveWorkspace(ctx context.Context, ag *agentsv1.Agent, w io.Writer) error {
-	ws, err := r.workspace(ag)
-	if err != nil {
-		return err
+	home := r.homeOf(keyOf(ag))
+	if _, err := os.Stat(home); err != nil {
+		return fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
 	}
+	ws := filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir)
 	if err := archive.Write(ws, w); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", runtime.ErrNotFound, err)
