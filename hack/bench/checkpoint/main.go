@@ -21,12 +21,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -35,8 +32,8 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
@@ -63,7 +60,7 @@ type sample struct {
 }
 
 func run(ctx context.Context, n int, idle time.Duration) error {
-	engineDir, version, err := engine()
+	engineDir, version, err := benchkit.Engine()
 	if err != nil {
 		return err
 	}
@@ -104,7 +101,7 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 			order[0], order[1] = order[1], order[0]
 		}
 		for _, ckpt := range order {
-			if err := sleep(ctx, idle); err != nil {
+			if err := benchkit.Sleep(ctx, idle); err != nil {
 				return err
 			}
 			s, reason, err := cycle(ctx, rt, ag, key, d, ckpt)
@@ -139,7 +136,7 @@ func label(ckpt bool) string {
 // cycle suspends the running agent (checkpointed or plainly stopped) and resumes it.
 func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, key ktypes.NamespacedName, d runtime.Desired, ckpt bool) (sample, string, error) {
 	home := filepath.Join(rt.AgentDir(key), "home")
-	s := sample{rssBefore: treeRSS(home)}
+	s := sample{rssBefore: benchkit.AgentRSS(benchkit.HomeIs(home))}
 	sd := d
 	sd.Stopped, sd.Suspended = true, ckpt
 	start := time.Now()
@@ -161,7 +158,7 @@ func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, key ktype
 		return s, "", fmt.Errorf("exec: %v %+v", err, res)
 	}
 	s.resume = time.Since(start).Seconds()
-	s.rssAfter = treeRSS(home)
+	s.rssAfter = benchkit.AgentRSS(benchkit.HomeIs(home))
 	return s, first.Reason, nil
 }
 
@@ -183,7 +180,7 @@ func waitRunning(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, d r
 		if o.Phase == runtime.PhaseCrashed || time.Since(start) > 3*time.Minute {
 			return first, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
 		}
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+		if err := benchkit.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return first, err
 		}
 	}
@@ -203,33 +200,6 @@ func duMiB(dir string) float64 {
 	return float64(n) / (1 << 20)
 }
 
-// treeRSS sums the RSS of every process whose environment marks it as the agent's.
-func treeRSS(home string) float64 {
-	marker := "AGENTPLANE_AGENT_HOME=" + home + "\x00"
-	entries, _ := os.ReadDir("/proc")
-	total := 0.0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env)+"\x00", marker) {
-			continue
-		}
-		total += rss.MiB(e.Name())
-	}
-	return total
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 func medians(s []sample) sample {
 	med := func(f func(sample) float64) float64 {
 		v := make([]float64, len(s))
@@ -243,22 +213,4 @@ func medians(s []sample) sample {
 		suspend: med(func(x sample) float64 { return x.suspend }), resume: med(func(x sample) float64 { return x.resume }),
 		imageMiB: med(func(x sample) float64 { return x.imageMiB }),
 	}
-}
-
-// engine is the pinned engine's dir and the version its CLI reports.
-func engine() (string, string, error) {
-	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
-	if dir == "" {
-		out, err := exec.Command("hack/install-engine.sh", "--print-dir").Output()
-		if err != nil {
-			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
-		}
-		dir = strings.TrimSpace(string(out))
-	}
-	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
-	if err != nil {
-		return "", "", err
-	}
-	v, err := openclaw.New().ParseVersion(out)
-	return dir, v, err
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 )
 
 // bareMarker marks the bare engine's processes (its workers and child processes inherit it).
@@ -77,7 +79,7 @@ func bare(ctx context.Context, engineDir string, idle time.Duration) (sample, er
 		}
 	}
 	s := sample{ready: time.Since(start).Seconds(), bootCPU: measure(marker).cpuSec}
-	if err := sleep(ctx, idle); err != nil {
+	if err := benchkit.Sleep(ctx, idle); err != nil {
 		return sample{}, err
 	}
 	s.idle = measure(marker)

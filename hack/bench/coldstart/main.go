@@ -26,9 +26,9 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -101,7 +101,7 @@ type sample struct {
 }
 
 func run(ctx context.Context, n int, idle time.Duration, jsonOut string) error {
-	engineDir, version, err := engineInstall()
+	engineDir, version, err := benchkit.Engine()
 	if err != nil {
 		return err
 	}
@@ -226,11 +226,11 @@ func agent(ctx context.Context, engineDir, version, cache string, idle time.Dura
 		if o.Phase == runtime.PhaseCrashed || time.Since(start) > startLimit {
 			return sample{}, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
 		}
-		if err := sleep(ctx, pollEvery); err != nil {
+		if err := benchkit.Sleep(ctx, pollEvery); err != nil {
 			return sample{}, err
 		}
 	}
-	if err := sleep(ctx, idle); err != nil {
+	if err := benchkit.Sleep(ctx, idle); err != nil {
 		return sample{}, err
 	}
 	s.idle = measure(marker)
@@ -252,15 +252,6 @@ func median(s []sample, f func(sample) float64) float64 {
 	return v[len(v)/2]
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
-}
-
 func loadavg() string {
 	b, _ := os.ReadFile("/proc/loadavg")
 	if f := strings.Fields(string(b)); len(f) >= 3 {
@@ -273,22 +264,4 @@ func randomToken() string {
 	b := make([]byte, 24)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// engineInstall is the pinned engine's dir and the version its CLI reports.
-func engineInstall() (string, string, error) {
-	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
-	if dir == "" {
-		out, err := exec.Command("hack/install-engine.sh", "--print-dir").Output()
-		if err != nil {
-			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
-		}
-		dir = strings.TrimSpace(string(out))
-	}
-	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
-	if err != nil {
-		return "", "", err
-	}
-	v, err := openclaw.New().ParseVersion(out)
-	return dir, v, err
 }

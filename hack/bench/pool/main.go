@@ -14,15 +14,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -34,8 +30,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -66,7 +62,7 @@ type bench struct {
 }
 
 func run(n, size int) error {
-	dir, err := engineDir()
+	dir, _, err := benchkit.Engine()
 	if err != nil {
 		return err
 	}
@@ -196,13 +192,13 @@ func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping
 	id := out.Agent.ID
 	fmt.Printf("suspend/resume: one agent, %d times\n", n)
 	time.Sleep(settle)
-	running = agentRSS(id)
+	running = benchkit.AgentRSS(benchkit.HomeOfAgent(id))
 	for i := range n {
 		if status, body, err := b.call("POST", "/v0/agents/"+id+"/suspend", nil); err != nil || status != 200 {
 			return nil, 0, 0, fmt.Errorf("suspend: %d %v %s", status, err, body)
 		}
 		time.Sleep(settle)
-		if r := agentRSS(id); i == 0 || r > sleeping {
+		if r := benchkit.AgentRSS(benchkit.HomeOfAgent(id)); i == 0 || r > sleeping {
 			sleeping = r
 		}
 		start := time.Now()
@@ -221,22 +217,6 @@ func (b *bench) suspendResume(n int) (resumes []time.Duration, running, sleeping
 	}
 	time.Sleep(settle)
 	return resumes, running, sleeping, nil
-}
-
-// agentRSS sums the resident memory (MiB) of every process whose environment marks it as
-// one of the agent's (the local runtime sets AGENTPLANE_AGENT_HOME=<its home> in the
-// gateway's, and the engine's workers inherit it).
-func agentRSS(id string) float64 {
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	var sum float64
-	for _, p := range procs {
-		env, err := os.ReadFile(filepath.Join(p, "environ"))
-		if err != nil || !bytes.Contains(env, []byte("AGENTPLANE_AGENT_HOME=")) || !bytes.Contains(env, []byte("/"+id+"/")) {
-			continue
-		}
-		sum += rss.MiB(filepath.Base(p))
-	}
-	return sum
 }
 
 // waitPool waits until the pool holds ready gateways.
@@ -272,34 +252,7 @@ func claimLatency() (float64, uint64) {
 }
 
 func (b *bench) call(method, path string, body any) (int, []byte, error) {
-	var rd *bytes.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	} else {
-		rd = bytes.NewReader(nil)
-	}
-	req, _ := http.NewRequest(method, b.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+b.tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes(), nil
-}
-
-func engineDir() (string, error) {
-	if d := os.Getenv("AGENTPLANE_ENGINE_DIR"); d != "" {
-		return d, nil
-	}
-	out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(out)), nil
+	return benchkit.Client{Base: b.base, Token: b.tok}.Call(method, path, body)
 }
 
 func sorted(ds []time.Duration) []time.Duration {

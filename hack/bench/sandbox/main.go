@@ -20,12 +20,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -34,8 +31,8 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
@@ -61,7 +58,7 @@ type sample struct{ create, rssMiB float64 }
 var jsonOut *string
 
 func run(ctx context.Context, n int, idle time.Duration) error {
-	engineDir, version, err := engine()
+	engineDir, version, err := benchkit.Engine()
 	if err != nil {
 		return err
 	}
@@ -133,44 +130,16 @@ func once(ctx context.Context, mode, engineDir, version, cache string, idle time
 		if o.Phase == runtime.PhaseCrashed || time.Since(start) > 3*time.Minute {
 			return sample{}, fmt.Errorf("gateway not running: %s %s", o.Reason, o.Message)
 		}
-		if sleep(ctx, 50*time.Millisecond) != nil {
+		if benchkit.Sleep(ctx, 50*time.Millisecond) != nil {
 			return sample{}, ctx.Err()
 		}
 	}
 	created := time.Since(start).Seconds()
-	if err := sleep(ctx, idle); err != nil {
+	if err := benchkit.Sleep(ctx, idle); err != nil {
 		return sample{}, err
 	}
 	home := filepath.Join(rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}), "home")
-	return sample{create: created, rssMiB: treeRSS(home)}, nil
-}
-
-// treeRSS sums the RSS of every process whose environment marks it as the agent's (the
-// gateway, its workers and, sandboxed, bwrap's monitor and init).
-func treeRSS(home string) float64 {
-	marker := "AGENTPLANE_AGENT_HOME=" + home + "\x00"
-	entries, _ := os.ReadDir("/proc")
-	total := 0.0
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !strings.Contains(string(env)+"\x00", marker) {
-			continue
-		}
-		total += rss.MiB(e.Name())
-	}
-	return total
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
+	return sample{create: created, rssMiB: benchkit.AgentRSS(benchkit.HomeIs(home))}, nil
 }
 
 func medians(s []sample) sample {
@@ -183,22 +152,4 @@ func medians(s []sample) sample {
 		return v[len(v)/2]
 	}
 	return sample{create: med(func(x sample) float64 { return x.create }), rssMiB: med(func(x sample) float64 { return x.rssMiB })}
-}
-
-// engine is the pinned engine's dir and the version its CLI reports.
-func engine() (string, string, error) {
-	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
-	if dir == "" {
-		out, err := exec.Command("hack/install-engine.sh", "--print-dir").Output()
-		if err != nil {
-			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
-		}
-		dir = strings.TrimSpace(string(out))
-	}
-	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
-	if err != nil {
-		return "", "", err
-	}
-	v, err := openclaw.New().ParseVersion(out)
-	return dir, v, err
 }

@@ -14,16 +14,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,8 +29,8 @@ import (
 	"github.com/go-logr/logr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
@@ -68,13 +64,9 @@ type snapshot struct {
 }
 
 func run(ctx context.Context, idle int, duration, every, settle time.Duration) ([]report.Result, error) {
-	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
-	if dir == "" {
-		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
-		if err != nil {
-			return nil, fmt.Errorf("hack/install-engine.sh --print-dir: %w", err)
-		}
-		dir = strings.TrimSpace(string(out))
+	dir, version, err := benchkit.Engine()
+	if err != nil {
+		return nil, err
 	}
 	env, err := testenv.Start()
 	if err != nil {
@@ -89,7 +81,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 	p, err := platform.RunEmbedded(ctx, env.Config, platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state,
-			EngineDirs: map[string]string{"2026.9.6": dir}},
+			EngineDirs: map[string]string{version: dir}},
 		ProvisionTimeout: 5 * time.Minute,
 	})
 	if err != nil {
@@ -115,7 +107,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 	}
 	busy := ids[len(ids)-1]
 	fmt.Printf("%d idle agents and a busy one (%s); settling %s\n", idle, busy, settle)
-	if err := sleep(ctx, settle); err != nil {
+	if err := benchkit.Sleep(ctx, settle); err != nil {
 		return nil, err
 	}
 	availAfter := memAvailableMiB()
@@ -137,7 +129,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 		if time.Since(start) >= duration {
 			break
 		}
-		if err := sleep(ctx, every); err != nil {
+		if err := benchkit.Sleep(ctx, every); err != nil {
 			stopWork()
 			return nil, err
 		}
@@ -210,7 +202,7 @@ func (c *caller) keepBusy(ctx context.Context, id string) error {
 		if status, body, err := c.call("GET", "/v0/agents/"+id+"/config", nil); ctx.Err() == nil && (err != nil || status != 200) {
 			return fmt.Errorf("config: %d %v %s", status, err, body)
 		}
-		_ = sleep(ctx, 2*time.Second)
+		_ = benchkit.Sleep(ctx, 2*time.Second)
 	}
 	return nil
 }
@@ -218,7 +210,7 @@ func (c *caller) keepBusy(ctx context.Context, id string) error {
 func (c *caller) sample(ids []string, at time.Duration) snapshot {
 	s := snapshot{at: at, rss: map[string]float64{}, oomKills: oomKills()}
 	for _, id := range ids {
-		s.rss[id] = agentRSS(id)
+		s.rss[id] = benchkit.AgentRSS(benchkit.HomeOfAgent(id))
 		status, body, err := c.call("GET", "/v0/agents/"+id, nil)
 		var out struct{ Agent struct{ Status string } }
 		if err != nil || status != 200 || json.Unmarshal(body, &out) != nil || out.Agent.Status != "running" {
@@ -229,38 +221,7 @@ func (c *caller) sample(ids []string, at time.Duration) snapshot {
 }
 
 func (c *caller) call(method, path string, body any) (int, []byte, error) {
-	var rd *bytes.Reader
-	if body != nil {
-		raw, _ := json.Marshal(body)
-		rd = bytes.NewReader(raw)
-	} else {
-		rd = bytes.NewReader(nil)
-	}
-	req, _ := http.NewRequest(method, c.base+path, rd)
-	req.Header.Set("Authorization", "Bearer "+c.tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	_, _ = buf.ReadFrom(resp.Body)
-	return resp.StatusCode, buf.Bytes(), nil
-}
-
-// agentRSS sums the resident memory (MiB) of every process of agent id: the local runtime
-// sets AGENTPLANE_AGENT_HOME=<its home> in the gateway's environment, and workers inherit it.
-func agentRSS(id string) float64 {
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	var sum float64
-	for _, p := range procs {
-		env, err := os.ReadFile(filepath.Join(p, "environ"))
-		if err != nil || !bytes.Contains(env, []byte("AGENTPLANE_AGENT_HOME=")) || !bytes.Contains(env, []byte("/"+id+"/")) {
-			continue
-		}
-		sum += rss.MiB(filepath.Base(p))
-	}
-	return sum
+	return benchkit.Client{Base: c.base, Token: c.tok}.Call(method, path, body)
 }
 
 // oomKills is the kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
@@ -293,13 +254,4 @@ func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

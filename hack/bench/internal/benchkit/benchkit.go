@@ -1,0 +1,115 @@
+// Package benchkit is what several benchmark programs share: the pinned engine, the memory of
+// an agent's processes, a context-aware sleep and a REST caller with a bearer token.
+package benchkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/testenv"
+)
+
+// Engine is the pinned engine's dir ($AGENTPLANE_ENGINE_DIR, else hack/install-engine.sh's)
+// and the version its CLI reports.
+func Engine() (dir, version string, err error) {
+	dir = os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
+		if err != nil {
+			return "", "", fmt.Errorf("install the engine (make engine): %w", err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
+	if err != nil {
+		return "", "", err
+	}
+	version, err = openclaw.New().ParseVersion(out)
+	return dir, version, err
+}
+
+// homeEnv is the variable the local runtime sets to the agent's home in its gateway's
+// environment; the engine's workers and children inherit it.
+const homeEnv = "AGENTPLANE_AGENT_HOME="
+
+// AgentRSS sums the resident memory (MiB) of every process whose environment names an agent
+// home that match accepts: the gateway, its workers and children and, sandboxed, bwrap's.
+func AgentRSS(match func(home string) bool) float64 {
+	entries, _ := os.ReadDir("/proc")
+	total := 0.0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		env, err := os.ReadFile("/proc/" + e.Name() + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if home, ok := strings.CutPrefix(kv, homeEnv); ok && match(home) {
+				total += rss.MiB(e.Name())
+				break
+			}
+		}
+	}
+	return total
+}
+
+// HomeIs matches the agent whose home is home.
+func HomeIs(home string) func(string) bool { return func(h string) bool { return h == home } }
+
+// HomeOfAgent matches the agent whose id is a directory of its home's path.
+func HomeOfAgent(id string) func(string) bool {
+	return func(h string) bool { return strings.Contains(h+"/", "/"+id+"/") }
+}
+
+// Sleep waits d or until ctx ends.
+func Sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// Client calls the REST facade at Base with a bearer Token.
+type Client struct{ Base, Token string }
+
+// Call sends body (JSON, nil for none) and returns the status and the answer's body.
+func (c Client) Call(method, path string, body any) (int, []byte, error) {
+	var rd *bytes.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		rd = bytes.NewReader(raw)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, err := http.NewRequest(method, c.Base+path, rd)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return resp.StatusCode, buf.Bytes(), nil
+}
