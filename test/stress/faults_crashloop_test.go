@@ -42,7 +42,7 @@ func restartsWithin(window, initial time.Duration) int {
 	return n
 }
 
-// TestCrashLoopingEngine: creating an agent on an engine that crashes 200 ms after it starts
+// TestCrashLoopingEngine: creating an agent on an engine that crashes as soon as it starts
 // answers 500 `Gateway failed to start` with the agent; the agent is listed, backs off
 // instead of looping hot, and runs once restarted with a good version.
 func TestCrashLoopingEngine(t *testing.T) {

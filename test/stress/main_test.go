@@ -137,7 +137,10 @@ func startSuite(ctx context.Context, tmp string, stops *[]func() error) error {
 		return err
 	}
 	files = &switchStore{Store: store}
-	crash, err := wrapEngine(filepath.Join(tmp, "engine-crash"), fakeDir, "FAKECLAW_CRASH_AFTER=200ms")
+	// The crashing engine dies 1 ms after it listens: healthy for so short a time that the
+	// runtime's health poll (every 200 ms while starting) does not see it up; at 200 ms it
+	// answered the poll often enough to be reported running.
+	crash, err := wrapEngine(filepath.Join(tmp, "engine-crash"), fakeDir, "FAKECLAW_CRASH_AFTER=1ms")
 	if err != nil {
 		return err
 	}
