@@ -46,7 +46,11 @@ if ! all_cached "$cache" criu; then
   trap 'rm -rf "$tmp"' EXIT
   start=$SECONDS
   log "fetching $url"
-  curl -fsSL -o "$tmp/$tarball" "$url"
+  if command -v curl >/dev/null; then
+    curl -fsSL -o "$tmp/$tarball" "$url"
+  else
+    python3 -c 'import sys, urllib.request; urllib.request.urlretrieve(sys.argv[1], sys.argv[2])' "$url" "$tmp/$tarball"
+  fi
   echo "$sha256  $tmp/$tarball" | sha256sum -c --quiet -
   tar -xf "$tmp/$tarball" -C "$tmp"
   src="$tmp/criu-$version"
