@@ -60,7 +60,8 @@ if ! all_cached "$cache" criu; then
   done
   if [[ ! -e /usr/include/sys/capability.h ]]; then
     log "unpacking libcap-dev into the build dir"
-    (cd "$tmp" && apt-get download libcap-dev >/dev/null 2>&1 && dpkg -x libcap-dev_*.deb capdev)
+    (cd "$tmp" && { apt-get download libcap-dev >/dev/null 2>&1 ||
+      { apt-get update -q >/dev/null && apt-get download libcap-dev >/dev/null; }; } && dpkg -x libcap-dev_*.deb capdev)
     libdir=$tmp/capdev/usr/lib/x86_64-linux-gnu
     ln -sfn /usr/lib/x86_64-linux-gnu/libcap.so.2 "$libdir/libcap.so"
     # Through the environment, not make variables: CRIU's Makefiles append to LDFLAGS and
