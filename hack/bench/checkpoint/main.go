@@ -23,7 +23,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -201,14 +200,7 @@ func duMiB(dir string) float64 {
 }
 
 func medians(s []sample) sample {
-	med := func(f func(sample) float64) float64 {
-		v := make([]float64, len(s))
-		for i := range s {
-			v[i] = f(s[i])
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(sample) float64) float64 { return benchkit.Median(s, f) }
 	return sample{
 		suspend: med(func(x sample) float64 { return x.suspend }), resume: med(func(x sample) float64 { return x.resume }),
 		imageMiB: med(func(x sample) float64 { return x.imageMiB }),

@@ -31,7 +31,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -172,7 +171,7 @@ func results(n int, bares, agents []sample) []report.Result {
 	row := fmt.Sprintf("agent on the local runtime vs `openclaw gateway` by hand, median of %d", n)
 	var rows []report.Result
 	for _, m := range ms {
-		v, base := median(agents, m.get), median(bares, m.baseGet)
+		v, base := benchkit.Median(agents, m.get), benchkit.Median(bares, m.baseGet)
 		r := report.Result{Bench: "coldstart", Row: row, Metric: m.name, Value: v, Unit: m.unit, Baseline: m.base, BaselineValue: base, RatioOf: m.of}
 		if base > 0 {
 			r.Ratio = v / base
@@ -235,21 +234,6 @@ func agent(ctx context.Context, engineDir, version, cache string, idle time.Dura
 	}
 	s.idle = measure(marker)
 	return s, nil
-}
-
-func median(s []sample, f func(sample) float64) float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	v := make([]float64, len(s))
-	for i := range s {
-		v[i] = f(s[i])
-	}
-	sort.Float64s(v)
-	if len(v)%2 == 0 {
-		return (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return v[len(v)/2]
 }
 
 func loadavg() string {

@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
 	"syscall"
 	"time"
 
@@ -143,13 +142,6 @@ func once(ctx context.Context, mode, engineDir, version, cache string, idle time
 }
 
 func medians(s []sample) sample {
-	med := func(f func(sample) float64) float64 {
-		v := make([]float64, len(s))
-		for i := range s {
-			v[i] = f(s[i])
-		}
-		sort.Float64s(v)
-		return v[len(v)/2]
-	}
+	med := func(f func(sample) float64) float64 { return benchkit.Median(s, f) }
 	return sample{create: med(func(x sample) float64 { return x.create }), rssMiB: med(func(x sample) float64 { return x.rssMiB })}
 }

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,7 +124,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 			idleRSS = append(idleRSS, s.rss[id])
 		}
 		fmt.Printf("%8s  idle median %6.0f MiB  busy %6.0f MiB  oom_kill %d  not running %v\n",
-			s.at.Round(time.Second), median(idleRSS), s.rss[busy], s.oomKills, s.notRunning)
+			s.at.Round(time.Second), benchkit.Median(idleRSS, func(x float64) float64 { return x }), s.rss[busy], s.oomKills, s.notRunning)
 		if time.Since(start) >= duration {
 			break
 		}
@@ -148,7 +147,7 @@ func results(ids []string, busy string, samples []snapshot, availBefore, availAf
 		for _, id := range ids[:idle] {
 			v = append(v, s.rss[id])
 		}
-		return median(v)
+		return benchkit.Median(v, func(x float64) float64 { return x })
 	}
 	peak := 0.0
 	for _, s := range samples {
@@ -245,13 +244,4 @@ func procField(path, prefix string) int64 {
 		}
 	}
 	return 0
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[len(s)/2]
 }

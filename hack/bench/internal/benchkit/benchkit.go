@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -112,4 +113,20 @@ func (c Client) Call(method, path string, body any) (int, []byte, error) {
 	var buf bytes.Buffer
 	_, _ = buf.ReadFrom(resp.Body)
 	return resp.StatusCode, buf.Bytes(), nil
+}
+
+// Median is the median of f over s (the mean of the middle two for an even count; 0 for none).
+func Median[T any](s []T, f func(T) float64) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	v := make([]float64, len(s))
+	for i := range s {
+		v[i] = f(s[i])
+	}
+	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return v[len(v)/2]
 }
