@@ -99,21 +99,32 @@ func TestWorkspaceIsolation(t *testing.T) {
 	}
 }
 
-// settledSnapshot is snapshotOf(ns) once two snapshots a second apart agree (controllers
-// are done with the workspace).
+// settledSnapshot is snapshotOf(ns) once the workspace holds no slot in flight (a pending
+// slot settles when the workspace is quiet, seconds later) and two snapshots a second apart
+// agree (controllers are done with the workspace).
 func settledSnapshot(t *testing.T, ns string) map[string]string {
 	t.Helper()
 	prev := snapshotOf(t, ns)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(time.Second)
 		cur := snapshotOf(t, ns)
-		if maps.Equal(prev, cur) {
+		if maps.Equal(prev, cur) && slotsSettled(t, ns) {
 			return cur
 		}
 		prev = cur
 	}
 	t.Fatalf("workspace %s does not settle", ns)
 	return nil
+}
+
+// slotsSettled tells whether workspace ns holds no pending or releasing agent slot.
+func slotsSettled(t *testing.T, ns string) bool {
+	t.Helper()
+	ws := &agentsv1.Workspace{}
+	if err := k8s.Get(bg(), client.ObjectKey{Name: ns}, ws); err != nil {
+		t.Fatal(err)
+	}
+	return len(ws.Status.AgentSlots.Pending) == 0 && len(ws.Status.AgentSlots.Releasing) == 0
 }
 
 // snapshotOf is every object of workspace ns by kind and name, as JSON without
