@@ -58,13 +58,13 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}
 
 	// Baseline: the same objects created directly; done when every pod is Ready.
+	opts := placement
+	opts.Engine, opts.Scheme = openclaw.New(), c.Scheme()
+	start := time.Now()
 	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
 	if err != nil {
 		return err
 	}
-	opts := placement
-	opts.Engine, opts.Scheme = openclaw.New(), c.Scheme()
-	start := time.Now()
 	if err := createDirect(ctx, c, agents, opts); err != nil {
 		return fmt.Errorf("baseline: %w", err)
 	}
@@ -94,7 +94,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 
 	// The controller: n Agents created; done when every Agent is running.
 	rssBefore := rss.MiB("self")
-	start, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
+	start, _, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
 		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n, []string{"bench-kube"})
 	if err != nil {
 		return err
