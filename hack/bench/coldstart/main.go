@@ -1,7 +1,7 @@
 // Command coldstart compares an agent's gateway with the bare engine, in one run, with the real
 // OpenClaw engine (AGENTPLANE_ENGINE_DIR or hack/install-engine.sh) and shipped defaults:
 //
-//	go run ./hack/bench/coldstart -n 3 -idle 30s -json coldstart.json
+//	go run ./hack/bench/coldstart -n 3 -idle 60s -json coldstart.json
 //
 // Each round measures, in alternating order:
 //
@@ -78,7 +78,7 @@ func keepLog(side, path string) {
 
 func main() {
 	n := flag.Int("n", 3, "rounds (one bare engine and one agent each, in alternating order)")
-	idle := flag.Duration("idle", 30*time.Second, "quiet time before the idle usage is read")
+	idle := flag.Duration("idle", 60*time.Second, "quiet time before the idle usage is read")
 	jsonOut := report.Flag()
 	flag.StringVar(&keepLogs, "logs", "", "copy each start's gateway log into this dir")
 	flag.BoolVar(&trace, "trace", false, "run both with the engine's startup trace (OPENCLAW_GATEWAY_STARTUP_TRACE=1)")
