@@ -25,7 +25,8 @@ import (
 //   - --import of the idle collector (idlegc.mjs, as a data: URL: no file to ship into a
 //     sandbox or an image): in every thread and Node process of the gateway, every 10 s, a
 //     full garbage collection when the thread's event loop was busy under 5% of that time and
-//     its heap grew by 8 MiB or more since it last collected. V8's own memory reducer leaves
+//     its heap (V8's statistics: no /proc read) grew by 8 MiB or more since it last
+//     collected. V8's own memory reducer leaves
 //     the garbage of the engine's start in an idle gateway (measured: 40 s after /readyz, a
 //     forced collection of every thread still gives back about 200 MiB of RSS); the
 //     collector gives back most of it within a minute of idling, for one collection (well

@@ -14,8 +14,8 @@ setInterval(() => {
   const now = performance.eventLoopUtilization();
   const busy = performance.eventLoopUtilization(now, last).utilization;
   last = now;
-  if (busy < 0.05 && process.memoryUsage().heapUsed - kept >= 8 << 20) {
+  if (busy < 0.05 && v8.getHeapStatistics().used_heap_size - kept >= 8 << 20) {
     gc();
-    kept = process.memoryUsage().heapUsed;
+    kept = v8.getHeapStatistics().used_heap_size;
   }
 }, every).unref();

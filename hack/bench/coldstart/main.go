@@ -208,7 +208,7 @@ func agent(ctx context.Context, engineDir, version, cache string, idle time.Dura
 	dir := rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name})
 	defer keepLog("agent", filepath.Join(dir, "gateway.log"))
 	home := filepath.Join(dir, "home")
-	marker := "AGENTPLANE_AGENT_HOME=" + home
+	marker := local.MarkerEnv + "=" + home
 	var s sample
 	start := time.Now()
 	for s.running == 0 || s.ready == 0 {

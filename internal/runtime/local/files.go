@@ -137,12 +137,11 @@ func (r *Runtime) forgetToken(key types.NamespacedName) {
 // A workspace that is gone (removed from inside the agent) is not made again here, unlike for
 // the other file operations: a snapshot of it would be an empty archive, so it is ErrNotFound.
 func (r *Runtime) ArchiveWorkspace(ctx context.Context, ag *agentsv1.Agent, w io.Writer) error {
-	home := r.homeOf(keyOf(ag))
-	if _, err := os.Stat(home); err != nil {
-		return fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
+	home, err := r.existingHome(ag)
+	if err != nil {
+		return err
 	}
-	ws := filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir)
-	if err := archive.Write(ws, w); err != nil {
+	if err := archive.Write(r.workspaceOf(home), w); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%w: %v", runtime.ErrNotFound, err)
 		}
@@ -188,17 +187,31 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 
 // workspace is the agent's workspace dir.
 func (r *Runtime) workspace(ag *agentsv1.Agent) (string, error) {
+	home, err := r.existingHome(ag)
+	if err != nil {
+		return "", err
+	}
+	return r.ensureWorkspace(home)
+}
+
+// existingHome is the home of ag, ErrNotRunning when it has none on this host.
+func (r *Runtime) existingHome(ag *agentsv1.Agent) (string, error) {
 	home := r.homeOf(keyOf(ag))
 	if _, err := os.Stat(home); err != nil {
 		return "", fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, keyOf(ag))
 	}
-	return r.ensureWorkspace(home)
+	return home, nil
+}
+
+// workspaceOf is the engine's workspace dir in the agent home home.
+func (r *Runtime) workspaceOf(home string) string {
+	return filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir)
 }
 
 // ensureWorkspace returns the workspace of the agent whose home is home, making it (for the
 // agent's sandbox uid) when the engine has not yet.
 func (r *Runtime) ensureWorkspace(home string) (string, error) {
-	ws := filepath.Join(home, r.opts.Engine.Layout().WorkspaceDir)
+	ws := r.workspaceOf(home)
 	if _, err := os.Stat(ws); err == nil || !errors.Is(err, fs.ErrNotExist) {
 		return ws, nil
 	}

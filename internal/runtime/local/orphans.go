@@ -27,7 +27,7 @@ func (r *Runtime) reapOrphans() {
 	r.mu.Unlock()
 	var prefixes []string
 	for _, d := range []string{"agents", poolDirName} {
-		prefixes = append(prefixes, markerEnv+"="+filepath.Join(r.opts.StateDir, d)+string(filepath.Separator))
+		prefixes = append(prefixes, MarkerEnv+"="+filepath.Join(r.opts.StateDir, d)+string(filepath.Separator))
 	}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {

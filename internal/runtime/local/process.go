@@ -18,9 +18,9 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// markerEnv is set in every gateway's environment to the agent's home, so that a later
+// MarkerEnv is set in every gateway's environment to the agent's home, so that a later
 // manager can recognize its gateways in /proc even when the engine renames its process.
-const markerEnv = "AGENTPLANE_AGENT_HOME"
+const MarkerEnv = "AGENTPLANE_AGENT_HOME"
 
 // adoptPoll is how often an adopted gateway (not our child: no wait status) is checked.
 const adoptPoll = 250 * time.Millisecond
@@ -339,7 +339,7 @@ func (r *Runtime) adoptable(dir string, st state) *process {
 	}
 	if environ, err := os.ReadFile(proc + "/environ"); err == nil {
 		for _, kv := range strings.Split(string(environ), "\x00") {
-			if kv == markerEnv+"="+home {
+			if kv == MarkerEnv+"="+home {
 				ours = true
 			}
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
@@ -40,10 +41,6 @@ func Engine() (dir, version string, err error) {
 	return dir, version, err
 }
 
-// homeEnv is the variable the local runtime sets to the agent's home in its gateway's
-// environment; the engine's workers and children inherit it.
-const homeEnv = "AGENTPLANE_AGENT_HOME="
-
 // AgentRSS sums the resident memory (MiB) of every process whose environment names an agent
 // home that match accepts: the gateway, its workers and children and, sandboxed, bwrap's.
 func AgentRSS(match func(home string) bool) float64 {
@@ -58,7 +55,9 @@ func AgentRSS(match func(home string) bool) float64 {
 			continue
 		}
 		for _, kv := range strings.Split(string(env), "\x00") {
-			if home, ok := strings.CutPrefix(kv, homeEnv); ok && match(home) {
+			// The local runtime's marker of a gateway (and of the engine's workers and
+			// children, which inherit it): the agent's home.
+			if home, ok := strings.CutPrefix(kv, local.MarkerEnv+"="); ok && match(home) {
 				total += rss.MiB(e.Name())
 				break
 			}
