@@ -1,11 +1,14 @@
 package crd_test
 
 import (
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/agentplane/agentplane/config/crd"
 	agentscheme "github.com/agentplane/agentplane/internal/scheme"
@@ -55,5 +58,39 @@ func TestCRDsCoverEveryKind(t *testing.T) {
 		if crds[i-1].Name >= crds[i].Name {
 			t.Errorf("not sorted by name: %s before %s", crds[i-1].Name, crds[i].Name)
 		}
+	}
+}
+
+// PROJECT (kubebuilder's index of the API) lists every kind with the CRD's scope.
+func TestProjectListsEveryKind(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "PROJECT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var project struct {
+		Resources []struct {
+			Kind, Group, Version string
+			API                  struct{ Namespaced bool } `json:"api"`
+		} `json:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &project); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]bool{}
+	for _, r := range project.Resources {
+		listed[r.Kind] = r.API.Namespaced
+	}
+	for _, c := range crd.MustCRDs() {
+		namespaced, ok := listed[c.Spec.Names.Kind]
+		switch {
+		case !ok:
+			t.Errorf("PROJECT does not list %s", c.Spec.Names.Kind)
+		case namespaced != (c.Spec.Scope == "Namespaced"):
+			t.Errorf("PROJECT: %s namespaced %v, the CRD's scope is %s", c.Spec.Names.Kind, namespaced, c.Spec.Scope)
+		}
+		delete(listed, c.Spec.Names.Kind)
+	}
+	for kind := range listed {
+		t.Errorf("PROJECT lists %s, which has no CRD", kind)
 	}
 }
