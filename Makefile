@@ -172,9 +172,30 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages sandbox-packages chromium engine helm promtool verify-generated vet ## Unit, envtest, real-node and end-to-end tests.
-	AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)" $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+test: envtest-assets cluster-binaries node-packages sandbox-packages chromium engine helm promtool verify-generated vet ## Every tier at once (unit, envtest, engine, node), packages side by side.
+	$(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
+
+# The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make
+# test runs all of them at once; these run one, for a quicker answer while working.
+TIER_PKGS = $$($(GO) run ./hack/testtiers $(1))
+ENGINE_ENV = AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)"
+
+.PHONY: test-unit
+test-unit: helm ## Tier 1: the tests that start no control plane, engine or node (fake clients, table tests).
+	$(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,unit)
+
+.PHONY: test-envtest
+test-envtest: envtest-assets chromium promtool ## Tier 2: the suites against a real kube-apiserver and etcd (envtest).
+	$(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,envtest)
+
+.PHONY: test-engine
+test-engine: envtest-assets sandbox-packages engine ## Tier 3: the tests with the real OpenClaw engine (local runtime, sandbox, CRIU; root for some).
+	$(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,engine)
+
+.PHONY: test-node
+test-node: envtest-assets cluster-binaries node-packages engine helm ## Tier 4: the real-node tests (containerd, the kubelet; root).
+	$(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,node)
 
 STRESS_TIMEOUT ?= 10m
 

@@ -29,11 +29,11 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 var (
-	env       *testenv.Env
+	env       *kubeenv.Env
 	k8sClient client.Client
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -57,7 +57,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, err = testenv.Start()
+	env, err = kubeenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	fake, err := fakeclaw.EngineDir()

@@ -19,6 +19,7 @@ import (
 	"github.com/agentplane/agentplane/config/crd"
 	"github.com/agentplane/agentplane/hack/genchart/gen"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // Third-party CRDs the chart's optional objects need, from the Go module proxy (pinned; the
@@ -76,7 +77,7 @@ var _ = Describe("the Helm chart", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		installThirdPartyCRDs("gateway.networking.k8s.io_httproutes.yaml",
 			"monitoring.coreos.com_servicemonitors.yaml", "monitoring.coreos.com_prometheusrules.yaml")
-		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, testenv.Namespace("agentplane-system")))).To(Succeed())
+		Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, kubeenv.Namespace("agentplane-system")))).To(Succeed())
 	})
 
 	dryRun := func(chart, values string, wantKinds ...string) {
@@ -127,7 +128,7 @@ var _ = Describe("the Helm chart", Ordered, func() {
 		kubeconfig := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
 		Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
 		const ns = "chart-helm-install"
-		Expect(k8sClient.Create(ctx, testenv.Namespace(ns))).To(Succeed())
+		Expect(k8sClient.Create(ctx, kubeenv.Namespace(ns))).To(Succeed())
 		chart := filepath.Join(testenv.RepoRoot(), "dist", "chart")
 		helmRun := func(args ...string) {
 			cmd := exec.Command(helm, append(args, "--namespace", ns, "--kubeconfig", kubeconfig)...)

@@ -16,11 +16,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 var (
-	env       *testenv.Env
+	env       *kubeenv.Env
 	k8sClient client.Client
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -38,7 +38,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
-	env, err = testenv.Start()
+	env, err = kubeenv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	k8sClient = env.Client
 	Expect(installGatewayAPI()).To(Succeed())

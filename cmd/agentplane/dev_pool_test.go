@@ -15,7 +15,7 @@ import (
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // agentplane dev --warm-pool 2 makes the GatewayPool "default" of two gateways, which boot.
@@ -23,7 +23,7 @@ func TestDevWarmPool(t *testing.T) {
 	state := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f := devFlags{stateDir: state, controlPlaneDir: testenv.AssetsDir(), workspace: "dev", user: "developer",
+	f := devFlags{stateDir: state, controlPlaneDir: kubeenv.AssetsDir(), workspace: "dev", user: "developer",
 		runtime: platform.RuntimeLocal, engineDirs: []string{fakeclaw.MustEngineDir(t)}, warmPool: 2, warmPoolSet: true}
 	o := platform.Options{APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProvisionTimeout: 30 * time.Second, SkipNameValidation: true}
 	done := make(chan error, 1)

@@ -11,7 +11,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // agentplane dev serves the facade with a token of the dev workspace in dev.env, stops on its
@@ -22,7 +22,7 @@ func TestDevServesAndKeepsItsToken(t *testing.T) {
 	run := func() map[string]string {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		f := devFlags{stateDir: state, controlPlaneDir: testenv.AssetsDir(), workspace: "dev", user: "developer",
+		f := devFlags{stateDir: state, controlPlaneDir: kubeenv.AssetsDir(), workspace: "dev", user: "developer",
 			runtime: platform.RuntimeLocal, engineDirs: []string{fake}}
 		// Two runs in one process: controller names repeat.
 		o := platform.Options{APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProvisionTimeout: 30 * time.Second, SkipNameValidation: true}

@@ -22,13 +22,13 @@ import (
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // The control plane of the tests that need the API server's verdicts (started on first use).
 var (
 	envOnce sync.Once
-	env     *testenv.Env
+	env     *kubeenv.Env
 	envErr  error
 )
 
@@ -50,8 +50,8 @@ func TestMain(m *testing.M) {
 func admitter(t *testing.T) *admission.Admitter {
 	t.Helper()
 	envOnce.Do(func() {
-		if env, envErr = testenv.Start(); envErr == nil {
-			envErr = env.Client.Create(context.Background(), testenv.Namespace(systemNS))
+		if env, envErr = kubeenv.Start(); envErr == nil {
+			envErr = env.Client.Create(context.Background(), kubeenv.Namespace(systemNS))
 		}
 	})
 	if envErr != nil {

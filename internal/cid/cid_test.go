@@ -12,6 +12,8 @@ import (
 	"time"
 
 	gocid "github.com/ipfs/go-cid"
+
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // TestKnownVectors is the fast table test: CIDs verified against the
@@ -138,7 +140,7 @@ func TestParse(t *testing.T) {
 // grows by more than a few MiB (blocks are not kept anywhere).
 func TestComputeBoundedMemory(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short")
+		testenv.Skip(t, "-short")
 	}
 	const size = 256 << 20
 	const limit = 12 << 20

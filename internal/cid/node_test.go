@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // TestAgainstNodeImporter checks Compute against an independent implementation:
@@ -19,7 +21,7 @@ import (
 // when npm or node is missing, unless AGENTPLANE_SKIP_NODE=1 is set.
 func TestAgainstNodeImporter(t *testing.T) {
 	if os.Getenv("AGENTPLANE_SKIP_NODE") == "1" {
-		t.Skip("AGENTPLANE_SKIP_NODE=1: not checking against the JavaScript importer")
+		testenv.Skip(t, "AGENTPLANE_SKIP_NODE=1: not checking against the JavaScript importer")
 	}
 	for _, tool := range []string{"node", "npm", "bash"} {
 		if _, err := exec.LookPath(tool); err != nil {

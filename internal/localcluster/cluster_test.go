@@ -18,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster, checks its Service
@@ -29,7 +30,7 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: testenv.AssetsDir()})
+	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: kubeenv.AssetsDir()})
 	if !strings.Contains(c.Config.Host, c.NodeIP) {
 		t.Errorf("the API server serves on %s, want the node address %s (pods reach it there)", c.Config.Host, c.NodeIP)
 	}

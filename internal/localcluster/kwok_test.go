@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // TestSimulatedNodesBesideTheRealNode starts a cluster with three KWOK nodes: a StatefulSet
@@ -27,7 +28,7 @@ func TestSimulatedNodesBesideTheRealNode(t *testing.T) {
 		return
 	}
 	ctx := context.Background()
-	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: testenv.AssetsDir(), SimulatedNodes: 3})
+	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: kubeenv.AssetsDir(), SimulatedNodes: 3})
 	var nodes corev1.NodeList
 	if err := c.Client.List(ctx, &nodes, client.MatchingLabels(localcluster.SimulatedNodeSelector())); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package modelproxy
 
 import (
 	"errors"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 

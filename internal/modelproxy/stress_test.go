@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // TestConcurrentStreams relays 200 SSE streams at once, each 512 KiB, and measures the live
@@ -21,7 +23,7 @@ import (
 // hold 100 MiB. Every goroutine is gone once servers and idle connections are closed.
 func TestConcurrentStreams(t *testing.T) {
 	if testing.Short() {
-		t.Skip("200 streams")
+		testenv.Skip(t, "-short: 200 streams")
 	}
 	const streams, events, eventSize = 200, 128, 4 << 10
 	defer goleak.VerifyNone(t)

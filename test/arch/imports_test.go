@@ -1,6 +1,6 @@
-// Package arch checks the module's import rules: the two doors (the REST facade and the
+// Package arch checks the module's structural rules: the two doors (the REST facade and the
 // controllers) share vocabulary through api/v1alpha1 and behaviour through internal
-// packages, never through each other.
+// packages, never through each other; and every test skip goes through testenv.Skip.
 package arch
 
 import (

@@ -1,6 +1,9 @@
-// Package e2e drives `agentplane dev` as a user does, with the real OpenClaw engine: the
-// binary is built, started on a fresh state directory, and used over HTTP and kubectl-style
-// API calls until it is stopped with SIGINT.
+// Package e2e is the harness of the end-to-end tests, which drive `agentplane dev` as a user
+// does, with the real OpenClaw engine: the binary is built, started on a fresh state
+// directory, and used over HTTP and kubectl-style API calls until it is stopped with SIGINT.
+// The tests live in two packages that `go test ./...` runs side by side: devmode (the local
+// runtime) and realnode (the kube runtime on a real node, as root). The workspace checks
+// (Check*) are the ones both run against their runtime.
 package e2e
 
 import (
@@ -19,25 +22,26 @@ import (
 
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
-// engineDir is the real engine install (make test exports AGENTPLANE_ENGINE_DIR).
-func engineDir(t testing.TB) string {
-	return installedEngine(t, "AGENTPLANE_ENGINE_DIR")
+// EngineDir is the real engine install (make test exports AGENTPLANE_ENGINE_DIR).
+func EngineDir(t testing.TB) string {
+	return InstalledEngine(t, "AGENTPLANE_ENGINE_DIR")
 }
 
-// previousEngineDir is the engine release before the pinned one (make test exports
+// PreviousEngineDir is the engine release before the pinned one (make test exports
 // AGENTPLANE_PREVIOUS_ENGINE_DIR).
-func previousEngineDir(t testing.TB) string {
-	return installedEngine(t, "AGENTPLANE_PREVIOUS_ENGINE_DIR", "--previous")
+func PreviousEngineDir(t testing.TB) string {
+	return InstalledEngine(t, "AGENTPLANE_PREVIOUS_ENGINE_DIR", "--previous")
 }
 
-// installedEngine is the engine dir named by env, or where hack/install-engine.sh with args
+// InstalledEngine is the engine dir named by env, or where hack/install-engine.sh with args
 // installs it.
-func installedEngine(t testing.TB, env string, args ...string) string {
+func InstalledEngine(t testing.TB, env string, args ...string) string {
 	t.Helper()
 	if os.Getenv("AGENTPLANE_SKIP_REAL_ENGINE") == "1" {
-		t.Skip("AGENTPLANE_SKIP_REAL_ENGINE=1: the real-engine end-to-end test is skipped on request")
+		testenv.Skip(t, "AGENTPLANE_SKIP_REAL_ENGINE=1: the real-engine end-to-end test is skipped on request")
 	}
 	dir := os.Getenv(env)
 	if dir == "" {
@@ -53,21 +57,21 @@ func installedEngine(t testing.TB, env string, args ...string) string {
 	return dir
 }
 
-// platform is a running `agentplane dev`.
-type platform struct {
+// Platform is a running `agentplane dev`.
+type Platform struct {
 	t        testing.TB
-	cmd      *exec.Cmd
-	stateDir string
-	url      string
-	token    string
-	log      *bytes.Buffer
+	Cmd      *exec.Cmd
+	StateDir string
+	URL      string
+	Token    string
+	Log      *bytes.Buffer
 	done     chan error
 	stopped  bool
 }
 
-// buildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
+// BuildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
 // image's probe, both static (images of them hold no C library), and returns their paths.
-func buildAgentplane(t testing.TB) (bin, probe string) {
+func BuildAgentplane(t testing.TB) (bin, probe string) {
 	t.Helper()
 	dir := t.TempDir()
 	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
@@ -82,42 +86,48 @@ func buildAgentplane(t testing.TB) (bin, probe string) {
 	return bin, probe
 }
 
-// startDev builds the binary and starts `agentplane dev` on a fresh state directory, with
+// StartDev builds the binary and starts `agentplane dev` on a fresh state directory, with
 // the extra flags args.
-func startDev(t testing.TB, engine string, args ...string) *platform {
+func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	t.Helper()
-	bin, _ := buildAgentplane(t)
-	p := &platform{t: t, stateDir: t.TempDir(), log: &bytes.Buffer{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.stateDir, "--control-plane-dir", testenv.AssetsDir(),
+	bin, _ := BuildAgentplane(t)
+	p := &Platform{t: t, StateDir: t.TempDir(), Log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p.Cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.StateDir, "--control-plane-dir", kubeenv.AssetsDir(),
 		"--engine-dir", engine, "--api-addr", "127.0.0.1:0"}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
+	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
+	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() { p.done <- p.Cmd.Wait() }()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Signal(syscall.SIGKILL)
+		if p.Cmd.ProcessState == nil {
+			_ = p.Cmd.Process.Signal(syscall.SIGKILL)
 		}
 		if t.Failed() {
-			t.Logf("agentplane dev output (last 60 lines):\n%s", tail(p.log.String(), 60))
+			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(p.Log.String(), 60))
 		}
 	})
 	var err error
-	if p.url, p.token, err = devenv.WaitEnvFile(p.stateDir, 6*time.Minute, p.done); err != nil {
-		t.Fatalf("%v\n%s", err, p.log.String())
+	if p.URL, p.Token, err = devenv.WaitEnvFile(p.StateDir, 6*time.Minute, p.done); err != nil {
+		t.Fatalf("%v\n%s", err, p.Log.String())
 	}
 	return p
 }
 
-// stop sends SIGINT (Ctrl-C) and waits for a clean exit; once stopped, it does nothing.
-func (p *platform) stop() {
+// Remote is a Platform for a facade the test did not start (an in-cluster one): only its
+// calls work.
+func Remote(t testing.TB, url, token string) *Platform {
+	return &Platform{t: t, URL: url, Token: token}
+}
+
+// Stop sends SIGINT (Ctrl-C) and waits for a clean exit; once stopped, it does nothing.
+func (p *Platform) Stop() {
 	p.t.Helper()
 	if p.stopped {
 		return
 	}
 	p.stopped = true
-	_ = p.cmd.Process.Signal(os.Interrupt)
+	_ = p.Cmd.Process.Signal(os.Interrupt)
 	select {
 	case err := <-p.done:
 		if err != nil {
@@ -128,18 +138,31 @@ func (p *platform) stop() {
 	}
 }
 
-// reply is an HTTP answer.
-type reply struct {
-	status int
-	body   map[string]any
-	raw    string
+// InterruptIfRunning stops a dev that still runs (a test failed before stop) with SIGINT, so
+// that it stops its gateways, instead of the harness's SIGKILL that would leave them running.
+func (p *Platform) InterruptIfRunning() {
+	if p.Cmd.ProcessState != nil {
+		return
+	}
+	_ = p.Cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+	}
 }
 
-func (p *platform) call(method, path string, body any) reply {
-	return p.callAs(p.token, method, path, body)
+// Reply is an HTTP answer.
+type Reply struct {
+	Status int
+	Body   map[string]any
+	Raw    string
 }
 
-func (p *platform) callAs(token, method, path string, body any) reply {
+func (p *Platform) Call(method, path string, body any) Reply {
+	return p.CallAs(p.Token, method, path, body)
+}
+
+func (p *Platform) CallAs(token, method, path string, body any) Reply {
 	p.t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -148,7 +171,7 @@ func (p *platform) callAs(token, method, path string, body any) reply {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, method, p.url+path, rd)
+	req, _ := http.NewRequestWithContext(ctx, method, p.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -156,22 +179,22 @@ func (p *platform) callAs(token, method, path string, body any) reply {
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
-	r := reply{status: resp.StatusCode, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
+	r := Reply{Status: resp.StatusCode, Raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.Body)
 	return r
 }
 
-func (r reply) obj(key string) map[string]any {
-	m, _ := r.body[key].(map[string]any)
+func (r Reply) Obj(key string) map[string]any {
+	m, _ := r.Body[key].(map[string]any)
 	return m
 }
 
-func (r reply) str(key string) string {
-	s, _ := r.body[key].(string)
+func (r Reply) Str(key string) string {
+	s, _ := r.Body[key].(string)
 	return s
 }
 
-func tail(s string, n int) string {
+func Tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
@@ -179,14 +202,28 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// alive reports whether pid runs.
-func alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
+// Alive reports whether pid runs.
+func Alive(pid int) bool { return pid > 0 && syscall.Kill(pid, 0) == nil }
 
-// must fails the test when r is not the expected status.
-func must(t testing.TB, r reply, status int, what string) reply {
+// Must fails the test when r is not the expected status.
+func Must(t testing.TB, r Reply, status int, what string) Reply {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("%s: status %d, want %d: %s", what, r.status, status, r.raw)
+	if r.Status != status {
+		t.Fatalf("%s: status %d, want %d: %s", what, r.Status, status, r.Raw)
 	}
 	return r
+}
+
+// Rot13 is s with its ASCII letters rotated by 13 (its own inverse): console output hides
+// secret values, not their rotation, so tests read values rotated (`tr A-Za-z N-ZA-Mn-za-m`).
+func Rot13(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z':
+			return 'a' + (r-'a'+13)%26
+		case r >= 'A' && r <= 'Z':
+			return 'A' + (r-'A'+13)%26
+		}
+		return r
+	}, s)
 }

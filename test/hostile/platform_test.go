@@ -35,7 +35,7 @@ import (
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // Names of the fixture workspace, user and published skill.
@@ -98,7 +98,7 @@ func startFixture() (*fixture, error) {
 	}
 	logf.SetLogger(log)
 	ctx, cancel := context.WithCancel(context.Background())
-	env, err := testenv.Start()
+	env, err := kubeenv.Start()
 	if err != nil {
 		cancel()
 		return nil, err
@@ -133,7 +133,7 @@ func startFixture() (*fixture, error) {
 		close(done)
 		return nil, err
 	}
-	if err := env.Client.Create(ctx, testenv.Namespace(platform.DefaultSystemNamespace)); err != nil {
+	if err := env.Client.Create(ctx, kubeenv.Namespace(platform.DefaultSystemNamespace)); err != nil {
 		close(done)
 		return nil, err
 	}

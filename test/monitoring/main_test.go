@@ -6,20 +6,20 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 var (
 	envOnce sync.Once
-	env     *testenv.Env
+	env     *kubeenv.Env
 	envErr  error
 )
 
 // sharedEnv is the package's control plane (envtest with agentplane's CRDs), started by the
 // first test that needs it and stopped by TestMain.
-func sharedEnv(t *testing.T) *testenv.Env {
+func sharedEnv(t *testing.T) *kubeenv.Env {
 	t.Helper()
-	envOnce.Do(func() { env, envErr = testenv.Start() })
+	envOnce.Do(func() { env, envErr = kubeenv.Start() })
 	if envErr != nil {
 		t.Fatal(envErr)
 	}

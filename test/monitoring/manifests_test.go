@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // The Prometheus Operator's CRDs come from its Go module (a version the module proxy serves).
@@ -74,7 +75,7 @@ func TestMonitoringManifests(t *testing.T) {
 			t.Fatalf("config/monitoring renders no %s", k)
 		}
 	}
-	if err := client.IgnoreAlreadyExists(e.Client.Create(ctx, testenv.Namespace("agentplane-system"))); err != nil {
+	if err := client.IgnoreAlreadyExists(e.Client.Create(ctx, kubeenv.Namespace("agentplane-system"))); err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {

@@ -21,7 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/runtime/local"
 	localstore "github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // childEnv, when set, makes the test binary run a manager (runChildManager) instead of the
@@ -211,9 +211,9 @@ func tail(s string, n int) string {
 
 // ownControlPlane starts a control plane for t alone (a test whose manager the shared
 // platform's controllers must not compete with), stopped when t ends.
-func ownControlPlane(t *testing.T) *testenv.Env {
+func ownControlPlane(t *testing.T) *kubeenv.Env {
 	t.Helper()
-	cp, err := testenv.Start()
+	cp, err := kubeenv.Start()
 	if err != nil {
 		t.Fatal(err)
 	}

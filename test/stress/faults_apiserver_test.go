@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/testenv"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // Deadlines of requests around the outage. While the API server is down the facade must
@@ -171,7 +171,7 @@ func getSweep(t *testing.T, tok string, id ids) []string {
 // removes a certificate directory it made itself and would mint a new serving CA on restart,
 // which every client's config would then distrust: the serving certificate is saved before
 // the stop and put back in a directory of our own, so the old rest.Config keeps working.
-func crashAPIServer(t *testing.T, e *testenv.Env) (restart func()) {
+func crashAPIServer(t *testing.T, e *kubeenv.Env) (restart func()) {
 	t.Helper()
 	as := e.ControlPlane.APIServer
 	port := as.SecureServing.Port
@@ -217,7 +217,7 @@ func crashAPIServer(t *testing.T, e *testenv.Env) (restart func()) {
 
 // startAPIServer starts e's stopped kube-apiserver with the saved certificate files and
 // checks that it is back on port and that the old client config works.
-func startAPIServer(t *testing.T, e *testenv.Env, port string, saved map[string][]byte) {
+func startAPIServer(t *testing.T, e *kubeenv.Env, port string, saved map[string][]byte) {
 	t.Helper()
 	as := e.ControlPlane.APIServer
 	dir, err := os.MkdirTemp(suiteTmp, "apiserver-certs-")

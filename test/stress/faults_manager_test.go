@@ -21,7 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/runtime/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // killedAgents is how many agents are provisioning when the manager is killed.
@@ -148,7 +148,7 @@ func TestManagerKilledMidProvisioning(t *testing.T) {
 
 // checkOwnedObjects: each agent has exactly one gateway-token Secret and one finalizer, and
 // the workspace reserves exactly one slot per agent.
-func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string) {
+func checkOwnedObjects(t *testing.T, cp *kubeenv.Env, ws string, agents []string) {
 	t.Helper()
 	var secrets corev1.SecretList
 	if err := cp.Client.List(bg(), &secrets, client.InNamespace(ws), client.HasLabels{agentsv1.LabelGatewayTokenOf}); err != nil {
@@ -186,7 +186,7 @@ func checkOwnedObjects(t *testing.T, cp *testenv.Env, ws string, agents []string
 }
 
 // agentIn reads an agent from control plane cp.
-func agentIn(t *testing.T, cp *testenv.Env, ns, id string) *agentsv1.Agent {
+func agentIn(t *testing.T, cp *kubeenv.Env, ns, id string) *agentsv1.Agent {
 	t.Helper()
 	a := &agentsv1.Agent{}
 	if err := cp.Client.Get(bg(), keyOf(ns, id), a); err != nil {

@@ -20,7 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // The processes of a histCluster.
@@ -41,7 +41,7 @@ const histStaleAfter, histRecountInterval = 15 * time.Second, 3 * time.Second
 // API-only facade replica B, each a process of its own that a fault can SIGKILL. Replica B
 // reaches the API server through a toxiproxy proxy that a fault can make slow or failing.
 type histCluster struct {
-	cp     *testenv.Env
+	cp     *kubeenv.Env
 	signer *auth.Signer
 	proxy  *toxiproxy.Proxy
 	state  string
@@ -64,7 +64,7 @@ func startHistCluster(t *testing.T) *histCluster {
 			t.Errorf("gateways left running at the end: %v", left)
 		}
 	})
-	if err := cp.Client.Create(bg(), testenv.Namespace(platform.DefaultSystemNamespace)); err != nil {
+	if err := cp.Client.Create(bg(), kubeenv.Namespace(platform.DefaultSystemNamespace)); err != nil {
 		t.Fatal(err)
 	}
 	if err := cp.Client.Create(bg(), &corev1.Secret{

@@ -26,12 +26,13 @@ import (
 	"github.com/agentplane/agentplane/internal/storage"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // What every test shares: one control plane, one full platform (manager and facade) and one
 // facade-only replica over it.
 var (
-	env        *testenv.Env
+	env        *kubeenv.Env
 	k8s        client.Client
 	plat       *platform.Platform
 	mainURL    string
@@ -111,7 +112,7 @@ func runSuite(m *testing.M) int {
 func startSuite(ctx context.Context, tmp string, stops *[]func() error) error {
 	suiteTmp = tmp
 	var err error
-	if env, err = testenv.Start(); err != nil {
+	if env, err = kubeenv.Start(); err != nil {
 		return err
 	}
 	*stops = append(*stops, func() error { return env.Stop() })

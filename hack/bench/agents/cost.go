@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"time"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -18,7 +19,7 @@ import (
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // benchCost times, on envtest with 8 writers, each kind of request the manager makes per agent
@@ -27,7 +28,7 @@ import (
 func benchCost(n int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
+	env, err := kubeenv.Start()
 	if err != nil {
 		return err
 	}

@@ -3,8 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"time"
+
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,7 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // benchKwok runs n agents on a local cluster with `nodes` simulated (KWOK) nodes: first the
@@ -35,7 +36,7 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}
 	bootStart := time.Now()
 	cl, err := localcluster.Start(ctx, localcluster.Options{
-		BinDir: testenv.AssetsDir(), CRDs: crds, Scheme: scheme.New(), SimulatedNodes: nodes,
+		BinDir: kubeenv.AssetsDir(), CRDs: crds, Scheme: scheme.New(), SimulatedNodes: nodes,
 	})
 	if err != nil {
 		return err

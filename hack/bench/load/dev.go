@@ -13,6 +13,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // dev is a running `agentplane dev` process: the manager, controllers and REST facade in one
@@ -51,7 +52,7 @@ func startDev() (*dev, error) {
 		d.cleanup()
 		return nil, err
 	}
-	d.cmd = exec.Command(bin, "dev", "--state-dir", filepath.Join(dir, "state"), "--control-plane-dir", testenv.AssetsDir(),
+	d.cmd = exec.Command(bin, "dev", "--state-dir", filepath.Join(dir, "state"), "--control-plane-dir", kubeenv.AssetsDir(),
 		"--engine-dir", engine, "--api-addr", "127.0.0.1:0",
 		// The bench measures the facade's capacity: any -rate, not the rate limits.
 		"--rate-limit-per-token", "0", "--rate-limit-per-address", "0")

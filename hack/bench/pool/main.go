@@ -33,7 +33,7 @@ import (
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 func main() {
@@ -68,7 +68,7 @@ func run(n, size int) error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
+	env, err := kubeenv.Start()
 	if err != nil {
 		return err
 	}

@@ -35,7 +35,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 type file struct{ cid, date, id string }
@@ -58,7 +58,7 @@ func main() {
 func run(n, conc int) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	env, err := testenv.Start()
+	env, err := kubeenv.Start()
 	if err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ import (
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 func main() {
@@ -67,7 +67,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 	if err != nil {
 		return nil, err
 	}
-	env, err := testenv.Start()
+	env, err := kubeenv.Start()
 	if err != nil {
 		return nil, err
 	}

@@ -20,13 +20,14 @@ import (
 
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // realEngineDir returns the engine dir of the real openclaw or fails the test.
 func realEngineDir(t *testing.T) string {
 	t.Helper()
 	if os.Getenv("AGENTPLANE_SKIP_REAL_ENGINE") == "1" {
-		t.Skip("AGENTPLANE_SKIP_REAL_ENGINE=1")
+		testenv.Skip(t, "AGENTPLANE_SKIP_REAL_ENGINE=1")
 	}
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {

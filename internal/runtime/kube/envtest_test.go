@@ -18,14 +18,14 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
-var env *testenv.Env
+var env *kubeenv.Env
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = testenv.Start()
+	env, err = kubeenv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		os.Exit(1)
@@ -44,7 +44,7 @@ func newRuntime(o kube.Options) *kube.Runtime {
 func setup(t *testing.T, ns string) (context.Context, *agentsv1.Agent) {
 	t.Helper()
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, testenv.Namespace(ns)); err != nil {
+	if err := env.Client.Create(ctx, kubeenv.Namespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: "a1", Namespace: ns},

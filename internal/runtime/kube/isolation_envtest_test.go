@@ -20,7 +20,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 func networkOptions() kube.NetworkOptions {
@@ -188,7 +188,7 @@ func podFromTemplate(sts *appsv1.StatefulSet, name string) *corev1.Pod {
 func TestDiscoverDNS(t *testing.T) {
 	ctx := context.Background()
 	const ns = "dns-discovery"
-	if err := env.Client.Create(ctx, testenv.Namespace(ns)); err != nil {
+	if err := env.Client.Create(ctx, kubeenv.Namespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := kube.DiscoverDNS(ctx, env.Client, ns); err != nil || got != nil {

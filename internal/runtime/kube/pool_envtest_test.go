@@ -21,7 +21,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // execCall is one command run in a pod by the fake exec.
@@ -46,7 +46,7 @@ func newPoolFixture(t *testing.T, namespaces ...string) *poolFixture {
 	f := &poolFixture{t: t, ctx: context.Background(), clock: clocktesting.NewFakeClock(time.Now())}
 	f.r = f.runtime()
 	for _, ns := range namespaces {
-		if err := env.Client.Create(f.ctx, testenv.Namespace(ns)); err != nil {
+		if err := env.Client.Create(f.ctx, kubeenv.Namespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 	}

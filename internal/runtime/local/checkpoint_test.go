@@ -13,6 +13,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // criuPath is the CRIU the checkpoint tests use: $AGENTPLANE_CRIU, else the checkout's
@@ -20,19 +21,15 @@ import (
 // fail under CI=true: CI must run them.
 func criuPath(t *testing.T) string {
 	t.Helper()
-	skip := t.Skipf
-	if os.Getenv("CI") == "true" {
-		skip = t.Fatalf
-	}
 	if os.Geteuid() != 0 {
-		skip("checkpoints need root")
+		testenv.Skip(t, "checkpoints need root")
 	}
 	if p := os.Getenv(local.CRIUEnv); p != "" {
 		return p
 	}
 	p, _ := filepath.Abs("../../../bin/criu")
 	if _, err := os.Stat(p); err != nil {
-		skip("no CRIU: set %s or run make criu", local.CRIUEnv)
+		testenv.Skip(t, "no CRIU: set %s or run make criu", local.CRIUEnv)
 	}
 	return p
 }
@@ -45,10 +42,7 @@ func checkpointing(t *testing.T, mutate ...func(*local.Options)) *fixture {
 		o.Sandbox, o.CRIU = local.SandboxRequired, criu
 	}}, mutate...)...)
 	if ok, why := f.rt.Checkpoints(); !ok {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("this host cannot checkpoint gateways: %s", why)
-		}
-		t.Skipf("this host cannot checkpoint gateways: %s", why)
+		testenv.Skip(t, "this host cannot checkpoint gateways: %s", why)
 	}
 	return f
 }
@@ -225,7 +219,7 @@ func TestStopDropsTheCheckpoint(t *testing.T) {
 func TestRealEngineCheckpoint(t *testing.T) {
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {
-		t.Skip("AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
 	}
 	f := checkpointing(t, func(o *local.Options) {
 		o.EngineDirs = map[string]string{version: dir}
@@ -272,7 +266,7 @@ func TestRealEngineCheckpoint(t *testing.T) {
 func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {
-		t.Skip("AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
 	}
 	f := checkpointing(t, func(o *local.Options) {
 		o.EngineDirs = map[string]string{version: dir}

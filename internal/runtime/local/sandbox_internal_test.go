@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // TestSandboxAsAnOrdinaryUser: `make run` without root builds the same sandbox in an
@@ -14,7 +16,7 @@ import (
 // nobody when the test runs as root.
 func TestSandboxAsAnOrdinaryUser(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to run bwrap as another user (as an ordinary user, TestSandbox* cover this path)")
+		testenv.Skip(t, "needs root to run bwrap as another user (as an ordinary user, TestSandbox* cover this path)")
 	}
 	bw, err := exec.LookPath("bwrap")
 	if err != nil {
@@ -48,7 +50,7 @@ func TestSandboxAsAnOrdinaryUser(t *testing.T) {
 // may have planted) never reaches out of the home through a symlink in it.
 func TestOwnTreeStaysInTheHome(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("only a manager running as root gives homes to per-agent uids")
+		testenv.Skip(t, "only a manager running as root gives homes to per-agent uids")
 	}
 	base := t.TempDir()
 	home, outside := filepath.Join(base, "home"), filepath.Join(base, "outside")

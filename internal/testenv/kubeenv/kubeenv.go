@@ -1,4 +1,4 @@
-// Package testenv starts the envtest control plane (a real kube-apiserver and etcd built by
+// Package kubeenv starts the envtest control plane (a real kube-apiserver and etcd built by
 // `make envtest-assets`) with agentplane's CRDs installed, through the public test kit's
 // control-plane half (pkg/agentplanetest/controlplane.NewEnvironment: the CRDs as Go values,
 // the binaries of KUBEBUILDER_ASSETS or of `agentplane envtest-assets`), so every suite of the
@@ -6,14 +6,13 @@
 // for thousands of agents, a client with agentplane's scheme. Every package's integration
 // suite uses it, so they all test against the API server's own validation, conflicts and
 // subresources rather than a fake client.
-package testenv
+package kubeenv
 
 import (
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/agentplane/agentplane/config/policy"
 	"github.com/agentplane/agentplane/internal/scheme"
+	"github.com/agentplane/agentplane/internal/testenv"
 	"github.com/agentplane/agentplane/pkg/agentplanetest/controlplane"
 )
 
@@ -35,19 +35,13 @@ type Env struct {
 	Client client.Client
 }
 
-// RepoRoot is the root of the agentplane checkout.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
-}
-
 // AssetsDir is where kube-apiserver and etcd are: controlplane.AssetsDir ($KUBEBUILDER_ASSETS
 // or the cache of `agentplane envtest-assets`), else the checkout's bin/k8s.
 func AssetsDir() string {
 	if d := controlplane.AssetsDir(); d != "" {
 		return d
 	}
-	return filepath.Join(RepoRoot(), "bin", "k8s")
+	return filepath.Join(testenv.RepoRoot(), "bin", "k8s")
 }
 
 // Start starts a control plane with agentplane's CRDs and admission policies (config/policy). It fails with a hint when the binaries

@@ -1,4 +1,4 @@
-package e2e
+package devmode
 
 import (
 	"encoding/json"
@@ -10,14 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // gatewayEnvValue is the value of name in the environment the runtime gave the agent's
 // running gateway ("" when unset), read on this host: inside the agent's sandbox the gateway's
 // process and the runtime's gateway.pid are not visible. ok is false when no gateway runs.
-func gatewayEnvValue(p *platform, base, name string) (value string, ok bool) {
+func gatewayEnvValue(p *e2e.Platform, base, name string) (value string, ok bool) {
 	id := strings.TrimPrefix(base, "/v0/agents/")
-	raw, err := os.ReadFile(filepath.Join(p.stateDir, "runtime", "agents", "dev", id, "gateway.pid"))
+	raw, err := os.ReadFile(filepath.Join(p.StateDir, "runtime", "agents", "dev", id, "gateway.pid"))
 	if err != nil {
 		return "", false
 	}
@@ -33,23 +35,9 @@ func gatewayEnvValue(p *platform, base, name string) (value string, ok bool) {
 	return "", true
 }
 
-// rot13 is s with its ASCII letters rotated by 13 (its own inverse): console output hides
-// secret values, not their rotation, so tests read values rotated (`tr A-Za-z N-ZA-Mn-za-m`).
-func rot13(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z':
-			return 'a' + (r-'a'+13)%26
-		case r >= 'A' && r <= 'Z':
-			return 'A' + (r-'A'+13)%26
-		}
-		return r
-	}, s)
-}
-
 // gatewayHealthy reports whether the agent is running and its gateway answers /healthz.
-func gatewayHealthy(p *platform, base string) bool {
-	a := p.call("GET", base, nil).obj("agent")
+func gatewayHealthy(p *e2e.Platform, base string) bool {
+	a := p.Call("GET", base, nil).Obj("agent")
 	endpoint, _ := a["endpoint"].(string)
 	if a["status"] != "running" || endpoint == "" {
 		return false
@@ -66,16 +54,16 @@ func gatewayHealthy(p *platform, base string) bool {
 // config holds an env SecretRef (never the token), `openclaw config validate` accepts it, the
 // restarted gateway has the token in its environment and keeps answering; removing the
 // channel takes it out of the config and the environment again.
-func checkChannels(t *testing.T, p *platform, base string) {
+func checkChannels(t *testing.T, p *e2e.Platform, base string) {
 	token := "987654321:e2e-dummy-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	start := time.Now()
-	r := must(t, p.call("POST", base+"/channels/telegram", map[string]any{"botToken": token, "dmPolicy": "pairing"}), 201, "telegram setup")
+	r := e2e.Must(t, p.Call("POST", base+"/channels/telegram", map[string]any{"botToken": token, "dmPolicy": "pairing"}), 201, "telegram setup")
 	t.Logf("telegram configured after %s", time.Since(start).Round(time.Millisecond))
-	if ch := r.obj("channel"); ch["configured"] != true || ch["botTokenHint"] != "****"+token[len(token)-4:] || strings.Contains(r.raw, token) {
-		t.Fatalf("setup answer: %s", r.raw)
+	if ch := r.Obj("channel"); ch["configured"] != true || ch["botTokenHint"] != "****"+token[len(token)-4:] || strings.Contains(r.Raw, token) {
+		t.Fatalf("setup answer: %s", r.Raw)
 	}
 
-	disk := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}), 200, "read config").str("stdout")
+	disk := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}), 200, "read config").Str("stdout")
 	if strings.Contains(disk, token) {
 		t.Fatal("the bot token is in the engine config file")
 	}
@@ -88,31 +76,31 @@ func checkChannels(t *testing.T, p *platform, base string) {
 	if !reflect.DeepEqual(tg["botToken"], want) || tg["enabled"] != true || tg["dmPolicy"] != "pairing" {
 		t.Fatalf("channels.telegram: %v", tg)
 	}
-	v := must(t, p.call("POST", base+"/config/validate", map[string]any{"config": cfg}), 200, "validate")
-	if v.body["valid"] != true {
-		t.Fatalf("openclaw config validate refuses the channel config: %s", v.raw)
+	v := e2e.Must(t, p.Call("POST", base+"/config/validate", map[string]any{"config": cfg}), 200, "validate")
+	if v.Body["valid"] != true {
+		t.Fatalf("openclaw config validate refuses the channel config: %s", v.Raw)
 	}
-	if got := p.call("GET", base+"/channels", nil); !strings.Contains(got.raw, `"configured":true`) || strings.Contains(got.raw, token) {
-		t.Fatalf("channel list: %s", got.raw)
+	if got := p.Call("GET", base+"/channels", nil); !strings.Contains(got.Raw, `"configured":true`) || strings.Contains(got.Raw, token) {
+		t.Fatalf("channel list: %s", got.Raw)
 	}
 
-	eventually(t, 3*time.Minute, "the gateway to restart with the bot token", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "the gateway to restart with the bot token", func() bool {
 		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
 		return ok && v == token
 	})
-	eventually(t, 3*time.Minute, "the gateway with the channel to answer /healthz", func() bool { return gatewayHealthy(p, base) })
+	e2e.Eventually(t, 3*time.Minute, "the gateway with the channel to answer /healthz", func() bool { return gatewayHealthy(p, base) })
 	t.Logf("gateway up with the channel after %s", time.Since(start).Round(time.Millisecond))
 
-	must(t, p.call("DELETE", base+"/channels/telegram", nil), 200, "telegram removal")
-	after := must(t, p.call("GET", base+"/config", nil), 200, "read config").obj("config")
+	e2e.Must(t, p.Call("DELETE", base+"/channels/telegram", nil), 200, "telegram removal")
+	after := e2e.Must(t, p.Call("GET", base+"/config", nil), 200, "read config").Obj("config")
 	if chans, _ := after["channels"].(map[string]any); chans["telegram"] != nil {
 		t.Fatalf("the removed channel is still configured: %v", chans)
 	}
-	eventually(t, 3*time.Minute, "the gateway to restart without the bot token", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "the gateway to restart without the bot token", func() bool {
 		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
 		return ok && v == "" && gatewayHealthy(p, base)
 	})
-	if strings.Contains(p.log.String(), token) {
+	if strings.Contains(p.Log.String(), token) {
 		t.Fatal("the bot token appears in the platform's log")
 	}
 }

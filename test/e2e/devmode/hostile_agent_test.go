@@ -1,4 +1,4 @@
-package e2e
+package devmode
 
 import (
 	"os"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // TestHostileAgentLocal is the attacker of issue 37 on `agentplane dev` (local runtime, the
@@ -20,27 +22,27 @@ func TestHostileAgentLocal(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed inside the agents for this test: apt-get install curl")
 	}
-	p := startDev(t, engineDir(t))
-	t.Cleanup(p.stop)
+	p := e2e.StartDev(t, e2e.EngineDir(t))
+	t.Cleanup(p.Stop)
 	victimSecret := "victim-attached-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	sec := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").obj("secret")
-	victim := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "victim"}), 201, "create victim").obj("agent")["id"].(string)
-	must(t, p.call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
-	victimToken := must(t, p.call("GET", "/v0/agents/"+victim+"/gateway-token", nil), 200, "victim token").str("token")
-	attacker := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "attacker"}), 201, "create attacker").obj("agent")["id"].(string)
+	sec := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").Obj("secret")
+	victim := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "victim"}), 201, "create victim").Obj("agent")["id"].(string)
+	e2e.Must(t, p.Call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
+	victimToken := e2e.Must(t, p.Call("GET", "/v0/agents/"+victim+"/gateway-token", nil), 200, "victim token").Str("token")
+	attacker := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "attacker"}), 201, "create attacker").Obj("agent")["id"].(string)
 
 	// inside runs a shell command in the attacker agent, as its tools would.
 	inside := func(script string) (int, string) {
 		t.Helper()
-		r := must(t, p.call("POST", "/v0/agents/"+attacker+"/console/exec", map[string]any{"command": script}), 200, "exec")
-		code, _ := r.body["exitCode"].(float64)
-		return int(code), r.str("stdout") + r.str("stderr")
+		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+attacker+"/console/exec", map[string]any{"command": script}), 200, "exec")
+		code, _ := r.Body["exitCode"].(float64)
+		return int(code), r.Str("stdout") + r.Str("stderr")
 	}
-	eventually(t, 2*time.Minute, "the victim's gateway to hold its secret", func() bool {
+	e2e.Eventually(t, 2*time.Minute, "the victim's gateway to hold its secret", func() bool {
 		return victimRunsWith(victimSecret)
 	})
 
-	state := p.stateDir
+	state := p.StateDir
 	victimHome := filepath.Join(state, "runtime", "agents", "dev", victim, "home")
 	etcd, apiserver := controlPlanePorts(t, state)
 	attempts := map[string]string{
@@ -63,15 +65,15 @@ func TestHostileAgentLocal(t *testing.T) {
 		}
 	}
 	// The agent's own token opens the facade for its own agent only.
-	own := must(t, p.call("GET", "/v0/agents/"+attacker+"/gateway-token", nil), 200, "attacker token").str("token")
-	if r := p.callAs(own, "GET", "/v0/agents/"+victim+"/config", nil); r.status != 404 {
-		t.Errorf("the attacker's gateway token on the victim's config: %d %s, want 404", r.status, r.raw)
+	own := e2e.Must(t, p.Call("GET", "/v0/agents/"+attacker+"/gateway-token", nil), 200, "attacker token").Str("token")
+	if r := p.CallAs(own, "GET", "/v0/agents/"+victim+"/config", nil); r.Status != 404 {
+		t.Errorf("the attacker's gateway token on the victim's config: %d %s, want 404", r.Status, r.Raw)
 	}
 	// A platform token it mints with that token opens no more.
-	minted := must(t, p.callAs(own, "POST", "/v0/agents/"+attacker+"/platform/token", nil), 201, "mint a platform token").str("token")
+	minted := e2e.Must(t, p.CallAs(own, "POST", "/v0/agents/"+attacker+"/platform/token", nil), 201, "mint a platform token").Str("token")
 	for _, path := range []string{"/v0/agents/" + victim + "/config", "/v0/agents/" + victim + "/gateway-token", "/v0/agents/" + victim} {
-		if r := p.callAs(minted, "GET", path, nil); r.status != 404 {
-			t.Errorf("a platform token minted by the attacker on %s: %d %s, want 404", path, r.status, r.raw)
+		if r := p.CallAs(minted, "GET", path, nil); r.Status != 404 {
+			t.Errorf("a platform token minted by the attacker on %s: %d %s, want 404", path, r.Status, r.Raw)
 		}
 	}
 	// A process that leaves the command's session is gone when the command ends.
@@ -79,7 +81,7 @@ func TestHostileAgentLocal(t *testing.T) {
 	if code, out := inside("setsid sleep " + marker + " </dev/null >/dev/null 2>&1 & sleep 0.3; echo ok"); code != 0 {
 		t.Fatalf("setsid: %d %s", code, out)
 	}
-	eventually(t, 10*time.Second, "the setsid process to be gone", func() bool { return !hostRuns("sleep\x00" + marker) })
+	e2e.Eventually(t, 10*time.Second, "the setsid process to be gone", func() bool { return !hostRuns("sleep\x00" + marker) })
 	// What an agent may do still works: its own home and /tmp, its own processes only.
 	if code, out := inside("touch mine /tmp/mine && ls /proc | grep -c '^[0-9]'"); code != 0 {
 		t.Errorf("the agent cannot use its own home: %s", out)
@@ -148,7 +150,7 @@ func procFlag(arg, flag string) string {
 }
 
 // gatewayOf is the agent's gateway endpoint.
-func gatewayOf(t *testing.T, p *platform, id string) string {
+func gatewayOf(t *testing.T, p *e2e.Platform, id string) string {
 	t.Helper()
-	return must(t, p.call("GET", "/v0/agents/"+id, nil), 200, "get agent").obj("agent")["endpoint"].(string)
+	return e2e.Must(t, p.Call("GET", "/v0/agents/"+id, nil), 200, "get agent").Obj("agent")["endpoint"].(string)
 }

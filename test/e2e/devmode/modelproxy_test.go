@@ -1,20 +1,19 @@
-package e2e
+package devmode
 
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // checkModelProxy drives the real engine's provider path through the model proxy: an
@@ -23,33 +22,33 @@ import (
 // anthropic at the proxy, which forwards it, streamed, to the fake provider with the real key;
 // the proxy's usage reaches the Agent's status. p runs with --model-proxy-upstream
 // anthropic=llm.URL.
-func checkModelProxy(t *testing.T, p *platform, llm *providertest.Provider, id, endpoint string) {
+func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, id, endpoint string) {
 	base := "/v0/agents/" + id
 	key := "sk-ant-e2e-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	other := "ghp-e2e-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	ant := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "ANTHROPIC_API_KEY", "value": key, "provider": "anthropic"}), 201, "create secret").obj("secret")
-	gh := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").obj("secret")
-	must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{ant["id"].(string), gh["id"].(string)}}), 200, "attach")
+	ant := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "ANTHROPIC_API_KEY", "value": key, "provider": "anthropic"}), 201, "create secret").Obj("secret")
+	gh := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").Obj("secret")
+	e2e.Must(t, p.Call("POST", base+"/secrets", map[string]any{"secretIds": []string{ant["id"].(string), gh["id"].(string)}}), 200, "attach")
 
-	eventually(t, 3*time.Minute, "the gateway to restart with its secrets", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "the gateway to restart with its secrets", func() bool {
 		v, _ := gatewayEnvValue(p, base, "GITHUB_TOKEN")
 		return v == other
 	})
 	if v, _ := gatewayEnvValue(p, base, "ANTHROPIC_API_KEY"); v != "" {
 		t.Fatal("the provider key is in the gateway's environment")
 	}
-	r := must(t, p.call("POST", base+"/console/exec", map[string]string{
+	r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{
 		// ROT13: console output would hide the key itself. The agent's processes (its own PID
 		// namespace) and its home: nothing holds the key.
 		"command": `{ cat /proc/[0-9]*/environ | tr '\0' '\n'; env; } | tr A-Za-z N-ZA-Mn-za-m; grep -rlF '` + key + `' ../../.. ; echo searched`,
 	}), 200, "search the agent for the key")
-	if out := r.str("stdout"); strings.Contains(out, rot13(key)) || strings.Contains(out, key) || !strings.Contains(out, "searched") || strings.Contains(out, "../") {
+	if out := r.Str("stdout"); strings.Contains(out, e2e.Rot13(key)) || strings.Contains(out, key) || !strings.Contains(out, "searched") || strings.Contains(out, "../") {
 		t.Fatalf("the provider key is readable inside the agent:\n%s", out)
 	}
 
 	// The user's config: the engine's chat-completions endpoint on, anthropic as the model.
 	// The platform renders the proxy's entry for anthropic into the file.
-	cfg := must(t, p.call("GET", base+"/config", nil), 200, "read config").obj("config")
+	cfg := e2e.Must(t, p.Call("GET", base+"/config", nil), 200, "read config").Obj("config")
 	gw, _ := cfg["gateway"].(map[string]any)
 	if gw == nil {
 		gw = map[string]any{}
@@ -59,16 +58,16 @@ func checkModelProxy(t *testing.T, p *platform, llm *providertest.Provider, id, 
 	agents, _ := cfg["agents"].(map[string]any)
 	defaults, _ := agents["defaults"].(map[string]any)
 	defaults["model"] = map[string]any{"primary": "anthropic/claude-sonnet-4-6"}
-	must(t, p.call("PUT", base+"/config", map[string]any{"config": cfg}), 200, "write config")
-	file := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}), 200, "read the file").str("stdout")
+	e2e.Must(t, p.Call("PUT", base+"/config", map[string]any{"config": cfg}), 200, "write config")
+	file := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "cat ../openclaw.json"}), 200, "read the file").Str("stdout")
 	if !strings.Contains(file, agentsv1.ModelCredentialPrefix) || !strings.Contains(file, "/llm/anthropic") || strings.Contains(file, key) {
 		t.Fatalf("the engine config does not point anthropic at the proxy:\n%s", file)
 	}
 
-	token := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
+	token := e2e.Must(t, p.Call("GET", base+"/gateway-token", nil), 200, "read token").Str("token")
 	before := len(llm.Requests())
 	var events []string
-	eventually(t, 3*time.Minute, "a streamed chat turn through the engine and the proxy", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "a streamed chat turn through the engine and the proxy", func() bool {
 		events = chatTurn(t, endpoint, token)
 		return strings.Contains(strings.Join(events, "\n"), providertest.Reply)
 	})
@@ -86,11 +85,11 @@ func checkModelProxy(t *testing.T, p *platform, llm *providertest.Provider, id, 
 		t.Fatalf("the fake provider saw no Messages request: %+v", llm.Requests())
 	}
 	t.Logf("a chat turn through the engine reached the provider with the real key, streamed (%d SSE chunks)", len(events))
-	if strings.Contains(p.log.String(), key) {
+	if strings.Contains(p.Log.String(), key) {
 		t.Fatal("the provider key appears in the platform's log")
 	}
-	k8s := p.kubeClient()
-	eventually(t, time.Minute, "the proxy's usage in the agent's status", func() bool {
+	k8s := p.KubeClient()
+	e2e.Eventually(t, time.Minute, "the proxy's usage in the agent's status", func() bool {
 		a := &agentsv1.Agent{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "dev", Name: id}, a); err != nil {
 			return false
@@ -125,58 +124,4 @@ func chatTurn(t *testing.T, endpoint, token string) []string {
 		}
 	}
 	return lines
-}
-
-// checkModelProxyOnNode: on the real node, an attached openai key stays out of the pod (its
-// environment, its spec, its config file) while another secret reaches the gateway; the pod
-// reaches the model proxy on the node's address with the credential in its config, and the
-// proxy forwards to the fake provider (p runs with --model-proxy-upstream openai=llm.URL)
-// with the real key; a wrong credential is refused.
-func checkModelProxyOnNode(t *testing.T, p *platform, llm *providertest.Provider, k8s client.Client, ns, base string) {
-	key := "sk-node-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	other := "ghp-node-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	oa := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "OPENAI_API_KEY", "value": key, "provider": "openai"}), 201, "create secret").obj("secret")
-	gh := must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").obj("secret")
-	must(t, p.call("POST", base+"/secrets", map[string]any{"secretIds": []string{oa["id"].(string), gh["id"].(string)}}), 200, "attach")
-	eventually(t, 4*time.Minute, "the rolled gateway to have its secrets", func() bool {
-		r := p.call("POST", base+"/console/exec", map[string]string{"command": `printenv GITHUB_TOKEN | tr A-Za-z N-ZA-Mn-za-m`})
-		return r.status == 200 && strings.TrimSpace(r.str("stdout")) == rot13(other)
-	})
-	var file string
-	eventually(t, 2*time.Minute, "the config to point openai at the proxy", func() bool {
-		file = rot13(p.call("POST", base+"/console/exec", map[string]string{"command": "tr A-Za-z N-ZA-Mn-za-m < ../openclaw.json"}).str("stdout"))
-		return strings.Contains(file, "/llm/openai/v1")
-	})
-	r := must(t, p.call("POST", base+"/console/exec", map[string]string{
-		"command": `{ env; tr '\0' '\n' < /proc/1/environ; } | tr A-Za-z N-ZA-Mn-za-m; grep -rlF '` + key + `' ../.. 2>/dev/null; echo searched`,
-	}), 200, "search the pod for the key")
-	if out := r.str("stdout"); strings.Contains(out, rot13(key)) || strings.Contains(out, key) || strings.Contains(file, key) || !strings.Contains(out, "searched") {
-		t.Fatalf("the provider key is readable inside the pod:\n%s", out)
-	}
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns)); err != nil {
-		t.Fatal(err)
-	}
-	for _, pod := range pods.Items {
-		if s := fmt.Sprintf("%+v", pod.Spec); strings.Contains(s, key) || strings.Contains(s, other) {
-			t.Errorf("pod %s has a secret value in its spec", pod.Name)
-		}
-	}
-	// From inside the pod, with the credential of its config file, through the node network.
-	call := `node -e 'const c=require(process.argv[1]).models.providers.openai;` +
-		`fetch(c.baseUrl+"/chat/completions",{method:"POST",headers:{authorization:"Bearer "+(process.argv[2]||c.apiKey),"content-type":"application/json"},` +
-		`body:JSON.stringify({model:"gpt-5",messages:[{role:"user",content:"ping"}]})}).then(async r=>console.log(r.status,await r.text()))' "$(cd .. && pwd)/openclaw.json" `
-	before := len(llm.Requests())
-	out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": call}), 200, "call the proxy from the pod").str("stdout")
-	if !strings.HasPrefix(out, "200 ") || !strings.Contains(out, providertest.Reply) {
-		t.Fatalf("the pod's call through the proxy: %q", out)
-	}
-	got := llm.Requests()[before:]
-	if len(got) != 1 || got[0].Key != key || got[0].Path != "/v1/chat/completions" {
-		t.Fatalf("the provider got %+v, want one chat completion with the real key", got)
-	}
-	out = must(t, p.call("POST", base+"/console/exec", map[string]string{"command": call + "apx1.forged.credential"}), 200, "a forged credential").str("stdout")
-	if !strings.HasPrefix(out, "401 ") {
-		t.Fatalf("a forged credential through the proxy: %q", out)
-	}
 }

@@ -1,4 +1,4 @@
-package e2e
+package devmode
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // TestRealEngineWarmPool: a GatewayPool of 2 real gateways; an agent created through the REST
@@ -23,9 +24,9 @@ import (
 // config holds the agent's identity; the pool refills; the agent suspends and resumes in that
 // home with its files intact, and nothing is left once dev stops.
 func TestRealEngineWarmPool(t *testing.T) {
-	p := startDev(t, engineDir(t))
-	t.Cleanup(func() { p.interruptIfRunning() }) // a failed test stops dev as Ctrl-C does: no gateway is left
-	k8s := p.kubeClient()
+	p := e2e.StartDev(t, e2e.EngineDir(t))
+	t.Cleanup(func() { p.InterruptIfRunning() }) // a failed test stops dev as Ctrl-C does: no gateway is left
+	k8s := p.KubeClient()
 	ctx := context.Background()
 	pool := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "e2e"}, Spec: agentsv1.GatewayPoolSpec{Replicas: 2}}
 	if err := k8s.Create(ctx, pool); err != nil {
@@ -36,7 +37,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 	t.Logf("pool of 2 real gateways ready after %s", time.Since(start).Round(time.Millisecond))
 
 	// The members' own tokens, before a claim rewrites one of their configs.
-	poolDir := filepath.Join(p.stateDir, "runtime", "pool")
+	poolDir := filepath.Join(p.StateDir, "runtime", "pool")
 	memberTokens := map[string]string{}
 	homes, _ := filepath.Glob(filepath.Join(poolDir, "*", "home"))
 	for _, h := range homes {
@@ -47,28 +48,28 @@ func TestRealEngineWarmPool(t *testing.T) {
 	}
 
 	start = time.Now()
-	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Pooled Agent", "vibe": "quick", "emoji": "⚡"}), 201, "create agent").obj("agent")
+	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Pooled Agent", "vibe": "quick", "emoji": "⚡"}), 201, "create agent").Obj("agent")
 	createTook := time.Since(start)
 	id, endpoint := created["id"].(string), created["endpoint"].(string)
 	base := "/v0/agents/" + id
-	r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > proof.txt; cat proof.txt"}), 200, "exec")
+	r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > proof.txt; cat proof.txt"}), 200, "exec")
 	t.Logf("create to running %s, + console exec %s", createTook.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	// The agent's token works on its gateway at once: one try, no wait for a reload.
-	token := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
-	if s := gatewayStatusOnce(t, endpoint, token); s != 404 {
+	token := e2e.Must(t, p.Call("GET", base+"/gateway-token", nil), 200, "read token").Str("token")
+	if s := e2e.GatewayStatusOnce(t, endpoint, token); s != 404 {
 		t.Fatalf("the gateway does not accept the agent's token at once: %d", s)
 	}
 	if os.Getenv("POOL_E2E_LOG") != "" {
-		defer func() { t.Logf("dev log:\n%s", p.log.String()) }()
+		defer func() { t.Logf("dev log:\n%s", p.Log.String()) }()
 	}
 	if created["status"] != "running" {
 		t.Fatalf("created agent: %v", created)
 	}
-	lines := strings.Split(strings.TrimSpace(r.str("stdout")), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Str("stdout")), "\n")
 	home := filepath.Dir(filepath.Dir(lines[0]))
 	memberToken, fromPool := memberTokens[home]
 	if !fromPool || len(lines) != 2 || lines[1] != "pooled" || filepath.Base(lines[0]) != "workspace" {
-		t.Fatalf("the agent does not run in a member's home (%v): %s", homes, r.raw)
+		t.Fatalf("the agent does not run in a member's home (%v): %s", homes, r.Raw)
 	}
 	if b, err := os.ReadFile(filepath.Join(home, ".openclaw", "workspace", "proof.txt")); err != nil || string(b) != "pooled\n" {
 		t.Fatalf("proof.txt in the agent's home: %q %v", b, err)
@@ -83,7 +84,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 	if !strings.Contains(string(cfg), "Pooled Agent") || !strings.Contains(string(cfg), token) {
 		t.Fatalf("the engine config does not hold the agent's identity and token:\n%s", cfg)
 	}
-	if s := gatewayStatus(t, endpoint, token); s != 404 {
+	if s := e2e.GatewayStatus(t, endpoint, token); s != 404 {
 		t.Fatalf("the gateway refuses the agent's token later: %d", s)
 	}
 	pid := pidOf(t, p, id)
@@ -97,32 +98,32 @@ func TestRealEngineWarmPool(t *testing.T) {
 	// stays byte for byte, and it resumes (cold) in that same home with its token.
 	wsDir := filepath.Join(home, ".openclaw", "workspace")
 	before := treeSums(t, wsDir)
-	if got := must(t, p.call("POST", base+"/suspend", nil), 200, "suspend").obj("agent"); got["status"] != "suspended" {
+	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	eventually(t, 15*time.Second, "the pooled agent's gateway to end", func() bool { return !alive(pid) })
+	e2e.Eventually(t, 15*time.Second, "the pooled agent's gateway to end", func() bool { return !e2e.Alive(pid) })
 	sameSums(t, "workspace while suspended", before, treeSums(t, wsDir))
 	start = time.Now()
-	resumed := must(t, p.call("POST", base+"/resume", nil), 200, "resume").obj("agent")
+	resumed := e2e.Must(t, p.Call("POST", base+"/resume", nil), 200, "resume").Obj("agent")
 	t.Logf("resume of the pooled agent (cold, in its home): %s", time.Since(start).Round(time.Millisecond))
-	r = must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; cat proof.txt"}), 200, "exec after resume")
-	if want := wsDir + "\npooled\n"; r.str("stdout") != want {
-		t.Fatalf("after resume: %q, want %q", r.str("stdout"), want)
+	r = e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "pwd; cat proof.txt"}), 200, "exec after resume")
+	if want := wsDir + "\npooled\n"; r.Str("stdout") != want {
+		t.Fatalf("after resume: %q, want %q", r.Str("stdout"), want)
 	}
 	sameSums(t, "workspace after resume", before, treeSums(t, wsDir))
-	if s := gatewayStatus(t, resumed["endpoint"].(string), token); s != 404 {
+	if s := e2e.GatewayStatus(t, resumed["endpoint"].(string), token); s != 404 {
 		t.Fatalf("the resumed gateway refuses the agent's token: %d", s)
 	}
 	pid = pidOf(t, p, id)
 
 	// The agent's state goes with it, the member dir that held its home included.
-	must(t, p.call("DELETE", base, nil), 200, "delete agent")
-	eventually(t, time.Minute, "the agent's gateway and home to go", func() bool {
+	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete agent")
+	e2e.Eventually(t, time.Minute, "the agent's gateway and home to go", func() bool {
 		_, err := os.Stat(filepath.Dir(home))
-		return !alive(pid) && os.IsNotExist(err)
+		return !e2e.Alive(pid) && os.IsNotExist(err)
 	})
-	p.stop()
-	if pids := markedProcesses(p.stateDir); len(pids) > 0 {
+	p.Stop()
+	if pids := markedProcesses(p.StateDir); len(pids) > 0 {
 		t.Fatalf("gateways left after dev stopped: %v", pids)
 	}
 	if left, _ := filepath.Glob(filepath.Join(poolDir, "*")); len(left) > 0 {
@@ -134,7 +135,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 func waitPoolReady(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	t.Helper()
 	gp := &agentsv1.GatewayPool{}
-	eventually(t, 4*time.Minute, "the pool to hold "+strconv.Itoa(int(ready))+" ready gateways", func() bool {
+	e2e.Eventually(t, 4*time.Minute, "the pool to hold "+strconv.Itoa(int(ready))+" ready gateways", func() bool {
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: "e2e"}, gp); err != nil {
 			t.Fatal(err)
 		}
@@ -173,17 +174,4 @@ func markedProcesses(stateDir string) []int {
 		}
 	}
 	return pids
-}
-
-// interruptIfRunning stops a dev that still runs (a test failed before stop) with SIGINT, so
-// that it stops its gateways, instead of the harness's SIGKILL that would leave them running.
-func (p *platform) interruptIfRunning() {
-	if p.cmd.ProcessState != nil {
-		return
-	}
-	_ = p.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-	}
 }

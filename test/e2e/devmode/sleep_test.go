@@ -1,4 +1,4 @@
-package e2e
+package devmode
 
 import (
 	"crypto/sha256"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // treeSums is the sha256 of every regular file under root, by relative path.
@@ -54,58 +56,58 @@ func sameSums(t *testing.T, what string, before, after map[string]string) {
 // which the engine then runs on time.
 func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 	const lead = 40 * time.Second
-	p := startDev(t, engineDir(t), "--wake-lead", lead.String(), "--wake-window", "20s")
+	p := e2e.StartDev(t, e2e.EngineDir(t), "--wake-lead", lead.String(), "--wake-window", "20s")
 	start := time.Now()
-	id := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Sleeper"}), 201, "create agent").obj("agent")["id"].(string)
+	id := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Sleeper"}), 201, "create agent").Obj("agent")["id"].(string)
 	t.Logf("cold create: %s", time.Since(start).Round(time.Millisecond))
-	home := filepath.Join(p.stateDir, "runtime", "agents", "dev", id, "home")
+	home := filepath.Join(p.StateDir, "runtime", "agents", "dev", id, "home")
 	workspace, config := filepath.Join(home, ".openclaw", "workspace"), filepath.Join(home, ".openclaw")
-	must(t, p.call("POST", "/v0/agents/"+id+"/console/exec", map[string]any{
+	e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]any{
 		"command": "mkdir -p notes && head -c 200000 /dev/urandom > notes/blob && echo 'remember the milk' > notes/a.txt",
 	}), 200, "write files")
-	tasksBefore := must(t, p.call("GET", "/v0/agents/"+id+"/tasks", nil), 200, "list tasks").raw
+	tasksBefore := e2e.Must(t, p.Call("GET", "/v0/agents/"+id+"/tasks", nil), 200, "list tasks").Raw
 	wsBefore := treeSums(t, workspace)
 	cfgBefore := treeSums(t, filepath.Join(config, "openclaw.json"))
 	pid := pidOf(t, p, id)
 
 	// Suspend: the gateway drains and exits, the agent holds no process, the files stay.
 	start = time.Now()
-	got := must(t, p.call("POST", "/v0/agents/"+id+"/suspend", nil), 200, "suspend").obj("agent")
+	got := e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/suspend", nil), 200, "suspend").Obj("agent")
 	t.Logf("suspend: %s", time.Since(start).Round(time.Millisecond))
 	if got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	eventually(t, 15*time.Second, "the gateway process to end", func() bool { return !alive(pid) })
+	e2e.Eventually(t, 15*time.Second, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
 	sameSums(t, "workspace while suspended", wsBefore, treeSums(t, workspace))
 	sameSums(t, "config while suspended", cfgBefore, treeSums(t, filepath.Join(config, "openclaw.json")))
 
 	// Resume: a cold start of the same home.
 	start = time.Now()
-	got = must(t, p.call("POST", "/v0/agents/"+id+"/resume", nil), 200, "resume").obj("agent")
+	got = e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/resume", nil), 200, "resume").Obj("agent")
 	t.Logf("resume (cold): %s", time.Since(start).Round(time.Millisecond))
 	if got["status"] != "running" {
 		t.Fatalf("resumed agent: %v", got)
 	}
 	sameSums(t, "workspace after resume", wsBefore, treeSums(t, workspace))
 	sameSums(t, "config after resume", cfgBefore, treeSums(t, filepath.Join(config, "openclaw.json")))
-	if after := must(t, p.call("GET", "/v0/agents/"+id+"/tasks", nil), 200, "list tasks").raw; after != tasksBefore {
+	if after := e2e.Must(t, p.Call("GET", "/v0/agents/"+id+"/tasks", nil), 200, "list tasks").Raw; after != tasksBefore {
 		t.Errorf("tasks changed across suspend/resume:\n%s\n%s", tasksBefore, after)
 	}
 
 	// A task in 75 s, then sleep: the platform wakes the agent 40 s ahead and the engine runs it.
 	due := time.Now().Add(75 * time.Second).UTC().Truncate(time.Second)
-	must(t, p.call("POST", "/v0/agents/"+id+"/tasks", map[string]any{
+	e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/tasks", map[string]any{
 		"name": "wake-check", "schedule": map[string]any{"kind": "at", "at": due.Format(time.RFC3339)},
 		"payload": map[string]any{"kind": "agentTurn", "message": "say hello"},
 	}), 201, "add task")
 	pid = pidOf(t, p, id)
-	got = must(t, p.call("POST", "/v0/agents/"+id+"/suspend", nil), 200, "suspend again").obj("agent")
+	got = e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/suspend", nil), 200, "suspend again").Obj("agent")
 	if got["nextWakeAt"] != due.Add(-lead).Format(time.RFC3339) {
 		t.Fatalf("next wake %v, want %s (task at %s)", got["nextWakeAt"], due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
 	}
-	eventually(t, 15*time.Second, "the gateway process to end", func() bool { return !alive(pid) })
-	eventually(t, 75*time.Second, "the agent to wake for its task", func() bool {
-		return p.call("GET", "/v0/agents/"+id, nil).obj("agent")["status"] == "running"
+	e2e.Eventually(t, 15*time.Second, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
+	e2e.Eventually(t, 75*time.Second, "the agent to wake for its task", func() bool {
+		return p.Call("GET", "/v0/agents/"+id, nil).Obj("agent")["status"] == "running"
 	})
 	woke := time.Now()
 	if !woke.Before(due) {
@@ -114,8 +116,8 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 	t.Logf("woken %s ahead of the task", due.Sub(woke).Round(time.Second))
 	// The engine fires the job at its time: its state records the run.
 	var ranAt time.Time
-	eventually(t, 90*time.Second, "the engine to run the task", func() bool {
-		r := p.call("POST", "/v0/agents/"+id+"/console/exec", map[string]any{"command": "openclaw cron list --all --json"})
+	e2e.Eventually(t, 90*time.Second, "the engine to run the task", func() bool {
+		r := p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]any{"command": "openclaw cron list --all --json"})
 		var out struct {
 			Jobs []struct {
 				Name  string `json:"name"`
@@ -124,7 +126,7 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 				} `json:"state"`
 			} `json:"jobs"`
 		}
-		if r.status != 200 || json.Unmarshal([]byte(strings.TrimSpace(r.str("stdout"))), &out) != nil {
+		if r.Status != 200 || json.Unmarshal([]byte(strings.TrimSpace(r.Str("stdout"))), &out) != nil {
 			return false
 		}
 		for _, j := range out.Jobs {
@@ -139,5 +141,5 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 		t.Errorf("the task ran at %s, due %s", ranAt, due)
 	}
 	t.Logf("task due %s ran at %s", due.Format(time.RFC3339), ranAt.UTC().Format(time.RFC3339Nano))
-	p.stop()
+	p.Stop()
 }

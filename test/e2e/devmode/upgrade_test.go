@@ -1,4 +1,4 @@
-package e2e
+package devmode
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // brokenVersion is the version of an engine dir whose gateway never comes up.
@@ -41,12 +41,12 @@ func brokenEngineDir(t *testing.T) string {
 // the broken build rolls its agent back to the previous release with the workspace of the
 // snapshot (a file written after the snapshot is gone, one from before is there) and halts.
 func TestRealEngineUpgradeWaves(t *testing.T) {
-	pinned, previous := engineDir(t), previousEngineDir(t)
-	from, to := engineVersion(t, previous), engineVersion(t, pinned)
+	pinned, previous := e2e.EngineDir(t), e2e.PreviousEngineDir(t)
+	from, to := e2e.EngineVersion(t, previous), e2e.EngineVersion(t, pinned)
 	created := time.Now()
-	p := startDev(t, pinned, "--engine-dir", previous, "--engine-dir", brokenEngineDir(t), "--default-engine-version", from)
-	t.Cleanup(func() { p.interruptIfRunning() })
-	k8s := p.kubeClient()
+	p := e2e.StartDev(t, pinned, "--engine-dir", previous, "--engine-dir", brokenEngineDir(t), "--default-engine-version", from)
+	t.Cleanup(func() { p.InterruptIfRunning() })
+	k8s := p.KubeClient()
 	ctx := context.Background()
 
 	// Three agents on the previous release (created at once: each waits for its gateway),
@@ -57,8 +57,8 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	agents := map[string]agent{}
 	for i, group := range groups {
 		id := ids[i]
-		r := must(t, p.call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo " + group + " > before.txt; pwd"}), 200, "write before.txt")
-		agents[group] = agent{id: id, workspace: strings.TrimSpace(r.str("stdout"))}
+		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo " + group + " > before.txt; pwd"}), 200, "write before.txt")
+		agents[group] = agent{id: id, workspace: strings.TrimSpace(r.Str("stdout"))}
 		label := "waves"
 		if group == "rollback" {
 			label = "rollback"
@@ -67,7 +67,7 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 		if err := k8s.Patch(ctx, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "dev", Name: id}}, patch); err != nil {
 			t.Fatal(err)
 		}
-		if a := getE2EAgent(t, k8s, id); a.Status.EngineVersion != from {
+		if a := e2e.GetAgent(t, k8s, id); a.Status.EngineVersion != from {
 			t.Fatalf("agent %s runs %q, want the previous release %s", id, a.Status.EngineVersion, from)
 		}
 	}
@@ -98,8 +98,8 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	// written now is not in the snapshot.
 	rb := agents["rollback"]
 	var snapCID string
-	eventually(t, time.Minute, "the rollback agent to be snapshotted and moved to the broken build", func() bool {
-		a := getE2EAgent(t, k8s, rb.id)
+	e2e.Eventually(t, time.Minute, "the rollback agent to be snapshotted and moved to the broken build", func() bool {
+		a := e2e.GetAgent(t, k8s, rb.id)
 		snapCID = a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
 		return a.Annotations[agentsv1.AnnotationUpgradeState] == agentsv1.AgentUpgradeUpgrading && a.Spec.Engine.Version == brokenVersion
 	})
@@ -108,7 +108,7 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	}
 
 	// Waves: one agent each, the second only once the first runs the pinned release.
-	waves := waitUpgrade(t, k8s, "e2e-waves", agentsv1.UpgradeSucceeded, 4*time.Minute)
+	waves := e2e.WaitUpgrade(t, k8s, "e2e-waves", agentsv1.UpgradeSucceeded, 4*time.Minute)
 	t.Logf("two agents upgraded %s -> %s in two waves in %s", from, to, time.Since(start).Round(time.Second))
 	if len(waves.Status.Waves) != 2 || waves.Status.Counts.Upgraded != 2 ||
 		waves.Status.Waves[0].Agents[0] != "dev/"+first.id || waves.Status.Waves[1].Agents[0] != "dev/"+second.id {
@@ -118,107 +118,62 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 		t.Fatalf("wave 2 started %s, not after wave 1 (%s)", waves.Status.Waves[1].StartedAt, waves.Status.Waves[0].StartedAt)
 	}
 	for _, ag := range []agent{first, second} {
-		a := getE2EAgent(t, k8s, ag.id)
+		a := e2e.GetAgent(t, k8s, ag.id)
 		if a.Status.EngineVersion != to || a.Status.Phase != agentsv1.AgentRunning {
 			t.Fatalf("agent %s after the upgrade: %s on %q", ag.id, a.Status.Phase, a.Status.EngineVersion)
 		}
-		snap := completedSnapshot(t, k8s, ag.id, a.Annotations[agentsv1.AnnotationUpgradeSnapshot])
+		snap := e2e.CompletedSnapshot(t, k8s, ag.id, a.Annotations[agentsv1.AnnotationUpgradeSnapshot])
 		t.Logf("agent %s: snapshot %s (%d bytes) before the upgrade", ag.id, snap.Status.CID, snap.Status.Size)
-		r := must(t, p.call("POST", "/v0/agents/"+ag.id+"/console/exec", map[string]string{"command": "cat before.txt"}), 200, "read before.txt")
-		if got := r.str("stdout"); got != "wave-1\n" && got != "wave-2\n" {
+		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+ag.id+"/console/exec", map[string]string{"command": "cat before.txt"}), 200, "read before.txt")
+		if got := r.Str("stdout"); got != "wave-1\n" && got != "wave-2\n" {
 			t.Fatalf("before.txt of %s after the upgrade: %q", ag.id, got)
 		}
 	}
 
 	// Rollback: back on the previous release, the workspace of the snapshot, the policy halted.
-	halted := waitUpgrade(t, k8s, "e2e-rollback", agentsv1.UpgradeHalted, 3*time.Minute)
+	halted := e2e.WaitUpgrade(t, k8s, "e2e-rollback", agentsv1.UpgradeHalted, 3*time.Minute)
 	if halted.Status.Counts.RolledBack != 1 || len(halted.Status.FailedAgents) != 1 || halted.Status.FailedAgents[0] != "dev/"+rb.id {
 		t.Fatalf("halted policy: counts %+v failed %v", halted.Status.Counts, halted.Status.FailedAgents)
 	}
-	completedSnapshot(t, k8s, rb.id, snapCID)
-	eventually(t, 2*time.Minute, "the rolled-back agent to run the previous release on the restored workspace", func() bool {
-		a := getE2EAgent(t, k8s, rb.id)
+	e2e.CompletedSnapshot(t, k8s, rb.id, snapCID)
+	e2e.Eventually(t, 2*time.Minute, "the rolled-back agent to run the previous release on the restored workspace", func() bool {
+		a := e2e.GetAgent(t, k8s, rb.id)
 		return a.Spec.Engine.Version == "" && a.Status.EngineVersion == from && a.Status.Phase == agentsv1.AgentRunning &&
 			a.Status.SnapshotCID == snapCID && a.Status.LastRestoreAt != nil
 	})
-	r := must(t, p.call("POST", "/v0/agents/"+rb.id+"/console/exec", map[string]string{"command": "cat before.txt; ls"}), 200, "list the restored workspace")
-	if out := r.str("stdout"); !strings.HasPrefix(out, "rollback\n") || strings.Contains(out, "after.txt") {
+	r := e2e.Must(t, p.Call("POST", "/v0/agents/"+rb.id+"/console/exec", map[string]string{"command": "cat before.txt; ls"}), 200, "list the restored workspace")
+	if out := r.Str("stdout"); !strings.HasPrefix(out, "rollback\n") || strings.Contains(out, "after.txt") {
 		t.Fatalf("restored workspace: %q (want before.txt, no after.txt)", out)
 	}
 	t.Logf("rollback from %s to %s with the snapshot's workspace, policy halted, %s in all", brokenVersion, from, time.Since(start).Round(time.Second))
-	p.stop()
+	p.Stop()
 }
 
 // createAgentsAtOnce creates an agent per name (prefixed) through the REST door, all at once,
 // and returns their ids once each runs (on a busy host a create may outlast its wait: 202).
-func createAgentsAtOnce(t *testing.T, p *platform, prefix string, names []string) []string {
+func createAgentsAtOnce(t *testing.T, p *e2e.Platform, prefix string, names []string) []string {
 	t.Helper()
-	replies := make([]reply, len(names))
+	replies := make([]e2e.Reply, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			replies[i] = p.call("POST", "/v0/agents", map[string]any{"name": prefix + name})
+			replies[i] = p.Call("POST", "/v0/agents", map[string]any{"name": prefix + name})
 		}()
 	}
 	wg.Wait()
 	ids := make([]string, len(names))
 	for i, r := range replies {
-		if r.status != 201 {
-			must(t, r, 202, "create agent")
+		if r.Status != 201 {
+			e2e.Must(t, r, 202, "create agent")
 		}
-		id := r.obj("agent")["id"].(string)
-		eventually(t, 5*time.Minute, "agent "+id+" to run", func() bool {
-			got := p.call("GET", "/v0/agents/"+id, nil)
-			return got.status == 200 && got.obj("agent")["status"] == "running"
+		id := r.Obj("agent")["id"].(string)
+		e2e.Eventually(t, 5*time.Minute, "agent "+id+" to run", func() bool {
+			got := p.Call("GET", "/v0/agents/"+id, nil)
+			return got.Status == 200 && got.Obj("agent")["status"] == "running"
 		})
 		ids[i] = id
 	}
 	return ids
-}
-
-func getE2EAgent(t *testing.T, k8s client.Client, id string) *agentsv1.Agent {
-	t.Helper()
-	a := &agentsv1.Agent{}
-	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "dev", Name: id}, a); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
-
-// waitUpgrade waits for the EngineUpgrade to reach phase.
-func waitUpgrade(t *testing.T, k8s client.Client, name string, phase agentsv1.EngineUpgradePhase, timeout time.Duration) *agentsv1.EngineUpgrade {
-	t.Helper()
-	eu := &agentsv1.EngineUpgrade{}
-	deadline := time.Now().Add(timeout)
-	for {
-		err := k8s.Get(context.Background(), client.ObjectKey{Name: name}, eu)
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		if eu.Status.Phase == phase {
-			return eu
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("EngineUpgrade %s: phase %q after %s, want %s: %+v", name, eu.Status.Phase, timeout, phase, eu.Status)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// completedSnapshot is the agent's completed upgrade Snapshot of that CID.
-func completedSnapshot(t *testing.T, k8s client.Client, id, cid string) agentsv1.Snapshot {
-	t.Helper()
-	list := &agentsv1.SnapshotList{}
-	if err := k8s.List(context.Background(), list, client.InNamespace("dev"), client.HasLabels{agentsv1.LabelUpgrade}); err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range list.Items {
-		if s.Spec.AgentRef.Name == id && s.Status.CID == cid && cid != "" && s.Status.Phase == agentsv1.SnapshotCompleted {
-			return s
-		}
-	}
-	t.Fatalf("no completed upgrade snapshot %q of agent %s among %d", cid, id, len(list.Items))
-	return agentsv1.Snapshot{}
 }

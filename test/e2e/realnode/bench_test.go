@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // BenchmarkRealNodeCreate measures, on the real node with the real engine, REST create to
@@ -27,14 +28,14 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 	if !testenv.RealNode(b) {
 		return
 	}
-	p := startDev(b, engineDir(b), "--runtime", "kube")
-	b.Cleanup(p.stop)
-	k8s := p.kubeClient()
+	p := e2e.StartDev(b, e2e.EngineDir(b), "--runtime", "kube")
+	b.Cleanup(p.Stop)
+	k8s := p.KubeClient()
 	ctx := context.Background()
 	const ns = "dev"
 	// A holder agent, made before the timer: its pod template (with its Secrets and ConfigMap)
 	// is the bare pods' template, and it runs through every measurement of both kinds alike.
-	holder := must(b, p.call("POST", "/v0/agents", map[string]any{"name": "Template holder"}), 201, "create agent").obj("agent")
+	holder := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": "Template holder"}), 201, "create agent").Obj("agent")
 	template := statefulSetTemplate(b, k8s, holder["id"].(string))
 	var creates, pods []time.Duration
 	b.ResetTimer()
@@ -44,19 +45,19 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 		if err := k8s.Create(ctx, pod); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool { return podReady(ctx, k8s, pod) })
+		e2e.Eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool { return podReady(ctx, k8s, pod) })
 		pods = append(pods, time.Since(start))
 		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 2*time.Minute, "the bare pod to go", func() bool {
+		e2e.Eventually(b, 2*time.Minute, "the bare pod to go", func() bool {
 			return k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) != nil
 		})
 
 		start = time.Now()
-		a := must(b, p.call("POST", "/v0/agents", map[string]any{"name": "Bench Agent"}), 201, "create agent").obj("agent")
+		a := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": "Bench Agent"}), 201, "create agent").Obj("agent")
 		creates = append(creates, time.Since(start))
-		must(b, p.call("DELETE", "/v0/agents/"+a["id"].(string), nil), 200, "delete agent")
+		e2e.Must(b, p.Call("DELETE", "/v0/agents/"+a["id"].(string), nil), 200, "delete agent")
 	}
 	b.StopTimer()
 	c, f := median(creates), median(pods)

@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentplane/agentplane/hack/genchart/gen"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // TestRealNodeDeployChart deploys the manager into the local cluster with the Helm chart
@@ -26,7 +27,7 @@ func TestRealNodeDeployChart(t *testing.T) {
 	}
 	realNodeDeploy(t, func(ctx context.Context, k8s client.Client) {
 		// helm install --create-namespace; the chart holds no Namespace.
-		if err := k8s.Create(ctx, testenv.Namespace(deployNamespace)); err != nil {
+		if err := k8s.Create(ctx, kubeenv.Namespace(deployNamespace)); err != nil {
 			t.Fatal(err)
 		}
 		rendered, err := gen.Template(helm, filepath.Join(testenv.RepoRoot(), "dist", "chart"), deployNamespace,

@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"bytes"
@@ -25,6 +25,8 @@ import (
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // TestRealNodeDeploy deploys the manager into the local cluster as a platform team deploys it
@@ -81,11 +83,11 @@ func applyManifests(ctx context.Context, t *testing.T, k8s client.Client, render
 func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.Client)) {
 	ctrllog.SetLogger(logr.Discard()) // the cluster's client logs nothing the test reads
 	baseline := localcluster.TakeBaseline()
-	engine := engineDir(t)
-	bin, probe := buildAgentplane(t)
+	engine := e2e.EngineDir(t)
+	bin, probe := e2e.BuildAgentplane(t)
 	var tarballs []string
 	for _, spec := range []func() (images.Spec, error){
-		func() (images.Spec, error) { return images.GatewaySpec(engine, engineVersion(t, engine), probe) },
+		func() (images.Spec, error) { return images.GatewaySpec(engine, e2e.EngineVersion(t, engine), probe) },
 		func() (images.Spec, error) { return images.ManagerSpec(bin) },
 	} {
 		s, err := spec()
@@ -99,7 +101,7 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 		tarballs = append(tarballs, f)
 	}
 	ctx := context.Background()
-	cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: testenv.AssetsDir(), Images: tarballs, Scheme: scheme.New()})
+	cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: kubeenv.AssetsDir(), Images: tarballs, Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 	install(ctx, k8s)
 	const ns = deployNamespace
 	var deploy appsv1.Deployment
-	eventually(t, 4*time.Minute, "the manager Deployment to be available with both replicas", func() bool {
+	e2e.Eventually(t, 4*time.Minute, "the manager Deployment to be available with both replicas", func() bool {
 		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-controller-manager"}, &deploy)
 		return err == nil && deploy.Status.AvailableReplicas == 2 && deploy.Status.UpdatedReplicas == 2
 	})
@@ -124,7 +126,7 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(deploy.Spec.Selector.MatchLabels)); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
+		e2e.Eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
 			var leases coordinationv1.LeaseList
 			if k8s.List(ctx, &leases, client.InNamespace(ns)) != nil {
 				return false
@@ -161,32 +163,32 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-api"}, &svc); err != nil {
 		t.Fatal(err)
 	}
-	p := &platform{t: t, url: "http://" + svc.Spec.ClusterIP, token: token}
+	p := e2e.Remote(t, "http://"+svc.Spec.ClusterIP, token)
 	t.Run("an agent through the in-cluster facade", func(t *testing.T) {
-		created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").obj("agent")
+		created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")
 		id := created["id"].(string)
 		base := "/v0/agents/" + id
-		eventually(t, 4*time.Minute, "the agent to run", func() bool {
-			r := p.call("GET", base, nil)
-			return r.status == 200 && r.obj("agent")["status"] == "running"
+		e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
+			r := p.Call("GET", base, nil)
+			return r.Status == 200 && r.Obj("agent")["status"] == "running"
 		})
 		pod := gatewayPod(t, k8s, "demo", id)
 		if pod.Spec.NodeName != cl.NodeName {
 			t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
 		}
 		// The secrets key the deployment provides seals workspace secrets.
-		must(t, p.call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
-		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
-		if r.str("stdout") != "hi from "+pod.Name+"\n" {
-			t.Fatalf("exec: %s", r.raw)
+		e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
+		r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
+		if r.Str("stdout") != "hi from "+pod.Name+"\n" {
+			t.Fatalf("exec: %s", r.Raw)
 		}
 		// Snapshots go to the storage claim config/local mounts.
-		snap := must(t, p.call("POST", base+"/snapshots/sync", nil), 201, "snapshot sync").obj("snapshot")
+		snap := e2e.Must(t, p.Call("POST", base+"/snapshots/sync", nil), 201, "snapshot sync").Obj("snapshot")
 		if cid, _ := snap["cid"].(string); !strings.HasPrefix(cid, "baf") {
 			t.Fatalf("snapshot: %v", snap)
 		}
-		must(t, p.call("DELETE", base, nil), 200, "delete")
-		eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
+		e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
+		e2e.Eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
 			var pods corev1.PodList
 			return k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
 		})

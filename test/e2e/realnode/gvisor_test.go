@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"os/exec"
@@ -9,21 +9,22 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/localcluster"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // checkKernels proves the gateway of agent onGVisor runs inside gVisor's kernel (the Sentry:
 // its /proc/version, and runsc on the host lists its container) while that of agent onRunc
 // sees the host's kernel.
-func checkKernels(t *testing.T, p *platform, k8s client.Client, ns, onRunc, onGVisor string) {
+func checkKernels(t *testing.T, p *e2e.Platform, k8s client.Client, ns, onRunc, onGVisor string) {
 	t.Helper()
 	// kernel is the gateway's view of the kernel it runs on.
 	kernel := func(name string) string {
 		t.Helper()
-		r := must(t, p.call("POST", "/v0/agents/"+name+"/console/exec", map[string]string{
+		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+name+"/console/exec", map[string]string{
 			"command": `read -r v < /proc/version; echo "$v"`,
 		}), 200, "exec in "+name)
-		return strings.TrimSpace(r.str("stdout"))
+		return strings.TrimSpace(r.Str("stdout"))
 	}
 	uname, err := exec.Command("uname", "-r").Output()
 	if err != nil {
@@ -47,10 +48,10 @@ func checkKernels(t *testing.T, p *platform, k8s client.Client, ns, onRunc, onGV
 		t.Fatal("the gateway pod has no container status")
 	}
 	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	roots, _ := filepath.Glob(filepath.Join(p.stateDir, "cluster", "runsc", "*"))
+	roots, _ := filepath.Glob(filepath.Join(p.StateDir, "cluster", "runsc", "*"))
 	var listed string
 	for _, root := range roots {
-		out, err := exec.Command(filepath.Join(testenv.AssetsDir(), "runsc"), "--root", root, "list", "--quiet").CombinedOutput()
+		out, err := exec.Command(filepath.Join(kubeenv.AssetsDir(), "runsc"), "--root", root, "list", "--quiet").CombinedOutput()
 		if err != nil {
 			t.Fatalf("runsc list in %s: %v: %s", root, err, out)
 		}

@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // probeScript runs inside a gateway pod (console exec): for each target of its JSON argument
@@ -59,12 +60,12 @@ type probeTarget struct {
 // DNS server other than the cluster's. The cluster DNS answers (agents resolve names) and the
 // pod holds no service-account token. Without enforcement every refused attempt connects.
 func (a agentOnNode) checkContainedOnNode(t *testing.T) {
-	other := must(t, a.p.call("POST", "/v0/agents", map[string]any{"name": "Neighbour"}), 201, "create a second agent").obj("agent")
+	other := e2e.Must(t, a.p.Call("POST", "/v0/agents", map[string]any{"name": "Neighbour"}), 201, "create a second agent").Obj("agent")
 	otherID := other["id"].(string)
-	t.Cleanup(func() { a.p.call("DELETE", "/v0/agents/"+otherID, nil) })
-	eventually(t, 4*time.Minute, "the second agent to run", func() bool {
-		r := a.p.call("GET", "/v0/agents/"+otherID, nil)
-		return r.status == 200 && r.obj("agent")["status"] == "running"
+	t.Cleanup(func() { a.p.Call("DELETE", "/v0/agents/"+otherID, nil) })
+	e2e.Eventually(t, 4*time.Minute, "the second agent to run", func() bool {
+		r := a.p.Call("GET", "/v0/agents/"+otherID, nil)
+		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
 	neighbour := gatewayPod(t, a.k8s, a.ns, otherID)
 	nodeIP, apiPort := realNodeAddresses(t, a.p)
@@ -119,12 +120,12 @@ func (a agentOnNode) checkContainedOnNode(t *testing.T) {
 	}
 
 	arg, _ := json.Marshal(targets)
-	r := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": probeScript + shellQuote(string(arg))}), 200, "probe from inside the agent")
+	r := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": probeScript + shellQuote(string(arg))}), 200, "probe from inside the agent")
 	got := map[string]struct {
 		OK     bool
 		Detail string
 	}{}
-	for _, line := range strings.Split(strings.TrimSpace(r.str("stdout")), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(r.Str("stdout")), "\n") {
 		var res struct {
 			Name   string
 			OK     bool
@@ -141,24 +142,24 @@ func (a agentOnNode) checkContainedOnNode(t *testing.T) {
 		res, ok := got[tg.Name]
 		switch {
 		case !ok:
-			t.Errorf("%s: no result (stdout %q, stderr %q)", tg.Name, r.str("stdout"), r.str("stderr"))
+			t.Errorf("%s: no result (stdout %q, stderr %q)", tg.Name, r.Str("stdout"), r.Str("stderr"))
 		case res.OK != tg.want:
 			t.Errorf("%s (%s %s): reached=%v (%s), want reached=%v", tg.Name, tg.Kind, tg.Addr, res.OK, res.Detail, tg.want)
 		default:
 			t.Logf("%s: reached=%v (%s)", tg.Name, res.OK, res.Detail)
 		}
 	}
-	sa := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1; echo done"}), 200, "look for a token")
-	if out := sa.str("stdout"); strings.Contains(out, "token") {
+	sa := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "ls /var/run/secrets/kubernetes.io/serviceaccount 2>&1; echo done"}), 200, "look for a token")
+	if out := sa.Str("stdout"); strings.Contains(out, "token") {
 		t.Errorf("the gateway pod holds a service-account token: %q", out)
 	}
-	must(t, a.p.call("DELETE", "/v0/agents/"+otherID, nil), 200, "delete the second agent")
+	e2e.Must(t, a.p.Call("DELETE", "/v0/agents/"+otherID, nil), 200, "delete the second agent")
 }
 
 // realNodeAddresses are the node's address and the API server's port there.
-func realNodeAddresses(t *testing.T, p *platform) (nodeIP, apiPort string) {
+func realNodeAddresses(t *testing.T, p *e2e.Platform) (nodeIP, apiPort string) {
 	t.Helper()
-	kc := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))["KUBECONFIG"]
+	kc := devenv.ReadEnvFile(filepath.Join(p.StateDir, devenv.EnvFileName))["KUBECONFIG"]
 	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
 	if err != nil {
 		t.Fatal(err)

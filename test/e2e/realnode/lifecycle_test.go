@@ -1,31 +1,29 @@
-package e2e
+// Package realnode holds the end-to-end tests of the kube runtime on a real node (this
+// machine's containerd, kubelet and kube-proxy; root; required under CI=true) with the real
+// OpenClaw engine (harness: package e2e).
+package realnode
 
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/images"
 	"github.com/agentplane/agentplane/internal/localcluster"
 	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
-	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // TestRealNodeAgentLifecycle runs `agentplane dev --runtime kube`: a local cluster whose node
@@ -44,17 +42,17 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		return
 	}
 	// Agents start on the release before the pinned engine and are upgraded to it.
-	pinned, previous := engineDir(t), previousEngineDir(t)
-	from, to := engineVersion(t, previous), engineVersion(t, pinned)
+	pinned, previous := e2e.EngineDir(t), e2e.PreviousEngineDir(t)
+	from, to := e2e.EngineVersion(t, previous), e2e.EngineVersion(t, pinned)
 	llm := providertest.New()
 	t.Cleanup(llm.Close)
 	p, baseline := startRealNode(t, pinned, "--engine-dir", previous, "--default-engine-version", from,
 		"--model-proxy-upstream", "openai="+llm.URL)
-	k8s := p.kubeClient()
+	k8s := p.KubeClient()
 	ctx := context.Background()
 
 	start := time.Now()
-	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Node Agent"}), 201, "create agent").obj("agent")
+	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Node Agent"}), 201, "create agent").Obj("agent")
 	t.Logf("REST create to running on the real node: %s", time.Since(start).Round(time.Millisecond))
 	id := created["id"].(string)
 	if created["status"] != "running" {
@@ -74,17 +72,17 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("gateway logs through the API server", a.checkLogs)
 
 	t.Run("console exec through the kubelet", func(t *testing.T) {
-		r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "echo hello; id -u; exit 3"}), 200, "exec")
-		if r.body["exitCode"] != 3.0 || r.str("stdout") != "hello\n1000\n" {
-			t.Fatalf("exec: %s", r.raw)
+		r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo hello; id -u; exit 3"}), 200, "exec")
+		if r.Body["exitCode"] != 3.0 || r.Str("stdout") != "hello\n1000\n" {
+			t.Fatalf("exec: %s", r.Raw)
 		}
 	})
 
 	t.Run("tini is PID 1 and the heap follows the memory limit", func(t *testing.T) {
-		r := must(t, p.call("POST", base+"/console/exec", map[string]string{
+		r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{
 			"command": `tr '\0' ' ' < /proc/1/cmdline; echo; pid=$(grep -l gateway /proc/[0-9]*/cmdline | head -1 | cut -d/ -f3); tr '\0' '\n' < /proc/$pid/environ | grep '^NODE_OPTIONS='`,
 		}), 200, "exec")
-		out := r.str("stdout")
+		out := r.Str("stdout")
 		if !strings.HasPrefix(out, images.Init+" -- node /app/openclaw.mjs gateway") || !strings.Contains(out, "NODE_OPTIONS=--max-old-space-size=1536") {
 			t.Fatalf("PID 1 and the gateway's NODE_OPTIONS: %q", out)
 		}
@@ -97,19 +95,19 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		}
 		// The live engine: its probe routes pass; a path the engine answers 200 without its
 		// probe body (the Control UI's catch-all) does not.
-		r := must(t, p.call("POST", base+"/console/exec", map[string]string{
+		r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{
 			"command": images.Probe + " " + rp.Exec.Command[1] + " " + strings.Replace(rp.Exec.Command[1], "/readyz", "/healthz", 1) + "; echo ok=$?; " +
 				images.Probe + " " + strings.Replace(rp.Exec.Command[1], "/readyz", "/not-a-probe-route", 1) + "; echo unknown=$?",
 		}), 200, "exec")
-		out := r.str("stdout")
+		out := r.Str("stdout")
 		if !strings.Contains(out, "ok=0") || !strings.Contains(out, "unknown=1") {
 			t.Fatalf("probe runs: %q", out)
 		}
 	})
 
-	t.Run("config validate, write and read back", func(t *testing.T) { checkConfig(t, p, base) })
-	t.Run("tasks", func(t *testing.T) { checkTasks(t, p, base) })
-	t.Run("files upload", func(t *testing.T) { checkUpload(t, p, base) })
+	t.Run("config validate, write and read back", func(t *testing.T) { e2e.CheckConfig(t, p, base) })
+	t.Run("tasks", func(t *testing.T) { e2e.CheckTasks(t, p, base) })
+	t.Run("files upload", func(t *testing.T) { e2e.CheckUpload(t, p, base) })
 	t.Run("snapshot sync and reset roll the pod", a.checkSnapshotsRollThePod)
 	t.Run("an EngineUpgrade moves it to the next engine version", func(t *testing.T) { a.checkEngineUpgrade(t, from, to) })
 	t.Run("stop and start", a.checkStopStart)
@@ -126,8 +124,8 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Run("the Agent resource door, on gVisor by its RuntimeClass, with its NetworkPolicy", func(t *testing.T) {
 		// The node's RuntimeClass gvisor (runsc, built from gVisor's Go module) runs this
 		// gateway inside gVisor's kernel; the agent made through REST runs on runc.
-		if !localcluster.HasGVisor(testenv.AssetsDir()) {
-			t.Fatalf("no runsc and containerd-shim-runsc-v1 in %s: run `make gvisor` (make test does)", testenv.AssetsDir())
+		if !localcluster.HasGVisor(kubeenv.AssetsDir()) {
+			t.Fatalf("no runsc and containerd-shim-runsc-v1 in %s: run `make gvisor` (make test does)", kubeenv.AssetsDir())
 		}
 		start := time.Now()
 		a := &agentsv1.Agent{
@@ -137,9 +135,9 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		if err := k8s.Create(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 5*time.Minute, "the applied agent to run", func() bool {
-			r := p.call("GET", "/v0/agents/kubectl-agent", nil)
-			return r.status == 200 && r.obj("agent")["status"] == "running"
+		e2e.Eventually(t, 5*time.Minute, "the applied agent to run", func() bool {
+			r := p.Call("GET", "/v0/agents/kubectl-agent", nil)
+			return r.Status == 200 && r.Obj("agent")["status"] == "running"
 		})
 		t.Logf("kubectl create to running on gVisor (runsc, platform %s): %s", localcluster.GVisorPlatform, time.Since(start).Round(time.Millisecond))
 		checkKernels(t, p, k8s, ns, id, "kubectl-agent")
@@ -183,8 +181,8 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(data[0], ".openclaw")); err != nil {
 			t.Fatalf("the gateway wrote nothing to its home volume: %v", err)
 		}
-		must(t, p.call("DELETE", base, nil), 200, "delete")
-		eventually(t, 3*time.Minute, "pod, StatefulSet, claims, volumes and data to be gone", func() bool {
+		e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
+		e2e.Eventually(t, 3*time.Minute, "pod, StatefulSet, claims, volumes and data to be gone", func() bool {
 			var pods corev1.PodList
 			var sts appsv1.StatefulSetList
 			var pvs corev1.PersistentVolumeList
@@ -198,20 +196,6 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	})
 
 	stopClusterClean(t, p, baseline)
-}
-
-// engineVersion asks the engine installed in dir for its version.
-func engineVersion(t *testing.T, dir string) string {
-	t.Helper()
-	out, err := exec.Command(filepath.Join(dir, "bin", "openclaw"), "--version").Output()
-	if err != nil {
-		t.Fatalf("engine in %s: %v", dir, err)
-	}
-	v, err := openclaw.New().ParseVersion(out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // gatewayPod is the Ready gateway pod of agent id.
@@ -230,21 +214,4 @@ func gatewayPod(t testing.TB, k8s client.Client, ns, id string) corev1.Pod {
 	}
 	t.Fatalf("no Ready gateway pod of %s among %d pods", id, len(pods.Items))
 	return corev1.Pod{}
-}
-
-// kubeClient is a cluster-admin client of the local cluster `agentplane dev --runtime kube`
-// started (its kubeconfig is in the dev env file).
-func (p *platform) kubeClient() client.Client {
-	p.t.Helper()
-	kc := devenv.ReadEnvFile(filepath.Join(p.stateDir, devenv.EnvFileName))["KUBECONFIG"]
-	cfg, err := clientcmd.BuildConfigFromFlags("", kc)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	ctrllog.SetLogger(logr.Discard()) // the client's own warnings are not the test's output
-	k8s, err := client.New(cfg, client.Options{Scheme: scheme.New()})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return k8s
 }

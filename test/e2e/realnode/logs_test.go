@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"bufio"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // checkLogs reads the gateway's logs through the facade (pods/log through the API server):
@@ -15,8 +17,8 @@ import (
 func (a agentOnNode) checkLogs(t *testing.T) {
 	lines := func(query string) []string {
 		t.Helper()
-		r := must(t, a.p.call("GET", a.base+"/logs?"+query, nil), 200, "logs "+query)
-		raw, _ := r.body["lines"].([]any)
+		r := e2e.Must(t, a.p.Call("GET", a.base+"/logs?"+query, nil), 200, "logs "+query)
+		raw, _ := r.Body["lines"].([]any)
 		out := make([]string, 0, len(raw))
 		for _, l := range raw {
 			s, _ := l.(string)
@@ -32,14 +34,14 @@ func (a agentOnNode) checkLogs(t *testing.T) {
 	if all := strings.Join(lines("tail=5000"), "\n"); !strings.Contains(all, "[gateway] ready") {
 		t.Errorf("the gateway's start (\"[gateway] ready\") is not in its logs: %q", tail)
 	}
-	if all := strings.Join(tail, "\n"); strings.Contains(all, a.p.token) {
+	if all := strings.Join(tail, "\n"); strings.Contains(all, a.p.Token) {
 		t.Errorf("a token in the logs")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", a.p.url+a.base+"/logs?follow=true&tail=20", nil)
-	req.Header.Set("Authorization", "Bearer "+a.p.token)
+	req, _ := http.NewRequestWithContext(ctx, "GET", a.p.URL+a.base+"/logs?follow=true&tail=20", nil)
+	req.Header.Set("Authorization", "Bearer "+a.p.Token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("follow: %v", err)

@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // memoryAgents is how many idle agents BenchmarkRealNodeMemory runs at once (an idle gateway
@@ -30,16 +31,16 @@ func BenchmarkRealNodeMemory(b *testing.B) {
 	if !testenv.RealNode(b) {
 		return
 	}
-	p := startDev(b, engineDir(b), "--runtime", "kube")
-	b.Cleanup(p.stop)
-	k8s := p.kubeClient()
-	cs := p.clientset()
+	p := e2e.StartDev(b, e2e.EngineDir(b), "--runtime", "kube")
+	b.Cleanup(p.Stop)
+	k8s := p.KubeClient()
+	cs := clientset(b, p)
 	ctx := context.Background()
 	idle := map[string]float64{"kubelet": procRSS(b, "kubelet"), "containerd": procRSS(b, "containerd")}
 	for i := 0; i < b.N; i++ {
 		var ids []string
 		for a := 0; a < memoryAgents; a++ {
-			ag := must(b, p.call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Idle %d", a)}), 201, "create agent").obj("agent")
+			ag := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Idle %d", a)}), 201, "create agent").Obj("agent")
 			ids = append(ids, ag["id"].(string))
 		}
 		// A bare pod of the agents' own template: the engine without the platform.
@@ -47,7 +48,7 @@ func BenchmarkRealNodeMemory(b *testing.B) {
 		if err := k8s.Create(ctx, bare); err != nil {
 			b.Fatal(err)
 		}
-		eventually(b, 3*time.Minute, "the bare pod to be Ready", func() bool { return podReady(ctx, k8s, bare) })
+		e2e.Eventually(b, 3*time.Minute, "the bare pod to be Ready", func() bool { return podReady(ctx, k8s, bare) })
 		time.Sleep(30 * time.Second) // past the engine's start-up allocations
 		pods := podStats(b, cs)
 		var agentWS, agentRSS float64
@@ -69,7 +70,7 @@ func BenchmarkRealNodeMemory(b *testing.B) {
 		b.Logf("per idle agent: pod working set %.0f MiB (RSS %.0f), bare pod %.0f MiB (ratio %.2f); shim %.1f MiB; kubelet +%.1f MiB, containerd +%.1f MiB per pod",
 			agentWS, agentRSS, bs.ws, agentWS/bs.ws, shims, kubelet, containerd)
 		for _, id := range ids {
-			must(b, p.call("DELETE", "/v0/agents/"+id, nil), 200, "delete agent")
+			e2e.Must(b, p.Call("DELETE", "/v0/agents/"+id, nil), 200, "delete agent")
 		}
 		if err := k8s.Delete(ctx, bare); err != nil {
 			b.Fatal(err)
@@ -126,11 +127,11 @@ func procRSS(b *testing.B, comm string) float64 {
 }
 
 // clientset is a typed client of the local cluster (for subresources and node proxies).
-func (p *platform) clientset() kubernetes.Interface {
-	p.t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", devenv.ReadEnvFile(p.stateDir + "/" + devenv.EnvFileName)["KUBECONFIG"])
+func clientset(b *testing.B, p *e2e.Platform) kubernetes.Interface {
+	b.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", devenv.ReadEnvFile(p.StateDir + "/" + devenv.EnvFileName)["KUBECONFIG"])
 	if err != nil {
-		p.t.Fatal(err)
+		b.Fatal(err)
 	}
 	return kubernetes.NewForConfigOrDie(cfg)
 }

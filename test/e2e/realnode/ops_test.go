@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // The real-node suite's operations on a running agent: each leaves the agent running on the
@@ -25,7 +26,7 @@ import (
 
 // agentOnNode is one agent of the real-node suite.
 type agentOnNode struct {
-	p      *platform
+	p      *e2e.Platform
 	k8s    client.Client
 	ns, id string
 	base   string
@@ -34,7 +35,7 @@ type agentOnNode struct {
 // agent is the agent as the facade answers it.
 func (a agentOnNode) agent(t *testing.T) map[string]any {
 	t.Helper()
-	return must(t, a.p.call("GET", a.base, nil), 200, "get agent").obj("agent")
+	return e2e.Must(t, a.p.Call("GET", a.base, nil), 200, "get agent").Obj("agent")
 }
 
 // podUID is the UID of the agent's Ready gateway pod.
@@ -46,9 +47,9 @@ func (a agentOnNode) podUID(t *testing.T) string {
 // waitRunning waits until the facade answers the agent running.
 func (a agentOnNode) waitRunning(t *testing.T, timeout time.Duration, what string) {
 	t.Helper()
-	eventually(t, timeout, what, func() bool {
-		r := a.p.call("GET", a.base, nil)
-		return r.status == 200 && r.obj("agent")["status"] == "running"
+	e2e.Eventually(t, timeout, what, func() bool {
+		r := a.p.Call("GET", a.base, nil)
+		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
 }
 
@@ -57,12 +58,12 @@ func (a agentOnNode) waitRunning(t *testing.T, timeout time.Duration, what strin
 func (a agentOnNode) watchReasons(t *testing.T, timeout time.Duration, what string, stop func(agent map[string]any) bool) map[string]string {
 	t.Helper()
 	seen := map[string]string{}
-	eventually(t, timeout, what, func() bool {
-		r := a.p.call("GET", a.base, nil)
-		if r.status != 200 {
+	e2e.Eventually(t, timeout, what, func() bool {
+		r := a.p.Call("GET", a.base, nil)
+		if r.Status != 200 {
 			return false
 		}
-		ag := r.obj("agent")
+		ag := r.Obj("agent")
 		if reason, _ := ag["statusReason"].(string); reason != "" {
 			seen[reason], _ = ag["statusMessage"].(string)
 		}
@@ -75,7 +76,7 @@ func (a agentOnNode) watchReasons(t *testing.T, timeout time.Duration, what stri
 // workspace is restored before the gateway starts) and the bytes come back.
 func (a agentOnNode) checkSnapshotsRollThePod(t *testing.T) {
 	before := a.podUID(t)
-	checkSnapshots(t, a.p, a.base)
+	e2e.CheckSnapshots(t, a.p, a.base)
 	if after := a.podUID(t); after == before {
 		t.Fatalf("the reset kept gateway pod %s", before)
 	}
@@ -103,22 +104,22 @@ func (a agentOnNode) checkEngineUpgrade(t *testing.T, from, to string) {
 		}
 	}()
 	start := time.Now()
-	done := waitUpgrade(t, a.k8s, eu.Name, agentsv1.UpgradeSucceeded, 8*time.Minute)
+	done := e2e.WaitUpgrade(t, a.k8s, eu.Name, agentsv1.UpgradeSucceeded, 8*time.Minute)
 	t.Logf("the agent on the node upgraded %s -> %s by an EngineUpgrade in %s", from, to, time.Since(start).Round(time.Second))
 	if done.Status.Counts.Upgraded != 1 || done.Status.Counts.RolledBack != 0 {
 		t.Fatalf("counts %+v", done.Status.Counts)
 	}
-	ag := getE2EAgent(t, a.k8s, a.id)
+	ag := e2e.GetAgent(t, a.k8s, a.id)
 	if ag.Status.EngineVersion != to || ag.Spec.Engine.Version != to {
 		t.Fatalf("spec %q, runs %q", ag.Spec.Engine.Version, ag.Status.EngineVersion)
 	}
-	completedSnapshot(t, a.k8s, a.id, ag.Annotations[agentsv1.AnnotationUpgradeSnapshot])
+	e2e.CompletedSnapshot(t, a.k8s, a.id, ag.Annotations[agentsv1.AnnotationUpgradeSnapshot])
 	a.waitRunning(t, 3*time.Minute, "the upgraded agent to run")
 	pod := gatewayPod(t, a.k8s, a.ns, a.id)
 	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage(to) {
 		t.Fatalf("the gateway pod runs %s, want %s", img, images.GatewayImage(to))
 	}
-	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "node /app/openclaw.mjs --version; cat " + uploadedFile}), 200, "exec").str("stdout")
+	out := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "node /app/openclaw.mjs --version; cat " + e2e.UploadedFile}), 200, "exec").Str("stdout")
 	if !strings.Contains(out, "OpenClaw "+to) || !strings.Contains(out, "uploaded into the workspace") {
 		t.Fatalf("after the upgrade the engine and workspace say %q", out)
 	}
@@ -136,17 +137,17 @@ func (a agentOnNode) checkStopStart(t *testing.T) {
 		}
 	}
 	setStopped(true)
-	eventually(t, 2*time.Minute, "the stopped agent's pod to be gone", func() bool {
+	e2e.Eventually(t, 2*time.Minute, "the stopped agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		if a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) != nil {
 			return false
 		}
-		r := a.p.call("GET", a.base, nil)
-		return len(pods.Items) == 0 && r.status == 200 && r.obj("agent")["status"] == "not_running"
+		r := a.p.Call("GET", a.base, nil)
+		return len(pods.Items) == 0 && r.Status == 200 && r.Obj("agent")["status"] == "not_running"
 	})
 	setStopped(false)
 	a.waitRunning(t, 3*time.Minute, "the started agent to run")
-	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + uploadedFile}), 200, "exec").str("stdout")
+	out := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + e2e.UploadedFile}), 200, "exec").Str("stdout")
 	if !strings.Contains(out, "uploaded into the workspace") {
 		t.Fatalf("the workspace after stop and start: %q", out)
 	}
@@ -157,21 +158,21 @@ func (a agentOnNode) checkStopStart(t *testing.T) {
 // clears the suspension.
 func (a agentOnNode) checkSuspendWake(t *testing.T) {
 	ctx := context.Background()
-	got := must(t, a.p.call("POST", a.base+"/suspend", nil), 200, "suspend").obj("agent")
+	got := e2e.Must(t, a.p.Call("POST", a.base+"/suspend", nil), 200, "suspend").Obj("agent")
 	if got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		return a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) == nil && len(pods.Items) == 0
 	})
 	start := time.Now()
-	out := must(t, a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + uploadedFile}), 200, "exec on a suspended agent").str("stdout")
+	out := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + e2e.UploadedFile}), 200, "exec on a suspended agent").Str("stdout")
 	if !strings.Contains(out, "uploaded into the workspace") {
 		t.Fatalf("the workspace after suspend and wake: %q", out)
 	}
 	t.Logf("a request woke the suspended agent's pod and ran in %s", time.Since(start).Round(time.Millisecond))
-	if got := must(t, a.p.call("POST", a.base+"/resume", nil), 200, "resume").obj("agent"); got["status"] != "running" || got["suspended"] == true {
+	if got := e2e.Must(t, a.p.Call("POST", a.base+"/resume", nil), 200, "resume").Obj("agent"); got["status"] != "running" || got["suspended"] == true {
 		t.Fatalf("resumed agent: %v", got)
 	}
 }
@@ -181,7 +182,7 @@ func (a agentOnNode) checkSuspendWake(t *testing.T) {
 func (a agentOnNode) checkGatewayKilled(t *testing.T) {
 	restarts, _ := a.agent(t)["restarts"].(float64)
 	// PID 1 is tini; its only child is the engine. The exec's own shell is not its child.
-	a.p.call("POST", a.base+"/console/exec", map[string]string{"command": "kill -9 $(cat /proc/1/task/1/children)"})
+	a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "kill -9 $(cat /proc/1/task/1/children)"})
 	seen := a.watchReasons(t, 3*time.Minute, "the agent to run again after the crash", func(ag map[string]any) bool {
 		n, _ := ag["restarts"].(float64)
 		return ag["status"] == "running" && n > restarts
@@ -201,7 +202,7 @@ func (a agentOnNode) checkGatewayKilled(t *testing.T) {
 // checkKubeletStopped freezes the real node's kubelet (SIGSTOP): the node goes NotReady, the
 // agent's condition says so, and it runs again once the kubelet continues.
 func (a agentOnNode) checkKubeletStopped(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join(a.p.stateDir, "cluster", "kubelet.pid"))
+	raw, err := os.ReadFile(filepath.Join(a.p.StateDir, "cluster", "kubelet.pid"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +222,7 @@ func (a agentOnNode) checkKubeletStopped(t *testing.T) {
 		}
 	}
 	defer resume()
-	eventually(t, 2*time.Minute, "the agent to report its node NotReady", func() bool {
+	e2e.Eventually(t, 2*time.Minute, "the agent to report its node NotReady", func() bool {
 		var ag agentsv1.Agent
 		if a.k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: a.id}, &ag) != nil {
 			return false
@@ -259,12 +260,12 @@ func (a agentOnNode) checkPendingForMemory(t *testing.T) {
 			_ = a.k8s.Delete(ctx, big)
 		}
 	}()
-	eventually(t, 2*time.Minute, "the agent to show the scheduler's reason", func() bool {
-		r := a.p.call("GET", "/v0/agents/too-big", nil)
-		if r.status != 200 {
+	e2e.Eventually(t, 2*time.Minute, "the agent to show the scheduler's reason", func() bool {
+		r := a.p.Call("GET", "/v0/agents/too-big", nil)
+		if r.Status != 200 {
 			return false
 		}
-		ag := r.obj("agent")
+		ag := r.Obj("agent")
 		msg, _ := ag["statusMessage"].(string)
 		return ag["status"] == "starting" && ag["statusReason"] == agentsv1.ReasonUnschedulable && strings.Contains(msg, "Insufficient memory")
 	})
@@ -272,7 +273,7 @@ func (a agentOnNode) checkPendingForMemory(t *testing.T) {
 	if err := a.k8s.Delete(ctx, big); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Minute, "the pending agent to be gone", func() bool { return a.p.call("GET", "/v0/agents/too-big", nil).status == 404 })
+	e2e.Eventually(t, 2*time.Minute, "the pending agent to be gone", func() bool { return a.p.Call("GET", "/v0/agents/too-big", nil).Status == 404 })
 }
 
 func readFile(t *testing.T, path string) string {

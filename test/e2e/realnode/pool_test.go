@@ -1,4 +1,4 @@
-package e2e
+package realnode
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/test/e2e"
 )
 
 // TestRealNodePool runs a GatewayPool on `agentplane dev --runtime kube` (the machine's real
@@ -30,8 +31,8 @@ func TestRealNodePool(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
-	p, baseline := startRealNode(t, engineDir(t))
-	k8s := p.kubeClient()
+	p, baseline := startRealNode(t, e2e.EngineDir(t))
+	k8s := p.KubeClient()
 	ctx := context.Background()
 	const ns = "dev"
 
@@ -55,7 +56,7 @@ func TestRealNodePool(t *testing.T) {
 
 	// A create through the facade adopts a member.
 	start = time.Now()
-	created := must(t, p.call("POST", "/v0/agents", map[string]any{"name": "Pooled Node Agent"}), 201, "create agent").obj("agent")
+	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Pooled Node Agent"}), 201, "create agent").Obj("agent")
 	pooled := time.Since(start)
 	id := created["id"].(string)
 	base := "/v0/agents/" + id
@@ -74,17 +75,17 @@ func TestRealNodePool(t *testing.T) {
 	if !hasEvent(t, k8s, ns, id, "Claimed") {
 		t.Errorf("no Claimed event on the agent")
 	}
-	token := must(t, p.call("GET", base+"/gateway-token", nil), 200, "read token").str("token")
-	if s := gatewayStatus(t, fmt.Sprintf("http://%s:%d", pod.Status.PodIP, kube.GatewayPort), token); s != 404 {
+	token := e2e.Must(t, p.Call("GET", base+"/gateway-token", nil), 200, "read token").Str("token")
+	if s := e2e.GatewayStatus(t, fmt.Sprintf("http://%s:%d", pod.Status.PodIP, kube.GatewayPort), token); s != 404 {
 		t.Fatalf("the adopted gateway refuses the agent's token: %d", s)
 	}
-	r := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > kept.txt; cat kept.txt"}), 200, "exec")
-	if out := r.str("stdout"); out != "/home/node/.openclaw/workspace\npooled\n" {
+	r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "pwd; echo pooled > kept.txt; cat kept.txt"}), 200, "exec")
+	if out := r.Str("stdout"); out != "/home/node/.openclaw/workspace\npooled\n" {
 		t.Fatalf("exec in the adopted gateway: %q", out)
 	}
 
 	// The agent's identity reached the adopted gateway's config (written by exec).
-	if out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "grep -c 'Pooled Node Agent' /home/node/.openclaw/openclaw.json"}), 200, "exec").str("stdout"); out == "0\n" || out == "" {
+	if out := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "grep -c 'Pooled Node Agent' /home/node/.openclaw/openclaw.json"}), 200, "exec").Str("stdout"); out == "0\n" || out == "" {
 		t.Errorf("the agent's identity is not in the adopted gateway's config: %q", out)
 	}
 
@@ -96,40 +97,40 @@ func TestRealNodePool(t *testing.T) {
 	// A restart (a new config hash) replaces the adopted pod although its StatefulSet updates
 	// OnDelete: the runtime deletes the outdated pod.
 	start = time.Now()
-	if r := p.call("POST", base+"/restart", nil); r.status != 200 && r.status != 202 {
-		t.Fatalf("restart: %d %s", r.status, r.raw)
+	if r := p.Call("POST", base+"/restart", nil); r.Status != 200 && r.Status != 202 {
+		t.Fatalf("restart: %d %s", r.Status, r.Raw)
 	}
-	eventually(t, 3*time.Minute, "a new Ready pod after the restart", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "a new Ready pod after the restart", func() bool {
 		var now corev1.Pod
 		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Name}, &now) != nil || now.UID == pod.UID || now.DeletionTimestamp != nil {
 			return false
 		}
-		g := p.call("GET", base, nil)
-		return g.status == 200 && g.obj("agent")["status"] == "running"
+		g := p.Call("GET", base, nil)
+		return g.Status == 200 && g.Obj("agent")["status"] == "running"
 	})
 	restart := time.Since(start)
 
 	// Suspend and resume keep the home; the new pod is the agent's template in the member's
 	// StatefulSet.
-	if got := must(t, p.call("POST", base+"/suspend", nil), 200, "suspend").obj("agent"); got["status"] != "suspended" {
+	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		return k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
 	})
 	start = time.Now()
-	if got := must(t, p.call("POST", base+"/resume", nil), 200, "resume").obj("agent"); got["status"] != "running" {
+	if got := e2e.Must(t, p.Call("POST", base+"/resume", nil), 200, "resume").Obj("agent"); got["status"] != "running" {
 		t.Fatalf("resumed agent: %v", got)
 	}
 	resume := time.Since(start)
-	if out := must(t, p.call("POST", base+"/console/exec", map[string]string{"command": "cat kept.txt"}), 200, "exec after resume").str("stdout"); out != "pooled\n" {
+	if out := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "cat kept.txt"}), 200, "exec after resume").Str("stdout"); out != "pooled\n" {
 		t.Fatalf("kept.txt after resume: %q", out)
 	}
 
 	// Deleting the agent removes its pod, StatefulSet and volume.
-	must(t, p.call("DELETE", base, nil), 200, "delete")
-	eventually(t, 3*time.Minute, "the adopted pod, StatefulSet and volume to go", func() bool {
+	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
+	e2e.Eventually(t, 3*time.Minute, "the adopted pod, StatefulSet and volume to go", func() bool {
 		return !exists(ctx, k8s, &corev1.Pod{}, ns, set+"-0") && !exists(ctx, k8s, &appsv1.StatefulSet{}, ns, set) &&
 			!exists(ctx, k8s, &corev1.PersistentVolumeClaim{}, ns, "home-"+set+"-0")
 	})
@@ -150,15 +151,15 @@ func TestRealNodePool(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			begin := time.Now()
-			r := p.call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Concurrent %d", i)})
-			if r.status != 201 {
-				t.Errorf("create %d: %d %s", i, r.status, r.raw)
+			r := p.Call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Concurrent %d", i)})
+			if r.Status != 201 {
+				t.Errorf("create %d: %d %s", i, r.Status, r.Raw)
 				return
 			}
-			ids[i] = r.obj("agent")["id"].(string)
-			eventually(t, 5*time.Minute, ids[i]+" to run", func() bool {
-				g := p.call("GET", "/v0/agents/"+ids[i], nil)
-				return g.status == 200 && g.obj("agent")["status"] == "running"
+			ids[i] = r.Obj("agent")["id"].(string)
+			e2e.Eventually(t, 5*time.Minute, ids[i]+" to run", func() bool {
+				g := p.Call("GET", "/v0/agents/"+ids[i], nil)
+				return g.Status == 200 && g.Obj("agent")["status"] == "running"
 			})
 			took[i] = time.Since(begin)
 		}()
@@ -188,14 +189,14 @@ func TestRealNodePool(t *testing.T) {
 	if err := k8s.Delete(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Minute, "the pool's members to go", func() bool {
+	e2e.Eventually(t, 3*time.Minute, "the pool's members to go", func() bool {
 		var sets appsv1.StatefulSetList
 		return k8s.List(ctx, &sets, client.InNamespace(ns), client.HasLabels{kube.LabelPool}) == nil && len(sets.Items) == 0 &&
 			len(memberPods(t, k8s, ns)) == 0
 	})
 	for _, id := range ids {
-		if g := p.call("GET", "/v0/agents/"+id, nil); g.status != 200 || g.obj("agent")["status"] != "running" {
-			t.Errorf("agent %s after the pool's deletion: %s", id, g.raw)
+		if g := p.Call("GET", "/v0/agents/"+id, nil); g.Status != 200 || g.Obj("agent")["status"] != "running" {
+			t.Errorf("agent %s after the pool's deletion: %s", id, g.Raw)
 		}
 	}
 	t.Logf("real node figures: pool of 2 members Ready %s after the GatewayPool's creation; "+
@@ -213,7 +214,7 @@ func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	gp := &agentsv1.GatewayPool{}
 	// Members boot in 41-123 s on an idle 2-CPU node; other test packages share the CPU.
 	const timeout = 10 * time.Minute
-	if within(timeout, func() bool {
+	if e2e.Within(timeout, func() bool {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "warm"}, gp); err != nil {
 			t.Fatal(err)
 		}
