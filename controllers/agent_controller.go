@@ -235,7 +235,7 @@ func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, ve
 	d := runtime.Desired{
 		EngineVersion: version,
 		Stopped:       agent.Spec.Stopped,
-		Identity: runtime.Identity{
+		Identity: engine.Identity{
 			Name: agent.Spec.DisplayName, Description: agent.Spec.Description,
 			Vibe: agent.Spec.Vibe, Emoji: agent.Spec.Emoji,
 		},

@@ -48,7 +48,7 @@ func Extract(r io.Reader, dir string, limits Limits) error {
 	done := false
 	defer func() {
 		if !done {
-			_ = removeAll(tmp)
+			_ = RemoveAll(tmp)
 		}
 	}()
 	if err := extractInto(r, tmp, limits); err != nil {

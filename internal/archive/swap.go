@@ -21,16 +21,16 @@ func swap(tmp, dir string) error {
 		if err := os.Rename(tmp, dir); err != nil {
 			return err
 		}
-		return syncDir(parent)
+		return SyncDir(parent)
 	case err != nil:
 		return err
 	}
 	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err == nil {
 		// tmp now holds the old content.
-		if err := syncDir(parent); err != nil {
+		if err := SyncDir(parent); err != nil {
 			return err
 		}
-		return removeAll(tmp)
+		return RemoveAll(tmp)
 	}
 	old, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".old-")
 	if err != nil {
@@ -48,14 +48,14 @@ func swap(tmp, dir string) error {
 		}
 		return err
 	}
-	if err := syncDir(parent); err != nil {
+	if err := SyncDir(parent); err != nil {
 		return err
 	}
-	return removeAll(old)
+	return RemoveAll(old)
 }
 
-// removeAll is os.RemoveAll that also copes with read-only directories in the tree.
-func removeAll(p string) error {
+// RemoveAll is os.RemoveAll that also copes with read-only directories in the tree.
+func RemoveAll(p string) error {
 	if err := os.RemoveAll(p); err == nil {
 		return nil
 	}
@@ -68,8 +68,9 @@ func removeAll(p string) error {
 	return os.RemoveAll(p)
 }
 
-// syncDir flushes a directory's entries (the renames) to disk.
-func syncDir(dir string) error {
+// SyncDir flushes a directory's entries (renames, creates) to disk; a file system that cannot
+// sync a directory (EINVAL) is not an error.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
 )
 
 // Phase is what the runtime observes of a gateway.
@@ -45,7 +46,7 @@ type Desired struct {
 	// EnvSecret names the core Secret that holds Env (kube runtime: envFrom).
 	EnvSecret string
 	// Identity of the agent, for the initial engine config.
-	Identity Identity
+	Identity engine.Identity
 	// Stopped asks for no gateway at all (state kept).
 	Stopped bool
 	// Suspended, with Stopped, says the gateway stops because the agent sleeps: a runtime
@@ -63,11 +64,6 @@ type Desired struct {
 	// a key of itself (not served by the model proxy) and the types of its Channels, sorted.
 	// The kube runtime opens egress to the addresses the platform configured for them.
 	Egress []string
-}
-
-// Identity is the agent's display identity.
-type Identity struct {
-	Name, Description, Vibe, Emoji string
 }
 
 // Observed is what the runtime sees.

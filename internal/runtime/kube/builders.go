@@ -74,7 +74,7 @@ func own(a *agentsv1.Agent, obj client.Object, o Options) error {
 // seedConfig is the engine's initial config for the agent, without the gateway token (the
 // gateway reads it from OPENCLAW_GATEWAY_TOKEN).
 func seedConfig(d runtime.Desired, o Options) (string, error) {
-	cfg, err := o.Engine.InitialConfig(engine.Identity(d.Identity), "")
+	cfg, err := o.Engine.InitialConfig(d.Identity, "")
 	if err != nil {
 		return "", fmt.Errorf("initial config: %w", err)
 	}

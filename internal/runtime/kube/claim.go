@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -94,7 +93,7 @@ func (r *Runtime) bindPod(ctx context.Context, agent *agentsv1.Agent, d runtime.
 		err := r.opts.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
 		return nil, "", client.IgnoreNotFound(err)
 	}
-	cfg, err := r.opts.Engine.InitialConfig(engine.Identity(d.Identity), "")
+	cfg, err := r.opts.Engine.InitialConfig(d.Identity, "")
 	if err != nil {
 		return nil, "", fmt.Errorf("initial config: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
@@ -59,7 +60,7 @@ func desired() runtime.Desired {
 	return runtime.Desired{
 		EngineVersion: "2026.9.6", GatewayToken: "tok-1", GatewayTokenSecret: "a1-gateway-token",
 		Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, EnvSecret: "a1-env",
-		Identity: runtime.Identity{Name: "Agent One"}, ConfigHash: "c1",
+		Identity: engine.Identity{Name: "Agent One"}, ConfigHash: "c1",
 	}
 }
 

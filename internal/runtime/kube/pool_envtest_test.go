@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
@@ -140,7 +141,7 @@ func (f *poolFixture) agent(ns, name string) *agentsv1.Agent {
 
 func desiredFor(a *agentsv1.Agent, token string) runtime.Desired {
 	return runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: token, GatewayTokenSecret: a.Name + "-gateway-token",
-		Identity: runtime.Identity{Name: a.Spec.DisplayName}, ConfigHash: "c1"}
+		Identity: engine.Identity{Name: a.Spec.DisplayName}, ConfigHash: "c1"}
 }
 
 func memberToken(t *testing.T, ctx context.Context, sts *appsv1.StatefulSet) string {

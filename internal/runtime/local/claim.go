@@ -122,7 +122,7 @@ func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 		}
 	}
 	e := r.opts.Engine
-	cfg, err := e.InitialConfig(engine.Identity(d.Identity), d.GatewayToken)
+	cfg, err := e.InitialConfig(d.Identity, d.GatewayToken)
 	if err != nil {
 		return fmt.Errorf("initial engine config: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/agentplane/agentplane/internal/archive"
 	"github.com/agentplane/agentplane/internal/engine"
 )
 
@@ -243,7 +244,7 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = removeAll(staging) }()
+	defer func() { _ = archive.RemoveAll(staging) }()
 	home, cache := filepath.Join(staging, homeDirName), filepath.Join(staging, "cache")
 	if err := r.freshHome(home, randomHex(24)); err != nil {
 		return nil, err
@@ -287,7 +288,7 @@ func removeStaleWarmUps(root string) {
 	entries, _ := os.ReadDir(root)
 	for _, e := range entries {
 		if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".warming-") && time.Since(info.ModTime()) > time.Hour {
-			_ = removeAll(filepath.Join(root, e.Name()))
+			_ = archive.RemoveAll(filepath.Join(root, e.Name()))
 		}
 	}
 }

@@ -121,7 +121,7 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 	_, err := os.Lstat(cfgPath)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		cfg, err := e.InitialConfig(engine.Identity(d.Identity), d.GatewayToken)
+		cfg, err := e.InitialConfig(d.Identity, d.GatewayToken)
 		if err != nil {
 			return fmt.Errorf("initial engine config: %w", err)
 		}

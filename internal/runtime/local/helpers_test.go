@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -109,7 +110,7 @@ func keyOf(a *agentsv1.Agent) types.NamespacedName {
 func desired(token string) runtime.Desired {
 	return runtime.Desired{
 		EngineVersion: version, GatewayToken: token, ConfigHash: "h1",
-		Identity: runtime.Identity{Name: "Tester", Emoji: "T"},
+		Identity: engine.Identity{Name: "Tester", Emoji: "T"},
 	}
 }
 

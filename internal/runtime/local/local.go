@@ -343,12 +343,12 @@ func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 			stopProcess(ctx, p, r.opts.StopTimeout, nil)
 		}
 	}
-	if err := removeAll(dir); err != nil {
+	if err := archive.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove agent dir: %w", err)
 	}
 	// The home of a claimed warm gateway lives in its member dir.
 	if home := homeOf(dir, st); err == nil && home != filepath.Join(dir, homeDirName) {
-		if err := removeAll(filepath.Dir(home)); err != nil {
+		if err := archive.RemoveAll(filepath.Dir(home)); err != nil {
 			return fmt.Errorf("remove agent home: %w", err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/archive"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -328,7 +329,7 @@ func (r *Runtime) destroyMember(m *member) {
 	if m.proc != nil {
 		stopProcess(context.Background(), m.proc, r.opts.StopTimeout, nil)
 	}
-	if err := removeAll(m.dir); err != nil {
+	if err := archive.RemoveAll(m.dir); err != nil {
 		r.opts.Log.Error(err, "cannot remove a warm gateway's dir", "dir", m.dir)
 	}
 	r.mu.Lock()
@@ -362,7 +363,7 @@ func (r *Runtime) removeStaleMembers(claimed map[string]bool) {
 			continue
 		}
 		r.opts.Log.Info("removing a warm gateway of a previous manager", "dir", dir)
-		if err := removeAll(dir); err != nil {
+		if err := archive.RemoveAll(dir); err != nil {
 			r.opts.Log.Error(err, "cannot remove a stale warm gateway", "dir", dir)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/agentplane/agentplane/internal/archive"
 )
 
 // Files in an agent dir.
@@ -131,29 +133,5 @@ func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
 		return err
 	}
 	ok = true
-	return syncDir(dir)
-}
-
-// syncDir flushes a directory's entries.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
-// removeAll is os.RemoveAll that copes with read-only directories in the tree.
-func removeAll(p string) error {
-	if err := os.RemoveAll(p); err == nil {
-		return nil
-	}
-	_ = filepath.WalkDir(p, func(q string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(q, 0o700)
-		}
-		return nil
-	})
-	return os.RemoveAll(p)
+	return archive.SyncDir(dir)
 }
