@@ -1,18 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"sort"
-	"strings"
 	"sync"
 	"time"
-
-	"github.com/agentplane/agentplane/hack/bench/internal/report"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +16,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -75,32 +68,12 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
-	rssBefore := rss.MiB("self")
-	prog, err := watchStatefulSets(ctx, env.Config, "bench-kube", n)
+	run, err := runKube(ctx, env, n, spaces, timeout)
 	if err != nil {
 		return err
 	}
-	start, ready, requests, err := runController(ctx, c, env.Config, platform.RuntimeOptions{}, n, spaces)
-	if err != nil {
-		return err
-	}
-	created := time.Since(start)
-	if _, err := prog.wait(ctx, timeout); err != nil {
-		return err
-	}
-	times := prog.times(start)
-	reconciled := times[len(times)-1]
-	rssAfter := rss.MiB("self")
-	if err := writeHeapProfile(); err != nil {
-		return err
-	}
-	// Sanity: an agent's objects are complete and the limit's count is exact.
-	if err := c.Get(ctx, types.NamespacedName{Namespace: spaces[0], Name: kube.GoverningService}, &corev1.Service{}); err != nil {
-		return fmt.Errorf("governing service of %s: %w", spaces[0], err)
-	}
-	if err := slotsSettled(ctx, c, spaces, n, timeout); err != nil {
-		return err
-	}
+	reconciled, ready, created, times, requests := run.reconciled, run.ready, run.created, run.times, run.requests
+	rssBefore, rssAfter := run.rssBefore, run.rssAfter
 	first, last := decileCost(times)
 	fmt.Printf("kube runtime reconcile, %d agents in %d workspace(s), envtest\n", n, len(spaces))
 	fmt.Printf("  %s\n", clientSettings())
@@ -140,6 +113,54 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// kubeRun is a timed run of agentplane's manager over n Agents.
+type kubeRun struct {
+	// reconciled is the wall time from the first Agent written to the last StatefulSet
+	// existing, ready the manager's start to its first StatefulSet (before the timed run),
+	// created the benchmark's own creates of the Agents.
+	reconciled, ready, created time.Duration
+	// times are the StatefulSets' arrivals since the first Agent was written.
+	times []time.Duration
+	// requests are the manager's API requests since the first Agent was written.
+	requests            *requestCounter
+	rssBefore, rssAfter float64
+}
+
+// runKube runs agentplane's manager (runController, its shipped client settings) on env,
+// creates n Agents over spaces (benchWorkspaces made them) and waits until every StatefulSet
+// exists, every workspace's slot count is exact and the governing Service is there. The
+// manager runs until ctx ends.
+func runKube(ctx context.Context, env *kubeenv.Env, n int, spaces []string, timeout time.Duration) (*kubeRun, error) {
+	c := env.Client
+	rssBefore := rss.MiB("self")
+	prog, err := watchStatefulSets(ctx, env.Config, "bench-kube", n)
+	if err != nil {
+		return nil, err
+	}
+	start, ready, requests, err := runController(ctx, c, env.Config, platform.RuntimeOptions{}, n, spaces)
+	if err != nil {
+		return nil, err
+	}
+	created := time.Since(start)
+	if _, err := prog.wait(ctx, timeout); err != nil {
+		return nil, err
+	}
+	times := prog.times(start)
+	run := &kubeRun{reconciled: times[len(times)-1], ready: ready, created: created, times: times, requests: requests,
+		rssBefore: rssBefore, rssAfter: rss.MiB("self")}
+	if err := writeHeapProfile(); err != nil {
+		return nil, err
+	}
+	// Sanity: an agent's objects are complete and the limit's count is exact.
+	if err := c.Get(ctx, types.NamespacedName{Namespace: spaces[0], Name: kube.GoverningService}, &corev1.Service{}); err != nil {
+		return nil, fmt.Errorf("governing service of %s: %w", spaces[0], err)
+	}
+	if err := slotsSettled(ctx, c, spaces, n, timeout); err != nil {
+		return nil, err
+	}
+	return run, nil
+}
 
 // kubeSpaces names the workspaces of the controller's agents: bench-kube, or w of them.
 func kubeSpaces(w int) []string {
@@ -198,24 +219,32 @@ func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt pl
 	if _, err := createAgents(ctx, c, []string{warmSpace}, 1); err != nil {
 		return time.Time{}, 0, nil, err
 	}
-	for {
-		var l appsv1.StatefulSetList
-		if err := c.List(ctx, &l, client.InNamespace(warmSpace)); err != nil {
-			return time.Time{}, 0, nil, err
-		}
-		if len(l.Items) > 0 {
-			break
-		}
-		if time.Since(began) > 5*time.Minute {
-			return time.Time{}, 0, nil, fmt.Errorf("the manager did not reconcile its first agent in 5 minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := firstStatefulSet(ctx, c, warmSpace, began); err != nil {
+		return time.Time{}, 0, nil, err
 	}
 	ready := time.Since(began)
 	requests.reset()
 	start := time.Now()
 	_, err = createAgents(ctx, c, spaces, n)
 	return start, ready, requests, err
+}
+
+// firstStatefulSet waits until namespace ns has a StatefulSet: the manager started at began
+// has reconciled its first object. It gives up 5 minutes after began.
+func firstStatefulSet(ctx context.Context, c client.Client, ns string, began time.Time) error {
+	for {
+		var l appsv1.StatefulSetList
+		if err := c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(l.Items) > 0 {
+			return nil
+		}
+		if time.Since(began) > 5*time.Minute {
+			return fmt.Errorf("the manager did not reconcile its first object in %s in 5 minutes", ns)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // warmSpace is the workspace of the agent that tells the manager is ready.
@@ -283,117 +312,6 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 		}
 		return nil
 	})
-}
-
-// requestCounter counts the manager's API requests by method and resource.
-type requestCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
-	// throttled counts the API server's 429 answers (priority and fairness), retried by
-	// client-go and counted again in counts.
-	throttled int
-	// throttledBy counts the 429s by request and by what the API server said.
-	throttledBy map[string]int
-}
-
-// throttleKey names a 429: the request (method, path, whether a watch) and the API server's
-// message (priority and fairness says "too many requests", the watch cache of a resource
-// whose storage is still starting "storage is (re)initializing").
-func throttleKey(req *http.Request, resp *http.Response) string {
-	var body bytes.Buffer
-	_, _ = body.ReadFrom(resp.Body)
-	resp.Body = io.NopCloser(bytes.NewReader(body.Bytes()))
-	var status metav1.Status
-	_ = json.Unmarshal(body.Bytes(), &status)
-	watch := ""
-	if req.URL.Query().Get("watch") == "true" {
-		watch = " (watch)"
-	}
-	return fmt.Sprintf("%s %s%s: %q", req.Method, req.URL.Path, watch, status.Message)
-}
-
-// countRequests returns a copy of cfg whose requests are counted.
-func countRequests(cfg *rest.Config) (*rest.Config, *requestCounter) {
-	rc := &requestCounter{counts: map[string]int{}, throttledBy: map[string]int{}}
-	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-			rc.add(req)
-			resp, err := rt.RoundTrip(req)
-			if err == nil && resp.StatusCode == http.StatusTooManyRequests {
-				rc.mu.Lock()
-				rc.throttled++
-				rc.throttledBy[throttleKey(req, resp)]++
-				rc.mu.Unlock()
-			}
-			return resp, err
-		})
-	})
-	return out, rc
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// add counts req as "<METHOD> <resource>[/<subresource>]" (watches apart).
-func (rc *requestCounter) add(req *http.Request) {
-	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
-	// .../namespaces/<ns>/<resource>/<name>/<sub> or .../<resource>[/<name>[/<sub>]]
-	var resource string
-	for i := 0; i < len(parts); i++ {
-		if parts[i] == "namespaces" && i+2 < len(parts) {
-			i++
-			continue
-		}
-		if i >= 2 && (parts[0] == "api" && i >= 2 || parts[0] == "apis" && i >= 3) {
-			resource = parts[i]
-			if i+2 < len(parts) {
-				resource += "/" + parts[i+2]
-			}
-			break
-		}
-	}
-	key := req.Method + " " + resource
-	if req.URL.Query().Get("watch") == "true" {
-		key = "WATCH " + resource
-	}
-	rc.mu.Lock()
-	rc.counts[key]++
-	rc.mu.Unlock()
-}
-
-// reset forgets the requests counted so far.
-func (rc *requestCounter) reset() {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	clear(rc.counts)
-	clear(rc.throttledBy)
-	rc.throttled = 0
-}
-
-// print shows the most frequent requests, per agent, and returns the requests per agent.
-func (rc *requestCounter) print(n int) float64 {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	keys := make([]string, 0, len(rc.counts))
-	total := 0
-	for k, v := range rc.counts {
-		keys = append(keys, k)
-		total += v
-	}
-	sort.Slice(keys, func(i, j int) bool { return rc.counts[keys[i]] > rc.counts[keys[j]] })
-	fmt.Printf("  manager API requests: %d (%.1f per agent), %d answered 429; most frequent:\n", total, float64(total)/float64(n), rc.throttled)
-	for _, k := range keys[:min(len(keys), 10)] {
-		fmt.Printf("    %-48s %6d  (%.2f per agent)\n", k, rc.counts[k], float64(rc.counts[k])/float64(n))
-	}
-	if len(rc.throttledBy) > 0 {
-		fmt.Printf("  answered 429:\n")
-		for k, v := range rc.throttledBy {
-			fmt.Printf("    %4d  %s\n", v, k)
-		}
-	}
-	return float64(total) / float64(n)
 }
 
 func parallel(workers, n int, f func(int) error) error {

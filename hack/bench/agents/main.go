@@ -5,6 +5,7 @@
 //	sudo go run ./hack/bench/agents -mode kwok -n 1000 -nodes 50   # n Agents running on KWOK nodes
 //	go run ./hack/bench/agents -mode cost -n 500    # what each kind of the manager's requests costs
 //	go run ./hack/bench/agents -mode kube -n 500 -json out.json   # the results as JSON too
+//	go run ./hack/bench/agents -mode peer -peer-src DIR -n 500   # the peer operator against agentplane
 //
 // (An agent's start with the real engine is hack/bench/coldstart's, against the bare engine in
 // the same run; the local mode this program had compared it with a constant.)
@@ -19,6 +20,13 @@
 //
 // cost: n requests of each kind the manager makes per agent (finalizer PUT, first status PATCH,
 // gateway-token Secret, StatefulSet), timed with 8 writers against n Agent creates.
+//
+// peer: openclaw-rocks/openclaw-operator's manager, built from a checkout of its source
+// (-peer-src) and run as its own process with its binary's default flags and a kubeconfig,
+// against agentplane's manager as mode kube runs it, on one envtest control plane in the same
+// run: n OpenClawInstances until n StatefulSets exist, then n Agents until n StatefulSets
+// exist; the two wall times and their ratio peer/agentplane. Not in `make bench` (CI has no
+// copy of the peer's source).
 //
 // -json FILE writes the results as a JSON array, one object per metric: {"bench", "row",
 // "metric", "value", "unit", "baseline", "baseline_value", "ratio"}.
@@ -46,14 +54,15 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "kube", "kube, kwok or cost")
+	mode := flag.String("mode", "kube", "kube, kwok, cost or peer")
+	peerSrc := flag.String("peer-src", "", "peer mode: a checkout of openclaw-rocks/openclaw-operator's source (its manager is built from it)")
 	n := flag.Int("n", 500, "agents")
 	nodes := flag.Int("nodes", 50, "simulated nodes (kwok)")
 	workspaces := flag.Int("workspaces", 1, "kube mode: workspaces the agents are spread over")
 	flag.IntVar(&agentWorkers, "agent-workers", platform.DefaultAgentWorkers, "kube and kwok modes: the manager's --agent-workers (default: the manager's own)")
 	qps := flag.Float64("kube-api-qps", float64(platform.DefaultAPIQPS), "kube and kwok modes: the manager's --kube-api-qps (default: the manager's own)")
 	flag.IntVar(&apiBurst, "kube-api-burst", platform.DefaultAPIBurst, "kube and kwok modes: the manager's --kube-api-burst")
-	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run may wait before it reports how far it got")
+	timeout := flag.Duration("timeout", 30*time.Minute, "how long each kwok run (and the peer's, peer mode) may wait before it reports how far it got")
 	jsonFile := report.Flag()
 	flag.StringVar(&heapProfile, "heapprofile", "", "kube mode: write a heap profile here once every StatefulSet exists (go tool pprof -top -sample_index=inuse_space FILE)")
 	flag.Parse()
@@ -67,6 +76,12 @@ func main() {
 		err = benchKwok(*n, *nodes, *timeout)
 	case "cost":
 		err = benchCost(*n)
+	case "peer":
+		if *peerSrc == "" {
+			err = fmt.Errorf("-mode peer needs -peer-src")
+			break
+		}
+		err = benchPeer(*n, *peerSrc, *timeout)
 	default:
 		err = fmt.Errorf("unknown mode %q", *mode)
 	}
