@@ -24,6 +24,9 @@ var benches = []bench{
 	program("agents-kube", "Agents to StatefulSets, the shipped manager (kube runtime, envtest)",
 		"500 Agents until every StatefulSet exists, against the same objects from the same builders written directly by 8 writers.",
 		"./hack/bench/agents", "-mode", "kube", "-n", "500"),
+	withInput("AGENTPLANE_PEER_SRC", program("agents-peer", "The peer operator's shipped manager against agentplane's (envtest)",
+		"openclaw-rocks/openclaw-operator's manager, built from a checkout of its source ($AGENTPLANE_PEER_SRC), with its binary's default flags: 500 OpenClawInstances until 500 StatefulSets exist, against agentplane's shipped manager with 500 Agents, on one control plane in the same run.",
+		"./hack/bench/agents", "-mode", "peer", "-peer-src", "$AGENTPLANE_PEER_SRC", "-n", "500")),
 	program("agents-kube-10000", "Ten thousand agents, the shipped manager (kube runtime, envtest)",
 		"As above with 10,000 Agents: flat cost is the last tenth's time per agent against the first tenth's.",
 		"./hack/bench/agents", "-mode", "kube", "-n", "10000"),
@@ -81,6 +84,12 @@ func goBench(name, title, about string, args []string, results func(map[string]m
 	}
 	return bench{Bench: report.Bench{Name: name, Title: title, About: about, Command: "go test " + strings.Join(quoted, " ")},
 		goTest: args, results: results}
+}
+
+// withInput leaves b out of runs without the environment variable env (see bench.input).
+func withInput(env string, b bench) bench {
+	b.input = env
+	return b
 }
 
 func rooted(b bench) bench {

@@ -81,6 +81,10 @@ func run(only string, renderOnly bool) error {
 				fmt.Printf("== %s: skipped, needs root (%s)\n", b.Name, b.Command)
 				continue
 			}
+			if b.input != "" && os.Getenv(b.input) == "" {
+				fmt.Printf("== %s: skipped, needs $%s (%s); its previous rows stay\n", b.Name, b.input, b.Command)
+				continue
+			}
 			fmt.Printf("== %s: %s\n", b.Name, b.Command)
 			start := time.Now()
 			rs, err := b.run(filepath.Join(logs, b.Name))
@@ -132,6 +136,10 @@ func run(only string, renderOnly bool) error {
 type bench struct {
 	report.Bench
 	root bool
+	// input, when set, names the environment variable that gives the benchmark an input this
+	// repository cannot provide (a checkout of another project); without it the benchmark is
+	// left out. Its args may name it as $VAR.
+	input string
 	// args is `go run`'s program and flags (the program writes -json); or, for a Go
 	// benchmark, goTest is `go test`'s arguments and results turns its metrics into rows.
 	args    []string
@@ -163,7 +171,11 @@ func (b bench) run(log string) ([]report.Result, error) {
 		return b.results(metrics)
 	}
 	jsonPath := log + ".json"
-	cmd := exec.Command("go", append(append([]string{"run"}, b.args...), "-json", jsonPath)...)
+	args := make([]string, len(b.args))
+	for i, a := range b.args {
+		args[i] = os.ExpandEnv(a)
+	}
+	cmd := exec.Command("go", append(append([]string{"run"}, args...), "-json", jsonPath)...)
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go run: %w (log %s.log)", err, log)
