@@ -4,117 +4,118 @@ import (
 	"net/http"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/apiserver/openapi"
 	"github.com/agentplane/agentplane/internal/engine"
 )
 
 // Descriptions of the meta, agent and engine routes (see openapi.go).
 
-func metaOps() map[string]*op {
-	return map[string]*op{
+func metaOps() map[string]*openapi.Op {
+	return map[string]*openapi.Op{
 		"GET /healthz": {
-			id: "getHealth", tag: "meta", summary: "Health of the facade",
-			replies: []reply{answer(http.StatusOK, "The facade serves.", props{"status": enumOf("ok")})},
+			ID: "getHealth", Tag: "meta", Summary: "Health of the facade",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The facade serves.", openapi.Props{"status": openapi.EnumOf("ok")})},
 		},
 		"GET /openapi.json": {
-			id: "getOpenAPI", tag: "meta", summary: "This OpenAPI document",
-			replies: []reply{answer(http.StatusOK, "The OpenAPI document of the facade.", anyObject())},
+			ID: "getOpenAPI", Tag: "meta", Summary: "This OpenAPI document",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The OpenAPI document of the facade.", openapi.AnyObject())},
 		},
 		"GET /v0/me": {
-			id: "whoAmI", tag: "meta", summary: "The caller as the facade resolved its token",
-			replies: []reply{answer(http.StatusOK, "The caller.", props{
-				"userId": describe(docString(), "The token's subject (\"\" for gateway tokens, `agent:<id>` for platform tokens)."), "workspace": docString(),
-				"role":   enumOf(string(agentsv1.RoleOwner), string(agentsv1.RoleAdmin), string(agentsv1.RoleMember), string(agentsv1.RoleViewer)),
-				"scopes": docNullable(arrayOf(docString())), "plan": docString(),
+			ID: "whoAmI", Tag: "meta", Summary: "The caller as the facade resolved its token",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The caller.", openapi.Props{
+				"userId": openapi.Describe(openapi.String(), "The token's subject (\"\" for gateway tokens, `agent:<id>` for platform tokens)."), "workspace": openapi.String(),
+				"role":   openapi.EnumOf(string(agentsv1.RoleOwner), string(agentsv1.RoleAdmin), string(agentsv1.RoleMember), string(agentsv1.RoleViewer)),
+				"scopes": openapi.Nullable(openapi.ArrayOf(openapi.String())), "plan": openapi.String(),
 			})},
 		},
 	}
 }
 
 // agentReply is the {"agent": ...} body.
-var agentReply = props{"agent": agentView{}}
+var agentReply = openapi.Props{"agent": agentView{}}
 
 // deletedReply is the {"id": ..., "deleted": true} body of deletes.
-var deletedReply = props{"id": docString(), "deleted": docBool()}
+var deletedReply = openapi.Props{"id": openapi.String(), "deleted": openapi.Bool()}
 
-func agentOps() map[string]*op {
-	gatewayFailed := fail{status: http.StatusInternalServerError, msgs: []string{msgGatewayFailed}, extra: props{
-		"agent": describe(&schema{AllOf: []*schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+msgGatewayFailed+"` and `"+msgRestartFailed+"`: the agent, which is listed and can be restarted."),
+func agentOps() map[string]*openapi.Op {
+	gatewayFailed := openapi.Fail{Status: http.StatusInternalServerError, Msgs: []string{msgGatewayFailed}, Extra: openapi.Props{
+		"agent": openapi.Describe(&openapi.Schema{AllOf: []*openapi.Schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+msgGatewayFailed+"` and `"+msgRestartFailed+"`: the agent, which is listed and can be restarted."),
 	}}
-	return map[string]*op{
+	return map[string]*openapi.Op{
 		"GET /v0/agents": {
-			id: "listAgents", tag: "agents", summary: "List the workspace's agents",
-			replies: []reply{answer(http.StatusOK, "The agents, oldest first.", props{"agents": []agentView{}})},
+			ID: "listAgents", Tag: "agents", Summary: "List the workspace's agents",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The agents, oldest first.", openapi.Props{"agents": []agentView{}})},
 		},
 		"POST /v0/agents": {
-			id: "createAgent", tag: "agents", summary: "Create an agent and wait for its gateway",
-			description: "Creates the agent (from a template when `templateId` or `template` names one) and waits until its " +
+			ID: "createAgent", Tag: "agents", Summary: "Create an agent and wait for its gateway",
+			Description: "Creates the agent (from a template when `templateId` or `template` names one) and waits until its " +
 				"gateway answers (about 30 s). `name` is required unless a template gives it.",
-			query: []*parameter{waitParam},
-			body:  createAgentRequest{},
-			fields: map[string]*schema{
-				"name":     {Description: "1 to 100 characters, not blank, none of `<>{}`\\` or control characters.", MaxLength: docPtr(maxAgentNameRunes)},
+			Query: []*openapi.Parameter{waitParam},
+			Body:  createAgentRequest{},
+			Fields: map[string]*openapi.Schema{
+				"name":     {Description: "1 to 100 characters, not blank, none of `<>{}`\\` or control characters.", MaxLength: openapi.Ptr(maxAgentNameRunes)},
 				"template": {Description: "A published template's slug."}, "templateId": {Description: "A published template's id."},
 			},
-			replies: []reply{
-				answer(http.StatusCreated, "The agent; its gateway answers.", agentReply),
-				answer(http.StatusAccepted, "The agent, still starting (`wait=false`, or the wait ended).", agentReply),
+			Replies: []openapi.Reply{
+				openapi.Answer(http.StatusCreated, "The agent; its gateway answers.", agentReply),
+				openapi.Answer(http.StatusAccepted, "The agent, still starting (`wait=false`, or the wait ended).", agentReply),
 			},
-			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidBody, msgNameRequired, msgNameTooLong, msgNameBanned, msgInvalidVersion),
-				fails(http.StatusForbidden, msgAgentLimit),
-				fails(http.StatusNotFound, msgTemplateNotFound),
+			Fails: []openapi.Fail{
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgNameRequired, msgNameTooLong, msgNameBanned, msgInvalidVersion),
+				openapi.Fails(http.StatusForbidden, msgAgentLimit),
+				openapi.Fails(http.StatusNotFound, msgTemplateNotFound),
 				gatewayFailed,
 			},
 		},
 		"GET /v0/agents/{agentId}": {
-			id: "getAgent", tag: "agents", summary: "Read an agent",
-			replies: []reply{answer(http.StatusOK, "The agent.", agentReply)},
-			fails:   []fail{notFoundAgent},
+			ID: "getAgent", Tag: "agents", Summary: "Read an agent",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The agent.", agentReply)},
+			Fails:   []openapi.Fail{notFoundAgent},
 		},
 		"DELETE /v0/agents/{agentId}": {
-			id: "deleteAgent", tag: "agents", summary: "Delete an agent",
-			replies: []reply{answer(http.StatusOK, "Deleted (the controller tears the agent down).", deletedReply)},
-			fails:   []fail{notFoundAgent},
+			ID: "deleteAgent", Tag: "agents", Summary: "Delete an agent",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Deleted (the controller tears the agent down).", deletedReply)},
+			Fails:   []openapi.Fail{notFoundAgent},
 		},
 		"POST /v0/agents/{agentId}/restart": {
-			id: "restartAgent", tag: "agents", summary: "Restart an agent, optionally on another engine version",
-			query: []*parameter{waitParam}, body: restartRequest{}, optionalBody: true,
-			fields: map[string]*schema{"version": {Description: "An offered engine version (GET .../versions)."}, "engineVersion": {Description: "Same as `version`."}},
-			replies: []reply{
-				answer(http.StatusOK, "Restarted; the gateway answers.", agentReply),
-				answer(http.StatusAccepted, "Restart requested, not done yet (`wait=false`, or the wait ended).", agentReply),
+			ID: "restartAgent", Tag: "agents", Summary: "Restart an agent, optionally on another engine version",
+			Query: []*openapi.Parameter{waitParam}, Body: restartRequest{}, OptionalBody: true,
+			Fields: map[string]*openapi.Schema{"version": {Description: "An offered engine version (GET .../versions)."}, "engineVersion": {Description: "Same as `version`."}},
+			Replies: []openapi.Reply{
+				openapi.Answer(http.StatusOK, "Restarted; the gateway answers.", agentReply),
+				openapi.Answer(http.StatusAccepted, "Restart requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
-			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion), notFoundAgent,
-				{status: http.StatusInternalServerError, msgs: []string{msgRestartFailed}, extra: gatewayFailed.extra},
+			Fails: []openapi.Fail{
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion), notFoundAgent,
+				{Status: http.StatusInternalServerError, Msgs: []string{msgRestartFailed}, Extra: gatewayFailed.Extra},
 			},
 		},
 		"POST /v0/agents/{agentId}/suspend": {
-			id: "suspendAgent", tag: "agents", summary: "Suspend an agent (an addition beyond the contract)",
-			description: "Sets `spec.suspended`: the gateway is drained and stopped, the agent's home and workspace are kept " +
+			ID: "suspendAgent", Tag: "agents", Summary: "Suspend an agent (an addition beyond the contract)",
+			Description: "Sets `spec.suspended`: the gateway is drained and stopped, the agent's home and workspace are kept " +
 				"and it holds no process or pod (status `suspended`). It still wakes by itself ahead of its next scheduled " +
 				"task, and for a request that needs its gateway (console, config, tasks, devices, files, snapshots), which " +
 				"waits for the gateway instead of failing. Waits until the gateway is stopped.",
-			query: []*parameter{waitParam},
-			replies: []reply{
-				answer(http.StatusOK, "Suspended; no gateway runs.", agentReply),
-				answer(http.StatusAccepted, "Suspension requested, not done yet (`wait=false`, or the wait ended).", agentReply),
+			Query: []*openapi.Parameter{waitParam},
+			Replies: []openapi.Reply{
+				openapi.Answer(http.StatusOK, "Suspended; no gateway runs.", agentReply),
+				openapi.Answer(http.StatusAccepted, "Suspension requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
-			fails: []fail{notFoundAgent, fails(http.StatusInternalServerError, msgSuspendFailed)},
+			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgSuspendFailed)},
 		},
 		"POST /v0/agents/{agentId}/resume": {
-			id: "resumeAgent", tag: "agents", summary: "Resume a suspended agent (an addition beyond the contract)",
-			description: "Clears `spec.suspended`, starts a new idle window and waits until the gateway answers, like a restart.",
-			query:       []*parameter{waitParam},
-			replies: []reply{
-				answer(http.StatusOK, "Resumed; the gateway answers.", agentReply),
-				answer(http.StatusAccepted, "Resume requested, not done yet (`wait=false`, or the wait ended).", agentReply),
+			ID: "resumeAgent", Tag: "agents", Summary: "Resume a suspended agent (an addition beyond the contract)",
+			Description: "Clears `spec.suspended`, starts a new idle window and waits until the gateway answers, like a restart.",
+			Query:       []*openapi.Parameter{waitParam},
+			Replies: []openapi.Reply{
+				openapi.Answer(http.StatusOK, "Resumed; the gateway answers.", agentReply),
+				openapi.Answer(http.StatusAccepted, "Resume requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
-			fails: []fail{notFoundAgent, {status: http.StatusInternalServerError, msgs: []string{msgResumeFailed}, extra: gatewayFailed.extra}},
+			Fails: []openapi.Fail{notFoundAgent, {Status: http.StatusInternalServerError, Msgs: []string{msgResumeFailed}, Extra: gatewayFailed.Extra}},
 		},
 		"GET /v0/agents/{agentId}/logs": {
-			id: "getAgentLogs", tag: "agents", summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
-			description: "The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the " +
+			ID: "getAgentLogs", Tag: "agents", Summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
+			Description: "The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the " +
 				"agent's gateway token, the values of its attached secrets and channel tokens, and anything that looks like a " +
 				"credential (`token=...`, `Bearer ...`, long opaque strings) read `[REDACTED]`. Reading logs never wakes a " +
 				"suspended agent: it answers what the runtime still keeps (the local log file; on Kubernetes what the API " +
@@ -122,140 +123,140 @@ func agentOps() map[string]*op {
 				"lines, then every new line, each one event `data: <line>`; a comment `: keep-alive` every 15 s; `event: end` " +
 				"with `data: agent deleted` when the agent is deleted. A follower that does not read keeps at most 1,000 lines " +
 				"waiting; when they stay full it is cut off with `event: error` and `data: too slow`.",
-			query: []*parameter{
-				queryParam("tail", "How many of the last lines: 1 to 5000 (default 200, 50 with `follow=true`).",
-					&schema{Type: "integer", Minimum: docPtr(int64(1)), Maximum: docPtr(int64(maxLogTail))}),
-				queryParam("follow", "`true` streams the lines as server-sent events until the client leaves.", enumOf("true", "false")),
+			Query: []*openapi.Parameter{
+				openapi.QueryParam("tail", "How many of the last lines: 1 to 5000 (default 200, 50 with `follow=true`).",
+					&openapi.Schema{Type: "integer", Minimum: openapi.Ptr(int64(1)), Maximum: openapi.Ptr(int64(maxLogTail))}),
+				openapi.QueryParam("follow", "`true` streams the lines as server-sent events until the client leaves.", openapi.EnumOf("true", "false")),
 			},
-			replies: []reply{{
-				status: http.StatusOK, desc: "The lines (`application/json`), or with `follow=true` the stream (`text/event-stream`).",
-				body: props{"lines": arrayOf(docString())},
-				also: map[string]*schema{"text/event-stream": describe(docString(),
+			Replies: []openapi.Reply{{
+				Status: http.StatusOK, Desc: "The lines (`application/json`), or with `follow=true` the stream (`text/event-stream`).",
+				Body: openapi.Props{"lines": openapi.ArrayOf(openapi.String())},
+				Also: map[string]*openapi.Schema{"text/event-stream": openapi.Describe(openapi.String(),
 					"Server-sent events: `data: <line>` per line, `: keep-alive` comments, `event: end` / `event: error` before the stream closes.")},
 			}},
-			fails: []fail{fails(http.StatusBadRequest, msgInvalidTail), notFoundAgent, fails(http.StatusInternalServerError, msgReadLogsFailed)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidTail), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgReadLogsFailed)},
 		},
 		"GET /v0/agents/{agentId}/versions": {
-			id: "getAgentVersions", tag: "agents", summary: "Engine versions: the agent's and the offered ones",
-			replies: []reply{answer(http.StatusOK, "The versions.", props{
-				"current": describe(docString(), "The version the agent asks for."), "running": describe(docString(), "The version its gateway runs."),
-				"default": docString(), "available": docNullable(arrayOf(docString())),
+			ID: "getAgentVersions", Tag: "agents", Summary: "Engine versions: the agent's and the offered ones",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The versions.", openapi.Props{
+				"current": openapi.Describe(openapi.String(), "The version the agent asks for."), "running": openapi.Describe(openapi.String(), "The version its gateway runs."),
+				"default": openapi.String(), "available": openapi.Nullable(openapi.ArrayOf(openapi.String())),
 			})},
-			fails: []fail{notFoundAgent},
+			Fails: []openapi.Fail{notFoundAgent},
 		},
 		"GET /v0/agents/{agentId}/gateway-token": {
-			id: "getGatewayToken", tag: "agents", summary: "Read the agent's gateway token",
-			replies: []reply{answer(http.StatusOK, "The token and the gateway's endpoint.", props{"agentId": docString(), "token": docString(), "endpoint": docString()})},
-			fails:   []fail{fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
+			ID: "getGatewayToken", Tag: "agents", Summary: "Read the agent's gateway token",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The token and the gateway's endpoint.", openapi.Props{"agentId": openapi.String(), "token": openapi.String(), "endpoint": openapi.String()})},
+			Fails:   []openapi.Fail{openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
 		},
 		"POST /v0/agents/{agentId}/gateway-token/rotate": {
-			id: "rotateGatewayToken", tag: "agents", summary: "Replace the agent's gateway token",
-			description: "The previous token is refused as soon as this answers.",
-			replies:     []reply{answer(http.StatusOK, "The new token.", props{"agentId": docString(), "token": docString()})},
-			fails:       []fail{fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
+			ID: "rotateGatewayToken", Tag: "agents", Summary: "Replace the agent's gateway token",
+			Description: "The previous token is refused as soon as this answers.",
+			Replies:     []openapi.Reply{openapi.Answer(http.StatusOK, "The new token.", openapi.Props{"agentId": openapi.String(), "token": openapi.String()})},
+			Fails:       []openapi.Fail{openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
 		},
 		"POST /v0/agents/{agentId}/platform/token": {
-			id: "createPlatformToken", tag: "agents", summary: "Mint a short-lived platform token for the agent",
-			description: "A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). " +
+			ID: "createPlatformToken", Tag: "agents", Summary: "Mint a short-lived platform token for the agent",
+			Description: "A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). " +
 				"It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.",
-			replies: []reply{answer(http.StatusCreated, "The token.", props{"token": docString(), "expiresAt": &schema{Type: "string", Format: "date-time"}})},
-			fails:   []fail{notFoundAgent, fails(http.StatusInternalServerError, msgTokenGenFailed)},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The token.", openapi.Props{"token": openapi.String(), "expiresAt": &openapi.Schema{Type: "string", Format: "date-time"}})},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgTokenGenFailed)},
 		},
 		"POST /v0/agents/{agentId}/scripts/retry": {
-			id: "retryStartupScripts", tag: "agents", summary: "Re-run the agent's start-up scripts",
-			description: "Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.",
-			replies: []reply{answer(http.StatusOK, "The scripts ran.", props{
-				"exitCode": docInteger(), "stdout": docString(), "stderr": docString(), "timestamp": &schema{Type: "string", Format: "date-time"},
+			ID: "retryStartupScripts", Tag: "agents", Summary: "Re-run the agent's start-up scripts",
+			Description: "Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The scripts ran.", openapi.Props{
+				"exitCode": openapi.Integer(), "stdout": openapi.String(), "stderr": openapi.String(), "timestamp": &openapi.Schema{Type: "string", Format: "date-time"},
 			})},
-			fails: []fail{notFoundAgent, fails(http.StatusInternalServerError, msgScriptLaunch)},
+			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgScriptLaunch)},
 		},
 		"GET /v0/agents/{agentId}/devices": {
-			id: "listDevices", tag: "agents", summary: "The gateway's paired and pending devices",
-			replies: []reply{answer(http.StatusOK, "The devices, as the engine reports them.", engine.Devices{})},
-			fails:   []fail{notFoundAgent, fails(http.StatusInternalServerError, msgCLIError)},
+			ID: "listDevices", Tag: "agents", Summary: "The gateway's paired and pending devices",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The devices, as the engine reports them.", engine.Devices{})},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgCLIError)},
 		},
 		"GET /v0/templates": {
-			id: "listTemplates", tag: "agents", summary: "List the published agent templates",
-			replies: []reply{answer(http.StatusOK, "The templates, by slug.", props{"templates": []templateView{}})},
+			ID: "listTemplates", Tag: "agents", Summary: "List the published agent templates",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The templates, by slug.", openapi.Props{"templates": []templateView{}})},
 		},
 	}
 }
 
 // agentUploadBody is the body of POST /v0/agents/{agentId}/files/upload (parsed as it streams).
-var agentUploadBody = &schema{
+var agentUploadBody = &openapi.Schema{
 	Type: "object", Required: []string{"filename", "contentBase64"},
-	Properties: map[string]*schema{
-		"filename":      describe(docString(), "A relative path inside the workspace (no `..`, no leading `/`)."),
-		"contentBase64": describe(&schema{Type: "string", Format: "byte"}, "The content, standard base64 without a data-URL prefix."),
+	Properties: map[string]*openapi.Schema{
+		"filename":      openapi.Describe(openapi.String(), "A relative path inside the workspace (no `..`, no leading `/`)."),
+		"contentBase64": openapi.Describe(&openapi.Schema{Type: "string", Format: "byte"}, "The content, standard base64 without a data-URL prefix."),
 	},
 }
 
-func engineOps() map[string]*op {
-	configReply := props{"config": describe(anyObject(), "The engine config, secrets redacted.")}
-	return map[string]*op{
+func engineOps() map[string]*openapi.Op {
+	configReply := openapi.Props{"config": openapi.Describe(openapi.AnyObject(), "The engine config, secrets redacted.")}
+	return map[string]*openapi.Op{
 		"POST /v0/agents/{agentId}/console/exec": {
-			id: "consoleExec", tag: "engine", summary: "Run a shell command in the agent's workspace",
-			description: "Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.",
-			body:        execRequest{}, required: []string{"command"},
-			fields: map[string]*schema{"cwd": {Description: "A directory inside the workspace."}},
-			replies: []reply{answer(http.StatusOK, "The command ran.", props{
-				"stdout": docString(), "stderr": docString(), "exitCode": docInteger(), "command": docString(),
-				"timestamp": &schema{Type: "string", Format: "date-time"}, "timedOut": docBool(), "truncated": docBool(),
+			ID: "consoleExec", Tag: "engine", Summary: "Run a shell command in the agent's workspace",
+			Description: "Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.",
+			Body:        execRequest{}, Required: []string{"command"},
+			Fields: map[string]*openapi.Schema{"cwd": {Description: "A directory inside the workspace."}},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The command ran.", openapi.Props{
+				"stdout": openapi.String(), "stderr": openapi.String(), "exitCode": openapi.Integer(), "command": openapi.String(),
+				"timestamp": &openapi.Schema{Type: "string", Format: "date-time"}, "timedOut": openapi.Bool(), "truncated": openapi.Bool(),
 			})},
-			fails: []fail{fails(http.StatusBadRequest, msgInvalidCommand), notFoundAgent, fails(http.StatusInternalServerError, msgExecFailed)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidCommand), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgExecFailed)},
 		},
 		"GET /v0/agents/{agentId}/config": {
-			id: "getConfig", tag: "engine", summary: "Read the agent's engine config",
-			replies: []reply{answer(http.StatusOK, "The config.", configReply)},
-			fails:   []fail{notFoundAgent, fails(http.StatusInternalServerError, msgReadConfigFailed)},
+			ID: "getConfig", Tag: "engine", Summary: "Read the agent's engine config",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The config.", configReply)},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgReadConfigFailed)},
 		},
 		"PUT /v0/agents/{agentId}/config": {
-			id: "putConfig", tag: "engine", summary: "Validate and replace the agent's engine config",
-			description: "The config is stored as the agent's own (the Secret `<agent>-config`, named by the Agent's `spec.configRef`) and the Agent controller renders the engine's file from it and the agent's channels; the gateway hot-reloads it. Redacted values keep their current secrets; the gateway token and the channels stay the platform's.",
-			body:        configRequest{}, required: []string{"config"},
-			replies: []reply{answer(http.StatusOK, "The config as rendered.", configReply),
-				answer(http.StatusAccepted, "Stored; the agent has not rendered it yet (its gateway does not run, or the wait ended).", configReply)},
-			fails: []fail{
-				{status: http.StatusBadRequest, msgs: []string{msgInvalidJSON, msgInvalidConfig}, extra: props{
-					"issues": describe(docNullable(arrayOf(docString())), "With `"+msgInvalidConfig+"` from the engine's validator: what is wrong."),
+			ID: "putConfig", Tag: "engine", Summary: "Validate and replace the agent's engine config",
+			Description: "The config is stored as the agent's own (the Secret `<agent>-config`, named by the Agent's `spec.configRef`) and the Agent controller renders the engine's file from it and the agent's channels; the gateway hot-reloads it. Redacted values keep their current secrets; the gateway token and the channels stay the platform's.",
+			Body:        configRequest{}, Required: []string{"config"},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The config as rendered.", configReply),
+				openapi.Answer(http.StatusAccepted, "Stored; the agent has not rendered it yet (its gateway does not run, or the wait ended).", configReply)},
+			Fails: []openapi.Fail{
+				{Status: http.StatusBadRequest, Msgs: []string{msgInvalidJSON, msgInvalidConfig}, Extra: openapi.Props{
+					"issues": openapi.Describe(openapi.Nullable(openapi.ArrayOf(openapi.String())), "With `"+msgInvalidConfig+"` from the engine's validator: what is wrong."),
 				}},
 				notFoundAgent,
-				fails(http.StatusInternalServerError, msgWriteConfigFailed, msgValidationFailed, msgReadConfigFailed),
+				openapi.Fails(http.StatusInternalServerError, msgWriteConfigFailed, msgValidationFailed, msgReadConfigFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/config/validate": {
-			id: "validateConfig", tag: "engine", summary: "Check a config with the engine's validator",
-			body: configRequest{}, required: []string{"config"},
-			replies: []reply{answer(http.StatusOK, "The verdict (an invalid config is a 200 with valid false).", props{"valid": docBool(), "output": docString()})},
-			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidJSON), notFoundAgent, fails(http.StatusInternalServerError, msgValidationFailed),
+			ID: "validateConfig", Tag: "engine", Summary: "Check a config with the engine's validator",
+			Body: configRequest{}, Required: []string{"config"},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The verdict (an invalid config is a 200 with valid false).", openapi.Props{"valid": openapi.Bool(), "output": openapi.String()})},
+			Fails: []openapi.Fail{
+				openapi.Fails(http.StatusBadRequest, msgInvalidJSON), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgValidationFailed),
 			},
 		},
 		"GET /v0/agents/{agentId}/tasks": {
-			id: "listTasks", tag: "engine", summary: "List the agent's scheduled tasks",
-			replies: []reply{answer(http.StatusOK, "The tasks.", props{"tasks": []engine.Task{}})},
-			fails:   []fail{notFoundAgent, fails(http.StatusInternalServerError, msgListCronFailed)},
+			ID: "listTasks", Tag: "engine", Summary: "List the agent's scheduled tasks",
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The tasks.", openapi.Props{"tasks": []engine.Task{}})},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgListCronFailed)},
 		},
 		"POST /v0/agents/{agentId}/tasks": {
-			id: "createTask", tag: "engine", summary: "Schedule a task",
-			description: "`schedule.kind` is `cron` (`expr`, optional `tz`), `every` (`everyMs` ≥ 1000) or `at` (a future RFC 3339 time); " +
+			ID: "createTask", Tag: "engine", Summary: "Schedule a task",
+			Description: "`schedule.kind` is `cron` (`expr`, optional `tz`), `every` (`everyMs` ≥ 1000) or `at` (a future RFC 3339 time); " +
 				"`payload.kind` is `agentTurn` (`message`) or `systemEvent` (`text`).",
-			body: taskRequest{}, required: []string{"name", "schedule", "payload"},
-			fields:  map[string]*schema{"name": {Description: "1 to 100 characters.", MaxLength: docPtr(100)}},
-			replies: []reply{answer(http.StatusCreated, "The task.", props{"task": engine.Task{}})},
-			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidParameters), notFoundAgent, fails(http.StatusInternalServerError, msgCreateCronFailed),
+			Body: taskRequest{}, Required: []string{"name", "schedule", "payload"},
+			Fields:  map[string]*openapi.Schema{"name": {Description: "1 to 100 characters.", MaxLength: openapi.Ptr(100)}},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The task.", openapi.Props{"task": engine.Task{}})},
+			Fails: []openapi.Fail{
+				openapi.Fails(http.StatusBadRequest, msgInvalidParameters), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgCreateCronFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/files/upload": {
-			id: "uploadAgentFile", tag: "engine", summary: "Write a file into the agent's workspace",
-			description: "The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.",
-			body:        agentUploadBody, tooLarge: msgFileTooLarge,
-			replies: []reply{answer(http.StatusCreated, "Written.", props{"path": docString(), "filename": docString(), "size": &schema{Type: "integer", Format: "int64"}})},
-			fails: []fail{
-				fails(http.StatusBadRequest, msgInvalidFilename, msgInvalidContent, msgInvalidBody), notFoundAgent,
-				fails(http.StatusForbidden, msgStorageQuota),
-				fails(http.StatusInternalServerError, msgUploadFailed),
+			ID: "uploadAgentFile", Tag: "engine", Summary: "Write a file into the agent's workspace",
+			Description: "The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.",
+			Body:        agentUploadBody, TooLarge: msgFileTooLarge,
+			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "Written.", openapi.Props{"path": openapi.String(), "filename": openapi.String(), "size": &openapi.Schema{Type: "integer", Format: "int64"}})},
+			Fails: []openapi.Fail{
+				openapi.Fails(http.StatusBadRequest, msgInvalidFilename, msgInvalidContent, msgInvalidBody), notFoundAgent,
+				openapi.Fails(http.StatusForbidden, msgStorageQuota),
+				openapi.Fails(http.StatusInternalServerError, msgUploadFailed),
 			},
 		},
 	}

@@ -121,7 +121,7 @@ func TestOpenAPIDocumentsEveryRouteAndOnlyThem(t *testing.T) {
 
 func TestOpenAPIOperationsDeclareAuthMatchingTheirRoute(t *testing.T) {
 	doc := embeddedDoc(t)
-	if doc.OpenAPI != OpenAPIVersion || doc.Info.Title != "agentplane" || doc.Info.Version == "" {
+	if doc.OpenAPI != openapi.Version || doc.Info.Title != "agentplane" || doc.Info.Version == "" {
 		t.Errorf("openapi %q, info %q %q", doc.OpenAPI, doc.Info.Title, doc.Info.Version)
 	}
 	for _, name := range []string{"bearerAuth", "gatewayToken"} {
@@ -245,7 +245,7 @@ func TestDocsREADMERouteTableIsUpToDate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := SpliceREADME(readme, table)
+	want, err := openapi.SpliceREADME(readme, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func TestOpenAPIDocumentsEveryContractErrorString(t *testing.T) {
 	documented := map[string]bool{}
 	for i, r := range routes {
 		for _, f := range allFails(r, ops[i]) {
-			for _, m := range f.msgs {
+			for _, m := range f.Msgs {
 				documented[m] = true
 			}
 		}

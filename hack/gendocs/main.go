@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/apiserver/openapi"
 )
 
 // Where gendocs writes, relative to the repository root.
@@ -43,7 +44,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	updated, err := apiserver.SpliceREADME(current, table)
+	updated, err := openapi.SpliceREADME(current, table)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package apiserver
+package openapi
 
 import (
 	"encoding/json"
@@ -10,11 +10,11 @@ import (
 	"unicode"
 )
 
-// schema is an OpenAPI 3.0 Schema Object: the subset the facade's document uses. A $ref has
+// Schema is an OpenAPI 3.0 Schema Object: the subset the facade's document uses. A $ref has
 // no siblings (3.0 ignores them); nullable references go through allOf.
-type schema struct {
+type Schema struct {
 	Ref                  string             `json:"$ref,omitempty"`
-	AllOf                []*schema          `json:"allOf,omitempty"`
+	AllOf                []*Schema          `json:"allOf,omitempty"`
 	Type                 string             `json:"type,omitempty"`
 	Format               string             `json:"format,omitempty"`
 	Description          string             `json:"description,omitempty"`
@@ -24,36 +24,61 @@ type schema struct {
 	Maximum              *int64             `json:"maximum,omitempty"`
 	MaxLength            *int               `json:"maxLength,omitempty"`
 	MaxItems             *int               `json:"maxItems,omitempty"`
-	Items                *schema            `json:"items,omitempty"`
-	Properties           map[string]*schema `json:"properties,omitempty"`
+	Items                *Schema            `json:"items,omitempty"`
+	Properties           map[string]*Schema `json:"properties,omitempty"`
 	Required             []string           `json:"required,omitempty"`
 	AdditionalProperties any                `json:"additionalProperties,omitempty"`
 }
 
-// Schemas of the scalar shapes the descriptions use directly.
-func docString() *schema              { return &schema{Type: "string"} }
-func docBool() *schema                { return &schema{Type: "boolean"} }
-func docInteger() *schema             { return &schema{Type: "integer"} }
-func anyObject() *schema              { return &schema{Type: "object", AdditionalProperties: true} }
-func arrayOf(s *schema) *schema       { return &schema{Type: "array", Items: s} }
-func enumOf(values ...string) *schema { return &schema{Type: "string", Enum: values} }
-func docPtr[T any](v T) *T            { return &v }
+// String is the schema of a string.
+func String() *Schema { return &Schema{Type: "string"} }
 
-// describe returns s with a description.
-func describe(s *schema, description string) *schema { s.Description = description; return s }
+// Bool is the schema of a boolean.
+func Bool() *Schema { return &Schema{Type: "boolean"} }
 
-// props is the shape of a JSON object a handler builds as a map literal: property names and
-// their values, each a Go value (whose type is reflected) or a *schema. Every property is
-// present in the answer.
-type props map[string]any
+// Integer is the schema of an integer (of no particular size).
+func Integer() *Schema { return &Schema{Type: "integer"} }
+
+// AnyObject is the schema of a JSON object with any members.
+func AnyObject() *Schema { return &Schema{Type: "object", AdditionalProperties: true} }
+
+// ArrayOf is the schema of an array of s.
+func ArrayOf(s *Schema) *Schema { return &Schema{Type: "array", Items: s} }
+
+// EnumOf is the schema of a string that is one of values.
+func EnumOf(values ...string) *Schema { return &Schema{Type: "string", Enum: values} }
+
+// Ptr returns a pointer to v (for Minimum, MaxLength and the like).
+func Ptr[T any](v T) *T { return &v }
+
+// Describe sets s's description and returns s.
+func Describe(s *Schema, description string) *Schema { s.Description = description; return s }
+
+// Nullable is s, possibly null: a copy with nullable set, or a reference through allOf.
+func Nullable(s *Schema) *Schema {
+	if s.Ref != "" {
+		return &Schema{AllOf: []*Schema{s}, Nullable: true}
+	}
+	c := *s
+	c.Nullable = true
+	return &c
+}
+
+// Ref refers to the component schema name.
+func Ref(name string) *Schema { return &Schema{Ref: "#/components/schemas/" + name} }
+
+// Props is the shape of a JSON object a handler builds as a map literal: property names and
+// their values, each a Go value (whose type is reflected) or a *Schema. Every property is
+// present in the answer, so every one is required.
+type Props map[string]any
 
 // schemaSet reflects Go types into the document's components.schemas: a named struct type
 // becomes a component named after it (`agentView` → `Agent`, `createAgentRequest` →
 // `CreateAgentRequest`); everything else is inlined.
 type schemaSet struct {
-	components map[string]*schema
+	components map[string]*Schema
 	// responses are the error answers many operations share (components.responses).
-	responses map[string]*docResponse
+	responses map[string]*response
 	byType    map[reflect.Type]string
 	// requests are the request components documented so far, with their required fields.
 	requests map[string][]string
@@ -61,17 +86,17 @@ type schemaSet struct {
 }
 
 func newSchemaSet() *schemaSet {
-	return &schemaSet{components: map[string]*schema{}, responses: map[string]*docResponse{}, byType: map[reflect.Type]string{}, requests: map[string][]string{}}
+	return &schemaSet{components: map[string]*Schema{}, responses: map[string]*response{}, byType: map[reflect.Type]string{}, requests: map[string][]string{}}
 }
 
-// value is the schema of v: a *schema as it is, props as an object, any other Go value by
-// its type.
-func (g *schemaSet) value(v any) *schema {
+// value is the schema of v: a *Schema as it is, Props as an object, nil as null, any other
+// Go value by its type.
+func (g *schemaSet) value(v any) *Schema {
 	switch v := v.(type) {
-	case *schema:
+	case *Schema:
 		return v
-	case props:
-		out := &schema{Type: "object", Properties: map[string]*schema{}}
+	case Props:
+		out := &Schema{Type: "object", Properties: map[string]*Schema{}}
 		for name, pv := range v {
 			out.Properties[name] = g.value(pv)
 			out.Required = append(out.Required, name)
@@ -79,60 +104,62 @@ func (g *schemaSet) value(v any) *schema {
 		slices.Sort(out.Required)
 		return out
 	case nil:
-		return &schema{Type: "object", Nullable: true, Description: "Always null."}
+		return &Schema{Type: "object", Nullable: true, Description: "Always null."}
 	}
 	return g.typ(reflect.TypeOf(v))
 }
 
 var (
-	docTimeType = reflect.TypeOf(time.Time{})
-	docRawType  = reflect.TypeOf(json.RawMessage(nil))
+	timeType = reflect.TypeOf(time.Time{})
+	rawType  = reflect.TypeOf(json.RawMessage(nil))
 )
 
 // typ is the schema of t as encoding/json writes it.
-func (g *schemaSet) typ(t reflect.Type) *schema {
+func (g *schemaSet) typ(t reflect.Type) *Schema {
 	switch {
-	case t == docTimeType:
-		return &schema{Type: "string", Format: "date-time"}
-	case t == docRawType:
-		// The facade's only raw field is an engine config: a JSON object.
-		return anyObject()
+	case t == timeType:
+		return &Schema{Type: "string", Format: "date-time"}
+	case t == rawType:
+		// A raw field holds an embedded document (the facade's only one is an engine
+		// config): a JSON object.
+		return AnyObject()
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return g.typ(t.Elem())
 	case reflect.String:
-		return docString()
+		return String()
 	case reflect.Bool:
-		return docBool()
+		return Bool()
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32:
-		return docInteger()
+		return Integer()
 	case reflect.Int32:
-		return &schema{Type: "integer", Format: "int32"}
+		return &Schema{Type: "integer", Format: "int32"}
 	case reflect.Int64, reflect.Uint64:
-		return &schema{Type: "integer", Format: "int64"}
+		return &Schema{Type: "integer", Format: "int64"}
 	case reflect.Float32, reflect.Float64:
-		return &schema{Type: "number"}
+		return &Schema{Type: "number"}
 	case reflect.Slice, reflect.Array:
 		if t.Elem().Kind() == reflect.Uint8 {
-			return &schema{Type: "string", Format: "byte"}
+			return &Schema{Type: "string", Format: "byte"}
 		}
-		return arrayOf(g.typ(t.Elem()))
+		return ArrayOf(g.typ(t.Elem()))
 	case reflect.Map:
 		if t.Elem().Kind() == reflect.Interface {
-			return anyObject()
+			return AnyObject()
 		}
-		return &schema{Type: "object", AdditionalProperties: g.typ(t.Elem())}
+		return &Schema{Type: "object", AdditionalProperties: g.typ(t.Elem())}
 	case reflect.Interface:
-		return &schema{Description: "any JSON value"}
+		return &Schema{Description: "any JSON value"}
 	case reflect.Struct:
 		return g.component(t)
 	}
 	g.errs = append(g.errs, fmt.Errorf("openapi: no schema for Go type %s", t))
-	return &schema{}
+	return &Schema{}
 }
 
-// componentName is the component a named struct type is documented as.
+// componentName is the component a named struct type is documented as: its name without a
+// View suffix, capitalised.
 func componentName(t reflect.Type) string {
 	name := strings.TrimSuffix(t.Name(), "View")
 	r := []rune(name)
@@ -141,7 +168,7 @@ func componentName(t reflect.Type) string {
 }
 
 // component registers the struct type t once and refers to it.
-func (g *schemaSet) component(t reflect.Type) *schema {
+func (g *schemaSet) component(t reflect.Type) *Schema {
 	if t.Name() == "" {
 		return g.structSchema(t)
 	}
@@ -150,24 +177,24 @@ func (g *schemaSet) component(t reflect.Type) *schema {
 		if g.byType[t] != name {
 			g.errs = append(g.errs, fmt.Errorf("openapi: %s and another type both map to component %s", t, name))
 		}
-		return &schema{Ref: "#/components/schemas/" + name}
+		return Ref(name)
 	}
 	g.byType[t] = name
-	g.components[name] = &schema{} // placeholder: recursive types refer to it
+	g.components[name] = &Schema{} // placeholder: recursive types refer to it
 	*g.components[name] = *g.structSchema(t)
-	return &schema{Ref: "#/components/schemas/" + name}
+	return Ref(name)
 }
 
 // structSchema is an object with t's JSON fields. A field without omitempty is always
 // written, so it is required; a pointer field without omitempty may be null.
-func (g *schemaSet) structSchema(t reflect.Type) *schema {
-	out := &schema{Type: "object", Properties: map[string]*schema{}}
+func (g *schemaSet) structSchema(t reflect.Type) *Schema {
+	out := &Schema{Type: "object", Properties: map[string]*Schema{}}
 	g.addFields(out, t)
 	slices.Sort(out.Required)
 	return out
 }
 
-func (g *schemaSet) addFields(out *schema, t reflect.Type) {
+func (g *schemaSet) addFields(out *Schema, t reflect.Type) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
@@ -188,7 +215,7 @@ func (g *schemaSet) addFields(out *schema, t reflect.Type) {
 		s := g.typ(f.Type)
 		omitempty := slices.Contains(strings.Split(opts, ","), "omitempty")
 		if f.Type.Kind() == reflect.Pointer && !omitempty {
-			s = docNullable(s)
+			s = Nullable(s)
 		}
 		out.Properties[name] = s
 		if !omitempty {
@@ -197,37 +224,28 @@ func (g *schemaSet) addFields(out *schema, t reflect.Type) {
 	}
 }
 
-// nullable marks s as possibly null (a reference through allOf).
-func docNullable(s *schema) *schema {
-	if s.Ref != "" {
-		return &schema{AllOf: []*schema{s}, Nullable: true}
-	}
-	c := *s
-	c.Nullable = true
-	return &c
-}
-
 // request registers a request body type: required names the fields the handler insists on
 // (decoding alone requires none) and fields documents some of them. A type several operations
 // read must be required alike; the first description's fields are the component's.
-func (g *schemaSet) request(v any, required []string, fields map[string]*schema) *schema {
-	if s, ok := v.(*schema); ok {
+func (g *schemaSet) request(v any, required []string, fields map[string]*Schema) *Schema {
+	if s, ok := v.(*Schema); ok {
 		return s
 	}
 	t := reflect.TypeOf(v)
 	ref := g.typ(t)
-	c := g.components[componentName(t)]
-	if ref.Ref == "" || c == nil {
+	if ref.Ref == "" {
 		g.errs = append(g.errs, fmt.Errorf("openapi: request body %s is not a named struct", t))
 		return ref
 	}
-	if prev, seen := g.requests[componentName(t)]; seen {
+	name := strings.TrimPrefix(ref.Ref, "#/components/schemas/")
+	c := g.components[name]
+	if prev, seen := g.requests[name]; seen {
 		if !slices.Equal(prev, required) {
 			g.errs = append(g.errs, fmt.Errorf("openapi: request %s is described with required %v and %v", t, prev, required))
 		}
 		return ref
 	}
-	g.requests[componentName(t)] = required
+	g.requests[name] = required
 	c.Required = nil
 	for _, name := range required {
 		p, ok := c.Properties[name]
