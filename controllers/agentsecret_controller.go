@@ -32,27 +32,47 @@ type AgentSecretReconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=agentsecrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agentsecrets/status,verbs=get;update;patch
 
-// Reconcile converges one AgentSecret's status; it writes only when the status changed.
-func (r *AgentSecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile converges one AgentSecret's status in the form of every reconciler here
+// (controllers/doc.go). An AgentSecret holds no finalizer.
+func (r *AgentSecretReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	sec := &agentsv1.AgentSecret{}
 	if err := r.Get(ctx, req.NamespacedName, sec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := sec.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, sec, before, reterr == nil); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	return ctrl.Result{}, r.reconcileNormal(ctx, sec)
+}
+
+// reconcileNormal computes which agents use the secret, its Ready and Duplicate conditions.
+func (r *AgentSecretReconciler) reconcileNormal(ctx context.Context, sec *agentsv1.AgentSecret) error {
 	attached, err := r.attachedAgents(ctx, sec)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	sec.Status.AttachedTo = attached
 	meta.SetStatusCondition(&sec.Status.Conditions, r.computeReadyCondition(ctx, sec))
 	dup, err := r.computeDuplicateCondition(ctx, sec)
 	if err != nil {
-		return ctrl.Result{}, err
+		return err
 	}
 	meta.SetStatusCondition(&sec.Status.Conditions, dup)
+	return nil
+}
+
+// patchStatus acknowledges the generation and writes the status when it changed; a pass that
+// failed writes nothing (its conditions are half computed).
+func (r *AgentSecretReconciler) patchStatus(ctx context.Context, sec, before *agentsv1.AgentSecret, passOK bool) error {
+	if !passOK {
+		return nil
+	}
 	sec.Status.ObservedGeneration = sec.Generation
-	_, err = patchStatusIfChanged(ctx, r.Client, sec, before)
-	return ctrl.Result{}, err
+	_, err := patchStatusIfChanged(ctx, r.Client, sec, before)
+	return err
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.secrets name the secret

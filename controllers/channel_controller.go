@@ -64,34 +64,27 @@ type ChannelReconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;delete
 
-// Reconcile converges one Channel: a normal and a delete path; the status is written only
-// when it changed.
-func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile converges one Channel in the form of every reconciler here (controllers/doc.go).
+func (r *ChannelReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	ch := &agentsv1.Channel{}
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := ch.DeepCopy()
-	var res ctrl.Result
-	var err error
 	if ch.DeletionTimestamp != nil {
-		var gone bool
-		if res, gone, err = r.reconcileDelete(ctx, ch); gone {
-			return res, err
-		}
-	} else {
-		if controllerutil.AddFinalizer(ch, agentsv1.ChannelFinalizer) {
-			if err := r.Update(ctx, ch); err != nil {
-				return ctrl.Result{}, client.IgnoreNotFound(err)
-			}
-		}
-		res, err = r.reconcileNormal(ctx, ch)
+		return r.reconcileDelete(ctx, ch)
 	}
-	// A pass that ended in an error has no verdict: the generation stays unacknowledged.
-	if ferr := r.finish(ctx, ch, before, err == nil); ferr != nil && err == nil {
-		err = ferr
+	if controllerutil.AddFinalizer(ch, agentsv1.ChannelFinalizer) {
+		if err := r.Update(ctx, ch); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
-	return res, err
+	before := ch.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, ch, before, reterr == nil); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	return r.reconcileNormal(ctx, ch)
 }
 
 // reconcileNormal installs the plugin, then reads the agent's verdict on this generation:
@@ -216,15 +209,22 @@ func (r *ChannelReconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) 
 // reconcileDelete waits until the agent rendered the channel out of its engine config (an
 // agent that is going too, or whose home cannot be reached, renders nothing now: it removes
 // the channel on its next render, which status.config.channels remembers), deletes the token
-// Secrets made for it and releases the Channel. gone reports that the Channel was released.
-func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (ctrl.Result, bool, error) {
+// Secrets made for it and releases the Channel.
+func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (_ ctrl.Result, reterr error) {
 	if !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
-		return ctrl.Result{}, true, nil
+		return ctrl.Result{}, nil
 	}
+	// While it waits for the agent, the Channel says why in its status.
+	before := ch.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, ch, before, reterr == nil); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
 	agent := &agentsv1.Agent{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}, agent)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, false, err
+		return ctrl.Result{}, err
 	}
 	applied := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentConfigApplied)
 	unreachable := applied != nil && applied.Status == metav1.ConditionFalse && applied.Reason == agentsv1.ReasonWaitingForAgent
@@ -233,14 +233,14 @@ func (r *ChannelReconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Ch
 		if applied != nil && applied.Status == metav1.ConditionFalse && agent.Status.Config != nil && holds(agent.Status.Config.PendingChannels, ch) {
 			setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelRemovalFailed, truncate("the agent's engine config: "+applied.Message))
 		}
-		return ctrl.Result{RequeueAfter: channelFailureRetry}, false, nil
+		return ctrl.Result{RequeueAfter: channelFailureRetry}, nil
 	}
 	if err := r.deleteTokenSecrets(ctx, ch); err != nil {
-		return ctrl.Result{}, false, err
+		return ctrl.Result{}, err
 	}
 	r.event(ch, corev1.EventTypeNormal, "Removed", "Delete", "channel %s removed from agent %s", ch.Spec.Type, ch.Spec.AgentRef.Name)
 	controllerutil.RemoveFinalizer(ch, agentsv1.ChannelFinalizer)
-	return ctrl.Result{}, true, client.IgnoreNotFound(r.Update(ctx, ch))
+	return ctrl.Result{}, client.IgnoreNotFound(r.Update(ctx, ch))
 }
 
 // installedLive: the stored Channel (read live: a pass on a cache that has not seen the
@@ -354,9 +354,14 @@ func setConfigured(ch *agentsv1.Channel, status metav1.ConditionStatus, reason, 
 	}
 }
 
-// finish sets the Ready condition and writes the status when it changed (recording Configured
-// changes as events). Only a pass that reached a verdict (ack) acknowledges the generation.
-func (r *ChannelReconciler) finish(ctx context.Context, ch, before *agentsv1.Channel, ack bool) error {
+// patchStatus, deferred by reconcileNormal's and reconcileDelete's pass, sets the Ready
+// condition and writes the status when it changed (recording Configured changes as events); a
+// released Channel has none to write. Only a pass that reached a verdict (ack) acknowledges the
+// generation.
+func (r *ChannelReconciler) patchStatus(ctx context.Context, ch, before *agentsv1.Channel, ack bool) error {
+	if ch.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
+		return nil // removed: the Channel is gone with its status
+	}
 	if ack {
 		ch.Status.ObservedGeneration = ch.Generation
 	}

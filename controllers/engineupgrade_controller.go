@@ -55,8 +55,9 @@ type EngineUpgradeReconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=snapshots,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile advances one rollout: the wave under way, or the next one.
-func (r *EngineUpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile advances one rollout, the wave under way or the next one, in the form of every
+// reconciler here (controllers/doc.go). An EngineUpgrade holds no finalizer.
+func (r *EngineUpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	eu := &agentsv1.EngineUpgrade{}
 	if err := r.Get(ctx, req.NamespacedName, eu); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -65,45 +66,65 @@ func (r *EngineUpgradeReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := eu.DeepCopy()
+	defer func() {
+		// A pass that ended early (an error, a stale cache) writes nothing: a rollout's
+		// status is consistent only after a whole pass (advance may have added a wave it
+		// could not start).
+		if reterr != nil || res.Requeue {
+			return
+		}
+		if conflict, err := r.patchStatus(ctx, eu, before); err != nil {
+			res, reterr = ctrl.Result{}, err
+		} else if conflict {
+			res = ctrl.Result{Requeue: true} // a stale cache: again on fresh data
+		}
+	}()
+	return r.reconcileNormal(ctx, eu, before)
+}
+
+// reconcileNormal loads the rollout's agents, advances it and computes its status; a
+// Requeue result is a stale cache (the pass runs again on fresh data).
+func (r *EngineUpgradeReconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.EngineUpgrade) (ctrl.Result, error) {
 	target, offered := r.Versions.Resolve(eu.Spec.Version)
 	if !offered {
 		setUpgradeStatus(eu, upgradeView{invalid: fmt.Sprintf("engine version %q is not offered", target)})
-		return r.writeStatus(ctx, eu, before, ctrl.Result{})
+		return ctrl.Result{}, nil
 	}
 	run := &upgradeRun{r: r, eu: eu, target: target, now: r.Clock.Now()}
 	if err := run.load(ctx); err != nil {
 		var bad invalidSelectorError
 		if errors.As(err, &bad) {
 			setUpgradeStatus(eu, upgradeView{invalid: bad.Error(), invalidReason: agentsv1.ReasonInvalidSelector})
-			return r.writeStatus(ctx, eu, before, ctrl.Result{})
+			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	if err := run.advance(ctx); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil // a stale cache: again on fresh data
+			return ctrl.Result{Requeue: true}, nil
 		}
 		return ctrl.Result{}, err
 	}
 	setUpgradeStatus(eu, run.view())
 	r.announce(eu, before)
-	res := ctrl.Result{}
+	var res ctrl.Result
 	if run.wake > 0 {
 		res.RequeueAfter = run.wake
 	}
-	return r.writeStatus(ctx, eu, before, res)
+	return res, nil
 }
 
-// writeStatus patches the status when it changed and publishes the counts.
-func (r *EngineUpgradeReconciler) writeStatus(ctx context.Context, eu, before *agentsv1.EngineUpgrade, res ctrl.Result) (ctrl.Result, error) {
+// patchStatus records the rollout's metrics and writes its status when it changed; conflict
+// reports a status written meanwhile.
+func (r *EngineUpgradeReconciler) patchStatus(ctx context.Context, eu, before *agentsv1.EngineUpgrade) (conflict bool, err error) {
 	r.observeMetrics(eu)
 	if _, err := patchStatusIfChanged(ctx, r.Client, eu, before); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return true, nil
 		}
-		return ctrl.Result{}, err
+		return false, err
 	}
-	return res, nil
+	return false, nil
 }
 
 // announce records the rollout's phase changes as events of the policy.

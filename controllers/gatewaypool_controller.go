@@ -60,57 +60,93 @@ type poolSeen struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=gatewaypools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile sets the runtime's pool from the spec and writes what the runtime observes.
-func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile sets the runtime's pool from the spec and writes what the runtime observes, in the
+// form of every reconciler here (controllers/doc.go). A GatewayPool holds no finalizer: once
+// it is gone, its pool goes.
+func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	pooler, supported := r.Runtime.(runtime.Pooler)
 	gp := &agentsv1.GatewayPool{}
 	if err := r.Get(ctx, req.NamespacedName, gp); err != nil {
 		if apierrors.IsNotFound(err) {
-			if supported {
-				pooler.RemovePool(req.Name)
-			}
-			r.forget(req.Name)
+			r.reconcileDelete(req.Name, pooler)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := gp.DeepCopy()
+	pass := &poolPass{}
+	defer func() {
+		conflict, err := r.patchStatus(ctx, gp, before, pass)
+		switch {
+		case err != nil && reterr == nil:
+			reterr = err
+		case conflict:
+			res = ctrl.Result{Requeue: true} // a stale cache: again on fresh data
+		}
+	}()
 	gp.Status.ObservedGeneration = gp.Generation
 	if !supported {
-		name := "no runtime"
-		if r.Runtime != nil {
-			name = "the " + r.Runtime.Name() + " runtime"
-		}
-		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas, gp.Status.EngineVersion = 0, 0, 0, ""
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonRuntimeUnsupported,
-			fmt.Sprintf("agents run on %s here, which keeps no warm gateways: agents start cold (warm pools need the local runtime)", name))
-		return r.write(ctx, gp, before, nil, runtime.PoolStatus{})
+		r.reconcileUnsupported(gp)
+		return ctrl.Result{}, nil
 	}
+	return r.reconcileNormal(ctx, gp, pooler, pass), nil
+}
+
+// poolPass is what one pass learnt of the runtime's pool, for patchStatus.
+type poolPass struct {
+	seen *poolSeen
+	st   runtime.PoolStatus
+}
+
+// reconcileDelete removes the pool of a GatewayPool that is gone and forgets its accounting.
+func (r *GatewayPoolReconciler) reconcileDelete(name string, pooler runtime.Pooler) {
+	if pooler != nil {
+		pooler.RemovePool(name)
+	}
+	r.forget(name)
+}
+
+// reconcileUnsupported: the runtime keeps no warm gateways; the pool says so.
+func (r *GatewayPoolReconciler) reconcileUnsupported(gp *agentsv1.GatewayPool) {
+	name := "no runtime"
+	if r.Runtime != nil {
+		name = "the " + r.Runtime.Name() + " runtime"
+	}
+	gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas, gp.Status.EngineVersion = 0, 0, 0, ""
+	setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonRuntimeUnsupported,
+		fmt.Sprintf("agents run on %s here, which keeps no warm gateways: agents start cold (warm pools need the local runtime)", name))
+}
+
+// reconcileNormal sets the runtime's pool from the spec and computes the status from what the
+// runtime observes; it returns when to look again.
+func (r *GatewayPoolReconciler) reconcileNormal(ctx context.Context, gp *agentsv1.GatewayPool, pooler runtime.Pooler, pass *poolPass) ctrl.Result {
 	version, offered := r.Versions.Resolve(gp.Spec.EngineVersion)
 	seen := r.seenFor(gp, pooler.PoolStatus(gp.Name))
+	pass.seen = seen
 	gp.Status.EngineVersion = version
 	if !offered {
 		pooler.RemovePool(gp.Name)
 		seen.applied, seen.counted, seen.lastSeq = 0, 0, 0
 		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas = 0, 0, 0
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version))
-		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
+		return ctrl.Result{}
 	}
 	spec := runtime.PoolSpec{Version: version, Size: int(gp.Spec.Replicas), Namespaces: gp.Spec.Workspaces}
 	if err := pooler.SetPool(ctx, gp.Name, spec); errors.Is(err, runtime.ErrPoolNoNamespaces) {
 		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas = 0, 0, 0
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolNoWorkspaces, fmt.Sprintf(
 			"the %s runtime boots warm gateways in the namespaces of the agents that claim them and spec.workspaces names none: the pool keeps no gateway, agents start cold", r.Runtime.Name()))
-		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
+		return ctrl.Result{}
 	} else if err != nil {
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFailed, truncate(err.Error()))
-		return r.write(ctx, gp, before, seen, runtime.PoolStatus{})
+		return ctrl.Result{}
 	}
 	st := pooler.PoolStatus(gp.Name)
+	pass.st = st
 	r.observeClaims(gp, seen, st)
 	gp.Status.Ready, gp.Status.Booting = int32(st.Ready), int32(st.Booting)
 	gp.Status.Replicas = gp.Status.Ready + gp.Status.Booting
 	if delta := st.Claimed - seen.applied; delta > 0 {
-		gp.Status.Claimed = before.Status.Claimed + delta
+		gp.Status.Claimed = gp.Status.Claimed + delta
 	}
 	// What the runtime keeps in all: spec.replicas per workspace on the kube runtime.
 	want := st.Size
@@ -125,34 +161,35 @@ func (r *GatewayPoolReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	default:
 		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFilling, fmt.Sprintf("%d of %d gateways ready, %d booting", st.Ready, want, st.Booting))
 	}
-	res, err := r.write(ctx, gp, before, seen, st)
-	if err == nil && res.IsZero() && st.Ready < want {
+	var res ctrl.Result
+	if st.Ready < want {
 		res.RequeueAfter = poolRetry
 	}
-	if err == nil && !res.Requeue && !st.RetryAt.IsZero() {
+	if !st.RetryAt.IsZero() {
 		// The runtime acts then (a member after failures, a reservation that expires).
 		if d := time.Until(st.RetryAt) + 100*time.Millisecond; d > 0 && (res.RequeueAfter == 0 || d < res.RequeueAfter) {
 			res.RequeueAfter = d
 		}
 	}
-	return res, err
+	return res
 }
 
-// write patches the status when it changed (optimistic lock: status.claimed adds to what the
-// object holds) and then takes the runtime's claims as applied.
-func (r *GatewayPoolReconciler) write(ctx context.Context, gp, before *agentsv1.GatewayPool, seen *poolSeen, st runtime.PoolStatus) (ctrl.Result, error) {
+// patchStatus, deferred by Reconcile, patches the status when it changed (optimistic lock:
+// status.claimed adds to what the object holds) and then takes the runtime's claims as
+// applied. conflict reports a status written meanwhile: the pass runs again on fresh data.
+func (r *GatewayPoolReconciler) patchStatus(ctx context.Context, gp, before *agentsv1.GatewayPool, pass *poolPass) (conflict bool, err error) {
 	if _, err := patchStatusIfChanged(ctx, r.Client, gp, before); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil // a stale cache: again on fresh data
+			return true, nil
 		}
-		return ctrl.Result{}, err
+		return false, err
 	}
-	if seen != nil {
+	if pass.seen != nil {
 		r.mu.Lock()
-		seen.applied = max(seen.applied, st.Claimed)
+		pass.seen.applied = max(pass.seen.applied, pass.st.Claimed)
 		r.mu.Unlock()
 	}
-	return ctrl.Result{}, nil
+	return false, nil
 }
 
 // seenFor returns the accounting of gp's pool, started anew for a new object of the name

@@ -36,13 +36,25 @@ type SkillReconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
 
-// Reconcile converges one Skill's status; it writes only when the status changed.
-func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile converges one Skill's status in the form of every reconciler here
+// (controllers/doc.go). A Skill holds no finalizer.
+func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	sk := &agentsv1.Skill{}
 	if err := r.Get(ctx, req.NamespacedName, sk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := sk.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, sk, before, reterr == nil); err != nil && reterr == nil {
+			reterr = err
+		}
+	}()
+	return r.reconcileNormal(ctx, sk)
+}
+
+// reconcileNormal computes which agents use the skill and whether its bundle is there; a
+// bundle that could not be checked (storage unavailable) is looked at again later.
+func (r *SkillReconciler) reconcileNormal(ctx context.Context, sk *agentsv1.Skill) (ctrl.Result, error) {
 	attached, err := r.attachedAgents(ctx, sk)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -53,15 +65,24 @@ func (r *SkillReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if size > 0 {
 		sk.Status.Size = size
 	}
-	var result ctrl.Result
 	if ready.Reason == agentsv1.ReasonStorageUnavailable {
-		// Not converged: the bundle could not be checked; observedGeneration stays.
-		result.RequeueAfter = cmp.Or(r.RetryAfter, 30*time.Second)
-	} else {
+		return ctrl.Result{RequeueAfter: cmp.Or(r.RetryAfter, 30*time.Second)}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// patchStatus acknowledges the generation once the bundle was checked (not converged while
+// storage is unavailable) and writes the status when it changed; a pass that failed writes
+// nothing.
+func (r *SkillReconciler) patchStatus(ctx context.Context, sk, before *agentsv1.Skill, passOK bool) error {
+	if !passOK {
+		return nil
+	}
+	if ready := meta.FindStatusCondition(sk.Status.Conditions, agentsv1.ConditionReady); ready == nil || ready.Reason != agentsv1.ReasonStorageUnavailable {
 		sk.Status.ObservedGeneration = sk.Generation
 	}
-	_, err = patchStatusIfChanged(ctx, r.Client, sk, before)
-	return result, err
+	_, err := patchStatusIfChanged(ctx, r.Client, sk, before)
+	return err
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.skills hold one of the skill's

@@ -59,18 +59,41 @@ const settleDelay = time.Second
 // +kubebuilder:rbac:groups=agentplane.io,resources=snapshots,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;update;patch
 
-// Reconcile converges one Workspace.
-func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile converges one Workspace in the form of every reconciler here (controllers/doc.go).
+// A Workspace holds no finalizer: its deletion only shows in its phase.
+func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	ws := &agentsv1.Workspace{}
 	if err := r.Get(ctx, req.NamespacedName, ws); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := ws.DeepCopy()
 	if ws.DeletionTimestamp != nil {
-		ws.Status.Phase = WorkspaceTerminating
-		return ctrl.Result{}, r.patchStatus(ctx, ws, before)
+		return ctrl.Result{}, r.reconcileDelete(ctx, ws)
 	}
+	before := ws.DeepCopy()
+	pass := &workspacePass{}
+	defer func() {
+		if err := r.patchStatus(ctx, ws, before, pass); err != nil {
+			res, reterr = ctrl.Result{}, err
+		}
+	}()
+	return r.reconcileNormal(ctx, ws, pass)
+}
 
+// workspacePass tells patchStatus whether the pass computed the whole status: one that failed
+// before (a list, a slot or storage write) writes nothing, a namespace that could not be made
+// is written (Ready says why) and returned as the pass's error.
+type workspacePass struct{ computed bool }
+
+// reconcileDelete shows the deletion in the phase.
+func (r *WorkspaceReconciler) reconcileDelete(ctx context.Context, ws *agentsv1.Workspace) error {
+	before := ws.DeepCopy()
+	ws.Status.Phase = WorkspaceTerminating
+	return r.patchStatus(ctx, ws, before, &workspacePass{computed: true})
+}
+
+// reconcileNormal makes the namespace, settles the agent slots and the storage counts, and
+// computes the status.
+func (r *WorkspaceReconciler) reconcileNormal(ctx context.Context, ws *agentsv1.Workspace, pass *workspacePass) (ctrl.Result, error) {
 	nsErr := tenancy.EnsureNamespace(ctx, r.Client, ws)
 	var agents agentsv1.AgentList
 	// The cache's objects are read, never modified: no deep copy of every agent per pass.
@@ -95,9 +118,7 @@ func (r *WorkspaceReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if nsErr == nil {
 		ws.Status.Phase = WorkspaceActive
 	}
-	if err := r.patchStatus(ctx, ws, before); err != nil {
-		return ctrl.Result{}, err
-	}
+	pass.computed = true
 	return ctrl.Result{RequeueAfter: requeue}, nsErr
 }
 
@@ -226,7 +247,10 @@ func computeWorkspaceReady(ws *agentsv1.Workspace, nsErr error) metav1.Condition
 // patchStatus writes status only when it changed, so a pass that finds nothing new does not
 // trigger another. Without a lock: the patch holds only the fields this controller changed,
 // never the slots (the Limiter's, written with optimistic concurrency).
-func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws, before *agentsv1.Workspace) error {
+func (r *WorkspaceReconciler) patchStatus(ctx context.Context, ws, before *agentsv1.Workspace, pass *workspacePass) error {
+	if !pass.computed {
+		return nil
+	}
 	if changed, err := patchStatusIfChanged(ctx, r.Client, ws, before, withoutLock); err != nil || !changed {
 		return err
 	}
