@@ -23,7 +23,7 @@ import (
 // (its home an emptyDir, no claim) to Ready. Each iteration creates and deletes one of each,
 // one at a time (an idle gateway holds about 850 MB).
 //
-//	go test -run '^$' -bench BenchmarkRealNodeCreate -benchtime 5x ./test/e2e/
+//	go test -run '^$' -bench BenchmarkRealNodeCreate -benchtime 5x ./test/e2e/realnode/
 func BenchmarkRealNodeCreate(b *testing.B) {
 	if !testenv.RealNode(b) {
 		return

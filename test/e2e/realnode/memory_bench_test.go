@@ -26,7 +26,7 @@ const memoryAgents = 3
 // containerd's growth; against the same figures of a bare pod of the same template measured
 // in the same run (what the engine takes without the platform).
 //
-//	go test -run '^$' -bench BenchmarkRealNodeMemory -benchtime 1x ./test/e2e/
+//	go test -run '^$' -bench BenchmarkRealNodeMemory -benchtime 1x ./test/e2e/realnode/
 func BenchmarkRealNodeMemory(b *testing.B) {
 	if !testenv.RealNode(b) {
 		return
