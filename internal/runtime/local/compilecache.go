@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -296,6 +297,10 @@ func removeStaleWarmUps(root string) {
 // bootAndStop runs the engine's gateway as spec says on a port of its own until it is ready,
 // then stops it (SIGTERM: the engine exits as it does on a stop, and Node writes its cache).
 func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandboxSpec, logPath string) error {
+	// The warm-up dies with the manager (Pdeathsig, which follows the forking OS thread):
+	// this goroutine holds its thread until the warm-up is stopped.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	key := types.NamespacedName{Namespace: memberNamespace, Name: "compile-cache-" + randomHex(4)}
 	port, err := r.allocatePort(key, 0)
 	if err != nil {
@@ -311,7 +316,7 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	spec.args = gc.Args
 	bin, args := r.sbx.wrap(spec)
 	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(baseEnv(engineDir), r.nodeEnv(), e.Env(spec.home, port), gc.Env),
-		dir: spec.home, logPath: logPath, sandboxed: true})
+		dir: spec.home, logPath: logPath, sandboxed: true, dieWithManager: spec.dieWithParent})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -165,6 +166,11 @@ type commandSpec struct {
 // passes or ctx ends the group is killed; whatever the command left in its group is killed
 // when it exits. A non-zero exit is a result; a command that cannot start is ErrExec.
 func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) {
+	// The child's Pdeathsig follows the OS thread that forked it: hold that thread until the
+	// command is done, so that no goroutine locking it and exiting ends the thread (and the
+	// command) early.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	var res runtime.ExecResult
 	if c.timeout <= 0 {
 		c.timeout = runtime.DefaultExecTimeout
@@ -186,9 +192,11 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 		outW.Close()
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
+	// A command lives no longer than the manager that waits for it (Pdeathsig: set before
+	// exec, unlike bwrap's --die-with-parent, so a manager killed meanwhile leaves none).
 	cmd := &exec.Cmd{
 		Path: bin, Args: append([]string{c.path}, c.args...), Env: c.env, Dir: c.dir,
-		Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
 	var inW *os.File
 	if c.stdin != nil {

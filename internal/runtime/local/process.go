@@ -62,6 +62,11 @@ type launch struct {
 	sandboxed bool
 	// extra are further open files for the process (fd 3 on), closed here once it started.
 	extra []*os.File
+	// dieWithManager: the kernel kills the process when the manager dies (a compile-cache
+	// warm-up; gateways outlive the manager). bwrap's own --die-with-parent is set too late
+	// to catch a manager killed while bwrap starts; Go sets PR_SET_PDEATHSIG before exec and
+	// kills the child itself if the parent is already gone.
+	dieWithManager bool
 }
 
 // startProcess starts a gateway in its own process group with stdout and stderr appended to
@@ -82,6 +87,9 @@ func startProcess(l launch) (*process, error) {
 		Stderr:      logf,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 		ExtraFiles:  l.extra,
+	}
+	if l.dieWithManager {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
 	defer func() {
 		for _, f := range l.extra {
