@@ -9,18 +9,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-
 	"github.com/agentplane/agentplane/internal/devenv"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // GatewayStatus POSTs a made-up tool to the gateway: 401 means the token is refused, 404 that
@@ -40,6 +38,7 @@ func GatewayStatus(t *testing.T, endpoint, token string) int {
 	}
 }
 
+// GatewayStatusOnce is GatewayStatus without the retry of the engine's transient 503.
 func GatewayStatusOnce(t *testing.T, endpoint, token string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
