@@ -146,7 +146,7 @@ func (r *GatewayPoolReconciler) reconcileNormal(ctx context.Context, gp *agentsv
 	gp.Status.Ready, gp.Status.Booting = int32(st.Ready), int32(st.Booting)
 	gp.Status.Replicas = gp.Status.Ready + gp.Status.Booting
 	if delta := st.Claimed - seen.applied; delta > 0 {
-		gp.Status.Claimed = gp.Status.Claimed + delta
+		gp.Status.Claimed += delta
 	}
 	// What the runtime keeps in all: spec.replicas per workspace on the kube runtime.
 	want := st.Size

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// CI reports whether the tests run under CI (CI=true), where every test must run.
-func CI() bool { return os.Getenv("CI") == "true" }
+// underCI reports whether the tests run under CI (CI=true), where every test must run.
+func underCI() bool { return os.Getenv("CI") == "true" }
 
 // Skip skips t with the reason format (a missing tool, a host that cannot do what the test
 // needs, a skip switch such as AGENTPLANE_SKIP_REAL_ENGINE or -short) on a developer's
@@ -16,7 +16,7 @@ func CI() bool { return os.Getenv("CI") == "true" }
 func Skip(t testing.TB, format string, args ...any) {
 	t.Helper()
 	why := fmt.Sprintf(format, args...)
-	if CI() {
+	if underCI() {
 		t.Fatalf("%s (under CI=true every test must run)", why)
 	}
 	t.Skip(why)
