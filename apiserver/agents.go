@@ -23,7 +23,6 @@ import (
 
 // Agent messages (the contract fixes `Agent limit reached` and `Gateway failed to start`).
 const (
-	msgAgentNotFound     = "Agent not found"
 	msgAgentLimit        = "Agent limit reached"
 	msgGatewayFailed     = "Gateway failed to start"
 	msgNameRequired      = "Name is required"
@@ -124,17 +123,7 @@ func viewAgent(a *agentsv1.Agent) agentView {
 
 // getAgent reads the caller's agent; an agent of another workspace is simply not found.
 func (s *Server) getAgent(ctx context.Context, c *Caller, id string) (*agentsv1.Agent, error) {
-	if c.GatewayAgent != "" && c.GatewayAgent != id {
-		return nil, errorf(http.StatusNotFound, msgAgentNotFound)
-	}
-	a := &agentsv1.Agent{}
-	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, a); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, withCause(http.StatusNotFound, msgAgentNotFound, err)
-		}
-		return nil, err
-	}
-	return a, nil
+	return s.ops.Agent(ctx, c.tenant(), id)
 }
 
 func (s *Server) listAgents(r *http.Request, c *Caller) (*Response, error) {
@@ -289,7 +278,7 @@ func (s *Server) waitForAgent(ctx context.Context, agent *agentsv1.Agent, status
 	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := agent.DeepCopy()
-	err := s.waitFor(wctx, got, func() (bool, error) { return until(got) })
+	err := s.ops.WaitFor(wctx, got, func() (bool, error) { return until(got) })
 	switch {
 	case err == nil:
 		return &Response{Status: status, Body: map[string]any{"agent": viewAgent(got)}}, nil

@@ -137,7 +137,7 @@ func (s *Server) waitForCache(ctx context.Context, obj *corev1.Secret) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	got := obj.DeepCopy()
-	_ = s.waitFor(ctx, got, func() (bool, error) {
+	_ = s.ops.WaitFor(ctx, got, func() (bool, error) {
 		return string(got.Data[agentsv1.GatewayTokenDataKey]) == string(obj.Data[agentsv1.GatewayTokenDataKey]), nil
 	})
 }

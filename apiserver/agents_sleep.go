@@ -140,7 +140,7 @@ func (s *Server) awaken(r *http.Request, c *Caller) error {
 	wctx, cancel := context.WithTimeout(r.Context(), s.provisionWait())
 	defer cancel()
 	got := a.DeepCopy()
-	err = s.waitFor(wctx, got, func() (bool, error) {
+	err = s.ops.WaitFor(wctx, got, func() (bool, error) {
 		return got.Status.ObservedGeneration >= a.Generation && got.Status.Phase == agentsv1.AgentRunning, nil
 	})
 	if err != nil && r.Context().Err() == nil && errors.Is(err, context.DeadlineExceeded) {

@@ -11,6 +11,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Caller is who is calling, resolved from the bearer token.
@@ -30,6 +31,11 @@ type Caller struct {
 	// GatewayAgent is set when the caller used a credential bound to one agent (its gateway
 	// token or a platform token): it may only act on that agent.
 	GatewayAgent string
+}
+
+// tenant is whose objects the caller's operations act on.
+func (c *Caller) tenant() ops.Tenant {
+	return ops.Tenant{Namespace: c.Namespace, OnlyAgent: c.GatewayAgent}
 }
 
 // HeaderWorkspace lets a client pin the workspace it expects its token to belong to; a token
@@ -88,7 +94,7 @@ func checkBound(r *http.Request, a access, c *Caller) error {
 		return nil
 	}
 	if id := r.PathValue("agentId"); id != "" && id != c.GatewayAgent {
-		return errorf(http.StatusNotFound, msgAgentNotFound)
+		return errorf(http.StatusNotFound, ops.MsgAgentNotFound)
 	}
 	if !a.gateway {
 		return withCause(http.StatusForbidden, msgForbidden, errors.New("the route needs a user's token"))

@@ -18,6 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -40,7 +41,7 @@ func newBoundFixture(t *testing.T) *boundFixture {
 			agent("a1"), agent("a2"), gatewayTokenSecret("ws", "a1", "gw_one"), gatewayTokenSecret("ws", "a2", "gw_two")).
 		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
 	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
-	f := &boundFixture{c: c, s: New(Options{Client: c, Signer: signer, Log: logr.Discard()})}
+	f := &boundFixture{c: c, s: New(Options{Deps: ops.Deps{Client: c}, Signer: signer, Log: logr.Discard()})}
 	rec := f.call("POST", "/v0/agents/a1/platform/token", "gw_one")
 	if rec.Code != http.StatusCreated {
 		t.Fatalf("mint with the gateway token: %d %s", rec.Code, rec.Body)
@@ -78,15 +79,15 @@ func TestAgentBoundCredentials(t *testing.T) {
 		}{
 			{"GET", "/v0/agents/a1", 200, ""},
 			{"GET", "/v0/me", 200, ""},
-			{"GET", "/v0/agents/a2", 404, msgAgentNotFound},
-			{"GET", "/v0/agents/a2/config", 404, msgAgentNotFound},
-			{"GET", "/v0/agents/a2/logs", 404, msgAgentNotFound},
-			{"POST", "/v0/agents/a2/platform/token", 404, msgAgentNotFound},
-			{"POST", "/v0/agents/a2/console/exec", 404, msgAgentNotFound},
-			{"GET", "/v0/agents/a2/secrets", 404, msgAgentNotFound},
-			{"DELETE", "/v0/agents/a2", 404, msgAgentNotFound},
-			{"POST", "/v0/agents/a2/domains", 404, msgAgentNotFound},
-			{"GET", "/v0/agents/missing", 404, msgAgentNotFound},
+			{"GET", "/v0/agents/a2", 404, ops.MsgAgentNotFound},
+			{"GET", "/v0/agents/a2/config", 404, ops.MsgAgentNotFound},
+			{"GET", "/v0/agents/a2/logs", 404, ops.MsgAgentNotFound},
+			{"POST", "/v0/agents/a2/platform/token", 404, ops.MsgAgentNotFound},
+			{"POST", "/v0/agents/a2/console/exec", 404, ops.MsgAgentNotFound},
+			{"GET", "/v0/agents/a2/secrets", 404, ops.MsgAgentNotFound},
+			{"DELETE", "/v0/agents/a2", 404, ops.MsgAgentNotFound},
+			{"POST", "/v0/agents/a2/domains", 404, ops.MsgAgentNotFound},
+			{"GET", "/v0/agents/missing", 404, ops.MsgAgentNotFound},
 			{"POST", "/v0/agents/a1/domains", 403, msgForbidden},
 			{"PATCH", "/v0/agents/a1/domains/d1", 403, msgForbidden},
 			{"DELETE", "/v0/agents/a1/domains/d1", 403, msgForbidden},

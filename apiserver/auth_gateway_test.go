@@ -20,6 +20,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -66,7 +67,7 @@ func TestGatewayTokenResolvesFromTheCacheAlone(t *testing.T) {
 		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
 	var liveReads atomic.Int64
 	live := countingReader(fake.NewClientBuilder().WithScheme(sch).WithObjects(ws, gatewayTokenSecret("ws", "a1", "gw_new")).Build(), &liveReads)
-	s := &Server{opts: Options{Client: cache, APIReader: live}}
+	s := &Server{opts: Options{Deps: ops.Deps{Client: cache, APIReader: live}}}
 
 	for _, tc := range []struct {
 		name, token, agent string
@@ -111,7 +112,7 @@ func TestBogusBearerTokensCostTheAPIServerNothing(t *testing.T) {
 	live := countingReader(fake.NewClientBuilder().WithScheme(sch).WithObjects(ws).Build(), &reads)
 	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
 	other, _ := auth.NewSigner(bytes.Repeat([]byte("o"), 32))
-	s := New(Options{Client: cache, APIReader: live, Signer: signer, Log: logr.Discard()})
+	s := New(Options{Deps: ops.Deps{Client: cache, APIReader: live}, Signer: signer, Log: logr.Discard()})
 
 	forged := func(i int) string {
 		switch i % 4 {
@@ -153,7 +154,7 @@ func TestAuthLookupsBoundLiveReads(t *testing.T) {
 	live := countingReader(fake.NewClientBuilder().WithScheme(sch).
 		WithObjects(&agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}).Build(), &reads)
 	now := metav1.Now().Time
-	o := Options{Client: cache, APIReader: live, Now: func() time.Time { return now }}
+	o := Options{Deps: ops.Deps{Client: cache, APIReader: live, Now: func() time.Time { return now }}}
 	var l authLookups
 
 	got := &agentsv1.Workspace{}
@@ -187,7 +188,7 @@ func TestAuthLookupsShareConcurrentMisses(t *testing.T) {
 			return c.Get(ctx, key, obj, opts...)
 		},
 	})
-	o := Options{Client: fake.NewClientBuilder().WithScheme(sch).Build(), APIReader: slow, Now: time.Now}
+	o := Options{Deps: ops.Deps{Client: fake.NewClientBuilder().WithScheme(sch).Build(), APIReader: slow, Now: time.Now}}
 	var l authLookups
 	var wg sync.WaitGroup
 	for range 50 {

@@ -183,7 +183,7 @@ func (s *Server) awaitChannel(ctx context.Context, ch *agentsv1.Channel) (*agent
 	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := ch.DeepCopy()
-	err := s.waitFor(wctx, got, func() (bool, error) {
+	err := s.ops.WaitFor(wctx, got, func() (bool, error) {
 		cond := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
 		return channelVerdict(got, ch.Generation) && cond.Status != metav1.ConditionUnknown, nil
 	})
@@ -232,7 +232,7 @@ func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 	defer cancel()
 	got := ch.DeepCopy()
 	var failed *metav1.Condition
-	err = s.waitForDeletion(wctx, got, func() (bool, error) {
+	err = s.ops.WaitForDeletion(wctx, got, func() (bool, error) {
 		failed = meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured)
 		return got.DeletionTimestamp != nil && failed != nil && failed.Reason == agentsv1.ReasonChannelRemovalFailed &&
 			failed.ObservedGeneration >= ch.Generation, nil

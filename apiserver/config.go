@@ -263,7 +263,7 @@ func (s *Server) awaitRender(ctx context.Context, a *agentsv1.Agent, sourceHash 
 	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := a.DeepCopy()
-	err := s.waitFor(wctx, got, func() (bool, error) {
+	err := s.ops.WaitFor(wctx, got, func() (bool, error) {
 		applied := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentConfigApplied)
 		return got.Status.Config != nil && got.Status.Config.SourceHash == sourceHash &&
 			applied != nil && applied.ObservedGeneration >= a.Generation, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Domain messages. The contract fixes the statuses (400 both/neither names, banned name,
@@ -227,7 +228,7 @@ func (s *Server) reserveDomainSlot(ctx context.Context, agent client.ObjectKey, 
 	case errors.Is(err, admission.ErrLimitReached):
 		return withCause(http.StatusBadRequest, msgDomainLimit, err)
 	case apierrors.IsNotFound(err):
-		return withCause(http.StatusNotFound, msgAgentNotFound, err)
+		return withCause(http.StatusNotFound, ops.MsgAgentNotFound, err)
 	}
 	return err
 }
@@ -408,7 +409,7 @@ func (s *Server) deleteDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
-	if err := s.waitForDeletion(wctx, d.DeepCopy(), func() (bool, error) { return false, nil }); err != nil {
+	if err := s.ops.WaitForDeletion(wctx, d.DeepCopy(), func() (bool, error) { return false, nil }); err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
 			return &Response{Status: http.StatusAccepted, Body: map[string]any{"id": d.Name, "deleted": false}}, nil
 		}

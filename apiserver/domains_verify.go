@@ -41,7 +41,7 @@ func (s *Server) verifyDomain(r *http.Request, c *Caller) (*Response, error) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, s.domainOpts().VerifyWait)
 	defer cancel()
-	err = s.waitFor(wctx, d, func() (bool, error) {
+	err = s.ops.WaitFor(wctx, d, func() (bool, error) {
 		lc := d.Status.LastChecked
 		return lc != nil && !lc.Before(&requested) || meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainVerified), nil
 	})

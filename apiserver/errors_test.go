@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
@@ -36,7 +37,7 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 		{"dependency unavailable", fmt.Errorf("%w: storage", ErrUnavailable), http.StatusServiceUnavailable, msgUnavailable},
 		{"invalid", apierrors.NewBadRequest("bad"), http.StatusBadRequest, "Validation failed"},
 		{"too large", &http.MaxBytesError{Limit: 1}, http.StatusRequestEntityTooLarge, msgBodyTooLarge},
-		{"chosen answer", errorf(http.StatusNotFound, msgAgentNotFound), http.StatusNotFound, msgAgentNotFound},
+		{"chosen answer", errorf(http.StatusNotFound, ops.MsgAgentNotFound), http.StatusNotFound, ops.MsgAgentNotFound},
 		{"chosen failure", errorf(http.StatusInternalServerError, msgGatewayFailed), http.StatusInternalServerError, msgGatewayFailed},
 	} {
 		got := httpError(withMessage(msgRestartFailed, tc.err))

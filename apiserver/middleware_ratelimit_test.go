@@ -16,6 +16,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -28,7 +29,7 @@ func limitedServer(t *testing.T, o RateLimitOptions) *Server {
 			gatewayTokenSecret("ws", "a1", "gw_one"), gatewayTokenSecret("ws", "a2", "gw_two")).
 		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
 	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
-	return New(Options{Client: c, Signer: signer, Log: logr.Discard(), RateLimits: o})
+	return New(Options{Deps: ops.Deps{Client: c}, Signer: signer, Log: logr.Discard(), RateLimits: o})
 }
 
 func serve(s *Server, method, path, addr, tok string) *httptest.ResponseRecorder {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // The facade documents itself: every route registered in routes() has an op (in the
@@ -26,7 +27,7 @@ const APIVersion = "1.0.0"
 func v3data(body any) openapi.Props { return openapi.Props{"data": body} }
 
 // notFoundAgent is the answer of every route that reads an agent of the caller.
-var notFoundAgent = openapi.Fails(http.StatusNotFound, msgAgentNotFound)
+var notFoundAgent = openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound)
 
 // waitParam is the ?wait=false of the routes that otherwise wait for a controller.
 var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead of waiting for the controller.", openapi.EnumOf("true", "false"))
@@ -37,8 +38,8 @@ var contractMessages = []string{
 	msgInvalidSnapshotCID, msgUnsupportedChannel, msgChannelConfigFailed, msgChannelRemoveFailed,
 	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
 	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,
-	msgCLIError, msgTokenGenFailed, msgSecretsNotConfigured, msgDuplicateSecret,
-	msgConflictingSecrets, msgInvalidParameters, msgCreateCronFailed, msgListCronFailed,
+	msgCLIError, msgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,
+	ops.MsgConflictingSecrets, msgInvalidParameters, msgCreateCronFailed, msgListCronFailed,
 	msgGatewayFailed,
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 const (
@@ -111,8 +112,8 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 		return tok
 	}
 	admin, viewer, narrow := mint("alice", auth.ScopeAll), mint("vera", auth.ScopeAll), mint("alice", auth.ScopeFilesRead)
-	s := New(Options{Client: c, APIReader: c, Signer: signer, Log: logr.Discard(),
-		Admission: &admission.Admitter{Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}}})
+	s := New(Options{Signer: signer, Log: logr.Discard(), Deps: ops.Deps{Client: c, APIReader: c,
+		Admission: &admission.Admitter{Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}}}})
 
 	agent := "/v0/agents/" + conformanceAgent
 	cases := []struct {

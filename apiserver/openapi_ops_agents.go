@@ -6,6 +6,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver/openapi"
 	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Descriptions of the meta, agent and engine routes (see openapi.go).
@@ -147,13 +148,13 @@ func agentOps() map[string]*openapi.Op {
 		"GET /v0/agents/{agentId}/gateway-token": {
 			ID: "getGatewayToken", Tag: "agents", Summary: "Read the agent's gateway token",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The token and the gateway's endpoint.", openapi.Props{"agentId": openapi.String(), "token": openapi.String(), "endpoint": openapi.String()})},
-			Fails:   []openapi.Fail{openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
+			Fails:   []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgNotFound)},
 		},
 		"POST /v0/agents/{agentId}/gateway-token/rotate": {
 			ID: "rotateGatewayToken", Tag: "agents", Summary: "Replace the agent's gateway token",
 			Description: "The previous token is refused as soon as this answers.",
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusOK, "The new token.", openapi.Props{"agentId": openapi.String(), "token": openapi.String()})},
-			Fails:       []openapi.Fail{openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgNotFound)},
+			Fails:       []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgNotFound)},
 		},
 		"POST /v0/agents/{agentId}/platform/token": {
 			ID: "createPlatformToken", Tag: "agents", Summary: "Mint a short-lived platform token for the agent",

@@ -5,13 +5,14 @@ import (
 	"slices"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Descriptions of the domain, snapshot, skill and channel routes (see openapi.go).
 
 func domainOps() map[string]*openapi.Op {
 	domainReply := openapi.Props{"domain": domainView{}}
-	notFound := openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgDomainNotFound)
+	notFound := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgDomainNotFound)
 	fields := map[string]*openapi.Schema{
 		"subdomain":    {Description: "A label under the apps domain; names containing the brand are refused."},
 		"customDomain": {Description: "A host name you own (paid plans); it is `pending_ownership` until its TXT record is seen."},
@@ -89,7 +90,7 @@ func snapshotOps() map[string]*openapi.Op {
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Restored.", openapi.Props{"snapshot": snapshotView{}, "agent": agentView{}})},
 			Fails: []openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, msgInvalidSnapshotCID, msgStorageMissing),
-				openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgSnapshotNotFound),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSnapshotNotFound),
 				openapi.Fails(http.StatusInternalServerError, msgResetFailed),
 			},
 		},
@@ -138,7 +139,7 @@ func skillOps() map[string]*openapi.Op {
 			},
 			Fails: []openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgSkillCIDsRequired, msgSkillsMax),
-				openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgSkillNotFound),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound),
 			},
 		},
 		"DELETE /v0/agents/{agentId}/skills/{skillId}": {
@@ -148,7 +149,7 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Detached and removed.", agentReply),
 				openapi.Answer(http.StatusAccepted, "Detached; the workspace is not updated yet.", agentReply),
 			},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgSkillNotFound)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound)},
 		},
 		"POST /v0/agents/{agentId}/skills/{skillId}/update": {
 			ID: "updateAgentSkill", Tag: "skills", Summary: "Move an attached skill to another version",
@@ -164,7 +165,7 @@ func skillOps() map[string]*openapi.Op {
 			},
 			Fails: slices.Concat([]openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion),
-				openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgSkillNotFound), openapi.Fails(http.StatusConflict, msgSkillConflict),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound), openapi.Fails(http.StatusConflict, msgSkillConflict),
 			}, registry),
 		},
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Descriptions of the secret and issue routes (see openapi.go).
@@ -11,7 +12,7 @@ import (
 func secretOps() map[string]*openapi.Op {
 	secretReply := openapi.Props{"secret": secretView{}}
 	secretsReply := openapi.Props{"secrets": []secretView{}}
-	notFoundSecret := openapi.Fails(http.StatusNotFound, msgAgentNotFound, msgSecretNotFound)
+	notFoundSecret := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSecretNotFound)
 	return map[string]*openapi.Op{
 		"POST /v0/secrets": {
 			ID: "createSecret", Tag: "secrets", Summary: "Create a workspace secret",
@@ -26,10 +27,10 @@ func secretOps() map[string]*openapi.Op {
 			},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The secret (without its value).", secretReply)},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgSecretNameRequired, msgSecretValueRequired, msgSecretNameTooLong,
-					"Secret value must be at most 32 KiB", msgInvalidProvider, msgInvalidEnvName, msgReservedEnvName),
-				openapi.Fails(http.StatusConflict, msgDuplicateSecret),
-				openapi.Fails(http.StatusServiceUnavailable, msgSecretsNotConfigured),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgSecretNameRequired, ops.MsgSecretValueRequired, ops.MsgSecretNameTooLong,
+					ops.MsgSecretValueTooLong, ops.MsgInvalidProvider, ops.MsgInvalidEnvName, ops.MsgReservedEnvName),
+				openapi.Fails(http.StatusConflict, ops.MsgDuplicateSecret),
+				openapi.Fails(http.StatusServiceUnavailable, ops.MsgSecretsNotConfigured),
 			},
 		},
 		"GET /v0/secrets": {
@@ -39,7 +40,7 @@ func secretOps() map[string]*openapi.Op {
 		"DELETE /v0/secrets/{secretId}": {
 			ID: "deleteSecret", Tag: "secrets", Summary: "Delete a secret no agent attaches",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Deleted.", deletedReply)},
-			Fails:   []openapi.Fail{openapi.Fails(http.StatusNotFound, msgSecretNotFound), openapi.Fails(http.StatusConflict, msgSecretAttached)},
+			Fails:   []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgSecretNotFound), openapi.Fails(http.StatusConflict, ops.MsgSecretAttached)},
 		},
 		"GET /v0/agents/{agentId}/secrets": {
 			ID: "listAgentSecrets", Tag: "secrets", Summary: "List the secrets an agent attaches",
@@ -51,8 +52,8 @@ func secretOps() map[string]*openapi.Op {
 			Body: attachSecretsRequest{}, Required: []string{"secretIds"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The agent.", agentReply)},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgSecretIDsRequired, msgReservedEnvName), notFoundSecret,
-				openapi.Fails(http.StatusConflict, msgConflictingSecrets),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgSecretIDsRequired, ops.MsgReservedEnvName), notFoundSecret,
+				openapi.Fails(http.StatusConflict, ops.MsgConflictingSecrets),
 			},
 		},
 		"DELETE /v0/agents/{agentId}/secrets/{secretId}": {
@@ -74,7 +75,7 @@ func secretOps() map[string]*openapi.Op {
 			},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The issue.", openapi.Props{"issue": issueView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgIssueTitle), openapi.Fails(http.StatusNotFound, msgNotFound, msgAgentNotFound),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgIssueTitle), openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgAgentNotFound),
 			},
 		},
 	}

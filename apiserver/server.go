@@ -13,15 +13,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Default limits.
@@ -32,13 +26,10 @@ const (
 
 // Options are the facade's dependencies and settings.
 type Options struct {
-	// Client reads from the manager's informer cache and writes to the API server.
-	Client client.Client
-	// APIReader reads from the API server directly (cache misses, read-your-writes).
-	APIReader client.Reader
-	// Informers are the informers behind Client's cache (the manager's cache): waits for a
-	// controller's acknowledgement wake on their events. Nil: waits re-read every second.
-	Informers cache.Informers
+	// Deps are what the operations use (clients, informers, clock, admission, runtime,
+	// engine, sealer, file store, timeouts): the facade hands them to internal/ops.
+	ops.Deps
+
 	// Signer verifies bearer JWTs.
 	Signer *auth.Signer
 	// Log receives the access log and errors.
@@ -49,28 +40,7 @@ type Options struct {
 	MaxBodyBytes int64
 	// MaxUploadBytes bounds file uploads (413 beyond).
 	MaxUploadBytes int64
-	// Now is the clock (tests inject one).
-	Now func() time.Time
 
-	// Admission applies the rules agents and domains pass before they are created (limits,
-	// engine version, template expansion, host claims); the controllers apply the same.
-	Admission *admission.Admitter
-	// Runtime runs commands in agents' homes; Engine knows the engine's CLI.
-	Runtime runtime.Runtime
-	Engine  engine.Engine
-	// ProvisionTimeout bounds how long agent create and restart wait for the gateway.
-	ProvisionTimeout time.Duration
-	// ExecTimeout bounds console commands (DefaultExecTimeout).
-	ExecTimeout time.Duration
-	// MaxAgentUploadBytes bounds a file uploaded into a workspace (DefaultMaxAgentUpload).
-	MaxAgentUploadBytes int64
-	// Sealer encrypts secret values (nil: `Secrets not configured`).
-	Sealer *secrets.Sealer
-	// Files stores /v3 files (nil: `Storage not configured`).
-	Files storage.Store
-
-	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
-	ClawHubURL string
 	// ModelProxy, when set, serves agents' model-provider calls under /llm/ (it
 	// authenticates agents itself: their proxy credentials are not REST tokens).
 	ModelProxy http.Handler
@@ -92,8 +62,8 @@ type Server struct {
 	handler http.Handler
 	// registered are the routes in registration order (see Routes).
 	registered []RouteInfo
-	// waiters wake the waits for controllers' acknowledgements (waitFor).
-	waiters waiters
+	// ops are the operations the handlers call.
+	ops *ops.Ops
 	// activity remembers the last-active stamps this replica wrote.
 	activity activityStamps
 	// followers counts the log streams being served.
@@ -124,6 +94,9 @@ func New(opts Options) *Server {
 		opts: opts, log: opts.Log.WithName("apiserver"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry),
 		limits: newRateLimits(opts.RateLimits),
 	}
+	deps := opts.Deps
+	deps.Log = s.log
+	s.ops = ops.New(deps)
 	s.routes()
 	if opts.ModelProxy != nil {
 		s.mux.Handle("/llm/", opts.ModelProxy)

@@ -284,7 +284,7 @@ func (s *Server) waitSkillsSynced(ctx context.Context, agent *agentsv1.Agent, do
 	ctx, cancel := context.WithTimeout(ctx, SkillSyncWait)
 	defer cancel()
 	got := agent.DeepCopy()
-	err := s.waitFor(ctx, got, func() (bool, error) {
+	err := s.ops.WaitFor(ctx, got, func() (bool, error) {
 		if got.Generation >= agent.Generation {
 			agent = got.DeepCopy()
 		}

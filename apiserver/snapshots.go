@@ -146,7 +146,7 @@ func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*ag
 	defer cancel()
 	var waitingSince time.Time
 	got := &agentsv1.Snapshot{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
-	err := s.waitFor(wctx, got, func() (bool, error) {
+	err := s.ops.WaitFor(wctx, got, func() (bool, error) {
 		ready := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ConditionReady)
 		switch {
 		case got.Status.Phase == agentsv1.SnapshotCompleted:

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/storage"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,7 +52,7 @@ func (s *Server) requestRestore(ctx context.Context, a *agentsv1.Agent, cid stri
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
-		return req, withCause(http.StatusNotFound, msgAgentNotFound, err)
+		return req, withCause(http.StatusNotFound, ops.MsgAgentNotFound, err)
 	}
 	return req, err
 }
@@ -64,7 +65,7 @@ func (s *Server) waitForRestore(ctx context.Context, a *agentsv1.Agent, req rest
 	defer cancel()
 	got := a.DeepCopy()
 	var waitingSince time.Time
-	err := s.waitFor(wctx, got, func() (bool, error) {
+	err := s.ops.WaitFor(wctx, got, func() (bool, error) {
 		c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.AgentSnapshotRestored)
 		switch {
 		case req.doneBy(got):
@@ -83,7 +84,7 @@ func (s *Server) waitForRestore(ctx context.Context, a *agentsv1.Agent, req rest
 		return got, nil
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
 		if gerr := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), &agentsv1.Agent{}); apierrors.IsNotFound(gerr) {
-			return nil, withCause(http.StatusNotFound, msgAgentNotFound, gerr)
+			return nil, withCause(http.StatusNotFound, ops.MsgAgentNotFound, gerr)
 		}
 		return nil, fmt.Errorf("%w: the workspace was not restored within %s", ErrUnavailable, snapshotWait)
 	}
@@ -118,7 +119,7 @@ func (s *Server) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.A
 	ctx, cancel := context.WithTimeout(ctx, s.provisionWait())
 	defer cancel()
 	got := a.DeepCopy()
-	_ = s.waitFor(ctx, got, func() (bool, error) {
+	_ = s.ops.WaitFor(ctx, got, func() (bool, error) {
 		return got.Status.ObservedGeneration >= got.Generation &&
 			(got.Status.Phase == agentsv1.AgentRunning || got.Status.Phase == agentsv1.AgentNotRunning), nil
 	})

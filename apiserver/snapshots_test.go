@@ -18,6 +18,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // A CID that is well formed but names nothing stored.
@@ -241,7 +242,7 @@ var _ = Describe("Snapshots", func() {
 	It("answers 400 Storage not configured on a facade without storage", func() {
 		id := snapAgent(baseURL, tok, "No storage")
 		bare := httptest.NewServer(apiserver.New(apiserver.Options{
-			Client: k8sClient, APIReader: k8sClient, Signer: plat.Signer, Log: logf.Log,
+			Deps: ops.Deps{Client: k8sClient, APIReader: k8sClient}, Signer: plat.Signer, Log: logf.Log,
 		}))
 		defer bare.Close()
 		r := callURL(bare.URL, "POST", "/v0/agents/"+id+"/snapshots/sync", tok, nil)

@@ -16,6 +16,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // statusWrites records (and refuses) every write of a status subresource by a client.
@@ -69,8 +70,10 @@ var _ = Describe("Status writers", Ordered, func() {
 			},
 		})
 		bare = httptest.NewServer(apiserver.New(apiserver.Options{
-			Client: c, APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: plat.Signer,
-			Files: mainFiles, ClawHubURL: hubURL(), Log: logf.Log,
+			Deps: ops.Deps{
+				Client: c, APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Files: mainFiles, ClawHubURL: hubURL(),
+			},
+			Signer: plat.Signer, Log: logf.Log,
 		}))
 		DeferCleanup(bare.Close)
 	})

@@ -30,6 +30,7 @@ import (
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/quota"
 	"github.com/agentplane/agentplane/internal/runtime"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
@@ -233,11 +234,13 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			return nil, err
 		}
 		opts := apiserver.Options{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Signer: signer,
-			Log: o.Log, Registry: metrics.Registry, Now: time.Now,
-			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
-			Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout,
-			Domains: domainAPI, ClawHubURL: o.ClawHubURL, RateLimits: o.RateLimits,
+			Deps: ops.Deps{
+				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Now: time.Now,
+				Admission: p.admission, Files: o.Files, Sealer: p.sealer,
+				Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout, ClawHubURL: o.ClawHubURL,
+			},
+			Signer: signer, Log: o.Log, Registry: metrics.Registry,
+			Domains: domainAPI, RateLimits: o.RateLimits,
 		}
 		if proxy != nil {
 			opts.ModelProxy = proxy

@@ -1,4 +1,4 @@
-package apiserver
+package ops
 
 import (
 	"context"
@@ -17,56 +17,56 @@ import (
 // from the informer cache: it costs no API request.
 var waitRecheck = time.Second
 
-// waitFor waits until done reports true (nil), done fails (its error), or ctx ends
+// WaitFor waits until done reports true (nil), done fails (its error), or ctx ends
 // (ctx.Err()). Before each call of done, obj is read again from the manager's informer cache
 // under its own key (a read that fails, for example NotFound while the cache has not seen a
 // new object yet, leaves obj as it was and done is not called). It wakes on the informer's
 // events for that object, so a controller's acknowledgement is seen as soon as the cache has
 // it; every wait shares one event handler per kind.
-func (s *Server) waitFor(ctx context.Context, obj client.Object, done func() (bool, error)) error {
-	return s.wait(ctx, obj, done, false)
+func (o *Ops) WaitFor(ctx context.Context, obj client.Object, done func() (bool, error)) error {
+	return o.wait(ctx, obj, done, false)
 }
 
-// waitCached waits, at most cacheCatchUp, until the manager's informer cache holds written
+// WaitCached waits, at most cacheCatchUp, until the manager's informer cache holds written
 // at its generation or a later one. Readers of that cache then see the facade's own write:
 // the model proxy authorizes from it, so a detached provider secret is refused from the
 // answer on, whatever the controllers are busy with. Only the informer's event is awaited.
-func (s *Server) waitCached(ctx context.Context, written client.Object) {
+func (o *Ops) WaitCached(ctx context.Context, written client.Object) {
 	ctx, cancel := context.WithTimeout(ctx, cacheCatchUp)
 	defer cancel()
 	got := written.DeepCopyObject().(client.Object)
-	_ = s.waitFor(ctx, got, func() (bool, error) { return got.GetGeneration() >= written.GetGeneration(), nil })
+	_ = o.WaitFor(ctx, got, func() (bool, error) { return got.GetGeneration() >= written.GetGeneration(), nil })
 }
 
-// cacheCatchUp bounds waitCached: an informer normally delivers a write in milliseconds.
+// cacheCatchUp bounds WaitCached: an informer normally delivers a write in milliseconds.
 const cacheCatchUp = 30 * time.Second
 
-// waitForDeletion is waitFor for an object being deleted: the wait also ends (nil) once the
+// WaitForDeletion is WaitFor for an object being deleted: the wait also ends (nil) once the
 // object is gone. A cache without it is confirmed on the API server (a cache that has not
 // seen a new object yet holds nothing either).
-func (s *Server) waitForDeletion(ctx context.Context, obj client.Object, done func() (bool, error)) error {
-	return s.wait(ctx, obj, done, true)
+func (o *Ops) WaitForDeletion(ctx context.Context, obj client.Object, done func() (bool, error)) error {
+	return o.wait(ctx, obj, done, true)
 }
 
-func (s *Server) wait(ctx context.Context, obj client.Object, done func() (bool, error), goneEnds bool) error {
+func (o *Ops) wait(ctx context.Context, obj client.Object, done func() (bool, error), goneEnds bool) error {
 	key := client.ObjectKeyFromObject(obj)
-	wake, stop := s.waiters.subscribe(ctx, s.opts.Informers, obj)
+	wake, stop := o.waiters.subscribe(ctx, o.d.Informers, obj)
 	defer stop()
 	recheck := time.NewTicker(waitRecheck)
 	defer recheck.Stop()
 	for {
-		err := s.opts.Client.Get(ctx, key, obj)
+		err := o.d.Client.Get(ctx, key, obj)
 		switch {
 		case err == nil:
 			if ok, err := done(); err != nil || ok {
 				return err
 			}
 		case goneEnds && apierrors.IsNotFound(err):
-			if s.opts.APIReader == nil {
+			if o.d.APIReader == nil {
 				return nil
 			}
 			live := obj.DeepCopyObject().(client.Object)
-			if err := s.opts.APIReader.Get(ctx, key, live); apierrors.IsNotFound(err) {
+			if err := o.d.APIReader.Get(ctx, key, live); apierrors.IsNotFound(err) {
 				return nil
 			}
 		}

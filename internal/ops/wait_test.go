@@ -1,4 +1,4 @@
-package apiserver
+package ops
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 )
 
 // waitResult runs waitFor in the background and returns its result channel.
-func waitResult(ctx context.Context, s *Server, obj client.Object, done func() (bool, error)) <-chan error {
+func waitResult(ctx context.Context, o *Ops, obj client.Object, done func() (bool, error)) <-chan error {
 	ch := make(chan error, 1)
-	go func() { ch <- s.waitFor(ctx, obj, done) }()
+	go func() { ch <- o.WaitFor(ctx, obj, done) }()
 	return ch
 }
 
@@ -34,7 +34,7 @@ func TestWaitForWakesOnEvents(t *testing.T) {
 	other := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a2"}}
 	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy(), other.DeepCopy()).WithStatusSubresource(&agentsv1.Agent{}).Build()
 	informers := &informertest.FakeInformers{Scheme: sch}
-	s := &Server{opts: Options{Client: c, Informers: informers}}
+	o := New(Deps{Client: c, Informers: informers})
 	fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
 	if err != nil {
 		t.Fatal(err)
@@ -44,14 +44,14 @@ func TestWaitForWakesOnEvents(t *testing.T) {
 	defer cancel()
 	got := agent.DeepCopy()
 	calls, started := 0, make(chan struct{})
-	res := waitResult(ctx, s, got, func() (bool, error) {
+	res := waitResult(ctx, o, got, func() (bool, error) {
 		if calls++; calls == 1 {
 			close(started)
 		}
 		return got.Status.Phase == agentsv1.AgentRunning, nil
 	})
 	<-started
-	second := waitResult(ctx, s, agent.DeepCopy(), func() (bool, error) { return false, errors.New("never ready") })
+	second := waitResult(ctx, o, agent.DeepCopy(), func() (bool, error) { return false, errors.New("never ready") })
 	if err := <-second; err == nil || err.Error() != "never ready" {
 		t.Fatalf("a failing check ends the wait with its error; got %v", err)
 	}
@@ -83,13 +83,13 @@ func TestWaitForWakesOnEvents(t *testing.T) {
 	if calls != 2 {
 		t.Fatalf("the check ran %d times; want once at start and once for its own object's event", calls)
 	}
-	s.waiters.mu.Lock()
-	defer s.waiters.mu.Unlock()
-	if len(s.waiters.subs) != 0 {
-		t.Fatalf("subscriptions left behind: %v", s.waiters.subs)
+	o.waiters.mu.Lock()
+	defer o.waiters.mu.Unlock()
+	if len(o.waiters.subs) != 0 {
+		t.Fatalf("subscriptions left behind: %v", o.waiters.subs)
 	}
-	if len(s.waiters.watched) != 1 {
-		t.Fatalf("one event handler per kind; got %d kinds", len(s.waiters.watched))
+	if len(o.waiters.watched) != 1 {
+		t.Fatalf("one event handler per kind; got %d kinds", len(o.waiters.watched))
 	}
 }
 
@@ -98,10 +98,10 @@ func TestWaitForEndsWithContext(t *testing.T) {
 	sch := scheme.New()
 	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}}
 	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy()).Build()
-	s := &Server{opts: Options{Client: c, Informers: &informertest.FakeInformers{Scheme: sch}}}
+	o := New(Deps{Client: c, Informers: &informertest.FakeInformers{Scheme: sch}})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := s.waitFor(ctx, agent, func() (bool, error) { return false, nil })
+	err := o.WaitFor(ctx, agent, func() (bool, error) { return false, nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want the context's deadline", err)
 	}

@@ -1,0 +1,100 @@
+package arch
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// doorPlumbing are the facade's files that read the API server as part of being a door, not
+// as an operation: authentication resolves credentials to workspaces and roles.
+var doorPlumbing = map[string]string{
+	"auth_lookup.go": "authentication's bounded reads of workspaces and keys",
+}
+
+// notYetOperations are the handler files that still read or write the API server themselves.
+// The list only shrinks: a file leaves it when its handlers call internal/ops, and the test
+// fails while a file listed here no longer needs to be.
+var notYetOperations = []string{
+	"agents.go", "agents_ops.go", "agents_sleep.go", "auth.go", "channels.go", "channels_view.go",
+	"config.go", "domains.go", "domains_verify.go", "files.go", "issues.go", "logs.go", "logs_redact.go",
+	"signatures.go", "skills.go", "skills_attach.go", "snapshots.go", "snapshots_reset.go",
+	"storage_quota.go", "templates.go",
+}
+
+// TestHandlersCallOperations: the facade's handlers decode a request, call one operation of
+// internal/ops and encode its result. Reading and writing the API server, and retrying its
+// conflicts, is the operations' work, so the CLI and other doors get the same behaviour.
+func TestHandlersCallOperations(t *testing.T) {
+	dir := filepath.Join("..", "..", "apiserver")
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var offenders []string
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := clientCalls(fset, f)
+		switch {
+		case len(calls) == 0:
+			continue
+		case doorPlumbing[name] != "":
+			continue
+		}
+		offenders = append(offenders, name)
+		if !slices.Contains(notYetOperations, name) {
+			t.Errorf("%s reads or writes the API server in a handler (%s): move it into an operation of internal/ops",
+				name, strings.Join(calls, ", "))
+		}
+	}
+	for _, name := range notYetOperations {
+		if !slices.Contains(offenders, name) {
+			t.Errorf("%s calls no client any more: take it off notYetOperations", name)
+		}
+	}
+	sort.Strings(offenders)
+	t.Logf("handler files still calling the API server: %d %v", len(offenders), offenders)
+}
+
+// clientCalls lists the uses of the facade's clients (opts.Client, opts.APIReader) and of
+// client-go's conflict retries in f, by position.
+func clientCalls(fset *token.FileSet, f *ast.File) []string {
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		what := ""
+		switch x := sel.X.(type) {
+		case *ast.SelectorExpr:
+			if x.Sel.Name == "opts" && (sel.Sel.Name == "Client" || sel.Sel.Name == "APIReader") {
+				what = "opts." + sel.Sel.Name
+			}
+		case *ast.Ident:
+			if x.Name == "retry" {
+				what = "retry." + sel.Sel.Name
+			}
+		}
+		if what != "" {
+			out = append(out, what+" at line "+strconv.Itoa(fset.Position(sel.Pos()).Line))
+		}
+		return true
+	})
+	return out
+}
