@@ -34,7 +34,7 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 
 // contractMessages are the error strings the interface contract fixes.
 var contractMessages = []string{
-	msgMissingUserID, msgAgentLimit, msgStorageMissing, msgSyncFailed, msgSnapshotNotFound,
+	msgMissingUserID, msgAgentLimit, ops.MsgStorageMissing, msgSyncFailed, msgSnapshotNotFound,
 	msgInvalidSnapshotCID, msgUnsupportedChannel, msgChannelConfigFailed, msgChannelRemoveFailed,
 	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
 	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,

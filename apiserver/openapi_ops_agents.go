@@ -255,9 +255,9 @@ func engineOps() map[string]*openapi.Op {
 			Body:        agentUploadBody, TooLarge: msgFileTooLarge,
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "Written.", openapi.Props{"path": openapi.String(), "filename": openapi.String(), "size": &openapi.Schema{Type: "integer", Format: "int64"}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidFilename, msgInvalidContent, msgInvalidBody), notFoundAgent,
-				openapi.Fails(http.StatusForbidden, msgStorageQuota),
-				openapi.Fails(http.StatusInternalServerError, msgUploadFailed),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidFilename, msgInvalidContent, msgInvalidBody), notFoundAgent,
+				openapi.Fails(http.StatusForbidden, ops.MsgStorageQuota),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgUploadFailed),
 			},
 		},
 	}

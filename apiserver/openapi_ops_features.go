@@ -79,7 +79,7 @@ func snapshotOps() map[string]*openapi.Op {
 			Description: "Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).",
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusCreated, "The stored snapshot.", openapi.Props{"snapshot": snapshotView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgStorageMissing), notFoundAgent, openapi.Fails(http.StatusForbidden, msgStorageQuota),
+				openapi.Fails(http.StatusBadRequest, ops.MsgStorageMissing), notFoundAgent, openapi.Fails(http.StatusForbidden, ops.MsgStorageQuota),
 				openapi.Fails(http.StatusInternalServerError, msgSyncFailed),
 			},
 		},
@@ -89,7 +89,7 @@ func snapshotOps() map[string]*openapi.Op {
 			Body:        resetRequest{}, Required: []string{"snapshotCid"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Restored.", openapi.Props{"snapshot": snapshotView{}, "agent": agentView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidSnapshotCID, msgStorageMissing),
+				openapi.Fails(http.StatusBadRequest, msgInvalidSnapshotCID, ops.MsgStorageMissing),
 				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSnapshotNotFound),
 				openapi.Fails(http.StatusInternalServerError, msgResetFailed),
 			},
@@ -101,7 +101,7 @@ func skillOps() map[string]*openapi.Op {
 	registry := []openapi.Fail{
 		openapi.Fails(http.StatusUnprocessableEntity, msgInvalidBundle+": <reason>", msgBundleTooLarge),
 		openapi.Fails(http.StatusBadGateway, msgRegistryError),
-		openapi.Fails(http.StatusServiceUnavailable, msgRegistryUnavailable, msgStorageMissing),
+		openapi.Fails(http.StatusServiceUnavailable, msgRegistryUnavailable, ops.MsgStorageMissing),
 	}
 	syncNote := "Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending."
 	return map[string]*openapi.Op{

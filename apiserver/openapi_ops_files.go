@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Descriptions of the /v3 file and signature routes (see openapi.go). Success bodies are
@@ -23,9 +24,9 @@ var uploadForm = &openapi.Schema{
 func fileOps() map[string]*openapi.Op {
 	fileReply := v3data(fileView{})
 	signatureReply := v3data(openapi.Props{"cid": openapi.String(), "signature": openapi.String()})
-	fileNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, msgFileNotFound)
-	signatureNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, msgFileNotFound, msgSignatureNotFound)
-	invalidCID := openapi.Fails(http.StatusBadRequest, msgInvalidCID)
+	fileNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgFileNotFound)
+	signatureNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgFileNotFound, ops.MsgSignatureNotFound)
+	invalidCID := openapi.Fails(http.StatusBadRequest, ops.MsgInvalidCID)
 	return map[string]*openapi.Op{
 		"GET /v3/data/testAuthentication": {
 			ID: "testAuthentication", Tag: "files", Summary: "Check a token (the pinata SDK's auth check)",
@@ -38,9 +39,9 @@ func fileOps() map[string]*openapi.Op {
 			Multipart:   uploadForm,
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusOK, "The stored file.", fileReply)},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, "Invalid multipart body", msgFileRequired, msgInvalidNetwork, msgInvalidKeyValues, msgInvalidCID),
-				openapi.Fails(http.StatusForbidden, msgStorageQuota),
-				openapi.Fails(http.StatusServiceUnavailable, msgStorageMissing),
+				openapi.Fails(http.StatusBadRequest, "Invalid multipart body", msgFileRequired, ops.MsgInvalidNetwork, ops.MsgInvalidKeyValues, ops.MsgInvalidCID),
+				openapi.Fails(http.StatusForbidden, ops.MsgStorageQuota),
+				openapi.Fails(http.StatusServiceUnavailable, ops.MsgStorageMissing),
 			},
 		},
 		"GET /v3/files/{network}": {
@@ -58,7 +59,7 @@ func fileOps() map[string]*openapi.Op {
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "A page of files; `next_page_token` is \"\" on the last page.", v3data(openapi.Props{
 				"files": []fileView{}, "next_page_token": openapi.String(),
 			}))},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, "Invalid pageToken"), openapi.Fails(http.StatusNotFound, msgNotFound)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidPageToken), openapi.Fails(http.StatusNotFound, msgNotFound)},
 		},
 		"GET /v3/files/{network}/{id}": {
 			ID: "getFile", Tag: "files", Summary: "Read a file's record",
@@ -68,7 +69,7 @@ func fileOps() map[string]*openapi.Op {
 		"DELETE /v3/files/{network}/{id}": {
 			ID: "deleteFile", Tag: "files", Summary: "Delete a file and its bytes",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Deleted.", v3data(nil))},
-			Fails:   []openapi.Fail{invalidCID, fileNotFound, openapi.Fails(http.StatusServiceUnavailable, msgStorageMissing)},
+			Fails:   []openapi.Fail{invalidCID, fileNotFound, openapi.Fails(http.StatusServiceUnavailable, ops.MsgStorageMissing)},
 		},
 		"POST /v3/files/{network}/signature/{cid}": {
 			ID: "addSignature", Tag: "signatures", Summary: "Attach a wallet's signature to a file",
@@ -81,9 +82,9 @@ func fileOps() map[string]*openapi.Op {
 			},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The target CID and the signature as sent.", signatureReply)},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidCID, msgSignatureBody, msgSignatureFields, msgAddressChecksum, msgAddressFormat,
-					msgSignatureFormat, msgSignatureMismatch),
-				fileNotFound, openapi.Fails(http.StatusConflict, msgAlreadySigned),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidCID, ops.MsgSignatureBody, ops.MsgSignatureFields, ops.MsgAddressChecksum, ops.MsgAddressFormat,
+					ops.MsgSignatureFormat, ops.MsgSignatureMismatch),
+				fileNotFound, openapi.Fails(http.StatusConflict, ops.MsgAlreadySigned),
 			},
 		},
 		"GET /v3/files/{network}/signature/{cid}": {

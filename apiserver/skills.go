@@ -23,6 +23,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/clawhub"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -136,7 +137,7 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 		return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
 	}
 	if s.opts.Files == nil {
-		return nil, errorf(http.StatusServiceUnavailable, msgStorageMissing)
+		return nil, errorf(http.StatusServiceUnavailable, ops.MsgStorageMissing)
 	}
 	ctx := r.Context()
 	info, err := clawhub.New(s.registryURL()).Skill(ctx, slug)
@@ -253,7 +254,7 @@ func (s *Server) fetchBundle(ctx context.Context, namespace, slug, version strin
 		return storage.Object{}, registryError(err)
 	}
 	if s.opts.Files == nil {
-		return storage.Object{}, errorf(http.StatusServiceUnavailable, msgStorageMissing)
+		return storage.Object{}, errorf(http.StatusServiceUnavailable, ops.MsgStorageMissing)
 	}
 	obj, err := s.opts.Files.Put(ctx, storage.SkillsSpace(namespace), bytes.NewReader(zipBytes))
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/clawhub"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/storage"
 )
 
@@ -187,7 +188,7 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 	}
 	if version != sk.Spec.Version {
 		if s.opts.Files == nil {
-			return nil, errorf(http.StatusServiceUnavailable, msgStorageMissing)
+			return nil, errorf(http.StatusServiceUnavailable, ops.MsgStorageMissing)
 		}
 		obj, err := s.fetchBundle(ctx, c.Namespace, sk.Spec.Slug, version)
 		if err != nil {

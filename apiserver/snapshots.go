@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/snapshots"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -102,7 +103,7 @@ func (s *Server) syncSnapshot(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	if s.opts.Files == nil {
-		return nil, errorf(http.StatusBadRequest, msgStorageMissing)
+		return nil, errorf(http.StatusBadRequest, ops.MsgStorageMissing)
 	}
 	if err := s.probeSnapshots(ctx, a.Namespace); err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (s *Server) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*ag
 		case got.Status.Phase == agentsv1.SnapshotCompleted:
 			return true, nil
 		case got.Status.Phase == agentsv1.SnapshotFailed && ready != nil && ready.Reason == agentsv1.ReasonQuotaExceeded:
-			return true, withCause(http.StatusForbidden, msgStorageQuota, conditionError(ready))
+			return true, withCause(http.StatusForbidden, ops.MsgStorageQuota, conditionError(ready))
 		case got.Status.Phase == agentsv1.SnapshotFailed:
 			return true, withCause(http.StatusInternalServerError, msgSyncFailed, conditionError(ready))
 		case ready != nil && ready.Reason == agentsv1.ReasonStorageUnavailable:
@@ -227,7 +228,7 @@ func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 		return nil, errorf(http.StatusNotFound, msgSnapshotNotFound)
 	}
 	if s.opts.Files == nil {
-		return nil, errorf(http.StatusBadRequest, msgStorageMissing)
+		return nil, errorf(http.StatusBadRequest, ops.MsgStorageMissing)
 	}
 	if _, err := s.opts.Files.Stat(ctx, storage.SnapshotSpace(a.Namespace), found.Status.CID); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {

@@ -108,7 +108,7 @@ func restoreFailure(c *metav1.Condition) error {
 	case agentsv1.ReasonStorageUnavailable:
 		return fmt.Errorf("%w: %w", ErrUnavailable, cause)
 	case agentsv1.ReasonStorageNotConfigured:
-		return withCause(http.StatusBadRequest, msgStorageMissing, cause)
+		return withCause(http.StatusBadRequest, ops.MsgStorageMissing, cause)
 	}
 	return withCause(http.StatusInternalServerError, msgResetFailed, cause)
 }

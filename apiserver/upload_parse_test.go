@@ -8,6 +8,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 func TestParseUpload(t *testing.T) {
@@ -56,7 +58,7 @@ func TestCleanUploadPath(t *testing.T) {
 		"a.txt": "a.txt", "dir/b.txt": "dir/b.txt", "./c": "c", "a/../b": "b",
 		"": "", "..": "", "../x": "", "a/../../x": "", "/etc/passwd": "", "a\\b": "", ".": "", "x\x00y": "",
 	} {
-		if got := cleanUploadPath(in); got != want {
+		if got := ops.CleanUploadPath(in); got != want {
 			t.Errorf("cleanUploadPath(%q) = %q, want %q", in, got, want)
 		}
 	}
