@@ -257,7 +257,6 @@ func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, ve
 	if d.Egress, err = r.egressNames(ctx, agent); err != nil {
 		return d, fmt.Errorf("egress: %w", err)
 	}
-	d.ConfigHash = configHash(d)
 	return d, nil
 }
 

@@ -1,9 +1,6 @@
 package controllers
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -169,23 +166,4 @@ func phaseEventSuffix(p agentsv1.AgentPhase) string {
 	default:
 		return "NotRunning"
 	}
-}
-
-// configHash fingerprints everything in d that needs the gateway restarted when it changes.
-// The gateway token is left out: the engine hot-reloads it.
-func configHash(d runtime.Desired) string {
-	h := sha256.New()
-	write := func(s string) { h.Write([]byte(s)); h.Write([]byte{0}) }
-	write(d.EngineVersion)
-	write(d.EnvSecret)
-	keys := make([]string, 0, len(d.Env))
-	for k := range d.Env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		write(k)
-		write(d.Env[k])
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -103,7 +103,7 @@ var _ = Describe("GatewayPool controller", func() {
 
 		// A claim: counted in status, an event of the pool, the metrics.
 		agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "pool-test", Name: "claimer"}}
-		o, err := rt.Ensure(ctx, agent, runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: "tok-claimer-0123456789", ConfigHash: "h"})
+		o, err := rt.Ensure(ctx, agent, runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: "tok-claimer-0123456789"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(o.ClaimedFrom).To(HavePrefix("pool-local/"))
 		DeferCleanup(func() { _ = rt.Delete(context.Background(), agent) })

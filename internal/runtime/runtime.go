@@ -55,8 +55,6 @@ type Desired struct {
 	Suspended bool
 	// RestartNonce changes whenever a restart is asked for.
 	RestartNonce string
-	// ConfigHash changes whenever something that needs a gateway restart changes.
-	ConfigHash string
 	// RuntimeClassName of the gateway pod: the agent's own, else its workspace's ("" = the
 	// platform's default). Kube runtime; the local runtime ignores it.
 	RuntimeClassName string

@@ -89,7 +89,7 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	fmt.Printf("engine %s in %s, CRIU %s; %d rounds, idle %s\n", version, engineDir, criu, n, idle)
 	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
 	key := ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}
-	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef", ConfigHash: "h"}
+	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef"}
 	if _, err := waitRunning(ctx, rt, ag, d); err != nil {
 		return err
 	}

@@ -204,7 +204,7 @@ func agent(ctx context.Context, engineDir, version, cache string, idle time.Dura
 		return sample{}, err
 	}
 	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
-	d := runtime.Desired{EngineVersion: version, GatewayToken: randomToken(), ConfigHash: "h", Env: traceEnv()}
+	d := runtime.Desired{EngineVersion: version, GatewayToken: randomToken(), Env: traceEnv()}
 	dir := rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name})
 	defer keepLog("agent", filepath.Join(dir, "gateway.log"))
 	home := filepath.Join(dir, "home")

@@ -116,7 +116,7 @@ func once(ctx context.Context, mode, engineDir, version, cache string, idle time
 		return sample{}, err
 	}
 	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
-	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef", ConfigHash: "h"}
+	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef"}
 	start := time.Now()
 	for {
 		o, err := rt.Ensure(ctx, ag, d)

@@ -42,7 +42,6 @@ func testDesired() runtime.Desired {
 		Env:                map[string]string{"OPENAI_API_KEY": "sk-attached-SECRET-value"},
 		EnvSecret:          "a1-env",
 		Identity:           engine.Identity{Name: "Agent One", Emoji: "🦀"},
-		ConfigHash:         "cfg-1",
 	}
 }
 
@@ -97,7 +96,6 @@ func TestConfigHash(t *testing.T) {
 		{"env map copy", func(d *runtime.Desired) { d.Env = map[string]string{"OPENAI_API_KEY": "sk-attached-SECRET-value"} }, false},
 		{"token rotated", func(d *runtime.Desired) { d.GatewayToken = "new-token" }, true},
 		{"token secret renamed", func(d *runtime.Desired) { d.GatewayTokenSecret = "other" }, true},
-		{"spec config hash", func(d *runtime.Desired) { d.ConfigHash = "cfg-2" }, true},
 		{"restart nonce", func(d *runtime.Desired) { d.RestartNonce = "r1" }, true},
 		{"engine version", func(d *runtime.Desired) { d.EngineVersion = "2026.9.7" }, true},
 		{"env value", func(d *runtime.Desired) { d.Env["OPENAI_API_KEY"] = "sk-rotated" }, true},
@@ -105,7 +103,7 @@ func TestConfigHash(t *testing.T) {
 		{"env removed", func(d *runtime.Desired) { d.Env = nil }, true},
 		{"env secret renamed", func(d *runtime.Desired) { d.EnvSecret = "a1-env-2" }, true},
 		// Field boundaries are length-prefixed: moving text between fields changes the hash.
-		{"shifted text", func(d *runtime.Desired) { d.ConfigHash, d.RestartNonce = "cfg-", "1" }, true},
+		{"shifted text", func(d *runtime.Desired) { d.GatewayTokenSecret, d.GatewayToken = "a1-gateway-tok", "en"+testToken }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := testDesired()

@@ -60,7 +60,7 @@ func desired() runtime.Desired {
 	return runtime.Desired{
 		EngineVersion: "2026.9.6", GatewayToken: "tok-1", GatewayTokenSecret: "a1-gateway-token",
 		Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, EnvSecret: "a1-env",
-		Identity: engine.Identity{Name: "Agent One"}, ConfigHash: "c1",
+		Identity: engine.Identity{Name: "Agent One"},
 	}
 }
 

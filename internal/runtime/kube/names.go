@@ -102,7 +102,7 @@ func ConfigHash(d runtime.Desired) string {
 			h.Write([]byte(s))
 		}
 	}
-	field("config", d.ConfigHash)
+	field("config", d.ConfigHash())
 	field("restart", d.RestartNonce)
 	field("version", d.EngineVersion)
 	field("envSecret", d.EnvSecret)

@@ -141,7 +141,7 @@ func (f *poolFixture) agent(ns, name string) *agentsv1.Agent {
 
 func desiredFor(a *agentsv1.Agent, token string) runtime.Desired {
 	return runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: token, GatewayTokenSecret: a.Name + "-gateway-token",
-		Identity: engine.Identity{Name: a.Spec.DisplayName}, ConfigHash: "c1"}
+		Identity: engine.Identity{Name: a.Spec.DisplayName}}
 }
 
 func memberToken(t *testing.T, ctx context.Context, sts *appsv1.StatefulSet) string {
@@ -325,12 +325,12 @@ func TestPoolClaim(t *testing.T) {
 		t.Errorf("refill: %d members", len(ms))
 	}
 
-	// The same desired state again changes nothing; a new configuration restarts the pod.
+	// The same desired state again changes nothing; a restart (or a new configuration) replaces the pod.
 	if o := ensure(t, f.ctx, f.r, stored, desiredFor(a, tok)); o.Phase != runtime.PhaseRunning || o.ClaimedFrom != "" {
 		t.Errorf("second Ensure %+v", o)
 	}
 	d := desiredFor(a, tok)
-	d.ConfigHash = "c2"
+	d.RestartNonce = "restart-2" // a new pod, as any change of the config hash
 	if o := ensure(t, f.ctx, f.r, stored, d); o.Phase != runtime.PhaseStarting {
 		t.Errorf("after a config change %+v", o)
 	}

@@ -78,7 +78,7 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	}
 
 	changed := a.st.EngineDir != engineDir || a.st.EngineVersion != d.EngineVersion ||
-		a.st.ConfigHash != d.ConfigHash || a.st.RestartNonce != d.RestartNonce
+		a.st.ConfigHash != d.ConfigHash() || a.st.RestartNonce != d.RestartNonce
 	if !changed && !a.st.Stopped {
 		if a.proc != nil {
 			return a.observedLocked(), nil // running or starting: nothing to do
@@ -89,7 +89,7 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	}
 	if a.proc != nil {
 		a.log.Info("restarting gateway for a new spec",
-			"configHashChanged", a.st.ConfigHash != d.ConfigHash,
+			"configHashChanged", a.st.ConfigHash != d.ConfigHash(),
 			"engineVersion", d.EngineVersion, "restartRequested", a.st.RestartNonce != d.RestartNonce)
 		a.stopLocked(ctx)
 	}
@@ -102,7 +102,7 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 		a.discardCheckpointLocked() // the checkpoint runs the former spec
 	}
 	a.st.EngineDir, a.st.EngineVersion = engineDir, d.EngineVersion
-	a.st.ConfigHash, a.st.RestartNonce = d.ConfigHash, d.RestartNonce
+	a.st.ConfigHash, a.st.RestartNonce = d.ConfigHash(), d.RestartNonce
 	if a.st.Checkpoint {
 		a.restoreLocked(ctx)
 		return a.observedLocked(), nil

@@ -109,7 +109,7 @@ func keyOf(a *agentsv1.Agent) types.NamespacedName {
 
 func desired(token string) runtime.Desired {
 	return runtime.Desired{
-		EngineVersion: version, GatewayToken: token, ConfigHash: "h1",
+		EngineVersion: version, GatewayToken: token,
 		Identity: engine.Identity{Name: "Tester", Emoji: "T"},
 	}
 }

@@ -114,7 +114,7 @@ func TestSpecChangesRestartOnSamePort(t *testing.T) {
 	pid := gatewayPID(t, f, a)
 
 	for i, change := range []func(*runtime.Desired){
-		func(d *runtime.Desired) { d.ConfigHash = "h2" },
+		func(d *runtime.Desired) { d.Env = map[string]string{"SPEC_CHANGED": "1"} },
 		func(d *runtime.Desired) { d.RestartNonce = "2026-01-01T00:00:00Z" },
 	} {
 		change(&d)
@@ -205,7 +205,7 @@ func TestCrashRestartsWithBackoff(t *testing.T) {
 		t.Fatalf("restarts %d after %d starts", o.Restarts, starts)
 	}
 	// Healing the spec (no crash env, new hash) starts at once with a fresh backoff.
-	d.Env, d.ConfigHash = nil, "healed"
+	d.Env = nil
 	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStarting {
 		t.Fatalf("healed = %+v", o)
 	}

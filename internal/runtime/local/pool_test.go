@@ -84,7 +84,7 @@ func TestPoolClaimBindRefill(t *testing.T) {
 	if o2 := ensure(t, f, a, d); o2.Phase != runtime.PhaseRunning || o2.ClaimedFrom != "" || gatewayPID(t, f, a) != m.PID {
 		t.Fatalf("Ensure again = %+v", o2)
 	}
-	d.ConfigHash = "h2"
+	d.Env = map[string]string{"SPEC_CHANGED": "1"}
 	ensure(t, f, a, d)
 	o3 := waitPhase(t, f, a, d, runtime.PhaseRunning)
 	if pid := gatewayPID(t, f, a); pid == m.PID || o3.Endpoint != o.Endpoint || o3.Restarts != 0 {
