@@ -9,6 +9,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // domainView is a domain as the REST API shows it.
@@ -51,7 +52,7 @@ func (s *Server) viewDomain(d *agentsv1.Domain) domainView {
 		v.Host = hostclaim.Host(&d.Spec, o.AppsDomain)
 	}
 	if v.TargetPort == 0 {
-		v.TargetPort = defaultDomainPort
+		v.TargetPort = ops.DefaultDomainPort
 	}
 	if d.Spec.CustomDomain != "" {
 		switch ver := d.Status.Verification; {

@@ -35,7 +35,7 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 // contractMessages are the error strings the interface contract fixes.
 var contractMessages = []string{
 	msgMissingUserID, msgAgentLimit, ops.MsgStorageMissing, msgSyncFailed, msgSnapshotNotFound,
-	msgInvalidSnapshotCID, msgUnsupportedChannel, msgChannelConfigFailed, msgChannelRemoveFailed,
+	msgInvalidSnapshotCID, ops.MsgUnsupportedChannel, ops.MsgChannelConfigFailed, ops.MsgChannelRemoveFailed,
 	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
 	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,
 	msgCLIError, msgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,

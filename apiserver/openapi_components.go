@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
 	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // docInfo is the document's Info Object.
@@ -111,7 +112,7 @@ func pathParams() map[string]*openapi.Parameter {
 		"domainId": param("domainId", "The domain's id (`dom-…`)."),
 		"skillId":  param("skillId", "The Skill's id, as GET /v0/skills lists it (detach also takes a bundle CID the agent attaches)."),
 		"slug":     param("slug", "The skill's ClawHub slug."),
-		"channel":  param("channel", "The chat network; any other value answers 400 `"+msgUnsupportedChannel+"`."),
+		"channel":  param("channel", "The chat network; any other value answers 400 `"+ops.MsgUnsupportedChannel+"`."),
 		"network":  param("network", "`public` or `private`; any other value does not match (404)."),
 		"id":       param("id", "The file's id, as the upload answered it."),
 		"cid":      param("cid", "The file's CID."),

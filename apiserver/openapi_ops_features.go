@@ -12,7 +12,7 @@ import (
 
 func domainOps() map[string]*openapi.Op {
 	domainReply := openapi.Props{"domain": domainView{}}
-	notFound := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgDomainNotFound)
+	notFound := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgDomainNotFound)
 	fields := map[string]*openapi.Schema{
 		"subdomain":    {Description: "A label under the apps domain; names containing the brand are refused."},
 		"customDomain": {Description: "A host name you own (paid plans); it is `pending_ownership` until its TXT record is seen."},
@@ -31,10 +31,10 @@ func domainOps() map[string]*openapi.Op {
 			Body: domainRequest{}, Fields: fields,
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The domain.", domainReply)},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgDomainExactlyOne, msgInvalidTargetPort, msgDomainBanned, msgInvalidSubdomain,
-					msgInvalidDomain, msgDomainLimit),
-				openapi.Fails(http.StatusForbidden, msgCustomDomainPlan), notFoundAgent,
-				openapi.Fails(http.StatusConflict, msgSubdomainTaken, msgDomainRegistered),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgDomainExactlyOne, ops.MsgInvalidTargetPort, ops.MsgDomainBanned, ops.MsgInvalidSubdomain,
+					ops.MsgInvalidDomain, ops.MsgDomainLimit),
+				openapi.Fails(http.StatusForbidden, ops.MsgCustomDomainPlan), notFoundAgent,
+				openapi.Fails(http.StatusConflict, ops.MsgSubdomainTaken, ops.MsgDomainRegistered),
 			},
 		},
 		"GET /v0/agents/{agentId}/domains/{domainId}": {
@@ -47,7 +47,7 @@ func domainOps() map[string]*openapi.Op {
 			Description: "The host name is immutable: `subdomain`/`customDomain`, when given, must name the current one.",
 			Body:        domainRequest{}, Fields: fields,
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The domain.", domainReply)},
-			Fails:   []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgHostImmutable, msgInvalidTargetPort), notFound},
+			Fails:   []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgHostImmutable, ops.MsgInvalidTargetPort), notFound},
 		},
 		"DELETE /v0/agents/{agentId}/domains/{domainId}": {
 			ID: "deleteDomain", Tag: "domains", Summary: "Remove a domain",
@@ -185,7 +185,7 @@ func channelOps() map[string]*openapi.Op {
 		byType[string(t)] = channelView{}
 	}
 	target := []openapi.Fail{
-		openapi.Fails(http.StatusBadRequest, msgUnsupportedChannel), openapi.Fails(http.StatusForbidden, msgChannelPlan), notFoundAgent,
+		openapi.Fails(http.StatusBadRequest, ops.MsgUnsupportedChannel), openapi.Fails(http.StatusForbidden, ops.MsgChannelPlan), notFoundAgent,
 	}
 	return map[string]*openapi.Op{
 		"GET /v0/agents/{agentId}/channels": {
@@ -200,8 +200,8 @@ func channelOps() map[string]*openapi.Op {
 			Query: []*openapi.Parameter{waitParam},
 			Body:  channelRequest{},
 			Fields: map[string]*openapi.Schema{
-				"dmPolicy":  {Enum: dmPolicies, Description: "Who may message the agent directly (new channels: `pairing`)."},
-				"allowFrom": {Description: "Senders allowed by the `allowlist` policy.", MaxItems: openapi.Ptr(maxAllowFrom)},
+				"dmPolicy":  {Enum: ops.DMPolicies, Description: "Who may message the agent directly (new channels: `pairing`)."},
+				"allowFrom": {Description: "Senders allowed by the `allowlist` policy.", MaxItems: openapi.Ptr(ops.MaxAllowFrom)},
 			},
 			Replies: []openapi.Reply{
 				openapi.Answer(http.StatusCreated, "A new channel, configured.", channelReply),
@@ -209,9 +209,9 @@ func channelOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusAccepted, "Recorded, not applied yet (the agent is not reachable, the wait ended, or `wait=false`).", channelReply),
 			},
 			Fails: slices.Concat(target, []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidBotToken, msgInvalidAppToken, msgInvalidDMPolicy, msgInvalidAllowFrom,
-					msgBotTokenRequired, msgAppTokenRequired),
-				openapi.Fails(http.StatusConflict, msgChannelRemoving), openapi.Fails(http.StatusInternalServerError, msgChannelConfigFailed)}),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgInvalidBotToken, ops.MsgInvalidAppToken, ops.MsgInvalidDMPolicy, ops.MsgInvalidAllowFrom,
+					ops.MsgBotTokenRequired, ops.MsgAppTokenRequired),
+				openapi.Fails(http.StatusConflict, ops.MsgChannelRemoving), openapi.Fails(http.StatusInternalServerError, ops.MsgChannelConfigFailed)}),
 		},
 		"DELETE /v0/agents/{agentId}/channels/{channel}": {
 			ID: "deleteChannel", Tag: "channels", Summary: "Disconnect the agent from a chat network",
@@ -219,7 +219,7 @@ func channelOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Removed.", openapi.Props{"id": openapi.String(), "channel": openapi.String(), "deleted": openapi.Bool()}),
 				openapi.Answer(http.StatusAccepted, "Removal requested, not done yet (`deleted` false).", openapi.Props{"id": openapi.String(), "channel": openapi.String(), "deleted": openapi.Bool()}),
 			},
-			Fails: slices.Concat(target, []openapi.Fail{openapi.Fails(http.StatusNotFound, msgChannelNotFound), openapi.Fails(http.StatusInternalServerError, msgChannelRemoveFailed)}),
+			Fails: slices.Concat(target, []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgChannelNotFound), openapi.Fails(http.StatusInternalServerError, ops.MsgChannelRemoveFailed)}),
 		},
 	}
 }

@@ -44,9 +44,6 @@ type Options struct {
 	// ModelProxy, when set, serves agents' model-provider calls under /llm/ (it
 	// authenticates agents itself: their proxy credentials are not REST tokens).
 	ModelProxy http.Handler
-	// Domains configures the domain routes (brand, apps domain, verification key, claims);
-	// it must agree with the domain controller's settings.
-	Domains DomainOptions
 	// Logs bounds the followers of agents' gateway logs (DefaultLogOptions).
 	Logs LogOptions
 	// RateLimits bound each client address and each credential (zero: the defaults).

@@ -54,6 +54,9 @@ type Deps struct {
 	Files storage.Store
 	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
 	ClawHubURL string
+	// Domains configure the domain operations (brand, apps domain, verification key); they
+	// must agree with the domain controller's settings.
+	Domains DomainOptions
 }
 
 // Ops runs the operations. Its methods are safe for concurrent use.

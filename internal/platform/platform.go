@@ -221,7 +221,7 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			return nil, err
 		}
 	}
-	domainAPI := apiserver.DomainOptions{
+	domainAPI := ops.DomainOptions{
 		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey,
 	}
 	// --- end Domains ---
@@ -238,9 +238,10 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Now: time.Now,
 				Admission: p.admission, Files: o.Files, Sealer: p.sealer,
 				Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout, ClawHubURL: o.ClawHubURL,
+				Domains: domainAPI,
 			},
 			Signer: signer, Log: o.Log, Registry: metrics.Registry,
-			Domains: domainAPI, RateLimits: o.RateLimits,
+			RateLimits: o.RateLimits,
 		}
 		if proxy != nil {
 			opts.ModelProxy = proxy

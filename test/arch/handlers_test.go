@@ -23,8 +23,8 @@ var doorPlumbing = map[string]string{
 // The list only shrinks: a file leaves it when its handlers call internal/ops, and the test
 // fails while a file listed here no longer needs to be.
 var notYetOperations = []string{
-	"agents.go", "agents_ops.go", "agents_sleep.go", "auth.go", "channels.go", "channels_view.go",
-	"config.go", "domains.go", "domains_verify.go", "issues.go", "logs.go", "logs_redact.go",
+	"agents.go", "agents_ops.go", "agents_sleep.go", "auth.go",
+	"config.go", "issues.go", "logs.go", "logs_redact.go",
 	"skills.go", "skills_attach.go", "snapshots.go", "snapshots_reset.go",
 	"templates.go",
 }
