@@ -34,8 +34,8 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 
 // contractMessages are the error strings the interface contract fixes.
 var contractMessages = []string{
-	msgMissingUserID, msgAgentLimit, msgStorageMissing, msgSyncFailed, msgSnapshotNotFound,
-	msgInvalidSnapshotCID, msgUnsupportedChannel, msgChannelConfigFailed, msgChannelRemoveFailed,
+	msgMissingUserID, msgAgentLimit, msgStorageMissing, ops.MsgSyncFailed, ops.MsgSnapshotNotFound,
+	ops.MsgInvalidSnapshotCID, msgUnsupportedChannel, msgChannelConfigFailed, msgChannelRemoveFailed,
 	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
 	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,
 	msgCLIError, msgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,

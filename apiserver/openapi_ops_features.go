@@ -80,7 +80,7 @@ func snapshotOps() map[string]*openapi.Op {
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusCreated, "The stored snapshot.", openapi.Props{"snapshot": snapshotView{}})},
 			Fails: []openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, msgStorageMissing), notFoundAgent, openapi.Fails(http.StatusForbidden, msgStorageQuota),
-				openapi.Fails(http.StatusInternalServerError, msgSyncFailed),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgSyncFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/snapshots/reset": {
@@ -89,9 +89,9 @@ func snapshotOps() map[string]*openapi.Op {
 			Body:        resetRequest{}, Required: []string{"snapshotCid"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Restored.", openapi.Props{"snapshot": snapshotView{}, "agent": agentView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidSnapshotCID, msgStorageMissing),
-				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSnapshotNotFound),
-				openapi.Fails(http.StatusInternalServerError, msgResetFailed),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidSnapshotCID, msgStorageMissing),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSnapshotNotFound),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgResetFailed),
 			},
 		},
 	}
