@@ -77,9 +77,6 @@ func (s *Server) uploadFile(r *http.Request, c *Caller) (*Response, error) {
 	return ok(data(viewFile(f)))
 }
 
-// storageError classifies storage failures (see ops.StorageError).
-func storageError(err error) error { return ops.StorageError(err) }
-
 // listFiles answers GET /v3/files/{network} with the hosted API's filters and paging.
 func (s *Server) listFiles(r *http.Request, c *Caller) (*Response, error) {
 	network, err := ops.ParseNetwork(r.PathValue("network"))
@@ -134,11 +131,4 @@ func (s *Server) deleteFile(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	return ok(data(nil))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }

@@ -34,8 +34,8 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 
 // contractMessages are the error strings the interface contract fixes.
 var contractMessages = []string{
-	msgMissingUserID, msgAgentLimit, ops.MsgStorageMissing, msgSyncFailed, msgSnapshotNotFound,
-	msgInvalidSnapshotCID, ops.MsgUnsupportedChannel, ops.MsgChannelConfigFailed, ops.MsgChannelRemoveFailed,
+	msgMissingUserID, msgAgentLimit, ops.MsgStorageMissing, ops.MsgSyncFailed, ops.MsgSnapshotNotFound,
+	ops.MsgInvalidSnapshotCID, ops.MsgUnsupportedChannel, ops.MsgChannelConfigFailed, ops.MsgChannelRemoveFailed,
 	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
 	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,
 	msgCLIError, msgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,

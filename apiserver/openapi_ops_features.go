@@ -80,7 +80,7 @@ func snapshotOps() map[string]*openapi.Op {
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusCreated, "The stored snapshot.", openapi.Props{"snapshot": snapshotView{}})},
 			Fails: []openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, ops.MsgStorageMissing), notFoundAgent, openapi.Fails(http.StatusForbidden, ops.MsgStorageQuota),
-				openapi.Fails(http.StatusInternalServerError, msgSyncFailed),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgSyncFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/snapshots/reset": {
@@ -89,9 +89,9 @@ func snapshotOps() map[string]*openapi.Op {
 			Body:        resetRequest{}, Required: []string{"snapshotCid"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Restored.", openapi.Props{"snapshot": snapshotView{}, "agent": agentView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidSnapshotCID, ops.MsgStorageMissing),
-				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSnapshotNotFound),
-				openapi.Fails(http.StatusInternalServerError, msgResetFailed),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidSnapshotCID, ops.MsgStorageMissing),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSnapshotNotFound),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgResetFailed),
 			},
 		},
 	}
@@ -99,9 +99,9 @@ func snapshotOps() map[string]*openapi.Op {
 
 func skillOps() map[string]*openapi.Op {
 	registry := []openapi.Fail{
-		openapi.Fails(http.StatusUnprocessableEntity, msgInvalidBundle+": <reason>", msgBundleTooLarge),
-		openapi.Fails(http.StatusBadGateway, msgRegistryError),
-		openapi.Fails(http.StatusServiceUnavailable, msgRegistryUnavailable, ops.MsgStorageMissing),
+		openapi.Fails(http.StatusUnprocessableEntity, ops.MsgInvalidBundle+": <reason>", ops.MsgBundleTooLarge),
+		openapi.Fails(http.StatusBadGateway, ops.MsgRegistryError),
+		openapi.Fails(http.StatusServiceUnavailable, ops.MsgRegistryUnavailable, ops.MsgStorageMissing),
 	}
 	syncNote := "Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending."
 	return map[string]*openapi.Op{
@@ -115,8 +115,8 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Already installed, or updated to this version.", openapi.Props{"skill": skillView{}}),
 			},
 			Fails: slices.Concat([]openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidSlug, msgInvalidBody, msgInvalidVersion),
-				openapi.Fails(http.StatusNotFound, msgSkillNotFound), openapi.Fails(http.StatusConflict, msgSkillConflict),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidSlug, msgInvalidBody, msgInvalidVersion),
+				openapi.Fails(http.StatusNotFound, ops.MsgSkillNotFound), openapi.Fails(http.StatusConflict, ops.MsgSkillConflict),
 			}, registry),
 		},
 		"GET /v0/skills": {
@@ -138,8 +138,8 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusAccepted, "Attached; the workspace is not updated yet.", agentReply),
 			},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgSkillCIDsRequired, msgSkillsMax),
-				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgSkillCIDsRequired, ops.MsgSkillsMax),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSkillNotFound),
 			},
 		},
 		"DELETE /v0/agents/{agentId}/skills/{skillId}": {
@@ -149,7 +149,7 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Detached and removed.", agentReply),
 				openapi.Answer(http.StatusAccepted, "Detached; the workspace is not updated yet.", agentReply),
 			},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSkillNotFound)},
 		},
 		"POST /v0/agents/{agentId}/skills/{skillId}/update": {
 			ID: "updateAgentSkill", Tag: "skills", Summary: "Move an attached skill to another version",
@@ -165,7 +165,7 @@ func skillOps() map[string]*openapi.Op {
 			},
 			Fails: slices.Concat([]openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion),
-				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, msgSkillNotFound), openapi.Fails(http.StatusConflict, msgSkillConflict),
+				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSkillNotFound), openapi.Fails(http.StatusConflict, ops.MsgSkillConflict),
 			}, registry),
 		},
 	}

@@ -2,73 +2,25 @@ package apiserver
 
 import (
 	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
-
-	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/ops"
-	"github.com/agentplane/agentplane/internal/storage"
 )
 
-// Skill messages. The contract fixes the 400 of the skills limit; the others are ours.
-//
-// Statuses chosen where the contract is silent:
-//   - a bundle that fails the checks (zip-slip, symlinks, zip bomb, no SKILL.md) or is over the
-//     download cap: 422 — the request was well-formed, the registry's content is not acceptable;
-//   - no storage configured: 503 `Storage not configured`, like the other storage-backed
-//     routes of this facade (a missing dependency, not a bad request);
-//   - the registry unreachable, timing out or failing with 5xx: 503; any other unexpected
-//     registry answer: 502.
-const (
-	msgSkillNotFound       = "Skill not found"
-	msgSkillsMax           = "Validation failed: skills exceeds maximum of 10"
-	msgSkillConflict       = "Skill version conflict"
-	msgInvalidSlug         = "Invalid slug"
-	msgSkillCIDsRequired   = "skillCids is required"
-	msgRegistryUnavailable = "Skill registry unavailable"
-	msgRegistryError       = "Skill registry error"
-	msgBundleTooLarge      = "Skill bundle too large"
-	msgInvalidBundle       = "Invalid skill bundle"
-	// MaxAgentSkills is the most skills one agent attaches (the contract's limit).
-	MaxAgentSkills = 10
-)
-
-// maxPreviousCIDs bounds the earlier versions a Skill remembers.
-const maxPreviousCIDs = 20
+// MaxAgentSkills is the most skills one agent attaches (the contract's limit; see
+// ops.MaxAgentSkills).
+const MaxAgentSkills = ops.MaxAgentSkills
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills/status,verbs=get;update;patch
 
-// SkillObjectName is the Skill's object name for a slug: the slug itself when it is a valid
-// object name, else a sanitized form with a hash (slugs may hold '_', names may not).
-func SkillObjectName(slug string) string {
-	if len(validation.IsDNS1123Subdomain(slug)) == 0 {
-		return slug
-	}
-	sum := sha256.Sum256([]byte(slug))
-	clean := strings.Trim(strings.NewReplacer("_", "-", ".", "-").Replace(slug), "-")
-	if len(clean) > 100 {
-		clean = clean[:100]
-	}
-	return "sk-" + clean + "-" + hex.EncodeToString(sum[:5])
-}
+// SkillObjectName is the Skill's object name for a slug (see ops.SkillObjectName).
+func SkillObjectName(slug string) string { return ops.SkillObjectName(slug) }
 
 // skillView is a Skill as the REST API shows it.
 type skillView struct {
@@ -109,14 +61,6 @@ func (s *Server) skillRoutes() {
 	s.handle("POST /v0/agents/{agentId}/skills/{skillId}/update", own(write), s.updateAgentSkill)
 }
 
-// registryURL is the ClawHub the facade installs from.
-func (s *Server) registryURL() string {
-	if s.opts.ClawHubURL != "" {
-		return strings.TrimRight(s.opts.ClawHubURL, "/")
-	}
-	return clawhub.DefaultURL
-}
-
 type installSkillRequest struct {
 	Version string `json:"version"`
 }
@@ -126,175 +70,28 @@ type installSkillRequest struct {
 // already installed or another version was replaced.
 func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 	slug := r.PathValue("slug")
-	if !clawhub.ValidSlug(slug) {
-		return nil, errorf(http.StatusBadRequest, msgInvalidSlug)
+	// The slug is named before the body is read: a bad slug is `Invalid slug` whatever the body.
+	if err := ops.CheckSkillSlug(slug); err != nil {
+		return nil, err
 	}
 	var req installSkillRequest
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		return nil, err
 	}
-	if req.Version != "" && !clawhub.ValidVersion(req.Version) {
-		return nil, errorf(http.StatusBadRequest, msgInvalidVersion)
-	}
-	if s.opts.Files == nil {
-		return nil, errorf(http.StatusServiceUnavailable, ops.MsgStorageMissing)
-	}
-	ctx := r.Context()
-	info, err := clawhub.New(s.registryURL()).Skill(ctx, slug)
-	if err != nil {
-		return nil, registryError(err)
-	}
-	version := req.Version
-	if version == "" {
-		version = info.LatestVersion
-	}
-	if version == "" {
-		return nil, errorf(http.StatusNotFound, msgSkillNotFound)
-	}
-	existing := &agentsv1.Skill{}
-	err = s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: SkillObjectName(slug)}, existing)
-	found := err == nil
-	switch {
-	case found && existing.Spec.Version == version:
-		return ok(map[string]any{"skill": viewSkill(existing)})
-	case err != nil && !apierrors.IsNotFound(err):
-		return nil, err
-	}
-	obj, err := s.fetchBundle(ctx, c.Namespace, slug, version)
+	in, err := s.ops.InstallSkill(r.Context(), c.tenant(), slug, req.Version)
 	if err != nil {
 		return nil, err
 	}
-	if found {
-		if err := s.updateSkillVersion(ctx, existing, version, obj.CID, info.DisplayName); err != nil {
-			return nil, err
-		}
-		return ok(map[string]any{"skill": viewStoredSkill(existing, obj)})
+	v := viewSkill(in.Skill)
+	if in.Stored != nil {
+		// The size of the bundle just stored (the Skill controller records it in status, from
+		// storage, on its own pass).
+		v.Size = in.Stored.Size
 	}
-	sk := &agentsv1.Skill{
-		ObjectMeta: metav1.ObjectMeta{Name: SkillObjectName(slug), Namespace: c.Namespace},
-		Spec:       agentsv1.SkillSpec{Slug: slug},
+	if in.Created {
+		return created(map[string]any{"skill": v})
 	}
-	s.setSkillVersion(sk, version, obj.CID, info.DisplayName)
-	if err := s.opts.Client.Create(ctx, sk); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-		// A concurrent install of the same slug won: the same version is a success.
-		if err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(sk), sk); err != nil {
-			return nil, err
-		}
-		if sk.Spec.Version != version {
-			return nil, errorf(http.StatusConflict, msgSkillConflict)
-		}
-		return ok(map[string]any{"skill": viewSkill(sk)})
-	}
-	return created(map[string]any{"skill": viewStoredSkill(sk, obj)})
-}
-
-// setSkillVersion points sk at a new bundle, keeping the old one in the previous CIDs.
-func (s *Server) setSkillVersion(sk *agentsv1.Skill, version, cid, displayName string) {
-	if old := sk.Spec.CID; old != "" && old != cid {
-		prev := []string{old}
-		for _, p := range (sk).CIDs()[1:] {
-			if p != cid && p != old && len(prev) < maxPreviousCIDs {
-				prev = append(prev, p)
-			}
-		}
-		metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillPreviousCIDs, strings.Join(prev, ","))
-	}
-	sk.Spec.Version, sk.Spec.CID, sk.Spec.Registry = version, cid, s.registryURL()
-	if displayName != "" {
-		sk.Spec.DisplayName = truncate(displayName, 200)
-	}
-	metav1.SetMetaDataAnnotation(&sk.ObjectMeta, agentsv1.AnnotationSkillInstalledAt, s.opts.Now().UTC().Format(time.RFC3339Nano))
-}
-
-// updateSkillVersion points sk (as read) at a new bundle and writes it. A conflict from a
-// writer that left the spec as read (the Skill controller's status writes) is retried on a
-// fresh read; one where the spec changed (a concurrent install or update) is the contract's
-// 409.
-func (s *Server) updateSkillVersion(ctx context.Context, sk *agentsv1.Skill, version, cid, displayName string) error {
-	read := sk.Spec
-	s.setSkillVersion(sk, version, cid, displayName)
-	err := retry.RetryOnConflict(skillRetry, func() error {
-		err := s.opts.Client.Update(ctx, sk)
-		if !apierrors.IsConflict(err) {
-			return err
-		}
-		cur := &agentsv1.Skill{}
-		if gerr := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(sk), cur); gerr != nil {
-			return gerr
-		}
-		if !equality.Semantic.DeepEqual(cur.Spec, read) {
-			return errorf(http.StatusConflict, msgSkillConflict) // no cause: not retried as a conflict
-		}
-		s.setSkillVersion(cur, version, cid, displayName)
-		*sk = *cur
-		return err
-	})
-	return skillWriteError(err)
-}
-
-// viewStoredSkill is the install's answer: the size is the bundle's the install just stored
-// (the Skill controller records it in status, from storage, on its own pass).
-func viewStoredSkill(sk *agentsv1.Skill, obj storage.Object) skillView {
-	v := viewSkill(sk)
-	v.Size = obj.Size
-	return v
-}
-
-// fetchBundle downloads slug@version, checks the bundle and stores it in the workspace's
-// skills space. Nothing is stored unless the checks pass.
-func (s *Server) fetchBundle(ctx context.Context, namespace, slug, version string) (storage.Object, error) {
-	zipBytes, err := clawhub.New(s.registryURL()).Download(ctx, slug, version)
-	if err != nil {
-		return storage.Object{}, registryError(err)
-	}
-	if _, err := clawhub.CheckBundle(zipBytes); err != nil {
-		return storage.Object{}, registryError(err)
-	}
-	if s.opts.Files == nil {
-		return storage.Object{}, errorf(http.StatusServiceUnavailable, ops.MsgStorageMissing)
-	}
-	obj, err := s.opts.Files.Put(ctx, storage.SkillsSpace(namespace), bytes.NewReader(zipBytes))
-	if err != nil {
-		if errors.Is(err, storage.ErrUnavailable) {
-			return storage.Object{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		return storage.Object{}, err
-	}
-	return obj, nil
-}
-
-// registryError maps registry and bundle failures to answers.
-func registryError(err error) error {
-	var be *clawhub.BundleError
-	switch {
-	case errors.As(err, &be):
-		return withCause(http.StatusUnprocessableEntity, msgInvalidBundle+": "+be.Reason, err)
-	case errors.Is(err, clawhub.ErrTooLarge):
-		return withCause(http.StatusUnprocessableEntity, msgBundleTooLarge, err)
-	case errors.Is(err, clawhub.ErrNotFound):
-		return withCause(http.StatusNotFound, msgSkillNotFound, err)
-	case errors.Is(err, clawhub.ErrInvalidSlug):
-		return withCause(http.StatusBadRequest, msgInvalidSlug, err)
-	case errors.Is(err, clawhub.ErrUnavailable):
-		return withCause(http.StatusServiceUnavailable, msgRegistryUnavailable, err)
-	case errors.Is(err, clawhub.ErrRegistry):
-		return withCause(http.StatusBadGateway, msgRegistryError, err)
-	}
-	return err
-}
-
-// skillWriteError maps a failed Skill update: a concurrent change is a version conflict.
-func skillWriteError(err error) error {
-	if apierrors.IsConflict(err) {
-		return withCause(http.StatusConflict, msgSkillConflict, err)
-	}
-	if apierrors.IsNotFound(err) {
-		return withCause(http.StatusNotFound, msgSkillNotFound, err)
-	}
-	return err
+	return ok(map[string]any{"skill": v})
 }
 
 // decodeOptionalJSON is decodeJSON for a body that may be empty.
@@ -315,7 +112,7 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 
 // listSkills answers the workspace's installed skills, by slug.
 func (s *Server) listSkills(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.workspaceSkills(r.Context(), c.Namespace)
+	list, err := s.ops.Skills(r.Context(), c.tenant())
 	if err != nil {
 		return nil, err
 	}
@@ -324,32 +121,4 @@ func (s *Server) listSkills(r *http.Request, c *Caller) (*Response, error) {
 		out = append(out, viewSkill(&list[i]))
 	}
 	return ok(map[string]any{"skills": out})
-}
-
-// workspaceSkills lists the workspace's Skills live, sorted by slug.
-func (s *Server) workspaceSkills(ctx context.Context, namespace string) ([]agentsv1.Skill, error) {
-	var list agentsv1.SkillList
-	if err := s.opts.APIReader.List(ctx, &list, client.InNamespace(namespace)); err != nil {
-		return nil, err
-	}
-	items := list.Items[:0]
-	for _, sk := range list.Items {
-		if sk.DeletionTimestamp == nil {
-			items = append(items, sk)
-		}
-	}
-	sort.Slice(items, func(i, j int) bool { return items[i].Spec.Slug < items[j].Spec.Slug })
-	return items, nil
-}
-
-// getSkill reads a Skill of the caller's workspace by object name.
-func (s *Server) getSkill(ctx context.Context, c *Caller, id string) (*agentsv1.Skill, error) {
-	sk := &agentsv1.Skill{}
-	if err := s.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: id}, sk); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {
-			return nil, withCause(http.StatusNotFound, msgSkillNotFound, err)
-		}
-		return nil, err
-	}
-	return sk, nil
 }
