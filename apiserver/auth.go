@@ -211,26 +211,6 @@ func (s *Server) callerFromGatewayToken(ctx context.Context, tok string) (*Calle
 	}, nil
 }
 
-// gatewaySecretFor finds, in the informer cache, the gateway-token Secret holding tok (nil
-// when none does).
-func (s *Server) gatewaySecretFor(ctx context.Context, tok string) (*corev1.Secret, error) {
-	if tok == "" {
-		return nil, nil
-	}
-	var cached corev1.SecretList
-	if err := s.opts.Client.List(ctx, &cached, client.MatchingFields{IndexGatewayTokenHash: auth.GatewayTokenHash(tok)}); err != nil {
-		return nil, err
-	}
-	for i := range cached.Items {
-		sec := &cached.Items[i]
-		stored := string(sec.Data[agentsv1.GatewayTokenDataKey])
-		if sec.Labels[agentsv1.LabelGatewayTokenOf] != "" && stored != "" && auth.TokensEqual(stored, tok) {
-			return sec, nil
-		}
-	}
-	return nil, nil
-}
-
 // workspace reads the caller's workspace; a missing or terminating one refuses the token.
 func (s *Server) workspace(ctx context.Context, name string) (*agentsv1.Workspace, error) {
 	ws := &agentsv1.Workspace{}

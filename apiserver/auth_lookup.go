@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
 )
 
 // Bounds of the live reads authentication may make.
@@ -25,7 +29,7 @@ const (
 )
 
 // authLookups reads what authentication needs (ApiKeys, Workspaces, an agent and its gateway
-// token) from the informer cache. Only a token whose signature verified gets here, and only
+// token; gatewaySecretFor finds a gateway token's Secret) from the informer cache. Only a token whose signature verified gets here, and only
 // on a cache miss does it read the API server: one request per object at a time
 // (singleflight), and an object found missing is not asked for again for authMissTTL.
 type authLookups struct {
@@ -94,4 +98,24 @@ func (l *authLookups) remember(id string, until time.Time) {
 		}
 	}
 	l.missing[id] = until
+}
+
+// gatewaySecretFor finds, in the informer cache, the gateway-token Secret holding tok (nil
+// when none does).
+func (s *Server) gatewaySecretFor(ctx context.Context, tok string) (*corev1.Secret, error) {
+	if tok == "" {
+		return nil, nil
+	}
+	var cached corev1.SecretList
+	if err := s.opts.Client.List(ctx, &cached, client.MatchingFields{IndexGatewayTokenHash: auth.GatewayTokenHash(tok)}); err != nil {
+		return nil, err
+	}
+	for i := range cached.Items {
+		sec := &cached.Items[i]
+		stored := string(sec.Data[agentsv1.GatewayTokenDataKey])
+		if sec.Labels[agentsv1.LabelGatewayTokenOf] != "" && stored != "" && auth.TokensEqual(stored, tok) {
+			return sec, nil
+		}
+	}
+	return nil, nil
 }

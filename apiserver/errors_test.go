@@ -27,8 +27,8 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"server failure", errors.New("engine said no"), http.StatusInternalServerError, msgRestartFailed},
-		{"forbidden to the manager", apierrors.NewForbidden(agents, "a1", errors.New("rbac")), http.StatusInternalServerError, msgRestartFailed},
+		{"server failure", errors.New("engine said no"), http.StatusInternalServerError, ops.MsgRestartFailed},
+		{"forbidden to the manager", apierrors.NewForbidden(agents, "a1", errors.New("rbac")), http.StatusInternalServerError, ops.MsgRestartFailed},
 		{"not found", apierrors.NewNotFound(agents, "a1"), http.StatusNotFound, msgNotFound},
 		{"conflict", apierrors.NewConflict(agents, "a1", errors.New("stale")), http.StatusConflict, msgConflict},
 		{"API server refused", fmt.Errorf("get: %w", refused), http.StatusServiceUnavailable, msgUnavailable},
@@ -38,9 +38,9 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 		{"invalid", apierrors.NewBadRequest("bad"), http.StatusBadRequest, "Validation failed"},
 		{"too large", &http.MaxBytesError{Limit: 1}, http.StatusRequestEntityTooLarge, msgBodyTooLarge},
 		{"chosen answer", errorf(http.StatusNotFound, ops.MsgAgentNotFound), http.StatusNotFound, ops.MsgAgentNotFound},
-		{"chosen failure", errorf(http.StatusInternalServerError, msgGatewayFailed), http.StatusInternalServerError, msgGatewayFailed},
+		{"chosen failure", errorf(http.StatusInternalServerError, ops.MsgGatewayFailed), http.StatusInternalServerError, ops.MsgGatewayFailed},
 	} {
-		got := httpError(withMessage(msgRestartFailed, tc.err))
+		got := httpError(withMessage(ops.MsgRestartFailed, tc.err))
 		if got.Status != tc.status || got.Message != tc.msg {
 			t.Errorf("%s: got %d %q, want %d %q", tc.name, got.Status, got.Message, tc.status, tc.msg)
 		}

@@ -11,23 +11,15 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/logredact"
+	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // Gateway logs (an addition beyond the contract): GET /v0/agents/{agentId}/logs.
 const (
-	msgInvalidTail    = "Invalid tail"
-	msgReadLogsFailed = "Failed to read logs"
-
-	defaultLogTail       = 200
-	defaultFollowLogTail = 50
-	maxLogTail           = 5000
-	maxLogBatch          = 1000 // lines written to a follower at once
+	maxLogBatch = 1000 // lines written to a follower at once
 
 	// logHold is how long at most a follower holds its last lines back for the next ones (a value
 	// split across two reads is hidden only if both halves are seen together).
@@ -73,42 +65,31 @@ func (s *Server) Followers() int64 { return s.followers.Load() }
 // wakes a suspended agent: the runtime answers with what it still keeps.
 func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 	q := r.URL.Query()
-	follow := q.Get("follow") == "true"
-	tail := defaultLogTail
-	if follow {
-		tail = defaultFollowLogTail
-	}
+	var tail *int
 	if q.Has("tail") {
 		n, err := strconv.Atoi(q.Get("tail"))
-		if err != nil || n < 1 || n > maxLogTail {
-			return nil, errorf(http.StatusBadRequest, msgInvalidTail)
+		if err != nil {
+			return nil, errorf(http.StatusBadRequest, ops.MsgInvalidTail)
 		}
-		tail = n
+		tail = &n
 	}
-	a, err := s.getAgent(r.Context(), c, r.PathValue("agentId"))
+	if q.Get("follow") != "true" {
+		lines, err := s.ops.AgentLogs(r.Context(), c.tenant(), r.PathValue("agentId"), tail)
+		if err != nil {
+			return nil, err
+		}
+		return ok(map[string]any{"lines": lines})
+	}
+	f, err := s.ops.FollowLogs(r.Context(), c.tenant(), r.PathValue("agentId"), tail)
 	if err != nil {
 		return nil, err
-	}
-	if s.opts.Runtime == nil {
-		return nil, errorf(http.StatusInternalServerError, msgReadLogsFailed)
-	}
-	red, err := s.logRedactor(r.Context(), a)
-	if err != nil {
-		return nil, withMessage(msgReadLogsFailed, err)
-	}
-	if !follow {
-		lines, err := s.opts.Runtime.Logs(r.Context(), a, runtime.LogRequest{Tail: tail})
-		if err != nil {
-			return nil, withMessage(msgReadLogsFailed, err)
-		}
-		return ok(map[string]any{"lines": red.RedactLines(lines)})
 	}
 	h := http.Header{}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no") // proxies: do not buffer the stream
 	return &Response{Status: http.StatusOK, Header: h, Stream: func(w http.ResponseWriter) {
-		s.streamLogs(w, r, a, tail, red)
+		s.streamLogs(w, r, f)
 	}}, nil
 }
 
@@ -144,7 +125,8 @@ func (f *logFollower) push(line string) bool {
 
 // streamLogs serves one follower until the client leaves, the agent is deleted or the
 // follower is too slow.
-func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.Agent, tail int, red *logredact.Redactor) {
+func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogFollow) {
+	a := lf.Agent
 	s.followers.Add(1)
 	defer s.followers.Add(-1)
 	ctx, cancel := context.WithCancel(r.Context())
@@ -155,7 +137,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 	writerDone, pumpDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		deleted <- s.pumpLogs(ctx, a, tail, f)
+		deleted <- s.pumpLogs(ctx, a, lf.Tail, f)
 		select {
 		case <-f.slow:
 			// A writer blocked on a client that does not read is released.
@@ -179,7 +161,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 	}
 	keep := time.NewTicker(s.opts.Logs.KeepAlive)
 	defer keep.Stop()
-	rl := s.newRedactedLines(ctx, a, red)
+	rl := newRedactedLines(lf.Redactor)
 	defer rl.hold.Stop()
 	var buf strings.Builder
 	send := func(ev string) bool {
@@ -232,7 +214,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, a *agentsv1.
 				return
 			}
 		case <-keep.C:
-			if s.agentGone(ctx, a) {
+			if s.ops.AgentGone(ctx, a) {
 				buf.Reset()
 				out(true)
 				buf.WriteString("event: end\ndata: agent deleted\n\n")
@@ -277,7 +259,7 @@ func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *l
 		_, err := s.opts.Runtime.Logs(ctx, a, req)
 		// Followed again: only what is written from now on (a new container's output), where
 		// the runtime can tell.
-		req.Tail, req.Since = maxLogTail, time.Now()
+		req.Tail, req.Since = ops.MaxLogTail, time.Now()
 		select {
 		case <-ctx.Done():
 			return false
@@ -291,7 +273,7 @@ func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *l
 		if !errors.Is(err, io.EOF) && !errors.Is(err, runtime.ErrNotRunning) {
 			logr.FromContextOrDiscard(ctx).V(1).Info("following gateway logs failed; retrying", "agent", a.Name, "error", err.Error())
 		}
-		if s.agentGone(ctx, a) {
+		if s.ops.AgentGone(ctx, a) {
 			return true
 		}
 		select {
@@ -300,17 +282,4 @@ func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *l
 		case <-time.After(s.opts.Logs.Retry):
 		}
 	}
-}
-
-// agentGone reports whether the agent was deleted (or is being deleted) since it was read.
-func (s *Server) agentGone(ctx context.Context, a *agentsv1.Agent) bool {
-	cur := &agentsv1.Agent{}
-	err := s.opts.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur)
-	switch {
-	case apierrors.IsNotFound(err):
-		return true
-	case err != nil:
-		return false
-	}
-	return cur.UID != a.UID || cur.DeletionTimestamp != nil
 }

@@ -34,13 +34,13 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 
 // contractMessages are the error strings the interface contract fixes.
 var contractMessages = []string{
-	msgMissingUserID, msgAgentLimit, ops.MsgStorageMissing, ops.MsgSyncFailed, ops.MsgSnapshotNotFound,
+	msgMissingUserID, ops.MsgAgentLimit, ops.MsgStorageMissing, ops.MsgSyncFailed, ops.MsgSnapshotNotFound,
 	ops.MsgInvalidSnapshotCID, ops.MsgUnsupportedChannel, ops.MsgChannelConfigFailed, ops.MsgChannelRemoveFailed,
-	msgInvalidCommand, msgExecFailed, msgInvalidJSON, msgValidationFailed, msgReadConfigFailed,
-	msgWriteConfigFailed, msgInvalidVersion, msgRestartFailed, msgScriptLaunch, msgFileTooLarge,
-	msgCLIError, msgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,
+	msgInvalidCommand, msgExecFailed, ops.MsgInvalidJSON, ops.MsgValidationFailed, ops.MsgReadConfigFailed,
+	ops.MsgWriteConfigFailed, ops.MsgInvalidVersion, ops.MsgRestartFailed, ops.MsgScriptLaunch, msgFileTooLarge,
+	ops.MsgCLIError, ops.MsgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,
 	ops.MsgConflictingSecrets, msgInvalidParameters, msgCreateCronFailed, msgListCronFailed,
-	msgGatewayFailed,
+	ops.MsgGatewayFailed,
 }
 
 // operations are every documented operation by "METHOD /path".

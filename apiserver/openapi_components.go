@@ -23,8 +23,8 @@ func docInfo() openapi.Info {
 			"Each client address and each token is rate limited: over the limit the answer is 429 with `Retry-After`. `" + HeaderWorkspace + "` pins the workspace a token must belong to. " +
 			"A token needs the route's scope (a `:write` scope implies its `:read`) and a role that allows the route's " +
 			"permission: `viewer` reads, `member` also writes, `admin` and `owner` may do everything.\n\n" +
-			"**Errors.** `/v0` answers `{\"error\": \"<string>\"}` (a few add fields, e.g. `agent` on `" + msgGatewayFailed +
-			"`, `issues` on `" + msgInvalidConfig + "`); `/v3` answers `{\"error\": {\"code\": <status>, \"message\": \"<string>\"}}`. " +
+			"**Errors.** `/v0` answers `{\"error\": \"<string>\"}` (a few add fields, e.g. `agent` on `" + ops.MsgGatewayFailed +
+			"`, `issues` on `" + ops.MsgInvalidConfig + "`); `/v3` answers `{\"error\": {\"code\": <status>, \"message\": \"<string>\"}}`. " +
 			"Each response lists the exact strings its route can answer. The facade validates before it writes; should " +
 			"the Kubernetes API server still refuse a write, the answer is 400 `Validation failed: <causes>` or 409 `" +
 			msgConflict + "`. Unknown paths answer 404 `" + msgNotFound + "`, known paths with another method 405 `" +

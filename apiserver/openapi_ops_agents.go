@@ -39,8 +39,8 @@ var agentReply = openapi.Props{"agent": agentView{}}
 var deletedReply = openapi.Props{"id": openapi.String(), "deleted": openapi.Bool()}
 
 func agentOps() map[string]*openapi.Op {
-	gatewayFailed := openapi.Fail{Status: http.StatusInternalServerError, Msgs: []string{msgGatewayFailed}, Extra: openapi.Props{
-		"agent": openapi.Describe(&openapi.Schema{AllOf: []*openapi.Schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+msgGatewayFailed+"` and `"+msgRestartFailed+"`: the agent, which is listed and can be restarted."),
+	gatewayFailed := openapi.Fail{Status: http.StatusInternalServerError, Msgs: []string{ops.MsgGatewayFailed}, Extra: openapi.Props{
+		"agent": openapi.Describe(&openapi.Schema{AllOf: []*openapi.Schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+ops.MsgGatewayFailed+"` and `"+ops.MsgRestartFailed+"`: the agent, which is listed and can be restarted."),
 	}}
 	return map[string]*openapi.Op{
 		"GET /v0/agents": {
@@ -54,7 +54,7 @@ func agentOps() map[string]*openapi.Op {
 			Query: []*openapi.Parameter{waitParam},
 			Body:  createAgentRequest{},
 			Fields: map[string]*openapi.Schema{
-				"name":     {Description: "1 to 100 characters, not blank, none of `<>{}`\\` or control characters.", MaxLength: openapi.Ptr(maxAgentNameRunes)},
+				"name":     {Description: "1 to 100 characters, not blank, none of `<>{}`\\` or control characters.", MaxLength: openapi.Ptr(ops.MaxAgentNameRunes)},
 				"template": {Description: "A published template's slug."}, "templateId": {Description: "A published template's id."},
 			},
 			Replies: []openapi.Reply{
@@ -62,9 +62,9 @@ func agentOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusAccepted, "The agent, still starting (`wait=false`, or the wait ended).", agentReply),
 			},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgNameRequired, msgNameTooLong, msgNameBanned, msgInvalidVersion),
-				openapi.Fails(http.StatusForbidden, msgAgentLimit),
-				openapi.Fails(http.StatusNotFound, msgTemplateNotFound),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgNameRequired, ops.MsgNameTooLong, ops.MsgNameBanned, ops.MsgInvalidVersion),
+				openapi.Fails(http.StatusForbidden, ops.MsgAgentLimit),
+				openapi.Fails(http.StatusNotFound, ops.MsgTemplateNotFound),
 				gatewayFailed,
 			},
 		},
@@ -87,8 +87,8 @@ func agentOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusAccepted, "Restart requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion), notFoundAgent,
-				{Status: http.StatusInternalServerError, Msgs: []string{msgRestartFailed}, Extra: gatewayFailed.Extra},
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgInvalidVersion), notFoundAgent,
+				{Status: http.StatusInternalServerError, Msgs: []string{ops.MsgRestartFailed}, Extra: gatewayFailed.Extra},
 			},
 		},
 		"POST /v0/agents/{agentId}/suspend": {
@@ -102,7 +102,7 @@ func agentOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Suspended; no gateway runs.", agentReply),
 				openapi.Answer(http.StatusAccepted, "Suspension requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
-			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgSuspendFailed)},
+			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgSuspendFailed)},
 		},
 		"POST /v0/agents/{agentId}/resume": {
 			ID: "resumeAgent", Tag: "agents", Summary: "Resume a suspended agent (an addition beyond the contract)",
@@ -112,7 +112,7 @@ func agentOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Resumed; the gateway answers.", agentReply),
 				openapi.Answer(http.StatusAccepted, "Resume requested, not done yet (`wait=false`, or the wait ended).", agentReply),
 			},
-			Fails: []openapi.Fail{notFoundAgent, {Status: http.StatusInternalServerError, Msgs: []string{msgResumeFailed}, Extra: gatewayFailed.Extra}},
+			Fails: []openapi.Fail{notFoundAgent, {Status: http.StatusInternalServerError, Msgs: []string{ops.MsgResumeFailed}, Extra: gatewayFailed.Extra}},
 		},
 		"GET /v0/agents/{agentId}/logs": {
 			ID: "getAgentLogs", Tag: "agents", Summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
@@ -126,7 +126,7 @@ func agentOps() map[string]*openapi.Op {
 				"waiting; when they stay full it is cut off with `event: error` and `data: too slow`.",
 			Query: []*openapi.Parameter{
 				openapi.QueryParam("tail", "How many of the last lines: 1 to 5000 (default 200, 50 with `follow=true`).",
-					&openapi.Schema{Type: "integer", Minimum: openapi.Ptr(int64(1)), Maximum: openapi.Ptr(int64(maxLogTail))}),
+					&openapi.Schema{Type: "integer", Minimum: openapi.Ptr(int64(1)), Maximum: openapi.Ptr(int64(ops.MaxLogTail))}),
 				openapi.QueryParam("follow", "`true` streams the lines as server-sent events until the client leaves.", openapi.EnumOf("true", "false")),
 			},
 			Replies: []openapi.Reply{{
@@ -135,7 +135,7 @@ func agentOps() map[string]*openapi.Op {
 				Also: map[string]*openapi.Schema{"text/event-stream": openapi.Describe(openapi.String(),
 					"Server-sent events: `data: <line>` per line, `: keep-alive` comments, `event: end` / `event: error` before the stream closes.")},
 			}},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidTail), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgReadLogsFailed)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidTail), notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgReadLogsFailed)},
 		},
 		"GET /v0/agents/{agentId}/versions": {
 			ID: "getAgentVersions", Tag: "agents", Summary: "Engine versions: the agent's and the offered ones",
@@ -161,7 +161,7 @@ func agentOps() map[string]*openapi.Op {
 			Description: "A one-hour JWT the agent uses to read its own routes (`agents:read`, this agent only; no /v3 files). " +
 				"It is stateless (no object is stored per mint) and is refused once the agent is deleted or its gateway token rotated.",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The token.", openapi.Props{"token": openapi.String(), "expiresAt": &openapi.Schema{Type: "string", Format: "date-time"}})},
-			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgTokenGenFailed)},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgTokenGenFailed)},
 		},
 		"POST /v0/agents/{agentId}/scripts/retry": {
 			ID: "retryStartupScripts", Tag: "agents", Summary: "Re-run the agent's start-up scripts",
@@ -169,12 +169,12 @@ func agentOps() map[string]*openapi.Op {
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The scripts ran.", openapi.Props{
 				"exitCode": openapi.Integer(), "stdout": openapi.String(), "stderr": openapi.String(), "timestamp": &openapi.Schema{Type: "string", Format: "date-time"},
 			})},
-			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgScriptLaunch)},
+			Fails: []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgScriptLaunch)},
 		},
 		"GET /v0/agents/{agentId}/devices": {
 			ID: "listDevices", Tag: "agents", Summary: "The gateway's paired and pending devices",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The devices, as the engine reports them.", engine.Devices{})},
-			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgCLIError)},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgCLIError)},
 		},
 		"GET /v0/templates": {
 			ID: "listTemplates", Tag: "agents", Summary: "List the published agent templates",
@@ -209,7 +209,7 @@ func engineOps() map[string]*openapi.Op {
 		"GET /v0/agents/{agentId}/config": {
 			ID: "getConfig", Tag: "engine", Summary: "Read the agent's engine config",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The config.", configReply)},
-			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgReadConfigFailed)},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgReadConfigFailed)},
 		},
 		"PUT /v0/agents/{agentId}/config": {
 			ID: "putConfig", Tag: "engine", Summary: "Validate and replace the agent's engine config",
@@ -218,11 +218,11 @@ func engineOps() map[string]*openapi.Op {
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The config as rendered.", configReply),
 				openapi.Answer(http.StatusAccepted, "Stored; the agent has not rendered it yet (its gateway does not run, or the wait ended).", configReply)},
 			Fails: []openapi.Fail{
-				{Status: http.StatusBadRequest, Msgs: []string{msgInvalidJSON, msgInvalidConfig}, Extra: openapi.Props{
-					"issues": openapi.Describe(openapi.Nullable(openapi.ArrayOf(openapi.String())), "With `"+msgInvalidConfig+"` from the engine's validator: what is wrong."),
+				{Status: http.StatusBadRequest, Msgs: []string{ops.MsgInvalidJSON, ops.MsgInvalidConfig}, Extra: openapi.Props{
+					"issues": openapi.Describe(openapi.Nullable(openapi.ArrayOf(openapi.String())), "With `"+ops.MsgInvalidConfig+"` from the engine's validator: what is wrong."),
 				}},
 				notFoundAgent,
-				openapi.Fails(http.StatusInternalServerError, msgWriteConfigFailed, msgValidationFailed, msgReadConfigFailed),
+				openapi.Fails(http.StatusInternalServerError, ops.MsgWriteConfigFailed, ops.MsgValidationFailed, ops.MsgReadConfigFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/config/validate": {
@@ -230,7 +230,7 @@ func engineOps() map[string]*openapi.Op {
 			Body: configRequest{}, Required: []string{"config"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The verdict (an invalid config is a 200 with valid false).", openapi.Props{"valid": openapi.Bool(), "output": openapi.String()})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidJSON), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgValidationFailed),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidJSON), notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgValidationFailed),
 			},
 		},
 		"GET /v0/agents/{agentId}/tasks": {

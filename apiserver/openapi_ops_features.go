@@ -115,7 +115,7 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusOK, "Already installed, or updated to this version.", openapi.Props{"skill": skillView{}}),
 			},
 			Fails: slices.Concat([]openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidSlug, msgInvalidBody, msgInvalidVersion),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidSlug, msgInvalidBody, ops.MsgInvalidVersion),
 				openapi.Fails(http.StatusNotFound, ops.MsgSkillNotFound), openapi.Fails(http.StatusConflict, ops.MsgSkillConflict),
 			}, registry),
 		},
@@ -164,7 +164,7 @@ func skillOps() map[string]*openapi.Op {
 				openapi.Answer(http.StatusAccepted, "Updated; the workspace is not updated yet.", openapi.Props{"skill": skillView{}}),
 			},
 			Fails: slices.Concat([]openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgInvalidVersion),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgInvalidVersion),
 				openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSkillNotFound), openapi.Fails(http.StatusConflict, ops.MsgSkillConflict),
 			}, registry),
 		},

@@ -75,7 +75,7 @@ func secretOps() map[string]*openapi.Op {
 			},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The issue.", openapi.Props{"issue": issueView{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidBody, msgIssueTitle), openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgAgentNotFound),
+				openapi.Fails(http.StatusBadRequest, msgInvalidBody, ops.MsgIssueTitle), openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgAgentNotFound),
 			},
 		},
 	}

@@ -61,8 +61,6 @@ type Server struct {
 	registered []RouteInfo
 	// ops are the operations the handlers call.
 	ops *ops.Ops
-	// activity remembers the last-active stamps this replica wrote.
-	activity activityStamps
 	// followers counts the log streams being served.
 	followers atomic.Int64
 	// lookups are authentication's bounded reads of the API server.

@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"net/http"
-	"sort"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -35,16 +34,13 @@ func viewTemplate(t *agentsv1.AgentTemplate) templateView {
 
 // listTemplates answers the published templates, by slug.
 func (s *Server) listTemplates(r *http.Request, _ *Caller) (*Response, error) {
-	var list agentsv1.AgentTemplateList
-	if err := s.opts.APIReader.List(r.Context(), &list); err != nil {
+	list, err := s.ops.Templates(r.Context())
+	if err != nil {
 		return nil, err
 	}
-	out := []templateView{}
-	for i := range list.Items {
-		if list.Items[i].Spec.State == agentsv1.TemplatePublished {
-			out = append(out, viewTemplate(&list.Items[i]))
-		}
+	out := make([]templateView, 0, len(list))
+	for i := range list {
+		out = append(out, viewTemplate(&list[i]))
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Slug < out[j].Slug })
 	return ok(map[string]any{"templates": out})
 }

@@ -29,7 +29,7 @@ func TestChannelTypeFor(t *testing.T) {
 		{"slack", "", Forbidden, MsgChannelPlan},
 	} {
 		_, err := ChannelTypeFor(tc.name, tc.plan)
-		wantFail(t, err, tc.code, tc.msg)
+		wantFail(t, "", err, tc.code, tc.msg)
 	}
 	for _, typ := range agentsv1.ChannelTypes {
 		if got, err := ChannelTypeFor(string(typ), agentsv1.PlanPro); err != nil || got != typ {
@@ -59,7 +59,7 @@ func TestChannelSetupValidate(t *testing.T) {
 		{"an allowFrom entry too long", ChannelSetup{AllowFrom: &[]string{strings.Repeat("é", maxAllowFromEntry+1)}}, MsgInvalidAllowFrom},
 		{"too many senders", ChannelSetup{AllowFrom: &many}, MsgInvalidAllowFrom},
 	} {
-		t.Run(tc.name, func(t *testing.T) { wantFail(t, tc.q.validate(), Invalid, tc.msg) })
+		t.Run(tc.name, func(t *testing.T) { wantFail(t, "", tc.q.validate(), Invalid, tc.msg) })
 	}
 
 	q := ChannelSetup{BotToken: ptr(""), AppToken: ptr("xapp-1"), DMPolicy: ptr(""), AllowFrom: &[]string{" @a ", "@b", "@a"}}
@@ -97,7 +97,7 @@ func TestChannelSetupCheckTokens(t *testing.T) {
 			q := tc.q
 			err := q.checkTokens(tc.typ, tc.cur)
 			if tc.msg != "" {
-				wantFail(t, err, Invalid, tc.msg)
+				wantFail(t, "", err, Invalid, tc.msg)
 				return
 			}
 			if err != nil {
@@ -187,7 +187,7 @@ func TestSetupChannelRefuses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := o.SetupChannel(ctx, ws, tc.plan, tc.agent, tc.channel, tc.q)
-			wantFail(t, err, tc.code, tc.msg)
+			wantFail(t, "", err, tc.code, tc.msg)
 		})
 	}
 	var secrets corev1.SecretList
@@ -199,9 +199,9 @@ func TestSetupChannelRefuses(t *testing.T) {
 func TestDeleteChannelNotFound(t *testing.T) {
 	o, _ := newTestOps(t, testAgent("a1"))
 	_, err := o.DeleteChannel(context.Background(), Tenant{Namespace: testNS}, agentsv1.PlanPro, "a1", "telegram")
-	wantFail(t, err, NotFound, MsgChannelNotFound)
+	wantFail(t, "", err, NotFound, MsgChannelNotFound)
 	_, err = o.DeleteChannel(context.Background(), Tenant{Namespace: testNS}, agentsv1.PlanFree, "a1", "telegram")
-	wantFail(t, err, Forbidden, MsgChannelPlan)
+	wantFail(t, "", err, Forbidden, MsgChannelPlan)
 }
 
 func TestPickChannel(t *testing.T) {

@@ -64,6 +64,8 @@ type Ops struct {
 	d Deps
 	// waiters wake the waits for controllers' acknowledgements (WaitFor).
 	waiters waiters
+	// activity remembers the last-active stamps this replica wrote (Awaken).
+	activity activityStamps
 }
 
 // New returns the operations over d.

@@ -47,12 +47,8 @@ const (
 	MaxAgentSkills = 10
 )
 
-// Texts of messages that the agents' files of the facade still own (agents.go: `Invalid
-// version`); spelled here, the same string, until it moves into this package.
-const (
-	textInvalidVersion  = "Invalid version"
-	maxSkillDisplayName = 200
-)
+// maxSkillDisplayName bounds a skill's display name from the registry.
+const maxSkillDisplayName = 200
 
 // maxPreviousCIDs bounds the earlier versions a Skill remembers.
 const maxPreviousCIDs = 20
@@ -100,7 +96,7 @@ func (o *Ops) InstallSkill(ctx context.Context, t Tenant, slug, version string) 
 		return SkillInstall{}, err
 	}
 	if version != "" && !clawhub.ValidVersion(version) {
-		return SkillInstall{}, Fail(Invalid, textInvalidVersion)
+		return SkillInstall{}, Fail(Invalid, MsgInvalidVersion)
 	}
 	if o.d.Files == nil {
 		return SkillInstall{}, Fail(Unavailable, MsgStorageMissing)

@@ -137,7 +137,7 @@ type SkillUpdate struct {
 func (o *Ops) UpdateAgentSkill(ctx context.Context, t Tenant, agentID, skillID string, u SkillUpdate) (*agentsv1.Skill, bool, error) {
 	for _, v := range []string{u.Version, u.ExpectedVersion} {
 		if v != "" && !clawhub.ValidVersion(v) {
-			return nil, false, Fail(Invalid, textInvalidVersion)
+			return nil, false, Fail(Invalid, MsgInvalidVersion)
 		}
 	}
 	agent, err := o.Agent(ctx, t, agentID)

@@ -10,36 +10,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/storage"
 	"github.com/agentplane/agentplane/internal/storage/local"
 )
-
-// fakeOps are operations over the controller-runtime fake client holding objs.
-func fakeOps(t *testing.T, d Deps, objs ...client.Object) (*Ops, client.Client) {
-	t.Helper()
-	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
-		WithStatusSubresource(&agentsv1.Agent{}, &agentsv1.Skill{}, &agentsv1.Snapshot{}).Build()
-	d.Client = c
-	return New(d), c
-}
-
-// wantFailure checks that err is an *Error of code with message.
-func wantFailure(t *testing.T, what string, err error, code Code, message string) {
-	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) {
-		t.Fatalf("%s: want %s %q, got %v", what, code, message, err)
-	}
-	if e.Code != code || e.Message != message {
-		t.Fatalf("%s: want %s %q, got %s %q", what, code, message, e.Code, e.Message)
-	}
-}
 
 // stored puts n distinct bundles into a local store and returns their CIDs.
 func stored(t *testing.T, n int) (storage.Store, []string) {
@@ -81,7 +58,7 @@ func TestSkillInputRules(t *testing.T) {
 	ctx := context.Background()
 	ws := Tenant{Namespace: "ws"}
 	_, cids := stored(t, MaxAgentSkills+1)
-	o, _ := fakeOps(t, Deps{})
+	o, _ := fakeOps(Deps{})
 	many := cids
 	for _, tc := range []struct {
 		what    string
@@ -91,21 +68,21 @@ func TestSkillInputRules(t *testing.T) {
 	}{
 		{"a slug ClawHub cannot hold", CheckSkillSlug("../etc"), Invalid, MsgInvalidSlug},
 		{"install: a bad slug", second(o.InstallSkill(ctx, ws, "no slug", "")), Invalid, MsgInvalidSlug},
-		{"install: a bad version", second(o.InstallSkill(ctx, ws, "weather", "not a version!")), Invalid, textInvalidVersion},
+		{"install: a bad version", second(o.InstallSkill(ctx, ws, "weather", "not a version!")), Invalid, MsgInvalidVersion},
 		{"install without storage", second(o.InstallSkill(ctx, ws, "weather", "1.0.0")), Unavailable, MsgStorageMissing},
 		{"attach: no CIDs", third(o.AttachSkills(ctx, ws, "a1", nil)), Invalid, MsgSkillCIDsRequired},
 		{"attach: over the limit, before the agent is looked up", third(o.AttachSkills(ctx, ws, "nobody", many)), Invalid, MsgSkillsMax},
 		{"attach: a missing agent", third(o.AttachSkills(ctx, ws, "nobody", cids[:1])), NotFound, MsgAgentNotFound},
 		{"attach: another agent than a bound credential's", third(o.AttachSkills(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1", cids[:1])), NotFound, MsgAgentNotFound},
-		{"update: a bad version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{Version: "x y"})), Invalid, textInvalidVersion},
-		{"update: a bad expected version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{ExpectedVersion: "x y"})), Invalid, textInvalidVersion},
+		{"update: a bad version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{Version: "x y"})), Invalid, MsgInvalidVersion},
+		{"update: a bad expected version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{ExpectedVersion: "x y"})), Invalid, MsgInvalidVersion},
 		{"a skill name the API server refuses", second(o.Skill(ctx, ws, "Not_A_Name")), NotFound, MsgSkillNotFound},
 	} {
-		wantFailure(t, tc.what, tc.err, tc.code, tc.message)
+		wantFail(t, tc.what, tc.err, tc.code, tc.message)
 	}
 	// Eleven CIDs of which only ten are distinct are within the limit.
 	dup := append(append([]string{}, cids[:MaxAgentSkills]...), cids[0])
-	wantFailure(t, "attach: ten distinct CIDs", third(o.AttachSkills(ctx, ws, "nobody", dup)), NotFound, MsgAgentNotFound)
+	wantFail(t, "attach: ten distinct CIDs", third(o.AttachSkills(ctx, ws, "nobody", dup)), NotFound, MsgAgentNotFound)
 }
 
 func second[A any](_ A, err error) error        { return err }
@@ -121,11 +98,11 @@ func TestAttachSkills(t *testing.T) {
 	for i, c := range cids {
 		objs = append(objs, skillObject(fmt.Sprintf("skill-%d", i), c))
 	}
-	o, c := fakeOps(t, Deps{}, objs...)
+	o, c := fakeOps(Deps{}, objs...)
 
-	wantFailure(t, "an eleventh skill", third(o.AttachSkills(ctx, ws, "full", cids[MaxAgentSkills:])), Invalid, MsgSkillsMax)
-	wantFailure(t, "a CID no Skill has", third(o.AttachSkills(ctx, ws, "a1", []string{"bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"})), NotFound, MsgSkillNotFound)
-	wantFailure(t, "not a CID", third(o.AttachSkills(ctx, ws, "a1", []string{"nope"})), NotFound, MsgSkillNotFound)
+	wantFail(t, "an eleventh skill", third(o.AttachSkills(ctx, ws, "full", cids[MaxAgentSkills:])), Invalid, MsgSkillsMax)
+	wantFail(t, "a CID no Skill has", third(o.AttachSkills(ctx, ws, "a1", []string{"bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"})), NotFound, MsgSkillNotFound)
+	wantFail(t, "not a CID", third(o.AttachSkills(ctx, ws, "a1", []string{"nope"})), NotFound, MsgSkillNotFound)
 
 	agent, synced, err := o.AttachSkills(ctx, ws, "a1", []string{cids[0], cids[1], cids[0]})
 	if err != nil {
@@ -146,8 +123,8 @@ func TestAttachSkills(t *testing.T) {
 	if _, _, err := o.DetachSkill(ctx, ws, "a1", SkillObjectName("skill-0")); err != nil {
 		t.Fatal(err)
 	}
-	wantFailure(t, "detach twice", third(o.DetachSkill(ctx, ws, "a1", SkillObjectName("skill-0"))), NotFound, MsgSkillNotFound)
-	wantFailure(t, "detach what is not attached", third(o.DetachSkill(ctx, ws, "a1", "unknown")), NotFound, MsgSkillNotFound)
+	wantFail(t, "detach twice", third(o.DetachSkill(ctx, ws, "a1", SkillObjectName("skill-0"))), NotFound, MsgSkillNotFound)
+	wantFail(t, "detach what is not attached", third(o.DetachSkill(ctx, ws, "a1", "unknown")), NotFound, MsgSkillNotFound)
 
 	list, err := o.AgentSkills(ctx, ws, "a1")
 	if err != nil {
@@ -170,7 +147,7 @@ func TestInstallSkill(t *testing.T) {
 	reg.Add("evil", "Evil", "1.0.0", clawhubtest.Files("../SKILL.md", "x"))
 	st, _ := stored(t, 0)
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	o, _ := fakeOps(t, Deps{Files: st, ClawHubURL: reg.URL + "/", Now: func() time.Time { return now }})
+	o, _ := fakeOps(Deps{Files: st, ClawHubURL: reg.URL + "/", Now: func() time.Time { return now }})
 
 	in, err := o.InstallSkill(ctx, ws, "weather", "")
 	if err != nil {
@@ -188,14 +165,14 @@ func TestInstallSkill(t *testing.T) {
 		t.Fatalf("the same version again: %+v, %v", again, err)
 	}
 
-	wantFailure(t, "a version the registry lacks", second(o.InstallSkill(ctx, ws, "weather", "9.9.9")), NotFound, MsgSkillNotFound)
-	wantFailure(t, "a slug the registry lacks", second(o.InstallSkill(ctx, ws, "nothing", "")), NotFound, MsgSkillNotFound)
+	wantFail(t, "a version the registry lacks", second(o.InstallSkill(ctx, ws, "weather", "9.9.9")), NotFound, MsgSkillNotFound)
+	wantFail(t, "a slug the registry lacks", second(o.InstallSkill(ctx, ws, "nothing", "")), NotFound, MsgSkillNotFound)
 	var e *Error
 	if err := second(o.InstallSkill(ctx, ws, "evil", "")); !errors.As(err, &e) || e.Code != Unprocessable || !strings.HasPrefix(e.Message, MsgInvalidBundle+": ") {
 		t.Fatalf("a zip-slip bundle: %v", err)
 	}
 	reg.FailWith(503)
-	wantFailure(t, "a failing registry", second(o.InstallSkill(ctx, ws, "weather", "")), Unavailable, MsgRegistryUnavailable)
+	wantFail(t, "a failing registry", second(o.InstallSkill(ctx, ws, "weather", "")), Unavailable, MsgRegistryUnavailable)
 }
 
 // TestRegistryError: how registry and bundle failures read.
@@ -213,7 +190,7 @@ func TestRegistryError(t *testing.T) {
 		{clawhub.ErrUnavailable, Unavailable, MsgRegistryUnavailable},
 		{clawhub.ErrRegistry, BadGateway, MsgRegistryError},
 	} {
-		wantFailure(t, tc.err.Error(), registryError(tc.err), tc.code, tc.message)
+		wantFail(t, tc.err.Error(), registryError(tc.err), tc.code, tc.message)
 	}
 	if got := registryError(other); got != other {
 		t.Fatalf("an unknown error passes as it is; got %v", got)

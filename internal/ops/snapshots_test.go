@@ -17,8 +17,8 @@ func TestSnapshotInputRules(t *testing.T) {
 	ctx := context.Background()
 	ws := Tenant{Namespace: "ws"}
 	st, cids := stored(t, 1)
-	o, _ := fakeOps(t, Deps{}, agentObject("a1", false))
-	withStore, _ := fakeOps(t, Deps{Files: st}, agentObject("a1", false))
+	o, _ := fakeOps(Deps{}, agentObject("a1", false))
+	withStore, _ := fakeOps(Deps{Files: st}, agentObject("a1", false))
 	for _, tc := range []struct {
 		what    string
 		err     error
@@ -33,7 +33,7 @@ func TestSnapshotInputRules(t *testing.T) {
 		{"sync without storage", second(o.SyncSnapshot(ctx, ws, "a1")), Invalid, MsgStorageMissing},
 		{"history: another agent than a bound credential's", second(o.Snapshots(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1")), NotFound, MsgAgentNotFound},
 	} {
-		wantFailure(t, tc.what, tc.err, tc.code, tc.message)
+		wantFail(t, tc.what, tc.err, tc.code, tc.message)
 	}
 	list, err := withStore.Snapshots(ctx, ws, "a1")
 	if err != nil || len(list) != 0 {
@@ -52,7 +52,7 @@ func TestRestoreFailure(t *testing.T) {
 		{agentsv1.ReasonStorageNotConfigured, Invalid, MsgStorageMissing},
 		{"SomethingElse", Internal, MsgResetFailed},
 	} {
-		wantFailure(t, tc.reason, restoreFailure(&metav1.Condition{Reason: tc.reason}), tc.code, tc.message)
+		wantFail(t, tc.reason, restoreFailure(&metav1.Condition{Reason: tc.reason}), tc.code, tc.message)
 	}
 	if err := restoreFailure(&metav1.Condition{Reason: agentsv1.ReasonStorageUnavailable}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("unreachable storage: %v", err)
