@@ -2,7 +2,6 @@ package apiserver
 
 import (
 	"context"
-	"encoding/base32"
 	"errors"
 	"maps"
 	"net/http"
@@ -14,9 +13,6 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/ops"
 )
-
-// agentIDEncoding spells random object ids (domain ids; agent ids are ops' newAgentID).
-var agentIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
 
 // agentView is an agent as the REST API shows it.
 type agentView struct {
@@ -130,9 +126,6 @@ func (s *Server) deleteAgent(r *http.Request, c *Caller) (*Response, error) {
 	}
 	return ok(map[string]any{"id": a.Name, "deleted": true})
 }
-
-// provisionWait bounds a wait for a controller's verdict (Options.ProvisionTimeout).
-func (s *Server) provisionWait() time.Duration { return s.ops.ProvisionWait() }
 
 // noWait: the caller asked not to wait for the controllers (?wait=false).
 func noWait(r *http.Request) bool { return r.URL.Query().Get("wait") == "false" }

@@ -2,8 +2,6 @@ package apiserver
 
 import (
 	"net/http"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // suspendAgent asks the agent to sleep (spec.suspended) and waits for the controller to have
@@ -19,9 +17,6 @@ func (s *Server) resumeAgent(r *http.Request, c *Caller) (*Response, error) {
 	a, running, err := s.ops.ResumeAgent(r.Context(), c.tenant(), r.PathValue("agentId"), !noWait(r))
 	return agentAnswer(a, running, http.StatusOK, err)
 }
-
-// stampAfter is a request stamp for now, made strictly later than prev (ops.StampAfter).
-func (s *Server) stampAfter(prev *metav1.Time) metav1.Time { return s.ops.StampAfter(prev) }
 
 // awaken runs before a route that needs the agent's gateway: the request counts as the
 // agent's activity (for the idle policy) and a sleeping agent is woken, its gateway awaited

@@ -2,8 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"sort"
 	"strings"
@@ -49,16 +47,8 @@ func ValidateAgentName(name string) error {
 	return nil
 }
 
-var agentIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
 // newAgentID returns a random agent id; ids are object names and unique across workspaces.
-func newAgentID() string {
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return "agt-" + agentIDEncoding.EncodeToString(b)
-}
+func newAgentID() string { return newID("agt-", 10) }
 
 // NewAgent is an agent to create.
 type NewAgent struct {

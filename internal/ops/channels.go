@@ -180,7 +180,7 @@ func (o *Ops) DeleteChannel(ctx context.Context, t Tenant, plan agentsv1.Plan, a
 			return false, WithMessage(MsgChannelRemoveFailed, err)
 		}
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.verdictWait())
+	wctx, cancel := context.WithTimeout(ctx, o.ProvisionWait())
 	defer cancel()
 	got := ch.DeepCopy()
 	removalFailed := func() *metav1.Condition {

@@ -199,7 +199,7 @@ func hasVerdict(ch *agentsv1.Channel, generation int64) bool {
 // True or False; Unknown means the agent has not rendered it yet) or the wait ends, and
 // returns the Channel as last seen.
 func (o *Ops) awaitChannel(ctx context.Context, ch *agentsv1.Channel) (*agentsv1.Channel, error) {
-	wctx, cancel := context.WithTimeout(ctx, o.verdictWait())
+	wctx, cancel := context.WithTimeout(ctx, o.ProvisionWait())
 	defer cancel()
 	got := ch.DeepCopy()
 	err := o.WaitFor(wctx, got, func() (bool, error) {

@@ -42,8 +42,7 @@ func (o *Ops) managedChannelTypes(ctx context.Context, a *agentsv1.Agent) ([]str
 // spec.configRef at it.
 func (o *Ops) storeConfig(ctx context.Context, a *agentsv1.Agent, user []byte) error {
 	name := agentsv1.ConfigSecretName(a.Name)
-	lostRace := func(err error) bool { return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) }
-	err := retry.OnError(retry.DefaultRetry, lostRace, func() error {
+	err := retry.OnError(retry.DefaultRetry, conflictOrExists, func() error {
 		sec := &corev1.Secret{}
 		err := o.d.APIReader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, sec)
 		if apierrors.IsNotFound(err) {

@@ -198,7 +198,7 @@ func (o *Ops) DeleteDomain(ctx context.Context, t Tenant, agentID, id string) (d
 	if err := o.d.Admission.ReleaseDomain(ctx, client.ObjectKey{Namespace: d.Namespace, Name: d.Spec.AgentRef.Name}, d.Name); err != nil {
 		o.d.Log.Error(err, "release domain slot (the controller retries)", "domain", d.Name)
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.verdictWait())
+	wctx, cancel := context.WithTimeout(ctx, o.ProvisionWait())
 	defer cancel()
 	if err := o.WaitForDeletion(wctx, d.DeepCopy(), func() (bool, error) { return false, nil }); err != nil {
 		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
@@ -246,16 +246,4 @@ func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d
 		return d, false, nil
 	}
 	return nil, false, err
-}
-
-// defaultVerdictWait bounds a wait for a controller's verdict when Deps.ProvisionTimeout is
-// not set.
-const defaultVerdictWait = 3 * time.Minute
-
-// verdictWait bounds a wait for a controller's verdict (Deps.ProvisionTimeout).
-func (o *Ops) verdictWait() time.Duration {
-	if o.d.ProvisionTimeout > 0 {
-		return o.d.ProvisionTimeout
-	}
-	return defaultVerdictWait
 }

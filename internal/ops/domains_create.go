@@ -2,8 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/base32"
 	"errors"
 	"fmt"
 	"strings"
@@ -201,14 +199,5 @@ func (o *Ops) customDomainFree(ctx context.Context, t Tenant, host string) error
 	return nil
 }
 
-// domainIDEncoding spells domain ids (lower case, no padding).
-var domainIDEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
 // newDomainID returns a random domain id (the Domain's object name).
-func newDomainID() string {
-	b := make([]byte, 10)
-	if _, err := rand.Read(b); err != nil {
-		panic(err)
-	}
-	return "dom-" + domainIDEncoding.EncodeToString(b)
-}
+func newDomainID() string { return newID("dom-", 10) }

@@ -107,11 +107,6 @@ func (o *Ops) AgentGone(ctx context.Context, a *agentsv1.Agent) bool {
 	return cur.UID != a.UID || cur.DeletionTimestamp != nil
 }
 
-// channelTokenSecret is the core Secret holding the tokens of an agent's channel of type t.
-func channelTokenSecret(agent string, t agentsv1.ChannelType) string {
-	return agent + "-channel-" + string(t)
-}
-
 // LogRedactor hides, besides what looks like a credential, the agent's gateway token and the
 // values of its attached secrets, of its environment Secret and of its channels' tokens: the
 // values the gateway was given. A value that cannot be read fails it rather than risk
@@ -142,7 +137,7 @@ func (o *Ops) LogRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact.Re
 	// The derived environment (kube) and the channels' token Secrets set up for the agent.
 	names := []string{a.Name + "-env"}
 	for _, t := range agentsv1.ChannelTypes {
-		names = append(names, channelTokenSecret(a.Name, t))
+		names = append(names, ChannelSecretName(a.Name, t))
 	}
 	for _, name := range names {
 		sec := &corev1.Secret{}
@@ -226,7 +221,7 @@ func (o *Ops) redactorKey(ctx context.Context, a *agentsv1.Agent) (string, error
 	}
 	names := []string{gw, a.Name + "-env"}
 	for _, t := range agentsv1.ChannelTypes {
-		names = append(names, channelTokenSecret(a.Name, t))
+		names = append(names, ChannelSecretName(a.Name, t))
 	}
 	for _, n := range names {
 		if err := version(&corev1.Secret{}, n); err != nil {

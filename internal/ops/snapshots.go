@@ -24,8 +24,6 @@ const (
 	MsgResetFailed        = "Reset failed"
 	// snapshotWait bounds how long sync and reset wait for the controllers.
 	snapshotWait = 10 * time.Minute
-	// defaultSnapshotProvisionWait is snapshotProvisionWait without a ProvisionTimeout.
-	defaultSnapshotProvisionWait = 3 * time.Minute
 )
 
 // Snapshots are the agent's snapshot history (completed snapshots, newest first, read
@@ -140,21 +138,11 @@ func (o *Ops) waitForSnapshot(ctx context.Context, key client.ObjectKey) (*agent
 	return nil, err
 }
 
-// snapshotProvisionWait is the provisioning timeout (ProvisionTimeout; 3 minutes unset):
-// how long sync and reset wait for a workspace that cannot be reached, and reset for the
-// restarted gateway.
-func (o *Ops) snapshotProvisionWait() time.Duration {
-	if o.d.ProvisionTimeout > 0 {
-		return o.d.ProvisionTimeout
-	}
-	return defaultSnapshotProvisionWait
-}
-
 // waitedTooLong starts the clock *since on its first call and reports whether the
 // provisioning timeout has passed since: how long sync and reset wait for an agent whose
 // workspace cannot be reached (no pod yet) before they fail Unavailable.
 func (o *Ops) waitedTooLong(since *time.Time) bool {
-	limit := o.snapshotProvisionWait()
+	limit := o.ProvisionWait()
 	if since.IsZero() {
 		*since = time.Now()
 	}

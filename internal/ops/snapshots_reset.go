@@ -101,7 +101,7 @@ func (o *Ops) requestRestore(ctx context.Context, a *agentsv1.Agent, cid string)
 		if err := o.d.APIReader.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
 			return err
 		}
-		req.at = restoreStamp(o.d.Now(), cur.Spec.RestoreRequestedAt)
+		req.at = o.StampAfter(cur.Spec.RestoreRequestedAt)
 		cur.Spec.DesiredSnapshot, cur.Spec.RestoreRequestedAt = cid, req.at.DeepCopy()
 		if err := o.d.Client.Update(ctx, cur); err != nil {
 			return err
@@ -113,16 +113,6 @@ func (o *Ops) requestRestore(ctx context.Context, a *agentsv1.Agent, cid string)
 		return req, Because(NotFound, MsgAgentNotFound, err)
 	}
 	return req, err
-}
-
-// restoreStamp is a request stamp for now, made strictly later than prev (the API keeps
-// seconds). It is the facade's stampAfter, for the restore request alone.
-func restoreStamp(now time.Time, prev *metav1.Time) metav1.Time {
-	t := metav1.NewTime(now.UTC().Truncate(time.Second))
-	if prev != nil && !t.After(prev.Time) {
-		t = metav1.NewTime(prev.Add(time.Second))
-	}
-	return t
 }
 
 // waitForRestore waits for the controller's acknowledgement of req: the SnapshotRestored
@@ -184,7 +174,7 @@ func restoreFailure(c *metav1.Condition) error {
 // waitRunning waits (at most the provisioning timeout) for the gateway the restore restarted
 // to answer again, or to be reported down; it returns the agent as last seen.
 func (o *Ops) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.Agent {
-	ctx, cancel := context.WithTimeout(ctx, o.snapshotProvisionWait())
+	ctx, cancel := context.WithTimeout(ctx, o.ProvisionWait())
 	defer cancel()
 	got := a.DeepCopy()
 	_ = o.WaitFor(ctx, got, func() (bool, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -56,17 +55,5 @@ func TestRestoreFailure(t *testing.T) {
 	}
 	if err := restoreFailure(&metav1.Condition{Reason: agentsv1.ReasonStorageUnavailable}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("unreachable storage: %v", err)
-	}
-}
-
-// TestRestoreStamp: a restore request's stamp is strictly later than the previous one.
-func TestRestoreStamp(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 600, time.UTC)
-	if got := restoreStamp(now, nil); !got.Time.Equal(now.Truncate(time.Second)) {
-		t.Fatalf("no previous stamp: %v", got)
-	}
-	prev := metav1.NewTime(now.Add(time.Second))
-	if got := restoreStamp(now, &prev); !got.Time.Equal(prev.Add(time.Second)) {
-		t.Fatalf("after a later previous stamp: %v", got)
 	}
 }
