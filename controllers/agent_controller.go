@@ -291,17 +291,17 @@ func (r *AgentReconciler) patchStatus(ctx context.Context, agent, before *agents
 	if equality.Semantic.DeepEqual(agent.Status, before.Status) {
 		return nil // a quiet pass: no digest to compute, nothing to write
 	}
-	sum, now := statusSum(&agent.Status), r.Clock.Now()
-	if r.written.fresh(agent.UID, sum, now) {
-		return nil // written moments ago; the cache has not caught up
+	sum, now, base := statusSum(&agent.Status), r.Clock.Now(), agent.ResourceVersion
+	if r.written.fresh(agent.UID, base, sum) {
+		return nil // written by a pass that saw this object; the cache has not caught up
 	}
-	// Optimistic lock: the quota writers also write this status (reservations), and a merge
-	// patch replaces whole lists. A pass that read a cache older than their write must not put
-	// its stale lists back: it conflicts and runs again on fresh data.
+	// Optimistic lock: a merge patch replaces whole lists, and a pass that read a cache older
+	// than the stored object (a spec change, another writer's status fields) must not put its
+	// stale lists back: it conflicts and runs again on fresh data.
 	if changed, err := patchStatusIfChanged(ctx, r.Client, agent, before); err != nil || !changed {
 		return err
 	}
-	r.written.store(agent.UID, sum, now)
+	r.written.store(agent.UID, sum, before.ResourceVersion, base)
 	observeFirstRunning(agent, before, now)
 	// A phase change is an event, except an agent's first phase (starting): its creation says
 	// as much, and at thousands of agents that event would be a request each.

@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -19,7 +21,8 @@ import (
 // lists (conditions), so a pass that read an older object than the stored one must not put its
 // stale lists back — it conflicts and the pass runs again on fresh data. An unchanged status
 // costs no request (and so triggers no further pass). A status that is gone (the object was
-// deleted) is no error.
+// deleted) is no error. The patch names the controllers' field manager and carries only their
+// fields (ownStatusFields): the status fields of other writers are theirs alone.
 //
 // Every reconciler writes its status through this helper. obj and before must be pointers to
 // the same struct type with a Status field (every kind of api/v1alpha1). withoutLock is for a
@@ -41,10 +44,41 @@ func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before clie
 	if slices.Contains(opts, withoutLock) {
 		patch = client.MergeFrom(orig)
 	}
-	if err := c.Status().Patch(ctx, obj, patch); err != nil {
+	data, err := patch.Data(obj)
+	if err != nil {
+		return false, err
+	}
+	data, ours, err := ownStatusFields(data, reflect.TypeOf(obj).Elem().Name())
+	if err != nil || !ours {
+		return false, err
+	}
+	if err := c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, data),
+		client.FieldOwner(agentsv1.ControllerFieldManager)); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
 	return true, nil
+}
+
+// ownStatusFields is the merge patch data without the status fields of kind that another
+// writer owns (agentsv1.StatusFieldManagers: quota slots, model usage): a reconciler reads
+// them with the object but never writes them, not even the value it read. It reports whether
+// a status field of the controller's own is left to write.
+func ownStatusFields(data []byte, kind string) ([]byte, bool, error) {
+	var p map[string]any
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, false, fmt.Errorf("patch status: %w", err)
+	}
+	status, _ := p["status"].(map[string]any)
+	for field := range status {
+		if agentsv1.StatusFieldManager(kind, field) != agentsv1.ControllerFieldManager {
+			delete(status, field)
+		}
+	}
+	if len(status) == 0 {
+		return nil, false, nil
+	}
+	data, err := json.Marshal(p)
+	return data, true, err
 }
 
 // statusPatchOption changes how patchStatusIfChanged writes.

@@ -44,9 +44,6 @@ func (u *ModelUsage) Tokens() int64 {
 	return u.InputTokens + u.OutputTokens
 }
 
-// ModelProxyFieldManager is the field manager of status.usage writes.
-const ModelProxyFieldManager = "agentplane-model-proxy"
-
 // ModelCredentialPrefix starts every agent's model-proxy credential (the apiKey the platform
 // renders into the agent's engine config for a proxied provider). The render recognises the
 // entries it owns by it.

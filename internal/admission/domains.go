@@ -16,7 +16,7 @@ import (
 func (a *Admitter) ReserveDomain(ctx context.Context, agent client.ObjectKey, domain string) error {
 	err := a.Limiter.ReserveDomain(ctx, agent, domain)
 	if errors.Is(err, ErrLimitReached) {
-		if pruned, perr := PruneSlots(ctx, a.reader(), a.Client, agent, a.Limiter); perr == nil && pruned {
+		if pruned, perr := PruneSlots(ctx, a.reader(), agent, a.Limiter); perr == nil && pruned {
 			err = a.Limiter.ReserveDomain(ctx, agent, domain)
 		}
 	}

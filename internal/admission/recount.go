@@ -81,7 +81,7 @@ func (r *Recounter) recountDomainSlots(ctx context.Context) error {
 		if !stale {
 			continue
 		}
-		freed, err := PruneSlots(ctx, r.Admitter.reader(), r.Admitter.Client, client.ObjectKeyFromObject(&a), r.Admitter.Limiter)
+		freed, err := PruneSlots(ctx, r.Admitter.reader(), client.ObjectKeyFromObject(&a), r.Admitter.Limiter)
 		if err != nil {
 			errs = append(errs, err)
 		} else if freed {

@@ -11,37 +11,19 @@ import (
 )
 
 // PruneSlots releases the agent's domain slots whose Domain does not exist and that l judges
-// stale (a caller that reserved and died before creating its Domain). It writes with the read
-// resourceVersion, so it never drops a slot taken concurrently; on a conflict it gives up (the
-// caller retries later). It reports whether a slot was released.
-func PruneSlots(ctx context.Context, r client.Reader, w client.Client, agent client.ObjectKey, l *quota.Limiter) (bool, error) {
-	a := &agentsv1.Agent{}
-	if err := r.Get(ctx, agent, a); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	kept := a.Status.DomainReservations[:0:0]
-	for _, res := range a.Status.DomainReservations {
+// stale (a caller that reserved and died before creating its Domain), both read from r. The
+// write is the Limiter's (quota.Limiter.PruneDomains): with the read resourceVersion, so it
+// never drops a slot taken concurrently; on a conflict it gives up (the caller retries later).
+// It reports whether a slot was released.
+func PruneSlots(ctx context.Context, r client.Reader, agent client.ObjectKey, l *quota.Limiter) (bool, error) {
+	return l.PruneDomains(ctx, r, agent, func(res agentsv1.Reservation) (bool, error) {
 		if !l.Stale(res.Time.Time) {
-			kept = append(kept, res)
-			continue
-		}
-		err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: res.Name}, &agentsv1.Domain{})
-		switch {
-		case err == nil:
-			kept = append(kept, res)
-		case !apierrors.IsNotFound(err):
-			return false, err
-		}
-	}
-	if len(kept) == len(a.Status.DomainReservations) {
-		return false, nil
-	}
-	a.Status.DomainReservations = kept
-	if err := w.Status().Update(ctx, a); err != nil {
-		if apierrors.IsConflict(err) {
 			return false, nil
 		}
+		err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: res.Name}, &agentsv1.Domain{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
 		return false, err
-	}
-	return true, nil
+	})
 }

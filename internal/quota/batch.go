@@ -10,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // batchTimeout bounds one batch's read-mutate-write rounds (40 conflicts at most).
@@ -32,7 +34,7 @@ type queue struct {
 }
 
 // update applies mutate to the holder key and writes its status with the read
-// resourceVersion. Updates of one holder from this process are gathered: while a write is in
+// resourceVersion, as the quota's field manager. Updates of one holder from this process are gathered: while a write is in
 // flight the next ones queue, and then all go in one write (group commit), each applied in
 // turn to the same copy, so they are judged exactly as if written one by one, at the cost
 // of one request. Conflicts with other writers are retried with jittered backoff.
@@ -93,6 +95,7 @@ func (l *Limiter) write(ctx context.Context, key client.ObjectKey, newHolder fun
 		if err != nil {
 			return err
 		}
+		base := h.object().DeepCopyObject().(client.Object)
 		changed, settled := false, true
 		for _, o := range batch {
 			c, err := o.mutate(h)
@@ -109,7 +112,12 @@ func (l *Limiter) write(ctx context.Context, key client.ObjectKey, newHolder fun
 		if !changed {
 			return nil
 		}
-		err = l.Writer.Status().Update(ctx, h.object())
+		// A merge patch of what the batch changed, guarded by the read resourceVersion like
+		// an update (the API server accepts one write per resourceVersion, which keeps the
+		// limits), carries the quota's fields only: the status's other fields have writers
+		// of their own (agentsv1.StatusFieldManagers).
+		err = l.Writer.Status().Patch(ctx, h.object(), client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
+			client.FieldOwner(agentsv1.QuotaFieldManager))
 		if err == nil {
 			if h.remembered() {
 				l.last.Store(key, h.object().DeepCopyObject())

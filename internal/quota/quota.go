@@ -144,3 +144,34 @@ func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder f
 	}
 	return err
 }
+
+// PruneDomains drops the agent's domain slots that drop reports (the agent read from r). It
+// writes once, with the read resourceVersion, so it never drops a slot taken concurrently; on
+// a conflict it gives up (the caller retries later). It reports whether a slot was dropped.
+func (l *Limiter) PruneDomains(ctx context.Context, r client.Reader, agent client.ObjectKey, drop func(agentsv1.Reservation) (bool, error)) (bool, error) {
+	a := &agentsv1.Agent{}
+	if err := r.Get(ctx, agent, a); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	base := a.DeepCopy()
+	kept := a.Status.DomainReservations[:0:0]
+	for _, res := range a.Status.DomainReservations {
+		gone, err := drop(res)
+		if err != nil {
+			return false, err
+		}
+		if !gone {
+			kept = append(kept, res)
+		}
+	}
+	if len(kept) == len(a.Status.DomainReservations) {
+		return false, nil
+	}
+	a.Status.DomainReservations = kept
+	err := l.Writer.Status().Patch(ctx, a, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
+		client.FieldOwner(agentsv1.QuotaFieldManager))
+	if apierrors.IsConflict(err) {
+		return false, nil
+	}
+	return err == nil, err
+}

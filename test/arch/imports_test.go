@@ -1,6 +1,7 @@
 // Package arch checks the module's structural rules: the two doors (the REST facade and the
 // controllers) share vocabulary through api/v1alpha1 and behaviour through internal
-// packages, never through each other; and every test skip goes through testenv.Skip.
+// packages, never through each other; every test skip goes through testenv.Skip; and every
+// status write names its field manager (one writer per status field).
 package arch
 
 import (

@@ -98,7 +98,8 @@ func benchCost(n int) error {
 		{"PATCH agents/status (first status, optimistic lock)", func(a *agentsv1.Agent) error {
 			before := a.DeepCopy()
 			firstStatus(a)
-			return c.Status().Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}))
+			return c.Status().Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}),
+				client.FieldOwner(agentsv1.ControllerFieldManager))
 		}},
 		{"POST secrets (gateway token)", func(a *agentsv1.Agent) error {
 			s := controllers.BuildGatewayTokenSecret(a, "t")
