@@ -50,8 +50,8 @@ type Options struct {
 	APIAddr string
 	// MetricsAddr and ProbeAddr are the manager's endpoints ("0" disables).
 	MetricsAddr, ProbeAddr string
-	// LeaderElection makes controllers run on one replica at a time.
-	LeaderElection bool
+	// LeaderElection makes controllers run on one replica at a time, and tunes the lease.
+	LeaderElection LeaderElectionOptions
 	// APIReady receives the facade's bound address once it listens.
 	APIReady func(addr string)
 	// Log is the root logger.
@@ -131,19 +131,20 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		kube.CacheByObject(byObject)
 	}
 	cfg = ClientConfig(cfg, o.APIQPS, o.APIBurst)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Logger:                  o.Log,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.ProbeAddr,
-		LeaderElection:          o.LeaderElection,
-		LeaderElectionID:        "agentplane.io",
-		LeaderElectionNamespace: o.SystemNamespace,
+	mopts := ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 o.Log,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
 		// No object's managedFields are read: the cache does not keep them (a third of a
 		// typical object's size).
 		Cache:      cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Controller: config.Controller{SkipNameValidation: &o.SkipNameValidation},
-	})
+	}
+	if err := o.LeaderElection.apply(&mopts, o.SystemNamespace); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {
 		return nil, fmt.Errorf("create manager: %w", err)
 	}

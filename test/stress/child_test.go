@@ -81,7 +81,7 @@ func runChildManager() int {
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		Log:            logger,
 		APIOnly:        c.APIOnly,
-		LeaderElection: c.LeaderElection,
+		LeaderElection: platform.LeaderElectionOptions{Enabled: c.LeaderElection},
 		Runtime: platform.RuntimeOptions{
 			Name: platform.RuntimeLocal, StateDir: c.StateDir, EngineDirs: c.EngineDirs, DefaultVersion: c.DefaultVersion,
 			Ports: local.PortRange{First: c.FirstPort, Last: c.LastPort},
