@@ -47,6 +47,12 @@ type childConfig struct {
 	// StaleAfter and RecountInterval: platform.Options' ReservationStaleAfter and
 	// RecountInterval.
 	StaleAfter, RecountInterval time.Duration
+	// Kube runs the kube runtime (StatefulSets; no pod runs under envtest) instead of the
+	// local one: replicas of one cluster, as a Deployment runs them.
+	Kube bool
+	// Lease tunes the leader election (zero durations: the platform's defaults; Enabled is
+	// LeaderElection).
+	Lease platform.LeaderElectionOptions
 }
 
 // childConfigFor is a childConfig reaching the API server of cfg.
@@ -77,11 +83,12 @@ func runChildManager() int {
 	logger := zap.New(zap.WriteTo(os.Stderr), zap.UseDevMode(true))
 	logf.SetLogger(logger)
 	cfg := &rest.Config{Host: c.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData, CertData: c.CertData, KeyData: c.KeyData}}
+	c.Lease.Enabled = c.LeaderElection
 	o := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		Log:            logger,
 		APIOnly:        c.APIOnly,
-		LeaderElection: platform.LeaderElectionOptions{Enabled: c.LeaderElection},
+		LeaderElection: c.Lease,
 		Runtime: platform.RuntimeOptions{
 			Name: platform.RuntimeLocal, StateDir: c.StateDir, EngineDirs: c.EngineDirs, DefaultVersion: c.DefaultVersion,
 			Ports: local.PortRange{First: c.FirstPort, Last: c.LastPort},
@@ -90,6 +97,9 @@ func runChildManager() int {
 		ClawHubURL:            c.ClawHubURL,
 		ReservationStaleAfter: c.StaleAfter, RecountInterval: c.RecountInterval,
 		APIReady: func(addr string) { fmt.Println(childListening + addr) },
+	}
+	if c.Kube {
+		o.Runtime = platform.RuntimeOptions{Name: platform.RuntimeKube, Versions: []string{versionGood}, DefaultVersion: versionGood}
 	}
 	if c.FilesDir != "" {
 		store, err := localstore.New(c.FilesDir)
@@ -118,7 +128,7 @@ type child struct {
 
 // startChild starts a child manager with cfg and waits until its facade listens. The child is
 // killed when t ends, if it still runs.
-func startChild(t *testing.T, name string, cfg childConfig) *child {
+func startChild(t testing.TB, name string, cfg childConfig) *child {
 	t.Helper()
 	dir := t.TempDir()
 	b, _ := json.Marshal(cfg)
@@ -211,7 +221,7 @@ func tail(s string, n int) string {
 
 // ownControlPlane starts a control plane for t alone (a test whose manager the shared
 // platform's controllers must not compete with), stopped when t ends.
-func ownControlPlane(t *testing.T) *kubeenv.Env {
+func ownControlPlane(t testing.TB) *kubeenv.Env {
 	t.Helper()
 	cp, err := kubeenv.Start()
 	if err != nil {

@@ -186,7 +186,7 @@ func checkOwnedObjects(t *testing.T, cp *kubeenv.Env, ws string, agents []string
 }
 
 // agentIn reads an agent from control plane cp.
-func agentIn(t *testing.T, cp *kubeenv.Env, ns, id string) *agentsv1.Agent {
+func agentIn(t testing.TB, cp *kubeenv.Env, ns, id string) *agentsv1.Agent {
 	t.Helper()
 	a := &agentsv1.Agent{}
 	if err := cp.Client.Get(bg(), keyOf(ns, id), a); err != nil {
