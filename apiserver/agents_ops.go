@@ -8,8 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // restartRequest is the body of POST /v0/agents/{agentId}/restart.
@@ -83,9 +81,4 @@ func (s *Server) listDevices(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	return ok(devices)
-}
-
-// runEngine runs an engine CLI command in the agent's home.
-func (s *Server) runEngine(ctx context.Context, a *agentsv1.Agent, cmd engine.Command) (runtime.ExecResult, error) {
-	return s.ops.RunEngine(ctx, a, cmd)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/go-logr/logr"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
@@ -137,7 +136,7 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogF
 	writerDone, pumpDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(pumpDone)
-		deleted <- s.pumpLogs(ctx, a, lf.Tail, f)
+		deleted <- s.pumpLogs(ctx, lf, f)
 		select {
 		case <-f.slow:
 			// A writer blocked on a client that does not read is released.
@@ -253,10 +252,11 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogF
 // pumpLogs follows the agent's output into f until ctx ends, f is cut off or the agent is
 // deleted (true). An output that ended or is not there yet (no pod) while the agent exists
 // is followed again after Retry.
-func (s *Server) pumpLogs(ctx context.Context, a *agentsv1.Agent, tail int, f *logFollower) bool {
-	req := runtime.LogRequest{Tail: tail, Follow: f.push}
+func (s *Server) pumpLogs(ctx context.Context, lf *ops.LogFollow, f *logFollower) bool {
+	a := lf.Agent
+	req := runtime.LogRequest{Tail: lf.Tail, Follow: f.push}
 	for {
-		_, err := s.opts.Runtime.Logs(ctx, a, req)
+		err := lf.Follow(ctx, req)
 		// Followed again: only what is written from now on (a new container's output), where
 		// the runtime can tell.
 		req.Tail, req.Since = ops.MaxLogTail, time.Now()

@@ -4,15 +4,9 @@ import (
 	"context"
 	"time"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/logredact"
 	"github.com/agentplane/agentplane/internal/ops"
 )
-
-// logRedactor hides what the agent's gateway was given (ops.LogRedactor).
-func (s *Server) logRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact.Redactor, error) {
-	return s.ops.LogRedactor(ctx, a)
-}
 
 // redactedLines is a follower's way out: lines go through a logredact.Follower (a value split
 // across two lines is hidden) whose Redactor follows the secrets attached meanwhile; the lines

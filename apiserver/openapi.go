@@ -36,10 +36,10 @@ var waitParam = openapi.QueryParam("wait", "`false` answers 202 at once instead 
 var contractMessages = []string{
 	msgMissingUserID, ops.MsgAgentLimit, ops.MsgStorageMissing, ops.MsgSyncFailed, ops.MsgSnapshotNotFound,
 	ops.MsgInvalidSnapshotCID, ops.MsgUnsupportedChannel, ops.MsgChannelConfigFailed, ops.MsgChannelRemoveFailed,
-	msgInvalidCommand, msgExecFailed, ops.MsgInvalidJSON, ops.MsgValidationFailed, ops.MsgReadConfigFailed,
+	ops.MsgInvalidCommand, ops.MsgExecFailed, ops.MsgInvalidJSON, ops.MsgValidationFailed, ops.MsgReadConfigFailed,
 	ops.MsgWriteConfigFailed, ops.MsgInvalidVersion, ops.MsgRestartFailed, ops.MsgScriptLaunch, msgFileTooLarge,
 	ops.MsgCLIError, ops.MsgTokenGenFailed, ops.MsgSecretsNotConfigured, ops.MsgDuplicateSecret,
-	ops.MsgConflictingSecrets, msgInvalidParameters, msgCreateCronFailed, msgListCronFailed,
+	ops.MsgConflictingSecrets, ops.MsgInvalidParameters, ops.MsgCreateCronFailed, ops.MsgListCronFailed,
 	ops.MsgGatewayFailed,
 }
 

@@ -204,7 +204,7 @@ func engineOps() map[string]*openapi.Op {
 				"stdout": openapi.String(), "stderr": openapi.String(), "exitCode": openapi.Integer(), "command": openapi.String(),
 				"timestamp": &openapi.Schema{Type: "string", Format: "date-time"}, "timedOut": openapi.Bool(), "truncated": openapi.Bool(),
 			})},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, msgInvalidCommand), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgExecFailed)},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidCommand), notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgExecFailed)},
 		},
 		"GET /v0/agents/{agentId}/config": {
 			ID: "getConfig", Tag: "engine", Summary: "Read the agent's engine config",
@@ -236,7 +236,7 @@ func engineOps() map[string]*openapi.Op {
 		"GET /v0/agents/{agentId}/tasks": {
 			ID: "listTasks", Tag: "engine", Summary: "List the agent's scheduled tasks",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The tasks.", openapi.Props{"tasks": []engine.Task{}})},
-			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgListCronFailed)},
+			Fails:   []openapi.Fail{notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgListCronFailed)},
 		},
 		"POST /v0/agents/{agentId}/tasks": {
 			ID: "createTask", Tag: "engine", Summary: "Schedule a task",
@@ -246,7 +246,7 @@ func engineOps() map[string]*openapi.Op {
 			Fields:  map[string]*openapi.Schema{"name": {Description: "1 to 100 characters.", MaxLength: openapi.Ptr(100)}},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "The task.", openapi.Props{"task": engine.Task{}})},
 			Fails: []openapi.Fail{
-				openapi.Fails(http.StatusBadRequest, msgInvalidParameters), notFoundAgent, openapi.Fails(http.StatusInternalServerError, msgCreateCronFailed),
+				openapi.Fails(http.StatusBadRequest, ops.MsgInvalidParameters), notFoundAgent, openapi.Fails(http.StatusInternalServerError, ops.MsgCreateCronFailed),
 			},
 		},
 		"POST /v0/agents/{agentId}/files/upload": {

@@ -59,6 +59,14 @@ type LogFollow struct {
 	Agent    *agentsv1.Agent
 	Tail     int
 	Redactor *LiveRedactor
+	o        *Ops
+}
+
+// Follow streams the agent's gateway output into req.Follow until it ends (io.EOF), ctx
+// ends, or the runtime has none to follow (runtime.ErrNotRunning).
+func (l *LogFollow) Follow(ctx context.Context, req runtime.LogRequest) error {
+	_, err := l.o.d.Runtime.Logs(ctx, l.Agent, req)
+	return err
 }
 
 // FollowLogs checks a request to follow the agent's gateway output (tail, nil:
@@ -70,7 +78,7 @@ func (o *Ops) FollowLogs(ctx context.Context, t Tenant, id string, tail *int) (*
 	}
 	live := &LiveRedactor{o: o, a: a, red: red}
 	live.key, _ = o.redactorKey(ctx, a)
-	return &LogFollow{Agent: a, Tail: n, Redactor: live}, nil
+	return &LogFollow{Agent: a, Tail: n, Redactor: live, o: o}, nil
 }
 
 // openLogs checks a request for the agent's output and builds its redactor. A redactor that

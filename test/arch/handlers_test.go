@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -48,8 +49,12 @@ func TestHandlersCallOperations(t *testing.T) {
 	}
 }
 
-// clientCalls lists the uses of the facade's clients (opts.Client, opts.APIReader) and of
-// client-go's conflict retries in f, by position.
+// operationDeps are the dependencies only operations use: the API server's clients, the
+// runtime and the engine.
+var operationDeps = []string{"Client", "APIReader", "Informers", "Runtime", "Engine", "Admission", "Sealer", "Files"}
+
+// clientCalls lists the uses of the operations' dependencies (opts.Client, opts.Runtime, ...)
+// and of client-go's conflict retries in f, by position.
 func clientCalls(fset *token.FileSet, f *ast.File) []string {
 	var out []string
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -60,7 +65,7 @@ func clientCalls(fset *token.FileSet, f *ast.File) []string {
 		what := ""
 		switch x := sel.X.(type) {
 		case *ast.SelectorExpr:
-			if x.Sel.Name == "opts" && (sel.Sel.Name == "Client" || sel.Sel.Name == "APIReader") {
+			if x.Sel.Name == "opts" && slices.Contains(operationDeps, sel.Sel.Name) {
 				what = "opts." + sel.Sel.Name
 			}
 		case *ast.Ident:
