@@ -27,13 +27,14 @@
 //     workspace and replace the gateway.
 //
 // The local runtime's fixture (internal/runtime/local, over the fake engine) runs everything.
-// The kube runtime's envtest fixture (kubetest.Fixture without a kubelet, in
-// internal/runtime/kube) runs the lifecycle: no pod runs there, so the fixture plays the
-// StatefulSet controller and the kubelet between Ensure calls (Fixture.Settle: pods from the
-// current template, marked Ready; a pod of an older template or a scaled-down set deleted).
-// The kube runtime's home promises need a real pod: kubetest.Fixture with a kubelet runs them
-// on a real node (test/e2e/realnode); short of that, internal/runtime/kube's own tests run
-// its file and exec scripts on this host.
+// The kube runtime's envtest fixture (kubetest.Fixture with Cluster.PlayKubelet, in
+// internal/runtime/kube) runs the lifecycle: no pod runs there, so the test plays the
+// StatefulSet controller and the kubelet between Ensure calls (Fixture.Settle: a pod and its
+// home claim from the current template, marked Ready; a pod of an older template or of a set
+// scaled to zero deleted). The kube runtime's home promises need a real pod: kubetest.Fixture
+// without PlayKubelet runs them on a cluster with a real node (test/e2e/realnode can); short
+// of that, internal/runtime/kube's own tests run its file, exec and archive scripts on this
+// host, and its logs against a fake clientset.
 package runtimetest
 
 import (

@@ -1,10 +1,11 @@
 // Package kubetest is the kube runtime's fixture for the runtime contract (runtimetest), on
-// any API server: under envtest, where no pod ever runs and the fixture plays the StatefulSet
-// controller and the kubelet, or on a cluster with a real node, where the suite also runs the
-// promises about the gateway's home (files, commands, logs, archives).
+// any API server: under envtest, where no pod ever runs and the caller plays the StatefulSet
+// controller and the kubelet (Cluster.PlayKubelet; internal/runtime/kube's envtest tests do),
+// or on a cluster with a real node, where the suite also runs the promises about the
+// gateway's home (files, commands, logs, archives).
 //
 //	runtimetest.Run(t, func(t *testing.T) *runtimetest.Fixture {
-//		return kubetest.Fixture(t, kubetest.Cluster{Runtime: rt, Client: c, Version: v, OtherVersion: w, Kubelet: true})
+//		return kubetest.Fixture(t, kubetest.Cluster{Runtime: rt, Client: c, Layout: l, Version: v, OtherVersion: w})
 //	})
 package kubetest
 
@@ -20,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -41,9 +43,11 @@ type Cluster struct {
 	Layout engine.Layout
 	// Version and OtherVersion are engine versions the runtime runs (images the node has).
 	Version, OtherVersion string
-	// Kubelet says a real StatefulSet controller and kubelet run the pods. Without one the
-	// fixture plays them, and no gateway runs.
-	Kubelet bool
+	// PlayKubelet, under envtest, does the next step the StatefulSet controller or the kubelet
+	// would take for the agent's StatefulSet (the suite calls it while it waits); no gateway
+	// runs then. nil: a real StatefulSet controller and kubelet run the pods, and the suite
+	// runs the promises about the gateway's home too.
+	PlayKubelet func(t *testing.T, a *agentsv1.Agent)
 	// Timeout bounds each wait of the suite (0: runtimetest.DefaultTimeout).
 	Timeout time.Duration
 }
@@ -59,7 +63,7 @@ func Fixture(t *testing.T, c Cluster) *runtimetest.Fixture {
 	if err := c.Client.Create(t.Context(), nsObj); err != nil {
 		t.Fatal(err)
 	}
-	if c.Kubelet {
+	if c.PlayKubelet == nil {
 		t.Cleanup(func() { _ = c.Client.Delete(context.Background(), nsObj) })
 	}
 	f := &runtimetest.Fixture{
@@ -71,13 +75,13 @@ func Fixture(t *testing.T, c Cluster) *runtimetest.Fixture {
 		Layout:         c.Layout,
 		Gateway:        c.gateway,
 		Kept:           c.kept,
-		Gateways:       c.Kubelet,
+		Gateways:       c.PlayKubelet == nil,
 		Timeout:        c.Timeout,
 	}
-	if c.Kubelet {
+	if c.PlayKubelet == nil {
 		f.BeforeEnsure = c.writeSecrets
 	} else {
-		f.Settle = func(t *testing.T, a *agentsv1.Agent) { playKubelet(t, c.Client, a) }
+		f.Settle = c.PlayKubelet
 	}
 	return f
 }
@@ -157,4 +161,21 @@ func (c Cluster) kept(t *testing.T, a *agentsv1.Agent) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// metaItems are the objects of list.
+func metaItems(list client.ObjectList) ([]metav1.Object, error) {
+	objs, err := apimeta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]metav1.Object, 0, len(objs))
+	for _, o := range objs {
+		m, err := apimeta.Accessor(o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
