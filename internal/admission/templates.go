@@ -92,7 +92,7 @@ func ApplyTemplate(agent *agentsv1.Agent, t *agentsv1.AgentTemplate, seedSnapsho
 		}
 	}
 	fill(&s.DisplayName, t.Spec.DisplayName)
-	fillUnset(&s.AgentProfile, t.Spec.AgentProfile)
+	fillProfile(&s.AgentProfile, t.Spec.AgentProfile)
 	fill(&s.Engine.Version, t.Spec.EngineVersion)
 	if seedSnapshot {
 		fill(&s.DesiredSnapshot, t.Spec.SnapshotCID)
@@ -113,9 +113,9 @@ func ApplyTemplate(agent *agentsv1.Agent, t *agentsv1.AgentTemplate, seedSnapsho
 	agent.Annotations[agentsv1.AnnotationTemplateApplied] = t.Name + "@" + strconv.FormatInt(t.Generation, 10)
 }
 
-// fillUnset sets every field of *dst that holds its zero value to from's: the profile
-// fields by field, so that a field added to AgentProfile is filled with no edit here.
-func fillUnset[T any](dst *T, from T) {
+// fillProfile sets every field of *dst that holds its zero value (unset) to from's, field by
+// field, so that a field added to AgentProfile is filled with no edit here.
+func fillProfile(dst *agentsv1.AgentProfile, from agentsv1.AgentProfile) {
 	d, f := reflect.ValueOf(dst).Elem(), reflect.ValueOf(from)
 	for i := range d.NumField() {
 		if d.Field(i).IsZero() {
