@@ -16,21 +16,20 @@ import (
 
 // agentView is an agent as the REST API shows it.
 type agentView struct {
-	ID            string   `json:"id"`
-	Name          string   `json:"name"`
-	Description   string   `json:"description,omitempty"`
-	Vibe          string   `json:"vibe,omitempty"`
-	Emoji         string   `json:"emoji,omitempty"`
-	Status        string   `json:"status"`
-	StatusReason  string   `json:"statusReason,omitempty"`
-	StatusMessage string   `json:"statusMessage,omitempty"`
-	Engine        string   `json:"engine"`
-	EngineVersion string   `json:"engineVersion,omitempty"`
-	Endpoint      string   `json:"endpoint,omitempty"`
-	Template      string   `json:"template,omitempty"`
-	Skills        []string `json:"skills"`
-	Secrets       []string `json:"secrets"`
-	Stopped       bool     `json:"stopped"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// AgentProfile is spec's, under the same JSON names (description, vibe, emoji).
+	agentsv1.AgentProfile `json:",inline"`
+	Status                string   `json:"status"`
+	StatusReason          string   `json:"statusReason,omitempty"`
+	StatusMessage         string   `json:"statusMessage,omitempty"`
+	Engine                string   `json:"engine"`
+	EngineVersion         string   `json:"engineVersion,omitempty"`
+	Endpoint              string   `json:"endpoint,omitempty"`
+	Template              string   `json:"template,omitempty"`
+	Skills                []string `json:"skills"`
+	Secrets               []string `json:"secrets"`
+	Stopped               bool     `json:"stopped"`
 	// Suspended is spec.suspended; NextWakeAt is when a sleeping agent wakes for its next
 	// scheduled task (additions beyond the contract).
 	Suspended   bool       `json:"suspended,omitempty"`
@@ -42,7 +41,7 @@ type agentView struct {
 
 func viewAgent(a *agentsv1.Agent) agentView {
 	v := agentView{
-		ID: a.Name, Name: a.Spec.DisplayName, Description: a.Spec.Description, Vibe: a.Spec.Vibe, Emoji: a.Spec.Emoji,
+		ID: a.Name, Name: a.Spec.DisplayName, AgentProfile: a.Spec.AgentProfile,
 		Status: string(a.Status.Phase), Engine: string(a.Spec.Engine.Name), EngineVersion: a.Status.EngineVersion,
 		Endpoint: a.Status.Endpoint, Template: a.Spec.Template, Stopped: a.Spec.Stopped, Restarts: a.Status.Restarts,
 		SnapshotCID: a.Status.SnapshotCID, CreatedAt: a.CreationTimestamp.UTC(),
@@ -98,13 +97,12 @@ func (s *Server) getAgentRoute(r *http.Request, c *Caller) (*Response, error) {
 
 // createAgentRequest is the body of POST /v0/agents.
 type createAgentRequest struct {
-	Name          *string `json:"name"`
-	Description   string  `json:"description"`
-	Vibe          string  `json:"vibe"`
-	Emoji         string  `json:"emoji"`
-	EngineVersion string  `json:"engineVersion"`
-	TemplateID    string  `json:"templateId"`
-	Template      string  `json:"template"`
+	Name *string `json:"name"`
+	// AgentProfile: description, vibe, emoji (as in the view and the Agent's spec).
+	agentsv1.AgentProfile `json:",inline"`
+	EngineVersion         string `json:"engineVersion"`
+	TemplateID            string `json:"templateId"`
+	Template              string `json:"template"`
 }
 
 func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
@@ -113,7 +111,7 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	a, running, err := s.ops.CreateAgent(r.Context(), c.tenant(), ops.NewAgent{
-		Name: req.Name, Description: req.Description, Vibe: req.Vibe, Emoji: req.Emoji,
+		Name: req.Name, AgentProfile: req.AgentProfile,
 		EngineVersion: req.EngineVersion, TemplateID: req.TemplateID, Template: req.Template, CreatedBy: c.UserID,
 	}, !noWait(r))
 	return agentAnswer(a, running, http.StatusCreated, err)

@@ -181,7 +181,7 @@ var _ = Describe("Agents", func() {
 
 	It("creates agents from published templates only", func() {
 		for _, t := range []agentsv1.AgentTemplate{
-			{ObjectMeta: metav1.ObjectMeta{Name: "tpl-pub"}, Spec: agentsv1.AgentTemplateSpec{Slug: "researcher", DisplayName: "Researcher", State: agentsv1.TemplatePublished, Vibe: "curious"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "tpl-pub"}, Spec: agentsv1.AgentTemplateSpec{Slug: "researcher", DisplayName: "Researcher", State: agentsv1.TemplatePublished, AgentProfile: agentsv1.AgentProfile{Vibe: "curious"}}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "tpl-old"}, Spec: agentsv1.AgentTemplateSpec{Slug: "retired", DisplayName: "Retired", State: agentsv1.TemplateArchived}},
 		} {
 			Expect(client.IgnoreAlreadyExists(k8sClient.Create(ctx, &t))).To(Succeed())

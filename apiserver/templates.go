@@ -8,22 +8,21 @@ import (
 
 // templateView is an AgentTemplate as the REST API shows it.
 type templateView struct {
-	ID              string   `json:"id"`
-	Slug            string   `json:"slug"`
-	Name            string   `json:"name"`
-	Description     string   `json:"description,omitempty"`
-	EngineVersion   string   `json:"engineVersion,omitempty"`
-	SnapshotCID     string   `json:"snapshotCid,omitempty"`
-	RequiredSecrets []string `json:"requiredSecrets"`
-	Skills          []string `json:"skills"`
-	Vibe            string   `json:"vibe,omitempty"`
-	Emoji           string   `json:"emoji,omitempty"`
+	ID   string `json:"id"`
+	Slug string `json:"slug"`
+	Name string `json:"name"`
+	// AgentProfile is spec's, under the same JSON names (description, vibe, emoji).
+	agentsv1.AgentProfile `json:",inline"`
+	EngineVersion         string   `json:"engineVersion,omitempty"`
+	SnapshotCID           string   `json:"snapshotCid,omitempty"`
+	RequiredSecrets       []string `json:"requiredSecrets"`
+	Skills                []string `json:"skills"`
 }
 
 func viewTemplate(t *agentsv1.AgentTemplate) templateView {
 	v := templateView{
-		ID: t.Name, Slug: t.Spec.Slug, Name: t.Spec.DisplayName, Description: t.Spec.Description,
-		EngineVersion: t.Spec.EngineVersion, SnapshotCID: t.Spec.SnapshotCID, Vibe: t.Spec.Vibe, Emoji: t.Spec.Emoji,
+		ID: t.Name, Slug: t.Spec.Slug, Name: t.Spec.DisplayName, AgentProfile: t.Spec.AgentProfile,
+		EngineVersion: t.Spec.EngineVersion, SnapshotCID: t.Spec.SnapshotCID,
 		RequiredSecrets: append([]string{}, t.Spec.RequiredSecrets...), Skills: []string{},
 	}
 	for _, s := range t.Spec.Skills {

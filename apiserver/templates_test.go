@@ -32,7 +32,7 @@ var _ = Describe("Templates: the REST and kubectl doors agree", Ordered, func() 
 		Expect(k8sClient.Create(ctx, &agentsv1.AgentTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: "tpl-doors"},
 			Spec: agentsv1.AgentTemplateSpec{
-				Slug: "doors", DisplayName: "Doorkeeper", Description: "keeps doors", Vibe: "calm", Emoji: "🚪",
+				Slug: "doors", DisplayName: "Doorkeeper", AgentProfile: agentsv1.AgentProfile{Description: "keeps doors", Vibe: "calm", Emoji: "🚪"},
 				// Not the platform's default (2026.9.6): the version must come from the template.
 				EngineVersion: "2026.9.7", SnapshotCID: snapCID, State: agentsv1.TemplatePublished,
 				Skills: []agentsv1.AgentSkill{{CID: skillCID}},
@@ -97,7 +97,7 @@ var _ = Describe("Templates: the REST and kubectl doors agree", Ordered, func() 
 		Expect(k8sClient.Create(ctx, &agentsv1.AgentTemplate{
 			ObjectMeta: metav1.ObjectMeta{Name: "tpl-doors-later"},
 			Spec: agentsv1.AgentTemplateSpec{
-				Slug: "doors-later", DisplayName: "Later", Vibe: "patient", State: agentsv1.TemplateDraft,
+				Slug: "doors-later", DisplayName: "Later", AgentProfile: agentsv1.AgentProfile{Vibe: "patient"}, State: agentsv1.TemplateDraft,
 				Skills: []agentsv1.AgentSkill{{CID: skillCID}},
 			},
 		})).To(Succeed())

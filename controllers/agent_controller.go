@@ -235,10 +235,7 @@ func (r *AgentReconciler) desired(ctx context.Context, agent *agentsv1.Agent, ve
 	d := runtime.Desired{
 		EngineVersion: version,
 		Stopped:       agent.Spec.Stopped,
-		Identity: engine.Identity{
-			Name: agent.Spec.DisplayName, Description: agent.Spec.Description,
-			Vibe: agent.Spec.Vibe, Emoji: agent.Spec.Emoji,
-		},
+		Identity:      engine.IdentityOf(agent),
 	}
 	if t := agent.Spec.RestartRequestedAt; t != nil {
 		d.RestartNonce = t.UTC().Format(time.RFC3339Nano)

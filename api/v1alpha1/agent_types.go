@@ -48,15 +48,14 @@ type AgentSkill struct {
 	CID string `json:"cid"`
 }
 
-// AgentSpec is the desired state of an agent.
-type AgentSpec struct {
-	// DisplayName is the agent's name (the REST field `name`): 1 to 100 characters, not blank,
-	// without control characters or any of < > { } ` \ (they break prompts and markup).
-	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:MaxLength=100
-	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F<>{}\x60\\]+$`
-	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="name must not be blank"
-	DisplayName string `json:"displayName"`
+// AgentProfile are the agent's display fields a user or a template sets freely: one
+// declaration for the Agent's spec, the AgentTemplate's spec, the REST API's create request
+// and views (all embed it, so a field's JSON name is the same in the CRDs and the REST API),
+// the template expansion (admission.ApplyTemplate fills every unset field from the template)
+// and the engine (engine.Identity embeds it). A field added here is REST-visible,
+// template-settable and engine-visible with no other edit; docs/ARCHITECTURE.md has the
+// checklist. Fields are optional: the zero value means unset.
+type AgentProfile struct {
 	// Description of what the agent is for.
 	// +kubebuilder:validation:MaxLength=1000
 	// +optional
@@ -69,6 +68,19 @@ type AgentSpec struct {
 	// +kubebuilder:validation:MaxLength=16
 	// +optional
 	Emoji string `json:"emoji,omitempty"`
+}
+
+// AgentSpec is the desired state of an agent.
+type AgentSpec struct {
+	// DisplayName is the agent's name (the REST field `name`): 1 to 100 characters, not blank,
+	// without control characters or any of < > { } ` \ (they break prompts and markup).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F<>{}\x60\\]+$`
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="name must not be blank"
+	DisplayName string `json:"displayName"`
+	// AgentProfile: the description, vibe and emoji.
+	AgentProfile `json:",inline"`
 	// Engine that runs the agent.
 	// +kubebuilder:default={name: openclaw}
 	// +optional

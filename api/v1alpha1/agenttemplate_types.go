@@ -26,10 +26,9 @@ type AgentTemplateSpec struct {
 	// +kubebuilder:validation:MaxLength=100
 	// +kubebuilder:validation:Pattern=`^[^\x00-\x1F\x7F<>{}\x60\\]+$`
 	DisplayName string `json:"displayName"`
-	// Description of what agents made from it do.
-	// +kubebuilder:validation:MaxLength=1000
-	// +optional
-	Description string `json:"description,omitempty"`
+	// AgentProfile of new agents (description, vibe, emoji): it fills what an agent leaves
+	// unset.
+	AgentProfile `json:",inline"`
 	// State: only published templates are listed and usable.
 	// +kubebuilder:default=draft
 	// +optional
@@ -53,14 +52,6 @@ type AgentTemplateSpec struct {
 	// +listMapKey=cid
 	// +optional
 	Skills []AgentSkill `json:"skills,omitempty"`
-	// Vibe of new agents.
-	// +kubebuilder:validation:MaxLength=200
-	// +optional
-	Vibe string `json:"vibe,omitempty"`
-	// Emoji of new agents.
-	// +kubebuilder:validation:MaxLength=16
-	// +optional
-	Emoji string `json:"emoji,omitempty"`
 }
 
 // AgentTemplateStatus is the observed state of a template.

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,8 +78,8 @@ func NeedsExpansion(agent *agentsv1.Agent) bool {
 	return !done
 }
 
-// ApplyTemplate fills the agent from t. Fields the agent sets (display name, description,
-// vibe, emoji, engine version, desired snapshot) win; the template fills the empty ones. The
+// ApplyTemplate fills the agent from t. Fields the agent sets (display name, the profile,
+// engine version, desired snapshot) win; the template fills the empty ones. The
 // skills are the template's followed by the agent's own (at most 10). seedSnapshot says
 // whether storage holds the template's snapshot, which then seeds the workspace. The
 // annotation AnnotationTemplateApplied records `<template>@<generation>`.
@@ -91,9 +92,7 @@ func ApplyTemplate(agent *agentsv1.Agent, t *agentsv1.AgentTemplate, seedSnapsho
 		}
 	}
 	fill(&s.DisplayName, t.Spec.DisplayName)
-	fill(&s.Description, t.Spec.Description)
-	fill(&s.Vibe, t.Spec.Vibe)
-	fill(&s.Emoji, t.Spec.Emoji)
+	fillProfile(&s.AgentProfile, t.Spec.AgentProfile)
 	fill(&s.Engine.Version, t.Spec.EngineVersion)
 	if seedSnapshot {
 		fill(&s.DesiredSnapshot, t.Spec.SnapshotCID)
@@ -112,6 +111,17 @@ func ApplyTemplate(agent *agentsv1.Agent, t *agentsv1.AgentTemplate, seedSnapsho
 		agent.Annotations = map[string]string{}
 	}
 	agent.Annotations[agentsv1.AnnotationTemplateApplied] = t.Name + "@" + strconv.FormatInt(t.Generation, 10)
+}
+
+// fillProfile sets every field of *dst that holds its zero value (unset) to from's, field by
+// field, so that a field added to AgentProfile is filled with no edit here.
+func fillProfile(dst *agentsv1.AgentProfile, from agentsv1.AgentProfile) {
+	d, f := reflect.ValueOf(dst).Elem(), reflect.ValueOf(from)
+	for i := range d.NumField() {
+		if d.Field(i).IsZero() {
+			d.Field(i).Set(f.Field(i))
+		}
+	}
 }
 
 func hasSkill(skills []agentsv1.AgentSkill, cid string) bool {

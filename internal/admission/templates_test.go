@@ -3,8 +3,10 @@ package admission_test
 import (
 	"errors"
 	"fmt"
+	"math/rand"
 	"reflect"
 	"testing"
+	"testing/quick"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,7 +26,7 @@ func template() *agentsv1.AgentTemplate {
 	return &agentsv1.AgentTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "tpl-research", Generation: 3},
 		Spec: agentsv1.AgentTemplateSpec{
-			Slug: "research", DisplayName: "Researcher", Description: "finds things", Vibe: "curious", Emoji: "🔎",
+			Slug: "research", DisplayName: "Researcher", AgentProfile: agentsv1.AgentProfile{Description: "finds things", Vibe: "curious", Emoji: "🔎"},
 			EngineVersion: "2026.9.7", SnapshotCID: cidS, State: agentsv1.TemplatePublished,
 			Skills: []agentsv1.AgentSkill{{CID: cidA}},
 		},
@@ -45,14 +47,14 @@ func TestApplyTemplate(t *testing.T) {
 		name: "an empty agent (POST /v0/agents with only a template) gets everything",
 		seed: true,
 		want: agentsv1.AgentSpec{
-			DisplayName: "Researcher", Description: "finds things", Vibe: "curious", Emoji: "🔎",
+			DisplayName: "Researcher", AgentProfile: agentsv1.AgentProfile{Description: "finds things", Vibe: "curious", Emoji: "🔎"},
 			Engine: agentsv1.EngineSpec{Version: "2026.9.7"}, Template: "tpl-research",
 			Skills: []agentsv1.AgentSkill{{CID: cidA}}, DesiredSnapshot: cidS,
 		},
 	}, {
 		name: "a snapshot storage does not hold seeds nothing",
 		want: agentsv1.AgentSpec{
-			DisplayName: "Researcher", Description: "finds things", Vibe: "curious", Emoji: "🔎",
+			DisplayName: "Researcher", AgentProfile: agentsv1.AgentProfile{Description: "finds things", Vibe: "curious", Emoji: "🔎"},
 			Engine: agentsv1.EngineSpec{Version: "2026.9.7"}, Template: "tpl-research",
 			Skills: []agentsv1.AgentSkill{{CID: cidA}},
 		},
@@ -60,13 +62,13 @@ func TestApplyTemplate(t *testing.T) {
 		name: "what the agent sets wins; its own skills follow the template's",
 		seed: true,
 		agent: agentsv1.AgentSpec{
-			DisplayName: "Mine", Description: "my own", Vibe: "calm", Emoji: "🐢",
+			DisplayName: "Mine", AgentProfile: agentsv1.AgentProfile{Description: "my own", Vibe: "calm", Emoji: "🐢"},
 			Engine:          agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw, Version: "2026.9.6"},
 			Skills:          []agentsv1.AgentSkill{{CID: cidB}, {CID: cidA}},
 			DesiredSnapshot: cidB, Stopped: true,
 		},
 		want: agentsv1.AgentSpec{
-			DisplayName: "Mine", Description: "my own", Vibe: "calm", Emoji: "🐢",
+			DisplayName: "Mine", AgentProfile: agentsv1.AgentProfile{Description: "my own", Vibe: "calm", Emoji: "🐢"},
 			Engine: agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw, Version: "2026.9.6"}, Template: "tpl-research",
 			Skills:          []agentsv1.AgentSkill{{CID: cidA}, {CID: cidB}},
 			DesiredSnapshot: cidB, Stopped: true,
@@ -75,7 +77,7 @@ func TestApplyTemplate(t *testing.T) {
 		name:  "skills stop at the CRD's limit of 10",
 		agent: agentsv1.AgentSpec{DisplayName: "Many", Skills: manySkills},
 		want: agentsv1.AgentSpec{
-			DisplayName: "Many", Description: "finds things", Vibe: "curious", Emoji: "🔎",
+			DisplayName: "Many", AgentProfile: agentsv1.AgentProfile{Description: "finds things", Vibe: "curious", Emoji: "🔎"},
 			Engine: agentsv1.EngineSpec{Version: "2026.9.7"}, Template: "tpl-research",
 			Skills: append([]agentsv1.AgentSkill{{CID: cidA}}, manySkills[:9]...),
 		},
@@ -94,6 +96,64 @@ func TestApplyTemplate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestApplyTemplateFillsEveryProfileField: each field of AgentProfile, found by reflection
+// (a field added to it is covered with no edit here), is filled from the template when the
+// agent leaves it unset and kept when the agent sets it; no other profile field changes.
+func TestApplyTemplateFillsEveryProfileField(t *testing.T) {
+	rnd := rand.New(rand.NewSource(1))
+	typ := reflect.TypeOf(agentsv1.AgentProfile{})
+	if typ.NumField() == 0 {
+		t.Fatal("AgentProfile has no fields")
+	}
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		t.Run(f.Name, func(t *testing.T) {
+			fromTemplate, own := sample(t, f.Type, "template's "+f.Name, rnd), sample(t, f.Type, "own "+f.Name, rnd)
+			tmpl := template()
+			tmpl.Spec.AgentProfile = profileWith(i, fromTemplate)
+
+			unset := &agentsv1.Agent{}
+			admission.ApplyTemplate(unset, tmpl, false)
+			if want := profileWith(i, fromTemplate); !reflect.DeepEqual(unset.Spec.AgentProfile, want) {
+				t.Errorf("agent without it: profile %+v, want the template's %+v", unset.Spec.AgentProfile, want)
+			}
+
+			set := &agentsv1.Agent{Spec: agentsv1.AgentSpec{AgentProfile: profileWith(i, own)}}
+			admission.ApplyTemplate(set, tmpl, false)
+			if want := profileWith(i, own); !reflect.DeepEqual(set.Spec.AgentProfile, want) {
+				t.Errorf("agent with it: profile %+v, want its own %+v", set.Spec.AgentProfile, want)
+			}
+		})
+	}
+}
+
+// profileWith is a profile with only field i set, to v.
+func profileWith(i int, v reflect.Value) agentsv1.AgentProfile {
+	var p agentsv1.AgentProfile
+	reflect.ValueOf(&p).Elem().Field(i).Set(v)
+	return p
+}
+
+// sample is a value of type typ that is not its zero value: label for a string, a random
+// value (testing/quick) for any other type.
+func sample(t *testing.T, typ reflect.Type, label string, rnd *rand.Rand) reflect.Value {
+	t.Helper()
+	if typ.Kind() == reflect.String {
+		return reflect.ValueOf(label).Convert(typ)
+	}
+	for range 100 {
+		v, ok := quick.Value(typ, rnd)
+		if !ok {
+			t.Fatalf("testing/quick makes no values of %s", typ)
+		}
+		if !v.IsZero() {
+			return v
+		}
+	}
+	t.Fatalf("no non-zero value of %s", typ)
+	return reflect.Value{}
 }
 
 func TestNeedsExpansion(t *testing.T) {

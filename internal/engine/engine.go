@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // Command is one engine CLI invocation. The runtime prefixes the engine binary, runs it in the
@@ -41,9 +43,17 @@ type GatewayParams struct {
 	Bind string
 }
 
-// Identity is what the engine config says about the agent.
+// Identity is what the engine config says about the agent: its display name and its
+// profile (description, vibe, emoji; a field added to AgentProfile reaches the engine
+// without an edit here).
 type Identity struct {
-	Name, Description, Vibe, Emoji string
+	Name string
+	agentsv1.AgentProfile
+}
+
+// IdentityOf is the identity of agent, the one place that builds it.
+func IdentityOf(agent *agentsv1.Agent) Identity {
+	return Identity{Name: agent.Spec.DisplayName, AgentProfile: agent.Spec.AgentProfile}
 }
 
 // ValidateResult is the engine's verdict on a candidate config.

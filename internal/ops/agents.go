@@ -53,10 +53,9 @@ func newAgentID() string { return newID("agt-", 10) }
 // NewAgent is an agent to create.
 type NewAgent struct {
 	// Name is the display name; nil keeps the template's.
-	Name          *string
-	Description   string
-	Vibe          string
-	Emoji         string
+	Name *string
+	// AgentProfile is what the caller sets of the profile; the template fills the rest.
+	agentsv1.AgentProfile
 	EngineVersion string
 	// TemplateID or Template (a slug) names the AgentTemplate the agent is expanded from.
 	TemplateID string
@@ -105,8 +104,8 @@ func (o *Ops) agentFrom(ctx context.Context, t Tenant, n *NewAgent) (*agentsv1.A
 			Labels: map[string]string{agentsv1.LabelCreatedBy: labelSafe(n.CreatedBy)},
 		},
 		Spec: agentsv1.AgentSpec{
-			Description: n.Description, Vibe: n.Vibe, Emoji: n.Emoji,
-			Engine: agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw},
+			AgentProfile: n.AgentProfile,
+			Engine:       agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw},
 		},
 	}
 	if n.TemplateID != "" || n.Template != "" {

@@ -77,7 +77,7 @@ func TestCreateAgentRefuses(t *testing.T) {
 func TestAgentFromRequest(t *testing.T) {
 	o, _ := fakeOps(Deps{})
 	a, err := o.agentFrom(context.Background(), Tenant{Namespace: "ws"}, &NewAgent{
-		Name: ptr("Ada"), Vibe: "calm", EngineVersion: "1.1", CreatedBy: "user@example.com/x",
+		Name: ptr("Ada"), AgentProfile: agentsv1.AgentProfile{Vibe: "calm"}, EngineVersion: "1.1", CreatedBy: "user@example.com/x",
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
 )
 
-var ident = engine.Identity{Name: "Robo", Description: "Writes reports", Vibe: "calm", Emoji: "🤖"}
+var ident = engine.Identity{Name: "Robo", AgentProfile: agentsv1.AgentProfile{Description: "Writes reports", Vibe: "calm", Emoji: "🤖"}}
 
 func TestVersion(t *testing.T) {
 	a := newAgent(t)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
 )
 
@@ -33,7 +34,7 @@ func at(m map[string]any, path string) any {
 }
 
 func TestInitialConfig(t *testing.T) {
-	id := engine.Identity{Name: "Robo", Description: "Writes reports", Vibe: "calm", Emoji: "🤖"}
+	id := engine.Identity{Name: "Robo", AgentProfile: agentsv1.AgentProfile{Description: "Writes reports", Vibe: "calm", Emoji: "🤖"}}
 	b, err := New().InitialConfig(id, "tok-123")
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestInitialConfig(t *testing.T) {
 }
 
 func TestIdentityFile(t *testing.T) {
-	path, b := IdentityFile(engine.Identity{Name: "Robo", Vibe: "calm", Emoji: "🤖", Description: "Writes reports."})
+	path, b := IdentityFile(engine.Identity{Name: "Robo", AgentProfile: agentsv1.AgentProfile{Vibe: "calm", Emoji: "🤖", Description: "Writes reports."}})
 	if path != ".openclaw/workspace/IDENTITY.md" {
 		t.Fatalf("path = %q", path)
 	}

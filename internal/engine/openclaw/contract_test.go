@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/testenv"
@@ -115,7 +116,7 @@ func mustValid(t *testing.T, engineDir string, config []byte) {
 func TestRealEngine(t *testing.T) {
 	dir := realEngineDir(t)
 	e := openclaw.New()
-	id := engine.Identity{Name: "Robo", Description: "Writes the daily report", Vibe: "calm and precise", Emoji: "🤖"}
+	id := engine.Identity{Name: "Robo", AgentProfile: agentsv1.AgentProfile{Description: "Writes the daily report", Vibe: "calm and precise", Emoji: "🤖"}}
 
 	t.Run("version", func(t *testing.T) {
 		out, code := run(t, dir, t.TempDir(), e.VersionCommand())

@@ -41,7 +41,7 @@ func testDesired() runtime.Desired {
 		GatewayTokenSecret: "a1-gateway-token",
 		Env:                map[string]string{"OPENAI_API_KEY": "sk-attached-SECRET-value"},
 		EnvSecret:          "a1-env",
-		Identity:           engine.Identity{Name: "Agent One", Emoji: "🦀"},
+		Identity:           engine.Identity{Name: "Agent One", AgentProfile: agentsv1.AgentProfile{Emoji: "🦀"}},
 	}
 }
 

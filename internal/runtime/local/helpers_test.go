@@ -110,7 +110,7 @@ func keyOf(a *agentsv1.Agent) types.NamespacedName {
 func desired(token string) runtime.Desired {
 	return runtime.Desired{
 		EngineVersion: version, GatewayToken: token,
-		Identity: engine.Identity{Name: "Tester", Emoji: "T"},
+		Identity: engine.Identity{Name: "Tester", AgentProfile: agentsv1.AgentProfile{Emoji: "T"}},
 	}
 }
 
