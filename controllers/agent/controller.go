@@ -1,3 +1,6 @@
+// Package agent is the Agent controller: it keeps each agent's gateway in the runtime with
+// its environment, engine config and skills, puts idle agents to sleep and wakes them, carries
+// out restores from snapshots, and reports the agent's status.
 package agent
 
 import (

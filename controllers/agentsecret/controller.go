@@ -1,3 +1,5 @@
+// Package agentsecret is the AgentSecret controller: it reports whether each secret's value
+// is usable, whether another secret of the workspace has its name, and which agents attach it.
 package agentsecret
 
 import (

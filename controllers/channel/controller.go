@@ -1,3 +1,5 @@
+// Package channel is the Channel controller: it installs a channel's engine plugin and
+// reports whether the channel is in its agent's engine config (the Agent controller renders it).
 package channel
 
 import (

@@ -1,3 +1,5 @@
+// Package domain is the Domain controller: it checks a custom domain's ownership (its TXT
+// record), claims its host and routes it to the agent.
 package domain
 
 import (

@@ -1,3 +1,5 @@
+// Package engineupgrade is the EngineUpgrade controller: it moves the agents an upgrade
+// selects to a new engine version, in waves.
 package engineupgrade
 
 import (

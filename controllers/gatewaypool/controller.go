@@ -1,3 +1,5 @@
+// Package gatewaypool is the GatewayPool controller: it keeps warm gateways ready through the
+// runtime, where the runtime can.
 package gatewaypool
 
 import (

@@ -1,3 +1,5 @@
+// Package skill is the Skill controller: it checks that each skill's bundle is in storage and
+// records the agents it is attached to.
 package skill
 
 import (

@@ -1,3 +1,5 @@
+// Package snapshot is the Snapshot controller: it archives an agent's workspace once into
+// storage, within the workspace's snapshot quota, and keeps each agent's newest snapshots.
 package snapshot
 
 import (

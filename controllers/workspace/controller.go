@@ -1,3 +1,5 @@
+// Package workspace is the Workspace controller: it gives each workspace its namespace and
+// keeps its counts and agent slots in step with the world.
 package workspace
 
 import (
