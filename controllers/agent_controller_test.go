@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -35,14 +35,14 @@ func startAgentManager() func() {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 		Scheme: mgr.GetScheme(), Engine: openclaw.New(),
 	})
-	r := &controllers.AgentReconciler{
+	r := &agentctrl.Reconciler{
 		Client: mgr.GetClient(), Runtime: rt,
 		Admission: &admission.Admitter{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 			Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 			Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
 		},
-		Env:        &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
+		Env:        &agentctrl.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
 		ModelProxy: testModelProxy{},
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
@@ -141,7 +141,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Secret{}} {
 			name := a.Name
 			if _, ok := obj.(*corev1.Secret); ok {
-				name = controllers.GatewayTokenSecretName(a.Name)
+				name = agentctrl.GatewayTokenSecretName(a.Name)
 			}
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed())
 			Expect(obj.GetOwnerReferences()).To(ContainElement(And(HaveField("UID", got.UID), HaveField("Controller", ptr.To(true)))), "%T", obj)
@@ -208,7 +208,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Eventually(hash).ShouldNot(BeEmpty())
 		before := hash()
 		env := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.EnvSecretName(a.Name)}, env)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.EnvSecretName(a.Name)}, env)).To(Succeed())
 		Expect(env.Data).To(HaveKeyWithValue("TEAM_KEY", []byte("v1")))
 		Expect(env.Data).NotTo(HaveKey("ANTHROPIC_API_KEY"))
 		Expect(fmt.Sprint(env.Data)).NotTo(ContainSubstring("sk-ant-kube"))
@@ -228,7 +228,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		fresh.Spec.Secrets = nil
 		Expect(k8sClient.Patch(ctx, fresh, patch)).To(Succeed())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.EnvSecretName(a.Name)}, &corev1.Secret{}))
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.EnvSecretName(a.Name)}, &corev1.Secret{}))
 		}).Should(BeTrue())
 		Eventually(func() []corev1.EnvFromSource {
 			sts := &appsv1.StatefulSet{}
@@ -306,7 +306,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		tokens := map[string]string{}
 		for _, a := range agents {
 			s := &corev1.Secret{}
-			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.GatewayTokenSecretName(a.Name)}, s)).To(Succeed())
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.GatewayTokenSecretName(a.Name)}, s)).To(Succeed())
 			tokens[a.Name] = string(s.Data["token"])
 		}
 		var sets appsv1.StatefulSetList
@@ -322,7 +322,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 			out := map[string]string{}
 			for _, a := range agents {
 				s := &corev1.Secret{}
-				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.GatewayTokenSecretName(a.Name)}, s)
+				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.GatewayTokenSecretName(a.Name)}, s)
 				out[a.Name] = string(s.Data["token"])
 			}
 			return out

@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -30,7 +30,7 @@ var _ = Describe("Agent isolation", Ordered, func() {
 	BeforeAll(func() {
 		rt = &memRuntime{files: map[string][]byte{}}
 		mgr := newManager()
-		Expect((&controllers.AgentReconciler{
+		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
 			Admission: testAdmitter(mgr), ModelProxy: testModelProxy{},
 		}).SetupWithManager(mgr)).To(Succeed())

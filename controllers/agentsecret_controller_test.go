@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentsecretctrl "github.com/agentplane/agentplane/controllers/agentsecret"
 )
 
 var _ = Describe("AgentSecret status", Ordered, func() {
@@ -20,7 +20,7 @@ var _ = Describe("AgentSecret status", Ordered, func() {
 
 	BeforeAll(func() {
 		mgr := newManager()
-		Expect((&controllers.AgentSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&agentsecretctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr)).To(Succeed())
 		stop = startManager(mgr)
 		newWorkspaceNS(ns)
 		Expect(k8sClient.Create(ctx, &corev1.Secret{

@@ -18,7 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
+	channelctrl "github.com/agentplane/agentplane/controllers/channel"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
 )
@@ -123,13 +124,13 @@ var _ = Describe("Channel controller", Ordered, func() {
 	BeforeAll(func() {
 		rt = &memRuntime{files: map[string][]byte{}}
 		mgr := newManager()
-		Expect((&controllers.ChannelReconciler{
+		Expect((&channelctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt,
 		}).SetupWithManager(mgr)).To(Succeed())
-		Expect((&controllers.AgentReconciler{
+		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
 			Admission: testAdmitter(mgr),
-			Env:       &controllers.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+			Env:       &agentctrl.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
 		}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
@@ -232,7 +233,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(ready(second)()).To(Equal("False/Duplicate"))
 		Expect(getAgent(a).Status.Config.Channels).To(Equal([]agentsv1.RenderedChannel{{Type: agentsv1.ChannelTelegram, Name: "dup-a", Generation: 1}}))
 
-		env := &controllers.SecretEnv{Client: k8sClient, APIReader: k8sClient}
+		env := &agentctrl.SecretEnv{Client: k8sClient, APIReader: k8sClient}
 		got, _, err := env.Resolve(ctx, a)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(got).To(HaveKeyWithValue("AGENTPLANE_TELEGRAM_BOT_TOKEN", "111:first-token"))

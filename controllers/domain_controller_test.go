@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	domainctrl "github.com/agentplane/agentplane/controllers/domain"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/dnsverify/dnstest"
@@ -37,7 +37,7 @@ const (
 var _ = Describe("Domain controller", Ordered, func() {
 	var (
 		dnsSrv   *dnstest.Server
-		router   *controllers.RecordRouter
+		router   *domainctrl.RecordRouter
 		tokenKey = []byte("0123456789abcdef0123456789abcdef")
 		stop     context.CancelFunc
 	)
@@ -50,8 +50,8 @@ var _ = Describe("Domain controller", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 		}
 		mgr := newManager()
-		router = &controllers.RecordRouter{}
-		Expect((&controllers.DomainReconciler{
+		router = &domainctrl.RecordRouter{}
+		Expect((&domainctrl.Reconciler{
 			Client:   mgr.GetClient(),
 			Resolver: dnsverify.New([]string{dnsSrv.Addr}, 300*time.Millisecond), TokenKey: tokenKey,
 			AppsDomain: appsDomain, Router: router,
@@ -84,10 +84,10 @@ var _ = Describe("Domain controller", Ordered, func() {
 		expectCondition(got, agentsv1.DomainVerified, metav1.ConditionTrue, agentsv1.ReasonNotRequired)
 		routed := expectCondition(got, agentsv1.DomainRouted, metav1.ConditionTrue, agentsv1.ReasonRouted)
 		Expect(routed.Message).To(ContainSubstring("recorded (local mode)"))
-		Expect(got.Finalizers).To(ContainElement(controllers.DomainFinalizer))
+		Expect(got.Finalizers).To(ContainElement(domainctrl.Finalizer))
 		Expect(got.OwnerReferences).To(ContainElement(HaveField("UID", agent.UID)))
-		Expect(router.Routes()).To(HaveKeyWithValue(ns+"/hello", controllers.RecordedRoute{
-			Host: "hello." + appsDomain, Namespace: ns, Agent: agent.Name, Port: controllers.DefaultTargetPort,
+		Expect(router.Routes()).To(HaveKeyWithValue(ns+"/hello", domainctrl.RecordedRoute{
+			Host: "hello." + appsDomain, Namespace: ns, Agent: agent.Name, Port: domainctrl.DefaultTargetPort,
 		}))
 
 		lease := &coordinationv1.Lease{}
@@ -331,7 +331,7 @@ var _ = Describe("IngressRouter", func() {
 			d.Spec.TargetPort = 8080
 		})
 		d.Status.Host = "web.example.com"
-		r := &controllers.IngressRouter{Client: k8sClient, Scheme: env.Scheme, ClassName: "nginx", ClusterIssuer: "letsencrypt",
+		r := &domainctrl.IngressRouter{Client: k8sClient, Scheme: env.Scheme, ClassName: "nginx", ClusterIssuer: "letsencrypt",
 			Annotations: map[string]string{"nginx.ingress.kubernetes.io/proxy-read-timeout": "3600"}}
 		Expect(r.Route(ctx, d, agent)).To(Succeed())
 		Expect(r.Route(ctx, d, agent)).To(Succeed(), "idempotent")
@@ -343,7 +343,7 @@ var _ = Describe("IngressRouter", func() {
 		Expect(ing.Spec.Rules).To(HaveLen(1))
 		Expect(ing.Spec.Rules[0].Host).To(Equal("web.example.com"))
 		backend := ing.Spec.Rules[0].HTTP.Paths[0].Backend.Service
-		Expect(backend.Name).To(Equal(controllers.DomainServiceName(d)))
+		Expect(backend.Name).To(Equal(domainctrl.ServiceName(d)))
 		Expect(backend.Port.Number).To(Equal(int32(8080)))
 
 		By("the Domain's own Service sends the target port to the agent's gateway pod")
@@ -353,7 +353,7 @@ var _ = Describe("IngressRouter", func() {
 		Expect(svc.Spec.Selector).To(Equal(agentsv1.GatewayPodSelector(agent.Name)))
 		Expect(svc.Spec.Ports).To(ConsistOf(And(HaveField("Port", int32(8080)), HaveField("TargetPort", intstr.FromInt32(8080)))))
 		Expect(svc.Labels).To(HaveKeyWithValue(agentsv1.LabelAppManagedBy, agentsv1.ManagedBy))
-		Expect(ing.Annotations).To(HaveKeyWithValue(controllers.ClusterIssuerAnnotation, "letsencrypt"))
+		Expect(ing.Annotations).To(HaveKeyWithValue(domainctrl.ClusterIssuerAnnotation, "letsencrypt"))
 		Expect(ing.Annotations).To(HaveKeyWithValue("nginx.ingress.kubernetes.io/proxy-read-timeout", "3600"))
 		Expect(ing.Spec.TLS).To(ConsistOf(networkingv1.IngressTLS{Hosts: []string{"web.example.com"}, SecretName: "web-tls"}))
 
@@ -362,7 +362,7 @@ var _ = Describe("IngressRouter", func() {
 		Expect(r.Route(ctx, d, agent)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, ing)).To(Succeed())
 		Expect(ing.Spec.TLS).To(BeEmpty())
-		Expect(ing.Annotations).NotTo(HaveKey(controllers.ClusterIssuerAnnotation))
+		Expect(ing.Annotations).NotTo(HaveKey(domainctrl.ClusterIssuerAnnotation))
 
 		By("a new target port moves the Service's port")
 		d.Spec.TargetPort = 3000

@@ -16,7 +16,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	domainctrl "github.com/agentplane/agentplane/controllers/domain"
 )
 
 // installGatewayAPI installs the Gateway API's HTTPRoute CRD from the module go.mod pins
@@ -42,13 +42,13 @@ var _ = Describe("GatewayRouter", func() {
 		d.Status.Host = "web.example.com"
 
 		By("a Domain routed by Ingress before --domain-gateway")
-		ingress := &controllers.IngressRouter{Client: k8sClient, Scheme: env.Scheme, HTTPRoutes: true}
+		ingress := &domainctrl.IngressRouter{Client: k8sClient, Scheme: env.Scheme, HTTPRoutes: true}
 		Expect(ingress.Route(ctx, d, agent)).To(Succeed())
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &networkingv1.Ingress{})).To(Succeed())
 
-		gw, err := controllers.ParseGatewayRef("gateways/public/https")
+		gw, err := domainctrl.ParseGatewayRef("gateways/public/https")
 		Expect(err).NotTo(HaveOccurred())
-		r := &controllers.GatewayRouter{Client: k8sClient, Scheme: env.Scheme, Gateway: gw}
+		r := &domainctrl.GatewayRouter{Client: k8sClient, Scheme: env.Scheme, Gateway: gw}
 		Expect(r.Route(ctx, d, agent)).To(Succeed())
 
 		route := &gatewayv1.HTTPRoute{}
@@ -64,14 +64,14 @@ var _ = Describe("GatewayRouter", func() {
 		Expect(route.Spec.Rules).To(HaveLen(1))
 		Expect(route.Spec.Rules[0].BackendRefs).To(HaveLen(1))
 		backend := route.Spec.Rules[0].BackendRefs[0]
-		Expect(string(backend.Name)).To(Equal(controllers.DomainServiceName(d)))
+		Expect(string(backend.Name)).To(Equal(domainctrl.ServiceName(d)))
 		Expect(backend.Port).To(Equal(ptr.To(gatewayv1.PortNumber(8080))))
 		Expect(backend.Kind).To(Equal(ptr.To(gatewayv1.Kind("Service"))))
 
 		By("the Ingress of the Ingress mode is gone; the Domain's Service stays")
 		err = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, &networkingv1.Ingress{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ingress: %v", err)
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: controllers.DomainServiceName(d)}, &corev1.Service{})).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: domainctrl.ServiceName(d)}, &corev1.Service{})).To(Succeed())
 
 		By("an unchanged pass writes nothing (the fields the API server defaults are set)")
 		rv := route.ResourceVersion
@@ -100,11 +100,11 @@ var _ = Describe("GatewayRouter", func() {
 	})
 
 	It("parses NAMESPACE/NAME[/SECTION]", func() {
-		gw, err := controllers.ParseGatewayRef("infra/public")
+		gw, err := domainctrl.ParseGatewayRef("infra/public")
 		Expect(err).NotTo(HaveOccurred())
-		Expect(gw).To(Equal(controllers.GatewayRef{Namespace: "infra", Name: "public"}))
+		Expect(gw).To(Equal(domainctrl.GatewayRef{Namespace: "infra", Name: "public"}))
 		for _, bad := range []string{"", "public", "infra/", "/public", "a/b/", "a/b/c/d"} {
-			_, err := controllers.ParseGatewayRef(bad)
+			_, err := domainctrl.ParseGatewayRef(bad)
 			Expect(err).To(HaveOccurred(), bad)
 		}
 	})

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
 	"github.com/agentplane/agentplane/internal/engine"
 )
 
@@ -122,7 +122,7 @@ func (f reconcilerFunc) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 // when given); the returned func stops it.
 func startUpgradeManager(clk clock.PassiveClock, reg ...prometheus.Registerer) func() {
 	mgr := newManager()
-	r := &controllers.EngineUpgradeReconciler{
+	r := &engineupgradectrl.Reconciler{
 		Client: mgr.GetClient(), Versions: upgradeVersions, Clock: clk,
 		Recorder: mgr.GetEventRecorder("engineupgrade-test"),
 	}

@@ -2,8 +2,9 @@ package controllers_test
 
 import (
 	"context"
-	appsv1 "k8s.io/api/apps/v1"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/go-logr/logr"
 	. "github.com/onsi/ginkgo/v2"
@@ -19,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	gatewaypoolctrl "github.com/agentplane/agentplane/controllers/gatewaypool"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -31,10 +32,10 @@ import (
 var poolVersions = engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}
 
 // startPoolManager runs the GatewayPool controller over rt and returns it with its metrics.
-func startPoolManager(rt runtime.Runtime) (*controllers.GatewayPoolReconciler, *prometheus.Registry) {
+func startPoolManager(rt runtime.Runtime) (*gatewaypoolctrl.Reconciler, *prometheus.Registry) {
 	mgr := newManager()
 	reg := prometheus.NewRegistry()
-	r := &controllers.GatewayPoolReconciler{
+	r := &gatewaypoolctrl.Reconciler{
 		Client: mgr.GetClient(), Runtime: rt, Versions: poolVersions,
 		Recorder: mgr.GetEventRecorder("gatewaypool-test"), Metrics: reg,
 	}

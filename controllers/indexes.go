@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -109,6 +110,14 @@ func requestsFor(ctx context.Context, c client.Reader, list client.ObjectList, n
 	return out, err
 }
 
+// The mappers from an Agent to the objects of its kinds that name it, for the controllers'
+// watches of Agents.
+var (
+	ChannelsOfAgent  = agentRefMapper[agentsv1.ChannelList]
+	DomainsOfAgent   = agentRefMapper[agentsv1.DomainList]
+	SnapshotsOfAgent = agentRefMapper[agentsv1.SnapshotList]
+)
+
 // agentRefMapper maps an Agent to the objects of list type L (Channels, Domains, Snapshots)
 // whose spec.agentRef names it, through IndexAgentRef.
 func agentRefMapper[L any, PL interface {
@@ -121,5 +130,33 @@ func agentRefMapper[L any, PL interface {
 			log.FromContext(ctx).Error(err, "look up the objects of an agent", "kind", fmt.Sprintf("%T", PL(nil)), "agent", agent.GetName())
 		}
 		return reqs
+	}
+}
+
+// SkillsOfAgent maps an agent to the skills it is recorded on (IndexSkillAttachedTo) or
+// attaches (IndexSkillCID of each of its spec.skills).
+func SkillsOfAgent(c client.Reader) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []reconcile.Request {
+		a, ok := o.(*agentsv1.Agent)
+		if !ok {
+			return nil
+		}
+		lookups := [][2]string{{agentsv1.IndexSkillAttachedTo, a.Name}}
+		for _, s := range a.Spec.Skills {
+			lookups = append(lookups, [2]string{agentsv1.IndexSkillCID, s.CID})
+		}
+		var out []reconcile.Request
+		for _, l := range lookups {
+			reqs, err := requestsFor(ctx, c, &agentsv1.SkillList{}, a.Namespace, l[0], l[1])
+			if err != nil {
+				log.FromContext(ctx).Error(err, "look up the skills of an agent", "agent", a.Name)
+			}
+			for _, req := range reqs {
+				if !slices.Contains(out, req) {
+					out = append(out, req)
+				}
+			}
+		}
+		return out
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	skillctrl "github.com/agentplane/agentplane/controllers/skill"
 	"github.com/agentplane/agentplane/internal/cid"
 	"github.com/agentplane/agentplane/internal/storage/local"
 )
@@ -32,7 +32,7 @@ var _ = Describe("Skill status", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		store = &flakyStore{Store: files}
 		mgr := newManager()
-		Expect((&controllers.SkillReconciler{Client: mgr.GetClient(), Store: store, RetryAfter: time.Second}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&skillctrl.Reconciler{Client: mgr.GetClient(), Store: store, RetryAfter: time.Second}).SetupWithManager(mgr)).To(Succeed())
 		var mctx context.Context
 		mctx, stop = context.WithCancel(ctx)
 		go func() {

@@ -19,10 +19,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
+	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/snapshots"
 	"github.com/agentplane/agentplane/internal/storage"
 	"github.com/agentplane/agentplane/internal/storage/local"
 	"github.com/agentplane/agentplane/internal/tenancy"
@@ -54,12 +56,12 @@ var _ = Describe("Snapshots", Ordered, func() {
 		mgr := newManager(func(o *ctrl.Options) {
 			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}, nsQ: {}}}
 		})
-		Expect((&controllers.SnapshotReconciler{
+		Expect((&snapshotctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
 			RetryMin: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond,
 			Quota: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		}).SetupWithManager(mgr)).To(Succeed())
-		Expect((&controllers.AgentReconciler{
+		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), Runtime: rt,
 			Admission: &admission.Admitter{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
@@ -300,7 +302,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 				Slug: "kind-tpl", DisplayName: "Kind", State: agentsv1.TemplatePublished, SnapshotCID: s.Status.CID,
 			},
 		})).To(Succeed())
-		locator := controllers.SnapshotLocator{Reader: k8sClient, Store: store}
+		locator := snapshots.Locator{Reader: k8sClient, Store: store}
 		Expect(locator.Exists(ctx, nsB, s.Status.CID)).To(BeTrue())
 		Expect(locator.Exists(ctx, nsB, cidOf(map[string]string{"nowhere": "x"}))).To(BeFalse())
 		key := agent(nsB, "seeded", func(a *agentsv1.Agent) {

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// patchStatusIfChanged writes obj's status when it differs from before's (a copy of obj taken
+// PatchStatusIfChanged writes obj's status when it differs from before's (a copy of obj taken
 // when the pass read it) and reports whether it wrote. The write is a merge patch of the
 // status subresource from before's status, with optimistic lock: a merge patch replaces whole
 // lists (conditions), so a pass that read an older object than the stored one must not put its
@@ -25,10 +25,10 @@ import (
 // fields (ownStatusFields): the status fields of other writers are theirs alone.
 //
 // Every reconciler writes its status through this helper. obj and before must be pointers to
-// the same struct type with a Status field (every kind of api/v1alpha1). withoutLock is for a
+// the same struct type with a Status field (every kind of api/v1alpha1). WithoutLock is for a
 // status its controller alone writes and that records an effect the pass already had (a
 // Snapshot's archive): the patch must land rather than conflict and repeat the effect.
-func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before client.Object, opts ...statusPatchOption) (bool, error) {
+func PatchStatusIfChanged(ctx context.Context, c client.Client, obj, before client.Object, opts ...StatusPatchOption) (bool, error) {
 	now, was, err := statusFields(obj, before)
 	if err != nil {
 		return false, err
@@ -41,7 +41,7 @@ func patchStatusIfChanged(ctx context.Context, c client.Client, obj, before clie
 	orig := obj.DeepCopyObject().(client.Object)
 	reflect.ValueOf(orig).Elem().FieldByName("Status").Set(was)
 	var patch client.Patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
-	if slices.Contains(opts, withoutLock) {
+	if slices.Contains(opts, WithoutLock) {
 		patch = client.MergeFrom(orig)
 	}
 	data, err := patch.Data(obj)
@@ -81,11 +81,11 @@ func ownStatusFields(data []byte, kind string) ([]byte, bool, error) {
 	return data, true, err
 }
 
-// statusPatchOption changes how patchStatusIfChanged writes.
-type statusPatchOption int
+// StatusPatchOption changes how PatchStatusIfChanged writes.
+type StatusPatchOption int
 
-// withoutLock: a plain merge patch, no optimistic lock.
-const withoutLock statusPatchOption = 1
+// WithoutLock: a plain merge patch, no optimistic lock.
+const WithoutLock StatusPatchOption = 1
 
 // statusFields returns the Status fields of obj and before.
 func statusFields(obj, before client.Object) (reflect.Value, reflect.Value, error) {
@@ -100,10 +100,10 @@ func statusFields(obj, before client.Object) (reflect.Value, reflect.Value, erro
 	return now, was, nil
 }
 
-// summarizeReady is a kind's Ready condition from the conditions it sums up, in order: True
+// SummarizeReady is a kind's Ready condition from the conditions it sums up, in order: True
 // (with the last one's reason) when every one is True, else False with the reason and message
 // of the first that is not True, or NotChecked (notChecked) when one is missing.
-func summarizeReady(conds []metav1.Condition, generation int64, notChecked string, types ...string) metav1.Condition {
+func SummarizeReady(conds []metav1.Condition, generation int64, notChecked string, types ...string) metav1.Condition {
 	c := metav1.Condition{Type: agentsv1.ConditionReady, ObservedGeneration: generation, Status: metav1.ConditionFalse,
 		Reason: agentsv1.ReasonNotChecked, Message: notChecked}
 	for _, typ := range types {

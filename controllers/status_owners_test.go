@@ -11,7 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
+	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -38,14 +39,14 @@ var _ = Describe("Status writers", Ordered, func() {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 			Scheme: mgr.GetScheme(), Engine: openclaw.New(),
 		})
-		Expect((&controllers.AgentReconciler{
+		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), Runtime: rt,
 			Admission: &admission.Admitter{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Limiter: limiter,
 				Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
 			},
 		}).SetupWithManager(mgr)).To(Succeed())
-		Expect((&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&workspacectrl.Reconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())
 		stop = startManager(mgr)
 	})
 	AfterAll(func() { stop() })

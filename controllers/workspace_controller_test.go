@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
 	"github.com/agentplane/agentplane/internal/quota"
 )
 
@@ -35,7 +35,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		// without waiting.
 		clk = testingclock.NewFakeClock(time.Now())
 		limiter = &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Clock: clk}
-		Expect((&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())
+		Expect((&workspacectrl.Reconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())
 		stop = startManager(mgr)
 	})
 	AfterAll(func() { stop() })
@@ -84,7 +84,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Expect(owner.UID).To(Equal(ws.UID))
 
 		Eventually(status("ws-own")).Should(And(
-			HaveField("Namespace", "ws-own"), HaveField("Phase", controllers.WorkspaceActive),
+			HaveField("Namespace", "ws-own"), HaveField("Phase", workspacectrl.Active),
 			HaveField("AgentLimit", int32(3)), HaveField("ObservedGeneration", ws.Generation)))
 		ready := meta.FindStatusCondition(status("ws-own")().Conditions, agentsv1.ConditionReady)
 		Expect(ready).NotTo(BeNil())
@@ -103,12 +103,12 @@ var _ = Describe("Workspace controller", Ordered, func() {
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-preexisting"}, ns)).To(Succeed())
 			return ns.Labels
 		}).Should(HaveKeyWithValue(agentsv1.LabelWorkspace, "ws-preexisting"))
-		Eventually(status("ws-preexisting")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-preexisting")).Should(HaveField("Phase", workspacectrl.Active))
 	})
 
 	It("counts the workspace's agents as they come and go", func() {
 		createWorkspace("ws-count", 5)
-		Eventually(status("ws-count")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-count")).Should(HaveField("Phase", workspacectrl.Active))
 		a := newAgent("ws-count", "one")
 		newAgent("ws-count", "two")
 		Eventually(status("ws-count")).Should(HaveField("Agents", int32(2)))
@@ -118,7 +118,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 
 	It("releases a reservation whose agent never appeared once it is stale, and only then", func() {
 		createWorkspace("ws-reserve", 5)
-		Eventually(status("ws-reserve")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-reserve")).Should(HaveField("Phase", workspacectrl.Active))
 		// A caller reserved two slots; only one agent was created (the other caller died).
 		Expect(limiter.ReserveAgent(ctx, "ws-reserve", "kept")).To(Succeed())
 		Expect(limiter.ReserveAgent(ctx, "ws-reserve", "ghost")).To(Succeed())
@@ -144,7 +144,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 
 	It("counts a bound agent's slot as used, and gives it back once however often it is released", func() {
 		createWorkspace("ws-slots", 2)
-		Eventually(status("ws-slots")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-slots")).Should(HaveField("Phase", workspacectrl.Active))
 		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a1")).To(Succeed())
 		Expect(limiter.ReserveAgent(ctx, "ws-slots", "a1")).To(Succeed(), "a second reservation while pending is a no-op")
 		a := newAgent("ws-slots", "a1")
@@ -174,7 +174,7 @@ var _ = Describe("Workspace controller", Ordered, func() {
 
 	It("recounts a count that disagrees with the agents", func() {
 		createWorkspace("ws-recount", 5)
-		Eventually(status("ws-recount")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-recount")).Should(HaveField("Phase", workspacectrl.Active))
 		for _, name := range []string{"b1", "b2"} {
 			Expect(limiter.ReserveAgent(ctx, "ws-recount", name)).To(Succeed())
 			bind(newAgent("ws-recount", name))
@@ -230,12 +230,12 @@ var _ = Describe("Workspace controller", Ordered, func() {
 
 	It("reports a workspace being deleted as Terminating", func() {
 		ws := createWorkspace("ws-delete", 1)
-		Eventually(status("ws-delete")).Should(HaveField("Phase", controllers.WorkspaceActive))
+		Eventually(status("ws-delete")).Should(HaveField("Phase", workspacectrl.Active))
 		// A finalizer of the test's keeps the Workspace visible while it is being deleted.
 		const hold = "test.agentplane.io/hold"
 		patch("ws-delete", func(ws *agentsv1.Workspace) { controllerutil.AddFinalizer(ws, hold) })
 		Expect(k8sClient.Delete(ctx, ws)).To(Succeed())
-		Eventually(status("ws-delete")).Should(HaveField("Phase", controllers.WorkspaceTerminating))
+		Eventually(status("ws-delete")).Should(HaveField("Phase", workspacectrl.Terminating))
 		patch("ws-delete", func(ws *agentsv1.Workspace) { controllerutil.RemoveFinalizer(ws, hold) })
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-delete"}, &agentsv1.Workspace{}))

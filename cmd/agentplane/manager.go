@@ -13,7 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/clawhub"
 	"github.com/agentplane/agentplane/internal/images"
@@ -127,8 +127,8 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.Domains.ClusterIssuer, "cluster-issuer", "", "cert-manager ClusterIssuer for TLS of agent domains (kube runtime; empty: no TLS)")
 	f.DurationVar(&o.ProvisionTimeout, "provision-timeout", 3*time.Minute, "how long agent create and restart wait for the gateway before answering 202")
 	f.IntVar(&o.AgentWorkers, "agent-workers", platform.DefaultAgentWorkers, "agents the Agent controller reconciles at once")
-	f.DurationVar(&o.WakeLead, "wake-lead", controllers.DefaultWakeLead, "how long before its next scheduled task a suspended agent is woken")
-	f.DurationVar(&o.WakeWindow, "wake-window", controllers.DefaultWakeWindow, "how long a woken agent without an idle policy stays awake after its last request")
+	f.DurationVar(&o.WakeLead, "wake-lead", agentctrl.DefaultWakeLead, "how long before its next scheduled task a suspended agent is woken")
+	f.DurationVar(&o.WakeWindow, "wake-window", agentctrl.DefaultWakeWindow, "how long a woken agent without an idle policy stays awake after its last request")
 	// No client-side limit by default: the API server's priority and fairness paces the
 	// manager (platform.DefaultAPIQPS says why that is safe).
 	f.Float32Var(&o.APIQPS, "kube-api-qps", platform.DefaultAPIQPS, "requests per second to the Kubernetes API server, sustained (negative: no client-side limit, the API server's priority and fairness paces the manager; 0: the kubeconfig's own)")

@@ -1,19 +1,19 @@
 package platform
 
 import (
-	"github.com/agentplane/agentplane/controllers"
+	channelctrl "github.com/agentplane/agentplane/controllers/channel"
 )
 
 // setupChannels registers the Channel controller, which installs the channels' engine plugins
 // through the runtime and reports their render (nothing to do without a runtime). The Agent
 // controller renders them into the engine configs and watches Channels through
-// controllers.WatchChannels (setupControllers).
+// controllers/agent.WatchChannels (setupControllers).
 func (p *Platform) setupChannels() error {
 	if p.runtime == nil {
 		return nil
 	}
 	mgr := p.Manager
-	return (&controllers.ChannelReconciler{
+	return (&channelctrl.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime,
 		Recorder: mgr.GetEventRecorder("agentplane-channel"),
 	}).SetupWithManager(mgr)

@@ -3,7 +3,11 @@ package platform
 import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
+	agentsecretctrl "github.com/agentplane/agentplane/controllers/agentsecret"
+	gatewaypoolctrl "github.com/agentplane/agentplane/controllers/gatewaypool"
+	skillctrl "github.com/agentplane/agentplane/controllers/skill"
+	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 )
@@ -11,7 +15,7 @@ import (
 // setupControllers registers every controller with the manager.
 func (p *Platform) setupControllers() error {
 	mgr := p.Manager
-	if err := (&controllers.WorkspaceReconciler{Client: mgr.GetClient(), Limiter: p.limiter}).SetupWithManager(mgr); err != nil {
+	if err := (&workspacectrl.Reconciler{Client: mgr.GetClient(), Limiter: p.limiter}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&admission.Recounter{
@@ -19,20 +23,20 @@ func (p *Platform) setupControllers() error {
 	}); err != nil {
 		return err
 	}
-	if err := (&controllers.AgentSecretReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer}).SetupWithManager(mgr); err != nil {
+	if err := (&agentsecretctrl.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&controllers.SkillReconciler{Client: mgr.GetClient(), Store: p.opts.Files}).SetupWithManager(mgr); err != nil {
+	if err := (&skillctrl.Reconciler{Client: mgr.GetClient(), Store: p.opts.Files}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if p.runtime != nil {
-		r := &controllers.AgentReconciler{
+		r := &agentctrl.Reconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
 			Recorder: mgr.GetEventRecorder("agentplane-agent"), Workers: p.opts.AgentWorkers,
-			Sleep:  controllers.SleepOptions{WakeLead: p.opts.WakeLead, WakeWindow: p.opts.WakeWindow, TaskGrace: p.opts.TaskGrace},
+			Sleep:  agentctrl.SleepOptions{WakeLead: p.opts.WakeLead, WakeWindow: p.opts.WakeWindow, TaskGrace: p.opts.TaskGrace},
 			Skills: p.opts.Files, Engine: openclaw.New(),
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
-			Env: &controllers.SecretEnv{
+			Env: &agentctrl.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube, ModelProxy: p.controllersModelProxy(),
 			},
@@ -43,7 +47,7 @@ func (p *Platform) setupControllers() error {
 		}
 	}
 	// Warm gateway pools: kept by a runtime that can (local); reported as unsupported on others.
-	if err := (&controllers.GatewayPoolReconciler{
+	if err := (&gatewaypoolctrl.Reconciler{
 		Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions,
 		Recorder: mgr.GetEventRecorder("agentplane-gatewaypool"), Metrics: metrics.Registry,
 	}).SetupWithManager(mgr); err != nil {

@@ -9,24 +9,24 @@ import (
 
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
-	"github.com/agentplane/agentplane/controllers"
+	domainctrl "github.com/agentplane/agentplane/controllers/domain"
 	"github.com/agentplane/agentplane/internal/runtime/kube"
 )
 
 // domainRouter is runtime kube's Router: HTTPRoutes on Domains.Gateway when set, else
 // Ingresses (which remove the HTTPRoutes of an earlier Gateway when the cluster serves the
 // Gateway API).
-func (p *Platform) domainRouter() (controllers.Router, error) {
+func (p *Platform) domainRouter() (domainctrl.Router, error) {
 	mgr, o := p.Manager, p.opts.Domains
 	if o.Gateway != "" {
-		gw, err := controllers.ParseGatewayRef(o.Gateway)
+		gw, err := domainctrl.ParseGatewayRef(o.Gateway)
 		if err != nil {
 			return nil, fmt.Errorf("--domain-gateway: %w", err)
 		}
-		return &controllers.GatewayRouter{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Gateway: gw}, nil
+		return &domainctrl.GatewayRouter{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Gateway: gw}, nil
 	}
 	_, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version)
-	return &controllers.IngressRouter{
+	return &domainctrl.IngressRouter{
 		Client: mgr.GetClient(), Scheme: mgr.GetScheme(),
 		ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer, HTTPRoutes: err == nil,
 	}, nil

@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/modelaccess"
 	"github.com/agentplane/agentplane/internal/modelproxy"
 )
@@ -38,7 +38,7 @@ type ModelProxyOptions struct {
 // modelRoutes tells the controllers where an agent reaches the proxy for a provider.
 type modelRoutes struct{ base string }
 
-// BaseURL implements controllers.ModelProxy.
+// BaseURL implements agentctrl.ModelProxy.
 func (m modelRoutes) BaseURL(provider string) (string, bool) {
 	p, ok := modelproxy.Lookup(provider)
 	if !ok {
@@ -68,7 +68,7 @@ func (p *Platform) modelProxyBase(api, own net.Listener) string {
 }
 
 // controllersModelProxy is the proxy as the controllers see it (nil: none).
-func (p *Platform) controllersModelProxy() controllers.ModelProxy {
+func (p *Platform) controllersModelProxy() agentctrl.ModelProxy {
 	if p.modelBase == "" {
 		return nil
 	}

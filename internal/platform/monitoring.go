@@ -3,7 +3,7 @@ package platform
 import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/dnsverify"
 	"github.com/agentplane/agentplane/internal/storage"
 )
@@ -24,5 +24,5 @@ func instrumentResolver(r dnsverify.Resolver) dnsverify.Resolver {
 
 // setupAgentMetrics makes agentplane_agents report from the manager's cache while it runs.
 func (p *Platform) setupAgentMetrics() error {
-	return p.Manager.Add(controllers.AgentMetrics{Reader: p.Manager.GetCache()})
+	return p.Manager.Add(agentctrl.Metrics{Reader: p.Manager.GetCache()})
 }

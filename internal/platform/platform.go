@@ -25,6 +25,7 @@ import (
 
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
+	domainctrl "github.com/agentplane/agentplane/controllers/domain"
 	"github.com/agentplane/agentplane/internal/admission"
 	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/dnsverify"
@@ -303,14 +304,14 @@ func (p *Platform) setupDomains(key []byte) error {
 		resolver = dnsverify.New(o.Nameservers, 0)
 	}
 	resolver = instrumentResolver(resolver)
-	var router controllers.Router = &controllers.RecordRouter{}
+	var router domainctrl.Router = &domainctrl.RecordRouter{}
 	if p.opts.Runtime.Name == RuntimeKube {
 		var err error
 		if router, err = p.domainRouter(); err != nil {
 			return err
 		}
 	}
-	return (&controllers.DomainReconciler{
+	return (&domainctrl.Reconciler{
 		Client: mgr.GetClient(), Resolver: resolver, TokenKey: key,
 		Brand: o.Brand, AppsDomain: o.AppsDomain, Router: router, Admission: p.admission,
 		CheckInterval: o.CheckInterval, MaxCheckInterval: o.MaxCheckInterval,

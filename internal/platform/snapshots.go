@@ -3,7 +3,8 @@ package platform
 import (
 	"context"
 
-	"github.com/agentplane/agentplane/controllers"
+	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
+	"github.com/agentplane/agentplane/internal/snapshots"
 )
 
 // setupSnapshots registers the Snapshot controller: it archives workspaces into Options.Files
@@ -13,7 +14,7 @@ func (p *Platform) setupSnapshots() error {
 		return nil
 	}
 	mgr := p.Manager
-	return (&controllers.SnapshotReconciler{
+	return (&snapshotctrl.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime, Store: p.opts.Files,
 		Retention: p.opts.SnapshotRetention, Recorder: mgr.GetEventRecorder("agentplane-snapshot"),
 		Quota: p.limiter,
@@ -26,5 +27,5 @@ func (p *Platform) snapshotExists(ctx context.Context, namespace, cid string) bo
 	if p.opts.Files == nil {
 		return false
 	}
-	return controllers.SnapshotLocator{Reader: p.Manager.GetAPIReader(), Store: p.opts.Files}.Exists(ctx, namespace, cid)
+	return snapshots.Locator{Reader: p.Manager.GetAPIReader(), Store: p.opts.Files}.Exists(ctx, namespace, cid)
 }

@@ -131,6 +131,30 @@ func TestImportRules(t *testing.T) {
 	}
 }
 
+// TestControllerPackagesStandAlone: each kind's controller is a package under controllers/
+// (controllers/agent, controllers/domain...) that shares code with the others only through the
+// parent package controllers (the status patch, the field indexes and their mappers, what
+// several kinds read of Channels); no controller package depends on another one, and the
+// parent depends on none of them.
+func TestControllerPackagesStandAlone(t *testing.T) {
+	direct := imports(t)
+	found := 0
+	for rel := range direct {
+		if !under(rel, "controllers") {
+			continue
+		}
+		found++
+		for d := range deps(direct, rel) {
+			if under(d, "controllers") && d != "controllers" {
+				t.Errorf("%s depends on %s: controller packages share code only through package controllers", rel, d)
+			}
+		}
+	}
+	if found < 2 {
+		t.Errorf("found %d packages under controllers: the layout changed, update the test", found)
+	}
+}
+
 // under reports whether rel is the package prefix or below it ("internal/" matches every
 // package under internal; "controllers" matches controllers and controllers/...).
 func under(rel, prefix string) bool {

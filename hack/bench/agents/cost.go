@@ -13,7 +13,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/config/policy"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/runtime"
@@ -102,14 +102,14 @@ func benchCost(n int) error {
 				client.FieldOwner(agentsv1.ControllerFieldManager))
 		}},
 		{"POST secrets (gateway token)", func(a *agentsv1.Agent) error {
-			s := controllers.BuildGatewayTokenSecret(a, "t")
+			s := agentctrl.BuildGatewayTokenSecret(a, "t")
 			if err := controllerutil.SetControllerReference(a, s, env.Scheme); err != nil {
 				return err
 			}
 			return c.Create(ctx, s)
 		}},
 		{"POST statefulsets", func(a *agentsv1.Agent) error {
-			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: controllers.GatewayTokenSecretName(a.Name)}, opts)
+			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentctrl.GatewayTokenSecretName(a.Name)}, opts)
 			if err != nil {
 				return err
 			}
@@ -170,7 +170,7 @@ func firstStatus(a *agentsv1.Agent) {
 	a.Status.EngineVersion = "2026.9.6"
 	a.Status.Endpoint = fmt.Sprintf("http://%s-0.%s.%s.svc:18789", a.Name, kube.GoverningService, a.Namespace)
 	a.Status.HoldsSlot = true
-	a.Status.GatewayTokenSecret = controllers.GatewayTokenSecretName(a.Name)
+	a.Status.GatewayTokenSecret = agentctrl.GatewayTokenSecretName(a.Name)
 	a.Status.ObservedGeneration = a.Generation
 	for _, c := range []metav1.Condition{
 		{Type: agentsv1.AgentProvisioned, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonProvisioned, Message: "the runtime holds the agent's gateway"},

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/engine/openclaw"
@@ -300,12 +300,12 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 	}
 	return parallel(8, len(agents), func(i int) error {
 		a := agents[i]
-		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: controllers.GatewayTokenSecretName(a.Name)}
+		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentctrl.GatewayTokenSecretName(a.Name)}
 		sts, err := kube.BuildStatefulSet(a, d, opts)
 		if err != nil {
 			return err
 		}
-		for _, o := range []client.Object{controllers.BuildGatewayTokenSecret(a, "t"), sts} {
+		for _, o := range []client.Object{agentctrl.BuildGatewayTokenSecret(a, "t"), sts} {
 			if err := c.Create(ctx, o); err != nil {
 				return err
 			}

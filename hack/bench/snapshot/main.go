@@ -5,7 +5,7 @@
 // --rounds times each, interleaved:
 //
 //   - sync: the Snapshot controller's code path — archive.Write (the deterministic tar the
-//     local runtime produces) streamed through controllers.StreamArchive into a local disk
+//     local runtime produces) streamed through controllers/snapshot.StreamArchive into a local disk
 //     store's Put (CID computation, write and fsync);
 //   - sha256sum: the coreutils tool over the same files.
 //
@@ -25,7 +25,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentplane/agentplane/controllers"
+	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/archive"
 	"github.com/agentplane/agentplane/internal/storage/local"
@@ -69,7 +69,7 @@ func run(size int64, nfiles, rounds int, parent string) error {
 			return err
 		}
 		start := time.Now()
-		obj, storeErr, archiveErr := controllers.StreamArchive(context.Background(), store, "bench/snapshots",
+		obj, storeErr, archiveErr := snapshotctrl.StreamArchive(context.Background(), store, "bench/snapshots",
 			func(w io.Writer) error { return archive.Write(ws, w) })
 		d := time.Since(start)
 		if storeErr != nil || archiveErr != nil {

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/scheme"
+)
+
+// fileRuntime holds one agent's config file and counts the accesses to it.
+type fileRuntime struct {
+	runtime.Runtime
+	file          []byte
+	reads, writes int
+	err           error
+}
+
+func (f *fileRuntime) ReadFile(context.Context, *agentsv1.Agent, string) ([]byte, error) {
+	f.reads++
+	return f.file, f.err
+}
+
+func (f *fileRuntime) WriteFile(_ context.Context, _ *agentsv1.Agent, _ string, b []byte) error {
+	f.writes++
+	f.file = b
+	return nil
+}
+
+// TestSyncConfig: what a pass of the Agent controller does to the engine config file, by the
+// inputs it finds.
+func TestSyncConfig(t *testing.T) {
+	// The seed is what the engine's InitialConfig writes (the platform's lean defaults
+	// included), so a pass with nothing to add renders the same file and writes nothing.
+	seed, err := openclaw.New().InitialConfig(engine.Identity{Name: "a1"}, "gw-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg := func(gen int64) *agentsv1.Channel {
+		return &agentsv1.Channel{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-telegram", Generation: gen},
+			Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelTelegram,
+				BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}},
+		}
+	}
+	userSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-config"},
+		Data: map[string][]byte{agentsv1.ConfigDataKey: []byte(`{tools: {profile: "coding"}}`)}}
+	withToken := map[string]string{controllers.EnvTelegramBotToken: "1:x"}
+	for _, tc := range []struct {
+		name          string
+		objs          []client.Object
+		configRef     bool
+		env           map[string]string
+		runtimeErr    error
+		applied       string // status/reason of ConfigApplied
+		reads, writes int
+		rendered      int // channels in status.config.channels
+		pending       int
+	}{
+		{"a new agent: the seed is the config, no file access", nil, false, nil, nil, "True/Rendered", 0, 0, 0, 0},
+		{"a channel with its token is written", []client.Object{tg(1)}, false, withToken, nil, "True/Rendered", 1, 1, 1, 0},
+		{"a channel whose token is not in the environment yet is not", []client.Object{tg(1)}, false, nil, nil, "True/Rendered", 1, 0, 0, 0},
+		{"the user's config replaces the seed", []client.Object{userSecret}, true, nil, nil, "True/Rendered", 1, 1, 0, 0},
+		{"a missing config Secret is reported, the file left alone", nil, true, nil, nil, "False/ConfigSourceNotFound", 0, 0, 0, 0},
+		{"a home that cannot be reached waits, the channel pending", []client.Object{tg(2)}, false, withToken, runtime.ErrNotRunning, "False/WaitingForAgent", 1, 0, 0, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(tc.objs...).
+				WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+					return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+				}).Build()
+			rt := &fileRuntime{file: seed, err: tc.runtimeErr}
+			r := &Reconciler{Client: c, Runtime: rt, Engine: openclaw.New()}
+			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}}
+			if tc.configRef {
+				agent.Spec.ConfigRef = &agentsv1.SecretKeyReference{Name: "a1-config", Key: agentsv1.ConfigDataKey}
+			}
+			if _, err := r.syncConfig(context.Background(), agent, tc.env, "gw-token"); err != nil {
+				t.Fatal(err)
+			}
+			cond := meta.FindStatusCondition(agent.Status.Conditions, agentsv1.AgentConfigApplied)
+			if got := string(cond.Status) + "/" + cond.Reason; got != tc.applied {
+				t.Errorf("ConfigApplied = %s (%s), want %s", got, cond.Message, tc.applied)
+			}
+			if rt.reads != tc.reads || rt.writes != tc.writes {
+				t.Errorf("reads/writes = %d/%d, want %d/%d", rt.reads, rt.writes, tc.reads, tc.writes)
+			}
+			if st := agent.Status.Config; st != nil && (len(st.Channels) != tc.rendered || len(st.PendingChannels) != tc.pending) {
+				t.Errorf("status.config = %+v", st)
+			}
+			// A second pass with the same inputs after a success costs nothing.
+			if tc.applied == "True/Rendered" {
+				reads := rt.reads
+				if _, err := r.syncConfig(context.Background(), agent, tc.env, "gw-token"); err != nil || rt.reads != reads {
+					t.Errorf("an unchanged pass read the file again (%v)", err)
+				}
+			}
+		})
+	}
+}
+
+// TestSyncConfigAfterLostStatusWrite: a pass renders the file but its status write is lost
+// (a conflict with another writer of the status), so the status still names the render
+// before. When the inputs return to that render (a channel's token removed and restored, a
+// secret detached and attached again), the file is rendered again instead of trusting the
+// stale hash.
+func TestSyncConfigAfterLostStatusWrite(t *testing.T) {
+	ch := &agentsv1.Channel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-telegram", Generation: 1},
+		Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelTelegram,
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}},
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(ch).
+		WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+			return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+		}).Build()
+	rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
+	r := &Reconciler{Client: c, Runtime: rt, Engine: openclaw.New()}
+	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
+	withToken := map[string]string{controllers.EnvTelegramBotToken: "1:x"}
+	telegram := func() bool { return bytes.Contains(rt.file, []byte(`"telegram"`)) }
+	sync := func(env map[string]string) {
+		t.Helper()
+		if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sync(withToken)
+	if !telegram() {
+		t.Fatalf("the channel was not rendered: %s", rt.file)
+	}
+	written := agent.Status.DeepCopy()
+	sync(nil) // the token left the environment: the channel leaves the file
+	if telegram() {
+		t.Fatalf("the channel stayed in the file: %s", rt.file)
+	}
+	agent.Status = *written // that pass's status write was lost
+	sync(withToken)
+	if !telegram() {
+		t.Errorf("the stale status hash was trusted: the file lacks the channel: %s", rt.file)
+	}
+}

@@ -1,0 +1,61 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/engine"
+)
+
+// ModelProxy is the platform's model proxy as the controllers see it: which providers it
+// serves and where an agent reaches it.
+type ModelProxy interface {
+	// BaseURL is the engine's baseUrl for provider through the proxy; false: the proxy does
+	// not serve the provider (its secret reaches the agent's environment as any other).
+	BaseURL(provider string) (string, bool)
+}
+
+// proxied reports whether sec's key stays in the model proxy instead of the agent.
+func proxied(p ModelProxy, sec *agentsv1.AgentSecret) bool {
+	if p == nil || sec.Spec.Provider == "" {
+		return false
+	}
+	_, ok := p.BaseURL(sec.Spec.Provider)
+	return ok
+}
+
+// proxiedProviders are the agent's attached secrets whose provider the model proxy serves,
+// as engine config entries pointing at the proxy with the agent's proxy credential (derived
+// from gatewayToken), sorted by provider.
+func (r *Reconciler) proxiedProviders(ctx context.Context, agent *agentsv1.Agent, gatewayToken string) ([]engine.ModelProvider, error) {
+	if r.ModelProxy == nil {
+		return nil, nil
+	}
+	var out []engine.ModelProvider
+	for _, ref := range agent.Spec.Secrets {
+		sec := &agentsv1.AgentSecret{}
+		if err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: ref.Name}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the environment's resolver reports it
+			}
+			return nil, fmt.Errorf("read secret %s: %w", ref.Name, err)
+		}
+		if !proxied(r.ModelProxy, sec) {
+			continue
+		}
+		url, _ := r.ModelProxy.BaseURL(sec.Spec.Provider)
+		out = append(out, engine.ModelProvider{
+			Name: sec.Spec.Provider, BaseURL: url,
+			APIKey: auth.NewModelCredential(agent.Namespace, agent.Name, gatewayToken),
+		})
+	}
+	slices.SortFunc(out, func(a, b engine.ModelProvider) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

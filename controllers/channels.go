@@ -1,0 +1,114 @@
+package controllers
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// What the Agent controller (which renders an agent's channels into its engine config and
+// environment) and the Channel controller (which reports on each Channel) both read of
+// Channels.
+
+// Environment variables that carry channel tokens to the gateway. The engine config's
+// SecretRefs name the same variables, so no token is ever written into the config.
+const (
+	EnvTelegramBotToken = "AGENTPLANE_TELEGRAM_BOT_TOKEN"
+	EnvSlackBotToken    = "AGENTPLANE_SLACK_BOT_TOKEN"
+	EnvSlackAppToken    = "AGENTPLANE_SLACK_APP_TOKEN"
+	EnvDiscordBotToken  = "AGENTPLANE_DISCORD_BOT_TOKEN"
+)
+
+// ChannelTokenEnv names the variables holding the bot and app tokens of a channel type (""
+// for a token the type does not use).
+func ChannelTokenEnv(t agentsv1.ChannelType) (bot, app string) {
+	switch t {
+	case agentsv1.ChannelTelegram:
+		return EnvTelegramBotToken, ""
+	case agentsv1.ChannelSlack:
+		return EnvSlackBotToken, EnvSlackAppToken
+	case agentsv1.ChannelDiscord:
+		return EnvDiscordBotToken, ""
+	}
+	return "", ""
+}
+
+// ChannelPlugin is the npm package of a channel type's external OpenClaw plugin ("" for
+// telegram, which OpenClaw bundles).
+func ChannelPlugin(t agentsv1.ChannelType) string {
+	switch t {
+	case agentsv1.ChannelSlack, agentsv1.ChannelDiscord, agentsv1.ChannelWhatsApp:
+		return "@openclaw/" + string(t)
+	}
+	return ""
+}
+
+// ChannelEnabled is spec.enabled (default true).
+func ChannelEnabled(ch *agentsv1.Channel) bool { return ch.Spec.Enabled == nil || *ch.Spec.Enabled }
+
+// EffectiveChannels returns, per type, the Channel of agent that counts: the oldest one not
+// being deleted (a younger Channel of the same type is a duplicate and ignored).
+func EffectiveChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, error) {
+	out, _, err := AgentChannels(ctx, c, agent)
+	return out, err
+}
+
+// AgentChannels returns the effective Channels of agent (EffectiveChannels) and those being
+// deleted.
+func AgentChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, []*agentsv1.Channel, error) {
+	var list agentsv1.ChannelList
+	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
+		return nil, nil, err
+	}
+	out := map[agentsv1.ChannelType]*agentsv1.Channel{}
+	var deleting []*agentsv1.Channel
+	for i := range list.Items {
+		ch := &list.Items[i]
+		if ch.DeletionTimestamp != nil {
+			deleting = append(deleting, ch)
+			continue
+		}
+		if cur, ok := out[ch.Spec.Type]; !ok || OlderChannel(ch, cur) {
+			out[ch.Spec.Type] = ch
+		}
+	}
+	return out, deleting, nil
+}
+
+// OlderChannel orders Channels by creation time, then name.
+func OlderChannel(a, b *agentsv1.Channel) bool {
+	return a.CreationTimestamp.Before(&b.CreationTimestamp) ||
+		a.CreationTimestamp.Equal(&b.CreationTimestamp) && a.Name < b.Name
+}
+
+// ReadSecretKey reads one key of a core Secret live ("" when the Secret or key is missing).
+func ReadSecretKey(ctx context.Context, r client.Reader, namespace string, ref *agentsv1.SecretKeyReference) (string, error) {
+	sec := &corev1.Secret{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", err
+	}
+	return string(sec.Data[ref.Key]), nil
+}
+
+// ChannelChanged passes creations, deletions and updates that change the spec or start the
+// deletion; status writes do not pass.
+func ChannelChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return true
+			}
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+		},
+	}
+}

@@ -1,0 +1,283 @@
+package engineupgrade
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+)
+
+// advance moves the rollout on: the agents of the wave under way one step each, or, with no
+// wave under way, the next wave (unless the rollout is halted, paused or done).
+func (u *upgradeRun) advance(ctx context.Context) error {
+	eu := u.eu
+	if w := currentWave(eu); w != nil {
+		return u.advanceWave(ctx, w)
+	}
+	if eu.Status.Phase == agentsv1.UpgradeHalted && eu.Generation <= eu.Status.HaltedGeneration {
+		return nil
+	}
+	pending := u.pending()
+	if len(pending) == 0 || eu.Spec.Paused {
+		return nil
+	}
+	n := waveSize(eu.Spec.WavePercent, len(pending)+u.upgradedHere())
+	w := startWave(eu, pending[:min(n, len(pending))], u.now)
+	eu.Status.FailedAgents = nil
+	u.r.event(eu, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+		"wave %d: %d agents to engine %s: %v", w.Index, len(w.Agents), u.target, w.Agents)
+	for _, k := range w.Agents {
+		u.r.event(u.agents[k], eu, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+			"wave %d of EngineUpgrade %s moves the agent to engine %s", w.Index, eu.Name, u.target)
+	}
+	// The wave is recorded (the status write) before any agent is touched.
+	u.wake = time.Millisecond
+	return nil
+}
+
+// advanceWave steps each agent of the wave; a wave whose agents all settled is Succeeded, or
+// Failed (and the rollout halted) when one was rolled back or could not be snapshotted.
+func (u *upgradeRun) advanceWave(ctx context.Context, w *agentsv1.UpgradeWave) error {
+	settled, failed := 0, []string(nil)
+	for _, k := range w.Agents {
+		a, ok := u.agents[k]
+		if !ok { // deleted (or no longer selected): nothing to wait for
+			settled++
+			continue
+		}
+		state, err := u.step(ctx, a, w)
+		if err != nil {
+			return err
+		}
+		switch state {
+		case agentsv1.AgentUpgradeUpgraded:
+			settled++
+		case agentsv1.AgentUpgradeRolledBack, agentsv1.AgentUpgradeFailed:
+			settled++
+			failed = append(failed, k)
+		}
+	}
+	if settled < len(w.Agents) {
+		return nil
+	}
+	if len(failed) > 0 {
+		w.State = agentsv1.WaveFailed
+		u.eu.Status.FailedAgents = failed
+		u.eu.Status.HaltedGeneration = u.eu.Generation
+		return nil
+	}
+	w.State = agentsv1.WaveSucceeded
+	u.wake = time.Millisecond // the next wave
+	return nil
+}
+
+// step moves one agent of wave w one step on and returns its state:
+// (unmarked) -> Snapshotting: the previous version is recorded and a Snapshot is asked for;
+// Snapshotting -> Upgrading: the Snapshot completed, its CID is recorded and
+// spec.engine.version is the target; Upgrading -> Upgraded: the gateway runs the target and
+// is Ready; Upgrading -> RolledBack: not within the health timeout, the previous version and
+// a restore of the snapshot are set. Snapshotting -> Failed: the snapshot failed (the
+// version was never changed).
+func (u *upgradeRun) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
+	eu := u.eu
+	m := markOf(a)
+	if m.policy != eu.Name || m.wave != strconv.Itoa(int(w.Index)) {
+		if m.inFlight() { // another policy's upgrade: wait for it to settle
+			return "", nil
+		}
+		patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		setAnnotations(a, map[string]string{
+			agentsv1.AnnotationUpgradePolicy:          fmt.Sprintf("%s/%d", eu.Name, w.Index),
+			agentsv1.AnnotationUpgradeState:           agentsv1.AgentUpgradeSnapshotting,
+			agentsv1.AnnotationUpgradePreviousVersion: a.Spec.Engine.Version,
+			agentsv1.AnnotationUpgradeSnapshot:        "",
+			agentsv1.AnnotationUpgradeStartedAt:       "",
+		})
+		if err := u.r.Patch(ctx, a, patch); err != nil {
+			return "", err
+		}
+		m = markOf(a)
+	}
+	switch m.state {
+	case agentsv1.AgentUpgradeSnapshotting:
+		return u.snapshot(ctx, a, w)
+	case agentsv1.AgentUpgradeUpgrading:
+		return u.checkHealth(ctx, a)
+	}
+	return m.state, nil
+}
+
+// snapshot takes the agent's Snapshot (one name per policy, wave and agent, so a restarted
+// manager finds it) and, once it completed, sets the target version.
+func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
+	sn := &agentsv1.Snapshot{}
+	key := client.ObjectKey{Namespace: a.Namespace, Name: upgradeSnapshotName(a.Name, string(u.eu.UID), w.Index)}
+	err := u.r.Get(ctx, key, sn)
+	if apierrors.IsNotFound(err) {
+		sn = newUpgradeSnapshot(a, key.Name, u.eu.Name, u.now)
+		if err := u.r.Create(ctx, sn); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", err
+		}
+		return agentsv1.AgentUpgradeSnapshotting, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	switch sn.Status.Phase {
+	case agentsv1.SnapshotFailed:
+		if err := u.mark(ctx, a, agentsv1.AgentUpgradeFailed, nil); err != nil {
+			return "", err
+		}
+		u.r.event(a, u.eu, corev1.EventTypeWarning, agentsv1.EventHalted, "Snapshot",
+			"snapshot %s failed: the agent stays on its version and the rollout halts", sn.Name)
+		return agentsv1.AgentUpgradeFailed, nil
+	case agentsv1.SnapshotCompleted:
+	default:
+		return agentsv1.AgentUpgradeSnapshotting, nil
+	}
+	err = u.mark(ctx, a, agentsv1.AgentUpgradeUpgrading, func(a *agentsv1.Agent) {
+		a.Annotations[agentsv1.AnnotationUpgradeSnapshot] = sn.Status.CID
+		a.Annotations[agentsv1.AnnotationUpgradeStartedAt] = u.now.UTC().Format(time.RFC3339)
+		a.Spec.Engine.Version = u.target
+	})
+	if err != nil {
+		return "", err
+	}
+	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
+	u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventSnapshotTaken, "Snapshot",
+		"%s: snapshot %s (%s) taken; engine %s -> %s", agentKey(a), sn.Name, sn.Status.CID, describeVersion(prev), u.target)
+	u.wakeAfter(healthTimeout(u.eu))
+	return agentsv1.AgentUpgradeUpgrading, nil
+}
+
+// checkHealth settles an upgrading agent: Upgraded once its gateway runs the target and is
+// Ready, rolled back once the health timeout passed without.
+func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string, error) {
+	if healthyOn(a, u.target) {
+		if err := u.mark(ctx, a, agentsv1.AgentUpgradeUpgraded, nil); err != nil {
+			return "", err
+		}
+		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs engine %s and is ready", agentKey(a), u.target)
+		return agentsv1.AgentUpgradeUpgraded, nil
+	}
+	started, err := time.Parse(time.RFC3339, a.Annotations[agentsv1.AnnotationUpgradeStartedAt])
+	if err != nil {
+		started = u.now // a mangled mark: the timeout counts from now
+	}
+	if left := started.Add(healthTimeout(u.eu)).Sub(u.now); left > 0 {
+		u.wakeAfter(left)
+		return agentsv1.AgentUpgradeUpgrading, nil
+	}
+	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
+	cid := a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
+	err = u.mark(ctx, a, agentsv1.AgentUpgradeRolledBack, func(a *agentsv1.Agent) {
+		a.Spec.Engine.Version = prev
+		if cid != "" {
+			a.Spec.DesiredSnapshot = cid
+			a.Spec.RestoreRequestedAt = &metav1.Time{Time: u.now}
+		}
+	})
+	if err != nil {
+		return "", err
+	}
+	why := agentHealthSummary(a)
+	u.eventBoth(a, corev1.EventTypeWarning, agentsv1.EventRolledBack, "Rollback",
+		"%s was not healthy on engine %s within %s (%s): back to %s with the workspace of snapshot %s",
+		agentKey(a), u.target, healthTimeout(u.eu), why, describeVersion(prev), cid)
+	return agentsv1.AgentUpgradeRolledBack, nil
+}
+
+// mark writes the agent's upgrade state (and what change does to it) with optimistic lock.
+func (u *upgradeRun) mark(ctx context.Context, a *agentsv1.Agent, state string, change func(*agentsv1.Agent)) error {
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	setAnnotations(a, map[string]string{agentsv1.AnnotationUpgradeState: state})
+	if change != nil {
+		change(a)
+	}
+	return u.r.Patch(ctx, a, patch)
+}
+
+// eventBoth records an event on the policy and the same on the agent.
+func (u *upgradeRun) eventBoth(a *agentsv1.Agent, typ, reason, action, note string, args ...any) {
+	u.r.event(u.eu, a, typ, reason, action, note, args...)
+	u.r.event(a, u.eu, typ, reason, action, note, args...)
+}
+
+func (u *upgradeRun) wakeAfter(d time.Duration) {
+	if u.wake == 0 || d < u.wake {
+		u.wake = d
+	}
+}
+
+// healthyOn: the agent's gateway runs version and the agent is Ready, as of its current spec.
+func healthyOn(a *agentsv1.Agent, version string) bool {
+	return a.Status.ObservedGeneration == a.Generation && a.Status.EngineVersion == version &&
+		a.Status.Phase == agentsv1.AgentRunning && meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1.ConditionReady)
+}
+
+// describeVersion names a spec.engine.version for people ("" is the platform default).
+func describeVersion(v string) string {
+	if v == "" {
+		return "the default version"
+	}
+	return v
+}
+
+// agentHealthSummary says what the agent last reported: phase and the Ready reason.
+func agentHealthSummary(a *agentsv1.Agent) string {
+	if c := meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionReady); c != nil {
+		return fmt.Sprintf("phase %s, %s: %s", a.Status.Phase, c.Reason, controllers.Truncate(c.Message))
+	}
+	return fmt.Sprintf("phase %s", a.Status.Phase)
+}
+
+func setAnnotations(a *agentsv1.Agent, kv map[string]string) {
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	for k, v := range kv {
+		a.Annotations[k] = v
+	}
+}
+
+// upgradeSnapshotName is the Snapshot a policy takes of an agent in a wave.
+func upgradeSnapshotName(agent, policyUID string, wave int32) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", policyUID, wave)))
+	suffix := "-upgrade-" + hex.EncodeToString(sum[:4])
+	if len(agent)+len(suffix) > validation.DNS1123SubdomainMaxLength {
+		agent = agent[:validation.DNS1123SubdomainMaxLength-len(suffix)]
+	}
+	return agent + suffix
+}
+
+// newUpgradeSnapshot is the Snapshot taken before an upgrade, owned by the agent (it goes
+// with it) and labelled with the policy (whose controller it wakes).
+func newUpgradeSnapshot(a *agentsv1.Agent, name, policy string, now time.Time) *agentsv1.Snapshot {
+	sn := &agentsv1.Snapshot{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: a.Namespace,
+			Labels:      map[string]string{agentsv1.LabelUpgrade: policy},
+			Annotations: map[string]string{agentsv1.AnnotationSnapshotRequestedAt: now.UTC().Format(time.RFC3339Nano)},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: agentsv1.GroupVersion.String(), Kind: "Agent", Name: a.Name, UID: a.UID,
+			}},
+		},
+		Spec: agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: a.Name}},
+	}
+	if len(validation.IsValidLabelValue(a.Name)) == 0 {
+		sn.Labels[agentsv1.LabelAgent] = a.Name
+	}
+	return sn
+}

@@ -1,0 +1,93 @@
+package engineupgrade
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// upgradeView is what a pass observed of a rollout, after it acted.
+type upgradeView struct {
+	// invalid: why the rollout cannot run at all (the version is not offered).
+	invalid string
+	// invalidReason is the Ready reason of invalid (default InvalidVersion).
+	invalidReason string
+	counts        agentsv1.UpgradeCounts
+}
+
+// view counts the selected agents: upgrading (the wave under way), upgraded and rolled back
+// by this policy, pending (the rest that still need the target).
+func (u *upgradeRun) view() upgradeView {
+	var c agentsv1.UpgradeCounts
+	inWave := map[string]bool{}
+	if w := currentWave(u.eu); w != nil {
+		for _, k := range w.Agents {
+			if _, ok := u.agents[k]; ok {
+				inWave[k] = true
+			}
+		}
+	}
+	for k, a := range u.agents {
+		m := markOf(a)
+		mine := m.policy == u.eu.Name
+		switch {
+		case inWave[k] && !(mine && (m.state == agentsv1.AgentUpgradeUpgraded || m.state == agentsv1.AgentUpgradeRolledBack)):
+			c.Upgrading++
+		case mine && m.state == agentsv1.AgentUpgradeUpgraded && u.version(a) == u.target:
+			c.Upgraded++
+		case mine && m.state == agentsv1.AgentUpgradeRolledBack:
+			c.RolledBack++
+		case u.eligible(a):
+			c.Pending++
+		}
+	}
+	return upgradeView{counts: c}
+}
+
+// setUpgradeStatus computes the policy's phase, counts and Ready condition: the one place
+// the status is made.
+func setUpgradeStatus(eu *agentsv1.EngineUpgrade, v upgradeView) {
+	eu.Status.ObservedGeneration = eu.Generation
+	cond := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: eu.Generation}
+	if v.invalid != "" {
+		cond.Reason, cond.Message = agentsv1.ReasonInvalidVersion, v.invalid
+		if v.invalidReason != "" {
+			cond.Reason = v.invalidReason
+		}
+		meta.SetStatusCondition(&eu.Status.Conditions, cond)
+		return
+	}
+	eu.Status.Counts = v.counts
+	c := v.counts
+	switch {
+	case currentWave(eu) != nil:
+		eu.Status.Phase = agentsv1.UpgradeProgressing
+		cond.Reason = agentsv1.ReasonUpgradeProgressing
+		cond.Message = fmt.Sprintf("wave %d: %d agents upgrading to %s, %d upgraded, %d pending", eu.Status.CurrentWave, c.Upgrading, eu.Spec.Version, c.Upgraded, c.Pending)
+		if eu.Spec.Paused {
+			cond.Message += "; paused after this wave"
+		}
+	case len(eu.Status.FailedAgents) > 0 && eu.Generation <= eu.Status.HaltedGeneration:
+		eu.Status.Phase = agentsv1.UpgradeHalted
+		cond.Reason = agentsv1.ReasonUpgradeHalted
+		cond.Message = fmt.Sprintf("halted in wave %d: %s rolled back (not healthy on %s in time); change the spec (for example pause and unpause) to resume",
+			eu.Status.CurrentWave, strings.Join(eu.Status.FailedAgents, ", "), eu.Spec.Version)
+	case c.Pending == 0:
+		eu.Status.Phase = agentsv1.UpgradeSucceeded
+		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1.ReasonUpgradeSucceeded
+		cond.Message = fmt.Sprintf("%d agents upgraded to %s in %d waves", c.Upgraded, eu.Spec.Version, eu.Status.CurrentWave)
+	case eu.Spec.Paused:
+		eu.Status.Phase = agentsv1.UpgradePaused
+		cond.Reason = agentsv1.ReasonUpgradePaused
+		cond.Message = fmt.Sprintf("paused after wave %d: %d agents pending", eu.Status.CurrentWave, c.Pending)
+	default:
+		eu.Status.Phase = agentsv1.UpgradeProgressing
+		cond.Reason = agentsv1.ReasonUpgradeProgressing
+		cond.Message = fmt.Sprintf("%d agents pending: the next wave starts", c.Pending)
+	}
+	meta.SetStatusCondition(&eu.Status.Conditions, cond)
+}
