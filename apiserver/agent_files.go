@@ -28,7 +28,7 @@ func (s *Server) agentUploadLimit() int64 {
 	return DefaultMaxAgentUpload
 }
 
-// uploadAgentFile writes {filename, contentBase64} into the agent's workspace. The body is
+// uploadAgentFile writes {filename, contentBase64} into the agent's home. The body is
 // decoded as it streams, into a spool file, so an oversized upload is refused (413) having
 // held only small buffers; the file lands atomically.
 func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) {

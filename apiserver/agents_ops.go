@@ -63,7 +63,7 @@ func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, erro
 }
 
 // retryScripts re-runs the agent's start-up scripts (startup.sh and .agentplane/startup/*.sh
-// in the workspace), in order, stopping at the first failure.
+// in the home), in order, stopping at the first failure.
 func (s *Server) retryScripts(r *http.Request, c *Caller) (*Response, error) {
 	res, err := s.ops.RetryScripts(r.Context(), c.tenant(), r.PathValue("agentId"))
 	if err != nil {

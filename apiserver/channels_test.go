@@ -21,7 +21,7 @@ import (
 	"github.com/agentplane/agentplane/internal/testenv"
 )
 
-// shell runs a console command in the agent's workspace and returns its stdout.
+// shell runs a console command in the agent's home and returns its stdout.
 func shell(tok, agent, command string) string {
 	GinkgoHelper()
 	r := call("POST", "/v0/agents/"+agent+"/console/exec", tok, map[string]string{"command": command})

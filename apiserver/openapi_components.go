@@ -40,7 +40,7 @@ var docTags = []openapi.Tag{
 	{Name: "engine", Description: "Engine operations in an agent's home: console, config, tasks, file uploads."},
 	{Name: "secrets", Description: "Workspace secrets and their attachment to agents."},
 	{Name: "skills", Description: "Skills installed from ClawHub and attached to agents."},
-	{Name: "snapshots", Description: "Content-addressed snapshots of an agent's workspace."},
+	{Name: "snapshots", Description: "Content-addressed snapshots of an agent's home."},
 	{Name: "channels", Description: "Chat channels of an agent (paid plans)."},
 	{Name: "domains", Description: "Subdomains and custom domains of an agent."},
 	{Name: "issues", Description: "Issue reports (closed beta: internal accounts only, 404 for others)."},

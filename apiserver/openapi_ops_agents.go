@@ -165,7 +165,7 @@ func agentOps() map[string]*openapi.Op {
 		},
 		"POST /v0/agents/{agentId}/scripts/retry": {
 			ID: "retryStartupScripts", Tag: "agents", Summary: "Re-run the agent's start-up scripts",
-			Description: "Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.",
+			Description: "Runs startup.sh and .agentplane/startup/*.sh in the agent's home, in order, stopping at the first failure; a failing script is a 200 with its exit code.",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The scripts ran.", openapi.Props{
 				"exitCode": openapi.Integer(), "stdout": openapi.String(), "stderr": openapi.String(), "timestamp": &openapi.Schema{Type: "string", Format: "date-time"},
 			})},
@@ -187,7 +187,7 @@ func agentOps() map[string]*openapi.Op {
 var agentUploadBody = &openapi.Schema{
 	Type: "object", Required: []string{"filename", "contentBase64"},
 	Properties: map[string]*openapi.Schema{
-		"filename":      openapi.Describe(openapi.String(), "A relative path inside the workspace (no `..`, no leading `/`)."),
+		"filename":      openapi.Describe(openapi.String(), "A relative path inside the agent's home (no `..`, no leading `/`)."),
 		"contentBase64": openapi.Describe(&openapi.Schema{Type: "string", Format: "byte"}, "The content, standard base64 without a data-URL prefix."),
 	},
 }
@@ -196,10 +196,10 @@ func engineOps() map[string]*openapi.Op {
 	configReply := openapi.Props{"config": openapi.Describe(openapi.AnyObject(), "The engine config, secrets redacted.")}
 	return map[string]*openapi.Op{
 		"POST /v0/agents/{agentId}/console/exec": {
-			ID: "consoleExec", Tag: "engine", Summary: "Run a shell command in the agent's workspace",
+			ID: "consoleExec", Tag: "engine", Summary: "Run a shell command in the agent's home",
 			Description: "Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.",
 			Body:        execRequest{}, Required: []string{"command"},
-			Fields: map[string]*openapi.Schema{"cwd": {Description: "A directory inside the workspace."}},
+			Fields: map[string]*openapi.Schema{"cwd": {Description: "A directory inside the agent's home."}},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The command ran.", openapi.Props{
 				"stdout": openapi.String(), "stderr": openapi.String(), "exitCode": openapi.Integer(), "command": openapi.String(),
 				"timestamp": &openapi.Schema{Type: "string", Format: "date-time"}, "timedOut": openapi.Bool(), "truncated": openapi.Bool(),
@@ -250,7 +250,7 @@ func engineOps() map[string]*openapi.Op {
 			},
 		},
 		"POST /v0/agents/{agentId}/files/upload": {
-			ID: "uploadAgentFile", Tag: "engine", Summary: "Write a file into the agent's workspace",
+			ID: "uploadAgentFile", Tag: "engine", Summary: "Write a file into the agent's home",
 			Description: "The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.",
 			Body:        agentUploadBody, TooLarge: msgFileTooLarge,
 			Replies: []openapi.Reply{openapi.Answer(http.StatusCreated, "Written.", openapi.Props{"path": openapi.String(), "filename": openapi.String(), "size": &openapi.Schema{Type: "integer", Format: "int64"}})},

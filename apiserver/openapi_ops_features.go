@@ -75,8 +75,8 @@ func snapshotOps() map[string]*openapi.Op {
 			Fails:   []openapi.Fail{notFoundAgent},
 		},
 		"POST /v0/agents/{agentId}/snapshots/sync": {
-			ID: "syncSnapshot", Tag: "snapshots", Summary: "Archive the agent's workspace now",
-			Description: "Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).",
+			ID: "syncSnapshot", Tag: "snapshots", Summary: "Archive the agent's home now",
+			Description: "Creates a Snapshot and waits for the controller to store it; 503 when storage or the agent's home cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).",
 			Replies:     []openapi.Reply{openapi.Answer(http.StatusCreated, "The stored snapshot.", openapi.Props{"snapshot": snapshotView{}})},
 			Fails: []openapi.Fail{
 				openapi.Fails(http.StatusBadRequest, ops.MsgStorageMissing), notFoundAgent, openapi.Fails(http.StatusForbidden, ops.MsgStorageQuota),
@@ -84,7 +84,7 @@ func snapshotOps() map[string]*openapi.Op {
 			},
 		},
 		"POST /v0/agents/{agentId}/snapshots/reset": {
-			ID: "resetSnapshot", Tag: "snapshots", Summary: "Restore the agent's workspace from a snapshot",
+			ID: "resetSnapshot", Tag: "snapshots", Summary: "Restore the agent's home from a snapshot",
 			Description: "The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.",
 			Body:        resetRequest{}, Required: []string{"snapshotCid"},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Restored.", openapi.Props{"snapshot": snapshotView{}, "agent": agentView{}})},
@@ -103,7 +103,7 @@ func skillOps() map[string]*openapi.Op {
 		openapi.Fails(http.StatusBadGateway, ops.MsgRegistryError),
 		openapi.Fails(http.StatusServiceUnavailable, ops.MsgRegistryUnavailable, ops.MsgStorageMissing),
 	}
-	syncNote := "Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending."
+	syncNote := "Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending."
 	return map[string]*openapi.Op{
 		"POST /v0/clawhub/{slug}/install": {
 			ID: "installSkill", Tag: "skills", Summary: "Install a skill from ClawHub into the workspace",
@@ -125,7 +125,7 @@ func skillOps() map[string]*openapi.Op {
 		},
 		"GET /v0/agents/{agentId}/skills": {
 			ID: "listAgentSkills", Tag: "skills", Summary: "List the skills an agent attaches",
-			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The attached skills and whether each is unpacked in the workspace.", openapi.Props{"skills": []attachedSkillView{}})},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The attached skills and whether each is unpacked in the agent's home.", openapi.Props{"skills": []attachedSkillView{}})},
 			Fails:   []openapi.Fail{notFoundAgent},
 		},
 		"POST /v0/agents/{agentId}/skills": {

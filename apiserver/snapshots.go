@@ -48,7 +48,7 @@ func (s *Server) listSnapshots(r *http.Request, c *Caller) (*Response, error) {
 	return ok(map[string]any{"snapshots": out})
 }
 
-// syncSnapshot archives the agent's workspace into storage now and answers its CID.
+// syncSnapshot archives the agent's home into storage now and answers its CID.
 func (s *Server) syncSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	sn, err := s.ops.SyncSnapshot(r.Context(), c.tenant(), r.PathValue("agentId"))
 	if err != nil {

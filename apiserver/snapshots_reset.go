@@ -11,7 +11,7 @@ type resetRequest struct {
 	SnapshotCID string `json:"snapshotCid"`
 }
 
-// resetSnapshot restores the agent's workspace from a snapshot of its history and restarts
+// resetSnapshot restores the agent's home from a snapshot of its history and restarts
 // the gateway.
 func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	var body resetRequest

@@ -33,7 +33,7 @@ func TruncateMessage(s string) string {
 	return s
 }
 
-// Waits of the controllers that read storage or an agent's workspace (the Agent controller's
+// Waits of the controllers that read storage or an agent's home (the Agent controller's
 // restores, the Snapshot controller's archives).
 const (
 	// DefaultStorageRetryMin and DefaultStorageRetryMax bound the wait between attempts while

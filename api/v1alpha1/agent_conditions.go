@@ -114,7 +114,7 @@ const (
 	ReasonSnapshotNotFound = "SnapshotNotFound"
 	// ReasonRestoring: a restore the spec asks for has not happened yet (Ready).
 	ReasonRestoring = "Restoring"
-	// ReasonWaitingForAgent: the agent's workspace cannot be reached yet (no home, no pod).
+	// ReasonWaitingForAgent: the agent's home cannot be reached yet (no home, no pod).
 	ReasonWaitingForAgent = "WaitingForAgent"
 )
 

@@ -266,7 +266,7 @@ type AgentStatus struct {
 	// tells whether the last render succeeded).
 	// +optional
 	Config *AgentConfigStatus `json:"config,omitempty"`
-	// InstalledSkills are the CIDs of the skill bundles unpacked in the agent's workspace
+	// InstalledSkills are the CIDs of the skill bundles unpacked in the agent's home
 	// (`skills/<slug>/`), written by the Agent controller once it has unpacked spec.skills.
 	// +listType=set
 	// +optional

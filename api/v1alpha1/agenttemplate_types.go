@@ -33,7 +33,7 @@ type AgentTemplateSpec struct {
 	// +kubebuilder:default=draft
 	// +optional
 	State TemplateState `json:"state,omitempty"`
-	// SnapshotCID seeds the new agent's workspace when storage holds it.
+	// SnapshotCID seeds the new agent's home when storage holds it.
 	// +kubebuilder:validation:Pattern=`^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,200})$`
 	// +optional
 	SnapshotCID string `json:"snapshotCid,omitempty"`

@@ -14,7 +14,7 @@ const (
 	SnapshotFailed    SnapshotPhase = "failed"
 )
 
-// SnapshotSpec asks for a content-addressed archive of an agent's workspace.
+// SnapshotSpec asks for a content-addressed archive of an agent's home.
 //
 // +kubebuilder:validation:XValidation:rule="self.agentRef == oldSelf.agentRef",message="agentRef is immutable"
 type SnapshotSpec struct {
@@ -46,7 +46,7 @@ type SnapshotStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
-// Snapshot is a content-addressed archive of an agent's workspace.
+// Snapshot is a content-addressed archive of an agent's home.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -103,7 +103,7 @@ func newSnapshotsCommand() *cobra.Command {
 	f := &apiFlags{}
 	cmd := &cobra.Command{
 		Use:   "snapshots",
-		Short: "List, take and restore an agent's workspace snapshots through the REST API",
+		Short: "List, take and restore an agent's home snapshots through the REST API",
 		Example: `  agentplane snapshots list agt-1234
   agentplane snapshots reset agt-1234 bafy...`,
 	}
@@ -113,11 +113,11 @@ func newSnapshotsCommand() *cobra.Command {
 			b, err := apclient.Decoded[snapshotsBody](c.ListSnapshotsWithResponse(ctx, args[0], &apclient.ListSnapshotsParams{}))
 			return b.Snapshots, snapshotsTable(b.Snapshots...), err
 		}),
-		f.command("create AGENT", "Archive the agent's workspace now", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+		f.command("create AGENT", "Archive the agent's home now", cobra.ExactArgs(1), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
 			b, err := apclient.Decoded[snapshotBody](c.SyncSnapshotWithResponse(ctx, args[0], &apclient.SyncSnapshotParams{}))
 			return b.Snapshot, snapshotsTable(b.Snapshot), err
 		}),
-		f.command("reset AGENT SNAPSHOT_CID", "Restore the agent's workspace from a snapshot of its history", cobra.ExactArgs(2), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
+		f.command("reset AGENT SNAPSHOT_CID", "Restore the agent's home from a snapshot of its history", cobra.ExactArgs(2), func(ctx context.Context, c *apclient.Agentplane, args []string) (any, table, error) {
 			b, err := apclient.Decoded[resetBody](c.ResetSnapshotWithResponse(ctx, args[0], &apclient.ResetSnapshotParams{},
 				apclient.ResetSnapshotJSONRequestBody{SnapshotCid: args[1]}))
 			return b, snapshotsTable(b.Snapshot), err

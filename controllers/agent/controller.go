@@ -66,7 +66,7 @@ type Reconciler struct {
 	Snapshots      storage.Store
 	SnapshotReader client.Reader
 	// Skills holds skill bundles and Engine names the engine's files: attached skills are
-	// unpacked into the workspace (nil: they are not).
+	// unpacked into the home (nil: they are not).
 	Skills storage.Store
 	Engine engine.Engine
 	// APIReader reads what the cache does not hold (a config Secret of the user's, applied

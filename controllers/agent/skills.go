@@ -25,7 +25,7 @@ import (
 // errSkillsPending: some attached bundles could not be unpacked yet; the reconcile is retried.
 var errSkillsPending = errors.New("attached skills not unpacked yet")
 
-// syncSkills makes the agent's workspace hold exactly the attached skills: the bundle of every
+// syncSkills makes the agent's home hold exactly the attached skills: the bundle of every
 // CID in spec.skills is read from storage (space `<namespace>/skills`), checked again and
 // unpacked into `<workspace>/skills/<slug>/` (replacing that directory), and the directory of
 // a skill no longer attached is removed. status.installedSkills records the CIDs whose files
@@ -102,7 +102,7 @@ func (r *Reconciler) syncSkills(ctx context.Context, agent *agentsv1.Agent) erro
 		// The directory now holds this version only.
 		installed = slices.DeleteFunc(installed, func(c string) bool { return c != id && slugOf(c) == slug })
 		installed = append(installed, id)
-		r.event(agent, corev1.EventTypeNormal, "SkillInstalled", "SyncSkills", "skill %s unpacked into the workspace", slug)
+		r.event(agent, corev1.EventTypeNormal, "SkillInstalled", "SyncSkills", "skill %s unpacked into the agent's home", slug)
 	}
 	if pending > 0 {
 		return fmt.Errorf("%w: %d bundle(s) of no known Skill", errSkillsPending, pending)
@@ -160,7 +160,7 @@ func (r *Reconciler) unpackSkill(ctx context.Context, agent *agentsv1.Agent, slu
 	return nil
 }
 
-// removeSkillDir runs `rm -rf -- skills/<slug>` in the agent's workspace.
+// removeSkillDir runs `rm -rf -- skills/<slug>` in the agent's home.
 func (r *Reconciler) removeSkillDir(ctx context.Context, agent *agentsv1.Agent, slug string) error {
 	l := r.Engine.Layout()
 	dir := strings.TrimPrefix(path.Join(l.SkillsDir, slug), l.WorkspaceDir+"/")

@@ -1,4 +1,4 @@
-// Package snapshot is the Snapshot controller: it archives an agent's workspace once into
+// Package snapshot is the Snapshot controller: it archives an agent's home once into
 // storage, within the workspace's snapshot quota, and keeps each agent's newest snapshots.
 package snapshot
 
@@ -45,7 +45,7 @@ const (
 // errPutEnded unblocks the archive writer once the store stopped reading.
 var errPutEnded = errors.New("storage put ended")
 
-// Reconciler archives each Snapshot's agent workspace exactly once: the runtime's
+// Reconciler archives each Snapshot's agent home exactly once: the runtime's
 // deterministic tar is streamed through a pipe into storage (space <namespace>/snapshots), so
 // memory stays bounded whatever the workspace size, and the same content always gives the same
 // CID. A Snapshot that does not fit in its workspace's snapshot quota fails with
@@ -179,7 +179,7 @@ func (r *Reconciler) adopt(ctx context.Context, snap *agentsv1.Snapshot, agent *
 	return r.Update(ctx, snap)
 }
 
-// archive streams the agent's workspace into storage and records the outcome in snap.Status.
+// archive streams the agent's home into storage and records the outcome in snap.Status.
 func (r *Reconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) (ctrl.Result, error) {
 	space := storage.SnapshotSpace(snap.Namespace)
 	timeout := r.ArchiveTimeout
@@ -231,7 +231,7 @@ func (r *Reconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent
 	return ctrl.Result{}, nil
 }
 
-// put streams the runtime's archive of the agent's workspace into storage.
+// put streams the runtime's archive of the agent's home into storage.
 // The archive is cut off once it outgrows the room left in the workspace's snapshot quota.
 func (r *Reconciler) put(ctx context.Context, agent *agentsv1.Agent, space string, q *snapshotQuota) (storage.Object, error, error) {
 	return StreamArchive(ctx, r.Store, space, func(w io.Writer) error {

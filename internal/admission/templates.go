@@ -47,7 +47,7 @@ func (a *Admitter) Template(ctx context.Context, id, slug string) (*agentsv1.Age
 
 // Expand fills agent from template t, the same for both doors: what the agent sets itself
 // wins, the template fills the rest (ApplyTemplate). The template's snapshot seeds the
-// workspace when storage holds it for the agent's workspace.
+// workspace when storage holds it for the agent's home.
 func (a *Admitter) Expand(ctx context.Context, agent *agentsv1.Agent, t *agentsv1.AgentTemplate) {
 	cid := t.Spec.SnapshotCID
 	seed := cid != "" && a.SnapshotExists != nil && a.SnapshotExists(ctx, agent.Namespace, cid)

@@ -30,7 +30,7 @@ type Layout struct {
 	StateDir string
 	// ConfigPath is the engine config file (".openclaw/openclaw.json").
 	ConfigPath string
-	// WorkspaceDir is the agent's workspace: what console exec, uploads and snapshots see.
+	// WorkspaceDir is the agent's home: what console exec, uploads and snapshots see.
 	WorkspaceDir string
 	// SkillsDir is where skill bundles are unpacked (inside the workspace).
 	SkillsDir string

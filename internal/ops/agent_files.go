@@ -22,7 +22,7 @@ const (
 	maxUploadFilenameDepth = 16
 )
 
-// CleanUploadPath turns a client's file name into a path inside the agent's workspace
+// CleanUploadPath turns a client's file name into a path inside the agent's home
 // directory, or "" when it would leave it (absolute, `..`, NUL or backslash, too deep, a
 // segment too long).
 func CleanUploadPath(name string) string {
@@ -41,7 +41,7 @@ func CleanUploadPath(name string) string {
 	return clean
 }
 
-// WriteAgentFile writes content to name inside the agent's workspace directory, atomically,
+// WriteAgentFile writes content to name inside the agent's home directory, atomically,
 // and counts it in the workspace's uploads quota (reserved before the write, settled once it
 // landed, released when it failed). It returns the file's clean relative path. The name is
 // judged before the agent is looked up.

@@ -14,7 +14,7 @@ import (
 )
 
 // SkillSyncWait bounds how long attach, detach and update wait for the Agent controller to
-// unpack (or remove) the bundles in the agent's workspace. Within it the operations report
+// unpack (or remove) the bundles in the agent's home. Within it the operations report
 // the change synced (a client that then lists `skills/` sees the files); past it they report
 // it pending (the change is recorded and lands with the controller's next pass). A stopped
 // agent is not waited for.
@@ -132,7 +132,7 @@ type SkillUpdate struct {
 // UpdateAgentSkill moves a skill the agent attaches to another version: Conflict when
 // ExpectedVersion is not the Skill's current version or when the Skill changed after it was
 // read (its resourceVersion guards the write). The new bundle replaces the old one in this
-// agent's skills. It returns the Skill and whether the agent's workspace holds the new bundle
+// agent's skills. It returns the Skill and whether the agent's home holds the new bundle
 // (within SkillSyncWait).
 func (o *Ops) UpdateAgentSkill(ctx context.Context, t Tenant, agentID, skillID string, u SkillUpdate) (*agentsv1.Skill, bool, error) {
 	for _, v := range []string{u.Version, u.ExpectedVersion} {
@@ -212,7 +212,7 @@ type AttachedSkill struct {
 	CID string
 	// Skill is the workspace's Skill with that bundle among its versions (nil: none).
 	Skill *agentsv1.Skill
-	// Installed is whether the bundle is unpacked in the agent's workspace.
+	// Installed is whether the bundle is unpacked in the agent's home.
 	Installed bool
 }
 

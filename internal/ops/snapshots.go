@@ -41,7 +41,7 @@ func (o *Ops) Snapshots(ctx context.Context, t Tenant, agentID string) ([]agents
 	return o.history(ctx, a)
 }
 
-// SyncSnapshot archives the agent's workspace into storage now: it creates a Snapshot and
+// SyncSnapshot archives the agent's home into storage now: it creates a Snapshot and
 // waits for the Snapshot controller to archive it. A sync that fails leaves no Snapshot
 // behind that could complete later.
 func (o *Ops) SyncSnapshot(ctx context.Context, t Tenant, agentID string) (*agentsv1.Snapshot, error) {

@@ -20,7 +20,7 @@ import (
 // snapshotCIDPattern is the CRD's pattern for spec.desiredSnapshot.
 var snapshotCIDPattern = regexp.MustCompile(agentsv1.CIDPattern)
 
-// ResetSnapshot restores the agent's workspace from a snapshot of its history (by CID) and
+// ResetSnapshot restores the agent's home from a snapshot of its history (by CID) and
 // waits for the Agent controller to carry it out, which restarts the gateway, and then for the
 // gateway to answer again (at most the provisioning timeout). It returns the snapshot and the
 // agent as last seen.

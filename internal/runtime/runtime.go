@@ -88,8 +88,9 @@ type ExecRequest struct {
 	// runs the engine binary with the engine environment.
 	Argv   []string
 	Engine bool
-	// Dir is the working directory relative to the agent's workspace ("" = the workspace).
-	// It must exist and stay inside the workspace after resolving symlinks.
+	// Dir is the working directory relative to the home's workspace directory ("" = that
+	// directory).
+	// It must exist and stay inside the home's workspace directory after resolving symlinks.
 	Dir string
 	// Env is added to the environment.
 	Env map[string]string

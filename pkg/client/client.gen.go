@@ -549,7 +549,7 @@ type ErrorV3 struct {
 type ExecRequest struct {
 	Command string `json:"command"`
 
-	// Cwd A directory inside the workspace.
+	// Cwd A directory inside the agent's home.
 	Cwd *string `json:"cwd,omitempty"`
 }
 
@@ -886,7 +886,7 @@ type UploadAgentFileJSONBody struct {
 	// ContentBase64 The content, standard base64 without a data-URL prefix.
 	ContentBase64 []byte `json:"contentBase64"`
 
-	// Filename A relative path inside the workspace (no `..`, no leading `/`).
+	// Filename A relative path inside the agent's home (no `..`, no leading `/`).
 	Filename string `json:"filename"`
 }
 
@@ -1859,7 +1859,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/config/validate (the `ValidateConfig` operationId).
 	ValidateConfig(ctx context.Context, agentId string, params *ValidateConfigParams, body ValidateConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ConsoleExecWithBody Run a shell command in the agent's workspace
+	// ConsoleExecWithBody Run a shell command in the agent's home
 	//
 	// Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 	//
@@ -1868,7 +1868,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/console/exec (the `ConsoleExec` operationId).
 	ConsoleExecWithBody(ctx context.Context, agentId string, params *ConsoleExecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ConsoleExec Run a shell command in the agent's workspace
+	// ConsoleExec Run a shell command in the agent's home
 	//
 	// Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 	//
@@ -1940,7 +1940,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/domains/{domainId}/verify (the `VerifyDomain` operationId).
 	VerifyDomain(ctx context.Context, agentId string, domainId string, params *VerifyDomainParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UploadAgentFileWithBody Write a file into the agent's workspace
+	// UploadAgentFileWithBody Write a file into the agent's home
 	//
 	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
@@ -1949,7 +1949,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/files/upload (the `UploadAgentFile` operationId).
 	UploadAgentFileWithBody(ctx context.Context, agentId string, params *UploadAgentFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// UploadAgentFile Write a file into the agent's workspace
+	// UploadAgentFile Write a file into the agent's home
 	//
 	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
@@ -2009,7 +2009,7 @@ type ClientInterface interface {
 
 	// RetryStartupScripts Re-run the agent's start-up scripts
 	//
-	// Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.
+	// Runs startup.sh and .agentplane/startup/*.sh in the agent's home, in order, stopping at the first failure; a failing script is a 200 with its exit code.
 	//
 	// Corresponds with POST /v0/agents/{agentId}/scripts/retry (the `RetryStartupScripts` operationId).
 	RetryStartupScripts(ctx context.Context, agentId string, params *RetryStartupScriptsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2045,7 +2045,7 @@ type ClientInterface interface {
 
 	// AttachSkillsWithBody Attach installed skills to an agent
 	//
-	// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2054,7 +2054,7 @@ type ClientInterface interface {
 
 	// AttachSkills Attach installed skills to an agent
 	//
-	// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2063,14 +2063,14 @@ type ClientInterface interface {
 
 	// DetachSkill Detach a skill from an agent
 	//
-	// Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Corresponds with DELETE /v0/agents/{agentId}/skills/{skillId} (the `DetachSkill` operationId).
 	DetachSkill(ctx context.Context, agentId string, skillId string, params *DetachSkillParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateAgentSkillWithBody Move an attached skill to another version
 	//
-	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2079,7 +2079,7 @@ type ClientInterface interface {
 
 	// UpdateAgentSkill Move an attached skill to another version
 	//
-	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2091,7 +2091,7 @@ type ClientInterface interface {
 	// Corresponds with GET /v0/agents/{agentId}/snapshots (the `ListSnapshots` operationId).
 	ListSnapshots(ctx context.Context, agentId string, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResetSnapshotWithBody Restore the agent's workspace from a snapshot
+	// ResetSnapshotWithBody Restore the agent's home from a snapshot
 	//
 	// The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 	//
@@ -2100,7 +2100,7 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/reset (the `ResetSnapshot` operationId).
 	ResetSnapshotWithBody(ctx context.Context, agentId string, params *ResetSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ResetSnapshot Restore the agent's workspace from a snapshot
+	// ResetSnapshot Restore the agent's home from a snapshot
 	//
 	// The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 	//
@@ -2109,9 +2109,9 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/reset (the `ResetSnapshot` operationId).
 	ResetSnapshot(ctx context.Context, agentId string, params *ResetSnapshotParams, body ResetSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SyncSnapshot Archive the agent's workspace now
+	// SyncSnapshot Archive the agent's home now
 	//
-	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
+	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the agent's home cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 	//
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/sync (the `SyncSnapshot` operationId).
 	SyncSnapshot(ctx context.Context, agentId string, params *SyncSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2559,7 +2559,7 @@ func (c *Client) ValidateConfig(ctx context.Context, agentId string, params *Val
 	return c.Client.Do(req)
 }
 
-// ConsoleExecWithBody Run a shell command in the agent's workspace
+// ConsoleExecWithBody Run a shell command in the agent's home
 //
 // Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 //
@@ -2578,7 +2578,7 @@ func (c *Client) ConsoleExecWithBody(ctx context.Context, agentId string, params
 	return c.Client.Do(req)
 }
 
-// ConsoleExec Run a shell command in the agent's workspace
+// ConsoleExec Run a shell command in the agent's home
 //
 // Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 //
@@ -2750,7 +2750,7 @@ func (c *Client) VerifyDomain(ctx context.Context, agentId string, domainId stri
 	return c.Client.Do(req)
 }
 
-// UploadAgentFileWithBody Write a file into the agent's workspace
+// UploadAgentFileWithBody Write a file into the agent's home
 //
 // The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
@@ -2769,7 +2769,7 @@ func (c *Client) UploadAgentFileWithBody(ctx context.Context, agentId string, pa
 	return c.Client.Do(req)
 }
 
-// UploadAgentFile Write a file into the agent's workspace
+// UploadAgentFile Write a file into the agent's home
 //
 // The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
@@ -2909,7 +2909,7 @@ func (c *Client) ResumeAgent(ctx context.Context, agentId string, params *Resume
 
 // RetryStartupScripts Re-run the agent's start-up scripts
 //
-// Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.
+// Runs startup.sh and .agentplane/startup/*.sh in the agent's home, in order, stopping at the first failure; a failing script is a 200 with its exit code.
 //
 // Corresponds with POST /v0/agents/{agentId}/scripts/retry (the `RetryStartupScripts` operationId).
 func (c *Client) RetryStartupScripts(ctx context.Context, agentId string, params *RetryStartupScriptsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3005,7 +3005,7 @@ func (c *Client) ListAgentSkills(ctx context.Context, agentId string, params *Li
 
 // AttachSkillsWithBody Attach installed skills to an agent
 //
-// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3024,7 +3024,7 @@ func (c *Client) AttachSkillsWithBody(ctx context.Context, agentId string, param
 
 // AttachSkills Attach installed skills to an agent
 //
-// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3043,7 +3043,7 @@ func (c *Client) AttachSkills(ctx context.Context, agentId string, params *Attac
 
 // DetachSkill Detach a skill from an agent
 //
-// Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Corresponds with DELETE /v0/agents/{agentId}/skills/{skillId} (the `DetachSkill` operationId).
 func (c *Client) DetachSkill(ctx context.Context, agentId string, skillId string, params *DetachSkillParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3060,7 +3060,7 @@ func (c *Client) DetachSkill(ctx context.Context, agentId string, skillId string
 
 // UpdateAgentSkillWithBody Move an attached skill to another version
 //
-// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3079,7 +3079,7 @@ func (c *Client) UpdateAgentSkillWithBody(ctx context.Context, agentId string, s
 
 // UpdateAgentSkill Move an attached skill to another version
 //
-// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3111,7 +3111,7 @@ func (c *Client) ListSnapshots(ctx context.Context, agentId string, params *List
 	return c.Client.Do(req)
 }
 
-// ResetSnapshotWithBody Restore the agent's workspace from a snapshot
+// ResetSnapshotWithBody Restore the agent's home from a snapshot
 //
 // The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 //
@@ -3130,7 +3130,7 @@ func (c *Client) ResetSnapshotWithBody(ctx context.Context, agentId string, para
 	return c.Client.Do(req)
 }
 
-// ResetSnapshot Restore the agent's workspace from a snapshot
+// ResetSnapshot Restore the agent's home from a snapshot
 //
 // The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 //
@@ -3149,9 +3149,9 @@ func (c *Client) ResetSnapshot(ctx context.Context, agentId string, params *Rese
 	return c.Client.Do(req)
 }
 
-// SyncSnapshot Archive the agent's workspace now
+// SyncSnapshot Archive the agent's home now
 //
-// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
+// Creates a Snapshot and waits for the controller to store it; 503 when storage or the agent's home cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 //
 // Corresponds with POST /v0/agents/{agentId}/snapshots/sync (the `SyncSnapshot` operationId).
 func (c *Client) SyncSnapshot(ctx context.Context, agentId string, params *SyncSnapshotParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -7145,7 +7145,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/config/validate (the `ValidateConfig` operationId).
 	ValidateConfigWithResponse(ctx context.Context, agentId string, params *ValidateConfigParams, body ValidateConfigJSONRequestBody, reqEditors ...RequestEditorFn) (*ValidateConfigResponse, error)
 
-	// ConsoleExecWithBodyWithResponse Run a shell command in the agent's workspace
+	// ConsoleExecWithBodyWithResponse Run a shell command in the agent's home
 	//
 	// Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 	//
@@ -7154,7 +7154,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/console/exec (the `ConsoleExec` operationId).
 	ConsoleExecWithBodyWithResponse(ctx context.Context, agentId string, params *ConsoleExecParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ConsoleExecResponse, error)
 
-	// ConsoleExecWithResponse Run a shell command in the agent's workspace
+	// ConsoleExecWithResponse Run a shell command in the agent's home
 	//
 	// Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 	//
@@ -7236,7 +7236,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/domains/{domainId}/verify (the `VerifyDomain` operationId).
 	VerifyDomainWithResponse(ctx context.Context, agentId string, domainId string, params *VerifyDomainParams, reqEditors ...RequestEditorFn) (*VerifyDomainResponse, error)
 
-	// UploadAgentFileWithBodyWithResponse Write a file into the agent's workspace
+	// UploadAgentFileWithBodyWithResponse Write a file into the agent's home
 	//
 	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
@@ -7245,7 +7245,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/files/upload (the `UploadAgentFile` operationId).
 	UploadAgentFileWithBodyWithResponse(ctx context.Context, agentId string, params *UploadAgentFileParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadAgentFileResponse, error)
 
-	// UploadAgentFileWithResponse Write a file into the agent's workspace
+	// UploadAgentFileWithResponse Write a file into the agent's home
 	//
 	// The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 	//
@@ -7315,7 +7315,7 @@ type ClientWithResponsesInterface interface {
 
 	// RetryStartupScriptsWithResponse Re-run the agent's start-up scripts
 	//
-	// Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.
+	// Runs startup.sh and .agentplane/startup/*.sh in the agent's home, in order, stopping at the first failure; a failing script is a 200 with its exit code.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7359,7 +7359,7 @@ type ClientWithResponsesInterface interface {
 
 	// AttachSkillsWithBodyWithResponse Attach installed skills to an agent
 	//
-	// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7368,7 +7368,7 @@ type ClientWithResponsesInterface interface {
 
 	// AttachSkillsWithResponse Attach installed skills to an agent
 	//
-	// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7377,7 +7377,7 @@ type ClientWithResponsesInterface interface {
 
 	// DetachSkillWithResponse Detach a skill from an agent
 	//
-	// Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7386,7 +7386,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateAgentSkillWithBodyWithResponse Move an attached skill to another version
 	//
-	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7395,7 +7395,7 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateAgentSkillWithResponse Move an attached skill to another version
 	//
-	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+	// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7409,7 +7409,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v0/agents/{agentId}/snapshots (the `ListSnapshots` operationId).
 	ListSnapshotsWithResponse(ctx context.Context, agentId string, params *ListSnapshotsParams, reqEditors ...RequestEditorFn) (*ListSnapshotsResponse, error)
 
-	// ResetSnapshotWithBodyWithResponse Restore the agent's workspace from a snapshot
+	// ResetSnapshotWithBodyWithResponse Restore the agent's home from a snapshot
 	//
 	// The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 	//
@@ -7418,7 +7418,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/reset (the `ResetSnapshot` operationId).
 	ResetSnapshotWithBodyWithResponse(ctx context.Context, agentId string, params *ResetSnapshotParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ResetSnapshotResponse, error)
 
-	// ResetSnapshotWithResponse Restore the agent's workspace from a snapshot
+	// ResetSnapshotWithResponse Restore the agent's home from a snapshot
 	//
 	// The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 	//
@@ -7427,9 +7427,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/snapshots/reset (the `ResetSnapshot` operationId).
 	ResetSnapshotWithResponse(ctx context.Context, agentId string, params *ResetSnapshotParams, body ResetSnapshotJSONRequestBody, reqEditors ...RequestEditorFn) (*ResetSnapshotResponse, error)
 
-	// SyncSnapshotWithResponse Archive the agent's workspace now
+	// SyncSnapshotWithResponse Archive the agent's home now
 	//
-	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
+	// Creates a Snapshot and waits for the controller to store it; 503 when storage or the agent's home cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -17225,7 +17225,7 @@ func (c *ClientWithResponses) ValidateConfigWithResponse(ctx context.Context, ag
 	return ParseValidateConfigResponse(rsp)
 }
 
-// ConsoleExecWithBodyWithResponse Run a shell command in the agent's workspace
+// ConsoleExecWithBodyWithResponse Run a shell command in the agent's home
 //
 // Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 //
@@ -17240,7 +17240,7 @@ func (c *ClientWithResponses) ConsoleExecWithBodyWithResponse(ctx context.Contex
 	return ParseConsoleExecResponse(rsp)
 }
 
-// ConsoleExecWithResponse Run a shell command in the agent's workspace
+// ConsoleExecWithResponse Run a shell command in the agent's home
 //
 // Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.
 //
@@ -17382,7 +17382,7 @@ func (c *ClientWithResponses) VerifyDomainWithResponse(ctx context.Context, agen
 	return ParseVerifyDomainResponse(rsp)
 }
 
-// UploadAgentFileWithBodyWithResponse Write a file into the agent's workspace
+// UploadAgentFileWithBodyWithResponse Write a file into the agent's home
 //
 // The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
@@ -17397,7 +17397,7 @@ func (c *ClientWithResponses) UploadAgentFileWithBodyWithResponse(ctx context.Co
 	return ParseUploadAgentFileResponse(rsp)
 }
 
-// UploadAgentFileWithResponse Write a file into the agent's workspace
+// UploadAgentFileWithResponse Write a file into the agent's home
 //
 // The body is decoded as it streams; a file over the upload limit (25 MiB by default) is refused with 413, one that would take the workspace over its uploads quota (`spec.quotas.uploads`) with 403.
 //
@@ -17515,7 +17515,7 @@ func (c *ClientWithResponses) ResumeAgentWithResponse(ctx context.Context, agent
 
 // RetryStartupScriptsWithResponse Re-run the agent's start-up scripts
 //
-// Runs startup.sh and .agentplane/startup/*.sh in the workspace, in order, stopping at the first failure; a failing script is a 200 with its exit code.
+// Runs startup.sh and .agentplane/startup/*.sh in the agent's home, in order, stopping at the first failure; a failing script is a 200 with its exit code.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17595,7 +17595,7 @@ func (c *ClientWithResponses) ListAgentSkillsWithResponse(ctx context.Context, a
 
 // AttachSkillsWithBodyWithResponse Attach installed skills to an agent
 //
-// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17610,7 +17610,7 @@ func (c *ClientWithResponses) AttachSkillsWithBodyWithResponse(ctx context.Conte
 
 // AttachSkillsWithResponse Attach installed skills to an agent
 //
-// At most 10 skills per agent. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// At most 10 skills per agent. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17625,7 +17625,7 @@ func (c *ClientWithResponses) AttachSkillsWithResponse(ctx context.Context, agen
 
 // DetachSkillWithResponse Detach a skill from an agent
 //
-// Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -17640,7 +17640,7 @@ func (c *ClientWithResponses) DetachSkillWithResponse(ctx context.Context, agent
 
 // UpdateAgentSkillWithBodyWithResponse Move an attached skill to another version
 //
-// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17655,7 +17655,7 @@ func (c *ClientWithResponses) UpdateAgentSkillWithBodyWithResponse(ctx context.C
 
 // UpdateAgentSkillWithResponse Move an attached skill to another version
 //
-// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's workspace to reflect the change: 200 once it does, 202 while it is pending.
+// 409 when `expectedVersion` is not the installed version or the Skill changed meanwhile. Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17681,7 +17681,7 @@ func (c *ClientWithResponses) ListSnapshotsWithResponse(ctx context.Context, age
 	return ParseListSnapshotsResponse(rsp)
 }
 
-// ResetSnapshotWithBodyWithResponse Restore the agent's workspace from a snapshot
+// ResetSnapshotWithBodyWithResponse Restore the agent's home from a snapshot
 //
 // The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 //
@@ -17696,7 +17696,7 @@ func (c *ClientWithResponses) ResetSnapshotWithBodyWithResponse(ctx context.Cont
 	return ParseResetSnapshotResponse(rsp)
 }
 
-// ResetSnapshotWithResponse Restore the agent's workspace from a snapshot
+// ResetSnapshotWithResponse Restore the agent's home from a snapshot
 //
 // The snapshot must be in the agent's history. The workspace is restored and the gateway restarted.
 //
@@ -17711,9 +17711,9 @@ func (c *ClientWithResponses) ResetSnapshotWithResponse(ctx context.Context, age
 	return ParseResetSnapshotResponse(rsp)
 }
 
-// SyncSnapshotWithResponse Archive the agent's workspace now
+// SyncSnapshotWithResponse Archive the agent's home now
 //
-// Creates a Snapshot and waits for the controller to store it; 503 when storage or the workspace cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
+// Creates a Snapshot and waits for the controller to store it; 503 when storage or the agent's home cannot be reached; 403 when the archive does not fit in the workspace's snapshot quota (`spec.quotas.snapshots`).
 //
 // Returns a wrapper object for the known response body format(s).
 //

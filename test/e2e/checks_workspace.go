@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The checks below drive one agent's workspace through the facade; both runtimes' suites run
+// The checks below drive one agent's home through the facade; both runtimes' suites run
 // them (the local runtime's processes and the kube runtime's real node).
 
 // CheckConfig validates a good and a bad engine config, writes a change and reads it back,
@@ -61,10 +61,10 @@ func CheckTasks(t *testing.T, p *Platform, base string) {
 	}
 }
 
-// UploadedFile is what CheckUpload writes (CheckSnapshots expects it in the workspace).
+// UploadedFile is what CheckUpload writes (CheckSnapshots expects it in the home).
 const UploadedFile = "docs/in.txt"
 
-// CheckUpload uploads a file into the workspace and reads it back in the gateway's home.
+// CheckUpload uploads a file into the agent's home and reads it back in the gateway's home.
 func CheckUpload(t *testing.T, p *Platform, base string) {
 	t.Helper()
 	content := "uploaded into the workspace\n"

@@ -183,7 +183,7 @@ func (o Options) withDefaults() Options {
 // Name is "kube".
 func (r *Runtime) Name() string { return "kube" }
 
-// workspace is the agent's workspace as commands in the pod see it.
+// workspace is the agent's home as commands in the pod see it.
 func (r *Runtime) workspace() string { return path.Join(r.home, r.layout.WorkspaceDir) }
 
 func mustQ(s string) resource.Quantity { return resource.MustParse(s) }

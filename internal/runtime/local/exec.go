@@ -25,7 +25,7 @@ import (
 // process that left the group may hold the pipes open).
 const pipeGrace = 2 * time.Second
 
-// Exec implements runtime.Runtime. The command runs in the agent's workspace (or req.Dir
+// Exec implements runtime.Runtime. The command runs in the agent's home (or req.Dir
 // inside it, symlinks resolved), in its own process group, with the agent's attached secrets
 // (Desired.Env of the last Ensure), the base environment, the engine environment (HOME is the
 // agent's home) and req.Env, in that order of precedence (the platform's values win over the

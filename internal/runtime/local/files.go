@@ -185,7 +185,7 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 	return nil
 }
 
-// workspace is the agent's workspace dir.
+// workspace is the agent's home dir.
 func (r *Runtime) workspace(ag *agentsv1.Agent) (string, error) {
 	home, err := r.existingHome(ag)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 	"github.com/agentplane/agentplane/internal/runtime"
 )
 
-// ws is rel inside the workspace, as a path relative to the home.
+// ws is rel inside the home's workspace directory, as a path relative to the home.
 func (f *Fixture) ws(rel string) string { return path.Join(f.Layout.WorkspaceDir, rel) }
 
 func (f *Fixture) write(t *testing.T, a *agentsv1.Agent, rel, data string) {
@@ -31,7 +31,7 @@ func (f *Fixture) read(t *testing.T, a *agentsv1.Agent, rel, want string) {
 	}
 }
 
-// sh runs script in the workspace and fails unless it exits 0.
+// sh runs script in the home's workspace directory and fails unless it exits 0.
 func (f *Fixture) sh(t *testing.T, a *agentsv1.Agent, script string) string {
 	t.Helper()
 	res, err := f.Runtime.Exec(f.ctx(t), a, runtime.ExecRequest{Argv: []string{"sh", "-c", script}})
@@ -42,7 +42,7 @@ func (f *Fixture) sh(t *testing.T, a *agentsv1.Agent, script string) string {
 }
 
 // WriteFile and ReadFile round-trip any bytes, making parent directories; they are the files
-// commands see in the workspace.
+// commands see in the home's workspace directory.
 func testFiles(t *testing.T, f *Fixture) {
 	a, _, _, _ := f.running(t, "files")
 	ctx := t.Context()

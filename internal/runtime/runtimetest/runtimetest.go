@@ -21,7 +21,7 @@
 //     (ErrNotRunning) and no logs.
 //   - The home, run only when Fixture.Gateways says gateways really run: files round-trip and
 //     stay inside the home (ErrInvalidPath, ErrNotFound); they survive a stop and a start and
-//     do not survive Delete; Exec runs in the workspace with the caller's environment, stdin,
+//     do not survive Delete; Exec runs in the home's workspace directory with the caller's environment, stdin,
 //     exit code and separate outputs, bounded by its timeout and output cap; Logs reads the
 //     gateway's output, tail and follow; ArchiveWorkspace and RestoreWorkspace round-trip the
 //     workspace and replace the gateway.
