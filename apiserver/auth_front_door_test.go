@@ -14,8 +14,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // countingTransport counts the requests a replica makes to the API server, watches (the

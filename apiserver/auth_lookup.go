@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // Bounds of the live reads authentication may make.

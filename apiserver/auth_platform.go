@@ -5,8 +5,8 @@ import (
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // gatewaySecretName is the core Secret that holds a's gateway token.

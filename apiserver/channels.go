@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // ChannelTypes are the chat networks a channel can connect, in the order GET lists them.

@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // DomainOptions configure the domain routes (ops.DomainOptions); they must agree with the

@@ -8,7 +8,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // The race issue 21 found: an agent at its limit of 5 domains and an agent of another

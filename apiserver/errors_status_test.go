@@ -17,8 +17,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/internal/auth"
-	agentruntime "github.com/agentplane/agentplane/internal/runtime"
+	agentruntime "github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // refused is what client-go returns when the API server does not answer.

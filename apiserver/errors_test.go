@@ -14,8 +14,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/ops"
-	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 func TestWithMessageKeepsTheMappedStatus(t *testing.T) {

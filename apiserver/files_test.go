@@ -16,9 +16,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/eip712"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/eip712"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // upload posts a multipart file the way the pinata SDK does.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/ops"
-	"github.com/agentplane/agentplane/internal/runtime"
 )
 
 // Gateway logs (an addition beyond the contract): GET /v0/agents/{agentId}/logs.

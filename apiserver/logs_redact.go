@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/logredact"
+	"github.com/agentplane/agentplane/internal/adapters/logredact"
 	"github.com/agentplane/agentplane/internal/ops"
 )
 

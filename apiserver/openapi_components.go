@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // docInfo is the document's Info Object.

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // RouteInfo is one registered route and what it requires of its caller.

@@ -16,7 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // The documentation tests need no cluster: New registers every route with nil dependencies.

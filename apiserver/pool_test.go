@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // A warm pool behind the REST door (local runtime, the engine double): a created agent takes

@@ -3,8 +3,8 @@ package apiserver
 import (
 	"net/http"
 
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/console"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // routes registers every route of the facade. The table is the API: scope and permission are

@@ -12,8 +12,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // The official pinata SDK must work unchanged against the facade. The Node test installs the

@@ -6,7 +6,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/ops"
-	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // secretView is a secret as the REST API shows it: never its value.

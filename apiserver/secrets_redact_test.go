@@ -16,8 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/logredact"
+	"github.com/agentplane/agentplane/internal/adapters/logredact"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 var _ = Describe("Secret environment names, redaction and throwaway validation", Ordered, func() {

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // agentObject creates an Agent directly (no runtime runs in this suite's platform).

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // MaxAgentSkills is the most skills one agent attaches (the contract's limit; see

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 var _ = Describe("Skills: attached to agents", Ordered, func() {

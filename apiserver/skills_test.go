@@ -9,7 +9,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -17,11 +17,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 var (

@@ -9,8 +9,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/agentplane/agentplane/internal/storage"
-	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 )
 
 // mainFiles is the main platform's storage (files and snapshots, for the facade and the

@@ -15,9 +15,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/agentplane/agentplane/internal/adapters/storage/s3"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/storage/s3"
-	"github.com/agentplane/agentplane/internal/testenv"
 )
 
 // versitygw is an S3-compatible server (hack/build-s3server.sh builds it; AGENTPLANE_S3SERVER

@@ -17,8 +17,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/internal/auth"
 	"github.com/agentplane/agentplane/internal/ops"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // A CID that is well formed but names nothing stored.

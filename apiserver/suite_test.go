@@ -22,14 +22,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
-	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 var (

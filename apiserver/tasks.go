@@ -3,7 +3,7 @@ package apiserver
 import (
 	"net/http"
 
-	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/ops"
 )
 

@@ -13,7 +13,7 @@ import (
 )
 
 // The two doors of agent creation: POST /v0/agents naming a template, and an Agent applied
-// with kubectl naming it in spec.template. Both go through internal/admission, so both agents
+// with kubectl naming it in spec.template. Both go through internal/rules/admission, so both agents
 // get the same engine version, skills, identity and seeded files.
 var _ = Describe("Templates: the REST and kubectl doors agree", Ordered, func() {
 	const ws = "tpl-doors"

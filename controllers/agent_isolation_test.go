@@ -11,11 +11,11 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/quota"
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
 // What the Agent controller asks the runtime for that isolates the agent: its RuntimeClass

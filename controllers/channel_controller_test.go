@@ -20,8 +20,8 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	channelctrl "github.com/agentplane/agentplane/controllers/channel"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 // memRuntime keeps agents' files in memory and records engine commands.

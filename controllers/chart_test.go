@@ -18,8 +18,8 @@ import (
 
 	"github.com/agentplane/agentplane/config/crd"
 	"github.com/agentplane/agentplane/hack/genchart/gen"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 // Third-party CRDs the chart's optional objects need, from the Go module proxy (pinned; the

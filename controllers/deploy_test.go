@@ -21,7 +21,7 @@ import (
 
 	"github.com/agentplane/agentplane/config/crd"
 	"github.com/agentplane/agentplane/config/policy"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // The in-cluster deployments (config/default, and config/local for the local cluster) must

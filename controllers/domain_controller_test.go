@@ -21,10 +21,10 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	domainctrl "github.com/agentplane/agentplane/controllers/domain"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/dnstest"
-	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify/dnstest"
+	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
 const (

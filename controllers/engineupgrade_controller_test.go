@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // versionsOf are the spec versions of the agents, in order.

@@ -21,7 +21,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
-	"github.com/agentplane/agentplane/internal/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
 
 var upgradeVersions = engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.5", "2026.9.6", "2026.9.7"}}

@@ -21,12 +21,12 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	gatewaypoolctrl "github.com/agentplane/agentplane/controllers/gatewaypool"
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
 )
 
 var poolVersions = engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // fieldIndex is one field index of the manager's cache.

@@ -5,7 +5,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -16,8 +16,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	skillctrl "github.com/agentplane/agentplane/controllers/skill"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 )
 
 var _ = Describe("Skill status", Ordered, func() {

@@ -21,13 +21,13 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/quota"
-	"github.com/agentplane/agentplane/internal/snapshots"
-	"github.com/agentplane/agentplane/internal/storage"
-	"github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/quota"
+	"github.com/agentplane/agentplane/internal/rules/snapshots"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 const snapWait = 20 * time.Second

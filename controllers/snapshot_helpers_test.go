@@ -14,14 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/archive"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/archive"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // dirRuntime is a runtime.Runtime whose agents are directories: <root>/<ns>/<name> is the
-// workspace (created by Ensure), archived and restored with internal/archive as the local
+// workspace (created by Ensure), archived and restored with internal/adapters/archive as the local
 // runtime does. The gateway always "runs".
 type dirRuntime struct {
 	root       string

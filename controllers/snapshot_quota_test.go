@@ -9,7 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // setSnapshotQuota sets workspace ns's snapshot quota.

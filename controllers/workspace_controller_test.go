@@ -18,7 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
-	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
 // The Workspace controller gives a workspace its namespace and keeps the status users read

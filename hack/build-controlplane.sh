@@ -2,7 +2,7 @@
 # Builds the test control plane (kube-apiserver and etcd) from the Go modules pinned in
 # hack/tools/controlplane, because the usual envtest binary downloads are out of reach.
 #
-# The build is `agentplane envtest-assets` (internal/controlplane, which embeds a copy of the
+# The build is `agentplane envtest-assets` (internal/devtools/controlplane, which embeds a copy of the
 # pins): the binaries are cached under the user cache dir, keyed by a hash of the pinned module
 # graph and the Go version, and linked into the directory given as $1 (default bin/k8s).
 # A rebuild happens only when the pins or the toolchain change; a cached build is found here

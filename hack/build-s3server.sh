@@ -6,7 +6,7 @@
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/agentplane/s3server/<hash>/versitygw
 # where <hash> covers hack/tools/s3server/go.mod, go.sum and the Go version, so
 # it is rebuilt only when the pins or the toolchain change. Progress goes to
-# stderr. Used by internal/storage/s3 tests (unless AGENTPLANE_S3SERVER names a
+# stderr. Used by internal/adapters/storage/s3 tests (unless AGENTPLANE_S3SERVER names a
 # binary already).
 #
 # Run it by hand:

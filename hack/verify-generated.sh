@@ -7,9 +7,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # agentplane envtest-assets embeds a copy of the control plane's pins.
 for f in go.mod go.sum; do
-  if ! cmp -s "hack/tools/controlplane/$f" "internal/controlplane/pins/$f.txt"; then
-    echo "internal/controlplane/pins/$f.txt differs from hack/tools/controlplane/$f; copy it:" >&2
-    echo "  cp hack/tools/controlplane/$f internal/controlplane/pins/$f.txt" >&2
+  if ! cmp -s "hack/tools/controlplane/$f" "internal/devtools/controlplane/pins/$f.txt"; then
+    echo "internal/devtools/controlplane/pins/$f.txt differs from hack/tools/controlplane/$f; copy it:" >&2
+    echo "  cp hack/tools/controlplane/$f internal/devtools/controlplane/pins/$f.txt" >&2
     exit 1
   fi
 done

@@ -16,7 +16,7 @@ type EncryptedValue struct {
 
 // AgentSecretSpec is a workspace secret. Exactly one of encryptedValue and secretRef is set;
 // plaintext is never stored in this object. The environment name it is seen as (envName, else
-// derived from name) must not be a reserved one (internal/secrets.ReservedEnvNames: the rule
+// derived from name) must not be a reserved one (internal/rules/secrets.ReservedEnvNames: the rule
 // below is secrets.ReservedEnvPattern, which a test checks).
 //
 // +kubebuilder:validation:XValidation:rule="has(self.encryptedValue) != has(self.secretRef)",message="exactly one of encryptedValue and secretRef must be set"

@@ -10,9 +10,9 @@ const (
 	// world each pass: every status field but those of StatusFieldManagers.
 	ControllerFieldManager = "agentplane-controller"
 	// QuotaFieldManager writes the slots and counts of limits that span objects
-	// (internal/quota's Limiter, whichever door or controller calls it).
+	// (internal/rules/quota's Limiter, whichever door or controller calls it).
 	QuotaFieldManager = "agentplane-quota"
-	// ModelProxyFieldManager writes status.usage (internal/modelaccess's Recorder).
+	// ModelProxyFieldManager writes status.usage (internal/adapters/modelaccess's Recorder).
 	ModelProxyFieldManager = "agentplane-model-proxy"
 )
 

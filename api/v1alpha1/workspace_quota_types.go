@@ -77,7 +77,7 @@ type StorageQuota struct {
 }
 
 // StorageUsage is what a workspace holds of each storage quota. Written only by the quota
-// Limiter (internal/quota) with optimistic concurrency: the facade's reservations, settles and
+// Limiter (internal/rules/quota) with optimistic concurrency: the facade's reservations, settles and
 // frees, the Snapshot controller's, and the Workspace controller's recounts.
 type StorageUsage struct {
 	// +optional

@@ -130,7 +130,7 @@ type WorkspaceStatus struct {
 }
 
 // AgentSlots is the agent limit's count: Used + len(Pending) slots are taken. Written only with
-// optimistic concurrency (internal/quota), so concurrent callers on any number of replicas
+// optimistic concurrency (internal/rules/quota), so concurrent callers on any number of replicas
 // never take more slots than the limit.
 type AgentSlots struct {
 	// Used counts the agents bound to a slot (their status.holdsSlot) that are not Releasing.

@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
 	apclient "github.com/agentplane/agentplane/pkg/client"
 )
 

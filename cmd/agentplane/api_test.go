@@ -14,7 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/agentplane/agentplane/internal/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
 	apclient "github.com/agentplane/agentplane/pkg/client"
 )

@@ -14,11 +14,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 

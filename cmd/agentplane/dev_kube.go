@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"github.com/agentplane/agentplane/config/crd"
-	"github.com/agentplane/agentplane/internal/images"
-	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/images"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/scheme"
 )

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // agentplane dev serves the facade with a token of the dev workspace in dev.env, stops on its

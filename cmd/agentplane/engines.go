@@ -1,8 +1,8 @@
 package main
 
 import (
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/storage/local"
 )
 
 // engineVersions asks each engine dir's bin/openclaw for its version.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/agentplane/agentplane/internal/controlplane"
+	"github.com/agentplane/agentplane/internal/devtools/controlplane"
 )
 
 func newEnvtestAssetsCommand() *cobra.Command {

@@ -14,16 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/clawhub"
-	"github.com/agentplane/agentplane/internal/images"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/storage/s3"
+	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/quota"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/quota"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/storage/s3"
 )
 
 func newManagerCommand() *cobra.Command {

@@ -15,9 +15,9 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/snapshots"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
 // restoreSnapshot carries out a restore request: spec.desiredSnapshot names a CID the

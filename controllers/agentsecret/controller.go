@@ -18,7 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // Reconciler keeps each AgentSecret's status true to the world: whether its value

@@ -29,8 +29,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // Requeue intervals of the Channel controller.

@@ -10,7 +10,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 )
 
 // fakeResolver answers from a map and counts look-ups.

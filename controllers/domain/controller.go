@@ -24,9 +24,9 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // Finalizer lets the controller release the host claim, the route and the agent's

@@ -11,8 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/quota"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
 // errOverQuota: the archive grew past the room left in the workspace's snapshot quota.

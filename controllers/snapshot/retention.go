@@ -5,7 +5,7 @@ import (
 	"errors"
 	"sync"
 
-	"github.com/agentplane/agentplane/internal/snapshots"
+	"github.com/agentplane/agentplane/internal/rules/snapshots"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +16,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // applyRetention deletes the completed snapshots of snap's agent beyond the newest Retention

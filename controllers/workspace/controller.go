@@ -25,8 +25,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/quota"
-	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/quota"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 // Workspace phases.

@@ -30,10 +30,10 @@ const module = "github.com/agentplane/agentplane/"
 
 // Imports of a package's tests that start something, by tier.
 var startedBy = map[tier][]string{
-	node:   {module + "internal/localcluster"},
+	node:   {module + "internal/devtools/localcluster"},
 	engine: {module + "test/e2e"},
 	envtest: {
-		module + "internal/testenv/kubeenv", module + "internal/platform",
+		module + "internal/devtools/testenv/kubeenv", module + "internal/platform",
 		module + "pkg/agentplanetest", module + "pkg/agentplanetest/controlplane",
 	},
 }

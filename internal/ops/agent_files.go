@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 // Messages of a file written into an agent's home.

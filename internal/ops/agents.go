@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/admission"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // Agent messages (the contract fixes `Agent limit reached` and `Gateway failed to start`).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 // Console messages (fixed by the contract).

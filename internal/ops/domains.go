@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 )
 
 // Domain messages. The contract fixes the statuses (400 both/neither names, banned name,

@@ -12,9 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // domainCreateBudget bounds a domain create from its claim to its answer.

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
-	"github.com/agentplane/agentplane/internal/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 // Code is what kind of failure an operation met. Each door maps a code to its own terms (the

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // Secret messages (the contract fixes the 503, the 409s and `Conflicting secrets`).

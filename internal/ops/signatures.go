@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/eip712"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/eip712"
 )
 
 // Signature messages.

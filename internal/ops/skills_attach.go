@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/clawhub"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // SkillSyncWait bounds how long attach, detach and update wait for the Agent controller to

@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/clawhub"
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/storage"
-	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 )
 
 // stored puts n distinct bundles into a local store and returns their CIDs.

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // snapshotCIDPattern is the CRD's pattern for spec.desiredSnapshot.

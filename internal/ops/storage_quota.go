@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/quota"
+	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
 // MsgStorageQuota answers a write that would take the workspace over a storage quota

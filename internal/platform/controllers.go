@@ -8,8 +8,8 @@ import (
 	gatewaypoolctrl "github.com/agentplane/agentplane/controllers/gatewaypool"
 	skillctrl "github.com/agentplane/agentplane/controllers/skill"
 	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
-	"github.com/agentplane/agentplane/internal/admission"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // setupControllers registers every controller with the manager.

@@ -14,12 +14,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/secrets"
 	"github.com/agentplane/agentplane/internal/syskeys"
-	"github.com/agentplane/agentplane/internal/tenancy"
 )
 
 // Embedded is a platform running in this process (`agentplane dev`, the public test kit).

@@ -10,7 +10,7 @@ import (
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	domainctrl "github.com/agentplane/agentplane/controllers/domain"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 )
 
 // domainRouter is runtime kube's Router: HTTPRoutes on Domains.Gateway when set, else

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
-	"github.com/agentplane/agentplane/internal/modelaccess"
-	"github.com/agentplane/agentplane/internal/modelproxy"
+	"github.com/agentplane/agentplane/internal/adapters/modelaccess"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
 )
 
 // ModelProxyOptions configure the model credential proxy: agents' calls to the model

@@ -4,8 +4,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
-	"github.com/agentplane/agentplane/internal/dnsverify"
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 )
 
 // Monitoring: the metrics the platform adds around its dependencies, on controller-runtime's

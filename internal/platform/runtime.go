@@ -6,11 +6,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/agentplane/agentplane/internal/engine"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
 // Runtime names.

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
-	"github.com/agentplane/agentplane/internal/snapshots"
+	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
 // setupSnapshots registers the Snapshot controller: it archives workspaces into Options.Files

@@ -32,11 +32,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/config/policy"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw/program"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw/program"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/storage/local"
 )
 
 // FakeEngineVersion is the engine version the double is offered as (the openclaw release whose

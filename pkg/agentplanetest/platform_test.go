@@ -18,8 +18,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/config/crd"
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
 )
 

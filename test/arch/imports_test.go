@@ -29,6 +29,11 @@ var rules = []struct {
 	{"apiserver", []string{"controllers", "internal/platform"}, "the REST facade never imports the controllers"},
 	{"api/", []string{"apiserver", "controllers", "internal/"}, "the API types depend on nothing of agentplane"},
 	{"internal/", []string{"apiserver", "controllers"}, "shared packages sit below both doors (only internal/platform wires them)"},
+	{"internal/ops", []string{"internal/platform", "internal/devtools"}, "the operations sit below the wiring and run without development tooling"},
+	{"internal/rules", []string{"internal/ops", "internal/platform", "internal/devtools"}, "rules sit below the operations and run without development tooling"},
+	{"internal/adapters", []string{"internal/ops", "internal/platform", "internal/devtools"}, "adapters sit below the operations and run without development tooling"},
+	{"controllers", []string{"internal/devtools"}, "the controllers run without development tooling"},
+	{"apiserver", []string{"internal/devtools"}, "the REST facade runs without development tooling"},
 }
 
 // exempt packages wire both doors together.

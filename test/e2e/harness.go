@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 // EngineDir is the real engine install (make test exports AGENTPLANE_ENGINE_DIR).

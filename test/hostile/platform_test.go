@@ -28,14 +28,14 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 // Names of the fixture workspace, user and published skill.

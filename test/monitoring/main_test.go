@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 var (

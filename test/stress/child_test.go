@@ -18,10 +18,10 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	localstore "github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/runtime/local"
-	localstore "github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 )
 
 // childEnv, when set, makes the test binary run a manager (runChildManager) instead of the

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
 // crashWindow is how long a crash-looping agent is watched.

@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/dnsverify"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 )
 
 // TestStorageOutageDuringSnapshotSync: with storage unreachable sync and the history answer

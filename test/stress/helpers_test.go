@@ -16,10 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/cid"
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/tenancy"
+	"github.com/agentplane/agentplane/internal/adapters/cid"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 // Deadlines of the helpers. Every wait in this package has one.

@@ -18,15 +18,15 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agentplane/agentplane/internal/clawhub/clawhubtest"
-	"github.com/agentplane/agentplane/internal/dnsverify/dnstest"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
+	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify/dnstest"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/storage"
-	"github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // What every test shares: one control plane, one full platform (manager and facade) and one

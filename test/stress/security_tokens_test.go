@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/auth"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// TestTokensEqual checks internal/auth.TokensEqual's answers: string equality, for tokens of
+// TestTokensEqual checks internal/rules/auth.TokensEqual's answers: string equality, for tokens of
 // any lengths, prefixes of each other and trailing NULs included. Whether its time depends on
 // where tokens differ is a timing property; tests assert no timings, so
 // BenchmarkTokensEqual shows it as ratios against a baseline taken in the same run.

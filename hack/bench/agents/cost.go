@@ -15,10 +15,10 @@ import (
 	"github.com/agentplane/agentplane/config/policy"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 // benchCost times, on envtest with 8 writers, each kind of request the manager makes per agent

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 // The peer's namespaces: its timed instances (a prefix no other run's namespace has) and the

@@ -33,9 +33,9 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
 func main() {

@@ -40,9 +40,9 @@ import (
 	ktypes "k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime"
-	"github.com/agentplane/agentplane/internal/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
 const (

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/engine/fakeclaw"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
 // dev is a running `agentplane dev` process: the manager, controllers and REST facade in one

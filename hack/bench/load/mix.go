@@ -15,7 +15,7 @@ import (
 	"github.com/ethereum/go-ethereum/crypto"
 	vegeta "github.com/tsenart/vegeta/v12/lib"
 
-	"github.com/agentplane/agentplane/internal/eip712"
+	"github.com/agentplane/agentplane/internal/adapters/eip712"
 )
 
 // kind is one request of the mix and its share of it (in sixtieths).

@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/modelaccess"
-	"github.com/agentplane/agentplane/internal/secrets"
+	"github.com/agentplane/agentplane/internal/adapters/modelaccess"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
 // cacheReader serves Gets from objects in memory and hands out deep copies, as the manager's
@@ -45,7 +45,7 @@ type staticKey []byte
 
 func (k staticKey) Key(context.Context) ([]byte, error) { return k, nil }
 
-// realAuthorizer is the platform's Authorizer (internal/modelaccess) over an in-memory cache
+// realAuthorizer is the platform's Authorizer (internal/adapters/modelaccess) over an in-memory cache
 // holding one agent, its gateway token Secret, its attached sealed openai key (opened with
 // AES-GCM on every request, as in the manager) and its workspace; it returns the agent's
 // proxy credential.

@@ -1,4 +1,4 @@
-// Command modelproxy measures what the model credential proxy (internal/modelproxy) adds to
+// Command modelproxy measures what the model credential proxy (internal/adapters/modelproxy) adds to
 // a model call, against the same fake provider called directly, in the same run:
 //
 //	go run ./hack/bench/modelproxy -c 32 -d 10s
@@ -6,7 +6,7 @@
 // The fake provider answers a small OpenAI chat JSON with usage (and, in the SSE variant, a
 // streamed request, four chat chunks and a usage chunk) over loopback. Each variant runs -c
 // workers for -d, first direct, then through the proxy with the platform's real Authorizer
-// (internal/modelaccess: credential MAC, agent, token Secret, attached secret opened with
+// (internal/adapters/modelaccess: credential MAC, agent, token Secret, attached secret opened with
 // AES-GCM, workspace, read from an in-memory cache that deep-copies like the manager's), the
 // route allow-list, budget reservations and the stream's usage request in the path. It
 // prints p50 and p99 latency of both, what the proxy adds, throughput and the ratio
@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/modelproxy"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
 )
 
 const jsonAnswer = `{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":11,"completion_tokens":7,"total_tokens":18}}`

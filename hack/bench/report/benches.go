@@ -64,7 +64,7 @@ var benches = []bench{
 		[]string{"-run", "^$", "-bench", "BenchmarkCompute", "-benchtime", "5x", "./internal/cid/"},
 		cidResults),
 	goBench("tokens", "Token comparison in constant time",
-		"internal/auth.TokensEqual on 256 KiB tokens, interleaved medians against a guess that differs only in its last byte.",
+		"internal/rules/auth.TokensEqual on 256 KiB tokens, interleaved medians against a guess that differs only in its last byte.",
 		[]string{"-run", "^$", "-bench", "BenchmarkTokensEqual", "./test/stress/"},
 		tokenResults),
 }

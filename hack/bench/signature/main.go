@@ -30,12 +30,12 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/auth"
-	"github.com/agentplane/agentplane/internal/eip712"
+	"github.com/agentplane/agentplane/internal/adapters/eip712"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
-	"github.com/agentplane/agentplane/internal/storage/local"
-	"github.com/agentplane/agentplane/internal/tenancy"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
 type file struct{ cid, date, id string }

@@ -27,8 +27,8 @@ import (
 
 	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/archive"
-	"github.com/agentplane/agentplane/internal/storage/local"
+	"github.com/agentplane/agentplane/internal/adapters/archive"
+	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 )
 
 func main() {

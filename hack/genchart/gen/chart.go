@@ -11,7 +11,7 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 //go:embed all:static

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/config/crd"
-	"github.com/agentplane/agentplane/internal/controlplane"
+	"github.com/agentplane/agentplane/internal/devtools/controlplane"
 )
 
 // AssetsDir is where the control-plane binaries (kube-apiserver, etcd) are: $KUBEBUILDER_ASSETS

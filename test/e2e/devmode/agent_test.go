@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

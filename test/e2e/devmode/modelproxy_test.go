@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

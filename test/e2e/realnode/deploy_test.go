@@ -20,12 +20,12 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/images"
-	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/images"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/internal/secrets"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/internal/localcluster"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

@@ -14,9 +14,9 @@ import (
 	"github.com/miekg/dns"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/agentplane/agentplane/internal/devenv"
-	"github.com/agentplane/agentplane/internal/localcluster"
-	"github.com/agentplane/agentplane/internal/runtime/kube"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/images"
-	"github.com/agentplane/agentplane/internal/localcluster"
-	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
-	"github.com/agentplane/agentplane/internal/testenv"
-	"github.com/agentplane/agentplane/internal/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/devtools/images"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

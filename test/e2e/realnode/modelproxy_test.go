@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/internal/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

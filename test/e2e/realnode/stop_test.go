@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentplane/agentplane/internal/localcluster"
+	"github.com/agentplane/agentplane/internal/devtools/localcluster"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 

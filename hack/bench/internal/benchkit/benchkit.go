@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
-	"github.com/agentplane/agentplane/internal/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/runtime/local"
-	"github.com/agentplane/agentplane/internal/testenv"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // Engine is the pinned engine's dir ($AGENTPLANE_ENGINE_DIR, else hack/install-engine.sh's)

@@ -1,0 +1,187 @@
+package modelaccess
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
+)
+
+// DefaultFlushInterval is how often a replica writes the usage its proxy counted.
+const DefaultFlushInterval = 30 * time.Second
+
+// Ledger is the proxy's usage as the recorder drains it (*modelproxy.Proxy).
+type Ledger interface {
+	Drain() []modelproxy.Delta
+	Restore([]modelproxy.Delta)
+	Acknowledge(d modelproxy.Delta, agentTotal, workspaceTotal int64)
+}
+
+// Recorder is the one writer of status.usage on Agents and Workspaces. Every replica runs one
+// (each proxy counts its own requests): at each interval it drains its proxy's counts and adds
+// them to the stored day's totals with a merge patch under optimistic lock (a conflict with
+// another replica reads again and adds again). So an agent's status is written at most once
+// per interval per replica, and only when it used the proxy; flushes run one after another,
+// so a slow API server stretches the interval rather than piling writes up.
+type Recorder struct {
+	Ledger    Ledger
+	Client    client.Client
+	APIReader client.Reader
+	Interval  time.Duration
+	Clock     clock.PassiveClock
+	Log       logr.Logger
+
+	// workspaces holds workspace counts whose agents' writes landed but whose own write did
+	// not: retried at the next flush (they are not restored to the proxy, which would count
+	// the agents twice).
+	workspaces map[wsDay]modelproxy.Usage
+}
+
+type wsDay struct{ workspace, day string }
+
+// NeedLeaderElection: every replica records its own proxy's usage.
+func (r *Recorder) NeedLeaderElection() bool { return false }
+
+// Start flushes every interval until ctx ends, then once more.
+func (r *Recorder) Start(ctx context.Context) error {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = DefaultFlushInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			final, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r.Flush(final)
+			return nil
+		case <-t.C:
+			r.Flush(ctx)
+		}
+	}
+}
+
+// Flush writes what the proxy counted since the last flush.
+func (r *Recorder) Flush(ctx context.Context) {
+	if r.workspaces == nil {
+		r.workspaces = map[wsDay]modelproxy.Usage{}
+	}
+	type written struct {
+		d          modelproxy.Delta
+		agentTotal int64
+	}
+	var done []written
+	for _, d := range r.Ledger.Drain() {
+		ns, name := splitAgent(d.Agent)
+		total, err := r.add(ctx, &agentsv1.Agent{}, client.ObjectKey{Namespace: ns, Name: name}, d.Day, d.Usage)
+		if err != nil {
+			r.Log.Error(err, "recording model usage; retried at the next flush", "agent", d.Agent)
+			r.Ledger.Restore([]modelproxy.Delta{d})
+			continue
+		}
+		done = append(done, written{d, total})
+		k := wsDay{d.Workspace, d.Day}
+		r.workspaces[k] = sum(r.workspaces[k], d.Usage)
+	}
+	wsTotals := map[wsDay]int64{}
+	for k, u := range r.workspaces {
+		total, err := r.add(ctx, &agentsv1.Workspace{}, client.ObjectKey{Name: k.workspace}, k.day, u)
+		if err != nil {
+			r.Log.Error(err, "recording model usage; retried at the next flush", "workspace", k.workspace)
+			continue
+		}
+		wsTotals[k] = total
+		delete(r.workspaces, k)
+	}
+	for _, w := range done {
+		r.Ledger.Acknowledge(w.d, w.agentTotal, wsTotals[wsDay{w.d.Workspace, w.d.Day}])
+	}
+}
+
+// add adds u (counted on day) to obj's status.usage and returns the day's stored token total.
+// A delta for a day older than the stored one is dropped; an object that is gone is no error
+// (its usage went with it).
+func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u modelproxy.Usage) (int64, error) {
+	var reader client.Reader = r.Client
+	var err error
+	for range 5 {
+		if err = reader.Get(ctx, key, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				return 0, nil
+			}
+			return 0, err
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		slot := usageOf(obj)
+		next, keep := addUsage(*slot, day, u, metav1.NewTime(r.now()))
+		if !keep {
+			return 0, nil
+		}
+		*slot = next
+		err = r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}),
+			client.FieldOwner(agentsv1.ModelProxyFieldManager))
+		switch {
+		case err == nil:
+			return next.Tokens(), nil
+		case apierrors.IsNotFound(err):
+			return 0, nil
+		case !apierrors.IsConflict(err):
+			return 0, err
+		}
+		reader = r.APIReader // the cache was behind: read the stored object
+	}
+	return 0, err
+}
+
+// addUsage is cur with u counted on day: a newer day starts from zero, an older one is
+// dropped (keep false).
+func addUsage(cur *agentsv1.ModelUsage, day string, u modelproxy.Usage, now metav1.Time) (*agentsv1.ModelUsage, bool) {
+	next := &agentsv1.ModelUsage{Day: day}
+	switch {
+	case cur != nil && cur.Day == day:
+		next = cur.DeepCopy()
+	case cur != nil && cur.Day > day:
+		return nil, false
+	}
+	next.Requests += u.Requests
+	next.InputTokens += u.InputTokens
+	next.OutputTokens += u.OutputTokens
+	next.UpdatedAt = &now
+	return next, true
+}
+
+func usageOf(obj client.Object) **agentsv1.ModelUsage {
+	switch o := obj.(type) {
+	case *agentsv1.Agent:
+		return &o.Status.Usage
+	case *agentsv1.Workspace:
+		return &o.Status.Usage
+	}
+	panic("modelaccess: usage of an unknown kind")
+}
+
+func sum(a, b modelproxy.Usage) modelproxy.Usage {
+	return modelproxy.Usage{Requests: a.Requests + b.Requests, InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
+}
+
+func splitAgent(id string) (string, string) {
+	ns, name, _ := strings.Cut(id, "/")
+	return ns, name
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}

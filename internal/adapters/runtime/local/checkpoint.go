@@ -1,0 +1,452 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+)
+
+// CRIUEnv names the CRIU binary the local runtime checkpoints suspended gateways with
+// (Options.CRIU); `make criu` builds one into bin/criu (hack/build-criu.sh).
+const CRIUEnv = "AGENTPLANE_CRIU"
+
+// Files of a checkpoint, in <agent dir>/checkpoint (0700, the manager's: the images hold
+// the gateway's memory, its tokens included).
+const (
+	checkpointDirName = "checkpoint"
+	// sandboxRootName is the root dir a restored sandbox runs on (rootSkeleton), next to the
+	// checkpoint: it stays while that sandbox runs (removing it would pull its root away).
+	sandboxRootName = "sandbox-root"
+)
+
+// checkpointer checkpoints and restores sandboxed gateways with CRIU: a suspended agent's
+// gateway gives its memory back and resumes with its process state. Only as root, with a
+// CRIU that passes `criu check` on this kernel (Debian bookworm's 3.17 does not on 6.x: use
+// hack/build-criu.sh) and with tini to be the sandbox's PID 1.
+type checkpointer struct {
+	criu, tini string
+}
+
+// newCheckpointer returns a checkpointer for the CRIU at path, or nil and why there is none.
+// path "" means $AGENTPLANE_CRIU, else a `criu` beside this program's executable (make run:
+// bin/criu, which make sandbox-packages builds, beside bin/agentplane); "off" means none.
+func newCheckpointer(ctx context.Context, path string) (*checkpointer, string) {
+	if path == "" {
+		path = os.Getenv(CRIUEnv)
+	}
+	if path == "" {
+		if exe, err := os.Executable(); err == nil {
+			if p := filepath.Join(filepath.Dir(exe), "criu"); fileExists(p) {
+				path = p
+			}
+		}
+	}
+	switch path {
+	case "":
+		return nil, "no CRIU beside the agentplane binary nor in " + CRIUEnv + " (make sandbox-packages builds bin/criu)"
+	case "off":
+		return nil, CRIUEnv + "=off"
+	}
+	if os.Geteuid() != 0 {
+		return nil, "CRIU needs root"
+	}
+	tini, err := exec.LookPath("tini")
+	if err != nil || !within(tini, "/usr") {
+		return nil, "tini is not installed under /usr (apt-get install tini)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, path, "check").CombinedOutput(); err != nil {
+		return nil, fmt.Sprintf("%s check: %v: %s", path, err, lastLines(out, 3))
+	}
+	closeOnExecInherited()
+	return &checkpointer{criu: path, tini: tini}, ""
+}
+
+// closeOnExecInherited marks the files this process inherited without close-on-exec (fds
+// above 2 that whoever started the manager left open) close-on-exec: Go's os/exec passes
+// them on to every child, and CRIU cannot checkpoint a sandbox holding a file of this host
+// that the sandbox does not show.
+func closeOnExecInherited() {
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// Checkpoints reports whether suspended gateways are checkpointed and, when not, why.
+func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheckpoint }
+
+// criuOpts are the options dump and restore share. Established TCP connections are closed,
+// not kept: after a sleep their peers have long given up on them, and the gateway reconnects
+// (the channels' long polls) as after any network error. The sandbox's bind mounts of this
+// host's dirs are external mounts, found again at the same paths on restore.
+var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing"}
+
+// dump checkpoints the sandbox whose PID 1 is init into dir and ends it. args are the bwrap
+// arguments it was started with: the root skeleton restore needs is made from them in root.
+func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := rootSkeleton(args, root); err != nil {
+		return fmt.Errorf("sandbox root: %w", err)
+	}
+	if err := c.run(ctx, dir, "dump.log", append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir}, criuOpts...)...); err != nil {
+		return err
+	}
+	// Without the dumped clocks CRIU restores into the host's time namespace, not into a new
+	// one whose CLOCK_MONOTONIC goes on from the dump: there the gateway's timers (its cron
+	// schedule among them) would all fire late by the time it was suspended. Here the
+	// monotonic clock jumps over the sleep, and timers due meanwhile fire at once.
+	if err := os.Remove(filepath.Join(dir, "timens-0.img")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// restore restores the checkpoint in dir and returns the restored sandbox's PID 1 (in this
+// host's PID namespace).
+func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, error) {
+	pidFile := filepath.Join(dir, "restore.pid")
+	args := append([]string{"restore", "-D", dir, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...)
+	if err := c.run(ctx, dir, "restore.log", args...); err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// run runs CRIU with its log in dir/log; an error carries the log's error lines.
+func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string) error {
+	args = append(args, "-o", log)
+	out, err := exec.CommandContext(ctx, c.criu, args...).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, log))
+	var errs []string
+	for _, l := range strings.Split(string(b), "\n") {
+		// This VM's root lacks CAP_SYS_RESOURCE: CRIU cannot raise its own open-file limit,
+		// which it reports as an error and does without.
+		if strings.Contains(l, "Error") && !strings.Contains(l, "RLIMIT_NOFILE for self") {
+			errs = append(errs, strings.TrimSpace(l))
+		}
+	}
+	if len(errs) > 3 {
+		errs = errs[:3]
+	}
+	return fmt.Errorf("criu %s: %v: %s%s", args[0], err, strings.Join(errs, "; "), lastLines(out, 2))
+}
+
+// lastLines is the last n lines of out, trimmed.
+func lastLines(out []byte, n int) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " / ")
+}
+
+// noIOUringFilter is a classic BPF seccomp program that answers ENOSYS to io_uring_setup
+// and allows everything else: CRIU cannot checkpoint an io_uring, and Node's libuv sets one
+// up whatever UV_USE_IO_URING says; refused, libuv uses epoll.
+func noIOUringFilter() []byte {
+	const (
+		ldAbs   = 0x20 // BPF_LD|BPF_W|BPF_ABS
+		jeqK    = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
+		retK    = 0x06 // BPF_RET|BPF_K
+		archX86 = 0xc000003e
+		nrSetup = 425 // io_uring_setup on x86_64
+		allow   = 0x7fff0000
+		errno   = 0x00050000 | 38 // SECCOMP_RET_ERRNO | ENOSYS
+	)
+	prog := []struct {
+		code   uint16
+		jt, jf uint8
+		k      uint32
+	}{
+		{ldAbs, 0, 0, 4}, // seccomp_data.arch
+		{jeqK, 0, 3, archX86},
+		{ldAbs, 0, 0, 0}, // seccomp_data.nr
+		{jeqK, 0, 1, nrSetup},
+		{retK, 0, 0, errno},
+		{retK, 0, 0, allow},
+	}
+	var b bytes.Buffer
+	for _, in := range prog {
+		_ = binary.Write(&b, binary.LittleEndian, in)
+	}
+	return b.Bytes()
+}
+
+// seccompPipe returns the read end of a pipe that holds the filter, for bwrap's --seccomp.
+func seccompPipe() (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(noIOUringFilter())
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// rootSkeleton makes (or completes: a restored sandbox runs on it) in root what bwrap made in the sandbox's root (a tmpfs CRIU does not
+// dump: the root of a mount namespace is given to `criu restore --root`): the dirs and files
+// its mounts are mounted on, the dirs it was asked for and its symlinks, from the bwrap
+// arguments args. What is inside one of the sandbox's mounts is that mount's (CRIU restores a
+// tmpfs's files, a bind mount shows its source).
+func rootSkeleton(args []string, root string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	var mounts []string
+	inMount := func(p string) bool {
+		for _, m := range mounts {
+			if p != m && within(p, m) {
+				return true
+			}
+		}
+		return false
+	}
+	mkdir := func(p string, mode fs.FileMode) error {
+		if inMount(p) {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+			return err
+		}
+		return os.Chmod(filepath.Join(root, p), mode)
+	}
+	mountpoint := func(src, dst string) error {
+		if inMount(dst) {
+			return nil
+		}
+		defer func() { mounts = append(mounts, dst) }()
+		if info, err := os.Stat(src); err == nil && !info.IsDir() {
+			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(dst)), 0o755); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(filepath.Join(root, dst), os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				return err
+			}
+			return f.Close()
+		}
+		return mkdir(dst, 0o755)
+	}
+	perms := fs.FileMode(0o755)
+	for i := 0; i < len(args) && args[i] != "--"; i++ {
+		next := func(n int) ([]string, error) {
+			if i+n >= len(args) {
+				return nil, fmt.Errorf("bwrap option %s lacks its arguments", args[i])
+			}
+			v := args[i+1 : i+1+n]
+			i += n
+			return v, nil
+		}
+		var err error
+		switch opt := args[i]; opt {
+		case "--perms":
+			v, e := next(1)
+			if e != nil {
+				return e
+			}
+			m, e := strconv.ParseUint(v[0], 8, 32)
+			if e != nil {
+				return e
+			}
+			perms = fs.FileMode(m & 0o777)
+			if m&0o1000 != 0 {
+				perms |= fs.ModeSticky
+			}
+			continue
+		case "--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try":
+			v, e := next(2)
+			if e != nil {
+				return e
+			}
+			err = mountpoint(v[0], v[1])
+		case "--proc", "--dev", "--tmpfs", "--mqueue":
+			v, e := next(1)
+			if e != nil {
+				return e
+			}
+			err = mkdir(v[0], 0o755)
+			mounts = append(mounts, v[0])
+		case "--dir":
+			v, e := next(1)
+			if e != nil {
+				return e
+			}
+			err = mkdir(v[0], perms)
+		case "--symlink":
+			v, e := next(2)
+			if e != nil {
+				return e
+			}
+			if !inMount(v[1]) {
+				if err = os.Symlink(v[0], filepath.Join(root, v[1])); errors.Is(err, fs.ErrExist) {
+					err = nil // made by an earlier checkpoint: the root is reused
+				}
+			}
+		case "--chdir", "--hostname", "--seccomp", "--cap-add", "--cap-drop", "--uid", "--gid", "--setenv", "--unsetenv":
+			n := 1
+			if opt == "--setenv" {
+				n = 2
+			}
+			if _, e := next(n); e != nil {
+				return e
+			}
+		default:
+			if !strings.HasPrefix(opt, "--unshare-") && !slices.Contains([]string{"--as-pid-1", "--new-session", "--die-with-parent", "--disable-userns", "--clearenv"}, opt) {
+				return fmt.Errorf("bwrap option %s is not known to the checkpoint", opt)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		perms = 0o755
+	}
+	return nil
+}
+
+// checkpointLocked checkpoints the running gateway of a suspending agent into its checkpoint
+// dir, which ends it. When that cannot be done the gateway is left running (stopLocked then
+// stops it as without checkpoints) and the reason is logged.
+func (a *agent) checkpointLocked(ctx context.Context) {
+	c, p := a.rt.ckpt, a.proc
+	if c == nil || p == nil || p.hasExited() || a.phase != runtime.PhaseRunning {
+		return
+	}
+	init := sandboxInit(p.pid)
+	if init.pid == 0 {
+		init = procRef{pid: p.pid, start: p.start} // a restored gateway: p is the sandbox's PID 1
+	}
+	_, args, err := a.gatewaySandboxLocked(a.st.Port, false)
+	dir := filepath.Join(a.dir, checkpointDirName)
+	start := time.Now()
+	if err == nil {
+		err = c.dump(ctx, init.pid, dir, filepath.Join(a.dir, sandboxRootName), args)
+	}
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		a.log.Info("cannot checkpoint the gateway: stopping it instead", "error", err.Error())
+		return
+	}
+	init.killAndWait() // CRIU ended it; its PID namespace is gone once its init is
+	select {
+	case <-p.exited:
+	case <-time.After(5 * time.Second):
+	}
+	a.proc = nil
+	a.st.PID, a.st.StartTime, a.st.Checkpoint = 0, 0, true
+	a.unhealthy = 0
+	a.saveLocked()
+	a.log.Info("gateway checkpointed", "took", time.Since(start).Round(time.Millisecond), "dir", dir)
+}
+
+// restoreLocked restores the checkpointed gateway of a waking agent, else (the restore
+// failed) starts it anew, which the phase's reason says. The checkpoint is used once.
+func (a *agent) restoreLocked(ctx context.Context) {
+	dir := filepath.Join(a.dir, checkpointDirName)
+	defer a.discardCheckpointLocked()
+	start := time.Now()
+	err := a.restoreProcessLocked(ctx, dir)
+	if err == nil {
+		a.log.Info("gateway restored from its checkpoint", "pid", a.proc.pid, "took", time.Since(start).Round(time.Millisecond))
+		return
+	}
+	a.restoreFailedLocked(ctx, err)
+}
+
+// restoredGrace: a restored gateway that exits within this time of its restore counts as a
+// failed restore, not as a crash (a process restored into a state it cannot go on from,
+// say a Node assertion on a restored IPC pipe, ends at once).
+const restoredGrace = time.Minute
+
+// restoreFailedLocked starts the gateway anew after a failed restore, and says so.
+func (a *agent) restoreFailedLocked(ctx context.Context, err error) {
+	a.log.Info("cannot restore the gateway's checkpoint: starting it anew", "error", err.Error())
+	a.startLocked(ctx)
+	if a.phase == runtime.PhaseStarting {
+		a.setPhase(runtime.PhaseStarting, agentsv1.ReasonCheckpointRestoreFailed,
+			"the gateway's checkpoint could not be restored, so it starts anew (its home is kept): "+err.Error())
+	}
+}
+
+func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
+	c := a.rt.ckpt
+	if c == nil {
+		return errors.New("this runtime does not restore checkpoints (" + a.rt.noCheckpoint + ")")
+	}
+	port, err := a.rt.allocatePort(a.key, a.st.Port)
+	if err != nil {
+		return err
+	}
+	if port != a.st.Port {
+		return fmt.Errorf("port %d, which the checkpointed gateway listens on, is taken", a.st.Port)
+	}
+	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName))
+	if err != nil {
+		return err
+	}
+	st, err := readProcStat(pid)
+	if err != nil {
+		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
+	}
+	a.proc, a.unhealthy = adoptProcess(pid, st.start), 0
+	a.proc.restored = true
+	a.st.PID, a.st.StartTime = pid, st.start
+	a.saveLocked()
+	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, "the gateway was restored from its checkpoint")
+	a.since = time.Now()
+	a.poke()
+	return nil
+}
+
+// discardCheckpointLocked removes the agent's checkpoint, if any.
+func (a *agent) discardCheckpointLocked() {
+	if !a.st.Checkpoint {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(a.dir, checkpointDirName)); err != nil {
+		a.log.Error(err, "cannot remove the gateway's checkpoint")
+	}
+	a.st.Checkpoint = false
+	a.saveLocked()
+}
+
+// fileExists tells whether path names a regular file.
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular()
+}

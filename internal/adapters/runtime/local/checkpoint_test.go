@@ -1,0 +1,343 @@
+package local_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+)
+
+// criuPath is the CRIU the checkpoint tests use: $AGENTPLANE_CRIU, else the checkout's
+// bin/criu (make criu, make sandbox-packages). Without one, or not as root, they skip, and
+// fail under CI=true: CI must run them.
+func criuPath(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "checkpoints need root")
+	}
+	if p := os.Getenv(local.CRIUEnv); p != "" {
+		return p
+	}
+	p, _ := filepath.Abs("../../../../bin/criu")
+	if _, err := os.Stat(p); err != nil {
+		testenv.Skip(t, "no CRIU: set %s or run make criu", local.CRIUEnv)
+	}
+	return p
+}
+
+// checkpointing builds a sandboxed fixture whose runtime checkpoints suspended gateways.
+func checkpointing(t *testing.T, mutate ...func(*local.Options)) *fixture {
+	t.Helper()
+	criu := criuPath(t)
+	f := newFixture(t, append([]func(*local.Options){func(o *local.Options) {
+		o.Sandbox, o.CRIU = local.SandboxRequired, criu
+	}}, mutate...)...)
+	if ok, why := f.rt.Checkpoints(); !ok {
+		testenv.Skip(t, "this host cannot checkpoint gateways: %s", why)
+	}
+	return f
+}
+
+// gatewayStarts counts the gateway's starts in its log (each start logs one line with
+// marker; a restored gateway does not start again).
+func gatewayStarts(t *testing.T, f *fixture, a *agentsv1.Agent, marker string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.rt.AgentDir(keyOf(a)), "gateway.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), marker)
+}
+
+// ckptDesired is desired(token) for the fake engine, a Go program: Go listens with MPTCP
+// where the kernel has it, which CRIU 4.1 cannot checkpoint (the real engine, Node, does not).
+func ckptDesired(token string) runtime.Desired {
+	d := desired(token)
+	d.Env = map[string]string{"GODEBUG": "multipathtcp=0"}
+	return d
+}
+
+func suspended(d runtime.Desired) runtime.Desired {
+	d.Stopped, d.Suspended = true, true
+	return d
+}
+
+// suspendAndResume suspends a running agent (checkpointing its gateway), checks that no
+// process of it is left and its checkpoint is kept, then resumes it and returns what the
+// first Ensure of the resume reported.
+func suspendAndResume(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired, breakIt func(dir string)) runtime.Observed {
+	t.Helper()
+	pid := gatewayPID(t, f, a)
+	if o := ensure(t, f, a, suspended(d)); o.Phase != runtime.PhaseStopped {
+		t.Fatalf("suspend: %+v", o)
+	}
+	waitGone(t, pid, 5*time.Second)
+	dir := filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint")
+	if _, err := os.Stat(filepath.Join(dir, "inventory.img")); err != nil {
+		t.Fatalf("no checkpoint after suspend: %v", err)
+	}
+	if breakIt != nil {
+		breakIt(dir)
+	}
+	o := ensure(t, f, a, d)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("checkpoint left after resume: %v", err)
+	}
+	return o
+}
+
+// TestSuspendCheckpointsAndResumeRestores: a suspended agent's gateway is checkpointed (its
+// processes end) and restored on resume, the same process (it logs no second start), serving
+// its token; a second suspend and resume of the restored gateway works the same.
+func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt")
+	d := ckptDesired("tok-1")
+	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	for round := 1; round <= 2; round++ {
+		r := suspendAndResume(t, f, a, d, nil)
+		if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+			t.Fatalf("round %d: resume = %+v, want reason %s", round, r, agentsv1.ReasonRestoredFromCheckpoint)
+		}
+		waitPhase(t, f, a, d, runtime.PhaseRunning)
+		if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
+			t.Fatalf("round %d: the gateway started %d times, want once (restored, not restarted)", round, n)
+		}
+		waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
+	}
+}
+
+// TestRestoreFailureFallsBackToColdResume: a checkpoint that cannot be restored is dropped,
+// the gateway starts anew from the kept home, and the phase's reason says so.
+func TestRestoreFailureFallsBackToColdResume(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-broken")
+	d := ckptDesired("tok-1")
+	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	marker := filepath.Join(f.rt.AgentDir(keyOf(a)), "home", ".openclaw", "workspace", "kept.txt")
+	if err := os.WriteFile(marker, []byte("kept"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := suspendAndResume(t, f, a, d, func(dir string) {
+		if err := os.Remove(filepath.Join(dir, "inventory.img")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if r.Reason != agentsv1.ReasonCheckpointRestoreFailed || !strings.Contains(r.Message, "starts anew") {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonCheckpointRestoreFailed)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 2 {
+		t.Fatalf("the gateway started %d times, want twice (a cold resume)", n)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "kept" {
+		t.Fatalf("home not kept: %q, %v", b, err)
+	}
+	waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
+}
+
+// TestRestoredGatewayThatDiesIsAFailedRestore: a restored gateway that ends right after its
+// restore (here its crash timer ran out while it was checkpointed: the restored process's
+// monotonic clock counts the sleep, so its timers due meanwhile fire at once) is not left to
+// the crash backoff: it starts anew at once, and the reason says the restore failed.
+func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-dies")
+	d := ckptDesired("tok-1")
+	crashAfter := 3 * time.Second
+	d.Env["FAKECLAW_CRASH_AFTER"] = crashAfter.String()
+	started := time.Now()
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	pid := gatewayPID(t, f, a)
+	ensure(t, f, a, suspended(d))
+	waitGone(t, pid, 5*time.Second)
+	if _, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint", "inventory.img")); err != nil {
+		t.Fatalf("no checkpoint (the gateway crashed before the suspend?): %v", err)
+	}
+	time.Sleep(time.Until(started.Add(crashAfter + 500*time.Millisecond)))
+	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v", o)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		o := ensure(t, f, a, d)
+		if o.Reason == agentsv1.ReasonCheckpointRestoreFailed {
+			if !strings.Contains(o.Message, "restored gateway exited") || o.Restarts != 0 {
+				t.Fatalf("after the restored gateway died: %+v", o)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s after the restored gateway died: %+v", agentsv1.ReasonCheckpointRestoreFailed, o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(10 * time.Second); gatewayStarts(t, f, a, "[gateway] listening on") != 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway started %d times, want twice (restored, then anew)", gatewayStarts(t, f, a, "[gateway] listening on"))
+		}
+	}
+}
+
+// TestStopDropsTheCheckpoint: an explicit stop of a suspended agent drops its checkpoint,
+// and the next start is cold.
+func TestStopDropsTheCheckpoint(t *testing.T) {
+	f := checkpointing(t)
+	a := newAgent("ckpt-stop")
+	d := ckptDesired("tok-1")
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	ensure(t, f, a, suspended(d))
+	dir := filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint")
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("no checkpoint after suspend: %v", err)
+	}
+	stopped := d
+	stopped.Stopped = true
+	ensure(t, f, a, stopped)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("checkpoint kept after an explicit stop: %v", err)
+	}
+	if o := ensure(t, f, a, d); o.Reason == agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("restored after an explicit stop: %+v", o)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+}
+
+// TestRealEngineCheckpoint: the real OpenClaw gateway (AGENTPLANE_ENGINE_DIR) is
+// checkpointed on suspend and restored on resume without a second boot; the restored gateway
+// serves its token and its scheduler: a cron job added before the suspend is listed through
+// the gateway after the resume (the CLI talks to the running gateway).
+func TestRealEngineCheckpoint(t *testing.T) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+	}
+	f := checkpointing(t, func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.HealthInterval = 100 * time.Millisecond
+	})
+	a := newAgent("ckpt-real")
+	d := desired("tok-real")
+	ctx := context.Background()
+	var o runtime.Observed
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		if o = ensure(t, f, a, d); o.Phase == runtime.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) || o.Phase == runtime.PhaseCrashed {
+			t.Fatalf("the real gateway did not become healthy: %+v", o)
+		}
+	}
+	cli := func(args ...string) string {
+		t.Helper()
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: args, Engine: true, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("openclaw %s: %v: %+v", strings.Join(args, " "), err, res)
+		}
+		return string(res.Stdout)
+	}
+	cli("cron", "add", "--name", "ckpt-job", "--cron", "0 9 * * *", "--message", "good morning")
+	r := suspendAndResume(t, f, a, d, nil)
+	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonRestoredFromCheckpoint)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if n := gatewayStarts(t, f, a, "http server listening"); n != 1 {
+		t.Fatalf("the gateway booted %d times, want once (restored, not restarted)", n)
+	}
+	if out := cli("cron", "list", "--json"); !strings.Contains(out, "ckpt-job") {
+		t.Fatalf("cron list after the resume lacks the job: %s", out)
+	}
+	waitStatus(t, o.Endpoint, "tok-real", http.StatusNotFound)
+}
+
+// TestRealEngineCronFiresAfterRestore: a job due while the real gateway was checkpointed
+// runs once it is restored (its timer is due on the restored gateway's clock), not one
+// sleep-length late: the job's lastRunAtMs passes its due time.
+func TestRealEngineCronFiresAfterRestore(t *testing.T) {
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+	}
+	f := checkpointing(t, func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.HealthInterval = 100 * time.Millisecond
+	})
+	a := newAgent("ckpt-cron")
+	d := desired("tok-real")
+	ctx := context.Background()
+	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		o := ensure(t, f, a, d)
+		if o.Phase == runtime.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) || o.Phase == runtime.PhaseCrashed {
+			t.Fatalf("the real gateway did not become healthy: %+v", o)
+		}
+	}
+	type job struct {
+		Name  string `json:"name"`
+		State struct {
+			NextRunAtMs int64 `json:"nextRunAtMs"`
+			LastRunAtMs int64 `json:"lastRunAtMs"`
+		} `json:"state"`
+	}
+	list := func() job {
+		t.Helper()
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"cron", "list", "--json"}, Engine: true, Timeout: 2 * time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("cron list: %v: %+v", err, res)
+		}
+		var out struct{ Jobs []job }
+		if err := json.Unmarshal(res.Stdout, &out); err != nil {
+			t.Fatalf("cron list: %v: %s", err, res.Stdout)
+		}
+		for _, j := range out.Jobs {
+			if j.Name == "every-minute" {
+				return j
+			}
+		}
+		t.Fatalf("cron list lacks the job: %s", res.Stdout)
+		return job{}
+	}
+	res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"cron", "add", "--name", "every-minute", "--cron", "* * * * *", "--message", "tick"}, Engine: true, Timeout: 2 * time.Minute})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("cron add: %v: %+v", err, res)
+	}
+	due := list().State.NextRunAtMs
+	if due == 0 {
+		t.Fatal("the job has no next run")
+	}
+	if time.Until(time.UnixMilli(due)) < 5*time.Second {
+		due += 60000 // too close to suspend before it: the next one
+	}
+	pid := gatewayPID(t, f, a)
+	ensure(t, f, a, suspended(d))
+	waitGone(t, pid, 10*time.Second)
+	time.Sleep(time.Until(time.UnixMilli(due).Add(2 * time.Second)))
+	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v", o)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	deadline := time.Now().Add(30 * time.Second) // well before the next minute's run
+	for {
+		j := list()
+		t.Logf("after the restore: %+v (due %d)", j, due)
+		if j.State.LastRunAtMs >= due {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the job due at %s did not run after the restore: %+v", time.UnixMilli(due).UTC(), j)
+		}
+		time.Sleep(2 * time.Second)
+	}
+}

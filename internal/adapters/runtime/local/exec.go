@@ -1,0 +1,340 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+)
+
+// pipeGrace is how long output is still read after the command's process group is gone (a
+// process that left the group may hold the pipes open).
+const pipeGrace = 2 * time.Second
+
+// Exec implements runtime.Runtime. The command runs in the agent's home (or req.Dir
+// inside it, symlinks resolved), in its own process group, with the agent's attached secrets
+// (Desired.Env of the last Ensure), the base environment, the engine environment (HOME is the
+// agent's home) and req.Env, in that order of precedence (the platform's values win over the
+// secrets). With req.Engine, Argv are
+// engine CLI arguments; otherwise Argv[0] is looked up in that PATH (engine bin dir first).
+// The timeout kills the whole group; output beyond MaxOutput per stream is dropped.
+func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.ExecRequest) (runtime.ExecResult, error) {
+	key := keyOf(ag)
+	dir := r.AgentDir(key)
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrNotRunning, errShutdown)
+	}
+	st, secrets := r.execContext(key, dir)
+	home := homeOf(dir, st)
+	if _, err := os.Stat(home); err != nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, key)
+	}
+	if len(req.Argv) == 0 {
+		return runtime.ExecResult{}, fmt.Errorf("%w: empty command", runtime.ErrExec)
+	}
+	ws, err := r.ensureWorkspace(home)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	cwd, err := resolveDir(ws, req.Dir)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	engineDir := st.EngineDir
+	if engineDir == "" {
+		engineDir = r.engineDirFor(ag)
+	}
+	env := mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": home}, r.opts.Engine.Env(home, st.Port), req.Env)
+	path, args := req.Argv[0], req.Argv[1:]
+	if req.Engine {
+		if engineDir == "" {
+			return runtime.ExecResult{}, fmt.Errorf("%w: no engine installed for agent %s", runtime.ErrExec, key)
+		}
+		path, args = engineBinary(engineDir), req.Argv
+	}
+	if req.StdinFile != nil {
+		argv, err := runtime.WrapStdinFile(req.StdinFile, append([]string{path}, args...))
+		if err != nil {
+			return runtime.ExecResult{}, err
+		}
+		path, args = argv[0], argv[1:]
+	}
+	bin, err := lookPath(path, env)
+	if err != nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	if !filepath.IsAbs(bin) {
+		bin = filepath.Join(cwd, bin)
+	}
+	if info, err := os.Stat(bin); err != nil || info.IsDir() {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
+	}
+	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true}, engineDir, false)
+	if err != nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	return runCommand(ctx, commandSpec{
+		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin,
+		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key),
+	})
+}
+
+// execContext is the agent's state and attached secrets (none before the first Ensure of
+// this manager).
+func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string) {
+	r.mu.Lock()
+	a := r.agents[key]
+	r.mu.Unlock()
+	if a == nil {
+		st, _ := readState(dir)
+		return st, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.loadLocked()
+	return a.st, maps.Clone(a.env)
+}
+
+// engineDirFor is the engine dir for an agent that never ran here: its version's, or the
+// only one installed.
+func (r *Runtime) engineDirFor(ag *agentsv1.Agent) string {
+	if d, ok := r.opts.EngineDirs[ag.Spec.Engine.Version]; ok {
+		return d
+	}
+	if len(r.opts.EngineDirs) == 1 {
+		for _, d := range r.opts.EngineDirs {
+			return d
+		}
+	}
+	return ""
+}
+
+// resolveDir resolves rel (relative, "" = root) inside root with symlinks followed; it must
+// exist, be a directory and stay inside root, else runtime.ErrInvalidPath.
+func resolveDir(root, rel string) (string, error) {
+	if filepath.IsAbs(rel) {
+		return "", fmt.Errorf("%w: %q is absolute", runtime.ErrInvalidPath, rel)
+	}
+	rootReal, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", fmt.Errorf("%w: the workspace does not exist", runtime.ErrInvalidPath)
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(rootReal, rel))
+	if err != nil {
+		return "", fmt.Errorf("%w: %q does not exist", runtime.ErrInvalidPath, rel)
+	}
+	if !within(real, rootReal) {
+		return "", fmt.Errorf("%w: %q is outside the workspace", runtime.ErrInvalidPath, rel)
+	}
+	if info, err := os.Stat(real); err != nil || !info.IsDir() {
+		return "", fmt.Errorf("%w: %q is not a directory", runtime.ErrInvalidPath, rel)
+	}
+	return real, nil
+}
+
+// commandSpec is one command to run to completion.
+type commandSpec struct {
+	path      string // binary; without a slash it is looked up in env's PATH
+	args      []string
+	dir       string
+	env       []string
+	stdin     []byte
+	timeout   time.Duration // 0 = runtime.DefaultExecTimeout
+	maxOutput int           // per stream; 0 = runtime.DefaultMaxOutput
+	// started, if set, is told the process (group) id; the func it returns runs at the end.
+	started func(pid int) func()
+}
+
+// runCommand runs c in its own process group and collects its output. When the timeout
+// passes or ctx ends the group is killed; whatever the command left in its group is killed
+// when it exits. A non-zero exit is a result; a command that cannot start is ErrExec.
+func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) {
+	// The child's Pdeathsig follows the OS thread that forked it: hold that thread until the
+	// command is done, so that no goroutine locking it and exiting ends the thread (and the
+	// command) early.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	var res runtime.ExecResult
+	if c.timeout <= 0 {
+		c.timeout = runtime.DefaultExecTimeout
+	}
+	if c.maxOutput <= 0 {
+		c.maxOutput = runtime.DefaultMaxOutput
+	}
+	bin, err := lookPath(c.path, c.env)
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	// A command lives no longer than the manager that waits for it (Pdeathsig: set before
+	// exec, unlike bwrap's --die-with-parent, so a manager killed meanwhile leaves none).
+	cmd := &exec.Cmd{
+		Path: bin, Args: append([]string{c.path}, c.args...), Env: c.env, Dir: c.dir,
+		Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+	}
+	var inW *os.File
+	if c.stdin != nil {
+		var inR *os.File
+		if inR, inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+		}
+		cmd.Stdin = inR
+		defer inR.Close()
+	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if inW != nil {
+			inW.Close()
+		}
+		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+	}
+	pid := cmd.Process.Pid
+	if c.started != nil {
+		defer c.started(pid)()
+	}
+	stdout, stderr := &capped{max: c.maxOutput}, &capped{max: c.maxOutput}
+	var readers sync.WaitGroup
+	readers.Go(func() { _, _ = io.Copy(stdout, outR) })
+	readers.Go(func() { _, _ = io.Copy(stderr, errR) })
+	if inW != nil {
+		go func() {
+			_, _ = inW.Write(c.stdin)
+			inW.Close()
+		}()
+	}
+
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+	timer := time.NewTimer(c.timeout)
+	defer timer.Stop()
+	select {
+	case <-waited:
+	case <-timer.C:
+		res.TimedOut = true
+		signalGroup(pid, syscall.SIGKILL)
+		<-waited
+	case <-ctx.Done():
+		signalGroup(pid, syscall.SIGKILL)
+		<-waited
+	}
+	killGroup(pid)
+	if inW != nil {
+		inW.Close() // a writer stuck on a full pipe gives up
+	}
+	drained := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+	outR.Close()
+	errR.Close()
+
+	res.ExitCode, _ = describeExit(cmd.ProcessState, nil)
+	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
+	res.Truncated = stdout.truncated || stderr.truncated
+	if !res.TimedOut && ctx.Err() != nil {
+		return res, ctx.Err()
+	}
+	return res, nil
+}
+
+// capped keeps the first max bytes written to it and counts the rest as truncated.
+type capped struct {
+	buf       []byte
+	max       int
+	truncated bool
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	room := c.max - len(c.buf)
+	n := min(room, len(p))
+	if n > 0 {
+		if len(c.buf)+n > cap(c.buf) {
+			grown := make([]byte, len(c.buf), min(max(2*cap(c.buf), len(c.buf)+n, 4096), c.max))
+			copy(grown, c.buf)
+			c.buf = grown
+		}
+		c.buf = append(c.buf, p[:n]...)
+	}
+	if n < len(p) {
+		c.truncated = true
+	}
+	return len(p), nil
+}
+
+func (c *capped) bytes() []byte {
+	if c.buf == nil {
+		return []byte{}
+	}
+	return c.buf
+}
+
+// lookPath finds file in the PATH of env (the command's, not the manager's). A name with a
+// slash is used as it is (relative to the working directory).
+func lookPath(file string, env []string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if d == "" || !filepath.IsAbs(d) {
+			continue // never the working directory
+		}
+		p := filepath.Join(d, file)
+		if info, err := os.Stat(p); err == nil && info.Mode().IsRegular() && info.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: %w", file, errNotInPath)
+}
+
+var errNotInPath = errors.New("executable file not found in PATH")

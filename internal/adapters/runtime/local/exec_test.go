@@ -1,0 +1,276 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/rules/secrets"
+)
+
+// stoppedAgent provisions an agent without a gateway (Exec and files need only the home).
+func stoppedAgent(t *testing.T, f *fixture, name string, env map[string]string) (workspace string) {
+	t.Helper()
+	d := desired("tok-" + name + "-000000000000")
+	d.Stopped, d.Env = true, env
+	ensure(t, f, newAgent(name), d)
+	return filepath.Join(f.rt.AgentDir(keyOf(newAgent(name))), "home/.openclaw/workspace")
+}
+
+func TestExecOutputsAndExitCode(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "exec", map[string]string{"ATTACHED_SECRET": "s3cr3t-value"})
+	a := newAgent("exec")
+
+	res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `echo out; echo err >&2; echo "$ATTACHED_SECRET|$HOME|$(pwd)|$EXTRA"; exit 3`},
+		Env:  map[string]string{"EXTRA": "x"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Dir(filepath.Dir(ws))
+	want := "out\ns3cr3t-value|" + home + "|" + ws + "|x\n"
+	if res.ExitCode != 3 || string(res.Stdout) != want || string(res.Stderr) != "err\n" || res.TimedOut || res.Truncated {
+		t.Fatalf("res = %d %q %q (want %q)", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"cat"}, Stdin: []byte("fed")})
+	if err != nil || string(res.Stdout) != "fed" || res.ExitCode != 0 {
+		t.Fatalf("stdin: %+v %v", res, err)
+	}
+
+	// Engine commands run the engine binary with the engine env.
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"--version"}, Engine: true})
+	if err != nil || !strings.Contains(string(res.Stdout), "OpenClaw "+fakeVersion) {
+		t.Fatalf("engine --version: %+v %v", res, err)
+	}
+	res, err = f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"config", "file"}, Engine: true})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != filepath.Join(home, ".openclaw/openclaw.json") {
+		t.Fatalf("engine config file: %q %v", res.Stdout, err)
+	}
+}
+
+func TestExecTimeoutKillsTree(t *testing.T) {
+	f := newFixture(t)
+	stoppedAgent(t, f, "sleeper", nil)
+	// Background sleeps are found on this host by their argument (a pid written from inside
+	// a sandbox is its PID namespace's).
+	bgMark := "100.0" + strconv.Itoa(os.Getpid())
+	start := time.Now()
+	res, err := f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
+		Argv:    []string{"sh", "-c", "sleep " + bgMark + "1 & sleep 100"},
+		Timeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second || !res.TimedOut {
+		t.Fatalf("timeout: %+v after %s", res, elapsed)
+	}
+	if res.ExitCode != 137 {
+		t.Errorf("exit code %d, want 137 (SIGKILL)", res.ExitCode)
+	}
+	waitHostGone(t, "sleep\x00"+bgMark+"1", 2*time.Second)
+
+	// A background child of a command that exits is killed too, without waiting for it.
+	start = time.Now()
+	res, err = f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", "sleep " + bgMark + "2 & echo done"},
+	})
+	if err != nil || string(res.Stdout) != "done\n" || res.TimedOut {
+		t.Fatalf("background: %+v %v", res, err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("waited %s for a background child", time.Since(start))
+	}
+	waitHostGone(t, "sleep\x00"+bgMark+"2", 2*time.Second)
+}
+
+func TestExecOutputCap(t *testing.T) {
+	f := newFixture(t)
+	stoppedAgent(t, f, "chatty", nil)
+	res, err := f.rt.Exec(context.Background(), newAgent("chatty"), runtime.ExecRequest{
+		Argv:      []string{"sh", "-c", "head -c 5000000 /dev/zero; head -c 10 /dev/zero >&2"},
+		MaxOutput: 1000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Stdout) != 1000 || len(res.Stderr) != 10 || !res.Truncated || res.ExitCode != 0 {
+		t.Fatalf("cap: out=%d err=%d truncated=%v code=%d", len(res.Stdout), len(res.Stderr), res.Truncated, res.ExitCode)
+	}
+}
+
+func TestExecWorkingDirectory(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "cwd", nil)
+	a := newAgent("cwd")
+	outside := t.TempDir()
+	for _, p := range []string{"sub/deeper"} {
+		if err := os.MkdirAll(filepath.Join(ws, p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(outside, filepath.Join(ws, "out-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("sub", filepath.Join(ws, "in-link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{"sub/deeper": "sub/deeper", "in-link": "sub", "sub/../sub": "sub"} {
+		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"pwd"}, Dir: dir})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != filepath.Join(ws, want) {
+			t.Errorf("Dir %q: %q %v", dir, res.Stdout, err)
+		}
+	}
+	for _, dir := range []string{"..", "../..", "sub/../../x", "/tmp", outside, "out-link", "out-link/", "missing", "file"} {
+		_, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"pwd"}, Dir: dir})
+		if !errors.Is(err, runtime.ErrInvalidPath) {
+			t.Errorf("Dir %q: err = %v, want ErrInvalidPath", dir, err)
+		}
+	}
+}
+
+func TestExecErrors(t *testing.T) {
+	f := newFixture(t)
+	if _, err := f.rt.Exec(context.Background(), newAgent("ghost"), runtime.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+	stoppedAgent(t, f, "errs", nil)
+	a := newAgent("errs")
+	for _, argv := range [][]string{{"/nonexistent/binary"}, {"no-such-command-anywhere"}, {}} {
+		if _, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: argv}); !errors.Is(err, runtime.ErrExec) {
+			t.Errorf("%v: err = %v, want ErrExec", argv, err)
+		}
+	}
+	// Cancelling the caller's context kills the command.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"sleep", "100"}})
+	if err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("cancelled exec: %v after %s", err, time.Since(start))
+	}
+}
+
+// An attached secret named like a value the platform sets (one created before the name was
+// reserved) does not override it: the platform's environment comes last.
+func TestExecPlatformEnvWinsOverSecrets(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "envorder", map[string]string{
+		"PATH": "/evil", "HOME": "/evil", "LANG": "evil", "OPENCLAW_HOME": "/evil", "ATTACHED": "kept",
+	})
+	home := filepath.Dir(filepath.Dir(ws))
+	res, err := f.rt.Exec(context.Background(), newAgent("envorder"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `echo "$PATH|$HOME|$LANG|$OPENCLAW_HOME|$ATTACHED"`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(res.Stdout)), "|")
+	if len(got) != 5 || strings.Contains(got[0], "/evil") || got[1] != home || got[2] == "evil" || got[3] != home || got[4] != "kept" {
+		t.Fatalf("environment = %q (home %s)", res.Stdout, home)
+	}
+}
+
+// The gateway's environment, too: the platform's values come after the attached secrets.
+func TestGatewayPlatformEnvWinsOverSecrets(t *testing.T) {
+	f := newFixture(t)
+	a := newAgent("gwenvorder")
+	d := desired("tok-gwenvorder-000000000000")
+	d.Env = map[string]string{"HOME": "/evil", "OPENCLAW_HOME": "/evil", "AGENTPLANE_AGENT_HOME": "/evil", "LANG": "evil", "ATTACHED": "kept",
+		"NODE_OPTIONS": "--require /evil.js"}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	home := filepath.Join(f.rt.AgentDir(keyOf(a)), "home")
+	if env["HOME"] != home || env["OPENCLAW_HOME"] != home || env["AGENTPLANE_AGENT_HOME"] != home || env["LANG"] == "evil" || env["ATTACHED"] != "kept" {
+		t.Fatalf("gateway environment: %v (home %s)", env, home)
+	}
+	// The platform's Node settings, not the secret's (runtime.GatewayNodeEnv).
+	for k, v := range runtime.GatewayNodeEnv(local.DefaultGatewayHeapMiB) {
+		if env[k] != v {
+			t.Errorf("gateway %s = %q, want the platform's %q", k, env[k], v)
+		}
+	}
+	// Every name the platform sets is one a secret may not take.
+	for k := range env {
+		if k != "ATTACHED" && !secrets.IsReservedEnvName(k) {
+			t.Errorf("the local runtime sets %s for the gateway, which secrets.IsReservedEnvName does not reserve", k)
+		}
+	}
+}
+
+// StdinFile: the command reads Stdin from a private file outside the agent's home, removed
+// after; the home is untouched.
+func TestExecStdinFile(t *testing.T) {
+	f := newFixture(t)
+	ws := stoppedAgent(t, f, "stdinfile", nil)
+	home := filepath.Dir(filepath.Dir(ws))
+	// A first command makes the workspace of the agent that never ran (ensureWorkspace).
+	if _, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{Argv: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := treeOf(t, home)
+	res, err := f.rt.Exec(context.Background(), newAgent("stdinfile"), runtime.ExecRequest{
+		Argv:  []string{"sh", "-c", `cat "$CANDIDATE"; echo; echo "$CANDIDATE"; ls -ld "$(dirname "$CANDIDATE")" | cut -c1-10`},
+		Stdin: []byte(`{"gateway":{}}`), StdinFile: &runtime.StdinFile{Env: "CANDIDATE", Name: "openclaw.json"},
+	})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	out := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+	if len(out) != 3 || out[0] != `{"gateway":{}}` || filepath.Base(out[1]) != "openclaw.json" || strings.HasPrefix(out[1], home) || out[2] != "drwx------" {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	if _, err := os.Stat(filepath.Dir(out[1])); !os.IsNotExist(err) {
+		t.Errorf("the temporary directory %s is left: %v", filepath.Dir(out[1]), err)
+	}
+	if after := treeOf(t, home); after != before {
+		t.Errorf("the home changed:\n%s\n---\n%s", before, after)
+	}
+}
+
+// treeOf lists every file under dir with its mode, size and contents.
+func treeOf(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		b.WriteString(p + " " + info.Mode().String() + " " + strconv.FormatInt(info.Size(), 10))
+		if info.Mode().IsRegular() {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			b.Write(data)
+		}
+		b.WriteByte('\n')
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}

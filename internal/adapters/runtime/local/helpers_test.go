@@ -1,0 +1,216 @@
+package local_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+)
+
+// version is the key of the fake engine in EngineDirs; fakeVersion what it reports.
+const (
+	version     = "2026.9.6"
+	fakeVersion = "2026.9.6-fake"
+)
+
+// notifications records Notify calls.
+type notifications struct {
+	mu   sync.Mutex
+	keys []types.NamespacedName
+}
+
+func (n *notifications) notify(k types.NamespacedName) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.keys = append(n.keys, k)
+}
+
+func (n *notifications) count(k types.NamespacedName) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	c := 0
+	for _, x := range n.keys {
+		if x == k {
+			c++
+		}
+	}
+	return c
+}
+
+type fixture struct {
+	rt       *local.Runtime
+	opts     local.Options
+	notified *notifications
+}
+
+// newFixture builds a Runtime over the fake engine with fast polls. Shutdown runs at cleanup.
+func newFixture(t *testing.T, mutate ...func(*local.Options)) *fixture {
+	t.Helper()
+	opts := local.Options{
+		StateDir:              t.TempDir(),
+		Engine:                openclaw.New(),
+		EngineDirs:            map[string]string{version: fakeclaw.MustEngineDir(t)},
+		HealthInterval:        30 * time.Millisecond,
+		RunningHealthInterval: 100 * time.Millisecond,
+		RestartBackoff:        local.Backoff{Initial: 200 * time.Millisecond, Max: 800 * time.Millisecond},
+		StopTimeout:           3 * time.Second,
+		Log:                   testr.New(t),
+	}
+	for _, m := range mutate {
+		m(&opts)
+	}
+	return newFixtureWith(t, opts)
+}
+
+func newFixtureWith(t *testing.T, opts local.Options) *fixture {
+	t.Helper()
+	f := &fixture{opts: opts, notified: &notifications{}}
+	if opts.Notify == nil {
+		f.opts.Notify = f.notified.notify
+	}
+	rt, err := local.New(f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rt = rt
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = rt.Shutdown(ctx)
+	})
+	return f
+}
+
+func newAgent(name string) *agentsv1.Agent {
+	return &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws-test", Name: name}}
+}
+
+func keyOf(a *agentsv1.Agent) types.NamespacedName {
+	return types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
+}
+
+func desired(token string) runtime.Desired {
+	return runtime.Desired{
+		EngineVersion: version, GatewayToken: token,
+		Identity: engine.Identity{Name: "Tester", AgentProfile: agentsv1.AgentProfile{Emoji: "T"}},
+	}
+}
+
+func ensure(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired) runtime.Observed {
+	t.Helper()
+	o, err := f.rt.Ensure(context.Background(), a, d)
+	if err != nil {
+		t.Fatalf("Ensure: %v", err)
+	}
+	return o
+}
+
+// waitPhase calls Ensure until it reports phase.
+func waitPhase(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired, phase runtime.Phase) runtime.Observed {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var o runtime.Observed
+	for time.Now().Before(deadline) {
+		o = ensure(t, f, a, d)
+		if o.Phase == phase {
+			return o
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("phase %s not reached: %+v", phase, o)
+	return o
+}
+
+// gatewayPID is the pid in the agent's gateway.pid (0 when there is none).
+func gatewayPID(t *testing.T, f *fixture, a *agentsv1.Agent) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(f.rt.AgentDir(keyOf(a)), "gateway.pid"))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// alive: the pid runs and is not a zombie.
+func alive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// waitGone waits until pid no longer runs.
+func waitGone(t *testing.T, pid int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still runs after %s", pid, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// invoke calls POST /tools/invoke with a nonexistent tool: 404 means the token is good, 401
+// that it is not.
+func invoke(t *testing.T, endpoint, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, endpoint+"/tools/invoke", strings.NewReader(`{"tool":"nonexistent_tool","args":{}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("invoke: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitStatus polls invoke until it answers want.
+func waitStatus(t *testing.T, endpoint, token string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got := invoke(t, endpoint, token)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("POST /tools/invoke = %d, want %d", got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }

@@ -1,0 +1,76 @@
+package local
+
+import (
+	"io"
+	"os"
+	"strings"
+
+	"github.com/agentplane/agentplane/internal/adapters/logredact"
+)
+
+// Crash messages quote the end of the gateway log.
+const (
+	tailLines = 10
+	tailBytes = 8 << 10
+)
+
+// rotateLog copies the log to <path>.1 and truncates it once it is larger than max. The
+// gateway keeps its O_APPEND descriptor, so it goes on writing at the new end; lines written
+// between the copy and the truncation are lost (copytruncate).
+func rotateLog(path string, max int64) error {
+	info, err := os.Stat(path)
+	if err != nil || info.Size() <= max {
+		return nil
+	}
+	src, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(path+".1.tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(path+".1.tmp", path+".1"); err != nil {
+		return err
+	}
+	return os.Truncate(path, 0)
+}
+
+// tailLog returns the last lines of the log (at most tailLines and tailBytes).
+func tailLog(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return ""
+	}
+	off := max(info.Size()-tailBytes, 0)
+	buf := make([]byte, info.Size()-off)
+	n, _ := f.ReadAt(buf, off)
+	s := string(buf[:n])
+	if off > 0 {
+		if i := strings.IndexByte(s, '\n'); i >= 0 {
+			s = s[i+1:] // drop the partial first line
+		}
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// redact hides secrets in s: the given values verbatim (longest first), then anything that
+// looks like a token.
+func redact(s string, secrets []string) string { return logredact.Redact(s, secrets) }

@@ -1,0 +1,162 @@
+package local
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+)
+
+// Health checking.
+const (
+	// healthTimeout bounds one health request.
+	healthTimeout = 3 * time.Second
+	// unhealthyAfter failed checks in a row turn a Running gateway back to Starting.
+	unhealthyAfter = 3
+)
+
+// noTimer: the supervisor waits for a poke or an exit only.
+const noTimer = time.Duration(-1)
+
+// supervise is the agent's supervisor goroutine: it notices exits, restarts crashed gateways
+// when their backoff is over, polls health (HealthInterval while starting,
+// RunningHealthInterval once running), rotates the log and notifies phase changes.
+func (a *agent) supervise() {
+	defer close(a.done)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-a.quit:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		next := a.step(ctx)
+		var tick <-chan time.Time
+		if next >= 0 {
+			timer.Reset(next)
+			tick = timer.C
+		}
+		a.mu.Lock()
+		var exited <-chan struct{}
+		if a.proc != nil {
+			exited = a.proc.exited
+		}
+		a.mu.Unlock()
+		select {
+		case <-a.quit:
+			timer.Stop()
+			return
+		case <-a.wake:
+		case <-tick:
+		case <-exited:
+		}
+		timer.Stop()
+	}
+}
+
+// step does one round of supervision and returns when the next one is due.
+func (a *agent) step(ctx context.Context) time.Duration {
+	notify := false
+	defer func() {
+		if notify {
+			a.notify()
+		}
+	}()
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return noTimer
+	}
+	p := a.proc
+	if p != nil && p.hasExited() {
+		a.handleExitLocked()
+		p = nil
+	}
+	if p == nil {
+		next := noTimer
+		if !a.retryAt.IsZero() && !a.st.Stopped {
+			if wait := time.Until(a.retryAt); wait > 0 {
+				next = wait
+			} else {
+				a.retryAt = time.Time{}
+				a.startLocked(ctx)
+				next = 0
+			}
+		}
+		notify = a.takeNotify()
+		a.mu.Unlock()
+		return next
+	}
+	if a.phase == runtime.PhaseStarting && time.Since(a.since) > a.rt.opts.StartTimeout {
+		a.proc = nil
+		a.mu.Unlock()
+		stopProcess(context.Background(), p, a.rt.opts.StopTimeout, &a.log)
+		a.mu.Lock()
+		a.crashedLocked(p.healthySince, agentsv1.ReasonGatewayStartTimeout,
+			fmt.Sprintf("the gateway did not answer its health check within %s and was killed", a.rt.opts.StartTimeout))
+		notify = a.takeNotify()
+		a.mu.Unlock()
+		return 0
+	}
+	url := endpoint(a.st.Port)
+	a.mu.Unlock()
+
+	if err := rotateLog(filepath.Join(a.dir, logFileName), a.rt.opts.MaxLogSize); err != nil {
+		a.log.Error(err, "cannot rotate the gateway log")
+	}
+	hctx, cancel := context.WithTimeout(ctx, healthTimeout)
+	err := a.rt.opts.Engine.Healthy(hctx, url)
+	cancel()
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.proc != p || p.hasExited() || ctx.Err() != nil {
+		notify = a.takeNotify()
+		return 0 // changed meanwhile: look again
+	}
+	switch {
+	case err == nil:
+		a.unhealthy = 0
+		if p.healthySince.IsZero() {
+			p.healthySince = time.Now()
+		}
+		if a.phase != runtime.PhaseRunning {
+			a.log.Info("gateway is healthy", "pid", p.pid, "endpoint", url)
+			a.setPhase(runtime.PhaseRunning, "", "")
+		}
+	case a.phase == runtime.PhaseRunning:
+		a.unhealthy++
+		if a.unhealthy >= unhealthyAfter {
+			a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayUnhealthy, "the gateway does not answer its health check: "+err.Error())
+		}
+	}
+	notify = a.takeNotify()
+	if a.phase == runtime.PhaseRunning {
+		return a.rt.opts.RunningHealthInterval
+	}
+	return a.rt.opts.HealthInterval
+}
+
+// handleExitLocked records the exit of a.proc (which has exited) as a crash; a gateway
+// restored from a checkpoint that ends soon after is a failed restore instead, and starts
+// anew at once (restoreFailedLocked).
+func (a *agent) handleExitLocked() {
+	p := a.proc
+	a.proc = nil
+	killGroup(p.pid) // whatever the gateway left in its group
+	if p.restored && time.Since(p.started) < restoredGrace {
+		a.restoreFailedLocked(context.Background(), fmt.Errorf("the restored gateway exited with %s after %s",
+			p.exitDesc, time.Since(p.started).Round(time.Millisecond)))
+		return
+	}
+	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, "the gateway exited with "+p.exitDesc)
+}

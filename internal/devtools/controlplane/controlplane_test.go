@@ -1,0 +1,104 @@
+package controlplane
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The embedded pins are the ones hack/build-controlplane.sh and the project's CI use.
+func TestPinsMatchTheToolsModule(t *testing.T) {
+	for name, embedded := range map[string][]byte{"go.mod": goMod, "go.sum": goSum} {
+		onDisk, err := os.ReadFile(filepath.Join("..", "..", "..", "hack", "tools", "controlplane", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(onDisk, embedded) {
+			t.Errorf("internal/devtools/controlplane/pins/%s.txt differs from hack/tools/controlplane/%s: copy it", name, name)
+		}
+	}
+	if v := KubernetesVersion(); !strings.HasPrefix(v, "v1.") {
+		t.Errorf("KubernetesVersion() = %q", v)
+	}
+}
+
+// fakeGo is a go command that answers `go env GOVERSION` and, for `go build -o OUT PKG`, writes
+// an executable OUT and appends "PKG ldflags cwd-go.mod-sha" to $FAKEGO_LOG.
+const fakeGo = `#!/bin/sh
+if [ "$1" = env ]; then echo go1.99.0; exit 0; fi
+shift # build
+ldflags="$2"; out="$4"; pkg="$5"
+cmp -s go.mod "$FAKEGO_PINS" || { echo "go.mod is not the pins" >&2; exit 1; }
+[ "$GOFLAGS" = -mod=readonly ] && [ "$GOWORK" = off ] || { echo "env not pinned" >&2; exit 1; }
+mkdir -p "$(dirname "$out")" && printf '#!/bin/sh\n' > "$out" && chmod +x "$out"
+echo "$pkg $ldflags" >> "$FAKEGO_LOG"
+`
+
+func TestEnsureBuildsOnceIntoTheCache(t *testing.T) {
+	tmp := t.TempDir()
+	goBin := filepath.Join(tmp, "go")
+	if err := os.WriteFile(goBin, []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pins := filepath.Join(tmp, "pins.mod")
+	if err := os.WriteFile(pins, goMod, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(tmp, "builds.log")
+	t.Setenv("FAKEGO_LOG", logFile)
+	t.Setenv("FAKEGO_PINS", pins)
+	t.Setenv("AGENTPLANE_CACHE_DIR", filepath.Join(tmp, "cache"))
+
+	var progress bytes.Buffer
+	b := Builder{Go: goBin, Log: &progress}
+	dir, err := b.Ensure(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	if want := filepath.Join(tmp, "cache", "controlplane", Key("go1.99.0")); dir != want {
+		t.Errorf("dir %s, want %s", dir, want)
+	}
+	if !Complete(dir) {
+		t.Fatalf("%s lacks binaries", dir)
+	}
+	builds, _ := os.ReadFile(logFile)
+	lines := strings.Split(strings.TrimSpace(string(builds)), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "go.etcd.io/etcd/server/v3 ") ||
+		!strings.HasPrefix(lines[1], "k8s.io/kubernetes/cmd/kube-apiserver ") ||
+		!strings.Contains(lines[1], "version.gitVersion="+KubernetesVersion()) {
+		t.Errorf("builds:\n%s", builds)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("leftovers in %s: %v", dir, entries)
+	}
+
+	// A second run finds the cache and builds nothing.
+	if _, err := b.Ensure(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(logFile); !bytes.Equal(again, builds) {
+		t.Errorf("built again:\n%s", again)
+	}
+	// Another Go version is another entry.
+	if Key("go1.99.1") == Key("go1.99.0") {
+		t.Error("the key ignores the Go version")
+	}
+}
+
+// The key is the one hack/build-controlplane.sh derives (its pipeline, run here on the tools
+// module's files), so binaries built by either are found by both.
+func TestKeyIsTheScriptsKey(t *testing.T) {
+	mod := filepath.Join("..", "..", "..", "hack", "tools", "controlplane")
+	out, err := exec.Command("sh", "-c", `{ cat "$1/go.mod" "$1/go.sum"; echo go1.26.8; } | sha256sum | cut -c1-16`, "sh", mod).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := Key("go1.26.8"), strings.TrimSpace(string(out)); got != want {
+		t.Errorf("Key = %s, the script's key %s", got, want)
+	}
+}
