@@ -61,7 +61,7 @@ var benches = []bench{
 		"./hack/bench/soak", "-idle-agents", "20", "-duration", "1h"),
 	goBench("cid", "CID computation (boxo, UnixFS)",
 		"64 MiB imported as UnixFS, against Go's sha256 over the same bytes in the same benchmark.",
-		[]string{"-run", "^$", "-bench", "BenchmarkCompute", "-benchtime", "5x", "./internal/cid/"},
+		[]string{"-run", "^$", "-bench", "BenchmarkCompute", "-benchtime", "5x", "./internal/adapters/cid/"},
 		cidResults),
 	goBench("tokens", "Token comparison in constant time",
 		"internal/rules/auth.TokensEqual on 256 KiB tokens, interleaved medians against a guess that differs only in its last byte.",

@@ -14,7 +14,7 @@ import (
 //	sha256-MB/s     throughput of the baseline
 //	x-sha256        Compute time / sha256 time (1.0 = no overhead over hashing)
 //
-// Run: go test ./internal/cid/ -run '^$' -bench BenchmarkCompute -benchtime 5x
+// Run: go test ./internal/adapters/cid/ -run '^$' -bench BenchmarkCompute -benchtime 5x
 func BenchmarkCompute(b *testing.B) {
 	const size = 64 << 20
 	data, err := io.ReadAll(vectorReader(size, 64))

@@ -4,4 +4,4 @@
 #   node "$(internal/adapters/cid/testdata/install.sh)/cidvectors.mjs" FILE...
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-exec "$here/../../../hack/npm-cache.sh" cidvectors "$here/npm"
+exec "$here/../../../../hack/npm-cache.sh" cidvectors "$here/npm"
