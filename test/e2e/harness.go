@@ -10,12 +10,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,21 +71,54 @@ type Platform struct {
 	stopped  bool
 }
 
+// built is the agentplane binary and probe a test binary builds once and its tests share
+// (Main removes them): every platform a package starts runs the same build.
+var built struct {
+	once            sync.Once
+	dir, bin, probe string
+	err             error
+}
+
 // BuildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
 // image's probe, both static (images of them hold no C library), and returns their paths.
+// The package's tests share one build (its TestMain calls Main, which removes it).
 func BuildAgentplane(t testing.TB) (bin, probe string) {
 	t.Helper()
-	dir := t.TempDir()
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "agentplane-e2e-bin-"); built.err == nil {
+			built.bin, built.probe, built.err = buildAgentplane(built.dir)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin, built.probe
+}
+
+func buildAgentplane(dir string) (bin, probe string, err error) {
 	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
 	for out, pkg := range map[string]string{bin: "./cmd/agentplane", probe: "./cmd/agentplane-probe"} {
 		build := exec.Command("go", "build", "-o", out, pkg)
 		build.Dir = testenv.RepoRoot()
 		build.Env = append(build.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build: %v\n%s", err, out)
+			return "", "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	return bin, probe
+	return bin, probe, nil
+}
+
+// Main runs a package's end-to-end tests (its TestMain: os.Exit(e2e.Main(m))) and then
+// removes what they shared: the build of BuildAgentplane.
+func Main(m *testing.M) int {
+	code := m.Run()
+	if built.dir != "" {
+		if err := os.RemoveAll(built.dir); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	return code
 }
 
 // StartDev builds the binary and starts `agentplane dev` on a fresh state directory, with

@@ -26,18 +26,12 @@ import (
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
-// TestRealNodeAgentLifecycle runs `agentplane dev --runtime kube`: a local cluster whose node
-// is this machine's real kubelet, containerd and runc, with real OpenClaw gateway images of
-// two engine releases. Agents made through both doors (REST and the Agent resource) reach
-// `running` with a Ready gateway pod; one agent goes through what users do with it (exec
-// through the kubelet, config, tasks, uploads, snapshots, an engine upgrade, stop and start)
-// and what goes wrong under it (its gateway killed, its kubelet stopped, an agent too big for
-// the node); a provider key stays in the model proxy, which the pod reaches on the node's
-// address, while another secret reaches the gateway's environment and no pod spec; code
-// inside the agent reaches nothing else (the node enforces its NetworkPolicy); an agent of the
-// RuntimeClass gvisor runs inside gVisor's kernel; delete removes pod, claim, volume and
-// data; and the cluster's stop leaves nothing on the machine.
-func TestRealNodeAgentLifecycle(t *testing.T) {
+// TestRealNodeKubeRuntime runs `agentplane dev --runtime kube`: a local cluster whose node is
+// this machine's real kubelet, containerd and runc, with real OpenClaw gateway images of two
+// engine releases. One cluster serves both checks in turn (a cluster start and stop is a
+// minute or more of the package's time): an agent's lifecycle, then a GatewayPool; the
+// cluster's stop then leaves nothing on the machine.
+func TestRealNodeKubeRuntime(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
@@ -48,6 +42,21 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 	t.Cleanup(llm.Close)
 	p, baseline := startRealNode(t, pinned, "--engine-dir", previous, "--default-engine-version", from,
 		"--model-proxy-upstream", "openai="+llm.URL)
+	t.Run("agent lifecycle", func(t *testing.T) { checkAgentLifecycle(t, p, llm, from, to) })
+	t.Run("gateway pool", func(t *testing.T) { checkGatewayPool(t, p) })
+	stopClusterClean(t, p, baseline)
+}
+
+// checkAgentLifecycle: agents made through both doors (REST and the Agent resource) reach
+// `running` with a Ready gateway pod; one agent goes through what users do with it (exec
+// through the kubelet, config, tasks, uploads, snapshots, an engine upgrade from `from` to
+// `to`, stop and start) and what goes wrong under it (its gateway killed, its kubelet stopped,
+// an agent too big for the node); a provider key stays in the model proxy (llm behind it),
+// which the pod reaches on the node's address, while another secret reaches the gateway's
+// environment and no pod spec; code inside the agent reaches nothing else (the node enforces
+// its NetworkPolicy); an agent of the RuntimeClass gvisor runs inside gVisor's kernel; delete
+// removes pod, claim, volume and data, and nothing of the agents is left in the workspace.
+func checkAgentLifecycle(t *testing.T, p *e2e.Platform, llm *providertest.Provider, from, to string) {
 	k8s := p.KubeClient()
 	ctx := context.Background()
 
@@ -194,8 +203,6 @@ func TestRealNodeAgentLifecycle(t *testing.T) {
 			return len(pods.Items) == 0 && len(sts.Items) == 0 && len(pvcs.Items) == 0 && len(pvs.Items) == 0 && os.IsNotExist(err)
 		})
 	})
-
-	stopClusterClean(t, p, baseline)
 }
 
 // gatewayPod is the Ready gateway pod of agent id.

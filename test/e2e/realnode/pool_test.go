@@ -16,22 +16,17 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
-	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
-// TestRealNodePool runs a GatewayPool on `agentplane dev --runtime kube` (the machine's real
+// checkGatewayPool runs a GatewayPool on `agentplane dev --runtime kube` (the machine's real
 // kubelet and containerd, real gateway pods): 2 members in the workspace boot Ready; an agent
 // created through the facade adopts one (a Claimed event, the member's pod now the agent's,
 // its gateway takes the agent's token, a console exec runs in its workspace); the pool
 // refills; of two creates at once against one ready member one is claimed and the other
 // starts cold; the claimed agent keeps a file through suspend and resume; deleting it removes
 // its pod and volume; deleting the pool removes its members. It prints the figures.
-func TestRealNodePool(t *testing.T) {
-	if !testenv.RealNode(t) {
-		return
-	}
-	p, baseline := startRealNode(t, e2e.EngineDir(t))
+func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 	k8s := p.KubeClient()
 	ctx := context.Background()
 	const ns = "dev"
@@ -203,8 +198,6 @@ func TestRealNodePool(t *testing.T) {
 		"create to running from the pool %s (first claim), %s (concurrent), cold %s (concurrent); refill to 2 Ready %s; restart of the claimed agent %s, its resume %s",
 		boot.Round(time.Millisecond), pooled.Round(time.Millisecond), pooledTook.Round(time.Millisecond), coldTook.Round(time.Millisecond),
 		refill.Round(time.Millisecond), restart.Round(time.Millisecond), resume.Round(time.Millisecond))
-
-	stopClusterClean(t, p, baseline)
 }
 
 // waitKubePool waits until the pool warm reports ready members and claimed claims.
