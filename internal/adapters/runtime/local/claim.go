@@ -127,10 +127,9 @@ func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 		return fmt.Errorf("initial engine config: %w", err)
 	}
 	cfgPath := filepath.Join(m.home, e.Layout().ConfigPath)
-	if err := writeFileAtomic(cfgPath, cfg, 0o600); err != nil {
+	if err := r.writeOwned(m.home, cfgPath, cfg, 0o600); err != nil {
 		return fmt.Errorf("write engine config: %w", err)
 	}
-	r.own(m.home, cfgPath)
 	return nil
 }
 

@@ -152,10 +152,9 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 			return fmt.Errorf("set the gateway token in the engine config: %w", err)
 		}
 		if !bytes.Equal(cur, next) {
-			if err := writeFileAtomic(cfgPath, next, 0o600); err != nil {
+			if err := a.rt.writeOwned(a.home, cfgPath, next, 0o600); err != nil {
 				return fmt.Errorf("write engine config: %w", err)
 			}
-			a.rt.own(a.home, cfgPath)
 			a.log.Info("gateway token written to the engine config")
 		}
 	}

@@ -78,6 +78,10 @@ func (r *Runtime) WriteFile(ctx context.Context, ag *agentsv1.Agent, path string
 	}
 	werr := writeAndSync(f, data, perm)
 	if werr == nil {
+		// The agent's uid owns the file before it appears under its name: a command in the
+		// sandbox never meets it unreadable (a root-owned 0600 engine config, between the
+		// rename and a chown after it, read as empty).
+		r.own(root.Name(), filepath.Join(root.Name(), tmp))
 		werr = root.Rename(tmp, rel)
 	}
 	if werr != nil {
@@ -88,7 +92,6 @@ func (r *Runtime) WriteFile(ctx context.Context, ag *agentsv1.Agent, path string
 		_ = d.Sync()
 		d.Close()
 	}
-	r.own(root.Name(), filepath.Join(root.Name(), rel))
 	if isConfig {
 		r.forgetToken(keyOf(ag))
 	}

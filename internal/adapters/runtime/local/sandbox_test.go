@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
@@ -296,5 +298,52 @@ func TestSandboxCompileCacheIsSharedReadOnly(t *testing.T) {
 	})
 	if len(after) != 2 || strings.Contains(strings.Join(after, " "), "poison") {
 		t.Errorf("the sealed cache after the agents tried: %q, want the manifest and the warm-up's entry", after)
+	}
+}
+
+// TestEngineConfigStaysReadableInTheSandbox: the engine config is rewritten under a running
+// gateway (a rotated gateway token, a rendered config) while commands in the sandbox read
+// it. They always find it readable: the agent's uid owns each new version before it
+// replaces the old one (a root-owned 0600 file between the rename and a later chown read as
+// nothing).
+func TestEngineConfigStaysReadableInTheSandbox(t *testing.T) {
+	f := sandboxed(t)
+	a := newAgent("config-reader")
+	d := desired("tok-reader-0000000000")
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	cfgPath := openclaw.New().Layout().ConfigPath
+
+	writes := make(chan error, 1)
+	stop := make(chan struct{})
+	go func() {
+		defer close(writes)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			d.GatewayToken = fmt.Sprintf("tok-reader-%010d", i)
+			if _, err := f.rt.Ensure(context.Background(), a, d); err != nil {
+				writes <- fmt.Errorf("rotate the token: %w", err)
+				return
+			}
+			cfg, err := f.rt.ReadFile(context.Background(), a, cfgPath)
+			if err == nil {
+				err = f.rt.WriteFile(context.Background(), a, cfgPath, cfg)
+			}
+			if err != nil {
+				writes <- fmt.Errorf("rewrite the config: %w", err)
+				return
+			}
+		}
+	}()
+	res := sh(t, f, a.Name, `for i in $(seq 3000); do cat ../openclaw.json > /dev/null || { echo "unreadable at read $i"; exit 1; }; done`)
+	close(stop)
+	if err := <-writes; err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("a command in the sandbox could not read the engine config while it was rewritten: %s %s", res.Stdout, res.Stderr)
 	}
 }
