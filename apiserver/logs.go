@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/ops"
 )
@@ -160,97 +162,116 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogF
 	}
 	keep := time.NewTicker(s.opts.Logs.KeepAlive)
 	defer keep.Stop()
-	rl := newRedactedLines(lf.Redactor)
-	defer rl.hold.Stop()
-	var buf strings.Builder
-	send := func(ev string) bool {
-		_, err := io.WriteString(w, ev)
-		return err == nil && rc.Flush() == nil
-	}
-	// tooSlow tells a follower that was cut off, if it reads at all.
-	tooSlow := func() {
-		_ = rc.SetWriteDeadline(time.Now().Add(time.Second))
-		if send("event: error\ndata: too slow\n\n") {
-			_ = rc.SetWriteDeadline(time.Time{}) // the connection may serve further requests
-		}
-	}
-	var batch []string
-	data := func(line string) { batch = append(batch, line) }
-	// out writes the batch's lines that may go out (all with flush) into buf.
-	out := func(flush bool) {
-		for _, l := range rl.write(ctx, batch, flush) {
-			buf.WriteString("data: ")
-			buf.WriteString(strings.ReplaceAll(l, "\r", ""))
-			buf.WriteString("\n\n")
-		}
-		batch = batch[:0]
-	}
+	ls := &logStream{ctx: ctx, w: w, rc: rc, f: f, rl: newRedactedLines(lf.Redactor)}
+	defer ls.rl.hold.Stop()
+	s.writeLogs(ls, a, keep.C, deleted)
+}
+
+// writeLogs writes the follower's lines, keep-alives and its end to the client until one
+// of them ends the stream.
+func (s *Server) writeLogs(ls *logStream, a *agentsv1.Agent, keep <-chan time.Time, deleted <-chan bool) {
+	ctx, f, rl := ls.ctx, ls.f, ls.rl
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-f.slow:
-			tooSlow()
+			ls.tooSlow()
 			return
 		case line := <-f.lines:
-			buf.Reset()
-			data(line)
-			for more := true; more && len(batch) < maxLogBatch; {
-				select {
-				case l := <-f.lines:
-					data(l)
-				default:
-					more = false
-				}
-			}
-			if out(false); buf.Len() > 0 && !send(buf.String()) {
+			ls.buf.Reset()
+			ls.data(line)
+			ls.take(maxLogBatch)
+			if ls.out(false); ls.buf.Len() > 0 && !ls.send(ls.buf.String()) {
 				return
 			}
 		case <-rl.hold.C:
 			rl.held = false
-			buf.Reset()
-			if out(true); buf.Len() > 0 && !send(buf.String()) {
+			ls.buf.Reset()
+			if ls.out(true); ls.buf.Len() > 0 && !ls.send(ls.buf.String()) {
 				return
 			}
-		case <-keep.C:
+		case <-keep:
 			if s.ops.AgentGone(ctx, a) {
-				buf.Reset()
-				out(true)
-				buf.WriteString("event: end\ndata: agent deleted\n\n")
-				send(buf.String())
+				ls.buf.Reset()
+				ls.out(true)
+				ls.buf.WriteString("event: end\ndata: agent deleted\n\n")
+				ls.send(ls.buf.String())
 				return
 			}
-			if !send(": keep-alive\n\n") {
+			if !ls.send(": keep-alive\n\n") {
 				return
 			}
 		case gone := <-deleted:
 			select {
 			case <-f.slow:
-				tooSlow()
+				ls.tooSlow()
 				return
 			default:
 			}
-			buf.Reset()
-			for more := true; more; {
-				select {
-				case l := <-f.lines:
-					data(l)
-				default:
-					more = false
-				}
-			}
-			out(true)
+			ls.buf.Reset()
+			ls.take(math.MaxInt)
+			ls.out(true)
 			if gone {
-				buf.WriteString("event: end\ndata: agent deleted\n\n")
+				ls.buf.WriteString("event: end\ndata: agent deleted\n\n")
 			}
-			send(buf.String())
+			ls.send(ls.buf.String())
 			return
 		}
 	}
 }
 
-// pumpLogs follows the agent's output into f until ctx ends, f is cut off or the agent is
-// deleted (true). An output that ended or is not there yet (no pod) while the agent exists
+// logStream writes one follower's lines to its client as server-sent events: lines are
+// batched, redacted (rl), then written into buf and sent.
+type logStream struct {
+	ctx   context.Context
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	f     *logFollower
+	rl    *redactedLines
+	buf   strings.Builder
+	batch []string
+}
+
+// send writes ev and flushes it.
+func (ls *logStream) send(ev string) bool {
+	_, err := io.WriteString(ls.w, ev)
+	return err == nil && ls.rc.Flush() == nil
+}
+
+// tooSlow tells a follower that was cut off, if it reads at all.
+func (ls *logStream) tooSlow() {
+	_ = ls.rc.SetWriteDeadline(time.Now().Add(time.Second))
+	if ls.send("event: error\ndata: too slow\n\n") {
+		_ = ls.rc.SetWriteDeadline(time.Time{}) // the connection may serve further requests
+	}
+}
+
+// data adds a line to the batch.
+func (ls *logStream) data(line string) { ls.batch = append(ls.batch, line) }
+
+// take adds the lines waiting in the follower's buffer to the batch until it holds limit.
+func (ls *logStream) take(limit int) {
+	for more := true; more && len(ls.batch) < limit; {
+		select {
+		case l := <-ls.f.lines:
+			ls.data(l)
+		default:
+			more = false
+		}
+	}
+}
+
+// out writes the batch's lines that may go out (all with flush) into buf.
+func (ls *logStream) out(flush bool) {
+	for _, l := range ls.rl.write(ls.ctx, ls.batch, flush) {
+		ls.buf.WriteString("data: ")
+		ls.buf.WriteString(strings.ReplaceAll(l, "\r", ""))
+		ls.buf.WriteString("\n\n")
+	}
+	ls.batch = ls.batch[:0]
+}
+
 // is followed again after Retry.
 func (s *Server) pumpLogs(ctx context.Context, lf *ops.LogFollow, f *logFollower) bool {
 	a := lf.Agent

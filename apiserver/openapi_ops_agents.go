@@ -38,6 +38,7 @@ var agentReply = openapi.Props{"agent": agentView{}}
 // deletedReply is the {"id": ..., "deleted": true} body of deletes.
 var deletedReply = openapi.Props{"id": openapi.String(), "deleted": openapi.Bool()}
 
+// agentOps: an agent's life: list, create, get, delete, restart, suspend and resume.
 func agentOps() map[string]*openapi.Op {
 	gatewayFailed := openapi.Fail{Status: http.StatusInternalServerError, Msgs: []string{ops.MsgGatewayFailed}, Extra: openapi.Props{
 		"agent": openapi.Describe(&openapi.Schema{AllOf: []*openapi.Schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+ops.MsgGatewayFailed+"` and `"+ops.MsgRestartFailed+"`: the agent, which is listed and can be restarted."),
@@ -114,6 +115,13 @@ func agentOps() map[string]*openapi.Op {
 			},
 			Fails: []openapi.Fail{notFoundAgent, {Status: http.StatusInternalServerError, Msgs: []string{ops.MsgResumeFailed}, Extra: gatewayFailed.Extra}},
 		},
+	}
+}
+
+// agentMoreOps: an agent's logs, engine versions, gateway and platform tokens, scripts and
+// devices, and the templates agents are made from.
+func agentMoreOps() map[string]*openapi.Op {
+	return map[string]*openapi.Op{
 		"GET /v0/agents/{agentId}/logs": {
 			ID: "getAgentLogs", Tag: "agents", Summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
 			Description: "The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the " +

@@ -25,6 +25,24 @@ func (s *Server) routes() {
 	// nothing but the caller).
 	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead, gateway: true}, s.whoami)
 
+	s.agentRoutes()
+	s.secretRoutes()
+
+	// Issues: closed beta, internal accounts only (404 for everyone else).
+	s.handle("GET /v0/issues", access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}, s.listIssues)
+	s.handle("POST /v0/issues", access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}, s.createIssue)
+
+	// v3: the hosted API's auth check used by the pinata SDK.
+	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
+	s.fileRoutes()
+	s.domainRoutes()
+	s.snapshotRoutes()
+	s.skillRoutes()
+	s.channelRoutes()
+}
+
+// agentRoutes: agents, and engine operations in their homes.
+func (s *Server) agentRoutes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}
 	write := access{scope: auth.ScopeAgentsWrite, perm: auth.PermWrite}
 	own := func(a access) access { a.gateway = true; return a }
@@ -60,23 +78,20 @@ func (s *Server) routes() {
 	uploads := wake(own(write))
 	uploads.maxBody = s.agentUploadLimit()*4/3 + uploadBodyOverheadBytes
 	s.handle("POST /v0/agents/{agentId}/files/upload", uploads, s.uploadAgentFile)
+}
 
-	// Workspace secrets and their attachment to agents.
+// secretRoutes: workspace secrets and their attachment to agents.
+func (s *Server) secretRoutes() {
 	s.handle("POST /v0/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.createSecret)
 	s.handle("GET /v0/secrets", access{scope: auth.ScopeSecretsRead, perm: auth.PermRead}, s.listSecrets)
 	s.handle("DELETE /v0/secrets/{secretId}", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.deleteSecret)
-	s.handle("GET /v0/agents/{agentId}/secrets", own(access{scope: auth.ScopeSecretsRead, perm: auth.PermRead}), s.listAgentSecrets)
+	s.handle("GET /v0/agents/{agentId}/secrets", access{scope: auth.ScopeSecretsRead, perm: auth.PermRead, gateway: true}, s.listAgentSecrets)
 	s.handle("POST /v0/agents/{agentId}/secrets", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.attachSecrets)
 	s.handle("DELETE /v0/agents/{agentId}/secrets/{secretId}", access{scope: auth.ScopeSecretsWrite, perm: auth.PermWrite}, s.detachSecret)
+}
 
-	// Issues: closed beta, internal accounts only (404 for everyone else).
-	s.handle("GET /v0/issues", read, s.listIssues)
-	s.handle("POST /v0/issues", write, s.createIssue)
-
-	// v3: the hosted API's auth check used by the pinata SDK.
-	s.handle("GET /v3/data/testAuthentication", access{scope: auth.ScopeFilesRead}, s.testAuthentication)
-
-	// v3: files by CID and wallet signatures.
+// fileRoutes: v3, files by CID and wallet signatures.
+func (s *Server) fileRoutes() {
 	filesRead := access{scope: auth.ScopeFilesRead, perm: auth.PermRead}
 	filesWrite := access{scope: auth.ScopeFilesWrite, perm: auth.PermWrite}
 	upload := filesWrite
@@ -88,10 +103,6 @@ func (s *Server) routes() {
 	s.handle("POST /v3/files/{network}/signature/{cid}", filesWrite, s.addSignature)
 	s.handle("GET /v3/files/{network}/signature/{cid}", filesRead, s.getSignature)
 	s.handle("DELETE /v3/files/{network}/signature/{cid}", filesWrite, s.deleteSignature)
-	s.domainRoutes()
-	s.snapshotRoutes()
-	s.skillRoutes()
-	s.channelRoutes()
 }
 
 func (s *Server) testAuthentication(*http.Request, *Caller) (*Response, error) {

@@ -27,10 +27,7 @@ import (
 )
 
 func newManagerCommand() *cobra.Command {
-	o := platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}
-	var storageDir, secretsKeyFile string
-	var engineDirs, tolerations []string
-	var s3f s3Flags
+	m := &managerFlags{o: platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}}
 	cmd := &cobra.Command{
 		Use:   "manager",
 		Short: "Run the controllers and the REST facade (in a cluster)",
@@ -40,61 +37,87 @@ func newManagerCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o.Log = ctrl.Log
-			// The Go heap's soft limit at 90% of the container's memory limit (unless GOMEMLIMIT
-			// says otherwise): the collector works harder near the limit instead of the
-			// container being OOM-killed, and RSS stays close to the live heap.
-			if limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err == nil && limit > 0 {
-				o.Log.Info("Go memory limit from the cgroup", "bytes", limit)
+			if err := m.complete(ctx, cfg); err != nil {
+				return err
 			}
-			switch {
-			case storageDir != "" && s3f.endpoint != "":
-				return errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")
-			case s3f.endpoint != "":
-				if o.Files, err = s3f.open(ctx, cfg, o.SystemNamespace); err != nil {
-					return err
-				}
-			case storageDir != "":
-				if o.Files, err = localStorage(storageDir); err != nil {
-					return err
-				}
-			}
-			for _, t := range tolerations {
-				tol, err := kube.ParseToleration(t)
-				if err != nil {
-					return fmt.Errorf("--agent-toleration: %w", err)
-				}
-				o.Runtime.Tolerations = append(o.Runtime.Tolerations, tol)
-			}
-			if secretsKeyFile != "" {
-				o.SecretsKey = secrets.FileKeySource{Path: secretsKeyFile}
-			}
-			if o.Runtime.Name == platform.RuntimeLocal {
-				if len(engineDirs) == 0 {
-					return errors.New("--runtime local needs --engine-dir")
-				}
-				if o.Runtime.EngineDirs, err = engineVersions(ctx, engineDirs); err != nil {
-					return err
-				}
-				if o.Runtime.StateDir == "" {
-					o.Runtime.StateDir = "agentplane-runtime"
-				}
-			}
-			p, err := platform.New(ctx, cfg, o)
+			p, err := platform.New(ctx, cfg, m.o)
 			if err != nil {
 				return err
 			}
 			return p.Start(ctx)
 		},
 	}
-	addPlatformFlags(cmd, &o, ":8080")
+	m.add(cmd)
+	return cmd
+}
+
+// managerFlags are the manager's flags: the platform's options and what they are made from.
+type managerFlags struct {
+	o                          platform.Options
+	storageDir, secretsKeyFile string
+	engineDirs, tolerations    []string
+	s3f                        s3Flags
+}
+
+// complete makes the options from the flags: the Go memory limit, the storage backend, the
+// agents' tolerations, the secrets key and the local runtime's engines and state dir.
+func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
+	o := &m.o
+	var err error
+	o.Log = ctrl.Log
+	// The Go heap's soft limit at 90% of the container's memory limit (unless GOMEMLIMIT
+	// says otherwise): the collector works harder near the limit instead of the
+	// container being OOM-killed, and RSS stays close to the live heap.
+	if limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err == nil && limit > 0 {
+		o.Log.Info("Go memory limit from the cgroup", "bytes", limit)
+	}
+	switch {
+	case m.storageDir != "" && m.s3f.endpoint != "":
+		return errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")
+	case m.s3f.endpoint != "":
+		if o.Files, err = m.s3f.open(ctx, cfg, o.SystemNamespace); err != nil {
+			return err
+		}
+	case m.storageDir != "":
+		if o.Files, err = localStorage(m.storageDir); err != nil {
+			return err
+		}
+	}
+	for _, t := range m.tolerations {
+		tol, err := kube.ParseToleration(t)
+		if err != nil {
+			return fmt.Errorf("--agent-toleration: %w", err)
+		}
+		o.Runtime.Tolerations = append(o.Runtime.Tolerations, tol)
+	}
+	if m.secretsKeyFile != "" {
+		o.SecretsKey = secrets.FileKeySource{Path: m.secretsKeyFile}
+	}
+	if o.Runtime.Name == platform.RuntimeLocal {
+		if len(m.engineDirs) == 0 {
+			return errors.New("--runtime local needs --engine-dir")
+		}
+		if o.Runtime.EngineDirs, err = engineVersions(ctx, m.engineDirs); err != nil {
+			return err
+		}
+		if o.Runtime.StateDir == "" {
+			o.Runtime.StateDir = "agentplane-runtime"
+		}
+	}
+	return nil
+}
+
+// add declares the manager's flags on cmd (a declarative list: one flag a line).
+func (m *managerFlags) add(cmd *cobra.Command) {
+	o := &m.o
+	addPlatformFlags(cmd, o, ":8080")
 	cmd.Flags().StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "metrics endpoint address (0 disables)")
 	cmd.Flags().StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "health and readiness probe address")
 	cmd.Flags().BoolVar(&o.LeaderElection.Enabled, "leader-elect", false, "run controllers on one replica at a time (the REST facade runs on all)")
 	cmd.Flags().DurationVar(&o.LeaderElection.LeaseDuration, "leader-elect-lease-duration", platform.DefaultLeaseDuration, "how long a crashed leader's lease holds before a standby takes over")
 	cmd.Flags().DurationVar(&o.LeaderElection.RenewDeadline, "leader-elect-renew-deadline", platform.DefaultRenewDeadline, "how long a leader that cannot renew its lease keeps acting before it steps down (less than the lease duration)")
 	cmd.Flags().DurationVar(&o.LeaderElection.RetryPeriod, "leader-elect-retry-period", platform.DefaultRetryPeriod, "how often the leader renews and a standby tries to lead (a clean stop hands over within one)")
-	cmd.Flags().StringSliceVar(&engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw, for --runtime local; repeat for several versions")
+	cmd.Flags().StringSliceVar(&m.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw, for --runtime local; repeat for several versions")
 	cmd.Flags().StringVar(&o.Runtime.StateDir, "runtime-dir", "", "where --runtime local keeps the agents' homes (default ./agentplane-runtime)")
 	cmd.Flags().StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "with --runtime local: contain each agent in a bubblewrap sandbox: auto, required or off (without one, one workspace only)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
@@ -104,14 +127,13 @@ func newManagerCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+images.Probe+"; empty probes with HTTP GETs)")
 	cmd.Flags().StringToStringVar(&o.Runtime.NodeSelector, "agent-node-selector", nil, "node labels every gateway pod selects, key=value,... (kube runtime: place the agents on a node pool)")
-	cmd.Flags().StringArrayVar(&tolerations, "agent-toleration", nil, "taint every gateway pod tolerates, key=value:Effect, key:Effect (any value) or key=value (any effect); repeat for several (kube runtime)")
-	cmd.Flags().StringVar(&storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
-	s3f.add(cmd)
+	cmd.Flags().StringArrayVar(&m.tolerations, "agent-toleration", nil, "taint every gateway pod tolerates, key=value:Effect, key:Effect (any value) or key=value (any effect); repeat for several (kube runtime)")
+	cmd.Flags().StringVar(&m.storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
+	m.s3f.add(cmd)
 	cmd.Flags().IntVar(&o.SnapshotRetention, "snapshot-retention", 10, "completed snapshots kept per agent (older ones and their unreferenced archives are deleted; negative keeps all)")
-	cmd.Flags().StringVar(&secretsKeyFile, "secrets-key-file", "", "file with the 32-byte secrets key (default: Secret agentplane-secrets-key in the system namespace)")
+	cmd.Flags().StringVar(&m.secretsKeyFile, "secrets-key-file", "", "file with the 32-byte secrets key (default: Secret agentplane-secrets-key in the system namespace)")
 	cmd.Flags().DurationVar(&o.ReservationStaleAfter, "reservation-stale-after", quota.DefaultStaleAfter, "age at which an agent slot, domain slot or host claim whose object never appeared is freed (longer than any request)")
 	cmd.Flags().DurationVar(&o.RecountInterval, "recount-interval", admission.DefaultRecountInterval, "how often the leader frees stale slots and host claims")
-	return cmd
 }
 
 // addPlatformFlags declares the flags `manager` and `dev` share.

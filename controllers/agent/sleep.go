@@ -228,12 +228,6 @@ func (r *Reconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Agent) 
 	d := decideSleep(agent, idle, now, opts)
 	wasAsleep := meta.IsStatusConditionTrue(agent.Status.Conditions, agentsv1.ConditionSuspended)
 	cond := metav1.Condition{Type: agentsv1.ConditionSuspended, ObservedGeneration: agent.Generation, Reason: d.reason}
-	after := func(t time.Time) time.Duration {
-		if t.IsZero() {
-			return 0
-		}
-		return max(t.Sub(now), time.Second)
-	}
 
 	switch {
 	case d.wakeForTask:
@@ -244,37 +238,59 @@ func (r *Reconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Agent) 
 		r.event(agent, corev1.EventTypeNormal, "Woken", "Wake", "woken for the scheduled task at %s", sl.NextTaskAt.UTC().Format(time.RFC3339))
 		wakes.WithLabelValues(agentsv1.WakeForTask).Inc()
 		// Stay awake until the task has run: decide again once the window may end.
-		return false, after(decideSleep(agent, idle, now, opts).recheck), nil
+		return false, recheckIn(decideSleep(agent, idle, now, opts).recheck, now), nil
 
 	case !d.asleep:
-		cond.Status, cond.Message = metav1.ConditionFalse, "the agent is awake"
-		if wasAsleep {
-			r.event(agent, corev1.EventTypeNormal, "Resumed", "Resume", "the agent is awake (%s)", d.reason)
-			switch d.reason {
-			case agentsv1.ReasonWokenByRequest:
-				wakes.WithLabelValues(agentsv1.WakeForRequest).Inc()
-			case agentsv1.ReasonAwake:
-				wakes.WithLabelValues("Resume").Inc()
-			}
-		}
-		if sl := agent.Status.Sleep; sl != nil {
-			sl.NextWakeAt = nil
-		}
-		if !agent.Spec.Suspended && idle == 0 {
-			// No policy at all: nothing to report (and nothing added to thousands of agents).
-			meta.RemoveStatusCondition(&agent.Status.Conditions, agentsv1.ConditionSuspended)
+		if !r.keepAwake(agent, d, cond, wasAsleep, idle) {
 			return false, 0, nil
 		}
-		meta.SetStatusCondition(&agent.Status.Conditions, cond)
-		return false, after(d.recheck), nil
+		return false, recheckIn(d.recheck, now), nil
 
 	case wasAsleep:
 		cond.Status, cond.Message = metav1.ConditionTrue, sleepMessage(d.reason, agent.Status.Sleep)
 		meta.SetStatusCondition(&agent.Status.Conditions, cond)
-		return true, after(d.recheck), nil
+		return true, recheckIn(d.recheck, now), nil
 	}
+	return r.suspend(ctx, agent, d.reason, cond, idle, now, opts)
+}
 
-	// Awake, and it should sleep: learn its next task first.
+// recheckIn is how long until t, at least a second (zero: t is zero, no timer).
+func recheckIn(t, now time.Time) time.Duration {
+	if t.IsZero() {
+		return 0
+	}
+	return max(t.Sub(now), time.Second)
+}
+
+// keepAwake records that the agent is awake (d), woken now if it was asleep; it says
+// whether the agent has a sleep policy to report the condition cond of (false: no policy at
+// all, the condition is removed).
+func (r *Reconciler) keepAwake(agent *agentsv1.Agent, d sleepDecision, cond metav1.Condition, wasAsleep bool, idle time.Duration) bool {
+	cond.Status, cond.Message = metav1.ConditionFalse, "the agent is awake"
+	if wasAsleep {
+		r.event(agent, corev1.EventTypeNormal, "Resumed", "Resume", "the agent is awake (%s)", d.reason)
+		switch d.reason {
+		case agentsv1.ReasonWokenByRequest:
+			wakes.WithLabelValues(agentsv1.WakeForRequest).Inc()
+		case agentsv1.ReasonAwake:
+			wakes.WithLabelValues("Resume").Inc()
+		}
+	}
+	if sl := agent.Status.Sleep; sl != nil {
+		sl.NextWakeAt = nil
+	}
+	if !agent.Spec.Suspended && idle == 0 {
+		// No policy at all: nothing to report (and nothing added to thousands of agents).
+		meta.RemoveStatusCondition(&agent.Status.Conditions, agentsv1.ConditionSuspended)
+		return false
+	}
+	meta.SetStatusCondition(&agent.Status.Conditions, cond)
+	return true
+}
+
+// suspend puts an awake agent that should sleep (for reason) to sleep: it learns its next
+// task first; when that cannot be read the agent stays awake and it is retried.
+func (r *Reconciler) suspend(ctx context.Context, agent *agentsv1.Agent, reason string, cond metav1.Condition, idle time.Duration, now time.Time, opts SleepOptions) (bool, time.Duration, error) {
 	next, err := r.nextTask(ctx, agent)
 	if err != nil {
 		log.FromContext(ctx).Info("cannot list the agent's scheduled tasks: it stays awake until they can be read", "error", err.Error())
@@ -288,14 +304,15 @@ func (r *Reconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Agent) 
 	if !next.IsZero() {
 		sl.NextTaskAt, sl.NextWakeAt = ptrTime(next), ptrTime(next.Add(-opts.WakeLead))
 	}
-	cond.Status, cond.Message = metav1.ConditionTrue, sleepMessage(d.reason, sl)
+	cond.Status, cond.Message = metav1.ConditionTrue, sleepMessage(reason, sl)
 	meta.SetStatusCondition(&agent.Status.Conditions, cond)
 	r.event(agent, corev1.EventTypeNormal, "Suspended", "Suspend", "%s", cond.Message)
-	suspensions.WithLabelValues(d.reason).Inc()
-	if d = decideSleep(agent, idle, now, opts); d.wakeForTask {
+	suspensions.WithLabelValues(reason).Inc()
+	d := decideSleep(agent, idle, now, opts)
+	if d.wakeForTask {
 		return true, time.Second, nil // its next task is due within the lead already
 	}
-	return true, after(d.recheck), nil
+	return true, recheckIn(d.recheck, now), nil
 }
 
 // nextTask is the earliest next run of the agent's enabled scheduled tasks (zero: none). A

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -123,40 +124,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	o.Files = instrumentFiles(o.Files)
 	scheme := agentscheme.New()
-	byObject := map[client.Object]cache.ByObject{
-		// Only the platform's own Secrets (gateway tokens, derived env, keys) are cached;
-		// Secrets of users (secretRef targets) are read live.
-		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{agentsv1.LabelAppPartOf: "agentplane"})},
-	}
-	if o.Runtime.Name == RuntimeKube {
-		kube.CacheByObject(byObject)
-	}
 	cfg = ClientConfig(cfg, o.APIQPS, o.APIBurst)
-	mopts := ctrl.Options{
-		Scheme:                 scheme,
-		Logger:                 o.Log,
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress: o.ProbeAddr,
-		// No object's managedFields are read: the cache does not keep them (a third of a
-		// typical object's size).
-		Cache:      cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
-		Controller: config.Controller{SkipNameValidation: &o.SkipNameValidation},
-	}
-	if err := o.LeaderElection.apply(&mopts, o.SystemNamespace); err != nil {
-		return nil, err
-	}
-	mgr, err := ctrl.NewManager(cfg, mopts)
+	mgr, err := newManager(ctx, cfg, scheme, o)
 	if err != nil {
-		return nil, fmt.Errorf("create manager: %w", err)
-	}
-	// The controllers and the facade share the manager's cache and its field indexes.
-	if err := controllers.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return nil, err
-	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return nil, err
 	}
 
@@ -189,16 +159,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 	}
 	// The facade's listener is bound now, so agents' configs can name the model proxy's
 	// address before the manager starts.
-	var apiListener, proxyListener net.Listener
-	if o.APIAddr != "" {
-		if apiListener, err = net.Listen("tcp", o.APIAddr); err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", o.APIAddr, err)
-		}
-		if a := o.ModelProxy.Addr; a != "" && !o.ModelProxy.Disabled {
-			if proxyListener, err = net.Listen("tcp", a); err != nil {
-				return nil, fmt.Errorf("listen on %s: %w", a, err)
-			}
-		}
+	apiListener, proxyListener, err := listen(o)
+	if err != nil {
+		return nil, err
 	}
 	p.modelBase = p.modelProxyBase(apiListener, proxyListener)
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
@@ -213,47 +176,120 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 			return nil, err
 		}
 	}
-	// --- Domains: verification key, controller (not on API-only replicas), facade options. ---
-	domainKey, err := dnsverify.EnsureKey(ctx, direct, o.SystemNamespace)
+	domainAPI, err := p.domainOptions(ctx, direct)
 	if err != nil {
 		return nil, err
 	}
-	if !o.APIOnly {
-		if err := p.setupDomains(domainKey); err != nil {
-			return nil, err
-		}
-	}
-	domainAPI := ops.DomainOptions{
-		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey,
-	}
-	// --- end Domains ---
 	if o.APIAddr != "" {
-		if err := p.warmFacadeCache(ctx); err != nil {
-			return nil, err
-		}
-		proxy, err := p.setupModelProxy(proxyListener)
-		if err != nil {
-			return nil, err
-		}
-		opts := apiserver.Options{
-			Deps: ops.Deps{
-				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Now: time.Now,
-				Admission: p.admission, Files: o.Files, Sealer: p.sealer,
-				Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout, ClawHubURL: o.ClawHubURL,
-				Domains: domainAPI,
-			},
-			Signer: signer, Log: o.Log, Registry: metrics.Registry,
-			RateLimits: o.RateLimits,
-		}
-		if proxy != nil {
-			opts.ModelProxy = proxy
-		}
-		p.API = apiserver.New(opts)
-		if err := mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady}); err != nil {
+		if err := p.setupFacade(ctx, apiListener, proxyListener, domainAPI); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// newManager builds the controller manager on cfg: its cache, leader election, the field
+// indexes the controllers and the facade share, and its health checks.
+func newManager(ctx context.Context, cfg *rest.Config, scheme *k8sruntime.Scheme, o Options) (ctrl.Manager, error) {
+	byObject := map[client.Object]cache.ByObject{
+		// Only the platform's own Secrets (gateway tokens, derived env, keys) are cached;
+		// Secrets of users (secretRef targets) are read live.
+		&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{agentsv1.LabelAppPartOf: "agentplane"})},
+	}
+	if o.Runtime.Name == RuntimeKube {
+		kube.CacheByObject(byObject)
+	}
+	mopts := ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 o.Log,
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.ProbeAddr,
+		// No object's managedFields are read: the cache does not keep them (a third of a
+		// typical object's size).
+		Cache:      cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
+		Controller: config.Controller{SkipNameValidation: &o.SkipNameValidation},
+	}
+	if err := o.LeaderElection.apply(&mopts, o.SystemNamespace); err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("create manager: %w", err)
+	}
+	// The controllers and the facade share the manager's cache and its field indexes.
+	if err := controllers.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// listen binds the facade's listener (when o.APIAddr is set) and the model proxy's (when it
+// has an address of its own and is not disabled).
+func listen(o Options) (api, proxy net.Listener, err error) {
+	if o.APIAddr == "" {
+		return nil, nil, nil
+	}
+	if api, err = net.Listen("tcp", o.APIAddr); err != nil {
+		return nil, nil, fmt.Errorf("listen on %s: %w", o.APIAddr, err)
+	}
+	if a := o.ModelProxy.Addr; a != "" && !o.ModelProxy.Disabled {
+		if proxy, err = net.Listen("tcp", a); err != nil {
+			return nil, nil, fmt.Errorf("listen on %s: %w", a, err)
+		}
+	}
+	return api, proxy, nil
+}
+
+// domainOptions: the domains' verification key, their controller (not on API-only
+// replicas) and the facade's domain options.
+func (p *Platform) domainOptions(ctx context.Context, direct client.Client) (ops.DomainOptions, error) {
+	o := p.opts
+	domainKey, err := dnsverify.EnsureKey(ctx, direct, o.SystemNamespace)
+	if err != nil {
+		return ops.DomainOptions{}, err
+	}
+	if !o.APIOnly {
+		if err := p.setupDomains(domainKey); err != nil {
+			return ops.DomainOptions{}, err
+		}
+	}
+	return ops.DomainOptions{
+		Brand: o.Domains.Brand, AppsDomain: o.Domains.AppsDomain, TokenKey: domainKey,
+	}, nil
+}
+
+// setupFacade builds the REST facade (and the model proxy, when on) and adds it to the
+// manager, serving on apiListener.
+func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener net.Listener, domainAPI ops.DomainOptions) error {
+	o, mgr := p.opts, p.Manager
+	if err := p.warmFacadeCache(ctx); err != nil {
+		return err
+	}
+	proxy, err := p.setupModelProxy(proxyListener)
+	if err != nil {
+		return err
+	}
+	opts := apiserver.Options{
+		Deps: ops.Deps{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Now: time.Now,
+			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
+			Runtime: p.runtime, Engine: openclaw.New(), ProvisionTimeout: o.ProvisionTimeout, ClawHubURL: o.ClawHubURL,
+			Domains: domainAPI,
+		},
+		Signer: p.Signer, Log: o.Log, Registry: metrics.Registry,
+		RateLimits: o.RateLimits,
+	}
+	if proxy != nil {
+		opts.ModelProxy = proxy
+	}
+	p.API = apiserver.New(opts)
+	return mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady})
 }
 
 // Start runs everything until ctx ends, then stops the runtime's local gateways (if any).

@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -44,53 +45,83 @@ func benchCost(n int) error {
 	if err := c.Create(ctx, svc); err != nil {
 		return err
 	}
-	type step struct {
-		name string
-		f    func(a *agentsv1.Agent) error
-	}
-	var agents []*agentsv1.Agent
-	timed := func(name string, f func() error) (time.Duration, error) {
-		start := time.Now()
-		if err := f(); err != nil {
-			return 0, fmt.Errorf("%s: %w", name, err)
-		}
-		return time.Since(start), nil
-	}
-	var results []costRow
-	// The baseline without the finalizer policy (testenv installs it: its binding goes for
-	// this), then the same creates with it.
-	pols, err := policy.Load()
+	agents, results, err := costCreates(ctx, c, n)
 	if err != nil {
 		return err
 	}
+	for _, s := range costSteps(ctx, c, env.Scheme, opts) {
+		d, err := timed(s.name, func() error { return parallel(8, n, func(i int) error { return s.f(agents[i]) }) })
+		if err != nil {
+			return err
+		}
+		results = append(results, costRow{s.name, d})
+	}
+	create := results[0].took
+	fmt.Printf("API server cost per request kind, %d each, 8 writers, envtest\n", n)
+	for _, r := range results {
+		fmt.Printf("  %-55s %7.2f s  %6.2f ms/request  %.2fx POST agents\n", r.name, r.took.Seconds(), ms(r.took)/float64(n), r.took.Seconds()/create.Seconds())
+		jsonRows = append(jsonRows, report.Result{Bench: "agents-cost", Row: fmt.Sprintf("%d requests, 8 writers", n), Metric: r.name, Value: r.took.Seconds(), Unit: "s",
+			Baseline: "POST agents", BaselineValue: create.Seconds(), Ratio: r.took.Seconds() / create.Seconds(), RatioOf: "this request / an Agent create"})
+	}
+	return nil
+}
+
+// timed runs f and says how long it took; its error is named name.
+func timed(name string, f func() error) (time.Duration, error) {
+	start := time.Now()
+	if err := f(); err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return time.Since(start), nil
+}
+
+// costCreates times the creates: the baseline without the finalizer policy (testenv installs
+// it: its binding goes for this), then the same creates with it. It returns the baseline's
+// Agents and both rows, the baseline first.
+func costCreates(ctx context.Context, c client.Client, n int) ([]*agentsv1.Agent, []costRow, error) {
+	pols, err := policy.Load()
+	if err != nil {
+		return nil, nil, err
+	}
 	binding := pols.Bindings[0]
 	if err := setPolicy(ctx, c, binding, false); err != nil {
-		return err
+		return nil, nil, err
 	}
+	var agents []*agentsv1.Agent
 	create, err := timed("POST agents", func() error {
 		var err error
 		agents, err = createAgents(ctx, c, []string{"bench-cost"}, n)
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	results = append(results, costRow{"POST agents (the baseline)", create})
+	results := []costRow{{"POST agents (the baseline)", create}}
 	if err := setPolicy(ctx, c, binding, true); err != nil {
-		return err
+		return nil, nil, err
 	}
 	if err := benchWorkspaces(ctx, c, n, []string{"bench-cost-policy"}); err != nil {
-		return err
+		return nil, nil, err
 	}
 	withPolicy, err := timed("POST agents with the policy", func() error {
 		_, err := createAgents(ctx, c, []string{"bench-cost-policy"}, n)
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
-	results = append(results, costRow{"POST agents (the policy adds the finalizer)", withPolicy})
-	steps := []step{
+	return agents, append(results, costRow{"POST agents (the policy adds the finalizer)", withPolicy}), nil
+}
+
+// costStep is one kind of request the manager makes for an agent.
+type costStep struct {
+	name string
+	f    func(a *agentsv1.Agent) error
+}
+
+// costSteps are the requests the manager makes per agent, each timed on its own.
+func costSteps(ctx context.Context, c client.Client, scheme *k8sruntime.Scheme, opts kube.Options) []costStep {
+	return []costStep{
 		{"PUT agents (add the finalizer)", func(a *agentsv1.Agent) error {
 			controllerutil.AddFinalizer(a, agentsv1.AgentFinalizer)
 			return c.Update(ctx, a)
@@ -103,7 +134,7 @@ func benchCost(n int) error {
 		}},
 		{"POST secrets (gateway token)", func(a *agentsv1.Agent) error {
 			s := agentctrl.BuildGatewayTokenSecret(a, "t")
-			if err := controllerutil.SetControllerReference(a, s, env.Scheme); err != nil {
+			if err := controllerutil.SetControllerReference(a, s, scheme); err != nil {
 				return err
 			}
 			return c.Create(ctx, s)
@@ -116,20 +147,6 @@ func benchCost(n int) error {
 			return c.Create(ctx, sts)
 		}},
 	}
-	for _, s := range steps {
-		d, err := timed(s.name, func() error { return parallel(8, n, func(i int) error { return s.f(agents[i]) }) })
-		if err != nil {
-			return err
-		}
-		results = append(results, costRow{s.name, d})
-	}
-	fmt.Printf("API server cost per request kind, %d each, 8 writers, envtest\n", n)
-	for _, r := range results {
-		fmt.Printf("  %-55s %7.2f s  %6.2f ms/request  %.2fx POST agents\n", r.name, r.took.Seconds(), ms(r.took)/float64(n), r.took.Seconds()/create.Seconds())
-		jsonRows = append(jsonRows, report.Result{Bench: "agents-cost", Row: fmt.Sprintf("%d requests, 8 writers", n), Metric: r.name, Value: r.took.Seconds(), Unit: "s",
-			Baseline: "POST agents", BaselineValue: create.Seconds(), Ratio: r.took.Seconds() / create.Seconds(), RatioOf: "this request / an Agent create"})
-	}
-	return nil
 }
 
 // setPolicy binds the finalizer policy (or removes its binding) and waits until a dry-run

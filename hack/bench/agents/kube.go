@@ -26,6 +26,8 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
+// benchKube times the kube runtime's controller on n Agents in envtest against the same
+// objects written directly.
 func benchKube(n, workspaces int, timeout time.Duration) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -39,32 +41,9 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	if err := benchWorkspaces(ctx, c, n, spaces); err != nil {
 		return err
 	}
-
-	// Baseline: n Agents and their owned objects, built by the same builders, created
-	// directly: the same writes from the first Agent to the last StatefulSet as the
-	// controller's run is timed over.
-	opts := kube.Options{Engine: openclaw.New(), Scheme: env.Scheme}
-	start := time.Now()
-	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
+	direct, err := kubeBaseline(ctx, c, n, kube.Options{Engine: openclaw.New(), Scheme: env.Scheme})
 	if err != nil {
 		return err
-	}
-	if err := createDirect(ctx, c, agents, opts); err != nil {
-		return fmt.Errorf("baseline: %w", err)
-	}
-	direct := time.Since(start)
-	// The baseline's objects go before the platform starts: its controller would reconcile
-	// the Agents too (they are Agents like any other) and the run would measure twice the
-	// work, and its cache would hold the rest (the manager's memory is measured).
-	for _, o := range []client.Object{&agentsv1.Agent{}, &appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}} {
-		if err := c.DeleteAllOf(ctx, o, client.InNamespace("bench-direct")); err != nil {
-			return fmt.Errorf("remove the baseline's %T: %w", o, err)
-		}
-	}
-	// The finalizer policy (config/policy) gave the baseline's Agents the controller's
-	// finalizer: they go now, not through the controller's delete path during the run.
-	if err := dropFinalizers(ctx, c, agents); err != nil {
-		return fmt.Errorf("remove the baseline's Agents: %w", err)
 	}
 
 	// The controller: n Agents created, wall time until every StatefulSet exists.
@@ -72,6 +51,41 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	reportKube(n, spaces, direct, run)
+	return nil
+}
+
+// kubeBaseline: n Agents and their owned objects, built by the same builders, created
+// directly: the same writes from the first Agent to the last StatefulSet as the controller's
+// run is timed over. It returns how long they took and removes them.
+func kubeBaseline(ctx context.Context, c client.Client, n int, opts kube.Options) (time.Duration, error) {
+	start := time.Now()
+	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
+	if err != nil {
+		return 0, err
+	}
+	if err := createDirect(ctx, c, agents, opts); err != nil {
+		return 0, fmt.Errorf("baseline: %w", err)
+	}
+	direct := time.Since(start)
+	// The baseline's objects go before the platform starts: its controller would reconcile
+	// the Agents too (they are Agents like any other) and the run would measure twice the
+	// work, and its cache would hold the rest (the manager's memory is measured).
+	for _, o := range []client.Object{&agentsv1.Agent{}, &appsv1.StatefulSet{}, &corev1.Service{}, &corev1.Secret{}} {
+		if err := c.DeleteAllOf(ctx, o, client.InNamespace("bench-direct")); err != nil {
+			return 0, fmt.Errorf("remove the baseline's %T: %w", o, err)
+		}
+	}
+	// The finalizer policy (config/policy) gave the baseline's Agents the controller's
+	// finalizer: they go now, not through the controller's delete path during the run.
+	if err := dropFinalizers(ctx, c, agents); err != nil {
+		return 0, fmt.Errorf("remove the baseline's Agents: %w", err)
+	}
+	return direct, nil
+}
+
+// reportKube prints the controller's run against the direct writes and adds its JSON rows.
+func reportKube(n int, spaces []string, direct time.Duration, run *kubeRun) {
 	reconciled, ready, created, times, requests := run.reconciled, run.ready, run.created, run.times, run.requests
 	rssBefore, rssAfter := run.rssBefore, run.rssAfter
 	first, last := decileCost(times)
@@ -109,7 +123,6 @@ func benchKube(n, workspaces int, timeout time.Duration) error {
 	fmt.Printf("  row | %d | %d | %.1f | %.0f | %.1f | %.0f | %.2f | %.2f | %.2f |\n",
 		n, len(spaces), reconciled.Seconds(), float64(n)/reconciled.Seconds(), perAgent, rssAfter-rssBefore,
 		last.Seconds()/first.Seconds(), direct.Seconds(), direct.Seconds()/reconciled.Seconds())
-	return nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

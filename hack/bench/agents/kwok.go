@@ -60,20 +60,105 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	// Baseline: the same objects created directly; done when every pod is Ready.
 	opts := placement
 	opts.Engine, opts.Scheme = openclaw.New(), c.Scheme()
-	start := time.Now()
-	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
+	base, err := kwokBaseline(ctx, c, n, opts, timeout)
 	if err != nil {
 		return err
 	}
-	if err := createDirect(ctx, c, agents, opts); err != nil {
-		return fmt.Errorf("baseline: %w", err)
+	direct, directDone, directWrites := base.wall, base.done, base.writes
+
+	// The controller: n Agents created; done when every Agent is running.
+	run, err := kwokController(ctx, cl, n, placement, timeout)
+	if err != nil {
+		return err
 	}
-	directWrites := time.Since(start)
-	direct, directDone := waitCount(ctx, n, start, timeout, "pods Ready", func() (int, error) {
+	managed, managedDone := run.wall, run.done
+
+	fmt.Printf("kube runtime on simulated nodes, %d agents over %d KWOK nodes, local cluster\n", n, nodes)
+	fmt.Printf("  %s\n", clientSettings())
+	fmt.Printf("  controller: Agents running %5d/%d in %8.2f s\n", managedDone, n, managed.Seconds())
+	fmt.Printf("  direct:     pods Ready     %5d/%d in %8.2f s   (same objects, 8 writers, no controller; writes took %.2f s)\n",
+		directDone, n, direct.Seconds(), directWrites.Seconds())
+	if managedDone < n || directDone < n {
+		fmt.Printf("  ratio direct/controller: none (a run did not finish within %s)\n", timeout)
+	} else {
+		fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/managed.Seconds())
+	}
+	fmt.Printf("  controller's pods on simulated nodes: %d\n", run.onSimulated)
+	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
+		run.rssBefore, run.rssAfter, (run.rssAfter-run.rssBefore)*1000/float64(n))
+	perAgent := run.requests.print(n)
+	cancel()
+	if managedDone < n || directDone < n {
+		return fmt.Errorf("a run did not finish within %s: controller %d/%d, direct %d/%d", timeout, managedDone, n, directDone, n)
+	}
+	row := fmt.Sprintf("%d agents on %d KWOK nodes, %s", n, nodes, flagsLabel())
+	jsonRows = append(jsonRows,
+		report.Result{Bench: "agents-kwok", Row: row, Metric: "until every Agent runs", Value: managed.Seconds(), Unit: "s",
+			Baseline: "the same objects applied directly until their pods are Ready", BaselineValue: direct.Seconds(),
+			Ratio: direct.Seconds() / managed.Seconds(), RatioOf: "direct / controller"},
+		report.Result{Bench: "agents-kwok", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests"},
+	)
+	return nil
+}
+
+// kwokManaged is what the controller's run measured.
+type kwokManaged struct {
+	wall                time.Duration
+	done, onSimulated   int
+	rssBefore, rssAfter float64
+	requests            *requestCounter
+}
+
+// kwokController starts the platform with placement, creates n Agents in bench-kube and
+// waits until they run.
+func kwokController(ctx context.Context, cl *localcluster.Cluster, n int, placement kube.Options, timeout time.Duration) (kwokManaged, error) {
+	var r kwokManaged
+	c := cl.Client
+	r.rssBefore = rss.MiB("self")
+	start, _, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
+		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n, []string{"bench-kube"})
+	if err != nil {
+		return r, err
+	}
+	r.requests = requests
+	r.wall, r.done = waitCount(ctx, n, start, timeout, "Agents running", func() (int, error) {
+		return countRunning(ctx, c, "bench-kube")
+	})
+	r.rssAfter = rss.MiB("self")
+	r.onSimulated, err = countOnSimulated(ctx, c, "bench-kube")
+	return r, err
+}
+
+// kwokDirect is what the baseline measured: its wall time, how many pods got Ready and how
+// long its writes took.
+type kwokDirect struct {
+	wall, writes time.Duration
+	done         int
+}
+
+// kwokBaseline creates n Agents' objects directly (opts) in bench-direct and waits for their
+// pods to be Ready; then removes the Agents, orphaning their objects.
+func kwokBaseline(ctx context.Context, c client.Client, n int, opts kube.Options, timeout time.Duration) (kwokDirect, error) {
+	var r kwokDirect
+	start := time.Now()
+	agents, err := createAgents(ctx, c, []string{"bench-direct"}, n)
+	if err != nil {
+		return r, err
+	}
+	if err := createDirect(ctx, c, agents, opts); err != nil {
+		return r, fmt.Errorf("baseline: %w", err)
+	}
+	r.writes = time.Since(start)
+	r.wall, r.done = waitCount(ctx, n, start, timeout, "pods Ready", func() (int, error) {
 		return countReadyPods(ctx, c, "bench-direct")
 	})
-	// The baseline's Agents go before the platform starts, or its controller would reconcile
-	// them too; their objects stay (orphaned), so both runs see a cluster of the same size.
+	return r, removeBaselineAgents(ctx, c, agents, timeout)
+}
+
+// removeBaselineAgents: the baseline's Agents go before the platform starts, or its
+// controller would reconcile them too; their objects stay (orphaned), so both runs see a
+// cluster of the same size.
+func removeBaselineAgents(ctx context.Context, c client.Client, agents []*agentsv1.Agent, timeout time.Duration) error {
 	orphanStart := time.Now()
 	if err := c.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace("bench-direct"), client.PropagationPolicy("Orphan")); err != nil {
 		return fmt.Errorf("remove the baseline's agents: %w", err)
@@ -91,48 +176,6 @@ func benchKwok(n, nodes int, timeout time.Duration) (err error) {
 	}); done < 1 {
 		return fmt.Errorf("the baseline's Agents are not gone after %s", timeout)
 	}
-
-	// The controller: n Agents created; done when every Agent is running.
-	rssBefore := rss.MiB("self")
-	start, _, requests, err := runController(ctx, c, cl.Config, platform.RuntimeOptions{
-		NodeSelector: placement.NodeSelector, Tolerations: placement.Tolerations}, n, []string{"bench-kube"})
-	if err != nil {
-		return err
-	}
-	managed, managedDone := waitCount(ctx, n, start, timeout, "Agents running", func() (int, error) {
-		return countRunning(ctx, c, "bench-kube")
-	})
-	rssAfter := rss.MiB("self")
-	onSimulated, err := countOnSimulated(ctx, c, "bench-kube")
-	if err != nil {
-		return err
-	}
-
-	fmt.Printf("kube runtime on simulated nodes, %d agents over %d KWOK nodes, local cluster\n", n, nodes)
-	fmt.Printf("  %s\n", clientSettings())
-	fmt.Printf("  controller: Agents running %5d/%d in %8.2f s\n", managedDone, n, managed.Seconds())
-	fmt.Printf("  direct:     pods Ready     %5d/%d in %8.2f s   (same objects, 8 writers, no controller; writes took %.2f s)\n",
-		directDone, n, direct.Seconds(), directWrites.Seconds())
-	if managedDone < n || directDone < n {
-		fmt.Printf("  ratio direct/controller: none (a run did not finish within %s)\n", timeout)
-	} else {
-		fmt.Printf("  ratio direct/controller: %.2f\n", direct.Seconds()/managed.Seconds())
-	}
-	fmt.Printf("  controller's pods on simulated nodes: %d\n", onSimulated)
-	fmt.Printf("  process RSS %.0f MiB -> %.0f MiB (+%.1f MiB per 1,000 agents; the process also holds the cluster's volume provisioner)\n",
-		rssBefore, rssAfter, (rssAfter-rssBefore)*1000/float64(n))
-	perAgent := requests.print(n)
-	cancel()
-	if managedDone < n || directDone < n {
-		return fmt.Errorf("a run did not finish within %s: controller %d/%d, direct %d/%d", timeout, managedDone, n, directDone, n)
-	}
-	row := fmt.Sprintf("%d agents on %d KWOK nodes, %s", n, nodes, flagsLabel())
-	jsonRows = append(jsonRows,
-		report.Result{Bench: "agents-kwok", Row: row, Metric: "until every Agent runs", Value: managed.Seconds(), Unit: "s",
-			Baseline: "the same objects applied directly until their pods are Ready", BaselineValue: direct.Seconds(),
-			Ratio: direct.Seconds() / managed.Seconds(), RatioOf: "direct / controller"},
-		report.Result{Bench: "agents-kwok", Row: row, Metric: "API requests per agent", Value: perAgent, Unit: "requests"},
-	)
 	return nil
 }
 

@@ -43,28 +43,65 @@ func benchPeer(n int, src string, timeout time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
-	build.Dir, build.Env, build.Stdout, build.Stderr = src, append(os.Environ(), "GOWORK=off"), os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build the peer's manager in %s: %w", src, err)
+	bin, err := buildPeer(ctx, src, dir)
+	if err != nil {
+		return err
 	}
 	env, err := kubeenv.Start()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = env.Stop() }()
-	c := env.Client
+	if err := preparePeer(ctx, env, src, dir); err != nil {
+		return err
+	}
+	args := peerArgs()
+	pr, err := runPeerTimed(ctx, env, bin, args, dir, n, timeout)
+	if err != nil {
+		return err
+	}
+	objects, err := removeNamespaced(ctx, env.Config, peerSpace, peerWarmSpace)
+	if err != nil {
+		return fmt.Errorf("remove the peer's objects: %w", err)
+	}
+	pr.print(n, src, args, objects)
+
+	// agentplane: as mode kube runs its manager.
+	spaces := kubeSpaces(1)
+	if err := benchWorkspaces(ctx, env.Client, n, spaces); err != nil {
+		return err
+	}
+	run, err := runKube(ctx, env, n, spaces, timeout)
+	if err != nil {
+		return err
+	}
+	pr.compare(n, args, run)
+	return nil
+}
+
+// buildPeer builds the peer's manager from src into dir and returns the binary's path.
+func buildPeer(ctx context.Context, src, dir string) (string, error) {
+	bin := filepath.Join(dir, "manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd")
+	build.Dir, build.Env, build.Stdout, build.Stderr = src, append(os.Environ(), "GOWORK=off"), os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build the peer's manager in %s: %w", src, err)
+	}
+	return bin, nil
+}
+
+// preparePeer installs the peer's CRDs from src, creates its namespaces and writes the
+// kubeconfig of its own user (system:masters, as envtest's admin is) into dir.
+func preparePeer(ctx context.Context, env *kubeenv.Env, src, dir string) error {
 	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{
 		Paths: []string{filepath.Join(src, "config", "crd", "bases")}, ErrorIfPathMissing: true}); err != nil {
 		return fmt.Errorf("the peer's CRDs: %w", err)
 	}
 	for _, ns := range []string{peerSpace, peerWarmSpace} {
-		if err := c.Create(ctx, kubeenv.Namespace(ns)); err != nil {
+		if err := env.Client.Create(ctx, kubeenv.Namespace(ns)); err != nil {
 			return err
 		}
 	}
-	// The peer's own user (system:masters, as envtest's admin is) and its kubeconfig.
 	user, err := env.AddUser(envtest.User{Name: "openclaw-operator", Groups: []string{"system:masters"}}, nil)
 	if err != nil {
 		return err
@@ -73,115 +110,134 @@ func benchPeer(n int, src string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600); err != nil {
-		return err
-	}
+	return os.WriteFile(filepath.Join(dir, "kubeconfig"), kubeconfig, 0o600)
+}
+
+// peerArgs: the binary's default probe address is :8081; on a machine where that port is
+// taken it could not start, so then (only then) its probes are off, as agentplane's are here.
+func peerArgs() []string {
 	var args []string
-	// The binary's default probe address is :8081; on a machine where that port is taken it
-	// could not start, so then (only then) its probes are off, as agentplane's are here.
 	if l, err := net.Listen("tcp", ":8081"); err != nil {
 		args = append(args, "--health-probe-bind-address=0")
 	} else {
 		_ = l.Close()
 	}
+	return args
+}
 
-	// The peer: its manager started, ready once its first instance has a StatefulSet, then n
-	// instances, 8 writers, timed from the first written to the last StatefulSet existing.
+// peerRun is what the peer's timed run measured.
+type peerRun struct {
+	ready, created, wall time.Duration
+	times                []time.Duration
+	got                  int
+	waitErr              error // the wait timed out: wall is a lower bound
+	exit, log            string
+	requests, internal   float64
+	top                  []keyCount
+}
+
+// runPeerTimed: the peer: its manager started, ready once its first instance has a
+// StatefulSet, then n instances, 8 writers, timed from the first written to the last
+// StatefulSet existing; then its manager stopped.
+func runPeerTimed(ctx context.Context, env *kubeenv.Env, bin string, args []string, dir string, n int, timeout time.Duration) (*peerRun, error) {
+	c := env.Client
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	prog, err := watchStatefulSets(watchCtx, env.Config, peerSpace, n)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	logf, err := os.CreateTemp("", "openclaw-operator-*.log")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
+	r := &peerRun{log: logf.Name()}
 	began := time.Now()
 	p, err := startPeer(ctx, bin, args, dir, logf)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer p.stop()
 	if err := createInstances(p.ctx, c, peerWarmSpace, 1); err != nil {
-		return p.failed(err)
+		return nil, p.failed(err)
 	}
 	if err := firstStatefulSet(p.ctx, c, peerWarmSpace, began); err != nil {
-		return p.failed(err)
+		return nil, p.failed(err)
 	}
-	peerReady := time.Since(began)
+	r.ready = time.Since(began)
 	counted, own := countRequests(env.Config)
 	oc, err := client.New(counted, client.Options{Scheme: env.Scheme})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	before, err := apiserverRequests(ctx, env.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	start := time.Now()
 	if err := createInstances(p.ctx, oc, peerSpace, n); err != nil {
-		return p.failed(err)
+		return nil, p.failed(err)
 	}
-	peerCreated := time.Since(start)
-	got, waitErr := prog.wait(p.ctx, timeout)
-	peerTimes := prog.times(start)
-	if waitErr != nil && (p.ctx.Err() != nil || len(peerTimes) == 0) {
-		return p.failed(waitErr)
+	r.created = time.Since(start)
+	r.got, r.waitErr = prog.wait(p.ctx, timeout)
+	r.times = prog.times(start)
+	if r.waitErr != nil && (p.ctx.Err() != nil || len(r.times) == 0) {
+		return nil, p.failed(r.waitErr)
 	}
 	after, err := apiserverRequests(ctx, env.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	peerWall := peerTimes[len(peerTimes)-1]
-	if waitErr != nil { // timeout: the wall time is a lower bound
-		peerWall = timeout
+	r.wall = r.times[len(r.times)-1]
+	if r.waitErr != nil { // timeout: the wall time is a lower bound
+		r.wall = timeout
 	}
 	stopWatch()
-	exit := p.stop()
-	peerRequests, internal, peerTop := peerRequestCount(before, after, own)
-	objects, err := removeNamespaced(ctx, env.Config, peerSpace, peerWarmSpace)
-	if err != nil {
-		return fmt.Errorf("remove the peer's objects: %w", err)
-	}
+	r.exit = p.stop()
+	r.requests, r.internal, r.top = peerRequestCount(before, after, own)
+	return r, nil
+}
 
-	flags := "none"
+// peerFlags says which flags the peer ran with.
+func peerFlags(args []string) string {
 	if len(args) > 0 {
-		flags = strings.Join(args, " ") + " (port 8081 was taken)"
+		return strings.Join(args, " ") + " (port 8081 was taken)"
 	}
+	return "none"
+}
+
+// print prints the peer's run.
+func (r *peerRun) print(n int, src string, args []string, objects string) {
 	fmt.Printf("agents: the peer operator against agentplane, %d each, one envtest control plane\n", n)
-	fmt.Printf("  peer: openclaw-rocks/openclaw-operator %s built from %s, its log %s\n", peerVersion(src), src, logf.Name())
-	fmt.Printf("  peer flags: %s; KUBECONFIG for its own system:masters user; client: controller-runtime's default 20 QPS, burst 30 for each resource kind (its cmd/main.go sets none; controller-runtime's client has one limiter per kind); it ended with %s after SIGTERM\n", flags, exit)
-	lower, atLeast := "", ""
-	if waitErr != nil {
-		lower, atLeast = fmt.Sprintf(" at least (timed out with %d of %d StatefulSets)", got, n), " at least"
+	fmt.Printf("  peer: openclaw-rocks/openclaw-operator %s built from %s, its log %s\n", peerVersion(src), src, r.log)
+	fmt.Printf("  peer flags: %s; KUBECONFIG for its own system:masters user; client: controller-runtime's default 20 QPS, burst 30 for each resource kind (its cmd/main.go sets none; controller-runtime's client has one limiter per kind); it ended with %s after SIGTERM\n", peerFlags(args), r.exit)
+	lower := ""
+	if r.waitErr != nil {
+		lower = fmt.Sprintf(" at least (timed out with %d of %d StatefulSets)", r.got, n)
 	}
-	fmt.Printf("  peer manager        %8.2f s%s   (%.1f instances/s)\n", peerWall.Seconds(), lower, float64(got)/peerWall.Seconds())
+	fmt.Printf("  peer manager        %8.2f s%s   (%.1f instances/s)\n", r.wall.Seconds(), lower, float64(r.got)/r.wall.Seconds())
 	fmt.Printf("  (from the first OpenClawInstance created; its start to its first StatefulSet took %.2f s before; the benchmark's own creates, 8 writers, took %.2f s; the first StatefulSet appeared after %.2f s)\n",
-		peerReady.Seconds(), peerCreated.Seconds(), peerTimes[0].Seconds())
+		r.ready.Seconds(), r.created.Seconds(), r.times[0].Seconds())
 	fmt.Printf("  peer API requests: %.0f (%.1f per instance), the API server's apiserver_request_total over the timed run less the benchmark's own and %.0f it made itself (ipaddresses, leases); most frequent:\n",
-		peerRequests, peerRequests/float64(n), internal)
-	for _, k := range peerTop {
+		r.requests, r.requests/float64(n), r.internal)
+	for _, k := range r.top {
 		fmt.Printf("    %-48s %6.0f  (%.2f per instance)\n", k.key, k.n, k.n/float64(n))
 	}
 	fmt.Printf("  peer objects per instance: %s\n", objects)
+}
 
-	// agentplane: as mode kube runs its manager.
-	spaces := kubeSpaces(1)
-	if err := benchWorkspaces(ctx, c, n, spaces); err != nil {
-		return err
-	}
-	run, err := runKube(ctx, env, n, spaces, timeout)
-	if err != nil {
-		return err
-	}
-
+// compare prints agentplane's run against the peer's and adds both to the JSON rows.
+func (r *peerRun) compare(n int, args []string, run *kubeRun) {
 	fmt.Printf("  agentplane manager  %8.2f s   (%.0f agents/s)\n", run.reconciled.Seconds(), float64(n)/run.reconciled.Seconds())
 	fmt.Printf("  (%s; its start to its first StatefulSet took %.2f s before; the benchmark's own creates took %.2f s; the first StatefulSet appeared after %.2f s)\n",
 		clientSettings(), run.ready.Seconds(), run.created.Seconds(), run.times[0].Seconds())
 	perAgent := run.requests.print(n)
-	ratio := peerWall.Seconds() / run.reconciled.Seconds()
+	ratio := r.wall.Seconds() / run.reconciled.Seconds()
+	atLeast := ""
+	if r.waitErr != nil {
+		atLeast = " at least"
+	}
 	fmt.Printf("  ratio peer/agentplane: %.1f%s (target >= 25 at 500)\n", ratio, atLeast)
 
 	row := fmt.Sprintf("%d instances / %d agents, shipped flags", n, n)
@@ -189,23 +245,22 @@ func benchPeer(n int, src string, timeout time.Duration) error {
 		row = fmt.Sprintf("%d instances / %d agents, agentplane %s", n, n, flagsLabel())
 	}
 	metric := "wall time"
-	if waitErr != nil {
-		metric = fmt.Sprintf("wall time, at least (peer timed out with %d of %d)", got, n)
+	if r.waitErr != nil {
+		metric = fmt.Sprintf("wall time, at least (peer timed out with %d of %d)", r.got, n)
 	}
 	settings := ""
 	if len(args) > 0 {
-		settings = "peer " + flags
+		settings = "peer " + peerFlags(args)
 	}
 	base := "agentplane's manager, same run"
 	jsonRows = append(jsonRows,
-		report.Result{Bench: "agents-peer", Row: row, Metric: metric, Value: peerWall.Seconds(), Unit: "s", Settings: settings,
+		report.Result{Bench: "agents-peer", Row: row, Metric: metric, Value: r.wall.Seconds(), Unit: "s", Settings: settings,
 			Baseline: base, BaselineValue: run.reconciled.Seconds(), Ratio: ratio, RatioOf: "peer / agentplane; target >= 25 at 500"},
-		report.Result{Bench: "agents-peer", Row: row, Metric: "API requests per agent", Value: peerRequests / float64(n), Unit: "requests", Settings: settings,
-			Baseline: base, BaselineValue: perAgent, Ratio: peerRequests / float64(n) / perAgent, RatioOf: "peer / agentplane"},
-		report.Result{Bench: "agents-peer", Row: row, Metric: "manager start to its first StatefulSet (before the timed run)", Value: peerReady.Seconds(), Unit: "s", Settings: settings,
-			Baseline: base, BaselineValue: run.ready.Seconds(), Ratio: peerReady.Seconds() / run.ready.Seconds(), RatioOf: "peer / agentplane"},
+		report.Result{Bench: "agents-peer", Row: row, Metric: "API requests per agent", Value: r.requests / float64(n), Unit: "requests", Settings: settings,
+			Baseline: base, BaselineValue: perAgent, Ratio: r.requests / float64(n) / perAgent, RatioOf: "peer / agentplane"},
+		report.Result{Bench: "agents-peer", Row: row, Metric: "manager start to its first StatefulSet (before the timed run)", Value: r.ready.Seconds(), Unit: "s", Settings: settings,
+			Baseline: base, BaselineValue: run.ready.Seconds(), Ratio: r.ready.Seconds() / run.ready.Seconds(), RatioOf: "peer / agentplane"},
 	)
-	return nil
 }
 
 // peerProc is the peer's manager process; ctx ends when it exits.

@@ -93,15 +93,9 @@ func run(n, size int) error {
 		return err
 	}
 
-	fmt.Printf("cold: %d agents, no pool\n", n)
-	var cold []time.Duration
-	for i := range n {
-		d, err := b.createAndExec(fmt.Sprintf("cold %d", i))
-		if err != nil {
-			return err
-		}
-		cold = append(cold, d)
-		time.Sleep(settle) // let the gateway stop before the next one boots
+	cold, err := b.cold(n)
+	if err != nil {
+		return err
 	}
 
 	resumes, runningRSS, sleepingRSS, err := b.suspendResume(n)
@@ -109,28 +103,8 @@ func run(n, size int) error {
 		return err
 	}
 
-	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.GatewayPoolSpec{Replicas: int32(size)}}
-	if err := env.Client.Create(ctx, gp); err != nil {
-		return err
-	}
-	start := time.Now()
-	if err := b.waitPool(ctx, int32(size)); err != nil {
-		return err
-	}
-	fmt.Printf("pooled: %d agents, a pool of %d (filled in %s)\n", n, size, time.Since(start).Round(time.Millisecond))
-	var pooled []time.Duration
-	for i := range n {
-		if err := b.waitPool(ctx, int32(size)); err != nil {
-			return err
-		}
-		time.Sleep(settle)
-		d, err := b.createAndExec(fmt.Sprintf("pooled %d", i))
-		if err != nil {
-			return err
-		}
-		pooled = append(pooled, d)
-	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(gp), gp); err != nil {
+	pooled, gp, err := b.pooled(ctx, n, size)
+	if err != nil {
 		return err
 	}
 	pc, pm := p50(cold), p50(pooled)
@@ -154,6 +128,51 @@ func run(n, size int) error {
 		{Bench: "pool", Row: "one agent", Metric: "RSS of its processes, suspended", Value: sleepingRSS, Unit: "MiB",
 			Baseline: "the same agent running", BaselineValue: runningRSS, Ratio: sleepingRSS / runningRSS, RatioOf: "suspended / running"},
 	})
+}
+
+// cold creates n agents one after another, no pool, and returns how long each took.
+func (b *bench) cold(n int) ([]time.Duration, error) {
+	fmt.Printf("cold: %d agents, no pool\n", n)
+	var cold []time.Duration
+	for i := range n {
+		d, err := b.createAndExec(fmt.Sprintf("cold %d", i))
+		if err != nil {
+			return nil, err
+		}
+		cold = append(cold, d)
+		time.Sleep(settle) // let the gateway stop before the next one boots
+	}
+	return cold, nil
+}
+
+// pooled creates a GatewayPool of size and then n agents one after another, each once the
+// pool is full; it returns how long each took and the pool as it was then.
+func (b *bench) pooled(ctx context.Context, n, size int) ([]time.Duration, *agentsv1.GatewayPool, error) {
+	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.GatewayPoolSpec{Replicas: int32(size)}}
+	if err := b.k8s.Create(ctx, gp); err != nil {
+		return nil, nil, err
+	}
+	start := time.Now()
+	if err := b.waitPool(ctx, int32(size)); err != nil {
+		return nil, nil, err
+	}
+	fmt.Printf("pooled: %d agents, a pool of %d (filled in %s)\n", n, size, time.Since(start).Round(time.Millisecond))
+	var pooled []time.Duration
+	for i := range n {
+		if err := b.waitPool(ctx, int32(size)); err != nil {
+			return nil, nil, err
+		}
+		time.Sleep(settle)
+		d, err := b.createAndExec(fmt.Sprintf("pooled %d", i))
+		if err != nil {
+			return nil, nil, err
+		}
+		pooled = append(pooled, d)
+	}
+	if err := b.k8s.Get(ctx, client.ObjectKeyFromObject(gp), gp); err != nil {
+		return nil, nil, err
+	}
+	return pooled, gp, nil
 }
 
 // createAndExec creates an agent, runs one console exec in it and deletes it; it returns the

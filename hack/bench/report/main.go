@@ -59,57 +59,85 @@ func run(only string, renderOnly bool) error {
 	}
 	var failed []string
 	if !renderOnly {
-		var wanted []string
-		if only != "" {
-			wanted = strings.Split(only, ",")
-			for _, w := range wanted {
-				if !slices.ContainsFunc(benches, func(b bench) bool { return b.Name == w }) {
-					return fmt.Errorf("no benchmark %q (-list)", w)
-				}
-			}
-		}
-		logs, err := os.MkdirTemp("", "agentplane-bench-")
-		if err != nil {
+		if old, failed, err = runBenches(only, old); err != nil {
 			return err
 		}
-		fmt.Printf("logs in %s\n", logs)
-		for _, b := range benches {
-			if len(wanted) > 0 && !slices.Contains(wanted, b.Name) {
-				continue
-			}
-			if b.root && os.Geteuid() != 0 {
-				fmt.Printf("== %s: skipped, needs root (%s)\n", b.Name, b.Command)
-				continue
-			}
-			if b.input != "" && os.Getenv(b.input) == "" {
-				fmt.Printf("== %s: skipped, needs $%s (%s); its previous rows stay\n", b.Name, b.input, b.Command)
-				continue
-			}
-			fmt.Printf("== %s: %s\n", b.Name, b.Command)
-			start := time.Now()
-			rs, err := b.run(filepath.Join(logs, b.Name))
-			if err != nil {
-				fmt.Printf("== %s FAILED after %s: %v (its previous rows stay)\n", b.Name, time.Since(start).Round(time.Second), err)
-				failed = append(failed, b.Name)
-				continue
-			}
-			date := time.Now().UTC().Format(time.DateOnly)
-			for i := range rs {
-				rs[i].Bench = b.Name
-				if rs[i].Date == "" {
-					rs[i].Date = date
-				}
-				if rs[i].Command == "" {
-					rs[i].Command = b.Command
-				}
-			}
-			fmt.Printf("== %s: %d results in %s\n", b.Name, len(rs), time.Since(start).Round(time.Second))
-			old = report.Merge(old, rs)
-			if err := report.Write(resultsFile, old); err != nil {
-				return err
+	}
+	if err := renderDoc(old); err != nil {
+		return err
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// runBenches runs the benchmarks named in only (comma-separated; all when empty), merging
+// each one's results into old and writing them to resultsFile as it goes; it returns the
+// results and the benchmarks that failed.
+func runBenches(only string, old []report.Result) ([]report.Result, []string, error) {
+	var wanted []string
+	if only != "" {
+		wanted = strings.Split(only, ",")
+		for _, w := range wanted {
+			if !slices.ContainsFunc(benches, func(b bench) bool { return b.Name == w }) {
+				return nil, nil, fmt.Errorf("no benchmark %q (-list)", w)
 			}
 		}
 	}
+	logs, err := os.MkdirTemp("", "agentplane-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	fmt.Printf("logs in %s\n", logs)
+	var failed []string
+	for _, b := range benches {
+		if len(wanted) > 0 && !slices.Contains(wanted, b.Name) {
+			continue
+		}
+		if b.root && os.Geteuid() != 0 {
+			fmt.Printf("== %s: skipped, needs root (%s)\n", b.Name, b.Command)
+			continue
+		}
+		if b.input != "" && os.Getenv(b.input) == "" {
+			fmt.Printf("== %s: skipped, needs $%s (%s); its previous rows stay\n", b.Name, b.input, b.Command)
+			continue
+		}
+		fmt.Printf("== %s: %s\n", b.Name, b.Command)
+		start := time.Now()
+		rs, err := b.run(filepath.Join(logs, b.Name))
+		if err != nil {
+			fmt.Printf("== %s FAILED after %s: %v (its previous rows stay)\n", b.Name, time.Since(start).Round(time.Second), err)
+			failed = append(failed, b.Name)
+			continue
+		}
+		b.stamp(rs)
+		fmt.Printf("== %s: %d results in %s\n", b.Name, len(rs), time.Since(start).Round(time.Second))
+		old = report.Merge(old, rs)
+		if err := report.Write(resultsFile, old); err != nil {
+			return nil, nil, err
+		}
+	}
+	return old, failed, nil
+}
+
+// stamp gives the benchmark's results its name, today's date and its command where they
+// have none.
+func (b bench) stamp(rs []report.Result) {
+	date := time.Now().UTC().Format(time.DateOnly)
+	for i := range rs {
+		rs[i].Bench = b.Name
+		if rs[i].Date == "" {
+			rs[i].Date = date
+		}
+		if rs[i].Command == "" {
+			rs[i].Command = b.Command
+		}
+	}
+}
+
+// renderDoc rewrites docFile's tables from results.
+func renderDoc(results []report.Result) error {
 	doc, err := os.ReadFile(docFile)
 	if err != nil {
 		return err
@@ -118,7 +146,7 @@ func run(only string, renderOnly bool) error {
 	for i, b := range benches {
 		descs[i] = b.Bench
 	}
-	out, err := report.Splice(string(doc), report.Render(descs, old))
+	out, err := report.Splice(string(doc), report.Render(descs, results))
 	if err != nil {
 		return fmt.Errorf("%s: %w", docFile, err)
 	}
@@ -126,9 +154,6 @@ func run(only string, renderOnly bool) error {
 		return err
 	}
 	fmt.Printf("wrote %s from %s\n", docFile, resultsFile)
-	if len(failed) > 0 {
-		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
-	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -68,40 +69,12 @@ func run(n, conc int) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	files, err := local.New(dir)
-	if err != nil {
-		return err
-	}
-	ready := make(chan string, 1)
-	p, err := platform.New(ctx, env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files, Log: logr.Discard(),
-		APIReady: func(a string) { ready <- a },
-		// The bench measures throughput at any -n and -c, not the rate limits.
-		RateLimits: apiserver.NoRateLimits,
-	})
-	if err != nil {
-		return err
-	}
-	go func() { _ = p.Start(ctx) }()
-	base := "http://" + <-ready
-
-	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.WorkspaceSpec{
-		Members: []agentsv1.WorkspaceMember{{UserID: "b", Role: agentsv1.RoleOwner}}}}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
-		return err
-	}
-	tok, _, err := auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{Workspace: "bench", UserID: "b", Scopes: []string{auth.ScopeFilesWrite}})
+	base, tok, err := startFacade(ctx, env, dir)
 	if err != nil {
 		return err
 	}
 	key, _ := crypto.GenerateKey()
 	addr := crypto.PubkeyToAddress(key.PublicKey).Hex()
-	sig := func(f file) string {
-		h, _ := eip712.Hash(addr, f.cid, f.date)
-		s, _ := crypto.Sign(h, key)
-		s[64] += 27
-		return "0x" + hex.EncodeToString(s)
-	}
 
 	fmt.Printf("uploading %d files...\n", 2*n)
 	all := make([]file, 0, 2*n)
@@ -115,25 +88,12 @@ func run(n, conc int) error {
 	viaFacade, direct := all[:n], all[n:]
 	sigs := map[string]string{}
 	for _, f := range all {
-		sigs[f.cid] = sig(f)
+		sigs[f.cid] = sign(key, addr, f)
 	}
 	httpc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
 
 	facadeLat, facadeWall, err := drive(conc, viaFacade, func(f file) error {
-		body, _ := json.Marshal(map[string]string{"signature": sigs[f.cid], "address": addr})
-		req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v3/files/public/signature/"+f.cid, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := httpc.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
+		return postSignature(ctx, httpc, base, tok, f.cid, sigs[f.cid], addr)
 	})
 	if err != nil {
 		return fmt.Errorf("facade: %w", err)
@@ -150,6 +110,69 @@ func run(n, conc int) error {
 	if err != nil {
 		return fmt.Errorf("direct: %w", err)
 	}
+	return writeResults(n, conc, facadeLat, directLat, facadeWall, directWall)
+}
+
+// startFacade starts the platform (its files in dir) on env and returns the REST facade's
+// base URL and a files:write key of the workspace bench.
+func startFacade(ctx context.Context, env *kubeenv.Env, dir string) (base, tok string, err error) {
+	files, err := local.New(dir)
+	if err != nil {
+		return "", "", err
+	}
+	ready := make(chan string, 1)
+	p, err := platform.New(ctx, env.Config, platform.Options{
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files, Log: logr.Discard(),
+		APIReady: func(a string) { ready <- a },
+		// The bench measures throughput at any -n and -c, not the rate limits.
+		RateLimits: apiserver.NoRateLimits,
+	})
+	if err != nil {
+		return "", "", err
+	}
+	go func() { _ = p.Start(ctx) }()
+	base = "http://" + <-ready
+
+	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.WorkspaceSpec{
+		Members: []agentsv1.WorkspaceMember{{UserID: "b", Role: agentsv1.RoleOwner}}}}
+	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+		return "", "", err
+	}
+	tok, _, err = auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{Workspace: "bench", UserID: "b", Scopes: []string{auth.ScopeFilesWrite}})
+	if err != nil {
+		return "", "", err
+	}
+	return base, tok, nil
+}
+
+// sign is addr's EIP-712 signature of f with key.
+func sign(key *ecdsa.PrivateKey, addr string, f file) string {
+	h, _ := eip712.Hash(addr, f.cid, f.date)
+	s, _ := crypto.Sign(h, key)
+	s[64] += 27
+	return "0x" + hex.EncodeToString(s)
+}
+
+// postSignature POSTs the signature sig of addr to the file cid through the facade.
+func postSignature(ctx context.Context, httpc *http.Client, base, tok, cid, sig, addr string) error {
+	body, _ := json.Marshal(map[string]string{"signature": sig, "address": addr})
+	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/v3/files/public/signature/"+cid, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// writeResults prints both sides and their ratio and writes them to -json.
+func writeResults(n, conc int, facadeLat, directLat []time.Duration, facadeWall, directWall time.Duration) error {
 	ft := float64(n) / facadeWall.Seconds()
 	dt := float64(n) / directWall.Seconds()
 	fmt.Printf("signature POST, %d requests, concurrency %d\n", n, conc)

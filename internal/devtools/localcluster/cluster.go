@@ -96,23 +96,8 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNoRoot
 	}
-	if o.NodeName == "" {
-		o.NodeName = "agentplane-node"
-	}
-	if o.Scheme == nil {
-		o.Scheme = clientgoscheme.Scheme
-	}
-	if o.SimulatedNodes < 0 || o.SimulatedNodes > MaxSimulatedNodes {
-		return nil, fmt.Errorf("local cluster: %d simulated nodes, want 0 to %d", o.SimulatedNodes, MaxSimulatedNodes)
-	}
-	need := []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kube-router", "pause"}
-	if o.SimulatedNodes > 0 {
-		need = append(need, kwokFiles...)
-	}
-	for _, b := range need {
-		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
-			return nil, fmt.Errorf("local cluster: %s is missing from %s (make envtest-assets cluster-binaries): %w", b, o.BinDir, err)
-		}
+	if err := o.complete(); err != nil {
+		return nil, err
 	}
 	ip, err := nodeIP()
 	if err != nil {
@@ -132,66 +117,11 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 			_ = c.Stop()
 		}
 	}()
-	if o.Dir == "" {
-		if c.Dir, err = os.MkdirTemp("", "agentplane-cluster-"); err != nil {
-			return nil, err
-		}
-		c.ownDir = true
-	} else {
-		c.Dir = o.Dir
-	}
-	c.LogDir = filepath.Join(c.Dir, "logs")
-	c.sock = filepath.Join(c.Dir, "containerd.sock")
-	c.cniConf = filepath.Join(c.Dir, "cni")
-	c.containerdRoot = filepath.Join(c.Dir, "containerd")
-	c.baseline = TakeBaseline()
-	for _, d := range []string{c.LogDir, c.cniConf, c.containerdRoot} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
-	}
-	if err := os.WriteFile(filepath.Join(c.cniConf, "10-agentplane.conflist"), []byte(cniConfig(filepath.Join(c.Dir, "cni-ipam"))), 0o644); err != nil {
+	if err := c.makeDirs(); err != nil {
 		return nil, err
 	}
-	if err := c.startContainerd(ctx); err != nil {
+	if err := c.startComponents(ctx); err != nil {
 		return nil, err
-	}
-	if err := c.importImages(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startControlPlane(); err != nil {
-		return nil, err
-	}
-	if c.gvisor != nil {
-		if err := c.createGVisorRuntimeClass(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if c.dns, err = startDNS(c.Client, c.NodeIP); err != nil {
-		return nil, err
-	}
-	if err := c.publishDNS(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startControllers(); err != nil {
-		return nil, err
-	}
-	if err := c.startKubelet(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startKubeProxy(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startNetworkPolicies(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.startProvisioner(ctx); err != nil {
-		return nil, err
-	}
-	if o.SimulatedNodes > 0 {
-		if err := c.startKwok(ctx); err != nil {
-			return nil, err
-		}
 	}
 	// Pods need their namespace's default ServiceAccount, which the controller manager creates.
 	if err := waitFor(ctx, "the default ServiceAccount", time.Minute, c.kcm, func() error {
@@ -200,6 +130,101 @@ func Start(ctx context.Context, o Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// complete fills in o's defaults and checks it, and that the binaries it needs are in
+// its BinDir.
+func (o *Options) complete() error {
+	if o.NodeName == "" {
+		o.NodeName = "agentplane-node"
+	}
+	if o.Scheme == nil {
+		o.Scheme = clientgoscheme.Scheme
+	}
+	if o.SimulatedNodes < 0 || o.SimulatedNodes > MaxSimulatedNodes {
+		return fmt.Errorf("local cluster: %d simulated nodes, want 0 to %d", o.SimulatedNodes, MaxSimulatedNodes)
+	}
+	need := []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kube-proxy", "kube-router", "pause"}
+	if o.SimulatedNodes > 0 {
+		need = append(need, kwokFiles...)
+	}
+	for _, b := range need {
+		if _, err := os.Stat(filepath.Join(o.BinDir, b)); err != nil {
+			return fmt.Errorf("local cluster: %s is missing from %s (make envtest-assets cluster-binaries): %w", b, o.BinDir, err)
+		}
+	}
+	return nil
+}
+
+// makeDirs makes the cluster's dir (a temporary one, its own, unless Options.Dir names one),
+// its logs, CNI config and containerd dirs, and writes its CNI config.
+func (c *Cluster) makeDirs() error {
+	if c.opts.Dir == "" {
+		var err error
+		if c.Dir, err = os.MkdirTemp("", "agentplane-cluster-"); err != nil {
+			return err
+		}
+		c.ownDir = true
+	} else {
+		c.Dir = c.opts.Dir
+	}
+	c.LogDir = filepath.Join(c.Dir, "logs")
+	c.sock = filepath.Join(c.Dir, "containerd.sock")
+	c.cniConf = filepath.Join(c.Dir, "cni")
+	c.containerdRoot = filepath.Join(c.Dir, "containerd")
+	c.baseline = TakeBaseline()
+	for _, d := range []string{c.LogDir, c.cniConf, c.containerdRoot} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(c.cniConf, "10-agentplane.conflist"), []byte(cniConfig(filepath.Join(c.Dir, "cni-ipam"))), 0o644)
+}
+
+// startComponents starts the cluster's parts in order: containerd (with the images), the
+// control plane, DNS, the controllers, the kubelet, kube-proxy, network policies, the volume
+// provisioner and, when asked for, the simulated nodes.
+func (c *Cluster) startComponents(ctx context.Context) error {
+	if err := c.startContainerd(ctx); err != nil {
+		return err
+	}
+	if err := c.importImages(ctx); err != nil {
+		return err
+	}
+	if err := c.startControlPlane(); err != nil {
+		return err
+	}
+	if c.gvisor != nil {
+		if err := c.createGVisorRuntimeClass(ctx); err != nil {
+			return err
+		}
+	}
+	var err error
+	if c.dns, err = startDNS(c.Client, c.NodeIP); err != nil {
+		return err
+	}
+	if err := c.publishDNS(ctx); err != nil {
+		return err
+	}
+	if err := c.startControllers(); err != nil {
+		return err
+	}
+	if err := c.startKubelet(ctx); err != nil {
+		return err
+	}
+	if err := c.startKubeProxy(ctx); err != nil {
+		return err
+	}
+	if err := c.startNetworkPolicies(ctx); err != nil {
+		return err
+	}
+	if err := c.startProvisioner(ctx); err != nil {
+		return err
+	}
+	if c.opts.SimulatedNodes > 0 {
+		return c.startKwok(ctx)
+	}
+	return nil
 }
 
 // startControlPlane starts etcd and kube-apiserver on the node's address, with the

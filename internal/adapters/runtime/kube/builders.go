@@ -147,64 +147,12 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 	if d.Stopped {
 		replicas = 0
 	}
-	layout := o.Engine.Layout()
 	image := Image(o.Image, d.EngineVersion)
-	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
-	resources := gatewayResources(o, a.Spec.Resources)
-	command := append(append(append([]string{}, o.Init...), o.EngineCommand...), gw.Args...)
-	seedCfg, err := seedConfig(d, o)
+	seed, err := seedContainer(d, o, image)
 	if err != nil {
 		return nil, err
 	}
-
-	gateway := corev1.Container{
-		Name:            ContainerGateway,
-		Image:           image,
-		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
-		Command:         command,
-		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(resources.Limits[corev1.ResourceMemory]), d.GatewayTokenSecret),
-		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
-		Resources:       resources,
-		SecurityContext: containerSecurity(),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: VolumeHome, MountPath: Home},
-			{Name: VolumeTmp, MountPath: "/tmp"},
-		},
-		// The startup probe follows the boot closely (each second, up to 3 minutes: boot takes
-		// 5-40 s, plugin installs more): an agent is Running once its pod is Ready, and the
-		// readiness probe only runs once the startup probe passed, so their periods add up to
-		// the delay between the engine being ready and the agent reported Running.
-		StartupProbe:   probe(o.Probe, routeStartup, 1, 1, 180),
-		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
-		ReadinessProbe: probe(o.Probe, routeReady, 2, 2, 8),
-	}
-	// Attached secrets come only through envFrom: every value the platform sets is in Env,
-	// which Kubernetes applies after envFrom (an Env entry wins over an envFrom key of the same
-	// name), so no secret overrides one even if its name slipped past the reserved list.
-	if d.EnvSecret != "" {
-		gateway.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
-			LocalObjectReference: corev1.LocalObjectReference{Name: d.EnvSecret},
-		}}}
-	}
-	seed := corev1.Container{
-		Name:    ContainerSeed,
-		Image:   image,
-		Command: []string{"sh", "-c", seedScript, "seed-config"},
-		Args: []string{
-			path.Join(Home, layout.ConfigPath),
-			path.Join(Home, layout.WorkspaceDir),
-		},
-		Env:             []corev1.EnvVar{{Name: SeedEnv, Value: seedCfg}},
-		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
-		Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ("16Mi")},
-			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQ("64Mi")},
-		},
-		SecurityContext: containerSecurity(),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: VolumeHome, MountPath: Home},
-		},
-	}
+	gateway := gatewayContainer(a, d, o, image)
 	labels := Labels(a, o.Engine.Name())
 	if adopted(a) {
 		labels[LabelPoolMember] = memberID(StatefulSetName(a))
@@ -252,6 +200,72 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 		adoptedShape(sts, a)
 	}
 	return sts, nil
+}
+
+// gatewayContainer is the container that runs the agent's gateway from image.
+func gatewayContainer(a *agentsv1.Agent, d runtime.Desired, o Options, image string) corev1.Container {
+	gw := o.Engine.GatewayCommand(engine.GatewayParams{Port: GatewayPort, Bind: "lan"})
+	resources := gatewayResources(o, a.Spec.Resources)
+	command := append(append(append([]string{}, o.Init...), o.EngineCommand...), gw.Args...)
+	gateway := corev1.Container{
+		Name:            ContainerGateway,
+		Image:           image,
+		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		Command:         command,
+		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(resources.Limits[corev1.ResourceMemory]), d.GatewayTokenSecret),
+		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
+		Resources:       resources,
+		SecurityContext: containerSecurity(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: VolumeHome, MountPath: Home},
+			{Name: VolumeTmp, MountPath: "/tmp"},
+		},
+		// The startup probe follows the boot closely (each second, up to 3 minutes: boot takes
+		// 5-40 s, plugin installs more): an agent is Running once its pod is Ready, and the
+		// readiness probe only runs once the startup probe passed, so their periods add up to
+		// the delay between the engine being ready and the agent reported Running.
+		StartupProbe:   probe(o.Probe, routeStartup, 1, 1, 180),
+		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
+		ReadinessProbe: probe(o.Probe, routeReady, 2, 2, 8),
+	}
+	// Attached secrets come only through envFrom: every value the platform sets is in Env,
+	// which Kubernetes applies after envFrom (an Env entry wins over an envFrom key of the same
+	// name), so no secret overrides one even if its name slipped past the reserved list.
+	if d.EnvSecret != "" {
+		gateway.EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: d.EnvSecret},
+		}}}
+	}
+	return gateway
+}
+
+// seedContainer is the init container that seeds the engine's config and workspace in the
+// agent's home from image.
+func seedContainer(d runtime.Desired, o Options, image string) (corev1.Container, error) {
+	seedCfg, err := seedConfig(d, o)
+	if err != nil {
+		return corev1.Container{}, err
+	}
+	layout := o.Engine.Layout()
+	return corev1.Container{
+		Name:    ContainerSeed,
+		Image:   image,
+		Command: []string{"sh", "-c", seedScript, "seed-config"},
+		Args: []string{
+			path.Join(Home, layout.ConfigPath),
+			path.Join(Home, layout.WorkspaceDir),
+		},
+		Env:             []corev1.EnvVar{{Name: SeedEnv, Value: seedCfg}},
+		ImagePullPolicy: corev1.PullPolicy(o.ImagePullPolicy),
+		Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ("16Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQ("64Mi")},
+		},
+		SecurityContext: containerSecurity(),
+		VolumeMounts: []corev1.VolumeMount{
+			{Name: VolumeHome, MountPath: Home},
+		},
+	}, nil
 }
 
 // runtimeClassName is the agent's (or its workspace's) RuntimeClass, else the platform's

@@ -56,46 +56,13 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	if err != nil {
 		return runtime.Observed{}, err
 	}
-	// The fingerprint of what this pass builds, so it is the same on every pass until the
-	// agent or the options change. The volume claim templates are left out: they are
-	// immutable, so option changes to them apply to new agents only (keepClaims).
-	noClaims := sts.DeepCopy()
-	noClaims.Spec.VolumeClaimTemplates = nil
-	fp, err := fingerprint(svc, noClaims)
+	applied, err := r.applyIfChanged(ctx, svc, sts, exists, &live)
 	if err != nil {
 		return runtime.Observed{}, err
 	}
-	applied, key := &live, client.ObjectKeyFromObject(sts)
-	if exists && r.upToDate(ctx, fp, &live, svc) {
-		// The cache shows the apply: nothing to remember any more.
-		r.recent.Delete(key)
-	} else if recent := r.recentApply(key, fp); recent != nil {
-		// This runtime applied the same objects moments ago; the cache has not caught up.
-		applied = recent
-	} else {
-		if applied, err = r.applyAll(ctx, fp, svc, sts, exists, &live); err != nil {
-			return runtime.Observed{}, err
-		}
-		// Kept as the cache keeps it: no pod template, no managedFields.
-		kept, _ := trimStatefulSet(applied.DeepCopy())
-		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: kept.(*appsv1.StatefulSet)})
-		r.sweepRecent()
-	}
-	pod := &corev1.Pod{}
-	switch err := o.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
-	case apierrors.IsNotFound(err):
-		pod = nil
-	case err != nil:
-		return runtime.Observed{}, fmt.Errorf("get pod: %w", err)
-	}
-	claimedFrom := ""
-	if adopted(agent) {
-		if pod, claimedFrom, err = r.bindPod(ctx, agent, d, pod); err != nil {
-			return runtime.Observed{}, err
-		}
-	}
-	if pod != nil && !ownedPod(pod, agent) {
-		pod = nil
+	pod, claimedFrom, err := r.agentPod(ctx, agent, d)
+	if err != nil {
+		return runtime.Observed{}, err
 	}
 	if err := r.restartOutdated(ctx, agent, d, applied, pod); err != nil {
 		return runtime.Observed{}, err
@@ -110,6 +77,58 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	})
 	obs.ClaimedFrom = claimedFrom
 	return obs, nil
+}
+
+// applyIfChanged applies svc and sts unless the live StatefulSet (if it exists) or an apply
+// of the same objects moments ago shows them, and returns the StatefulSet as applied.
+func (r *Runtime) applyIfChanged(ctx context.Context, svc *corev1.Service, sts *appsv1.StatefulSet, exists bool, live *appsv1.StatefulSet) (*appsv1.StatefulSet, error) {
+	// The fingerprint of what this pass builds, so it is the same on every pass until the
+	// agent or the options change. The volume claim templates are left out: they are
+	// immutable, so option changes to them apply to new agents only (keepClaims).
+	noClaims := sts.DeepCopy()
+	noClaims.Spec.VolumeClaimTemplates = nil
+	fp, err := fingerprint(svc, noClaims)
+	if err != nil {
+		return nil, err
+	}
+	applied, key := live, client.ObjectKeyFromObject(sts)
+	if exists && r.upToDate(ctx, fp, live, svc) {
+		// The cache shows the apply: nothing to remember any more.
+		r.recent.Delete(key)
+	} else if recent := r.recentApply(key, fp); recent != nil {
+		// This runtime applied the same objects moments ago; the cache has not caught up.
+		applied = recent
+	} else {
+		if applied, err = r.applyAll(ctx, fp, svc, sts, exists, live); err != nil {
+			return nil, err
+		}
+		// Kept as the cache keeps it: no pod template, no managedFields.
+		kept, _ := trimStatefulSet(applied.DeepCopy())
+		r.recent.Store(key, recentApply{fp: fp, at: r.opts.Clock.Now(), sts: kept.(*appsv1.StatefulSet)})
+		r.sweepRecent()
+	}
+	return applied, nil
+}
+
+// agentPod is the agent's pod (nil: none, or not the agent's), bound to it first when the
+// agent was adopted from a pool (claimedFrom: the pool member it came from).
+func (r *Runtime) agentPod(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (pod *corev1.Pod, claimedFrom string, err error) {
+	pod = &corev1.Pod{}
+	switch err := r.opts.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
+	case apierrors.IsNotFound(err):
+		pod = nil
+	case err != nil:
+		return nil, "", fmt.Errorf("get pod: %w", err)
+	}
+	if adopted(agent) {
+		if pod, claimedFrom, err = r.bindPod(ctx, agent, d, pod); err != nil {
+			return nil, "", err
+		}
+	}
+	if pod != nil && !ownedPod(pod, agent) {
+		pod = nil
+	}
+	return pod, claimedFrom, nil
 }
 
 // nodeOf is the node of a pod that is not Ready (the cause may be its node), or nil: not

@@ -172,41 +172,7 @@ func (r *Runtime) SetPool(ctx context.Context, name string, spec runtime.PoolSpe
 		return err
 	}
 	now := r.opts.Clock.Now()
-	keep := map[string][]member{}
-	var errs []error
-	for _, m := range all {
-		if r.recentlyDeleted(p, m.key(), now) {
-			continue
-		}
-		r.pools.mu.Lock()
-		if p.recent[m.key()].created {
-			delete(p.recent, m.key()) // the cache shows it
-		}
-		r.pools.mu.Unlock()
-		if at, reserved := m.reservedAt(); reserved || m.sts.Labels[LabelReservedFor] != "" {
-			if !reserved || now.Sub(at) > ReservationTTL {
-				errs = append(errs, r.deleteMember(ctx, p, m))
-			}
-			continue
-		}
-		if !slices.Contains(spec.Namespaces, m.sts.Namespace) || m.sts.Labels[LabelPoolVersion] != spec.Version {
-			errs = append(errs, r.deleteMember(ctx, p, m))
-			continue
-		}
-		if m.pod != nil {
-			if c, bad := crashed(m.pod); bad {
-				r.memberFailed(p, m, c.Reason+": "+c.Message, now)
-				errs = append(errs, r.deleteMember(ctx, p, m))
-				continue
-			}
-		}
-		if m.ready() {
-			r.pools.mu.Lock()
-			p.failures, p.retryAt, p.lastFail = 0, time.Time{}, ""
-			r.pools.mu.Unlock()
-		}
-		keep[m.sts.Namespace] = append(keep[m.sts.Namespace], m)
-	}
+	keep, errs := r.sortMembers(ctx, p, all, spec, now)
 	if len(spec.Namespaces) == 0 {
 		return errors.Join(append(errs, runtime.ErrPoolNoNamespaces)...)
 	}
@@ -244,6 +210,49 @@ func (r *Runtime) SetPool(ctx context.Context, name string, spec runtime.PoolSpe
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// sortMembers deletes the pool's members that are reserved (once their reservation is
+// older than ReservationTTL), outside its namespaces or version, or crashed, and returns the
+// others by namespace with the errors of the deletes. A ready member clears the pool's
+// failures.
+func (r *Runtime) sortMembers(ctx context.Context, p *kpool, all []member, spec runtime.PoolSpec, now time.Time) (map[string][]member, []error) {
+	keep := map[string][]member{}
+	var errs []error
+	for _, m := range all {
+		if r.recentlyDeleted(p, m.key(), now) {
+			continue
+		}
+		r.pools.mu.Lock()
+		if p.recent[m.key()].created {
+			delete(p.recent, m.key()) // the cache shows it
+		}
+		r.pools.mu.Unlock()
+		if at, reserved := m.reservedAt(); reserved || m.sts.Labels[LabelReservedFor] != "" {
+			if !reserved || now.Sub(at) > ReservationTTL {
+				errs = append(errs, r.deleteMember(ctx, p, m))
+			}
+			continue
+		}
+		if !slices.Contains(spec.Namespaces, m.sts.Namespace) || m.sts.Labels[LabelPoolVersion] != spec.Version {
+			errs = append(errs, r.deleteMember(ctx, p, m))
+			continue
+		}
+		if m.pod != nil {
+			if c, bad := crashed(m.pod); bad {
+				r.memberFailed(p, m, c.Reason+": "+c.Message, now)
+				errs = append(errs, r.deleteMember(ctx, p, m))
+				continue
+			}
+		}
+		if m.ready() {
+			r.pools.mu.Lock()
+			p.failures, p.retryAt, p.lastFail = 0, time.Time{}, ""
+			r.pools.mu.Unlock()
+		}
+		keep[m.sts.Namespace] = append(keep[m.sts.Namespace], m)
+	}
+	return keep, errs
 }
 
 func boolCmp(a, b bool) int {

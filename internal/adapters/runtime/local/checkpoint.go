@@ -228,115 +228,131 @@ func rootSkeleton(args []string, root string) error {
 	if err := os.MkdirAll(root, 0o755); err != nil {
 		return err
 	}
-	var mounts []string
-	inMount := func(p string) bool {
-		for _, m := range mounts {
-			if p != m && within(p, m) {
-				return true
-			}
-		}
-		return false
-	}
-	mkdir := func(p string, mode fs.FileMode) error {
-		if inMount(p) {
-			return nil
-		}
-		if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
-			return err
-		}
-		return os.Chmod(filepath.Join(root, p), mode)
-	}
-	mountpoint := func(src, dst string) error {
-		if inMount(dst) {
-			return nil
-		}
-		defer func() { mounts = append(mounts, dst) }()
-		if info, err := os.Stat(src); err == nil && !info.IsDir() {
-			if err := os.MkdirAll(filepath.Join(root, filepath.Dir(dst)), 0o755); err != nil {
-				return err
-			}
-			f, err := os.OpenFile(filepath.Join(root, dst), os.O_CREATE|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			return f.Close()
-		}
-		return mkdir(dst, 0o755)
-	}
+	s := &skeleton{root: root}
 	perms := fs.FileMode(0o755)
 	for i := 0; i < len(args) && args[i] != "--"; i++ {
-		next := func(n int) ([]string, error) {
-			if i+n >= len(args) {
-				return nil, fmt.Errorf("bwrap option %s lacks its arguments", args[i])
-			}
-			v := args[i+1 : i+1+n]
-			i += n
-			return v, nil
+		opt := args[i]
+		n, err := bwrapArity(opt)
+		if err != nil {
+			return err
 		}
-		var err error
-		switch opt := args[i]; opt {
-		case "--perms":
-			v, e := next(1)
-			if e != nil {
-				return e
-			}
-			m, e := strconv.ParseUint(v[0], 8, 32)
-			if e != nil {
-				return e
-			}
-			perms = fs.FileMode(m & 0o777)
-			if m&0o1000 != 0 {
-				perms |= fs.ModeSticky
+		if i+n >= len(args) {
+			return fmt.Errorf("bwrap option %s lacks its arguments", opt)
+		}
+		v := args[i+1 : i+1+n]
+		i += n
+		if opt == "--perms" {
+			if perms, err = parsePerms(v[0]); err != nil {
+				return err
 			}
 			continue
-		case "--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try":
-			v, e := next(2)
-			if e != nil {
-				return e
-			}
-			err = mountpoint(v[0], v[1])
-		case "--proc", "--dev", "--tmpfs", "--mqueue":
-			v, e := next(1)
-			if e != nil {
-				return e
-			}
-			err = mkdir(v[0], 0o755)
-			mounts = append(mounts, v[0])
-		case "--dir":
-			v, e := next(1)
-			if e != nil {
-				return e
-			}
-			err = mkdir(v[0], perms)
-		case "--symlink":
-			v, e := next(2)
-			if e != nil {
-				return e
-			}
-			if !inMount(v[1]) {
-				if err = os.Symlink(v[0], filepath.Join(root, v[1])); errors.Is(err, fs.ErrExist) {
-					err = nil // made by an earlier checkpoint: the root is reused
-				}
-			}
-		case "--chdir", "--hostname", "--seccomp", "--cap-add", "--cap-drop", "--uid", "--gid", "--setenv", "--unsetenv":
-			n := 1
-			if opt == "--setenv" {
-				n = 2
-			}
-			if _, e := next(n); e != nil {
-				return e
-			}
-		default:
-			if !strings.HasPrefix(opt, "--unshare-") && !slices.Contains([]string{"--as-pid-1", "--new-session", "--die-with-parent", "--disable-userns", "--clearenv"}, opt) {
-				return fmt.Errorf("bwrap option %s is not known to the checkpoint", opt)
-			}
 		}
-		if err != nil {
+		if err := s.apply(opt, v, perms); err != nil {
 			return err
 		}
 		perms = 0o755
 	}
 	return nil
+}
+
+// bwrapArity is how many arguments the bwrap option opt takes; an option the checkpoint
+// does not know is an error.
+func bwrapArity(opt string) (int, error) {
+	switch opt {
+	case "--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--symlink", "--setenv":
+		return 2, nil
+	case "--perms", "--proc", "--dev", "--tmpfs", "--mqueue", "--dir",
+		"--chdir", "--hostname", "--seccomp", "--cap-add", "--cap-drop", "--uid", "--gid", "--unsetenv":
+		return 1, nil
+	}
+	if !strings.HasPrefix(opt, "--unshare-") && !slices.Contains([]string{"--as-pid-1", "--new-session", "--die-with-parent", "--disable-userns", "--clearenv"}, opt) {
+		return 0, fmt.Errorf("bwrap option %s is not known to the checkpoint", opt)
+	}
+	return 0, nil
+}
+
+// parsePerms is bwrap's --perms (octal; 01000 is the sticky bit).
+func parsePerms(v string) (fs.FileMode, error) {
+	m, err := strconv.ParseUint(v, 8, 32)
+	if err != nil {
+		return 0, err
+	}
+	perms := fs.FileMode(m & 0o777)
+	if m&0o1000 != 0 {
+		perms |= fs.ModeSticky
+	}
+	return perms, nil
+}
+
+// skeleton is a sandbox's root being made: its dir and the mounts made in it so far.
+type skeleton struct {
+	root   string
+	mounts []string
+}
+
+// apply makes what the bwrap option opt with its arguments v makes in the root (a --dir
+// with perms); options that make nothing there are left alone.
+func (s *skeleton) apply(opt string, v []string, perms fs.FileMode) error {
+	switch opt {
+	case "--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try":
+		return s.mountpoint(v[0], v[1])
+	case "--proc", "--dev", "--tmpfs", "--mqueue":
+		err := s.mkdir(v[0], 0o755)
+		s.mounts = append(s.mounts, v[0])
+		return err
+	case "--dir":
+		return s.mkdir(v[0], perms)
+	case "--symlink":
+		if s.inMount(v[1]) {
+			return nil
+		}
+		if err := os.Symlink(v[0], filepath.Join(s.root, v[1])); !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		return nil // made by an earlier checkpoint: the root is reused
+	}
+	return nil
+}
+
+// inMount says whether p is inside one of the mounts (not the mount itself).
+func (s *skeleton) inMount(p string) bool {
+	for _, m := range s.mounts {
+		if p != m && within(p, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// mkdir makes the dir p with mode, unless it is inside a mount.
+func (s *skeleton) mkdir(p string, mode fs.FileMode) error {
+	if s.inMount(p) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Join(s.root, p), 0o755); err != nil {
+		return err
+	}
+	return os.Chmod(filepath.Join(s.root, p), mode)
+}
+
+// mountpoint makes what src is mounted on at dst (a file for a file, else a dir), unless it
+// is inside a mount; dst is a mount from then on.
+func (s *skeleton) mountpoint(src, dst string) error {
+	if s.inMount(dst) {
+		return nil
+	}
+	defer func() { s.mounts = append(s.mounts, dst) }()
+	if info, err := os.Stat(src); err == nil && !info.IsDir() {
+		if err := os.MkdirAll(filepath.Join(s.root, filepath.Dir(dst)), 0o755); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(filepath.Join(s.root, dst), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	return s.mkdir(dst, 0o755)
 }
 
 // checkpointLocked checkpoints the running gateway of a suspending agent into its checkpoint

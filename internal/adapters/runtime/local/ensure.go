@@ -59,32 +59,44 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	if a.proc != nil && a.proc.hasExited() {
 		a.handleExitLocked()
 	}
-
 	if d.Stopped {
-		a.retryAt = timeZero
-		if d.Suspended && !a.st.Checkpoint {
-			a.checkpointLocked(ctx)
-		}
-		if !d.Suspended {
-			a.discardCheckpointLocked()
-		}
-		a.stopLocked(ctx)
-		if !a.st.Stopped {
-			a.st.Stopped = true
-			a.saveLocked()
-		}
-		a.setPhase(runtime.PhaseStopped, "", "")
+		a.stopDesiredLocked(ctx, d)
 		return a.observedLocked(), nil
 	}
+	a.runDesiredLocked(ctx, d, engineDir)
+	return a.observedLocked(), nil
+}
 
+// stopDesiredLocked stops the gateway of an agent that is to be stopped: checkpointed first
+// when it is suspended (unless it has a checkpoint), its checkpoint discarded when it is not.
+func (a *agent) stopDesiredLocked(ctx context.Context, d runtime.Desired) {
+	a.retryAt = timeZero
+	if d.Suspended && !a.st.Checkpoint {
+		a.checkpointLocked(ctx)
+	}
+	if !d.Suspended {
+		a.discardCheckpointLocked()
+	}
+	a.stopLocked(ctx)
+	if !a.st.Stopped {
+		a.st.Stopped = true
+		a.saveLocked()
+	}
+	a.setPhase(runtime.PhaseStopped, "", "")
+}
+
+// runDesiredLocked keeps the gateway of an agent that is to run running on d: it starts (or
+// restores) a stopped one and restarts one whose engine, config or restart nonce changed;
+// one running or starting, or crashed and waiting for its backoff, is left alone.
+func (a *agent) runDesiredLocked(ctx context.Context, d runtime.Desired, engineDir string) {
 	changed := a.st.EngineDir != engineDir || a.st.EngineVersion != d.EngineVersion ||
 		a.st.ConfigHash != d.ConfigHash() || a.st.RestartNonce != d.RestartNonce
 	if !changed && !a.st.Stopped {
 		if a.proc != nil {
-			return a.observedLocked(), nil // running or starting: nothing to do
+			return // running or starting: nothing to do
 		}
 		if a.phase == runtime.PhaseCrashed && !a.retryAt.IsZero() {
-			return a.observedLocked(), nil // the supervisor restarts it after the backoff
+			return // the supervisor restarts it after the backoff
 		}
 	}
 	if a.proc != nil {
@@ -105,10 +117,9 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	a.st.ConfigHash, a.st.RestartNonce = d.ConfigHash(), d.RestartNonce
 	if a.st.Checkpoint {
 		a.restoreLocked(ctx)
-		return a.observedLocked(), nil
+		return
 	}
 	a.startLocked(ctx)
-	return a.observedLocked(), nil
 }
 
 // ensureConfigLocked writes the initial engine config when there is none, and the desired

@@ -182,44 +182,21 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 	if err != nil {
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
-	outR, outW, err := os.Pipe()
+	p, err := openPipes(c.stdin != nil)
 	if err != nil {
-		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
 	// A command lives no longer than the manager that waits for it (Pdeathsig: set before
 	// exec, unlike bwrap's --die-with-parent, so a manager killed meanwhile leaves none).
 	cmd := &exec.Cmd{
 		Path: bin, Args: append([]string{c.path}, c.args...), Env: c.env, Dir: c.dir,
-		Stdout: outW, Stderr: errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		Stdout: p.outW, Stderr: p.errW, SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
 	}
-	var inW *os.File
-	if c.stdin != nil {
-		var inR *os.File
-		if inR, inW, err = os.Pipe(); err != nil {
-			outR.Close()
-			outW.Close()
-			errR.Close()
-			errW.Close()
-			return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
-		}
-		cmd.Stdin = inR
-		defer inR.Close()
+	if p.inR != nil {
+		cmd.Stdin = p.inR
+		defer p.inR.Close()
 	}
-	err = cmd.Start()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		if inW != nil {
-			inW.Close()
-		}
+	if err := p.start(cmd); err != nil {
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
 	pid := cmd.Process.Pid
@@ -228,50 +205,21 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 	}
 	stdout, stderr := &capped{max: c.maxOutput}, &capped{max: c.maxOutput}
 	var readers sync.WaitGroup
-	readers.Go(func() { _, _ = io.Copy(stdout, outR) })
-	readers.Go(func() { _, _ = io.Copy(stderr, errR) })
-	if inW != nil {
+	readers.Go(func() { _, _ = io.Copy(stdout, p.outR) })
+	readers.Go(func() { _, _ = io.Copy(stderr, p.errR) })
+	if p.inW != nil {
 		go func() {
-			_, _ = inW.Write(c.stdin)
-			inW.Close()
+			_, _ = p.inW.Write(c.stdin)
+			p.inW.Close()
 		}()
 	}
 
-	waited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(waited)
-	}()
-	timer := time.NewTimer(c.timeout)
-	defer timer.Stop()
-	select {
-	case <-waited:
-	case <-timer.C:
-		res.TimedOut = true
-		signalGroup(pid, syscall.SIGKILL)
-		<-waited
-	case <-ctx.Done():
-		signalGroup(pid, syscall.SIGKILL)
-		<-waited
-	}
+	res.TimedOut = waitCommand(ctx, cmd, pid, c.timeout)
 	killGroup(pid)
-	if inW != nil {
-		inW.Close() // a writer stuck on a full pipe gives up
+	if p.inW != nil {
+		p.inW.Close() // a writer stuck on a full pipe gives up
 	}
-	drained := make(chan struct{})
-	go func() {
-		readers.Wait()
-		close(drained)
-	}()
-	select {
-	case <-drained:
-	case <-time.After(pipeGrace):
-		outR.Close()
-		errR.Close()
-		<-drained
-	}
-	outR.Close()
-	errR.Close()
+	p.drain(&readers)
 
 	res.ExitCode, _ = describeExit(cmd.ProcessState, nil)
 	res.Stdout, res.Stderr = stdout.bytes(), stderr.bytes()
@@ -280,6 +228,96 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// commandPipes are a command's stdout and stderr pipes and, when it is given input, its
+// stdin's.
+type commandPipes struct {
+	outR, outW, errR, errW *os.File
+	inR, inW               *os.File // nil without input
+}
+
+// openPipes opens the pipes (stdin's too when stdin); on an error none stays open.
+func openPipes(stdin bool) (*commandPipes, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	p := &commandPipes{outR: outR, outW: outW, errR: errR, errW: errW}
+	if stdin {
+		if p.inR, p.inW, err = os.Pipe(); err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// start starts cmd and closes this side's copies of the command's ends of its output
+// pipes; when it cannot start, the rest is closed too (stdin's read end is the caller's).
+func (p *commandPipes) start(cmd *exec.Cmd) error {
+	err := cmd.Start()
+	p.outW.Close()
+	p.errW.Close()
+	if err != nil {
+		p.outR.Close()
+		p.errR.Close()
+		if p.inW != nil {
+			p.inW.Close()
+		}
+	}
+	return err
+}
+
+// waitCommand waits for cmd to exit; when timeout passes (it says so) or ctx ends first,
+// its process group is killed.
+func waitCommand(ctx context.Context, cmd *exec.Cmd, pid int, timeout time.Duration) (timedOut bool) {
+	waited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(waited)
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-waited:
+	case <-timer.C:
+		timedOut = true
+		signalGroup(pid, syscall.SIGKILL)
+		<-waited
+	case <-ctx.Done():
+		signalGroup(pid, syscall.SIGKILL)
+		<-waited
+	}
+	return timedOut
+}
+
+// drain waits for readers to copy the output; after pipeGrace the pipes are closed under
+// them (a process that left the group may hold them open).
+func (p *commandPipes) drain(readers *sync.WaitGroup) {
+	drained := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+		p.outR.Close()
+		p.errR.Close()
+		<-drained
+	}
+	p.outR.Close()
+	p.errR.Close()
 }
 
 // capped keeps the first max bytes written to it and counts the rest as truncated.

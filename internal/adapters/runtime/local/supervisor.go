@@ -82,16 +82,7 @@ func (a *agent) step(ctx context.Context) time.Duration {
 		p = nil
 	}
 	if p == nil {
-		next := noTimer
-		if !a.retryAt.IsZero() && !a.st.Stopped {
-			if wait := time.Until(a.retryAt); wait > 0 {
-				next = wait
-			} else {
-				a.retryAt = time.Time{}
-				a.startLocked(ctx)
-				next = 0
-			}
-		}
+		next := a.retryLocked(ctx)
 		notify = a.takeNotify()
 		a.mu.Unlock()
 		return next
@@ -123,6 +114,32 @@ func (a *agent) step(ctx context.Context) time.Duration {
 		notify = a.takeNotify()
 		return 0 // changed meanwhile: look again
 	}
+	a.healthCheckedLocked(p, url, err)
+	notify = a.takeNotify()
+	if a.phase == runtime.PhaseRunning {
+		return a.rt.opts.RunningHealthInterval
+	}
+	return a.rt.opts.HealthInterval
+}
+
+// retryLocked starts a gateway that is not running once its restart backoff has passed and
+// says when the next round is due (noTimer: none, it is not to be restarted).
+func (a *agent) retryLocked(ctx context.Context) time.Duration {
+	if a.retryAt.IsZero() || a.st.Stopped {
+		return noTimer
+	}
+	if wait := time.Until(a.retryAt); wait > 0 {
+		return wait
+	}
+	a.retryAt = time.Time{}
+	a.startLocked(ctx)
+	return 0
+}
+
+// healthCheckedLocked records the health check of p at url (err: it failed): a healthy
+// gateway is running; a running one that failed unhealthyAfter checks in a row is starting
+// again.
+func (a *agent) healthCheckedLocked(p *process, url string, err error) {
 	switch {
 	case err == nil:
 		a.unhealthy = 0
@@ -139,11 +156,6 @@ func (a *agent) step(ctx context.Context) time.Duration {
 			a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayUnhealthy, "the gateway does not answer its health check: "+err.Error())
 		}
 	}
-	notify = a.takeNotify()
-	if a.phase == runtime.PhaseRunning {
-		return a.rt.opts.RunningHealthInterval
-	}
-	return a.rt.opts.HealthInterval
 }
 
 // handleExitLocked records the exit of a.proc (which has exited) as a crash; a gateway

@@ -51,56 +51,19 @@ func gatewayRun(args []string) int {
 		return 1
 	}
 	g := &gateway{cfgPath: configPath(), flagToken: f.vals["token"], started: time.Now(), reload: envDuration("FAKECLAW_RELOAD_DELAY", 0)}
-	cfg, issues, err := loadConfig(g.cfgPath)
-	switch {
-	case errors.Is(err, errNoConfig) && f.bools["allow-unconfigured"]:
-		cfg = map[string]any{}
-	case errors.Is(err, errNoConfig):
-		fmt.Fprintln(os.Stderr, "Missing config. Run `openclaw setup` or set gateway.mode=local (or pass --allow-unconfigured).")
-		return 78
-	case err != nil:
-		fmt.Fprintln(os.Stderr, "Failed to read config: "+err.Error())
-		return 78
-	case len(issues) > 0:
-		fmt.Fprintf(os.Stderr, "Invalid config at %s:\n", g.cfgPath)
-		for _, is := range issues {
-			fmt.Fprintf(os.Stderr, "- %s: %s\n", is.Path, is.Message)
-		}
-		fmt.Fprintln(os.Stderr, "Run `openclaw doctor --fix` to repair, then retry.")
-		return 78
-	case get(cfg, "gateway", "mode") != "local" && !f.bools["allow-unconfigured"]:
-		fmt.Fprintln(os.Stderr, "Gateway start blocked: set gateway.mode=local (current: unset) or pass --allow-unconfigured.")
-		return 78
+	cfg, code := loadGatewayConfig(g.cfgPath, f.bools["allow-unconfigured"])
+	if code != 0 {
+		return code
 	}
 
 	bind := f.vals["bind"]
 	if bind == "" {
 		bind = "loopback"
 	}
-	authMode := f.vals["auth"]
-	if authMode == "" {
-		authMode, _ = get(cfg, "gateway", "auth", "mode").(string)
+	if !g.setupAuth(cfg, f.vals["auth"], bind) {
+		return 78
 	}
-	g.authNone = authMode == "none"
-	g.lastGood = configToken(cfg)
-	if !g.authNone && g.token() == "" {
-		if bind != "loopback" {
-			fmt.Fprintf(os.Stderr, "Refusing to bind gateway to %s without auth. Set OPENCLAW_GATEWAY_TOKEN or OPENCLAW_GATEWAY_PASSWORD, or pass --token/--password.\n", bind)
-			return 78
-		}
-		g.runtimeToken = randomHex(24)
-		fmt.Println("[gateway] no token configured: using a runtime-only token (restart will generate a different token)")
-	}
-
-	port := defaultPort
-	if p := configPort(cfg); p > 0 {
-		port = p
-	}
-	for _, s := range []string{os.Getenv("OPENCLAW_GATEWAY_PORT"), f.vals["port"]} {
-		if n, err := strconv.Atoi(s); err == nil && n > 0 {
-			port = n
-		}
-	}
+	port := gatewayPort(cfg, f.vals["port"])
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
@@ -149,6 +112,68 @@ func gatewayRun(args []string) int {
 		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (FAKECLAW_CRASH_AFTER=%s)\n", os.Getenv("FAKECLAW_CRASH_AFTER"))
 		return 1
 	}
+}
+
+// loadGatewayConfig reads the config as openclaw's gateway does before it starts; code is
+// the exit code it refuses to start with (0: it starts).
+func loadGatewayConfig(cfgPath string, allowUnconfigured bool) (cfg map[string]any, code int) {
+	cfg, issues, err := loadConfig(cfgPath)
+	switch {
+	case errors.Is(err, errNoConfig) && allowUnconfigured:
+		cfg = map[string]any{}
+	case errors.Is(err, errNoConfig):
+		fmt.Fprintln(os.Stderr, "Missing config. Run `openclaw setup` or set gateway.mode=local (or pass --allow-unconfigured).")
+		return nil, 78
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "Failed to read config: "+err.Error())
+		return nil, 78
+	case len(issues) > 0:
+		fmt.Fprintf(os.Stderr, "Invalid config at %s:\n", cfgPath)
+		for _, is := range issues {
+			fmt.Fprintf(os.Stderr, "- %s: %s\n", is.Path, is.Message)
+		}
+		fmt.Fprintln(os.Stderr, "Run `openclaw doctor --fix` to repair, then retry.")
+		return nil, 78
+	case get(cfg, "gateway", "mode") != "local" && !allowUnconfigured:
+		fmt.Fprintln(os.Stderr, "Gateway start blocked: set gateway.mode=local (current: unset) or pass --allow-unconfigured.")
+		return nil, 78
+	}
+	return cfg, 0
+}
+
+// setupAuth sets the gateway's auth from --auth (authFlag) or the config: without a token
+// it uses a runtime-only one on loopback and refuses (false) to bind elsewhere.
+func (g *gateway) setupAuth(cfg map[string]any, authFlag, bind string) bool {
+	authMode := authFlag
+	if authMode == "" {
+		authMode, _ = get(cfg, "gateway", "auth", "mode").(string)
+	}
+	g.authNone = authMode == "none"
+	g.lastGood = configToken(cfg)
+	if !g.authNone && g.token() == "" {
+		if bind != "loopback" {
+			fmt.Fprintf(os.Stderr, "Refusing to bind gateway to %s without auth. Set OPENCLAW_GATEWAY_TOKEN or OPENCLAW_GATEWAY_PASSWORD, or pass --token/--password.\n", bind)
+			return false
+		}
+		g.runtimeToken = randomHex(24)
+		fmt.Println("[gateway] no token configured: using a runtime-only token (restart will generate a different token)")
+	}
+	return true
+}
+
+// gatewayPort is the config's port, else the default, overridden by OPENCLAW_GATEWAY_PORT
+// and then by --port (portFlag).
+func gatewayPort(cfg map[string]any, portFlag string) int {
+	port := defaultPort
+	if p := configPort(cfg); p > 0 {
+		port = p
+	}
+	for _, s := range []string{os.Getenv("OPENCLAW_GATEWAY_PORT"), portFlag} {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			port = n
+		}
+	}
+	return port
 }
 
 // prepareState creates the state dir and workspace and writes the pid/port file.
