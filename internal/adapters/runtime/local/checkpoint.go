@@ -111,7 +111,11 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	if err := rootSkeleton(args, root); err != nil {
 		return fmt.Errorf("sandbox root: %w", err)
 	}
-	if err := c.run(ctx, dir, "dump.log", append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir}, criuOpts...)...); err != nil {
+	// A connection not accepted yet when the dump runs (a health probe, a client) is dropped
+	// like one that arrives during the sleep: its client retries. Without --skip-in-flight
+	// it fails the dump, and the gateway is stopped with its memory lost.
+	dumpArgs := append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...)
+	if err := c.run(ctx, dir, "dump.log", dumpArgs...); err != nil {
 		return err
 	}
 	// Without the dumped clocks CRIU restores into the host's time namespace, not into a new
