@@ -5,7 +5,8 @@
 //	netcheck get NAME WANTIP URL  resolves NAME (the pod's resolv.conf, search domains
 //	                              included), exits 2 unless it resolves to WANTIP, then GETs
 //	                              URL (retrying for 20 s) and exits 3 unless it
-//	                              answers "netcheck"
+//	                              answers "netcheck"; with NETCHECK_SETTLE (a
+//	                              duration) it waits that long before the first GET
 //	netcheck tls URL...           GETs each URL over TLS verified with the pod's
 //	                              service-account CA and exits 4 unless each answers 200
 package main
@@ -48,7 +49,11 @@ func get(name, want, url string) int {
 		return 2
 	}
 	// Tries for 20 seconds: a new pod's address may reach the node's firewall (a policy's
-	// sets) a moment after the pod starts.
+	// sets) a moment after the pod starts. A pod that must be refused waits that moment out
+	// first (NETCHECK_SETTLE), or its first try could pass before the firewall knows it.
+	if d, err := time.ParseDuration(os.Getenv("NETCHECK_SETTLE")); err == nil {
+		time.Sleep(d)
+	}
 	var last error
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
 		hc := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
