@@ -321,10 +321,13 @@ func (c *Cluster) Stop() error {
 	}
 	c.kubelet.stop(15 * time.Second)
 	c.kwok.stop(10 * time.Second)
+	// The firewall goes first: its syncs restore the whole filter table, and one racing
+	// kube-proxy's cleanup put back the jumps to the chains the cleanup was deleting
+	// ("CHAIN_DEL failed (Device or resource busy)").
+	c.stopNetworkPolicies()
 	if err := c.stopKubeProxy(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	c.stopNetworkPolicies()
 	c.dns.stop()
 	if c.stopProvisioner != nil {
 		c.stopProvisioner()
