@@ -11,9 +11,6 @@ import (
 // ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
 var ChannelTypes = agentsv1.ChannelTypes
 
-// ChannelName is the Channel object of an agent's channel of type t (see ops.ChannelName).
-func ChannelName(agent string, t agentsv1.ChannelType) string { return ops.ChannelName(agent, t) }
-
 // ChannelSecretName is the core Secret holding the tokens of an agent's channel of type t
 // (see ops.ChannelSecretName).
 func ChannelSecretName(agent string, t agentsv1.ChannelType) string {

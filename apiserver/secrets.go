@@ -26,10 +26,6 @@ func viewSecret(s *agentsv1.AgentSecret) secretView {
 	}
 }
 
-// SecretObjectName derives an AgentSecret's object name from its secret name (see
-// ops.SecretObjectName).
-func SecretObjectName(name string) string { return ops.SecretObjectName(name) }
-
 type createSecretRequest struct {
 	Name     string `json:"name"`
 	Value    string `json:"value"`

@@ -12,15 +12,8 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// MaxAgentSkills is the most skills one agent attaches (the contract's limit; see
-// ops.MaxAgentSkills).
-const MaxAgentSkills = ops.MaxAgentSkills
-
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=skills/status,verbs=get;update;patch
-
-// SkillObjectName is the Skill's object name for a slug (see ops.SkillObjectName).
-func SkillObjectName(slug string) string { return ops.SkillObjectName(slug) }
 
 // skillView is a Skill as the REST API shows it.
 type skillView struct {

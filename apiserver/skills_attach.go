@@ -6,12 +6,6 @@ import (
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
-// SkillSyncWait bounds how long attach, detach and update wait for the Agent controller to
-// unpack (or remove) the bundles in the agent's home (see ops.SkillSyncWait). Within it
-// the answer is 200 and a client that then lists `skills/` sees the files; past it the answer
-// is 202 (the change is recorded and lands with the controller's next pass).
-const SkillSyncWait = ops.SkillSyncWait
-
 type attachSkillsRequest struct {
 	SkillCIDs []string `json:"skillCids"`
 }
