@@ -150,7 +150,13 @@ func BinarySpec(ref, bin, path, user string, extra ...string) (Spec, error) {
 // (CGO_ENABLED=0) as /agentplane, run as 65532 like the release image (distroless static,
 // nonroot), with the host's CA bundle for the manager's own HTTPS clients (S3, ClawHub).
 func ManagerSpec(bin string) (Spec, error) {
-	return BinarySpec(ManagerImage, bin, "/agentplane", "65532:65532", caBundle)
+	return ManagerSpecAs(ManagerImage, bin)
+}
+
+// ManagerSpecAs is the manager's image of bin under ref (an earlier build beside the current
+// one, as an upgrade test installs it).
+func ManagerSpecAs(ref, bin string) (Spec, error) {
+	return BinarySpec(ref, bin, "/agentplane", "65532:65532", caBundle)
 }
 
 // CheckStatic fails unless bin is a statically linked executable (no ELF interpreter): an

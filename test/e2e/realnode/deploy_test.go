@@ -34,8 +34,9 @@ import (
 // manager's image, its own ServiceAccount with the generated RBAC (not an admin), leader
 // election on. A client reaches the REST facade through its Service's ClusterIP (kube-proxy),
 // creates an agent that runs on the real node, execs in it and snapshots its workspace onto
-// the storage claim; the in-cluster manager talks
-// to the API server through the `kubernetes` Service with TLS verified.
+// the storage claim; the in-cluster manager talks to the API server through the `kubernetes`
+// Service with TLS verified. Then, the manager scaled to zero, the runtime contract runs on
+// the same cluster (checkRuntimeContract).
 func TestRealNodeDeploy(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
@@ -44,19 +45,30 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
 	}
-	realNodeDeploy(t, func(ctx context.Context, k8s client.Client) {
+	// The runtime contract runs on two engine releases: the pinned one and the one before.
+	previous := e2e.PreviousEngineDir(t)
+	_, probe := e2e.BuildAgentplane(t)
+	otherGateway, err := images.GatewaySpec(previous, e2e.EngineVersion(t, previous), probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realNodeDeploy(t, deployTest{images: []images.Spec{otherGateway}, install: func(ctx context.Context, d *deployment) {
 		rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
 		if err != nil {
 			t.Fatalf("kubectl kustomize config/local: %v", err)
 		}
-		applyManifests(ctx, t, k8s, rendered)
-		if err := k8s.Create(ctx, &corev1.Secret{
+		applyManifests(ctx, t, d.k8s, rendered)
+		if err := d.k8s.Create(ctx, &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: deployNamespace},
 			StringData: map[string]string{"key": strings.Repeat("k", 32)},
 		}); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}, after: func(ctx context.Context, d *deployment) {
+		t.Run("runtime contract", func(t *testing.T) {
+			checkRuntimeContract(ctx, t, d, e2e.EngineVersion(t, e2e.EngineDir(t)), e2e.EngineVersion(t, previous))
+		})
+	}})
 }
 
 const deployNamespace = "agentplane-system"
@@ -75,25 +87,46 @@ func applyManifests(ctx context.Context, t *testing.T, k8s client.Client, render
 	}
 }
 
+// deployment is the manager deployed into the local cluster by a deploy test.
+type deployment struct {
+	t      *testing.T
+	cl     *localcluster.Cluster
+	k8s    client.Client
+	bin    string // the agentplane binary under test (token create)
+	facade *e2e.Platform
+}
+
+// deployTest is what a deploy test adds to realNodeDeploy.
+type deployTest struct {
+	// images are more images to import (an earlier manager).
+	images []images.Spec
+	// install deploys the manager under test into deployNamespace (and may go through an
+	// earlier version first).
+	install func(ctx context.Context, d *deployment)
+	// after runs more checks once the common ones passed.
+	after func(ctx context.Context, d *deployment)
+}
+
 // realNodeDeploy starts the local cluster with the manager's and the gateway's images,
 // deploys the manager with install (which also provides the secrets key) and checks what a
 // platform team depends on: both replicas available, one leading, the ServiceAccount no
 // admin, an agent created through the facade's ClusterIP running on the real node, a secret
 // sealed, a snapshot on the storage claim; the cluster's stop leaves nothing.
-func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.Client)) {
+func realNodeDeploy(t *testing.T, dt deployTest) {
 	ctrllog.SetLogger(logr.Discard()) // the cluster's client logs nothing the test reads
 	baseline := localcluster.TakeBaseline()
 	engine := e2e.EngineDir(t)
 	bin, probe := e2e.BuildAgentplane(t)
+	gateway, err := images.GatewaySpec(engine, e2e.EngineVersion(t, engine), probe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manager, err := images.ManagerSpec(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var tarballs []string
-	for _, spec := range []func() (images.Spec, error){
-		func() (images.Spec, error) { return images.GatewaySpec(engine, e2e.EngineVersion(t, engine), probe) },
-		func() (images.Spec, error) { return images.ManagerSpec(bin) },
-	} {
-		s, err := spec()
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, s := range append([]images.Spec{gateway, manager}, dt.images...) {
 		f, err := images.Ensure(images.CacheDir(), s)
 		if err != nil {
 			t.Fatal(err)
@@ -112,87 +145,22 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 			_ = cl.Stop()
 		}
 	})
-	k8s := cl.Client
-
-	install(ctx, k8s)
-	const ns = deployNamespace
-	var deploy appsv1.Deployment
-	e2e.Eventually(t, 4*time.Minute, "the manager Deployment to be available with both replicas", func() bool {
-		err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-controller-manager"}, &deploy)
-		return err == nil && deploy.Status.AvailableReplicas == 2 && deploy.Status.UpdatedReplicas == 2
-	})
+	d := &deployment{t: t, cl: cl, k8s: cl.Client, bin: bin}
+	dt.install(ctx, d)
+	deploy := d.waitAvailable(ctx, images.ManagerImage)
 	t.Run("one replica leads", func(t *testing.T) {
-		var pods corev1.PodList
-		if err := k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels(deploy.Spec.Selector.MatchLabels)); err != nil {
-			t.Fatal(err)
-		}
 		e2e.Eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
-			var leases coordinationv1.LeaseList
-			if k8s.List(ctx, &leases, client.InNamespace(ns)) != nil {
-				return false
-			}
-			for _, l := range leases.Items {
-				for _, p := range pods.Items {
-					if l.Spec.HolderIdentity != nil && strings.HasPrefix(*l.Spec.HolderIdentity, p.Name) {
-						return true
-					}
-				}
-			}
-			return false
+			_, ok := d.leader(ctx)
+			return ok
 		})
 	})
 	t.Run("the manager's ServiceAccount is not an admin", func(t *testing.T) {
-		sa := "system:serviceaccount:" + ns + ":" + deploy.Spec.Template.Spec.ServiceAccountName
-		for _, attrs := range []authzv1.ResourceAttributes{
-			{Verb: "*", Group: "*", Resource: "*"},
-			{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
-			{Verb: "delete", Resource: "nodes"},
-		} {
-			sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &attrs}}
-			if err := k8s.Create(ctx, sar); err != nil {
-				t.Fatal(err)
-			}
-			if sar.Status.Allowed {
-				t.Errorf("%s may %s %s/%s", sa, attrs.Verb, attrs.Group, attrs.Resource)
-			}
-		}
+		checkNotAdmin(ctx, t, d.k8s, "system:serviceaccount:"+deployNamespace+":"+deploy.Spec.Template.Spec.ServiceAccountName)
 	})
-
-	token := createTokenIn(t, bin, cl.Kubeconfig)
-	var svc corev1.Service
-	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: "agentplane-api"}, &svc); err != nil {
-		t.Fatal(err)
+	t.Run("an agent through the in-cluster facade", func(t *testing.T) { checkDeployedAgent(ctx, t, d) })
+	if dt.after != nil {
+		dt.after(ctx, d)
 	}
-	p := e2e.Remote(t, "http://"+svc.Spec.ClusterIP, token)
-	t.Run("an agent through the in-cluster facade", func(t *testing.T) {
-		created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")
-		id := created["id"].(string)
-		base := "/v0/agents/" + id
-		e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
-			r := p.Call("GET", base, nil)
-			return r.Status == 200 && r.Obj("agent")["status"] == "running"
-		})
-		pod := gatewayPod(t, k8s, "demo", id)
-		if pod.Spec.NodeName != cl.NodeName {
-			t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
-		}
-		// The secrets key the deployment provides seals workspace secrets.
-		e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
-		r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
-		if r.Str("stdout") != "hi from "+pod.Name+"\n" {
-			t.Fatalf("exec: %s", r.Raw)
-		}
-		// Snapshots go to the storage claim config/local mounts.
-		snap := e2e.Must(t, p.Call("POST", base+"/snapshots/sync", nil), 201, "snapshot sync").Obj("snapshot")
-		if cid, _ := snap["cid"].(string); !strings.HasPrefix(cid, "baf") {
-			t.Fatalf("snapshot: %v", snap)
-		}
-		e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-		e2e.Eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
-			var pods corev1.PodList
-			return k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
-		})
-	})
 
 	stopped = true
 	if err := cl.Stop(); err != nil {
@@ -205,6 +173,122 @@ func realNodeDeploy(t *testing.T, install func(ctx context.Context, k8s client.C
 	if len(left) > 0 {
 		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// waitAvailable waits until the manager Deployment runs image on both replicas, all updated.
+func (d *deployment) waitAvailable(ctx context.Context, image string) appsv1.Deployment {
+	d.t.Helper()
+	var deploy appsv1.Deployment
+	e2e.Eventually(d.t, 4*time.Minute, "the manager Deployment to be available with both replicas of "+image, func() bool {
+		err := d.k8s.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: "agentplane-controller-manager"}, &deploy)
+		return err == nil && deploy.Status.ObservedGeneration >= deploy.Generation &&
+			deploy.Spec.Template.Spec.Containers[0].Image == image && deploy.Status.Replicas == 2 &&
+			deploy.Status.AvailableReplicas == 2 && deploy.Status.UpdatedReplicas == 2
+	})
+	return deploy
+}
+
+// allManagerPods are the manager's pods, terminating ones too.
+func (d *deployment) allManagerPods(ctx context.Context) []corev1.Pod {
+	d.t.Helper()
+	var pods corev1.PodList
+	if err := d.k8s.List(ctx, &pods, client.InNamespace(deployNamespace),
+		client.MatchingLabels{"app.kubernetes.io/component": "manager"}); err != nil {
+		d.t.Fatal(err)
+	}
+	return pods.Items
+}
+
+// managerPods are the manager's running pods.
+func (d *deployment) managerPods(ctx context.Context) []corev1.Pod {
+	var live []corev1.Pod
+	for _, p := range d.allManagerPods(ctx) {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// leader is the manager pod holding the leader lease.
+func (d *deployment) leader(ctx context.Context) (corev1.Pod, bool) {
+	var lease coordinationv1.Lease
+	if d.k8s.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: "agentplane.io"}, &lease) != nil ||
+		lease.Spec.HolderIdentity == nil {
+		return corev1.Pod{}, false
+	}
+	for _, p := range d.managerPods(ctx) {
+		if strings.HasPrefix(*lease.Spec.HolderIdentity, p.Name+"_") {
+			return p, true
+		}
+	}
+	return corev1.Pod{}, false
+}
+
+// client is the facade through the API Service's ClusterIP (kube-proxy), with a token of the
+// workspace demo.
+func (d *deployment) client(ctx context.Context) *e2e.Platform {
+	d.t.Helper()
+	if d.facade == nil {
+		token := createTokenIn(d.t, d.bin, d.cl.Kubeconfig)
+		var svc corev1.Service
+		if err := d.k8s.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: "agentplane-api"}, &svc); err != nil {
+			d.t.Fatal(err)
+		}
+		d.facade = e2e.Remote(d.t, "http://"+svc.Spec.ClusterIP, token)
+	}
+	return d.facade
+}
+
+// checkNotAdmin expects the API server to refuse sa what only an admin may do.
+func checkNotAdmin(ctx context.Context, t *testing.T, k8s client.Client, sa string) {
+	for _, attrs := range []authzv1.ResourceAttributes{
+		{Verb: "*", Group: "*", Resource: "*"},
+		{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"},
+		{Verb: "delete", Resource: "nodes"},
+	} {
+		sar := &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{User: sa, ResourceAttributes: &attrs}}
+		if err := k8s.Create(ctx, sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed {
+			t.Errorf("%s may %s %s/%s", sa, attrs.Verb, attrs.Group, attrs.Resource)
+		}
+	}
+}
+
+// checkDeployedAgent creates an agent through the in-cluster facade, expects it on the real
+// node, seals a secret with the deployment's key, execs in it, snapshots it onto the storage
+// claim and deletes it.
+func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
+	p, k8s := d.client(ctx), d.k8s
+	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")
+	id := created["id"].(string)
+	base := "/v0/agents/" + id
+	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
+		r := p.Call("GET", base, nil)
+		return r.Status == 200 && r.Obj("agent")["status"] == "running"
+	})
+	pod := gatewayPod(t, k8s, "demo", id)
+	if pod.Spec.NodeName != d.cl.NodeName {
+		t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
+	}
+	// The secrets key the deployment provides seals workspace secrets.
+	e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
+	r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
+	if r.Str("stdout") != "hi from "+pod.Name+"\n" {
+		t.Fatalf("exec: %s", r.Raw)
+	}
+	// Snapshots go to the storage claim the deployment mounts.
+	snap := e2e.Must(t, p.Call("POST", base+"/snapshots/sync", nil), 201, "snapshot sync").Obj("snapshot")
+	if cid, _ := snap["cid"].(string); !strings.HasPrefix(cid, "baf") {
+		t.Fatalf("snapshot: %v", snap)
+	}
+	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
+	e2e.Eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
+		var pods corev1.PodList
+		return k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
+	})
 }
 
 // createTokenIn creates a workspace `demo` and a token of it with every scope, as a platform

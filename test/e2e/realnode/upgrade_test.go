@@ -1,0 +1,226 @@
+package realnode
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/genchart/gen"
+	"github.com/agentplane/agentplane/internal/devtools/images"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/test/e2e"
+)
+
+// upgradeFrom is the commit whose chart and manager the upgrade test installs first: the last
+// one before the platform's own rollouts (its gateways' StatefulSets roll on any change of
+// the pod template). Move it forward to the previous release when one changes what an
+// upgrade has to carry.
+const upgradeFrom = "59755173820e9453fd9022c853a6e32362eb87bb"
+
+// TestRealNodeChartUpgrade deploys the manager with the Helm chart as a platform team does,
+// and upgrades it: `helm install` of upgradeFrom's chart and manager (built from this
+// repository's history), agents running, suspended and mid-task, then `helm upgrade` to the
+// chart under test with the same values. No agent is lost, no gateway restarts outside the
+// platform's rollout, every agent's files and config are byte-identical, the facade's routes
+// answer; then it checks what TestRealNodeDeploy checks, and measures a failover.
+func TestRealNodeChartUpgrade(t *testing.T) {
+	if !testenv.RealNode(t) {
+		return
+	}
+	helm, err := gen.Helm(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := e2e.BuildRevision(t, upgradeFrom)
+	prevTag := "prev-" + prev.Commit[:12]
+	prevImage, err := images.ManagerSpecAs(strings.Replace(images.ManagerImage, ":dev", ":"+prevTag, 1), prev.Bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	realNodeDeploy(t, deployTest{
+		images: []images.Spec{prevImage},
+		install: func(ctx context.Context, d *deployment) {
+			h := helmRelease{t: t, helm: helm, kubeconfig: d.cl.Kubeconfig}
+			h.run("install", filepath.Join(prev.Src, "dist", "chart"), "--create-namespace",
+				"-f", filepath.Join(prev.Src, "hack", "genchart", "testdata", "values", "local.yaml"), "--set", "image.tag="+prevTag)
+			d.waitAvailable(ctx, prevImage.Ref)
+			fleet := startFleet(ctx, t, d)
+			before := fleet.record(ctx, t)
+			h.run("upgrade", filepath.Join(testenv.RepoRoot(), "dist", "chart"),
+				"-f", filepath.Join(testenv.RepoRoot(), "hack", "genchart", "testdata", "values", "local.yaml"))
+			d.waitAvailable(ctx, images.ManagerImage)
+			fleet.checkAfterUpgrade(ctx, t, before)
+		},
+		after: func(ctx context.Context, d *deployment) {
+			t.Run("failover", func(t *testing.T) { checkFailover(ctx, t, d) })
+		},
+	})
+}
+
+// helmRelease runs helm on the release agentplane in deployNamespace of the local cluster,
+// with helm's own files in a directory of the test's.
+type helmRelease struct {
+	t                *testing.T
+	helm, kubeconfig string
+}
+
+func (h helmRelease) run(verb, chart string, args ...string) {
+	h.t.Helper()
+	home := h.t.TempDir()
+	cmd := exec.Command(h.helm, append([]string{verb, "agentplane", chart, "--namespace", deployNamespace,
+		"--kubeconfig", h.kubeconfig}, args...)...)
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("helm %s %s: %v\n%s", verb, chart, err, out)
+	}
+}
+
+// fleet is the agents the upgrade carries: one running, one suspended, one mid-task (a job
+// of its own running in the gateway while the manager is replaced).
+type fleet struct {
+	d                     *deployment
+	p                     *e2e.Platform
+	running, asleep, busy string
+	ids                   []string
+}
+
+// agentState is what must come through an upgrade unchanged.
+type agentState struct {
+	status string
+	pod    string // the gateway pod's UID and restarts ("" when it has none)
+	files  string // digests of the engine config and the workspace's files
+	config string // the config as the facade answers it
+}
+
+// taskFile is what the busy agent's job writes in its workspace when it finishes (exec runs
+// in the workspace).
+const taskFile = "task.out"
+
+func startFleet(ctx context.Context, t *testing.T, d *deployment) *fleet {
+	t.Helper()
+	f := &fleet{d: d, p: d.client(ctx)}
+	for _, name := range []string{"Running", "Asleep", "Busy"} {
+		a := e2e.Must(t, f.p.Call("POST", "/v0/agents", map[string]any{"name": name}), 201, "create "+name).Obj("agent")
+		f.ids = append(f.ids, a["id"].(string))
+	}
+	f.running, f.asleep, f.busy = f.ids[0], f.ids[1], f.ids[2]
+	for _, id := range f.ids {
+		e2e.Eventually(t, 4*time.Minute, "agent "+id+" to run", func() bool { return f.status(id) == "running" })
+		f.exec(t, id, "printf 'written before the upgrade by %s' \"$(cat /etc/hostname)\" > before.txt")
+	}
+	e2e.Must(t, f.p.Call("POST", "/v0/agents/"+f.asleep+"/suspend", nil), 200, "suspend")
+	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool { return f.pod(ctx, t, f.asleep) == "" })
+	// The job outlives the exec (the gateway image has no nohup): it finishes while (or after)
+	// the manager is replaced.
+	f.exec(t, f.busy, "(trap '' HUP; sleep 40; echo finished > "+taskFile+") </dev/null >/dev/null 2>&1 &")
+	return f
+}
+
+func (f *fleet) status(id string) string {
+	r := f.p.Call("GET", "/v0/agents/"+id, nil)
+	if r.Status != 200 {
+		return ""
+	}
+	s, _ := r.Obj("agent")["status"].(string)
+	return s
+}
+
+func (f *fleet) exec(t *testing.T, id, command string) string {
+	t.Helper()
+	r := e2e.Must(t, f.p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": command}), 200, "exec in "+id)
+	if code, _ := r.Body["exitCode"].(float64); code != 0 {
+		t.Fatalf("exec %q in %s: %s", command, id, r.Raw)
+	}
+	return r.Str("stdout")
+}
+
+// pod is the UID of the agent's live gateway pod and its containers' restarts, or "".
+func (f *fleet) pod(ctx context.Context, t *testing.T, id string) string {
+	t.Helper()
+	var pods corev1.PodList
+	if err := f.d.k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			restarts := int32(0)
+			for _, c := range p.Status.ContainerStatuses {
+				restarts += c.RestartCount
+			}
+			return fmt.Sprintf("%s/%d", p.UID, restarts)
+		}
+	}
+	return ""
+}
+
+// record is the state of every agent; the suspended one is read without waking it (no
+// exec, no config: both would start its gateway).
+func (f *fleet) record(ctx context.Context, t *testing.T) map[string]agentState {
+	t.Helper()
+	states := map[string]agentState{}
+	for _, id := range f.ids {
+		s := agentState{status: f.status(id), pod: f.pod(ctx, t, id)}
+		if id != f.asleep {
+			s.files = f.exec(t, id, "sha256sum ../openclaw.json $(find . -type f ! -name task.out | sort)")
+			s.config = e2e.Must(t, f.p.Call("GET", "/v0/agents/"+id+"/config", nil), 200, "config").Raw
+		}
+		states[id] = s
+	}
+	return states
+}
+
+// checkAfterUpgrade expects every agent as it was: the same status, pod, files and config;
+// the suspended one still without a gateway, then resumed with its files; the busy one's job
+// finished in the pod that started it.
+func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[string]agentState) {
+	t.Helper()
+	var agents agentsv1.AgentList
+	if err := f.d.k8s.List(ctx, &agents, client.InNamespace("demo")); err != nil || len(agents.Items) != len(f.ids) {
+		t.Fatalf("agents after the upgrade: %d, %v", len(agents.Items), err)
+	}
+	e2e.Eventually(t, 2*time.Minute, "the busy agent's job to finish", func() bool {
+		return strings.TrimSpace(f.exec(t, f.busy, "cat "+taskFile+" 2>/dev/null || true")) == "finished"
+	})
+	after := f.record(ctx, t)
+	for _, id := range f.ids {
+		b, a := before[id], after[id]
+		if a != b {
+			t.Errorf("agent %s changed across the upgrade:\nbefore %+v\nafter  %+v", id, b, a)
+		}
+	}
+	e2e.Must(t, f.p.Call("POST", "/v0/agents/"+f.asleep+"/resume", nil), 200, "resume")
+	e2e.Eventually(t, 4*time.Minute, "the resumed agent to run", func() bool { return f.status(f.asleep) == "running" })
+	if got := f.exec(t, f.asleep, "cat before.txt"); !strings.HasPrefix(got, "written before the upgrade") {
+		t.Errorf("the suspended agent's file after resume: %q", got)
+	}
+	checkRoutes(t, f.p, f.running)
+	// The workspace's agent limit leaves room for the checks that follow.
+	for _, id := range f.ids {
+		e2e.Must(t, f.p.Call("DELETE", "/v0/agents/"+id, nil), 200, "delete "+id)
+	}
+}
+
+// checkRoutes expects the facade's read routes to answer 200 for the workspace and agent id.
+func checkRoutes(t *testing.T, p *e2e.Platform, id string) {
+	t.Helper()
+	base := "/v0/agents/" + id
+	for _, path := range []string{
+		"/healthz", "/v0/me", "/v0/agents", "/v0/secrets", "/v0/templates", "/v3/files/public",
+		base, base + "/config", base + "/tasks", base + "/snapshots", base + "/domains", base + "/secrets",
+		base + "/versions", base + "/logs?tail=5",
+	} {
+		if r := p.Call("GET", path, nil); r.Status != 200 {
+			t.Errorf("GET %s after the upgrade: %d %s", path, r.Status, r.Raw)
+		}
+	}
+}
