@@ -1,8 +1,8 @@
 package storageversion_test
 
 import (
-	"context"
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
