@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,11 +22,7 @@ version), then sets storedVersions to the storage version alone. Run it after ap
 CRDs when no manager runs; it is safe beside one. See README "API versions".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := ctrl.GetConfig()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+			cfg, c, err := kubeClient()
 			if err != nil {
 				return err
 			}
@@ -41,4 +38,15 @@ CRDs when no manager runs; it is safe beside one. See README "API versions".`,
 			return nil
 		},
 	}
+}
+
+// kubeClient is a client of the cluster that controller-runtime's configuration names
+// ($KUBECONFIG, ~/.kube/config or in-cluster), with agentplane's scheme, and its config.
+func kubeClient() (*rest.Config, client.Client, error) {
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+	return cfg, c, err
 }
