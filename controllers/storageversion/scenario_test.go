@@ -16,6 +16,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers/storageversion"
+	"github.com/agentplane/agentplane/internal/platform"
 )
 
 // stored is an object the scenario created, with its CRD's resource and kind.
@@ -140,9 +141,15 @@ func TestMigrationMovesEveryObjectToV1beta1(t *testing.T) {
 		all = append(all, s.obj)
 	}
 	before := resourceVersions(t, ctx, c.admin, all)
-	m.Client = cl
-	if err := m.MigrateAll(ctx); err != nil {
-		t.Fatalf("second migration: %v", err)
+	// The second pass is the manager's: the runnable internal/platform adds, over every CRD
+	// of config/crd; Start returns once a pass succeeds.
+	again, err := platform.NewStorageMigrator(cfg, cl, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Log = testr.New(t)
+	if err := again.Start(ctx); err != nil || ctx.Err() != nil {
+		t.Fatalf("second migration: %v %v", err, ctx.Err())
 	}
 	unchanged(t, before, resourceVersions(t, ctx, c.admin, all))
 }
