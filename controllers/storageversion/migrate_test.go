@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -270,4 +271,36 @@ func resourceVersions(t *testing.T, ctx context.Context, c client.Client, objs [
 
 func namespace(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// tableColumns are the columns of `kubectl get agents -n ns` through version gv: the API
+// server's Table of the agents, which it builds from that version's printer columns.
+func (c *cluster) tableColumns(t *testing.T, ctx context.Context, gv schema.GroupVersion, ns string) []string {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(c.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(c.cfg.Host, "/")+"/apis/"+gv.String()+"/namespaces/"+ns+"/agents", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var table metav1.Table
+	if err := json.NewDecoder(resp.Body).Decode(&table); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("table of agents via %s (%s): %d %v", gv, req.URL, resp.StatusCode, err)
+	}
+	var names []string
+	for _, col := range table.ColumnDefinitions {
+		names = append(names, col.Name)
+	}
+	if len(table.Rows) == 0 {
+		t.Errorf("table of agents via %s: no rows", gv)
+	}
+	return names
 }

@@ -135,6 +135,11 @@ func TestMigrationMovesEveryObjectToV1beta1(t *testing.T) {
 		c.ownsNoField(t, ctx, s.obj, s.kind)
 	}
 	c.checkStatusKept(t, ctx, objs[len(objs)-1].obj)
+	// kubectl get: the same printer columns through either version.
+	cols := c.tableColumns(t, ctx, beta, ns)
+	if !slices.Contains(cols, "Display Name") || !slices.Equal(cols, c.tableColumns(t, ctx, alpha, ns)) {
+		t.Errorf("kubectl get agents: columns %v via v1beta1, %v via v1alpha1", cols, c.tableColumns(t, ctx, alpha, ns))
+	}
 
 	var all []client.Object
 	for _, s := range objs {
