@@ -30,8 +30,9 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
-// The migration lists and rewrites every kind (most controllers may update theirs already),
-// reads the CRDs and updates their status.
+// The migration lists and rewrites every kind (a new kind joins the list below;
+// TestManagerRoleMigratesEveryKind checks the generated ClusterRole), reads the CRDs and
+// updates their status.
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces;apikeys;agents;agentsecrets;skills;channels;domains;snapshots;agenttemplates;files;gatewaypools;engineupgrades,verbs=get;list;update
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=update

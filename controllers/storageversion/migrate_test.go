@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,14 +153,7 @@ func (c *cluster) applyCurrentCRDs(t *testing.T, ctx context.Context) {
 // own: the migration runs with the permissions the chart gives it.
 func (c *cluster) migratorClient(t *testing.T, ctx context.Context) (client.Client, *rest.Config) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	role := &rbacv1.ClusterRole{}
-	if err := yaml.Unmarshal(raw, role); err != nil {
-		t.Fatal(err)
-	}
+	role := managerRole(t)
 	const user = "storage-migration-test"
 	binding := &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
@@ -303,4 +297,42 @@ func (c *cluster) tableColumns(t *testing.T, ctx context.Context, gv schema.Grou
 		t.Errorf("table of agents via %s: no rows", gv)
 	}
 	return names
+}
+
+// The manager's ClusterRole (config/rbac/role.yaml, generated from the RBAC markers) lets the
+// migration list and update every kind of config/crd, and read the CRDs and write their status.
+func TestManagerRoleMigratesEveryKind(t *testing.T) {
+	role := managerRole(t)
+	allows := func(group, resource, verb string) bool {
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range crd.MustCRDs() {
+		for _, verb := range []string{"list", "update"} {
+			if !allows(d.Spec.Group, d.Spec.Names.Plural, verb) {
+				t.Errorf("the manager's role cannot %s %s: add it to controllers/storageversion's RBAC marker", verb, d.Spec.Names.Plural)
+			}
+		}
+	}
+	if !allows("apiextensions.k8s.io", "customresourcedefinitions", "get") || !allows("apiextensions.k8s.io", "customresourcedefinitions/status", "update") {
+		t.Error("the manager's role cannot read CRDs or update their status")
+	}
+}
+
+// managerRole is the manager's ClusterRole, config/rbac/role.yaml (the chart's is the same).
+func managerRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "config", "rbac", "role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := yaml.Unmarshal(raw, role); err != nil {
+		t.Fatal(err)
+	}
+	return role
 }
