@@ -33,9 +33,10 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code for the API types.
 	$(CONTROLLER_GEN) object:headerFile="hack/boilerplate.go.txt" paths="./api/..."
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers.
+manifests: $(CONTROLLER_GEN) ## Generate CRDs and RBAC from the markers (each CRD serves v1alpha1 and v1beta1, stores v1beta1).
 	$(CONTROLLER_GEN) crd rbac:roleName=manager-role paths="./..." \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac
+	$(GO) run ./hack/crdversions config/crd/bases
 
 .PHONY: docs
 docs: ## Generate the REST API docs: docs/openapi.json (embedded, GET /openapi.json) and README's route table.

@@ -9,6 +9,8 @@
 //	controllers/gatewaypool    GatewayPools: warm gateways
 //	controllers/skill          Skills
 //	controllers/snapshot       Snapshots: archives, quota, retention
+//	controllers/storageversion every kind: objects moved to the CRDs' storage version (a runnable of
+//	                           the leader at start, not a reconciler: its type is Migrator)
 //	controllers/workspace      Workspaces: namespaces, counts
 //
 // Each package's type is Reconciler (agent.Reconciler), with the RBAC markers it needs (make

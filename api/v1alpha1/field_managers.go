@@ -14,6 +14,10 @@ const (
 	QuotaFieldManager = "agentplane-quota"
 	// ModelProxyFieldManager writes status.usage (internal/adapters/modelaccess's Recorder).
 	ModelProxyFieldManager = "agentplane-model-proxy"
+	// StorageMigrationFieldManager is the storage migration's (controllers/storageversion):
+	// its no-op updates, which change no field of any kind but make the API server store
+	// each object in StorageGroupVersion, and the CRDs' status.storedVersions after them.
+	StorageMigrationFieldManager = "agentplane-storage-migration"
 )
 
 // StatusFieldManagers names, per kind, the top-level status fields that a manager other than

@@ -15,6 +15,13 @@ var (
 	// GroupVersion is the group and version of every kind in this package.
 	GroupVersion = schema.GroupVersion{Group: "agentplane.io", Version: "v1alpha1"}
 
+	// StorageGroupVersion is agentplane.io/v1beta1, which the CRDs serve with the very schema of
+	// GroupVersion (`make manifests` derives its version entry from v1alpha1's, conversion None:
+	// the API server rewrites only apiVersion) and store every kind in. The Go code keeps
+	// using this package's types; the storage migration (controllers/storageversion) moves
+	// objects stored as v1alpha1 to it. README "API versions" has the policy.
+	StorageGroupVersion = schema.GroupVersion{Group: GroupVersion.Group, Version: "v1beta1"}
+
 	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
 	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
 

@@ -9,14 +9,12 @@ import (
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
-	"github.com/agentplane/agentplane/internal/scheme"
 )
 
 func newTokenCommand() *cobra.Command {
@@ -39,11 +37,7 @@ func newTokenCreateCommand() *cobra.Command {
 		Example: `  agentplane token create --workspace demo --user alice --scopes agents:read,agents:write --ttl 24h
   agentplane token create --workspace acme --create-workspace --user ci --scopes 'org:files:write' --role admin`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := ctrl.GetConfig()
-			if err != nil {
-				return err
-			}
-			c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
+			_, c, err := kubeClient()
 			if err != nil {
 				return err
 			}

@@ -62,6 +62,9 @@ func (p *Platform) setupControllers() error {
 	if err := p.setupAgentMetrics(); err != nil {
 		return err
 	}
+	if err := p.setupStorageMigration(); err != nil {
+		return err
+	}
 	if p.runtime != nil { // no gateways here to check an upgrade on
 		if err := p.setupUpgrades(); err != nil {
 			return err
