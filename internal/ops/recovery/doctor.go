@@ -223,8 +223,8 @@ func checkCounts(ws *agentsv1.Workspace, w *world, rep *Report) {
 	if len(slots.Pending) == 0 && len(slots.Releasing) == 0 && slots.Used != bound {
 		rep.Findings = append(rep.Findings, Finding{
 			Kind: CountMismatch, Namespace: ws.Name, Name: ws.Name,
-			Detail: fmt.Sprintf("agentSlots.used is %d, %d agents hold a slot", slots.Used, bound),
-			Repair: "recount the slots from the Agents (the Workspace controller also does once nothing is in flight)",
+			Detail:  fmt.Sprintf("agentSlots.used is %d, %d agents hold a slot", slots.Used, bound),
+			Repair:  "recount the slots from the Agents (the Workspace controller also does once nothing is in flight)",
 			recount: agentsv1.StorageKind(agentSlots),
 		})
 	}
@@ -238,8 +238,8 @@ func checkCounts(ws *agentsv1.Workspace, w *world, rep *Report) {
 	if len(c.Pending) == 0 && (c.Bytes != bytes || c.Objects != objects) {
 		rep.Findings = append(rep.Findings, Finding{
 			Kind: CountMismatch, Namespace: ws.Name, Name: ws.Name,
-			Detail: fmt.Sprintf("storage.snapshots counts %d snapshots of %d bytes, the completed Snapshots are %d of %d bytes", c.Objects, c.Bytes, objects, bytes),
-			Repair: "recount the snapshot quota from the completed Snapshots",
+			Detail:  fmt.Sprintf("storage.snapshots counts %d snapshots of %d bytes, the completed Snapshots are %d of %d bytes", c.Objects, c.Bytes, objects, bytes),
+			Repair:  "recount the snapshot quota from the completed Snapshots",
 			recount: agentsv1.StorageSnapshots,
 		})
 	}
