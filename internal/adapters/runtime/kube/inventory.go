@@ -44,8 +44,8 @@ func ListHomes(ctx context.Context, c client.Reader) ([]runtime.Home, error) {
 		if a := agentOf[client.ObjectKeyFromObject(&pvc)]; a != "" {
 			name = a
 		}
-		if name == "" || pvc.Labels[LabelPoolMember] != "" && agentOf[client.ObjectKeyFromObject(&pvc)] == "" {
-			continue // no agent's, or a warm pool member's not adopted
+		if name == "" || pvc.DeletionTimestamp != nil || pvc.Labels[LabelPoolMember] != "" && agentOf[client.ObjectKeyFromObject(&pvc)] == "" {
+			continue // no agent's, going away, or a warm pool member's not adopted
 		}
 		homes = append(homes, runtime.Home{Namespace: pvc.Namespace, Name: name, Location: "pvc/" + pvc.Name})
 	}
