@@ -164,7 +164,7 @@ func (r *recoveryRig) home(id string) string {
 	return filepath.Join(r.state, "agents", recoveryWorkspace, id, "home")
 }
 
-// markerPath is the file the test leaves in an agent's workspace directory.
+// markerPath is the file the test leaves in an agent's home (the engine's workspace directory).
 func (r *recoveryRig) markerPath(id string) string {
 	return filepath.Join(r.home(id), openclaw.WorkspaceDir, "recovery-marker.txt")
 }
