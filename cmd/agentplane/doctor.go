@@ -84,17 +84,8 @@ func runDoctor(ctx context.Context, cfg *rest.Config, f doctorFlags, out, log io
 	default:
 		return &usageError{msg: fmt.Sprintf("unknown runtime %q (kube or local)", f.runtime)}
 	}
-	switch {
-	case f.storageDir != "" && f.s3f.endpoint != "":
-		return &usageError{msg: "--storage-dir and --s3-endpoint exclude each other"}
-	case f.s3f.endpoint != "":
-		if d.Store, err = f.s3f.open(ctx, cfg, f.systemNamespace); err != nil {
-			return err
-		}
-	case f.storageDir != "":
-		if d.Store, err = localStorage(f.storageDir); err != nil {
-			return err
-		}
+	if d.Store, err = openStorage(ctx, cfg, f.storageDir, &f.s3f, f.systemNamespace); err != nil {
+		return err
 	}
 	rep, err := d.Check(ctx)
 	if err != nil {

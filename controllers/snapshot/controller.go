@@ -189,12 +189,8 @@ func (r *Reconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent
 	if timeout <= 0 {
 		timeout = DefaultArchiveTimeout
 	}
-	q, err := r.reserveQuota(ctx, snap)
-	switch {
-	case errors.Is(err, quota.ErrQuotaExceeded):
-		r.overQuota(ctx, snap, nil)
-		return ctrl.Result{}, nil
-	case err != nil:
+	q, ok, err := r.reserve(ctx, snap)
+	if !ok {
 		return ctrl.Result{}, err
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)

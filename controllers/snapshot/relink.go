@@ -12,7 +12,6 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
-	"github.com/agentplane/agentplane/internal/rules/quota"
 	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
@@ -42,12 +41,8 @@ func (r *Reconciler) relink(ctx context.Context, snap *agentsv1.Snapshot, cid st
 		r.fail(snap, agentsv1.ReasonArchiveMissing, fmt.Sprintf("the archive %s to relink is not in storage: %v", cid, err))
 		return ctrl.Result{}, nil
 	}
-	q, err := r.reserveQuota(ctx, snap)
-	switch {
-	case errors.Is(err, quota.ErrQuotaExceeded):
-		r.overQuota(ctx, snap, nil)
-		return ctrl.Result{}, nil
-	case err != nil:
+	q, ok, err := r.reserve(ctx, snap)
+	if !ok {
 		return ctrl.Result{}, err
 	}
 	if err := q.settle(ctx, obj.Size); err != nil {
