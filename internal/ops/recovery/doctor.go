@@ -26,8 +26,8 @@ const (
 	// OrphanHome: the runtime keeps a home no Agent names. It is never deleted: an Agent
 	// re-created with the same namespace and name runs on it again.
 	OrphanHome Kind = "OrphanHome"
-	// MissingHome: an Agent whose home the runtime does not keep. The Agent controller gives
-	// it a fresh (empty) home on its next pass.
+	// MissingHome: an Agent the controller observed (it has a phase) whose home the runtime
+	// does not keep. The Agent controller gives it a fresh (empty) home on its next pass.
 	MissingHome Kind = "MissingHome"
 	// UnlinkedArchive: storage holds a snapshot archive no Snapshot (and no AgentTemplate)
 	// names. Relinkable when a link record names its Snapshot and the agent exists.
@@ -199,7 +199,8 @@ func (d Doctor) checkHomes(ctx context.Context, w *world, rep *Report) error {
 	}
 	for ns, as := range w.agents {
 		for _, a := range as {
-			if a.DeletionTimestamp == nil && !kept[[2]string{ns, a.Name}] {
+			// An Agent no pass observed yet (no phase) is being provisioned: no home is due.
+			if a.DeletionTimestamp == nil && a.Status.Phase != "" && !kept[[2]string{ns, a.Name}] {
 				rep.Findings = append(rep.Findings, Finding{
 					Kind: MissingHome, Namespace: ns, Name: a.Name,
 					Detail: fmt.Sprintf("the Agent (phase %q) has no home on the runtime", a.Status.Phase),
