@@ -40,21 +40,21 @@ var _ = Describe("Snapshots", Ordered, func() {
 		store *flakyStore
 		stop  context.CancelFunc
 	)
-	nsA, nsB, nsQ := "snap-a", "snap-b", "snap-q"
+	nsA, nsB, nsQ, nsL := "snap-a", "snap-b", "snap-q", "snap-l"
 
 	BeforeAll(func() {
 		rt = &dirRuntime{root: GinkgoT().TempDir()}
 		files, err := local.New(GinkgoT().TempDir())
 		Expect(err).NotTo(HaveOccurred())
 		store = &flakyStore{Store: files}
-		for _, ns := range []string{nsA, nsB, nsQ} {
+		for _, ns := range []string{nsA, nsB, nsQ, nsL} {
 			Expect(tenancy.EnsureWorkspace(ctx, k8sClient, &agentsv1.Workspace{
 				ObjectMeta: metav1.ObjectMeta{Name: ns},
 				Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, AgentLimit: ptr.To[int32](20)},
 			})).To(Succeed())
 		}
 		mgr := newManager(func(o *ctrl.Options) {
-			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}, nsQ: {}}}
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}, nsQ: {}, nsL: {}}}
 		})
 		Expect((&snapshotctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
@@ -80,7 +80,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 
 	// Leave nothing with a finalizer behind for other containers' managers.
 	AfterAll(func() {
-		for _, ns := range []string{nsA, nsB, nsQ} {
+		for _, ns := range []string{nsA, nsB, nsQ, nsL} {
 			Expect(k8sClient.DeleteAllOf(ctx, &agentsv1.Snapshot{}, client.InNamespace(ns))).To(Succeed())
 			Expect(k8sClient.DeleteAllOf(ctx, &agentsv1.Agent{}, client.InNamespace(ns))).To(Succeed())
 			Eventually(func() int {
@@ -358,6 +358,50 @@ var _ = Describe("Snapshots", Ordered, func() {
 		}
 		Eventually(func() int64 { return snapshotUsage(nsQ)[1] }, snapWait).Should(Equal(int64(2)))
 		Expect(snapshotUsage(nsQ)[0]).To(Equal(kept[1] + kept[2]))
+	})
+
+	It("records in storage whose each archive is, and relinks an archive of a lost Snapshot without archiving or deleting anything", func() {
+		links := func() []snapshots.Link {
+			l, err := snapshots.ReadLinks(ctx, store, nsL)
+			Expect(err).NotTo(HaveOccurred())
+			return l
+		}
+		key := agent(nsL, "linked")
+		rt.write(key, map[string]string{"l.txt": "linked"})
+		got := completed(snapshot(key))
+		Expect(links()).To(ConsistOf(snapshots.LinkOf(got)))
+		Expect(snapshots.LinkOf(got).Agent).To(Equal(key.Name))
+		Expect(k8sClient.Delete(ctx, got)).To(Succeed())
+		Eventually(links, snapWait).Should(BeEmpty())
+
+		// An archive a restore lost the Snapshot of comes back under that Snapshot's name.
+		lost, err := store.Put(ctx, storage.SnapshotSpace(nsL), strings.NewReader("the archive of a lost snapshot"))
+		Expect(err).NotTo(HaveOccurred())
+		archives := rt.archives.Load()
+		link := snapshots.Link{Namespace: nsL, Snapshot: "lost-1", Agent: key.Name, CID: lost.CID, RequestedAt: "2026-01-02T03:04:05Z"}
+		Expect(k8sClient.Create(ctx, snapshots.Relinked(link))).To(Succeed())
+		relinked := completed(snapshots.Relinked(link))
+		Expect(relinked.Status.CID).To(Equal(lost.CID))
+		Expect(relinked.Status.Size).To(Equal(lost.Size))
+		Expect(relinked.OwnerReferences).To(ContainElement(HaveField("Name", key.Name)))
+		_, msg := readyOf(relinked)
+		Expect(msg).To(HavePrefix("relinked"))
+		Expect(rt.archives.Load()).To(Equal(archives))
+		Expect(links()).To(ContainElement(HaveField("Snapshot", "lost-1")))
+		Eventually(func() [3]int64 { return snapshotUsage(nsL) }, snapWait).Should(Equal([3]int64{lost.Size, 1, 0}))
+
+		// An archive storage does not hold fails the Snapshot; one over the quota fails it and
+		// stays in storage.
+		missing := snapshots.Relinked(snapshots.Link{Namespace: nsL, Snapshot: "lost-2", Agent: key.Name, CID: cidOf(map[string]string{"never": "stored"})})
+		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
+		Eventually(func() string { r, _ := readyOf(missing); return r }, snapWait).Should(Equal(agentsv1.ReasonArchiveMissing))
+		setSnapshotQuota(nsL, 1<<30, 1)
+		over, err := store.Put(ctx, storage.SnapshotSpace(nsL), strings.NewReader("another lost archive"))
+		Expect(err).NotTo(HaveOccurred())
+		full := snapshots.Relinked(snapshots.Link{Namespace: nsL, Snapshot: "lost-3", Agent: key.Name, CID: over.CID})
+		Expect(k8sClient.Create(ctx, full)).To(Succeed())
+		Eventually(func() string { r, _ := readyOf(full); return r }, snapWait).Should(Equal(agentsv1.ReasonQuotaExceeded))
+		Expect(storedCIDs(store, nsL)).To(ConsistOf(lost.CID, over.CID))
 	})
 })
 

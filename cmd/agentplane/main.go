@@ -3,6 +3,7 @@
 //	agentplane manager   the controllers and the REST facade, in a cluster
 //	agentplane dev       the embedded local platform (control plane, manager, local runtime)
 //	agentplane token     mint API tokens
+//	agentplane doctor    what disagrees between the API server, the runtime and storage (after a restore)
 //	agentplane envtest-assets  build kube-apiserver and etcd for envtest (prints their directory)
 //	agentplane agents|secrets|snapshots|logs  clients of the REST facade (pkg/client)
 package main
@@ -38,6 +39,6 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1 = debug)")
 	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand(),
 		newAgentsCommand(), newSecretsCommand(), newSnapshotsCommand(), newLogsCommand(),
-		newMigrateStorageCommand())
+		newMigrateStorageCommand(), newDoctorCommand())
 	return root
 }

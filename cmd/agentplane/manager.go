@@ -17,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/clawhub"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/adapters/storage/s3"
 	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -71,17 +72,8 @@ func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
 	if limit, err := memlimit.Set(memlimit.WithRatio(0.9), memlimit.WithProvider(memlimit.FromCgroup)); err == nil && limit > 0 {
 		o.Log.Info("Go memory limit from the cgroup", "bytes", limit)
 	}
-	switch {
-	case m.storageDir != "" && m.s3f.endpoint != "":
-		return errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")
-	case m.s3f.endpoint != "":
-		if o.Files, err = m.s3f.open(ctx, cfg, o.SystemNamespace); err != nil {
-			return err
-		}
-	case m.storageDir != "":
-		if o.Files, err = localStorage(m.storageDir); err != nil {
-			return err
-		}
+	if o.Files, err = openStorage(ctx, cfg, m.storageDir, &m.s3f, o.SystemNamespace); err != nil {
+		return err
 	}
 	for _, t := range m.tolerations {
 		tol, err := kube.ParseToleration(t)
@@ -192,6 +184,19 @@ func (f *s3Flags) add(cmd *cobra.Command) {
 }
 
 // open reads the credentials Secret (if named) and builds the S3 store.
+// openStorage opens the storage backend of --storage-dir or the --s3-* flags (nil: neither).
+func openStorage(ctx context.Context, cfg *rest.Config, storageDir string, s3f *s3Flags, systemNamespace string) (storage.Store, error) {
+	switch {
+	case storageDir != "" && s3f.endpoint != "":
+		return nil, errors.New("--storage-dir and --s3-endpoint exclude each other: choose one storage backend")
+	case s3f.endpoint != "":
+		return s3f.open(ctx, cfg, systemNamespace)
+	case storageDir != "":
+		return localStorage(storageDir)
+	}
+	return nil, nil
+}
+
 func (f *s3Flags) open(ctx context.Context, cfg *rest.Config, systemNamespace string) (*s3.Store, error) {
 	if f.bucket == "" {
 		return nil, errors.New("--s3-bucket is required with --s3-endpoint")

@@ -150,6 +150,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		r.fail(snap, agentsv1.ReasonStorageNotConfigured, "no storage is configured for snapshots")
 		return ctrl.Result{}, nil
 	}
+	if c := snap.Annotations[agentsv1.AnnotationSnapshotRelink]; c != "" {
+		return r.relink(ctx, snap, c)
+	}
 	return r.archive(ctx, snap, agent)
 }
 
@@ -186,12 +189,8 @@ func (r *Reconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent
 	if timeout <= 0 {
 		timeout = DefaultArchiveTimeout
 	}
-	q, err := r.reserveQuota(ctx, snap)
-	switch {
-	case errors.Is(err, quota.ErrQuotaExceeded):
-		r.overQuota(ctx, snap, nil)
-		return ctrl.Result{}, nil
-	case err != nil:
+	q, ok, err := r.reserve(ctx, snap)
+	if !ok {
 		return ctrl.Result{}, err
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
@@ -209,9 +208,7 @@ func (r *Reconciler) archive(ctx context.Context, snap *agentsv1.Snapshot, agent
 			r.overQuota(ctx, snap, &obj)
 			return ctrl.Result{}, nil
 		}
-		now := metav1.NewTime(r.Clock.Now())
-		snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
-		r.setReady(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("archived %d bytes as %s", obj.Size, obj.CID))
+		r.complete(ctx, snap, obj, "archived")
 		r.event(snap, corev1.EventTypeNormal, "Archived", "Archive", "workspace of %s archived as %s (%d bytes)", agent.Name, obj.CID, obj.Size)
 		return ctrl.Result{}, nil
 	case errors.Is(storeErr, storage.ErrUnavailable):

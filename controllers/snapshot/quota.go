@@ -56,6 +56,20 @@ func (r *Reconciler) reserveQuota(ctx context.Context, snap *agentsv1.Snapshot) 
 	return q, nil
 }
 
+// reserve is reserveQuota for a pass: ok is false when the pass ends here, the Snapshot failed
+// for its quota (err nil) or the reservation failed (err).
+func (r *Reconciler) reserve(ctx context.Context, snap *agentsv1.Snapshot) (q *snapshotQuota, ok bool, err error) {
+	q, err = r.reserveQuota(ctx, snap)
+	switch {
+	case errors.Is(err, quota.ErrQuotaExceeded):
+		r.overQuota(ctx, snap, nil)
+		return nil, false, nil
+	case err != nil:
+		return nil, false, err
+	}
+	return q, true, nil
+}
+
 // limit bounds w by the room left: past it, writes fail with errOverQuota.
 func (q *snapshotQuota) limit(w io.Writer) io.Writer {
 	if q.room < 0 {

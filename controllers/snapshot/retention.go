@@ -97,6 +97,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, snap *agentsv1.Snapsho
 				return ctrl.Result{}, err
 			}
 		}
+		if err := snapshots.DeleteLink(ctx, r.Store, snap); err != nil {
+			// A record left behind names a Snapshot that is gone; `agentplane doctor` relinks
+			// only records whose archive storage still holds.
+			log.FromContext(ctx).Error(err, "removing the snapshot's link record failed")
+		}
 	}
 	controllerutil.RemoveFinalizer(snap, agentsv1.SnapshotFinalizer)
 	if err := r.Update(ctx, snap); err != nil {

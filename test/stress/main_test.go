@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -184,11 +185,16 @@ func startSuite(ctx context.Context, tmp string, stops *[]func() error) error {
 // startPlatform starts a platform (o plus loopback addresses and the suite's logger) and
 // waits until its facade listens. done receives what Start returned.
 func startPlatform(ctx context.Context, o platform.Options) (*platform.Platform, string, <-chan error, error) {
+	return startPlatformOn(ctx, env.Config, o)
+}
+
+// startPlatformOn is startPlatform on the control plane of cfg.
+func startPlatformOn(ctx context.Context, cfg *rest.Config, o platform.Options) (*platform.Platform, string, <-chan error, error) {
 	ready := make(chan string, 1)
 	o.APIAddr, o.MetricsAddr, o.ProbeAddr = "127.0.0.1:0", "0", "0"
 	o.Log = logf.Log
 	o.APIReady = func(a string) { ready <- a }
-	p, err := platform.New(ctx, env.Config, o)
+	p, err := platform.New(ctx, cfg, o)
 	if err != nil {
 		return nil, "", nil, err
 	}

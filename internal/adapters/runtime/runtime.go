@@ -315,3 +315,21 @@ type PoolClaim struct {
 	// Latency is from the start of the claim until the gateway served the agent's token.
 	Latency time.Duration
 }
+
+// Home is an agent's home as a runtime keeps it, found by Inventory.Homes.
+type Home struct {
+	// Namespace and Name are the agent's: a runtime keeps homes by the agent's namespace and
+	// name (never its UID), so an Agent re-created with the same name finds its home again.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Location says where it is, for humans: the local runtime's directory, the kube
+	// runtime's PersistentVolumeClaim.
+	Location string `json:"location"`
+}
+
+// Inventory is a Runtime that can list the homes it keeps, whether or not an Agent names them
+// (`agentplane doctor` compares them with the Agents after a restore).
+type Inventory interface {
+	// Homes lists every agent home the runtime keeps, sorted by namespace and name.
+	Homes(ctx context.Context) ([]Home, error)
+}
