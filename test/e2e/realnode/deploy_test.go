@@ -45,7 +45,8 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
 	}
-	// The runtime contract runs on two engine releases: the pinned one and the one before.
+	// The runtime contract runs on two engine releases: agents start on the one before the
+	// pinned one and move up to it (an engine refuses the config a later release wrote).
 	previous := e2e.PreviousEngineDir(t)
 	_, probe := e2e.BuildAgentplane(t)
 	otherGateway, err := images.GatewaySpec(previous, e2e.EngineVersion(t, previous), probe)
@@ -66,7 +67,7 @@ func TestRealNodeDeploy(t *testing.T) {
 		}
 	}, after: func(ctx context.Context, d *deployment) {
 		t.Run("runtime contract", func(t *testing.T) {
-			checkRuntimeContract(ctx, t, d, e2e.EngineVersion(t, e2e.EngineDir(t)), e2e.EngineVersion(t, previous))
+			checkRuntimeContract(ctx, t, d, e2e.EngineVersion(t, previous), e2e.EngineVersion(t, e2e.EngineDir(t)))
 		})
 	}})
 }

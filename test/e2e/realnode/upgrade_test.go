@@ -6,11 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -58,6 +60,7 @@ func TestRealNodeChartUpgrade(t *testing.T) {
 			h.run("upgrade", filepath.Join(testenv.RepoRoot(), "dist", "chart"),
 				"-f", filepath.Join(testenv.RepoRoot(), "hack", "genchart", "testdata", "values", "local.yaml"))
 			d.waitAvailable(ctx, images.ManagerImage)
+			checkStorageMigrated(ctx, t, d)
 			fleet.checkAfterUpgrade(ctx, t, before)
 		},
 		after: func(ctx context.Context, d *deployment) {
@@ -223,4 +226,27 @@ func checkRoutes(t *testing.T, p *e2e.Platform, id string) {
 			t.Errorf("GET %s after the upgrade: %d %s", path, r.Status, r.Raw)
 		}
 	}
+}
+
+// checkStorageMigrated expects the new manager to move every agentplane CRD's stored objects
+// to the storage version (README "API versions"): storedVersions is that version alone.
+func checkStorageMigrated(ctx context.Context, t *testing.T, d *deployment) {
+	t.Helper()
+	e2e.Eventually(t, 2*time.Minute, "every agentplane CRD to store "+agentsv1.StorageGroupVersion.Version+" alone", func() bool {
+		var crds apiextensionsv1.CustomResourceDefinitionList
+		if d.k8s.List(ctx, &crds) != nil {
+			return false
+		}
+		n := 0
+		for _, c := range crds.Items {
+			if c.Spec.Group != agentsv1.GroupVersion.Group {
+				continue
+			}
+			n++
+			if !slices.Equal(c.Status.StoredVersions, []string{agentsv1.StorageGroupVersion.Version}) {
+				return false
+			}
+		}
+		return n > 0
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,17 @@ func (r *Runtime) Logs(ctx context.Context, agent *agentsv1.Agent, req runtime.L
 		return nil, fmt.Errorf("%w: get pod: %w", runtime.ErrUnavailable, err)
 	case err != nil:
 		return nil, fmt.Errorf("get pod: %w", err)
+	}
+	if pod.DeletionTimestamp != nil {
+		// A pod still terminating after its StatefulSet went is what Delete left: the
+		// output went with the agent.
+		gone, err := r.statefulSetGone(ctx, agent)
+		if err != nil {
+			return nil, err
+		}
+		if gone {
+			return noLogs(req)
+		}
 	}
 	cs, err := r.logClient()
 	if err != nil {
@@ -114,4 +126,19 @@ func (r *Runtime) logClient() (kubernetes.Interface, error) {
 		return r.opts.Clientset, nil
 	}
 	return r.clientset()
+}
+
+// statefulSetGone reports whether the agent's StatefulSet is deleted or being deleted.
+func (r *Runtime) statefulSetGone(ctx context.Context, agent *agentsv1.Agent) (bool, error) {
+	sts := &appsv1.StatefulSet{}
+	err := r.opts.APIReader.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: StatefulSetName(agent)}, sts)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil && unreachable(err):
+		return false, fmt.Errorf("%w: get statefulset: %w", runtime.ErrUnavailable, err)
+	case err != nil:
+		return false, fmt.Errorf("get statefulset: %w", err)
+	}
+	return sts.DeletionTimestamp != nil, nil
 }
