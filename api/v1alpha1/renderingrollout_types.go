@@ -34,6 +34,13 @@ type RenderingRolloutSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="rendering is immutable"
 	Rendering string `json:"rendering"`
+	// Workspaces limits the rollout to the agents of these workspaces (unset: every
+	// workspace), for example a canary workspace first.
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	Workspaces []string `json:"workspaces,omitempty"`
 	// WavePercent is the share of the agents to move per wave (at least one agent).
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

@@ -33,7 +33,7 @@ func (u *upgradeRun) advance(ctx context.Context) error {
 	if len(pending) == 0 || eu.Spec.Paused {
 		return nil
 	}
-	n := waveSize(eu.Spec.WavePercent, len(pending)+u.upgradedHere())
+	n := waveSize(eu.Spec.WavePercent, len(pending)+u.unknowns()+u.upgradedHere())
 	w := startWave(eu, pending[:min(n, len(pending))], u.now)
 	eu.Status.FailedAgents = nil
 	u.r.event(u.obj, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",

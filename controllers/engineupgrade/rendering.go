@@ -85,13 +85,13 @@ func (r *RenderingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	return ctrl.Result{RequeueAfter: run.wake}, nil
 }
 
-// asUpgrade is the EngineUpgrade a RenderingRollout stands for: every agent, its wave size,
+// asUpgrade is the EngineUpgrade a RenderingRollout stands for: its workspaces, wave size,
 // health timeout and pause, its status, and its rendering in place of a version.
 func asUpgrade(rr *agentsv1.RenderingRollout) *agentsv1.EngineUpgrade {
 	return &agentsv1.EngineUpgrade{
 		ObjectMeta: *rr.ObjectMeta.DeepCopy(),
 		Spec: agentsv1.EngineUpgradeSpec{
-			Version: "rendering " + rr.Spec.Rendering, WavePercent: rr.Spec.WavePercent,
+			Version: "rendering " + rr.Spec.Rendering, Workspaces: rr.Spec.Workspaces, WavePercent: rr.Spec.WavePercent,
 			HealthTimeout: rr.Spec.HealthTimeout, Paused: rr.Spec.Paused,
 		},
 		Status: *rr.Status.EngineUpgradeStatus.DeepCopy(),

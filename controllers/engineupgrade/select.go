@@ -101,6 +101,17 @@ func (u *upgradeRun) unknown(a *agentsv1.Agent) bool {
 	return a.DeletionTimestamp == nil && unknown
 }
 
+// unknowns counts the agents the goal cannot tell about yet: a wave's size counts them.
+func (u *upgradeRun) unknowns() int {
+	n := 0
+	for _, a := range u.agents {
+		if u.unknown(a) {
+			n++
+		}
+	}
+	return n
+}
+
 // pending are the eligible agents, sorted by key.
 func (u *upgradeRun) pending() []string {
 	var keys []string
@@ -124,8 +135,8 @@ func (u *upgradeRun) upgradedHere() int {
 	return n
 }
 
-// waveSize is spec.wavePercent of the rollout's agents (those upgraded by it and those still
-// pending), rounded up, at least one.
+// waveSize is spec.wavePercent of the rollout's agents (those upgraded by it, those still
+// pending and those not known yet), rounded up, at least one.
 func waveSize(percent int32, total int) int {
 	if percent <= 0 {
 		percent = 25
