@@ -83,8 +83,8 @@ func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
 			return err
 		}
 	}
-	if r := o.Runtime.RenderingRollout; r != platform.RenderingWaves && r != platform.RenderingNextRestart {
-		return fmt.Errorf("--rendering-rollout %q: waves or next-restart", r)
+	if err := checkRenderingRollout(o.Runtime.RenderingRollout); err != nil {
+		return err
 	}
 	for _, t := range m.tolerations {
 		tol, err := kube.ParseToleration(t)
@@ -106,6 +106,14 @@ func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
 		if o.Runtime.StateDir == "" {
 			o.Runtime.StateDir = "agentplane-runtime"
 		}
+	}
+	return nil
+}
+
+// checkRenderingRollout accepts the values of --rendering-rollout.
+func checkRenderingRollout(v string) error {
+	if v != platform.RenderingWaves && v != platform.RenderingNextRestart {
+		return fmt.Errorf("--rendering-rollout %q: waves or next-restart", v)
 	}
 	return nil
 }
