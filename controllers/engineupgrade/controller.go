@@ -103,19 +103,28 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.E
 		}
 		return ctrl.Result{}, err
 	}
-	if err := run.advance(ctx); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, err
+	if requeue, err := run.pass(ctx); err != nil || requeue {
+		return ctrl.Result{Requeue: requeue}, err
 	}
-	setUpgradeStatus(eu, run.view())
 	r.announce(eu, eu, before)
 	var res ctrl.Result
 	if run.wake > 0 {
 		res.RequeueAfter = run.wake
 	}
 	return res, nil
+}
+
+// pass advances the rollout and computes its status; requeue: a write conflicted (a stale
+// cache: the pass runs again on fresh data).
+func (u *upgradeRun) pass(ctx context.Context) (requeue bool, err error) {
+	if err := u.advance(ctx); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	setUpgradeStatus(u.eu, u.view())
+	return false, nil
 }
 
 // patchStatus records the rollout's metrics and writes its status when it changed; conflict

@@ -61,13 +61,9 @@ func (r *RenderingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := run.load(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := run.advance(ctx); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, err
+	if requeue, err := run.pass(ctx); err != nil || requeue {
+		return ctrl.Result{Requeue: requeue}, err
 	}
-	setUpgradeStatus(eu, run.view())
 	rr.Status.EngineUpgradeStatus = eu.Status
 	rr.Status.Current, rr.Status.Total = 0, int32(len(run.agents))
 	for _, a := range run.agents {
