@@ -6,9 +6,11 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
@@ -44,6 +46,25 @@ func createRollout(platform, ns string, mut func(*agentsv1.RenderingRollout)) st
 }
 
 var _ = Describe("RenderingRollout controller", func() {
+	It("makes the manager's RenderingRollout when it leads, and deletes the ones it made for earlier renderings", func() {
+		old := &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: engineupgradectrl.RenderingRolloutName("p0earlier"),
+			Labels: map[string]string{agentsv1.LabelRenderingRollout: "manager"}}, Spec: agentsv1.RenderingRolloutSpec{Rendering: "p0earlier"}}
+		Expect(k8sClient.Create(ctx, old)).To(Succeed())
+		mine := engineupgradectrl.RenderingRolloutName("p3made")
+		DeferCleanup(func() {
+			_ = k8sClient.Delete(context.Background(), &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: mine}})
+		})
+		DeferCleanup(startRenderingManager("p3made", clock.RealClock{}))
+
+		Eventually(func() error { return k8sClient.Get(ctx, client.ObjectKey{Name: mine}, &agentsv1.RenderingRollout{}) }).Should(Succeed())
+		rr := getRollout(mine)
+		Expect(rr.Spec.Rendering).To(Equal("p3made"))
+		Expect(rr.Spec.WavePercent).To(Equal(int32(25)))
+		Eventually(func() bool {
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(old), &agentsv1.RenderingRollout{}))
+		}).Should(BeTrue())
+	})
+
 	It("restarts the outdated gateways in waves of the configured size, each agent snapshotted first", func() {
 		ns, platform := "rendering-waves", "p1waves"
 		d := startAgentDouble(ns)
@@ -102,7 +123,7 @@ var _ = Describe("RenderingRollout controller", func() {
 		Expect(rr.Status.Current).To(Equal(int32(1)))
 		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
 		Consistently(allowedOf(agents[1:]), time.Second).Should(Equal([]string{""}))
-		Eventually(eventReasons("Agent", "agent-a")).Should(ContainElement(agentsv1.EventRolledBack))
+		Eventually(eventReasons("Agent", "agent-a")).Should(ContainElement(agentsv1.EventHalted))
 		Eventually(eventReasons("RenderingRollout", name)).Should(ContainElement(agentsv1.EventHalted))
 	})
 })

@@ -186,7 +186,11 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 	if err := u.r.Patch(ctx, a, patch); err != nil {
 		return "", err
 	}
-	u.eventBoth(a, corev1.EventTypeWarning, agentsv1.EventRolledBack, "Rollback",
+	reason := agentsv1.EventRolledBack
+	if state != agentsv1.AgentUpgradeRolledBack { // nothing to roll back to: the agent halts the rollout
+		reason = agentsv1.EventHalted
+	}
+	u.eventBoth(a, corev1.EventTypeWarning, reason, "Rollback",
 		"%s was not healthy on %s within %s (%s): %s", agentKey(a), u.goal, healthTimeout(u.eu), agentHealthSummary(a), did)
 	return state, nil
 }
