@@ -5,7 +5,7 @@
 //	controllers/agentsecret    AgentSecrets
 //	controllers/channel        Channels: engine plugins, their render's report
 //	controllers/domain         Domains: ownership checks, routing
-//	controllers/engineupgrade  EngineUpgrades: waves of agents
+//	controllers/engineupgrade  EngineUpgrades and RenderingRollouts: waves of agents
 //	controllers/gatewaypool    GatewayPools: warm gateways
 //	controllers/skill          Skills
 //	controllers/snapshot       Snapshots: archives, quota, retention

@@ -38,6 +38,10 @@ type agentDouble struct {
 	broken        map[string]bool
 	holdSnapshots bool
 	failSnapshots bool
+	// platform, when set, is the manager's rendering (renderingDouble); brokenRendering makes
+	// a gateway on it crash.
+	platform        string
+	brokenRendering bool
 }
 
 func (d *agentDouble) setBroken(v string, broken bool) {
@@ -66,6 +70,10 @@ func (d *agentDouble) reconcileAgent(ctx context.Context, req ctrl.Request) (ctr
 	ready := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonHealthy, Message: "ok"}
 	a.Status.Phase = agentsv1.AgentRunning
 	if broken {
+		a.Status.Phase = agentsv1.AgentNotRunning
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, agentsv1.ReasonCrashed, "exit 1"
+	}
+	if d.platform != "" && d.render(a) {
 		a.Status.Phase = agentsv1.AgentNotRunning
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, agentsv1.ReasonCrashed, "exit 1"
 	}
@@ -207,4 +215,37 @@ func eventReasons(kind, name string) func() []string {
 		}
 		return out
 	}
+}
+
+// render plays the kube runtime's renderings for the double's manager (platform): an agent's
+// gateway runs an earlier manager's rendering until agentplane.io/allowed-rendering names
+// the manager's, then restarts onto it. It reports a gateway that crashes on it
+// (brokenRendering).
+func (d *agentDouble) render(a *agentsv1.Agent) (crashed bool) {
+	target := d.platform + ".agent-" + a.Name
+	a.Status.RenderingTarget, a.Status.Rendering = target, agentsv1.RenderingOutdated
+	if a.Annotations[agentsv1.AnnotationAllowedRendering] != target {
+		return false
+	}
+	a.Status.Rendering = agentsv1.RenderingCurrent
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.brokenRendering
+}
+
+// startRenderingManager runs the RenderingRollout controller of the manager's rendering
+// platform with clk; the returned func stops it.
+func startRenderingManager(platform string, clk clock.PassiveClock) func() {
+	mgr := newManager()
+	Expect((&engineupgradectrl.RenderingReconciler{
+		Client: mgr.GetClient(), Platform: platform, Clock: clk,
+		Recorder: mgr.GetEventRecorder("renderingrollout-test"),
+	}).SetupWithManager(mgr)).To(Succeed())
+	return startManager(mgr)
+}
+
+func getRollout(name string) *agentsv1.RenderingRollout {
+	rr := &agentsv1.RenderingRollout{}
+	Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, rr)).To(Succeed())
+	return rr
 }

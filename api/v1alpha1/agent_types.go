@@ -247,6 +247,15 @@ type AgentStatus struct {
 	// EngineVersion is the engine version the gateway runs.
 	// +optional
 	EngineVersion string `json:"engineVersion,omitempty"`
+	// Rendering: Current when the gateway runs this manager's rendering of it (or none runs),
+	// Outdated when it runs an earlier manager's and waits for its RenderingRollout wave or its
+	// next restart (kube runtime; unset on a runtime without renderings).
+	// +optional
+	Rendering AgentRendering `json:"rendering,omitempty"`
+	// RenderingTarget is this manager's rendering of the gateway (kube runtime): what
+	// agentplane.io/allowed-rendering names to let the gateway restart onto it.
+	// +optional
+	RenderingTarget string `json:"renderingTarget,omitempty"`
 	// GatewayTokenSecret names the core Secret that holds the gateway token.
 	// +optional
 	GatewayTokenSecret string `json:"gatewayTokenSecret,omitempty"`
@@ -305,6 +314,7 @@ type AgentStatus struct {
 // +kubebuilder:printcolumn:name="Display Name",type=string,JSONPath=`.spec.displayName`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Engine",type=string,JSONPath=`.status.engineVersion`
+// +kubebuilder:printcolumn:name="Rendering",type=string,JSONPath=`.status.rendering`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.status.endpoint`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Agent struct {

@@ -75,6 +75,9 @@ func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
 	if o.Files, err = openStorage(ctx, cfg, m.storageDir, &m.s3f, o.SystemNamespace); err != nil {
 		return err
 	}
+	if err := checkRenderingRollout(o.Runtime.RenderingRollout); err != nil {
+		return err
+	}
 	for _, t := range m.tolerations {
 		tol, err := kube.ParseToleration(t)
 		if err != nil {
@@ -99,6 +102,14 @@ func (m *managerFlags) complete(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
+// checkRenderingRollout accepts the values of --rendering-rollout.
+func checkRenderingRollout(v string) error {
+	if v != platform.RenderingWaves && v != platform.RenderingNextRestart {
+		return fmt.Errorf("--rendering-rollout %q: waves or next-restart", v)
+	}
+	return nil
+}
+
 // add declares the manager's flags on cmd (a declarative list: one flag a line).
 func (m *managerFlags) add(cmd *cobra.Command) {
 	o := &m.o
@@ -119,6 +130,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+images.Probe+"; empty probes with HTTP GETs)")
 	cmd.Flags().StringToStringVar(&o.Runtime.NodeSelector, "agent-node-selector", nil, "node labels every gateway pod selects, key=value,... (kube runtime: place the agents on a node pool)")
+	cmd.Flags().StringVar(&o.Runtime.RenderingRollout, "rendering-rollout", platform.RenderingWaves, "how gateways running an earlier manager's rendering of their pod get this one's (kube runtime): waves (a RenderingRollout restarts them in waves, snapshot first, halting on an unhealthy agent) or next-restart (never a restart for that alone)")
 	cmd.Flags().StringArrayVar(&m.tolerations, "agent-toleration", nil, "taint every gateway pod tolerates, key=value:Effect, key:Effect (any value) or key=value (any effect); repeat for several (kube runtime)")
 	cmd.Flags().StringVar(&m.storageDir, "storage-dir", "", "directory for files and snapshots (local disk backend)")
 	m.s3f.add(cmd)

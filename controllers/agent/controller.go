@@ -142,6 +142,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent)
 		return ctrl.Result{}, derr
 	}
 	desired.GatewayToken, desired.GatewayTokenSecret = token, secretName
+	desired.AllowedRendering = agent.Annotations[agentsv1.AnnotationAllowedRendering]
 	var asleep bool
 	var wakeIn time.Duration
 	if agent.Spec.Stopped {

@@ -16,6 +16,12 @@ func applyObserved(agent *agentsv1.Agent, o runtime.Observed, now time.Time) {
 	agent.Status.Endpoint = o.Endpoint
 	agent.Status.EngineVersion = o.EngineVersion
 	agent.Status.Restarts = o.Restarts
+	if o.Rendering != "" { // a runtime with renderings (an Observed made here keeps them)
+		agent.Status.Rendering, agent.Status.RenderingTarget = agentsv1.RenderingCurrent, o.Rendering
+		if o.RenderingOutdated {
+			agent.Status.Rendering = agentsv1.RenderingOutdated
+		}
+	}
 	if t := agent.Spec.RestartRequestedAt; t != nil && o.Phase != runtime.PhaseStarting {
 		agent.Status.LastRestartAt = t.DeepCopy()
 	}

@@ -33,14 +33,14 @@ func (u *upgradeRun) advance(ctx context.Context) error {
 	if len(pending) == 0 || eu.Spec.Paused {
 		return nil
 	}
-	n := waveSize(eu.Spec.WavePercent, len(pending)+u.upgradedHere())
+	n := waveSize(eu.Spec.WavePercent, len(pending)+u.unknowns()+u.upgradedHere())
 	w := startWave(eu, pending[:min(n, len(pending))], u.now)
 	eu.Status.FailedAgents = nil
-	u.r.event(eu, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
-		"wave %d: %d agents to engine %s: %v", w.Index, len(w.Agents), u.target, w.Agents)
+	u.r.event(u.obj, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+		"wave %d: %d agents to %s: %v", w.Index, len(w.Agents), u.goal, w.Agents)
 	for _, k := range w.Agents {
-		u.r.event(u.agents[k], eu, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
-			"wave %d of EngineUpgrade %s moves the agent to engine %s", w.Index, eu.Name, u.target)
+		u.r.event(u.agents[k], u.obj, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+			"wave %d of %s %s moves the agent to %s", w.Index, kindOf(u.obj), eu.Name, u.goal)
 	}
 	// The wave is recorded (the status write) before any agent is touched.
 	u.wake = time.Millisecond
@@ -140,8 +140,8 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 		if err := u.mark(ctx, a, agentsv1.AgentUpgradeFailed, nil); err != nil {
 			return "", err
 		}
-		u.r.event(a, u.eu, corev1.EventTypeWarning, agentsv1.EventHalted, "Snapshot",
-			"snapshot %s failed: the agent stays on its version and the rollout halts", sn.Name)
+		u.r.event(a, u.obj, corev1.EventTypeWarning, agentsv1.EventHalted, "Snapshot",
+			"snapshot %s failed: the agent stays as it is and the rollout halts", sn.Name)
 		return agentsv1.AgentUpgradeFailed, nil
 	case agentsv1.SnapshotCompleted:
 	default:
@@ -150,14 +150,13 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 	err = u.mark(ctx, a, agentsv1.AgentUpgradeUpgrading, func(a *agentsv1.Agent) {
 		a.Annotations[agentsv1.AnnotationUpgradeSnapshot] = sn.Status.CID
 		a.Annotations[agentsv1.AnnotationUpgradeStartedAt] = u.now.UTC().Format(time.RFC3339)
-		a.Spec.Engine.Version = u.target
+		u.goal.start(a)
 	})
 	if err != nil {
 		return "", err
 	}
-	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
 	u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventSnapshotTaken, "Snapshot",
-		"%s: snapshot %s (%s) taken; engine %s -> %s", agentKey(a), sn.Name, sn.Status.CID, describeVersion(prev), u.target)
+		"%s: snapshot %s (%s) taken; moving to %s", agentKey(a), sn.Name, sn.Status.CID, u.goal)
 	u.wakeAfter(healthTimeout(u.eu))
 	return agentsv1.AgentUpgradeUpgrading, nil
 }
@@ -165,11 +164,11 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 // checkHealth settles an upgrading agent: Upgraded once its gateway runs the target and is
 // Ready, rolled back once the health timeout passed without.
 func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string, error) {
-	if healthyOn(a, u.target) {
+	if u.goal.healthy(a) {
 		if err := u.mark(ctx, a, agentsv1.AgentUpgradeUpgraded, nil); err != nil {
 			return "", err
 		}
-		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs engine %s and is ready", agentKey(a), u.target)
+		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs %s and is ready", agentKey(a), u.goal)
 		return agentsv1.AgentUpgradeUpgraded, nil
 	}
 	started, err := time.Parse(time.RFC3339, a.Annotations[agentsv1.AnnotationUpgradeStartedAt])
@@ -180,23 +179,20 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 		u.wakeAfter(left)
 		return agentsv1.AgentUpgradeUpgrading, nil
 	}
-	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
 	cid := a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
-	err = u.mark(ctx, a, agentsv1.AgentUpgradeRolledBack, func(a *agentsv1.Agent) {
-		a.Spec.Engine.Version = prev
-		if cid != "" {
-			a.Spec.DesiredSnapshot = cid
-			a.Spec.RestoreRequestedAt = &metav1.Time{Time: u.now}
-		}
-	})
-	if err != nil {
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	state, did := u.goal.rollback(a, cid, metav1.Time{Time: u.now})
+	setAnnotations(a, map[string]string{agentsv1.AnnotationUpgradeState: state})
+	if err := u.r.Patch(ctx, a, patch); err != nil {
 		return "", err
 	}
-	why := agentHealthSummary(a)
-	u.eventBoth(a, corev1.EventTypeWarning, agentsv1.EventRolledBack, "Rollback",
-		"%s was not healthy on engine %s within %s (%s): back to %s with the workspace of snapshot %s",
-		agentKey(a), u.target, healthTimeout(u.eu), why, describeVersion(prev), cid)
-	return agentsv1.AgentUpgradeRolledBack, nil
+	reason := agentsv1.EventRolledBack
+	if state != agentsv1.AgentUpgradeRolledBack { // nothing to roll back to: the agent halts the rollout
+		reason = agentsv1.EventHalted
+	}
+	u.eventBoth(a, corev1.EventTypeWarning, reason, "Rollback",
+		"%s was not healthy on %s within %s (%s): %s", agentKey(a), u.goal, healthTimeout(u.eu), agentHealthSummary(a), did)
+	return state, nil
 }
 
 // mark writes the agent's upgrade state (and what change does to it) with optimistic lock.
@@ -211,8 +207,8 @@ func (u *upgradeRun) mark(ctx context.Context, a *agentsv1.Agent, state string, 
 
 // eventBoth records an event on the policy and the same on the agent.
 func (u *upgradeRun) eventBoth(a *agentsv1.Agent, typ, reason, action, note string, args ...any) {
-	u.r.event(u.eu, a, typ, reason, action, note, args...)
-	u.r.event(a, u.eu, typ, reason, action, note, args...)
+	u.r.event(u.obj, a, typ, reason, action, note, args...)
+	u.r.event(a, u.obj, typ, reason, action, note, args...)
 }
 
 func (u *upgradeRun) wakeAfter(d time.Duration) {
@@ -221,10 +217,18 @@ func (u *upgradeRun) wakeAfter(d time.Duration) {
 	}
 }
 
-// healthyOn: the agent's gateway runs version and the agent is Ready, as of its current spec.
-func healthyOn(a *agentsv1.Agent, version string) bool {
-	return a.Status.ObservedGeneration == a.Generation && a.Status.EngineVersion == version &&
+// ready: the agent runs and is Ready, as of its current spec.
+func ready(a *agentsv1.Agent) bool {
+	return a.Status.ObservedGeneration == a.Generation &&
 		a.Status.Phase == agentsv1.AgentRunning && meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1.ConditionReady)
+}
+
+// kindOf names a rollout's kind for people.
+func kindOf(obj client.Object) string {
+	if _, ok := obj.(*agentsv1.RenderingRollout); ok {
+		return "RenderingRollout"
+	}
+	return "EngineUpgrade"
 }
 
 // describeVersion names a spec.engine.version for people ("" is the platform default).

@@ -93,7 +93,8 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.E
 		setUpgradeStatus(eu, upgradeView{invalid: fmt.Sprintf("engine version %q is not offered", target)})
 		return ctrl.Result{}, nil
 	}
-	run := &upgradeRun{r: r, eu: eu, target: target, now: r.Clock.Now()}
+	run := &upgradeRun{r: r, eu: eu, obj: eu, now: r.Clock.Now()}
+	run.goal = engineGoal{u: run, target: target}
 	if err := run.load(ctx); err != nil {
 		var bad invalidSelectorError
 		if errors.As(err, &bad) {
@@ -102,19 +103,28 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.E
 		}
 		return ctrl.Result{}, err
 	}
-	if err := run.advance(ctx); err != nil {
-		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
-		}
-		return ctrl.Result{}, err
+	if requeue, err := run.pass(ctx); err != nil || requeue {
+		return ctrl.Result{Requeue: requeue}, err
 	}
-	setUpgradeStatus(eu, run.view())
-	r.announce(eu, before)
+	r.announce(eu, eu, before)
 	var res ctrl.Result
 	if run.wake > 0 {
 		res.RequeueAfter = run.wake
 	}
 	return res, nil
+}
+
+// pass advances the rollout and computes its status; requeue: a write conflicted (a stale
+// cache: the pass runs again on fresh data).
+func (u *upgradeRun) pass(ctx context.Context) (requeue bool, err error) {
+	if err := u.advance(ctx); err != nil {
+		if apierrors.IsConflict(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	setUpgradeStatus(u.eu, u.view())
+	return false, nil
 }
 
 // patchStatus records the rollout's metrics and writes its status when it changed; conflict
@@ -130,18 +140,19 @@ func (r *Reconciler) patchStatus(ctx context.Context, eu, before *agentsv1.Engin
 	return false, nil
 }
 
-// announce records the rollout's phase changes as events of the policy.
-func (r *Reconciler) announce(eu, before *agentsv1.EngineUpgrade) {
+// announce records the rollout's phase changes as events of the rollout object obj (eu, or
+// the RenderingRollout eu stands for).
+func (r *Reconciler) announce(obj client.Object, eu, before *agentsv1.EngineUpgrade) {
 	if eu.Status.Phase == before.Status.Phase {
 		return
 	}
 	switch eu.Status.Phase {
 	case agentsv1.UpgradeHalted:
-		r.event(eu, nil, corev1.EventTypeWarning, agentsv1.EventHalted, "Halt",
-			"rollout to %s halted: %v rolled back; change the spec (for example pause and unpause) to resume", eu.Spec.Version, eu.Status.FailedAgents)
+		r.event(obj, nil, corev1.EventTypeWarning, agentsv1.EventHalted, "Halt",
+			"rollout to %s halted: %v failed; change the spec (for example pause and unpause) to resume", eu.Spec.Version, eu.Status.FailedAgents)
 	case agentsv1.UpgradeSucceeded:
-		r.event(eu, nil, corev1.EventTypeNormal, agentsv1.EventSucceeded, "Succeed",
-			"%d agents run engine %s", eu.Status.Counts.Upgraded, eu.Spec.Version)
+		r.event(obj, nil, corev1.EventTypeNormal, agentsv1.EventSucceeded, "Succeed",
+			"%d agents moved to %s", eu.Status.Counts.Upgraded, eu.Spec.Version)
 	}
 }
 

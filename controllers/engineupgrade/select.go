@@ -9,16 +9,20 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // upgradeRun is one pass over one EngineUpgrade: the agents it selects, and what the pass did.
 type upgradeRun struct {
-	r      *Reconciler
-	eu     *agentsv1.EngineUpgrade
-	target string
-	now    time.Time
+	r  *Reconciler
+	eu *agentsv1.EngineUpgrade
+	// obj is the rollout object (eu itself, or the RenderingRollout eu stands for): events
+	// name it.
+	obj  client.Object
+	goal goal
+	now  time.Time
 	// agents the policy selects, by `<namespace>/<name>`.
 	agents map[string]*agentsv1.Agent
 	// wake: the pass wants to run again after this long (a health deadline, a new wave).
@@ -78,18 +82,34 @@ func (m upgradeMark) inFlight() bool {
 	return m.policy != "" && (m.state == agentsv1.AgentUpgradeSnapshotting || m.state == agentsv1.AgentUpgradeUpgrading)
 }
 
-// eligible: the agent is one to upgrade in a next wave: selected, not on the target, on one
-// of spec.fromVersions, awake (a stopped or sleeping agent has no gateway to check; it is
+// eligible: the agent is one to move in a next wave: selected, wanted by the goal (not on
+// it, within its filters), awake (a stopped or sleeping agent has no gateway to check; it is
 // taken once it runs again), and not in the middle of an upgrade (this policy's or another's).
 func (u *upgradeRun) eligible(a *agentsv1.Agent) bool {
-	v := u.version(a)
-	if a.DeletionTimestamp != nil || v == u.target || markOf(a).inFlight() {
+	if a.DeletionTimestamp != nil || markOf(a).inFlight() {
 		return false
 	}
-	if len(u.eu.Spec.FromVersions) > 0 && !slices.Contains(u.eu.Spec.FromVersions, v) {
+	if wanted, _ := u.goal.wanted(a); !wanted {
 		return false
 	}
 	return !a.Spec.Stopped && !a.Spec.Suspended && a.Status.Phase != agentsv1.AgentSuspended
+}
+
+// unknown: the goal cannot tell yet whether the agent is to move (counted pending).
+func (u *upgradeRun) unknown(a *agentsv1.Agent) bool {
+	_, unknown := u.goal.wanted(a)
+	return a.DeletionTimestamp == nil && unknown
+}
+
+// unknowns counts the agents the goal cannot tell about yet: a wave's size counts them.
+func (u *upgradeRun) unknowns() int {
+	n := 0
+	for _, a := range u.agents {
+		if u.unknown(a) {
+			n++
+		}
+	}
+	return n
 }
 
 // pending are the eligible agents, sorted by key.
@@ -108,15 +128,15 @@ func (u *upgradeRun) pending() []string {
 func (u *upgradeRun) upgradedHere() int {
 	n := 0
 	for _, a := range u.agents {
-		if m := markOf(a); m.policy == u.eu.Name && m.state == agentsv1.AgentUpgradeUpgraded && u.version(a) == u.target {
+		if m := markOf(a); m.policy == u.eu.Name && m.state == agentsv1.AgentUpgradeUpgraded && u.goal.reached(a) {
 			n++
 		}
 	}
 	return n
 }
 
-// waveSize is spec.wavePercent of the rollout's agents (those upgraded by it and those still
-// pending), rounded up, at least one.
+// waveSize is spec.wavePercent of the rollout's agents (those upgraded by it, those still
+// pending and those not known yet), rounded up, at least one.
 func waveSize(percent int32, total int) int {
 	if percent <= 0 {
 		percent = 25

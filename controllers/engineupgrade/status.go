@@ -17,6 +17,8 @@ type upgradeView struct {
 	// invalidReason is the Ready reason of invalid (default InvalidVersion).
 	invalidReason string
 	counts        agentsv1.UpgradeCounts
+	// failedAs says what happened to the failed agents ("rolled back").
+	failedAs string
 }
 
 // view counts the selected agents: upgrading (the wave under way), upgraded and rolled back
@@ -37,15 +39,19 @@ func (u *upgradeRun) view() upgradeView {
 		switch {
 		case inWave[k] && !(mine && (m.state == agentsv1.AgentUpgradeUpgraded || m.state == agentsv1.AgentUpgradeRolledBack)):
 			c.Upgrading++
-		case mine && m.state == agentsv1.AgentUpgradeUpgraded && u.version(a) == u.target:
+		case mine && m.state == agentsv1.AgentUpgradeUpgraded && u.goal.reached(a):
 			c.Upgraded++
 		case mine && m.state == agentsv1.AgentUpgradeRolledBack:
 			c.RolledBack++
-		case u.eligible(a):
+		case u.eligible(a) || u.unknown(a):
 			c.Pending++
 		}
 	}
-	return upgradeView{counts: c}
+	failedAs := "rolled back"
+	if _, ok := u.goal.(renderingGoal); ok {
+		failedAs = "left on the new rendering"
+	}
+	return upgradeView{counts: c, failedAs: failedAs}
 }
 
 // setUpgradeStatus computes the policy's phase, counts and Ready condition: the one place
@@ -74,8 +80,8 @@ func setUpgradeStatus(eu *agentsv1.EngineUpgrade, v upgradeView) {
 	case len(eu.Status.FailedAgents) > 0 && eu.Generation <= eu.Status.HaltedGeneration:
 		eu.Status.Phase = agentsv1.UpgradeHalted
 		cond.Reason = agentsv1.ReasonUpgradeHalted
-		cond.Message = fmt.Sprintf("halted in wave %d: %s rolled back (not healthy on %s in time); change the spec (for example pause and unpause) to resume",
-			eu.Status.CurrentWave, strings.Join(eu.Status.FailedAgents, ", "), eu.Spec.Version)
+		cond.Message = fmt.Sprintf("halted in wave %d: %s %s (not healthy on %s in time); change the spec (for example pause and unpause) to resume",
+			eu.Status.CurrentWave, strings.Join(eu.Status.FailedAgents, ", "), v.failedAs, eu.Spec.Version)
 	case c.Pending == 0:
 		eu.Status.Phase = agentsv1.UpgradeSucceeded
 		cond.Status, cond.Reason = metav1.ConditionTrue, agentsv1.ReasonUpgradeSucceeded

@@ -59,7 +59,20 @@ type RuntimeOptions struct {
 	// query; empty: the kube-dns pods, or the endpoints of a kube-dns Service without a
 	// selector (kube.DiscoverDNS).
 	DNS []string
+	// Kube: RenderingRollout is how gateways running an earlier manager's rendering of their
+	// pod move to this manager's: RenderingWaves ("" too) or RenderingNextRestart.
+	RenderingRollout string
 }
+
+// How outdated renderings of the gateways are applied (RuntimeOptions.RenderingRollout).
+const (
+	// RenderingWaves: in waves, by the RenderingRollout the manager makes when it leads
+	// (snapshot first, health after, halt on an unhealthy agent).
+	RenderingWaves = "waves"
+	// RenderingNextRestart: never a restart for a rendering alone; a gateway gets the new
+	// rendering whenever it restarts for another reason.
+	RenderingNextRestart = "next-restart"
+)
 
 // versions are the engine versions the configured runtime offers.
 func (o RuntimeOptions) versions() engine.Versions {

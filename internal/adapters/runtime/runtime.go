@@ -62,6 +62,11 @@ type Desired struct {
 	// a key of itself (not served by the model proxy) and the types of its Channels, sorted.
 	// The kube runtime opens egress to the addresses the platform configured for them.
 	Egress []string
+	// AllowedRendering lets a gateway that runs an outdated rendering restart onto the
+	// rendering it names (Observed.Rendering), when only the platform's rendering of the
+	// gateway changed: a rollout's wave sets it (kube runtime; "" allows none, and such a
+	// gateway keeps running until it restarts for another reason).
+	AllowedRendering string
 }
 
 // Observed is what the runtime sees.
@@ -80,6 +85,21 @@ type Observed struct {
 	// ClaimedFrom is set by the Ensure that gave a new agent a warm gateway of a pool
 	// ("<pool>/<member>"), for an event; empty otherwise (a cold start, or any later Ensure).
 	ClaimedFrom string
+	// Rendering names how this manager renders the agent's gateway (kube runtime; "" on a
+	// runtime without renderings): "<platform rendering>.<digest>", the platform rendering
+	// naming the manager's rendering of every gateway (PlatformRenderer).
+	Rendering string
+	// RenderingOutdated: the gateway runs another rendering than Rendering (a pod made by an
+	// earlier manager) and keeps running it until a rollout allows the restart
+	// (Desired.AllowedRendering) or it restarts for another reason.
+	RenderingOutdated bool
+}
+
+// PlatformRenderer is a runtime whose gateways run a rendering of the manager's (the kube
+// runtime's pods): PlatformRendering names this manager's, the prefix of every
+// Observed.Rendering it reports.
+type PlatformRenderer interface {
+	PlatformRendering() string
 }
 
 // ExecRequest runs a command in the agent's home.

@@ -166,8 +166,10 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			ServiceName: GoverningService,
 			// Parallel: a crash-looping pod of an old revision is replaced by the next rollout
 			// (OrderedReady waits forever for it to become Ready).
-			PodManagementPolicy:  appsv1.ParallelPodManagement,
-			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType},
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			// OnDelete: the runtime decides when the pod restarts (settlePod), so a manager
+			// that renders pods differently restarts none at once.
+			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			RevisionHistoryLimit: ptr.To[int32](3),
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
 				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,

@@ -28,8 +28,9 @@ import (
 //     the pool's; the pod keeps running.
 //  3. bindPod writes the agent's initial engine config (its identity) into the home, which the
 //     gateway reloads by itself, and gives the live pod the agent's labels (the Services,
-//     NetworkPolicy and Domains select pods by them) and the agent's config hash, since the
-//     pod serves what the agent's template describes: the same token, no environment.
+//     NetworkPolicy and Domains select pods by them) and the agent's config hash, rendering
+//     and pod settings, since the pod serves what the agent's template describes: the same
+//     token, no environment.
 //
 // Each step is idempotent and the next Ensure resumes a manager that died between them.
 
@@ -84,7 +85,7 @@ func (r *Runtime) takeReservation(ctx context.Context, agent *agentsv1.Agent, d 
 // bindPod finishes the adoption with the live pod (step 3) when it is still the member's, and
 // returns the pod (nil: none to report) and whether this call bound it. A member pod that does
 // not run is deleted instead: the StatefulSet makes the agent's own.
-func (r *Runtime) bindPod(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired, pod *corev1.Pod) (*corev1.Pod, string, error) {
+func (r *Runtime) bindPod(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired, want *corev1.PodTemplateSpec, pod *corev1.Pod) (*corev1.Pod, string, error) {
 	id := memberID(StatefulSetName(agent))
 	if pod == nil || pod.Labels[LabelPoolMember] != id || pod.Labels[agentsv1.LabelAgent] != "" {
 		return pod, "", nil
@@ -110,7 +111,9 @@ func (r *Runtime) bindPod(ctx context.Context, agent *agentsv1.Agent, d runtime.
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[agentsv1.AnnotationConfigHash] = ConfigHash(d)
+	for _, k := range []string{agentsv1.AnnotationConfigHash, AnnotationRendering, AnnotationPodSettings} {
+		pod.Annotations[k] = want.Annotations[k]
+	}
 	if err := r.opts.Client.Patch(ctx, pod, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, "", fmt.Errorf("label the adopted pod: %w", err)
 	}
@@ -161,22 +164,6 @@ func (r *Runtime) relabelHome(ctx context.Context, agent *agentsv1.Agent) error 
 	pvc.Labels = agentLabels(pvc.Labels, agent, r.opts)
 	if err := r.opts.Client.Patch(ctx, pvc, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("label the adopted home volume: %w", err)
-	}
-	return nil
-}
-
-// restartOutdated deletes the running pod of an adopted StatefulSet (OnDelete) whose config
-// hash is no longer the agent's, after the new template was applied: the StatefulSet makes the
-// new pod, as a rolling update does for an agent's own StatefulSet.
-func (r *Runtime) restartOutdated(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired, sts *appsv1.StatefulSet, pod *corev1.Pod) error {
-	if !adopted(agent) || d.Stopped || pod == nil || pod.DeletionTimestamp != nil ||
-		pod.Annotations[agentsv1.AnnotationConfigHash] == ConfigHash(d) ||
-		sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType {
-		return nil
-	}
-	err := r.opts.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("restart the gateway with the new configuration: %w", err)
 	}
 	return nil
 }

@@ -35,9 +35,10 @@ func TestContract(t *testing.T) {
 }
 
 // playKubelet does, once, the next step the StatefulSet controller or the kubelet would take
-// for the agent's StatefulSet (envtest runs neither): a pod of an older template, or of a set
-// scaled to zero, is deleted; a missing pod is created from the current template, with its
-// home claim; a created pod is marked running and Ready. The gateway itself never runs.
+// for the agent's StatefulSet (envtest runs neither): a pod of a set scaled to zero is
+// deleted, and one of an older template when the set rolls its pods itself (RollingUpdate;
+// OnDelete leaves that to the runtime); a missing pod is created from the current template,
+// with its home claim; a created pod is marked running and Ready. The gateway never runs.
 func playKubelet(t *testing.T, c client.Client, a *agentsv1.Agent) {
 	t.Helper()
 	ctx := t.Context()
@@ -58,9 +59,10 @@ func playKubelet(t *testing.T, c client.Client, a *agentsv1.Agent) {
 		t.Fatal(err)
 	}
 	scaledDown := sts.Spec.Replicas != nil && *sts.Spec.Replicas == 0
+	rolling := sts.Spec.UpdateStrategy.Type != appsv1.OnDeleteStatefulSetStrategyType
 	switch {
 	case pod != nil && pod.DeletionTimestamp != nil:
-	case pod != nil && (scaledDown || pod.Labels[appsv1.ControllerRevisionHashLabelKey] != rev):
+	case pod != nil && (scaledDown || (rolling && pod.Labels[appsv1.ControllerRevisionHashLabelKey] != rev)):
 		// Not scheduled on a node: the API server deletes it at once.
 		if err := c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)

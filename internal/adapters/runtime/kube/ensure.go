@@ -37,6 +37,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	if err != nil {
 		return runtime.Observed{}, err
 	}
+	r.stampRendering(agent, d, &sts.Spec.Template)
 	// The policy first: a new gateway pod starts isolated.
 	if err := r.ensureNetworkPolicy(ctx, agent, d); err != nil {
 		return runtime.Observed{}, err
@@ -60,11 +61,12 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 	if err != nil {
 		return runtime.Observed{}, err
 	}
-	pod, claimedFrom, err := r.agentPod(ctx, agent, d)
+	pod, claimedFrom, err := r.agentPod(ctx, agent, d, &sts.Spec.Template)
 	if err != nil {
 		return runtime.Observed{}, err
 	}
-	if err := r.restartOutdated(ctx, agent, d, applied, pod); err != nil {
+	outdated, err := r.settlePod(ctx, d, &sts.Spec.Template, pod)
+	if err != nil {
 		return runtime.Observed{}, err
 	}
 	obs := observe(applied, pod, r.nodeOf(ctx, pod), want{
@@ -76,6 +78,7 @@ func (r *Runtime) Ensure(ctx context.Context, agent *agentsv1.Agent, d runtime.D
 		Stopped:       d.Stopped,
 	})
 	obs.ClaimedFrom = claimedFrom
+	obs.Rendering, obs.RenderingOutdated = sts.Spec.Template.Annotations[AnnotationRendering], outdated
 	return obs, nil
 }
 
@@ -111,8 +114,9 @@ func (r *Runtime) applyIfChanged(ctx context.Context, svc *corev1.Service, sts *
 }
 
 // agentPod is the agent's pod (nil: none, or not the agent's), bound to it first when the
-// agent was adopted from a pool (claimedFrom: the pool member it came from).
-func (r *Runtime) agentPod(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired) (pod *corev1.Pod, claimedFrom string, err error) {
+// agent was adopted from a pool (claimedFrom: the pool member it came from; want: the
+// agent's pod template).
+func (r *Runtime) agentPod(ctx context.Context, agent *agentsv1.Agent, d runtime.Desired, want *corev1.PodTemplateSpec) (pod *corev1.Pod, claimedFrom string, err error) {
 	pod = &corev1.Pod{}
 	switch err := r.opts.Client.Get(ctx, types.NamespacedName{Namespace: agent.Namespace, Name: PodName(agent)}, pod); {
 	case apierrors.IsNotFound(err):
@@ -121,7 +125,7 @@ func (r *Runtime) agentPod(ctx context.Context, agent *agentsv1.Agent, d runtime
 		return nil, "", fmt.Errorf("get pod: %w", err)
 	}
 	if adopted(agent) {
-		if pod, claimedFrom, err = r.bindPod(ctx, agent, d, pod); err != nil {
+		if pod, claimedFrom, err = r.bindPod(ctx, agent, d, want, pod); err != nil {
 			return nil, "", err
 		}
 	}

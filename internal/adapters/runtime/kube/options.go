@@ -129,6 +129,8 @@ type Runtime struct {
 	governing sync.Map
 	// pools is what this process keeps of the warm pools (pool.go).
 	pools pools
+	// platform is PlatformRendering, computed once.
+	platform string
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -145,6 +147,7 @@ func New(opts Options) *Runtime {
 		r.layout = opts.Engine.Layout()
 	}
 	r.exec = r.podExec
+	r.platform = r.PlatformRendering()
 	return r
 }
 

@@ -77,8 +77,8 @@ func poolOwner(gp *agentsv1.GatewayPool) metav1.OwnerReference {
 
 // BuildMember is the StatefulSet of member id of pool gp in namespace ns: the StatefulSet an
 // agent would have (the same builder) without identity, its token in a Secret of its own,
-// labelled with the pool, its pod selected by LabelPoolMember, owned by the pool. OnDelete:
-// the agent that adopts it rewrites its template without restarting the pod.
+// labelled with the pool, its pod selected by LabelPoolMember, owned by the pool. OnDelete (as
+// every agent's): the agent that adopts it rewrites its template without restarting the pod.
 func BuildMember(gp *agentsv1.GatewayPool, ns, id, version string, o Options) (*appsv1.StatefulSet, error) {
 	o = o.withDefaults()
 	name := memberPrefix + id
@@ -94,7 +94,6 @@ func BuildMember(gp *agentsv1.GatewayPool, ns, id, version string, o Options) (*
 	sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: memberSelector(name)}
 	sts.Spec.Template.Labels = maps.Clone(labels)
 	sts.Spec.VolumeClaimTemplates[0].Labels = maps.Clone(labels)
-	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 	return sts, nil
 }
 
@@ -129,15 +128,13 @@ func BuildMemberNetworkPolicy(gp *agentsv1.GatewayPool, sts *appsv1.StatefulSet,
 }
 
 // adoptedShape makes the agent's StatefulSet fit the member it adopted: the member's selector
-// (immutable) and its label on the pod template, the reservation kept as a label (so a cache
-// that lags behind the agent's annotation still finds the StatefulSet), and OnDelete (Ensure
-// deletes an outdated pod itself, see restartOutdated).
+// (immutable) and its label on the pod template, and the reservation kept as a label (so a
+// cache that lags behind the agent's annotation still finds the StatefulSet).
 func adoptedShape(sts *appsv1.StatefulSet, a *agentsv1.Agent) {
 	id := memberID(sts.Name)
 	sts.Labels[LabelPoolMember] = id
 	sts.Labels[LabelReservedFor] = string(a.UID)
 	sts.Spec.Template.Labels[LabelPoolMember] = id
-	sts.Spec.UpdateStrategy = appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
 }
 
 // claimable reports whether a new agent can take a running member as it is: only what a
