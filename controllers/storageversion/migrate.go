@@ -33,7 +33,7 @@ import (
 // The migration lists and rewrites every kind (a new kind joins the list below;
 // TestManagerRoleMigratesEveryKind checks the generated ClusterRole), reads the CRDs and
 // updates their status.
-// +kubebuilder:rbac:groups=agentplane.io,resources=workspaces;apikeys;agents;agentsecrets;skills;channels;domains;snapshots;agenttemplates;files;gatewaypools;engineupgrades,verbs=get;list;update
+// +kubebuilder:rbac:groups=agentplane.io,resources=workspaces;apikeys;agents;agentsecrets;skills;channels;domains;snapshots;agenttemplates;files;gatewaypools;engineupgrades;renderingrollouts,verbs=get;list;update
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list
 // +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions/status,verbs=update
 
