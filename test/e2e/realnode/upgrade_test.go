@@ -95,6 +95,7 @@ type fleet struct {
 	p                     *e2e.Platform
 	running, asleep, busy string
 	ids                   []string
+	jobEnds               time.Time // when the busy agent's job has written taskFile
 }
 
 // agentState is what must come through an upgrade unchanged.
@@ -125,7 +126,8 @@ func startFleet(ctx context.Context, t *testing.T, d *deployment) *fleet {
 	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool { return f.pod(ctx, t, f.asleep) == "" })
 	// The job outlives the exec (the gateway image has no nohup): it finishes while (or after)
 	// the manager is replaced.
-	f.exec(t, f.busy, "(trap '' HUP; sleep 40; echo finished > "+taskFile+") </dev/null >/dev/null 2>&1 &")
+	f.exec(t, f.busy, "(trap '' HUP; sleep 20; echo finished > "+taskFile+") </dev/null >/dev/null 2>&1 &")
+	f.jobEnds = time.Now().Add(25 * time.Second)
 	return f
 }
 
@@ -182,23 +184,39 @@ func (f *fleet) record(ctx context.Context, t *testing.T) map[string]agentState 
 	return states
 }
 
-// checkAfterUpgrade expects every agent as it was: the same status, pod, files and config;
-// the suspended one still without a gateway, then resumed with its files; the busy one's job
-// finished in the pod that started it.
+// checkAfterUpgrade waits for the new manager's rendering rollout and expects every agent as
+// it was (status, files, config), its gateway restarted only by a wave of the rollout and once
+// at most; the suspended one still without a gateway, then resumed with its files; the busy
+// one's job finished unless its wave stopped it first.
 func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[string]agentState) {
 	t.Helper()
 	var agents agentsv1.AgentList
 	if err := f.d.k8s.List(ctx, &agents, client.InNamespace("demo")); err != nil || len(agents.Items) != len(f.ids) {
 		t.Fatalf("agents after the upgrade: %d, %v", len(agents.Items), err)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the busy agent's job to finish", func() bool {
-		return strings.TrimSpace(f.exec(t, f.busy, "cat "+taskFile+" 2>/dev/null || true")) == "finished"
-	})
+	waves := waitRenderingRollout(ctx, t, f.d)
 	after := f.record(ctx, t)
+	restarted := 0
 	for _, id := range f.ids {
 		b, a := before[id], after[id]
+		if a.pod != b.pod {
+			restarted++
+			if _, ok := waves[id]; !ok {
+				t.Errorf("agent %s's gateway restarted outside the rollout's waves (%s, then %s)", id, b.pod, a.pod)
+			}
+			if !strings.HasSuffix(a.pod, "/0") {
+				t.Errorf("agent %s's new gateway restarted: %s", id, a.pod)
+			}
+		}
+		b.pod, a.pod = "", ""
 		if a != b {
 			t.Errorf("agent %s changed across the upgrade:\nbefore %+v\nafter  %+v", id, b, a)
+		}
+	}
+	t.Logf("upgrade: %d of %d agents' gateways restarted, each in its wave (%d waves)", restarted, len(f.ids), len(waves))
+	if started, ok := waves[f.busy]; !ok || started.After(f.jobEnds) {
+		if got := strings.TrimSpace(f.exec(t, f.busy, "cat "+taskFile)); got != "finished" {
+			t.Errorf("the busy agent's job: %q", got)
 		}
 	}
 	e2e.Must(t, f.p.Call("POST", "/v0/agents/"+f.asleep+"/resume", nil), 200, "resume")
@@ -249,4 +267,30 @@ func checkStorageMigrated(ctx context.Context, t *testing.T, d *deployment) {
 		}
 		return n > 0
 	})
+}
+
+// waitRenderingRollout waits until the rollout the new manager made of its rendering
+// succeeded with every agent current, and returns when each agent's wave started (by agent).
+func waitRenderingRollout(ctx context.Context, t *testing.T, d *deployment) map[string]time.Time {
+	t.Helper()
+	var rollout agentsv1.RenderingRollout
+	e2e.Eventually(t, 10*time.Minute, "the manager's rendering rollout to succeed", func() bool {
+		var list agentsv1.RenderingRolloutList
+		if d.k8s.List(ctx, &list, client.MatchingLabels{agentsv1.LabelRenderingRollout: "manager"}) != nil || len(list.Items) != 1 {
+			return false
+		}
+		rollout = list.Items[0]
+		st := rollout.Status
+		return st.Phase == agentsv1.UpgradeSucceeded && st.Current == st.Total && st.Total > 0
+	})
+	started := map[string]time.Time{}
+	for _, w := range rollout.Status.Waves {
+		for _, a := range w.Agents {
+			_, id, _ := strings.Cut(a, "/")
+			if w.StartedAt != nil {
+				started[id] = w.StartedAt.Time
+			}
+		}
+	}
+	return started
 }
