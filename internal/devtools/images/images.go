@@ -208,43 +208,14 @@ func Ensure(dir string, s Spec) (string, error) {
 const tiniStatic = "/usr/bin/tini-static"
 
 func gateway(engineDir, node, probeBin string, tools []string) (v1.Image, error) {
-	base := tree{}
-	base.dir("/tmp", 0o1777, 0, 0)
-	base.dir("/home/node", 0o755, NodeUID, NodeUID)
-	base.dir("/root", 0o700, 0, 0)
-	base.add(entry{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000:node:/home/node:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")})
-	base.add(entry{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnode:x:1000:\nnogroup:x:65534:\n")})
-	base.add(entry{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")})
-	base.add(entry{Path: "/etc/hosts", Mode: 0o644, Data: []byte("127.0.0.1 localhost\n")})
-	if err := base.copyFile("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+	base, err := gatewayBase(probeBin, tools, node)
+	if err != nil {
 		return nil, err
-	}
-	if err := base.copyFile(tiniStatic, Init); err != nil {
-		return nil, fmt.Errorf("%w (install Debian's tini)", err)
-	}
-	if err := base.copyFile(probeBin, Probe); err != nil {
-		return nil, fmt.Errorf("%w (make build)", err)
-	}
-	bins := []string{node}
-	for i, t := range tools {
-		if err := base.copyFile(t, "/bin/"+hostTools[i]); err != nil {
-			return nil, err
-		}
-		bins = append(bins, t)
 	}
 	if err := base.copyFile(node, "/usr/local/bin/node"); err != nil {
 		return nil, err
 	}
 	base.add(entry{Path: "/usr/local/bin/openclaw", Mode: 0o755, Data: []byte("#!/bin/sh\nexec node /app/openclaw.mjs \"$@\"\n")})
-	libs, err := sharedLibraries(bins)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range libs {
-		if err := base.copyFile(l, l); err != nil {
-			return nil, err
-		}
-	}
 	engine := tree{}
 	entries, err := os.ReadDir(filepath.Join(engineDir, "node_modules"))
 	if err != nil {
@@ -266,6 +237,89 @@ func gateway(engineDir, node, probeBin string, tools []string) (v1.Image, error)
 		User:       "1000:1000",
 		WorkingDir: "/app",
 	}, base, engine)
+}
+
+// gatewayBase is the gateway images' base layer: the node user, the CA bundle, tini, the
+// probe, the host tools and the shared libraries they and bins load.
+func gatewayBase(probeBin string, tools []string, bins ...string) (tree, error) {
+	base := tree{}
+	base.dir("/tmp", 0o1777, 0, 0)
+	base.dir("/home/node", 0o755, NodeUID, NodeUID)
+	base.dir("/root", 0o700, 0, 0)
+	base.add(entry{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000:node:/home/node:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n")})
+	base.add(entry{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnode:x:1000:\nnogroup:x:65534:\n")})
+	base.add(entry{Path: "/etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")})
+	base.add(entry{Path: "/etc/hosts", Mode: 0o644, Data: []byte("127.0.0.1 localhost\n")})
+	if err := base.copyFile("/etc/ssl/certs/ca-certificates.crt", "/etc/ssl/certs/ca-certificates.crt"); err != nil {
+		return nil, err
+	}
+	if err := base.copyFile(tiniStatic, Init); err != nil {
+		return nil, fmt.Errorf("%w (install Debian's tini)", err)
+	}
+	if err := base.copyFile(probeBin, Probe); err != nil {
+		return nil, fmt.Errorf("%w (make build)", err)
+	}
+	for i, t := range tools {
+		if err := base.copyFile(t, "/bin/"+hostTools[i]); err != nil {
+			return nil, err
+		}
+		bins = append(bins, t)
+	}
+	libs, err := sharedLibraries(bins)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range libs {
+		if err := base.copyFile(l, l); err != nil {
+			return nil, err
+		}
+	}
+	return base, nil
+}
+
+// FakeGatewayRepository is the repository of FakeGatewaySpec's images.
+const FakeGatewayRepository = "agentplane.local/fakeclaw"
+
+// FakeGatewaySpec is a gateway image of engine version version whose engine is the fake
+// (internal/devtools/fakeclaw) that fakeBin carries: fakeBin turns into the fake when
+// switchEnv is 1, as in the engine dirs fakeclaw makes. It boots in a moment, so the runtime
+// contract runs its many gateways on a real node in little time; the real engine's images
+// are GatewaySpec's.
+func FakeGatewaySpec(fakeBin, switchEnv, probeBin, version string) (Spec, error) {
+	tools, err := toolPaths()
+	if err != nil {
+		return Spec{}, err
+	}
+	h := sha256.New()
+	fmt.Fprintln(h, builderVersion, version, switchEnv)
+	for _, f := range append([]string{fakeBin, probeBin, tiniStatic}, tools...) {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return Spec{}, fmt.Errorf("fake gateway image: %w", err)
+		}
+		fmt.Fprintf(h, "%s %x\n", f, sha256.Sum256(data))
+	}
+	return Spec{
+		Ref: FakeGatewayRepository + ":" + version,
+		key: hex.EncodeToString(h.Sum(nil))[:16],
+		build: func() (v1.Image, error) {
+			base, err := gatewayBase(probeBin, tools, fakeBin)
+			if err != nil {
+				return nil, err
+			}
+			if err := base.copyFile(fakeBin, "/usr/local/bin/fakeclaw"); err != nil {
+				return nil, err
+			}
+			base.add(entry{Path: "/usr/local/bin/openclaw", Mode: 0o755,
+				Data: []byte("#!/bin/sh\n" + switchEnv + "=1 exec /usr/local/bin/fakeclaw \"$@\"\n")})
+			return image(v1.Config{
+				Entrypoint: []string{Init, "--"},
+				Env:        []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/node", "FAKECLAW_VERSION=" + version},
+				User:       "1000:1000",
+				WorkingDir: "/home/node",
+			}, base)
+		},
+	}, nil
 }
 
 // image is one layer per tree with cfg.

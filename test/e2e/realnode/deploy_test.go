@@ -45,15 +45,8 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
 	}
-	// The runtime contract runs on two engine releases: agents start on the one before the
-	// pinned one and move up to it (an engine refuses the config a later release wrote).
-	previous := e2e.PreviousEngineDir(t)
 	_, probe := e2e.BuildAgentplane(t)
-	otherGateway, err := images.GatewaySpec(previous, e2e.EngineVersion(t, previous), probe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	realNodeDeploy(t, deployTest{images: []images.Spec{otherGateway}, install: func(ctx context.Context, d *deployment) {
+	realNodeDeploy(t, deployTest{images: contractImages(t, probe), install: func(ctx context.Context, d *deployment) {
 		rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
 		if err != nil {
 			t.Fatalf("kubectl kustomize config/local: %v", err)
@@ -67,7 +60,7 @@ func TestRealNodeDeploy(t *testing.T) {
 		}
 	}, after: func(ctx context.Context, d *deployment) {
 		t.Run("runtime contract", func(t *testing.T) {
-			checkRuntimeContract(ctx, t, d, e2e.EngineVersion(t, previous), e2e.EngineVersion(t, e2e.EngineDir(t)))
+			checkRuntimeContract(ctx, t, d)
 		})
 	}})
 }
