@@ -229,6 +229,11 @@ func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[
 	for _, id := range f.ids {
 		e2e.Must(t, f.p.Call("DELETE", "/v0/agents/"+id, nil), 200, "delete "+id)
 	}
+	for _, id := range f.ids {
+		e2e.Eventually(t, 3*time.Minute, "agent "+id+" to be gone", func() bool {
+			return f.p.Call("GET", "/v0/agents/"+id, nil).Status == 404
+		})
+	}
 }
 
 // checkRoutes expects the facade's read routes to answer 200 for the workspace and agent id.
