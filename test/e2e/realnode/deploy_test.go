@@ -15,11 +15,13 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/hack/genchart/gen"
 	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/devtools/localcluster"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
@@ -29,14 +31,22 @@ import (
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
-// TestRealNodeDeploy deploys the manager into the local cluster as a platform team deploys it
-// (config/local: config/default with the local images): a two-replica Deployment from the
-// manager's image, its own ServiceAccount with the generated RBAC (not an admin), leader
-// election on. A client reaches the REST facade through its Service's ClusterIP (kube-proxy),
-// creates an agent that runs on the real node, execs in it and snapshots its workspace onto
-// the storage claim; the in-cluster manager talks to the API server through the `kubernetes`
-// Service with TLS verified. Then, the manager scaled to zero, the runtime contract runs on
-// the same cluster (checkRuntimeContract).
+// TestRealNodeDeploy deploys the manager into the local cluster as a platform team does, both
+// ways, on one cluster (a cluster start and stop is a minute or more of the package's time):
+//
+//   - the Helm chart, upgraded (upgradeWithHelm): `helm install` of an earlier commit's chart
+//     and manager, agents, `helm upgrade` to the chart under test; then the checks of every
+//     deployment (realNodeDeploy) and the failover's figures (checkFailover);
+//   - config/local (config/default with the local images) after `helm uninstall`, and its
+//     checks of every deployment;
+//   - then, the manager scaled to zero, the runtime contract on the real kubelet
+//     (checkRuntimeContract).
+//
+// The checks of every deployment: a two-replica Deployment from the manager's image, one
+// leading, its own ServiceAccount with the generated RBAC (not an admin); a client reaches the
+// REST facade through its Service's ClusterIP (kube-proxy), creates an agent that runs on the
+// real node, execs in it and snapshots its workspace onto the storage claim; the in-cluster
+// manager talks to the API server through the `kubernetes` Service with TLS verified.
 func TestRealNodeDeploy(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
@@ -45,24 +55,43 @@ func TestRealNodeDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kubectl renders config/local (kubectl kustomize): %v", err)
 	}
+	helm, err := gen.Helm(testenv.RepoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, prevImage := previousManager(t)
 	_, probe := e2e.BuildAgentplane(t)
-	realNodeDeploy(t, deployTest{images: contractImages(t, probe), install: func(ctx context.Context, d *deployment) {
-		rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
-		if err != nil {
-			t.Fatalf("kubectl kustomize config/local: %v", err)
-		}
-		applyManifests(ctx, t, d.k8s, rendered)
-		if err := d.k8s.Create(ctx, &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: deployNamespace},
-			StringData: map[string]string{"key": strings.Repeat("k", 32)},
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}, after: func(ctx context.Context, d *deployment) {
-		t.Run("runtime contract", func(t *testing.T) {
-			checkRuntimeContract(ctx, t, d)
-		})
-	}})
+	var h helmRelease
+	realNodeDeploy(t, deployTest{
+		images: append(contractImages(t, probe), prevImage),
+		install: func(ctx context.Context, d *deployment) {
+			h = helmRelease{t: t, helm: helm, kubeconfig: d.cl.Kubeconfig}
+			upgradeWithHelm(ctx, t, d, h, prev, prevImage)
+		},
+		after: func(ctx context.Context, d *deployment) {
+			t.Run("failover", func(t *testing.T) { checkFailover(ctx, t, d) })
+			h.run("uninstall")
+			e2e.Eventually(t, 2*time.Minute, "the chart's manager to be gone", func() bool { return len(d.allManagerPods(ctx)) == 0 })
+			t.Run("config/local", func(t *testing.T) {
+				rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
+				if err != nil {
+					t.Fatalf("kubectl kustomize config/local: %v", err)
+				}
+				applyManifests(ctx, t, d.k8s, rendered)
+				// helm uninstall keeps the chart's secrets key (a lost key makes every sealed
+				// secret unreadable), which config/local's manager reads.
+				err = d.k8s.Create(ctx, &corev1.Secret{
+					ObjectMeta: metav1.ObjectMeta{Name: secrets.KeySecretName, Namespace: deployNamespace},
+					StringData: map[string]string{"key": strings.Repeat("k", 32)},
+				})
+				if !apierrors.IsAlreadyExists(err) {
+					t.Fatalf("the chart's secrets key after helm uninstall: %v", err)
+				}
+				d.checkDeployment(ctx, t)
+			})
+			t.Run("runtime contract", func(t *testing.T) { checkRuntimeContract(ctx, t, d) })
+		},
+	})
 }
 
 const deployNamespace = "agentplane-system"
@@ -141,17 +170,7 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 	})
 	d := &deployment{t: t, cl: cl, k8s: cl.Client, bin: bin}
 	dt.install(ctx, d)
-	deploy := d.waitAvailable(ctx, images.ManagerImage)
-	t.Run("one replica leads", func(t *testing.T) {
-		e2e.Eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
-			_, ok := d.leader(ctx)
-			return ok
-		})
-	})
-	t.Run("the manager's ServiceAccount is not an admin", func(t *testing.T) {
-		checkNotAdmin(ctx, t, d.k8s, "system:serviceaccount:"+deployNamespace+":"+deploy.Spec.Template.Spec.ServiceAccountName)
-	})
-	t.Run("an agent through the in-cluster facade", func(t *testing.T) { checkDeployedAgent(ctx, t, d) })
+	d.checkDeployment(ctx, t)
 	if dt.after != nil {
 		dt.after(ctx, d)
 	}
@@ -167,6 +186,23 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 	if len(left) > 0 {
 		t.Errorf("the cluster's stop left behind:\n%s", strings.Join(left, "\n"))
 	}
+}
+
+// checkDeployment checks what every deployment of the manager owes: both replicas of its
+// image available, one leading, its ServiceAccount no admin, an agent through the facade.
+func (d *deployment) checkDeployment(ctx context.Context, t *testing.T) {
+	t.Helper()
+	deploy := d.waitAvailable(ctx, images.ManagerImage)
+	t.Run("one replica leads", func(t *testing.T) {
+		e2e.Eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
+			_, ok := d.leader(ctx)
+			return ok
+		})
+	})
+	t.Run("the manager's ServiceAccount is not an admin", func(t *testing.T) {
+		checkNotAdmin(ctx, t, d.k8s, "system:serviceaccount:"+deployNamespace+":"+deploy.Spec.Template.Spec.ServiceAccountName)
+	})
+	t.Run("an agent through the in-cluster facade", func(t *testing.T) { checkDeployedAgent(ctx, t, d) })
 }
 
 // waitAvailable waits until the manager Deployment runs image on both replicas, all updated.

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/hack/genchart/gen"
 	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/test/e2e"
@@ -28,45 +27,34 @@ import (
 // upgrade has to carry.
 const upgradeFrom = "59755173820e9453fd9022c853a6e32362eb87bb"
 
-// TestRealNodeChartUpgrade deploys the manager with the Helm chart as a platform team does,
-// and upgrades it: `helm install` of upgradeFrom's chart and manager (built from this
-// repository's history), agents running, suspended and mid-task, then `helm upgrade` to the
-// chart under test with the same values. No agent is lost, no gateway restarts outside the
-// platform's rollout, every agent's files and config are byte-identical, the facade's routes
-// answer; then it checks what TestRealNodeDeploy checks, and measures a failover.
-func TestRealNodeChartUpgrade(t *testing.T) {
-	if !testenv.RealNode(t) {
-		return
-	}
-	helm, err := gen.Helm(testenv.RepoRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
+// previousManager builds upgradeFrom's tree and manager image (from this repository's history).
+func previousManager(t *testing.T) (e2e.Revision, images.Spec) {
+	t.Helper()
 	prev := e2e.BuildRevision(t, upgradeFrom)
-	prevTag := "prev-" + prev.Commit[:12]
-	prevImage, err := images.ManagerSpecAs(strings.Replace(images.ManagerImage, ":dev", ":"+prevTag, 1), prev.Bin)
+	image, err := images.ManagerSpecAs(strings.Replace(images.ManagerImage, ":dev", ":prev-"+prev.Commit[:12], 1), prev.Bin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	realNodeDeploy(t, deployTest{
-		images: []images.Spec{prevImage},
-		install: func(ctx context.Context, d *deployment) {
-			h := helmRelease{t: t, helm: helm, kubeconfig: d.cl.Kubeconfig}
-			h.run("install", filepath.Join(prev.Src, "dist", "chart"), "--create-namespace",
-				"-f", filepath.Join(prev.Src, "hack", "genchart", "testdata", "values", "local.yaml"), "--set", "image.tag="+prevTag)
-			d.waitAvailable(ctx, prevImage.Ref)
-			fleet := startFleet(ctx, t, d)
-			before := fleet.record(ctx, t)
-			h.run("upgrade", filepath.Join(testenv.RepoRoot(), "dist", "chart"),
-				"-f", filepath.Join(testenv.RepoRoot(), "hack", "genchart", "testdata", "values", "local.yaml"))
-			d.waitAvailable(ctx, images.ManagerImage)
-			checkStorageMigrated(ctx, t, d)
-			fleet.checkAfterUpgrade(ctx, t, before)
-		},
-		after: func(ctx context.Context, d *deployment) {
-			t.Run("failover", func(t *testing.T) { checkFailover(ctx, t, d) })
-		},
-	})
+	return prev, image
+}
+
+// upgradeWithHelm deploys the manager with the Helm chart and upgrades it, as a platform team
+// does: `helm install` of upgradeFrom's chart and manager, agents running, suspended and
+// mid-task, then `helm upgrade` to the chart under test with the same values. No agent is
+// lost, no gateway restarts outside the platform's rendering rollout, every agent's files and
+// config are byte-identical, the storage version migrated, the facade's routes answer.
+func upgradeWithHelm(ctx context.Context, t *testing.T, d *deployment, h helmRelease, prev e2e.Revision, prevImage images.Spec) {
+	_, tag, _ := strings.Cut(prevImage.Ref, ":")
+	h.run("install", filepath.Join(prev.Src, "dist", "chart"), "--create-namespace",
+		"-f", filepath.Join(prev.Src, "hack", "genchart", "testdata", "values", "local.yaml"), "--set", "image.tag="+tag)
+	d.waitAvailable(ctx, prevImage.Ref)
+	fleet := startFleet(ctx, t, d)
+	before := fleet.record(ctx, t)
+	h.run("upgrade", filepath.Join(testenv.RepoRoot(), "dist", "chart"),
+		"-f", filepath.Join(testenv.RepoRoot(), "hack", "genchart", "testdata", "values", "local.yaml"))
+	d.waitAvailable(ctx, images.ManagerImage)
+	checkStorageMigrated(ctx, t, d)
+	fleet.checkAfterUpgrade(ctx, t, before)
 }
 
 // helmRelease runs helm on the release agentplane in deployNamespace of the local cluster,
@@ -76,15 +64,16 @@ type helmRelease struct {
 	helm, kubeconfig string
 }
 
-func (h helmRelease) run(verb, chart string, args ...string) {
+// run runs `helm <verb> agentplane <args>` (install and upgrade: the chart first).
+func (h helmRelease) run(verb string, args ...string) {
 	h.t.Helper()
 	home := h.t.TempDir()
-	cmd := exec.Command(h.helm, append([]string{verb, "agentplane", chart, "--namespace", deployNamespace,
+	cmd := exec.Command(h.helm, append([]string{verb, "agentplane", "--namespace", deployNamespace,
 		"--kubeconfig", h.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		h.t.Fatalf("helm %s %s: %v\n%s", verb, chart, err, out)
+		h.t.Fatalf("helm %s %v: %v\n%s", verb, args, err, out)
 	}
 }
 
