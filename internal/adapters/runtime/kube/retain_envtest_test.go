@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 )
 
@@ -188,5 +190,25 @@ func TestAdoptedHomeGoesWithDelete(t *testing.T) {
 	}
 	if deleted(t, f.ctx, other) {
 		t.Error("Delete removed the home of a member the agent did not adopt")
+	}
+}
+
+// TestRetainedAdoptedHomeIsListed: the home of an adopted pool member (the agent's labels, the
+// member's id) outlives its StatefulSet and is one of the runtime's homes.
+func TestRetainedAdoptedHomeIsListed(t *testing.T) {
+	ctx, a := setup(t, "retain-inventory")
+	r := newRuntime(kube.Options{})
+	ensure(t, ctx, r, a, desired())
+	member := getStatefulSet(t, ctx, "retain-inventory", "a1")
+	member.Name = "pool-x1"
+	member.Spec.VolumeClaimTemplates[0].Labels[kube.LabelPoolMember] = "x1" // what relabelHome leaves
+	pvc := homeClaim(t, ctx, member)
+	homes, err := r.Homes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runtime.Home{Namespace: "retain-inventory", Name: "a1", Location: "pvc/" + pvc.Name}
+	if !slices.Contains(homes, want) {
+		t.Errorf("homes %+v, want %+v", homes, want)
 	}
 }
