@@ -171,8 +171,11 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 			// that renders pods differently restarts none at once.
 			UpdateStrategy:       appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType},
 			RevisionHistoryLimit: ptr.To[int32](3),
+			// Retain: the home goes only with runtime.Delete (the agent deleted through the
+			// platform), never with the StatefulSet: the garbage collector deletes that when the
+			// Agent object is lost without a user deleting it (a restore of a stale backup).
 			PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
-				WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType,
+				WhenDeleted: appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 				WhenScaled:  appsv1.RetainPersistentVolumeClaimRetentionPolicyType,
 			},
 			Template: corev1.PodTemplateSpec{

@@ -25,7 +25,8 @@ import (
 //     from then on every path of the runtime names the member's objects.
 //  2. Ensure applies the agent's StatefulSet over the member's (adoptedShape: the member's
 //     selector, OnDelete): the agent becomes its controller, its labels and template replace
-//     the pool's; the pod keeps running.
+//     the pool's, its home is retained when the StatefulSet is deleted (the member's went with
+//     it); the pod keeps running.
 //  3. bindPod writes the agent's initial engine config (its identity) into the home, which the
 //     gateway reloads by itself, and gives the live pod the agent's labels (the Services,
 //     NetworkPolicy and Domains select pods by them) and the agent's config hash, rendering
@@ -117,7 +118,7 @@ func (r *Runtime) bindPod(ctx context.Context, agent *agentsv1.Agent, d runtime.
 	if err := r.opts.Client.Patch(ctx, pod, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, "", fmt.Errorf("label the adopted pod: %w", err)
 	}
-	if err := r.relabelHome(ctx, agent); err != nil {
+	if err := r.relabelHome(ctx, agent, id); err != nil {
 		return nil, "", err
 	}
 	took := time.Duration(0)
@@ -147,8 +148,9 @@ func agentLabels(have map[string]string, agent *agentsv1.Agent, o Options) map[s
 	return out
 }
 
-// relabelHome gives the adopted home volume the agent's labels (Delete checks them).
-func (r *Runtime) relabelHome(ctx context.Context, agent *agentsv1.Agent) error {
+// relabelHome gives the home volume of member id, which the agent adopted, the agent's labels
+// (Delete checks them). A claim of that name that is not the member's is left alone.
+func (r *Runtime) relabelHome(ctx context.Context, agent *agentsv1.Agent, id string) error {
 	pvc := &corev1.PersistentVolumeClaim{}
 	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: PVCName(agent)}, pvc)
 	if apierrors.IsNotFound(err) {
@@ -157,8 +159,8 @@ func (r *Runtime) relabelHome(ctx context.Context, agent *agentsv1.Agent) error 
 	if err != nil {
 		return fmt.Errorf("get the adopted home volume: %w", err)
 	}
-	if pvc.Labels[agentsv1.LabelAgent] == agent.Name {
-		return nil
+	if pvc.Labels[agentsv1.LabelAgent] != "" || pvc.Labels[LabelPoolMember] != id {
+		return nil // the agent's already, or not the member's
 	}
 	base := pvc.DeepCopy()
 	pvc.Labels = agentLabels(pvc.Labels, agent, r.opts)
@@ -166,6 +168,30 @@ func (r *Runtime) relabelHome(ctx context.Context, agent *agentsv1.Agent) error 
 		return fmt.Errorf("label the adopted home volume: %w", err)
 	}
 	return nil
+}
+
+// ownAdoptedHome makes the home of the member the agent adopted the agent's (relabelHome)
+// before Delete, when bindPod has not: the member's pod did not run, or was gone, when the
+// agent adopted it, or a manager died before binding it. The home is the member's when the
+// StatefulSet the agent names is that member (its id) and is the agent's or reserved for it.
+func (r *Runtime) ownAdoptedHome(ctx context.Context, agent *agentsv1.Agent) error {
+	if !adopted(agent) {
+		return nil
+	}
+	sts := &appsv1.StatefulSet{}
+	err := r.opts.APIReader.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: StatefulSetName(agent)}, sts)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get the adopted pool member: %w", err)
+	}
+	id := memberID(sts.Name)
+	ours := sts.Labels[agentsv1.LabelAgent] == agent.Name || sts.Labels[LabelReservedFor] == string(agent.UID)
+	if !ours || sts.Labels[LabelPoolMember] != id {
+		return nil
+	}
+	return r.relabelHome(ctx, agent, id)
 }
 
 // dropReservations deletes what is reserved for (or adopted by) the agent under its UID:

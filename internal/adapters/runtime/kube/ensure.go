@@ -416,9 +416,14 @@ func prune(v any) {
 }
 
 // Delete scales the gateway to zero and deletes the agent's objects, its pod and its home
-// volume. Owner references garbage-collect them on a real cluster too; deleting them here
-// makes Delete complete without a garbage collector and frees the volume right away.
+// volume. Owner references garbage-collect the others on a real cluster too; deleting them
+// here makes Delete complete without a garbage collector. The home goes only here: the
+// StatefulSet retains it (buildStatefulSet), so an Agent lost without a user deleting it
+// loses no files.
 func (r *Runtime) Delete(ctx context.Context, agent *agentsv1.Agent) error {
+	if err := r.ownAdoptedHome(ctx, agent); err != nil {
+		return err
+	}
 	r.recent.Delete(client.ObjectKey{Namespace: agent.Namespace, Name: StatefulSetName(agent)})
 	r.recent.Delete(policyKey{Namespace: agent.Namespace, Name: NetworkPolicyName(agent)})
 	c := r.opts.Client

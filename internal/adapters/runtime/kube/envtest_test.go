@@ -355,14 +355,7 @@ func TestDelete(t *testing.T) {
 	r := newRuntime(kube.Options{})
 	ensure(t, ctx, r, a, desired())
 	pod := podFor(t, ctx, "deletion")
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "home-a1-0", Namespace: "deletion", Labels: pod.Labels},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}
-	if err := env.Client.Create(ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := homeClaim(t, ctx, getStatefulSet(t, ctx, "deletion", "a1"))
 
 	// The pod exists but its gateway does not run: no exec.
 	if _, err := r.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"true"}}); !errors.Is(err, runtime.ErrNotRunning) {

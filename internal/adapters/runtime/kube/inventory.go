@@ -20,9 +20,10 @@ func (r *Runtime) Homes(ctx context.Context) ([]runtime.Home, error) {
 }
 
 // ListHomes lists the agents' home volumes in every namespace: the PersistentVolumeClaims
-// labelled with their agent (made from an agent's StatefulSet), and those of the warm pool
-// members an agent adopted (named after the agent's StatefulSet, which carries its label).
-// A claim outlives its StatefulSet when nothing deleted it; the home is where the claim is.
+// labelled with their agent (made from an agent's StatefulSet, or an adopted warm pool
+// member's the adoption relabelled), and those of the warm pool members an agent adopted
+// (named after the agent's StatefulSet, which carries its label). A claim outlives its
+// StatefulSet (which retains it) until the agent is deleted; the home is where the claim is.
 func ListHomes(ctx context.Context, c client.Reader) ([]runtime.Home, error) {
 	managed := client.MatchingLabels{agentsv1.LabelAppManagedBy: agentsv1.ManagedBy}
 	hasAgent := client.HasLabels{agentsv1.LabelAgent}
@@ -44,8 +45,8 @@ func ListHomes(ctx context.Context, c client.Reader) ([]runtime.Home, error) {
 		if a := agentOf[client.ObjectKeyFromObject(&pvc)]; a != "" {
 			name = a
 		}
-		if name == "" || pvc.DeletionTimestamp != nil || pvc.Labels[LabelPoolMember] != "" && agentOf[client.ObjectKeyFromObject(&pvc)] == "" {
-			continue // no agent's, going away, or a warm pool member's not adopted
+		if name == "" || pvc.DeletionTimestamp != nil {
+			continue // no agent's (a warm pool member's not adopted), or going away
 		}
 		homes = append(homes, runtime.Home{Namespace: pvc.Namespace, Name: name, Location: "pvc/" + pvc.Name})
 	}

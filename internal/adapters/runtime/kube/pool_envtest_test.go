@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -244,14 +243,7 @@ func TestPoolClaim(t *testing.T) {
 	f.setPool("claim", 1, "claim")
 	m := f.members("claim", "claim")[0]
 	f.boot(m, true)
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "home-" + m.Name + "-0", Namespace: "claim", Labels: m.Spec.VolumeClaimTemplates[0].Labels},
-		Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}},
-	}
-	if err := env.Client.Create(f.ctx, pvc); err != nil {
-		t.Fatal(err)
-	}
+	pvc := homeClaim(t, f.ctx, &m)
 	a := f.agent("claim", "a1")
 	tok, ok, err := f.r.ReserveGateway(f.ctx, a, "2026.9.6")
 	if err != nil || !ok || tok != memberToken(t, f.ctx, &m) {

@@ -77,7 +77,8 @@ func poolOwner(gp *agentsv1.GatewayPool) metav1.OwnerReference {
 
 // BuildMember is the StatefulSet of member id of pool gp in namespace ns: the StatefulSet an
 // agent would have (the same builder) without identity, its token in a Secret of its own,
-// labelled with the pool, its pod selected by LabelPoolMember, owned by the pool. OnDelete (as
+// labelled with the pool, its pod selected by LabelPoolMember, owned by the pool, its home
+// deleted with it. OnDelete (as
 // every agent's): the agent that adopts it rewrites its template without restarting the pod.
 func BuildMember(gp *agentsv1.GatewayPool, ns, id, version string, o Options) (*appsv1.StatefulSet, error) {
 	o = o.withDefaults()
@@ -94,6 +95,9 @@ func BuildMember(gp *agentsv1.GatewayPool, ns, id, version string, o Options) (*
 	sts.Spec.Selector = &metav1.LabelSelector{MatchLabels: memberSelector(name)}
 	sts.Spec.Template.Labels = maps.Clone(labels)
 	sts.Spec.VolumeClaimTemplates[0].Labels = maps.Clone(labels)
+	// A member that no agent adopted holds nobody's files: its home goes with it (the agent
+	// that adopts it applies its own StatefulSet, which retains the home).
+	sts.Spec.PersistentVolumeClaimRetentionPolicy.WhenDeleted = appsv1.DeletePersistentVolumeClaimRetentionPolicyType
 	return sts, nil
 }
 
