@@ -72,6 +72,7 @@ func TestRealNodeDeploy(t *testing.T) {
 			t.Run("failover", func(t *testing.T) { checkFailover(ctx, t, d) })
 			h.run("uninstall")
 			e2e.Eventually(t, 2*time.Minute, "the chart's manager to be gone", func() bool { return len(d.allManagerPods(ctx)) == 0 })
+			d.facade = nil // config/local's Service gets a ClusterIP of its own
 			t.Run("config/local", func(t *testing.T) {
 				rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
 				if err != nil {
