@@ -64,20 +64,23 @@ func checkRuntimeContract(ctx context.Context, t *testing.T, d *deployment) {
 	})
 }
 
-// scaleManager sets the manager Deployment's replicas and waits until that many pods run.
-func (d *deployment) scaleManager(ctx context.Context, t *testing.T, replicas int32) {
+// scaleManager sets the manager Deployment's replicas, waits until that many pods run and
+// returns the replicas it had.
+func (d *deployment) scaleManager(ctx context.Context, t *testing.T, replicas int32) int32 {
 	t.Helper()
 	deploy := &appsv1.Deployment{}
 	key := client.ObjectKey{Namespace: deployNamespace, Name: "agentplane-controller-manager"}
 	if err := d.k8s.Get(ctx, key, deploy); err != nil {
 		t.Fatal(err)
 	}
+	had := ptr.Deref(deploy.Spec.Replicas, 1)
 	patch := client.MergeFrom(deploy.DeepCopy())
 	deploy.Spec.Replicas = ptr.To(replicas)
 	if err := d.k8s.Patch(ctx, deploy, patch); err != nil {
 		t.Fatal(err)
 	}
 	e2e.Eventually(t, 2*time.Minute, "the manager to run on the replicas asked", func() bool {
-		return len(d.allManagerPods(ctx)) == int(replicas)
+		return len(d.allManagerPods(ctx)) == int(replicas) && len(d.managerPods(ctx)) == int(replicas)
 	})
+	return had
 }

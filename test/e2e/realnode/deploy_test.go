@@ -39,6 +39,7 @@ import (
 //     deployment (realNodeDeploy) and the failover's figures (checkFailover);
 //   - config/local (config/default with the local images) after `helm uninstall`, and its
 //     checks of every deployment;
+//   - an Agent lost as in a restore of a stale backup, and found again (checkLostAgent);
 //   - then, the manager scaled to zero, the runtime contract on the real kubelet
 //     (checkRuntimeContract).
 //
@@ -90,6 +91,7 @@ func TestRealNodeDeploy(t *testing.T) {
 				}
 				d.checkDeployment(ctx, t)
 			})
+			t.Run("a lost agent", func(t *testing.T) { checkLostAgent(ctx, t, d) })
 			t.Run("runtime contract", func(t *testing.T) { checkRuntimeContract(ctx, t, d) })
 		},
 	})
