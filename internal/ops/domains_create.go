@@ -54,16 +54,20 @@ func (o *Ops) CreateDomain(ctx context.Context, t Tenant, plan agentsv1.Plan, ag
 		}
 		claimed = true
 	}
+	stopRenewing := o.keepClaim(ctx, d.DeepCopy(), host, claimed) // Create writes into d meanwhile
 	releaseClaim := func() {
 		if claimed {
 			_ = o.d.Admission.ReleaseHost(ctx, d, host)
 		}
 	}
 	if err := o.reserveDomainSlot(ctx, agentKey, d.Name); err != nil {
+		stopRenewing()
 		releaseClaim()
 		return nil, err
 	}
-	if err := o.d.Client.Create(ctx, d); err != nil {
+	err = o.d.Client.Create(ctx, d)
+	stopRenewing() // d exists (or never will): its claim is held, or confirmed below
+	if err != nil {
 		// Only a refused create gives the claim and the slot back: after a lost answer the
 		// Domain may exist, and another Domain must not take its host or its slot (the
 		// Recounter frees both if it never appears).
@@ -77,6 +81,33 @@ func (o *Ops) CreateDomain(ctx context.Context, t Tenant, plan agentsv1.Plan, ag
 		return nil, err
 	}
 	return d, nil
+}
+
+// keepClaim renews d's claim on host (when claimed) every third of admission.InFlightWait
+// until the returned stop is called: while the request works its way from the claim to its
+// Domain, however slowly, nobody takes the host over as a dead request's.
+func (o *Ops) keepClaim(ctx context.Context, d *agentsv1.Domain, host string, claimed bool) (stop func()) {
+	if !claimed {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(admission.InFlightWait / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if err := o.d.Admission.RenewClaim(ctx, d, host); errors.Is(err, admission.ErrHostTaken) {
+				return // taken over: the confirm finds out and backs off
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // confirmDomain checks, once d exists, that d still holds what was taken for it before: a

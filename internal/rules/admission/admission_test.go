@@ -320,6 +320,25 @@ func TestClaims(t *testing.T) {
 		{"d1 releases it", func() error { return a.ReleaseHost(ctx, d1, host) }, nil, ""},
 		{"d2 takes it", func() error { return a.EnsureClaim(ctx, d2, host) }, nil, "ws-b/d2"},
 		{"d1 confirming d2's claim is refused", func() error { return a.ConfirmClaim(ctx, d1, host) }, admission.ErrHostTaken, "ws-b/d2"},
+		{"d1 cannot renew d2's claim", func() error { return a.RenewClaim(ctx, d1, host) }, admission.ErrHostTaken, "ws-b/d2"},
+		{"d2 renews its claim: dated anew", func() error {
+			before, err := a.LookupClaim(ctx, host)
+			if err != nil {
+				return err
+			}
+			time.Sleep(10 * time.Millisecond)
+			if err := a.RenewClaim(ctx, d2, host); err != nil {
+				return err
+			}
+			after, err := a.LookupClaim(ctx, host)
+			if err != nil {
+				return err
+			}
+			if !after.ClaimedAt.After(before.ClaimedAt) {
+				return fmt.Errorf("claimed at %s, then %s after the renewal", before.ClaimedAt, after.ClaimedAt)
+			}
+			return nil
+		}, nil, "ws-b/d2"},
 		// The Recounter frees a claim whose Domain did not exist yet (a request stalled past the
 		// stale age): the Domain, which exists when it confirms, claims the free host again.
 		{"d2's claim freed as stale is claimed again on confirm", func() error {

@@ -144,6 +144,29 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 	}
 }
 
+// RenewClaim dates Domain domainKey's claim on host anew (an update with the claim's
+// resourceVersion as read): a request on its way to its Domain renews its claim while it
+// works, so however slow the API server makes it, nobody takes the claim over as a dead
+// request's (and then answers "taken" for a host nobody ends up holding); a request that died
+// stops renewing, and its claim goes stale InFlightWait after its last renewal. It returns an
+// error wrapping ErrHostTaken when the claim is gone or another Domain's.
+func RenewClaim(ctx context.Context, c client.Client, systemNS, host, domainKey string) error {
+	host = strings.ToLower(host)
+	cur := &coordinationv1.Lease{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: systemNS, Name: ClaimName(host)}, cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%w: the claim on %s is gone", ErrHostTaken, host)
+		}
+		return err
+	}
+	held := claimOf(cur)
+	if held.Domain != domainKey {
+		return fmt.Errorf("%w: %s is held by workspace %s", ErrHostTaken, host, held.Workspace)
+	}
+	cur.Annotations = claimAnnotations(host, held.Workspace, domainKey, time.Now())
+	return c.Update(ctx, cur)
+}
+
 // InFlightWait is how long a claim whose Domain does not exist is waited for before it is
 // taken over.
 var InFlightWait = 5 * time.Second

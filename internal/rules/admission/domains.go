@@ -34,6 +34,11 @@ func (a *Admitter) ClaimHost(ctx context.Context, d *agentsv1.Domain, host strin
 	return ClaimHost(ctx, a.live(), a.SystemNamespace, host, d.Namespace, DomainKey(d))
 }
 
+// RenewClaim dates d's claim on host anew while d is on its way (RenewClaim, read live).
+func (a *Admitter) RenewClaim(ctx context.Context, d *agentsv1.Domain, host string) error {
+	return RenewClaim(ctx, a.live(), a.SystemNamespace, host, DomainKey(d))
+}
+
 // ConfirmClaim binds d's claim on host to d once d exists (ConfirmClaim, read live). The error
 // matches ErrHostTaken when the claim was taken over while d did not exist yet.
 func (a *Admitter) ConfirmClaim(ctx context.Context, d *agentsv1.Domain, host string) error {

@@ -307,7 +307,8 @@ func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
 		t.Errorf("the gateway runs on %q", pod.Spec.NodeName)
 	}
 	// The secrets key the deployment provides seals workspace secrets.
-	e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "DEPLOY_CHECK", "value": "sealed-by-the-deployed-key"}), 201, "create secret")
+	secret := "DEPLOY_CHECK_" + strings.ToUpper(strings.TrimPrefix(id, "agt-")) // one per deployment checked
+	e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": secret, "value": "sealed-by-the-deployed-key"}), 201, "create secret")
 	r := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo hi from $(cat /etc/hostname)"}), 200, "exec")
 	if r.Str("stdout") != "hi from "+pod.Name+"\n" {
 		t.Fatalf("exec: %s", r.Raw)
