@@ -55,12 +55,6 @@ func upgradeWithHelm(ctx context.Context, t *testing.T, d *deployment, h helmRel
 	d.waitAvailable(ctx, images.ManagerImage)
 	checkStorageMigrated(ctx, t, d)
 	fleet.checkAfterUpgrade(ctx, t, before)
-	// A downgrade to upgradeFrom is refused: its CRDs serve v1alpha1 alone, and the API server
-	// keeps every version that objects are stored in (v1beta1 now). Nothing moves back.
-	if out, err := h.try("rollback", "1"); err == nil || !strings.Contains(out, "storedVersions") {
-		t.Errorf("helm rollback to %s: %v\n%s", upgradeFrom, err, out)
-	}
-	d.waitAvailable(ctx, images.ManagerImage)
 }
 
 // helmRelease runs helm on the release agentplane in deployNamespace of the local cluster,
@@ -73,20 +67,14 @@ type helmRelease struct {
 // run runs `helm <verb> agentplane <args>` (install and upgrade: the chart first).
 func (h helmRelease) run(verb string, args ...string) {
 	h.t.Helper()
-	if out, err := h.try(verb, args...); err != nil {
-		h.t.Fatalf("helm %s %v: %v\n%s", verb, args, err, out)
-	}
-}
-
-// try runs `helm <verb> agentplane <args>` and returns its output.
-func (h helmRelease) try(verb string, args ...string) (string, error) {
 	home := h.t.TempDir()
 	cmd := exec.Command(h.helm, append([]string{verb, "agentplane", "--namespace", deployNamespace,
 		"--kubeconfig", h.kubeconfig}, args...)...)
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(home, "cache"),
 		"HELM_CONFIG_HOME="+filepath.Join(home, "config"), "HELM_DATA_HOME="+filepath.Join(home, "data"))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	if out, err := cmd.CombinedOutput(); err != nil {
+		h.t.Fatalf("helm %s %v: %v\n%s", verb, args, err, out)
+	}
 }
 
 // fleet is the agents the upgrade carries: one running, one suspended, one mid-task (a job
