@@ -36,7 +36,10 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
 	e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "echo kept through the loss > kept.txt"}), 200, "exec")
-	agent := e2e.GetAgent(t, d.k8s, id)
+	agent := &agentsv1.Agent{}
+	if err := d.k8s.Get(ctx, client.ObjectKey{Namespace: "demo", Name: id}, agent); err != nil {
+		t.Fatal(err)
+	}
 	saved := agent.DeepCopy()
 
 	replicas := d.scaleManager(ctx, t, 0)
