@@ -18,6 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
+	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
@@ -64,6 +65,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	}
 
 	d.scaleManager(ctx, t, replicas)
+	d.waitAvailable(ctx, images.ManagerImage) // the facade's Service has endpoints again
 	again := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Namespace: saved.Namespace,
 		Labels: saved.Labels, Annotations: saved.Annotations}, Spec: saved.Spec}
 	if err := d.k8s.Create(ctx, again); err != nil {
