@@ -3,6 +3,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,7 +271,23 @@ func (d *deployment) client(ctx context.Context) *e2e.Platform {
 		}
 		d.facade = e2e.Remote(d.t, "http://"+svc.Spec.ClusterIP, token)
 	}
+	d.waitFacade()
 	return d.facade
+}
+
+// waitFacade waits until the facade answers through its Service (kube-proxy programs a new
+// Service, or new endpoints, a moment after the pods are ready).
+func (d *deployment) waitFacade() {
+	d.t.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	e2e.Eventually(d.t, 2*time.Minute, "the facade to answer through its Service", func() bool {
+		resp, err := hc.Get(d.facade.URL + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
 }
 
 // checkNotAdmin expects the API server to refuse sa what only an admin may do.

@@ -65,7 +65,8 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	}
 
 	d.scaleManager(ctx, t, replicas)
-	d.waitAvailable(ctx, images.ManagerImage) // the facade's Service has endpoints again
+	d.waitAvailable(ctx, images.ManagerImage)
+	d.waitFacade()
 	again := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Namespace: saved.Namespace,
 		Labels: saved.Labels, Annotations: saved.Annotations}, Spec: saved.Spec}
 	if err := d.k8s.Create(ctx, again); err != nil {
