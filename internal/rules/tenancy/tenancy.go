@@ -4,8 +4,8 @@ package tenancy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,7 +50,13 @@ func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspac
 		if err := controllerutil.SetControllerReference(ws, ns, c.Scheme()); err != nil {
 			return err
 		}
-		if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := c.Create(ctx, ns)
+		if apierrors.IsAlreadyExists(err) {
+			// Made by someone else a moment ago, and not yet in a cached client's view: label
+			// it without reading it (an unlabelled namespace may bring no event to come back on).
+			return labelNamespace(ctx, c, ws.Name, want)
+		}
+		if err != nil {
 			return fmt.Errorf("create namespace: %w", err)
 		}
 		return nil
@@ -58,19 +64,25 @@ func EnsureNamespace(ctx context.Context, c client.Client, ws *agentsv1.Workspac
 	if err != nil {
 		return err
 	}
-	missing := false
 	for k, v := range want {
-		missing = missing || ns.Labels[k] != v
+		if ns.Labels[k] != v {
+			return labelNamespace(ctx, c, ws.Name, want)
+		}
 	}
-	if !missing {
-		return nil
+	return nil
+}
+
+// labelNamespace sets labels on the namespace name by a merge patch (other labels stay).
+func labelNamespace(ctx context.Context, c client.Client, name string, labels map[string]string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
 	}
-	patch := client.MergeFrom(ns.DeepCopy())
-	if ns.Labels == nil {
-		ns.Labels = map[string]string{}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("label namespace: %w", err)
 	}
-	maps.Copy(ns.Labels, want)
-	return c.Patch(ctx, ns, patch)
+	return nil
 }
 
 // EnsureWorkspace creates ws when no Workspace of that name exists, and its namespace. An
