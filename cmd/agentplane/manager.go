@@ -27,6 +27,9 @@ import (
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
+// compileCacheDirUsage is the --compile-cache-dir flag's help (dev and manager, local runtime).
+const compileCacheDirUsage = "with the local runtime: where each engine's compile cache is warmed once and sealed, shown read-only to every sandbox; platforms on one host may share one"
+
 func newManagerCommand() *cobra.Command {
 	m := &managerFlags{o: platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}}
 	cmd := &cobra.Command{
@@ -123,6 +126,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&m.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw, for --runtime local; repeat for several versions")
 	cmd.Flags().StringVar(&o.Runtime.StateDir, "runtime-dir", "", "where --runtime local keeps the agents' homes (default ./agentplane-runtime)")
 	cmd.Flags().StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "with --runtime local: contain each agent in a bubblewrap sandbox: auto, required or off (without one, one workspace only)")
+	cmd.Flags().StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <runtime-dir>/compile-cache)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{"2026.9.6"}, "engine versions agents may run (kube runtime; their images must exist)")
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")

@@ -36,6 +36,9 @@ type RuntimeOptions struct {
 	// are further host paths every agent's sandbox shows read-only (local.Options).
 	Sandbox       string
 	ReadOnlyPaths []string
+	// Local: CompileCacheDir is where the engines' compile caches are sealed
+	// (local.Options.CompileCacheDir; "": under StateDir).
+	CompileCacheDir string
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
 	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
 	// command in the image (kube.Options.Probe).
@@ -103,7 +106,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
-			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths,
+			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir,
 		})
 		if err != nil {
 			return nil, err

@@ -95,6 +95,14 @@ func BuildAgentplane(t testing.TB) (bin, probe string) {
 	return built.bin, built.probe
 }
 
+// SharedCompileCacheDir is where the platforms StartDev starts seal the engines' compile
+// caches: one dir per test binary, removed with its build (Main).
+func SharedCompileCacheDir(t testing.TB) string {
+	t.Helper()
+	BuildAgentplane(t)
+	return filepath.Join(built.dir, "compile-cache")
+}
+
 func buildAgentplane(dir string) (bin, probe string, err error) {
 	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
 	for out, pkg := range map[string]string{bin: "./cmd/agentplane", probe: "./cmd/agentplane-probe"} {
@@ -109,7 +117,7 @@ func buildAgentplane(dir string) (bin, probe string, err error) {
 }
 
 // Main runs a package's end-to-end tests (its TestMain: os.Exit(e2e.Main(m))) and then
-// removes what they shared: the build of BuildAgentplane.
+// removes what they shared: the build of BuildAgentplane and the compile caches beside it.
 func Main(m *testing.M) int {
 	code := m.Run()
 	if built.dir != "" {
@@ -127,8 +135,10 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	t.Helper()
 	bin, _ := BuildAgentplane(t)
 	p := &Platform{t: t, StateDir: t.TempDir(), Log: &bytes.Buffer{}, done: make(chan error, 1)}
+	// The platforms of one test binary share the engines' compile caches (each engine is
+	// warmed once per package run, not once per platform: a warm-up is a gateway boot).
 	p.Cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.StateDir, "--control-plane-dir", kubeenv.AssetsDir(),
-		"--engine-dir", engine, "--api-addr", "127.0.0.1:0"}, args...)...)
+		"--engine-dir", engine, "--api-addr", "127.0.0.1:0", "--compile-cache-dir", SharedCompileCacheDir(t)}, args...)...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)

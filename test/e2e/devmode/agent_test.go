@@ -37,6 +37,15 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	resp.Body.Close()
 	base := "/v0/agents/" + id
 
+	t.Run("the engine's compile cache is warmed once and sealed", func(t *testing.T) {
+		// The runtime warms it in a sandbox of its own beside the first gateway start; every
+		// platform of this package shares it (e2e.SharedCompileCacheDir).
+		e2e.Eventually(t, 2*time.Minute, "a sealed compile cache", func() bool {
+			m, _ := filepath.Glob(filepath.Join(e2e.SharedCompileCacheDir(t), "*", ".agentplane-compile-cache.json"))
+			return len(m) > 0
+		})
+	})
+
 	t.Run("devices", func(t *testing.T) {
 		r := e2e.Must(t, p.Call("GET", base+"/devices", nil), 200, "devices")
 		if _, ok := r.Body["paired"]; !ok {
