@@ -174,7 +174,7 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 
 .PHONY: test
 test: envtest-assets cluster-binaries node-packages sandbox-packages chromium engine helm promtool verify-generated vet ## Every tier at once (unit, envtest, engine, node), packages side by side.
-	$(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...
+	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
 # The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make
