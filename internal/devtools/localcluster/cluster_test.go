@@ -21,16 +21,20 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
-// TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster, checks its Service
-// network (checkServiceNetwork) and that it enforces NetworkPolicies (checkNetworkPolicies), runs a pod of the sandbox image with a claim of the default class as a non-root user, checks that the user
-// can write the volume and that the claim's data goes with the claim, then stops the cluster
-// and finds nothing of it left on the machine.
+// TestClusterRunsPodsWithVolumesAndLeavesNothing starts the cluster (with three simulated
+// nodes: checkSimulatedNodes), checks its Service network (checkServiceNetwork) and that it
+// enforces NetworkPolicies (checkNetworkPolicies), runs a pod of the sandbox image with a claim
+// of the default class as a non-root user, checks that the user can write the volume and that
+// the claim's data goes with the claim, then stops the cluster and finds nothing of it left on
+// the machine.
 func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 	if !testenv.RealNode(t) {
 		return
 	}
 	ctx := context.Background()
-	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: kubeenv.AssetsDir()})
+	// KWOK's simulated nodes beside the real one (checkSimulatedNodes) on the same cluster: a
+	// cluster start and stop is most of this package's time, and the machine runs one at a time.
+	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: kubeenv.AssetsDir(), SimulatedNodes: 3})
 	if !strings.Contains(c.Config.Host, c.NodeIP) {
 		t.Errorf("the API server serves on %s, want the node address %s (pods reach it there)", c.Config.Host, c.NodeIP)
 	}
@@ -116,6 +120,7 @@ func TestClusterRunsPodsWithVolumesAndLeavesNothing(t *testing.T) {
 		return nil
 	})
 
+	t.Run("simulated nodes beside the real node", func(t *testing.T) { checkSimulatedNodes(ctx, t, c) })
 	stopLeavingNothing()
 }
 

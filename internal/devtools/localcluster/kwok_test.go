@@ -16,19 +16,12 @@ import (
 
 	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/devtools/localcluster"
-	"github.com/agentplane/agentplane/internal/devtools/testenv"
-	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 )
 
-// TestSimulatedNodesBesideTheRealNode starts a cluster with three KWOK nodes: a StatefulSet
-// with a claim that tolerates their taint and selects them becomes Ready on one (its claim
-// bound), a pod that does neither runs on the real node, and the stop leaves nothing behind.
-func TestSimulatedNodesBesideTheRealNode(t *testing.T) {
-	if !testenv.RealNode(t) {
-		return
-	}
-	ctx := context.Background()
-	c, stopLeavingNothing := startCluster(t, localcluster.Options{BinDir: kubeenv.AssetsDir(), SimulatedNodes: 3})
+// checkSimulatedNodes: on a cluster started with three KWOK nodes, a StatefulSet with a claim
+// that tolerates their taint and selects them becomes Ready on one (its claim bound), and a pod
+// that does neither runs on the real node.
+func checkSimulatedNodes(ctx context.Context, t *testing.T, c *localcluster.Cluster) {
 	var nodes corev1.NodeList
 	if err := c.Client.List(ctx, &nodes, client.MatchingLabels(localcluster.SimulatedNodeSelector())); err != nil {
 		t.Fatal(err)
@@ -107,8 +100,6 @@ func TestSimulatedNodesBesideTheRealNode(t *testing.T) {
 		}
 		return nil
 	})
-
-	stopLeavingNothing()
 }
 
 func podReady(p *corev1.Pod) bool {
