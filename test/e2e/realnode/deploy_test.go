@@ -121,6 +121,9 @@ type deployment struct {
 	k8s    client.Client
 	bin    string // the agentplane binary under test (token create)
 	facade *e2e.Platform
+	// agent is a running agent the install left for the common checks (checkDeployedAgent),
+	// which delete it; "" has them create one.
+	agent string
 }
 
 // deployTest is what a deploy test adds to realNodeDeploy.
@@ -307,13 +310,16 @@ func checkNotAdmin(ctx context.Context, t *testing.T, k8s client.Client, sa stri
 	}
 }
 
-// checkDeployedAgent creates an agent through the in-cluster facade, expects it on the real
-// node, seals a secret with the deployment's key, execs in it, snapshots it onto the storage
-// claim and deletes it.
+// checkDeployedAgent creates an agent through the in-cluster facade (or takes d.agent, one the
+// install left running), expects it on the real node, seals a secret with the deployment's key,
+// execs in it, snapshots it onto the storage claim and deletes it.
 func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
 	p, k8s := d.client(ctx), d.k8s
-	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")
-	id := created["id"].(string)
+	id := d.agent
+	d.agent = ""
+	if id == "" {
+		id = e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")["id"].(string)
+	}
 	base := "/v0/agents/" + id
 	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
 		r := p.Call("GET", base, nil)
