@@ -3,10 +3,12 @@
 #
 # The node tier (hack/testtiers node: the packages that start a local cluster on this machine's
 # kubelet and containerd, one cluster at a time) is most of a run's length and waits on
-# containers more than it computes, so it runs in a `go test` of its own from the start. The
-# other tiers share two package slots beside it, the slowest packages first, at a lower CPU
-# priority (TEST_NICE) so the node tier's gateways and cluster are not starved: the run ends
-# when the node tier does. Environment: GO, TEST_TIMEOUT, GO_TEST_FLAGS, TEST_NICE.
+# containers more than it computes, so it runs in a `go test` of its own from the start (its
+# packages side by side: one builds while the other holds the machine's cluster lock). The
+# other tiers share two package slots beside it, the slowest packages first. (A lower CPU
+# priority for them does not help: with the kernel's autogroups, nice weighs only within a
+# session, and gateways and pods run in sessions of their own.)
+# Environment: GO, TEST_TIMEOUT, GO_TEST_FLAGS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
@@ -22,7 +24,7 @@ rest=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $node)) || exit 1
 node_pid=$!
 trap 'kill -INT $node_pid 2>/dev/null; wait $node_pid' INT TERM
 # shellcheck disable=SC2086
-nice -n "${TEST_NICE:-5}" "$go" test -p 2 -timeout "$timeout" "${flags[@]}" "${slowest[@]}" $rest
+"$go" test -p 2 -timeout "$timeout" "${flags[@]}" "${slowest[@]}" $rest
 rest_rc=$?
 wait $node_pid
 node_rc=$?
