@@ -13,7 +13,8 @@ import (
 // stop it (it would run beside the gateway the next Ensure starts, holding its port), and the
 // warm pool members it left (pools are rebuilt from scratch). They are recognized by the
 // marker in their environment (an agent's or a member's home under StateDir, which this
-// runtime holds the lock of); processes in the group of an adopted gateway are its own.
+// runtime holds the lock of); processes in the group of an adopted gateway, or below it, are
+// its own (a checkpointable sandbox runs the gateway in a session of its own: --new-session).
 func (r *Runtime) reapOrphans() {
 	adopted := map[int]bool{}
 	r.mu.Lock()
@@ -43,12 +44,30 @@ func (r *Runtime) reapOrphans() {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.state == 'Z' || st.state == 'X' || adopted[st.pgrp] {
+		if err != nil || st.state == 'Z' || st.state == 'X' || adopted[st.pgrp] || descendsFrom(st, adopted) {
 			continue
 		}
 		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
 		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
 	}
+}
+
+// descendsFrom reports whether the process of st is a descendant of one of pids (or in the
+// group of one), reading its ancestors from /proc.
+func descendsFrom(st procStat, pids map[int]bool) bool {
+	for range 64 {
+		if pids[st.ppid] || pids[st.pgrp] {
+			return true
+		}
+		if st.ppid <= 1 {
+			return false
+		}
+		var err error
+		if st, err = readProcStat(st.ppid); err != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // hasMarker reports whether the environment block environ sets the marker to a home under one

@@ -280,6 +280,7 @@ func killGroup(pid int) {
 // procStat is what the runtime reads from /proc/<pid>/stat.
 type procStat struct {
 	state byte
+	ppid  int
 	pgrp  int
 	start uint64
 }
@@ -304,8 +305,9 @@ func readProcStat(pid int) (procStat, error) {
 	if err != nil {
 		return procStat{}, err
 	}
+	ppid, _ := strconv.Atoi(f[1]) // field 4
 	pgrp, _ := strconv.Atoi(f[2]) // field 5
-	return procStat{state: f[0][0], pgrp: pgrp, start: start}, nil
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start}, nil
 }
 
 // procAlive: pid runs (not a zombie) and, when start is known, is the process that started
