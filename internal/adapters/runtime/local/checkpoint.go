@@ -39,7 +39,14 @@ const (
 // hack/build-criu.sh) and with tini to be the sandbox's PID 1.
 type checkpointer struct {
 	criu, tini string
+	// timeout bounds each CRIU run (criuTimeout when zero).
+	timeout time.Duration
 }
+
+// criuTimeout bounds a CRIU run. A restore whose restored gateway dies while CRIU detaches it
+// can leave CRIU waiting for its half-restored tree forever (seen with CRIU 4 on this kernel);
+// the wake would wait with it.
+const criuTimeout = 2 * time.Minute
 
 // newCheckpointer returns a checkpointer for the CRIU at path, or nil and why there is none.
 // path "" means $AGENTPLANE_CRIU, else a `criu` beside this program's executable (make run:
@@ -146,9 +153,26 @@ func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, erro
 // run runs CRIU with its log in dir/log; an error carries the log's error lines.
 func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string) error {
 	args = append(args, "-o", log)
-	out, err := exec.CommandContext(ctx, c.criu, args...).CombinedOutput()
+	timeout := c.timeout
+	if timeout == 0 {
+		timeout = criuTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.criu, args...)
+	// Cut off, CRIU's children (a half-restored tree) go with it, and an output pipe one of
+	// them holds does not keep the wait.
+	cmd.Cancel = func() error {
+		killChildren(cmd.Process.Pid)
+		return cmd.Process.Kill()
+	}
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
 	if err == nil {
 		return nil
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("%w (cut off after %s)", err, timeout)
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, log))
 	var errs []string
@@ -163,6 +187,19 @@ func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string)
 		errs = errs[:3]
 	}
 	return fmt.Errorf("criu %s: %v: %s%s", args[0], err, strings.Join(errs, "; "), lastLines(out, 2))
+}
+
+// killChildren SIGKILLs the children of process pid (read from /proc).
+func killChildren(pid int) {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if child, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(child, syscall.SIGKILL)
+			}
+		}
+	}
 }
 
 // lastLines is the last n lines of out, trimmed.
