@@ -146,16 +146,18 @@ func TestRestoreFailureFallsBackToColdResume(t *testing.T) {
 }
 
 // TestRestoredGatewayThatDiesIsAFailedRestore: a restored gateway that ends right after its
-// restore (here its crash timer ran out while it was checkpointed: the restored process's
+// restore (as one whose timers ran out while it was checkpointed does: the restored process's
 // monotonic clock counts the sleep, so its timers due meanwhile fire at once) is not left to
 // the crash backoff: it starts anew at once, and the reason says the restore failed.
 func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 	f := checkpointing(t)
 	a := newAgent("ckpt-dies")
 	d := ckptDesired("tok-1")
-	crashAfter := 3 * time.Second
-	d.Env["FAKECLAW_CRASH_AFTER"] = crashAfter.String()
-	started := time.Now()
+	// The gateway crashes when this file appears (FAKECLAW_CRASH_ON): after CRIU has restored
+	// it. (A timer due during the suspend fires while CRIU still detaches the restored tree,
+	// which CRIU does not always survive.)
+	trigger := filepath.Join(f.rt.AgentDir(keyOf(a)), "home", "crash-now")
+	d.Env["FAKECLAW_CRASH_ON"] = trigger
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	pid := gatewayPID(t, f, a)
 	ensure(t, f, a, suspended(d))
@@ -163,9 +165,11 @@ func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint", "inventory.img")); err != nil {
 		t.Fatalf("no checkpoint (the gateway crashed before the suspend?): %v", err)
 	}
-	time.Sleep(time.Until(started.Add(crashAfter + 500*time.Millisecond)))
 	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 		t.Fatalf("resume = %+v", o)
+	}
+	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -99,6 +99,9 @@ func gatewayRun(args []string) int {
 	if d := envDuration("FAKECLAW_CRASH_AFTER", 0); d > 0 {
 		crash = time.After(d)
 	}
+	if p := os.Getenv("FAKECLAW_CRASH_ON"); p != "" {
+		crash = crashOn(p)
+	}
 	select {
 	case s := <-sigs:
 		fmt.Printf("[gateway] received %s; shutting down\n", signalName(s))
@@ -109,7 +112,7 @@ func gatewayRun(args []string) int {
 		fmt.Println("[shutdown] completed cleanly")
 		return 0
 	case <-crash:
-		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (FAKECLAW_CRASH_AFTER=%s)\n", os.Getenv("FAKECLAW_CRASH_AFTER"))
+		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (FAKECLAW_CRASH_AFTER=%s, FAKECLAW_CRASH_ON=%s)\n", os.Getenv("FAKECLAW_CRASH_AFTER"), os.Getenv("FAKECLAW_CRASH_ON"))
 		return 1
 	}
 }
@@ -337,6 +340,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, encodeJSON(v, "")+"\n")
+}
+
+// crashOn fires once the file at path exists, which it removes (one crash per file): a crash
+// at a moment the test picks, unlike FAKECLAW_CRASH_AFTER (whose timer, in a gateway restored
+// from a checkpoint, may fire while CRIU still restores it).
+func crashOn(path string) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	go func() {
+		for now := range time.Tick(50 * time.Millisecond) {
+			if _, err := os.Stat(path); err == nil {
+				_ = os.Remove(path)
+				c <- now
+				return
+			}
+		}
+	}()
+	return c
 }
 
 func envDuration(name string, def time.Duration) time.Duration {
