@@ -112,7 +112,11 @@ func gatewayRun(args []string) int {
 		fmt.Println("[shutdown] completed cleanly")
 		return 0
 	case <-crash:
-		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (FAKECLAW_CRASH_AFTER=%s, FAKECLAW_CRASH_ON=%s)\n", os.Getenv("FAKECLAW_CRASH_AFTER"), os.Getenv("FAKECLAW_CRASH_ON"))
+		why := "FAKECLAW_CRASH_AFTER=" + os.Getenv("FAKECLAW_CRASH_AFTER")
+		if p := os.Getenv("FAKECLAW_CRASH_ON"); p != "" {
+			why = "FAKECLAW_CRASH_ON=" + p
+		}
+		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (%s)\n", why)
 		return 1
 	}
 }
