@@ -44,7 +44,7 @@ func (r *Runtime) reapOrphans() {
 			continue
 		}
 		st, err := readProcStat(pid)
-		if err != nil || st.state == 'Z' || st.state == 'X' || adopted[st.pgrp] || descendsFrom(st, adopted) {
+		if err != nil || st.state == 'Z' || st.state == 'X' || descendsFrom(st, adopted) {
 			continue
 		}
 		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
