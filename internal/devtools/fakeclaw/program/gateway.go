@@ -95,13 +95,7 @@ func gatewayRun(args []string) int {
 	fmt.Printf("[gateway] listening on ws://%s:%d (PID %d)\n", host, port, os.Getpid())
 	fmt.Println("[gateway] ready")
 
-	var crash <-chan time.Time
-	if d := envDuration("FAKECLAW_CRASH_AFTER", 0); d > 0 {
-		crash = time.After(d)
-	}
-	if p := os.Getenv("FAKECLAW_CRASH_ON"); p != "" {
-		crash = crashOn(p)
-	}
+	crash, why := crashTrigger()
 	select {
 	case s := <-sigs:
 		fmt.Printf("[gateway] received %s; shutting down\n", signalName(s))
@@ -112,13 +106,21 @@ func gatewayRun(args []string) int {
 		fmt.Println("[shutdown] completed cleanly")
 		return 0
 	case <-crash:
-		why := "FAKECLAW_CRASH_AFTER=" + os.Getenv("FAKECLAW_CRASH_AFTER")
-		if p := os.Getenv("FAKECLAW_CRASH_ON"); p != "" {
-			why = "FAKECLAW_CRASH_ON=" + p
-		}
 		fmt.Fprintf(os.Stderr, "fakeclaw: gateway crashed (%s)\n", why)
 		return 1
 	}
+}
+
+// crashTrigger is when the gateway crashes on purpose (never when neither FAKECLAW_CRASH_AFTER
+// nor FAKECLAW_CRASH_ON is set) and the setting that says why.
+func crashTrigger() (<-chan time.Time, string) {
+	if p := os.Getenv("FAKECLAW_CRASH_ON"); p != "" {
+		return crashOn(p), "FAKECLAW_CRASH_ON=" + p
+	}
+	if d := envDuration("FAKECLAW_CRASH_AFTER", 0); d > 0 {
+		return time.After(d), "FAKECLAW_CRASH_AFTER=" + os.Getenv("FAKECLAW_CRASH_AFTER")
+	}
+	return nil, ""
 }
 
 // loadGatewayConfig reads the config as openclaw's gateway does before it starts; code is
