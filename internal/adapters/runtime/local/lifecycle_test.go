@@ -253,8 +253,16 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	}
 }
 
+// TestReadoptionAfterManagerRestart: gateways outlive a manager that keeps them running, and
+// the next one adopts them, both as plain processes and as the checkpointable sandboxes a
+// runtime with CRIU starts (make run's default), whose gateway runs in a session of its own.
 func TestReadoptionAfterManagerRestart(t *testing.T) {
-	f1 := newFixture(t, func(o *local.Options) { o.KeepRunningOnShutdown = true })
+	keep := func(o *local.Options) { o.KeepRunningOnShutdown = true }
+	t.Run("plain", func(t *testing.T) { checkReadoption(t, newFixture(t, keep)) })
+	t.Run("checkpointable", func(t *testing.T) { checkReadoption(t, checkpointing(t, keep)) })
+}
+
+func checkReadoption(t *testing.T, f1 *fixture) {
 	a, b := newAgent("survivor"), newAgent("victim")
 	d := desired("tok-survivor-0000000000")
 	o := waitPhase(t, f1, a, d, runtime.PhaseRunning)
