@@ -144,6 +144,11 @@ func TestManagerKilledMidProvisioning(t *testing.T) {
 	if left := gatewayPIDs(state); len(left) > 0 {
 		t.Errorf("a manager stopped cleanly left gateways running: %v", left)
 	}
+	// Nor anything else it or the killed manager started: the engine's compile-cache warm-up
+	// the killed one was running is the next one's to reap.
+	if left := markedPIDs(state); len(left) > 0 {
+		t.Errorf("processes of the state dir left running after a clean stop: %v", left)
+	}
 }
 
 // checkOwnedObjects: each agent has exactly one gateway-token Secret and one finalizer, and

@@ -21,7 +21,28 @@ const markerEnv = "AGENTPLANE_AGENT_HOME="
 // the agent's marker: a sandboxed gateway's bwrap (its init and the engine inside carry the
 // marker too, as children of a marked process) or an unsandboxed engine process.
 func gatewayPIDs(stateDir string) map[string][]int {
-	prefix := markerEnv + filepath.Join(stateDir, "agents") + string(filepath.Separator)
+	out := map[string][]int{}
+	for rest, pids := range markedPIDs(filepath.Join(stateDir, "agents")) {
+		key := strings.TrimSuffix(rest, string(filepath.Separator)+"home")
+		out[key] = append(out[key], pids...)
+	}
+	for key, pids := range out {
+		top := pids[:0]
+		for _, pid := range pids {
+			if !slices.Contains(pids, parentOf(pid)) {
+				top = append(top, pid)
+			}
+		}
+		sort.Ints(top)
+		out[key] = top
+	}
+	return out
+}
+
+// markedPIDs maps each home under dir (relative to dir) to the live processes whose marker
+// names it.
+func markedPIDs(dir string) map[string][]int {
+	prefix := markerEnv + dir + string(filepath.Separator)
 	out := map[string][]int{}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -38,20 +59,9 @@ func gatewayPIDs(stateDir string) map[string][]int {
 		}
 		for _, kv := range strings.Split(string(environ), "\x00") {
 			if rest, ok := strings.CutPrefix(kv, prefix); ok {
-				key := strings.TrimSuffix(rest, string(filepath.Separator)+"home")
-				out[key] = append(out[key], pid)
+				out[rest] = append(out[rest], pid)
 			}
 		}
-	}
-	for key, pids := range out {
-		top := pids[:0]
-		for _, pid := range pids {
-			if !slices.Contains(pids, parentOf(pid)) {
-				top = append(top, pid)
-			}
-		}
-		sort.Ints(top)
-		out[key] = top
 	}
 	return out
 }

@@ -54,6 +54,8 @@ const (
 	compileCacheManifest = ".agentplane-compile-cache.json"
 	// warmUID is the uid the warm-up runs as (as root): below every agent's uid.
 	warmUID = sandboxUIDBase - 1
+	// warmingPrefix starts the name of a warm-up's staging dir in CompileCacheDir.
+	warmingPrefix = ".warming-"
 	// warmRetry is how long a failed warm-up is not tried again for the same engine dir.
 	warmRetry = 10 * time.Minute
 )
@@ -240,12 +242,20 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
-	removeStaleWarmUps(root)
-	staging, err := os.MkdirTemp(root, ".warming-"+key+"-")
+	reapDeadWarmUps(root, r.opts.Log)
+	staging, err := os.MkdirTemp(root, warmingPrefix+key+"-")
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = archive.RemoveAll(staging) }()
+	lock, err := lockDir(staging) // held while the warm-up runs: reapDeadWarmUps
+	if err != nil {
+		_ = archive.RemoveAll(staging)
+		return nil, err
+	}
+	defer func() {
+		_ = archive.RemoveAll(staging)
+		_ = lock.Close()
+	}()
 	home, cache := filepath.Join(staging, homeDirName), filepath.Join(staging, "cache")
 	if err := r.freshHome(home, randomHex(24)); err != nil {
 		return nil, err
@@ -283,17 +293,6 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	return c, nil
 }
 
-// removeStaleWarmUps removes what the warm-ups of a manager that died left in root (a warm-up
-// that still runs is younger than an hour: StartTimeout and StopTimeout are minutes).
-func removeStaleWarmUps(root string) {
-	entries, _ := os.ReadDir(root)
-	for _, e := range entries {
-		if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), ".warming-") && time.Since(info.ModTime()) > time.Hour {
-			_ = archive.RemoveAll(filepath.Join(root, e.Name()))
-		}
-	}
-}
-
 // bootAndStop runs the engine's gateway as spec says on a port of its own until it is ready,
 // then stops it (SIGTERM: the engine exits as it does on a stop, and Node writes its cache).
 func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandboxSpec, logPath string) error {
@@ -315,7 +314,10 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	gc := e.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
 	spec.args = gc.Args
 	bin, args := r.sbx.wrap(spec)
-	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(baseEnv(engineDir), r.nodeEnv(), e.Env(spec.home, port), gc.Env),
+	// The marker (a home in the staging dir) lets a later manager find a warm-up this one
+	// left when it died (reapDeadWarmUps).
+	env := mergeEnv(baseEnv(engineDir), r.nodeEnv(), e.Env(spec.home, port), gc.Env, map[string]string{MarkerEnv: spec.home})
+	p, err := startProcess(launch{binary: bin, args: args, env: env,
 		dir: spec.home, logPath: logPath, sandboxed: true, dieWithManager: spec.dieWithParent})
 	if err != nil {
 		return err

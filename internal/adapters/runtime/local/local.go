@@ -252,6 +252,7 @@ func New(opts Options) (*Runtime, error) {
 	}
 	claimed := r.adoptAll()
 	r.reapOrphans()
+	reapDeadWarmUps(r.compileCacheRoot(), r.opts.Log)
 	r.removeStaleMembers(claimed)
 	return r, nil
 }

@@ -6,6 +6,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
+
+	"github.com/go-logr/logr"
+
+	"github.com/agentplane/agentplane/internal/adapters/archive"
 )
 
 // reapOrphans stops the gateways of a previous manager that no state.json records: that
@@ -30,25 +35,75 @@ func (r *Runtime) reapOrphans() {
 	for _, d := range []string{"agents", poolDirName} {
 		prefixes = append(prefixes, MarkerEnv+"="+filepath.Join(r.opts.StateDir, d)+string(filepath.Separator))
 	}
+	forEachMarked(prefixes, func(pid int) {
+		if adopted[pid] {
+			return
+		}
+		st, err := readProcStat(pid)
+		if err != nil || st.state == 'Z' || st.state == 'X' || descendsFrom(st, adopted) {
+			return
+		}
+		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
+		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
+	})
+}
+
+// reapDeadWarmUps stops the compile-cache warm-ups of managers that died and removes their
+// staging dirs in root. A manager flocks a warm-up's staging dir while the warm-up runs (the
+// lock goes with its last fd), and the warm-up's processes carry the marker of a home in that
+// dir: a dir whose lock can be taken belongs to no live manager (platforms on one host may
+// share root), and whatever carries its marker is killed. (A sandbox's PID namespace init can
+// outlive its killed parent: bwrap sets its --die-with-parent after it forked.)
+func reapDeadWarmUps(root string, log logr.Logger) {
+	entries, _ := os.ReadDir(root)
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), warmingPrefix) {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		lock, err := lockDir(dir)
+		if err != nil {
+			continue // a live warm-up
+		}
+		forEachMarked([]string{MarkerEnv + "=" + dir + string(filepath.Separator)}, func(pid int) {
+			log.Info("killing a compile-cache warm-up its manager left", "pid", pid, "dir", dir)
+			killGroup(pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		})
+		_ = archive.RemoveAll(dir)
+		_ = lock.Close()
+	}
+}
+
+// lockDir takes an exclusive flock on dir without waiting.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// forEachMarked calls fn with the pid of each process whose environment carries the marker
+// with a home under one of prefixes (each "AGENTPLANE_AGENT_HOME=<dir>/").
+func forEachMarked(prefixes []string, fn func(pid int)) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || adopted[pid] {
+		if err != nil {
 			continue
 		}
 		environ, err := os.ReadFile("/proc/" + e.Name() + "/environ")
-		if err != nil || !hasMarker(string(environ), prefixes) {
-			continue
+		if err == nil && hasMarker(string(environ), prefixes) {
+			fn(pid)
 		}
-		st, err := readProcStat(pid)
-		if err != nil || st.state == 'Z' || st.state == 'X' || descendsFrom(st, adopted) {
-			continue
-		}
-		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
-		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
 	}
 }
 
