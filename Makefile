@@ -128,9 +128,9 @@ engine: ## Install the pinned OpenClaw engine, the release before it (real-node 
 ##@ Build
 
 .PHONY: build
-build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's static health probe), both static.
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane ./cmd/agentplane
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/agentplane-probe ./cmd/agentplane-probe
+build: ## Build bin/agentplane and bin/agentplane-probe (the gateway image's static health probe), both static and reproducible (-trimpath: the same source gives the same bytes in any checkout, so images keyed by them are built once).
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/agentplane ./cmd/agentplane
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/agentplane-probe ./cmd/agentplane-probe
 
 .PHONY: run
 run: build envtest-assets engine sandbox-packages ## Run the platform locally (agentplane dev).

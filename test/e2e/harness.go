@@ -80,7 +80,8 @@ var built struct {
 }
 
 // BuildAgentplane builds, as make build does, the agentplane binary and beside it the gateway
-// image's probe, both static (images of them hold no C library), and returns their paths.
+// image's probe, both static (images of them hold no C library) and reproducible, and returns
+// their paths.
 // The package's tests share one build (its TestMain calls Main, which removes it).
 func BuildAgentplane(t testing.TB) (bin, probe string) {
 	t.Helper()
@@ -106,7 +107,9 @@ func SharedCompileCacheDir(t testing.TB) string {
 func buildAgentplane(dir string) (bin, probe string, err error) {
 	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
 	for out, pkg := range map[string]string{bin: "./cmd/agentplane", probe: "./cmd/agentplane-probe"} {
-		build := exec.Command("go", "build", "-o", out, pkg)
+		// -trimpath: the same source gives the same bytes in any checkout, so the gateway
+		// images keyed by the probe's bytes are built once, not once per clone.
+		build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
 		build.Dir = testenv.RepoRoot()
 		build.Env = append(build.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

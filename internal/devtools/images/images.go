@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -179,15 +180,17 @@ func CheckStatic(bin string) error {
 const caBundle = "/etc/ssl/certs/ca-certificates.crt"
 
 // Ensure writes the tarball of s into dir unless the one of the same inputs is there, and
-// returns its path.
+// returns its path. Building one prunes the tarballs in dir unused for unusedFor.
 func Ensure(dir string, s Spec) (string, error) {
-	file := filepath.Join(dir, strings.NewReplacer("/", "_", ":", "_").Replace(s.Ref)+"-"+s.key+".tar")
+	file := cacheFile(dir, s)
 	if _, err := os.Stat(file); err == nil {
+		markUsed(file, time.Now())
 		return file, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
+	prune(dir, time.Now())
 	img, err := s.build()
 	if err != nil {
 		return "", fmt.Errorf("image %s: %w", s.Ref, err)
