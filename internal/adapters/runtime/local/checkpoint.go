@@ -191,14 +191,8 @@ func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string)
 
 // killChildren SIGKILLs the children of process pid (read from /proc).
 func killChildren(pid int) {
-	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
-	for _, t := range tasks {
-		b, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(b)) {
-			if child, err := strconv.Atoi(f); err == nil {
-				_ = syscall.Kill(child, syscall.SIGKILL)
-			}
-		}
+	for _, c := range childPIDs(pid) {
+		_ = syscall.Kill(c, syscall.SIGKILL)
 	}
 }
 

@@ -247,7 +247,7 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	if err != nil {
 		return nil, err
 	}
-	lock, err := lockDir(staging) // held while the warm-up runs: reapDeadWarmUps
+	lock, err := tryLock(staging, os.O_RDONLY) // held while the warm-up runs: reapDeadWarmUps
 	if err != nil {
 		_ = archive.RemoveAll(staging)
 		return nil, err

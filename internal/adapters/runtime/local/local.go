@@ -25,6 +25,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -395,13 +396,24 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 // lockStateDir takes an exclusive flock on <dir>/runtime.lock: two managers supervising the
 // same agents would fight over their gateways.
 func lockStateDir(dir string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(dir, "runtime.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := tryLock(filepath.Join(dir, "runtime.lock"), os.O_RDWR|os.O_CREATE)
+	var open *fs.PathError
+	if err != nil && !errors.As(err, &open) { // the lock, not the file
+		return nil, fmt.Errorf("local runtime: %s is used by another manager: %w", dir, err)
+	}
+	return f, err
+}
+
+// tryLock opens path (with flag) and takes an exclusive flock on it without waiting: the
+// lock lasts as long as the returned file is open, and goes with its holder's death.
+func tryLock(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("local runtime: %s is used by another manager: %w", dir, err)
+		_ = f.Close()
+		return nil, err
 	}
 	return f, nil
 }

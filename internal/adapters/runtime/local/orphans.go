@@ -61,7 +61,7 @@ func reapDeadWarmUps(root string, log logr.Logger) {
 			continue
 		}
 		dir := filepath.Join(root, e.Name())
-		lock, err := lockDir(dir)
+		lock, err := tryLock(dir, os.O_RDONLY)
 		if err != nil {
 			continue // a live warm-up
 		}
@@ -73,19 +73,6 @@ func reapDeadWarmUps(root string, log logr.Logger) {
 		_ = archive.RemoveAll(dir)
 		_ = lock.Close()
 	}
-}
-
-// lockDir takes an exclusive flock on dir without waiting.
-func lockDir(dir string) (*os.File, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return f, nil
 }
 
 // forEachMarked calls fn with the pid of each process whose environment carries the marker

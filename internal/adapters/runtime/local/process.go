@@ -169,16 +169,29 @@ func sandboxInit(pid int) procRef {
 	if err != nil {
 		return procRef{}
 	}
-	children, _ := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
-	for _, c := range strings.Fields(string(children)) {
-		if cns, err := os.Readlink("/proc/" + c + "/ns/pid"); err == nil && cns != ns {
-			cpid, _ := strconv.Atoi(c)
-			if st, err := readProcStat(cpid); err == nil {
-				return procRef{pid: cpid, start: st.start}
+	for _, c := range childPIDs(pid) {
+		if cns, err := os.Readlink("/proc/" + strconv.Itoa(c) + "/ns/pid"); err == nil && cns != ns {
+			if st, err := readProcStat(c); err == nil {
+				return procRef{pid: c, start: st.start}
 			}
 		}
 	}
 	return procRef{}
+}
+
+// childPIDs are the children of process pid, of all its threads (read from /proc).
+func childPIDs(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		b, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 // waitSandboxInit waits until bwrap (pid) has made its sandbox, and returns its init.
