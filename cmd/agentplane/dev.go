@@ -133,6 +133,9 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 			if ok, why := e.Sandboxed(); !ok {
 				fmt.Fprintf(out, "WARNING: agents are not sandboxed (%s): this platform serves the agents of one workspace only.\n\n", why)
 			}
+			if ok, why := e.Checkpoints(); !ok {
+				fmt.Fprintf(out, "NOTE: suspended agents are stopped and start cold on resume (no checkpoints: %s).\n\n", why)
+			}
 			return e.Wait()
 		}
 	}

@@ -124,6 +124,16 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)
 }
 
+// Checkpoints reports whether the local runtime checkpoints suspended gateways (their memory
+// kept on disk, restored on wake) and, when it does not, why (true for the kube runtime and
+// for none: there a suspend always ends the gateway).
+func (p *Platform) Checkpoints() (bool, string) {
+	if rt, ok := p.runtime.(interface{ Checkpoints() (bool, string) }); ok {
+		return rt.Checkpoints()
+	}
+	return true, ""
+}
+
 // Sandboxed reports whether the local runtime runs agents in sandboxes and, when it does not,
 // why (true for the kube runtime and for none: pods contain their agents).
 func (p *Platform) Sandboxed() (bool, string) {

@@ -51,7 +51,7 @@ const criuTimeout = 2 * time.Minute
 // newCheckpointer returns a checkpointer for the CRIU at path, or nil and why there is none.
 // path "" means $AGENTPLANE_CRIU, else a `criu` beside this program's executable (make run:
 // bin/criu, which make sandbox-packages builds, beside bin/agentplane); "off" means none.
-func newCheckpointer(ctx context.Context, path string) (*checkpointer, string) {
+func newCheckpointer(ctx context.Context, path string, timeout time.Duration) (*checkpointer, string) {
 	if path == "" {
 		path = os.Getenv(CRIUEnv)
 	}
@@ -81,7 +81,7 @@ func newCheckpointer(ctx context.Context, path string) (*checkpointer, string) {
 		return nil, fmt.Sprintf("%s check: %v: %s", path, err, lastLines(out, 3))
 	}
 	closeOnExecInherited()
-	return &checkpointer{criu: path, tini: tini}, ""
+	return &checkpointer{criu: path, tini: tini, timeout: timeout}, ""
 }
 
 // closeOnExecInherited marks the files this process inherited without close-on-exec (fds
@@ -153,10 +153,7 @@ func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, erro
 // run runs CRIU with its log in dir/log; an error carries the log's error lines.
 func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string) error {
 	args = append(args, "-o", log)
-	timeout := c.timeout
-	if timeout == 0 {
-		timeout = criuTimeout
-	}
+	timeout := c.runTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.criu, args...)
@@ -187,6 +184,14 @@ func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string)
 		errs = errs[:3]
 	}
 	return fmt.Errorf("criu %s: %v: %s%s", args[0], err, strings.Join(errs, "; "), lastLines(out, 2))
+}
+
+// runTimeout bounds one CRIU run.
+func (c *checkpointer) runTimeout() time.Duration {
+	if c.timeout == 0 {
+		return criuTimeout
+	}
+	return c.timeout
 }
 
 // killChildren SIGKILLs the children of process pid (read from /proc).

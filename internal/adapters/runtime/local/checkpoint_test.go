@@ -348,3 +348,57 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 }
+
+// TestCheckpointsOffWhenTheTestCheckpointFails: a CRIU that passes `criu check` but cannot
+// checkpoint and restore a real sandboxed tree (it hangs, as CRIU 4.1 did where the
+// hypervisor ignores hardware breakpoints; it fails; its restored tree does not run) turns
+// checkpoints off when the runtime starts, and says why, instead of failing every suspend.
+// The test sandbox leaves nothing behind.
+func TestCheckpointsOffWhenTheTestCheckpointFails(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "checkpoints need root")
+	}
+	const check = "#!/bin/sh\n[ \"$1\" = check ] && { echo 'Looks good.'; exit 0; }\n"
+	for name, tc := range map[string]struct{ script, why string }{
+		"a dump that hangs": {check + "exec sleep 300\n", "criu dump: signal: killed (cut off after 2s)"},
+		"a restore that fails": {check + "[ \"$1\" = dump ] && exit 0\necho 'Error (cr-restore.c:1): no images' >&2\nexit 1\n",
+			"criu restore: exit status 1"},
+		"a restored tree that does not run": {check + "while [ $# -gt 0 ]; do [ \"$1\" = --pidfile ] && echo $$ > \"$2\"; shift; done\nexit 0\n",
+			"the restored test sandbox does not run its process"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			criu := filepath.Join(t.TempDir(), "criu")
+			if err := os.WriteFile(criu, []byte(tc.script), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			f := newFixture(t, func(o *local.Options) {
+				o.Sandbox, o.CRIU, o.CRIUTimeout = local.SandboxRequired, criu, 2*time.Second
+			})
+			ok, why := f.rt.Checkpoints()
+			if ok || !strings.Contains(why, "a test checkpoint of a sandboxed process failed") || !strings.Contains(why, tc.why) {
+				t.Fatalf("checkpoints %v (%s), want off because %q", ok, why, tc.why)
+			}
+			if left, _ := filepath.Glob(filepath.Join(f.opts.StateDir, ".checkpoint-probe-*")); len(left) > 0 {
+				t.Errorf("the test checkpoint's dir is left: %v", left)
+			}
+			if pids := processesRunning("sleep\x001000000\x00"); len(pids) > 0 {
+				t.Errorf("the test sandbox's process still runs: %v", pids)
+			}
+		})
+	}
+}
+
+// processesRunning are the live processes whose command line is cmdline (NUL-separated).
+func processesRunning(cmdline string) []string {
+	var pids []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && string(b) == cmdline {
+			if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && !strings.Contains(string(st), ") Z ") {
+				pids = append(pids, e.Name())
+			}
+		}
+	}
+	return pids
+}

@@ -136,10 +136,13 @@ type Options struct {
 	CompileCacheDir string
 	// CRIU is the CRIU binary that checkpoints a suspended agent's gateway and restores it
 	// when the agent wakes (checkpoint.go); "" = $AGENTPLANE_CRIU, else a `criu` beside the
-	// running executable; "off" = none. Without one that passes
-	// `criu check`, or unsandboxed, or not as root, a suspended gateway is stopped and
-	// cold-started on resume.
+	// running executable; "off" = none. Without one that passes `criu check` and a test
+	// checkpoint and restore of a sandboxed process at start (checkpoint_probe.go), or
+	// unsandboxed, or not as root, a suspended gateway is stopped and cold-started on resume;
+	// Checkpoints says why.
 	CRIU string
+	// CRIUTimeout cuts off a CRIU run, the start's test checkpoint included (2 min when zero).
+	CRIUTimeout time.Duration
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -242,7 +245,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, err
 	}
 	if r.sbx != nil && r.sbx.root {
-		r.ckpt, r.noCheckpoint = newCheckpointer(context.Background(), opts.CRIU)
+		r.useCheckpointer(newCheckpointer(context.Background(), opts.CRIU, opts.CRIUTimeout))
 	} else {
 		r.noCheckpoint = "checkpoints need a sandbox as root"
 	}
