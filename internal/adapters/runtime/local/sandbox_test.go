@@ -1,6 +1,7 @@
 package local_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -302,27 +303,33 @@ func TestSandboxCompileCacheIsSharedReadOnly(t *testing.T) {
 }
 
 // TestEngineConfigStaysReadableInTheSandbox: the engine config is rewritten under a running
-// gateway (a rotated gateway token, a rendered config) while commands in the sandbox read
-// it. They always find it readable: the agent's uid owns each new version before it
-// replaces the old one (a root-owned 0600 file between the rename and a later chown read as
-// nothing).
+// gateway (a rotated gateway token, a rendered config) while a command in the sandbox reads
+// it. It always finds it readable: the agent's uid owns each new version before it replaces
+// the old one (a root-owned 0600 file between the rename and a later chown read as nothing).
+// The reader reads from before the first rewrite until after the last one, however fast
+// the machine runs either side.
 func TestEngineConfigStaysReadableInTheSandbox(t *testing.T) {
+	const rewrites = 50
 	f := sandboxed(t)
 	a := newAgent("config-reader")
 	d := desired("tok-reader-0000000000")
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	cfgPath := openclaw.New().Layout().ConfigPath
+	workspace := filepath.Join(f.rt.AgentDir(keyOf(a)), "home", ".openclaw", "workspace")
+	started, done := filepath.Join(workspace, "reader-started"), filepath.Join(workspace, "writer-done")
 
-	writes := make(chan error, 1)
-	stop := make(chan struct{})
+	writes, readerDone := make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(writes)
-		for i := 0; ; i++ {
+		defer os.WriteFile(done, nil, 0o644) //nolint:errcheck // the reader ends on it
+		for _, err := os.Stat(started); err != nil; _, err = os.Stat(started) {
 			select {
-			case <-stop:
+			case <-readerDone:
 				return
-			default:
+			case <-time.After(10 * time.Millisecond):
 			}
+		}
+		for i := range rewrites {
 			d.GatewayToken = fmt.Sprintf("tok-reader-%010d", i)
 			if _, err := f.rt.Ensure(context.Background(), a, d); err != nil {
 				writes <- fmt.Errorf("rotate the token: %w", err)
@@ -338,12 +345,18 @@ func TestEngineConfigStaysReadableInTheSandbox(t *testing.T) {
 			}
 		}
 	}()
-	res := sh(t, f, a.Name, `for i in $(seq 3000); do cat ../openclaw.json > /dev/null || { echo "unreadable at read $i"; exit 1; }; done`)
-	close(stop)
+	res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"sh", "-c",
+		`n=0; touch reader-started; until [ -e writer-done ]; do n=$((n+1)); cat ../openclaw.json > /dev/null || { echo "unreadable at read $n"; exit 1; }; done; echo "$n reads"`},
+		Timeout: 10 * time.Minute})
+	close(readerDone)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := <-writes; err != nil {
 		t.Fatal(err)
 	}
 	if res.ExitCode != 0 {
-		t.Fatalf("a command in the sandbox could not read the engine config while it was rewritten: %s %s", res.Stdout, res.Stderr)
+		t.Fatalf("a command in the sandbox could not read the engine config while it was rewritten (exit %d): %s %s", res.ExitCode, res.Stdout, res.Stderr)
 	}
+	t.Logf("%s during %d rewrites", bytes.TrimSpace(res.Stdout), rewrites)
 }
