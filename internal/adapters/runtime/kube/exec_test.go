@@ -119,7 +119,6 @@ func TestExecMaxOutput(t *testing.T) {
 func TestExecTimeout(t *testing.T) {
 	r, f := localRuntime(t)
 	pidFile := filepath.Join(f.ws, "child.pid")
-	start := time.Now()
 	res, err := r.Exec(context.Background(), testAgent(), runtime.ExecRequest{
 		Argv:    []string{"sh", "-c", `sleep 60 & echo $! > child.pid; wait`},
 		Timeout: time.Second,
@@ -127,9 +126,6 @@ func TestExecTimeout(t *testing.T) {
 	must(t, err)
 	if !res.TimedOut || res.ExitCode != 124 {
 		t.Errorf("result %+v", res)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("took %s", d)
 	}
 	b, err := os.ReadFile(pidFile)
 	must(t, err)

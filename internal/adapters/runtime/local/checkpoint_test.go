@@ -80,7 +80,7 @@ func suspendAndResume(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Des
 	if o := ensure(t, f, a, suspended(d)); o.Phase != runtime.PhaseStopped {
 		t.Fatalf("suspend: %+v", o)
 	}
-	waitGone(t, pid, 5*time.Second)
+	waitGone(t, pid)
 	dir := filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint")
 	if _, err := os.Stat(filepath.Join(dir, "inventory.img")); err != nil {
 		t.Fatalf("no checkpoint after suspend: %v", err)
@@ -161,7 +161,7 @@ func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	pid := gatewayPID(t, f, a)
 	ensure(t, f, a, suspended(d))
-	waitGone(t, pid, 5*time.Second)
+	waitGone(t, pid)
 	if _, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint", "inventory.img")); err != nil {
 		t.Fatalf("no checkpoint (the gateway crashed before the suspend?): %v", err)
 	}
@@ -171,7 +171,7 @@ func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 	if err := os.WriteFile(trigger, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for {
 		o := ensure(t, f, a, d)
 		if o.Reason == agentsv1.ReasonCheckpointRestoreFailed {
@@ -185,7 +185,7 @@ func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	for deadline := time.Now().Add(10 * time.Second); gatewayStarts(t, f, a, "[gateway] listening on") != 2; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(eventBound); gatewayStarts(t, f, a, "[gateway] listening on") != 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the gateway started %d times, want twice (restored, then anew)", gatewayStarts(t, f, a, "[gateway] listening on"))
 		}
@@ -326,7 +326,7 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 	}
 	pid := gatewayPID(t, f, a)
 	ensure(t, f, a, suspended(d))
-	waitGone(t, pid, 10*time.Second)
+	waitGone(t, pid)
 	time.Sleep(time.Until(time.UnixMilli(due).Add(2 * time.Second)))
 	if o := ensure(t, f, a, d); o.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 		t.Fatalf("resume = %+v", o)

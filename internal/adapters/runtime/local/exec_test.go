@@ -64,7 +64,6 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	// Background sleeps are found on this host by their argument (a pid written from inside
 	// a sandbox is its PID namespace's).
 	bgMark := "100.0" + strconv.Itoa(os.Getpid())
-	start := time.Now()
 	res, err := f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
 		Argv:    []string{"sh", "-c", "sleep " + bgMark + "1 & sleep 100"},
 		Timeout: 300 * time.Millisecond,
@@ -72,26 +71,23 @@ func TestExecTimeoutKillsTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if elapsed := time.Since(start); elapsed > 3*time.Second || !res.TimedOut {
-		t.Fatalf("timeout: %+v after %s", res, elapsed)
+	if !res.TimedOut {
+		t.Fatalf("timeout: %+v", res)
 	}
 	if res.ExitCode != 137 {
 		t.Errorf("exit code %d, want 137 (SIGKILL)", res.ExitCode)
 	}
-	waitHostGone(t, "sleep\x00"+bgMark+"1", 2*time.Second)
+	waitHostGone(t, "sleep\x00"+bgMark+"1")
 
-	// A background child of a command that exits is killed too, without waiting for it.
-	start = time.Now()
+	// A background child of a command that exits is killed too, without waiting for it: an
+	// exec that waited for it (it sleeps past the exec's default timeout) would time out.
 	res, err = f.rt.Exec(context.Background(), newAgent("sleeper"), runtime.ExecRequest{
 		Argv: []string{"sh", "-c", "sleep " + bgMark + "2 & echo done"},
 	})
 	if err != nil || string(res.Stdout) != "done\n" || res.TimedOut {
 		t.Fatalf("background: %+v %v", res, err)
 	}
-	if time.Since(start) > 3*time.Second {
-		t.Fatalf("waited %s for a background child", time.Since(start))
-	}
-	waitHostGone(t, "sleep\x00"+bgMark+"2", 2*time.Second)
+	waitHostGone(t, "sleep\x00"+bgMark+"2")
 }
 
 func TestExecOutputCap(t *testing.T) {
@@ -154,13 +150,12 @@ func TestExecErrors(t *testing.T) {
 			t.Errorf("%v: err = %v, want ErrExec", argv, err)
 		}
 	}
-	// Cancelling the caller's context kills the command.
+	// Cancelling the caller's context kills the command (which would otherwise end well,
+	// 100 s later).
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	start := time.Now()
-	_, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"sleep", "100"}})
-	if err == nil || time.Since(start) > 3*time.Second {
-		t.Fatalf("cancelled exec: %v after %s", err, time.Since(start))
+	if _, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"sleep", "100"}}); err == nil {
+		t.Fatal("cancelled exec: no error")
 	}
 }
 

@@ -150,7 +150,7 @@ func TestArchiveAndRestoreWorkspace(t *testing.T) {
 		t.Fatalf("new.md survived the restore: %v", err)
 	}
 	// The gateway was restarted to see the restored files, and runs again.
-	waitGone(t, pid, 5_000_000_000)
+	waitGone(t, pid)
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	if p := gatewayPID(t, f, a); p == pid {
 		t.Fatal("gateway not restarted")

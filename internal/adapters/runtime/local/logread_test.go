@@ -114,7 +114,7 @@ func (c *collector) get() []string {
 // waitFor waits until c holds want.
 func (c *collector) waitFor(t *testing.T, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		if strings.Join(c.get(), "|") == strings.Join(want, "|") {
 			return

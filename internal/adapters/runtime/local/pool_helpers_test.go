@@ -71,7 +71,7 @@ func markerProcs(stateDir string) []int {
 // waitPool polls the pool's status until ok holds.
 func waitPool(t *testing.T, f *fixture, ok func(runtime.PoolStatus) bool) runtime.PoolStatus {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for {
 		s := f.rt.PoolStatus(poolName)
 		if ok(s) {

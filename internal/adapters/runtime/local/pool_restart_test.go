@@ -94,7 +94,7 @@ func TestPoolManagerRestartDiscardsStaleMembers(t *testing.T) {
 	opts := f.opts
 	opts.Notify, opts.KeepRunningOnShutdown = nil, false
 	f2 := newFixtureWith(t, opts)
-	waitGone(t, stale.Process.Pid, 5*time.Second)
+	waitGone(t, stale.Process.Pid)
 	for _, dir := range []string{filepath.Dir(emptyDir), filepath.Join(f.opts.StateDir, "pool", "warm-deadbeef")} {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Fatalf("stale member dir %s survived the restart: %v", dir, err)
@@ -136,7 +136,7 @@ func startStaleMember(t *testing.T, stateDir, id string) *exec.Cmd {
 	}
 	go func() { _ = cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for openclaw.New().Healthy(context.Background(), "http://127.0.0.1:"+port) != nil {
 		if time.Now().After(deadline) {
 			t.Fatal("the stale member did not start")

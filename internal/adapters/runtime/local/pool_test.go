@@ -90,7 +90,7 @@ func TestPoolClaimBindRefill(t *testing.T) {
 	if pid := gatewayPID(t, f, a); pid == m.PID || o3.Endpoint != o.Endpoint || o3.Restarts != 0 {
 		t.Fatalf("restart after a spec change: pid %d (member %d), %+v", pid, m.PID, o3)
 	}
-	waitGone(t, m.PID, 5*time.Second)
+	waitGone(t, m.PID)
 	if b, err := f.rt.ReadFile(context.Background(), a, ".openclaw/workspace/notes.md"); err != nil || string(b) != "n" {
 		t.Fatalf("the restarted gateway lost the home: %q %v", b, err)
 	}
@@ -104,7 +104,7 @@ func TestPoolClaimBindRefill(t *testing.T) {
 	if err := f.rt.Delete(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, pid, 5*time.Second)
+	waitGone(t, pid)
 	for _, p := range []string{f.rt.AgentDir(keyOf(a)), m.Dir} {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("%s survived Delete: %v", p, err)
@@ -146,7 +146,7 @@ func TestPoolOnlyForNewAgents(t *testing.T) {
 	ms := local.PoolMembers(f.rt, poolName)
 	setPool(t, f, 0)
 	waitPool(t, f, readyN(0))
-	waitGone(t, ms[0].PID, 5*time.Second)
+	waitGone(t, ms[0].PID)
 	if o := ensure(t, f, newAgent("after-empty"), desired("tok-empty-0000000000")); o.ClaimedFrom != "" {
 		t.Fatalf("claimed from an empty pool: %+v", o)
 	}
@@ -287,7 +287,7 @@ func TestPoolBindFailureStartsCold(t *testing.T) {
 	if o.ClaimedFrom != "" || o.Phase != runtime.PhaseStarting || len(faulted) != 1 || faulted[0] != m.ID {
 		t.Fatalf("Ensure with a failing bind = %+v (faulted %v)", o, faulted)
 	}
-	waitGone(t, m.PID, 5*time.Second)
+	waitGone(t, m.PID)
 	o = waitPhase(t, f, a, d, runtime.PhaseRunning)
 	if pid := gatewayPID(t, f, a); pid == m.PID || agentHome(t, f, a) != filepath.Join(f.rt.AgentDir(keyOf(a)), "home") {
 		t.Fatalf("the agent did not start cold: pid %d", pid)

@@ -69,6 +69,10 @@ type launch struct {
 	dieWithManager bool
 }
 
+// StartLineTime is the time format of the line a gateway's log gets before each start
+// ("--- agentplane <time>: starting ..."): RFC 3339 in UTC, to the millisecond.
+const StartLineTime = "2006-01-02T15:04:05.000Z07:00"
+
 // startProcess starts a gateway in its own process group with stdout and stderr appended to
 // the log file (a file, not a pipe: the gateway outlives the manager), stdin /dev/null.
 func startProcess(l launch) (*process, error) {
@@ -77,7 +81,7 @@ func startProcess(l launch) (*process, error) {
 		return nil, err
 	}
 	defer logf.Close()
-	fmt.Fprintf(logf, "--- agentplane %s: starting %s %s\n", time.Now().UTC().Format(time.RFC3339), l.binary, strings.Join(l.args, " "))
+	fmt.Fprintf(logf, "--- agentplane %s: starting %s %s\n", time.Now().UTC().Format(StartLineTime), l.binary, strings.Join(l.args, " "))
 	cmd := &exec.Cmd{
 		Path:        l.binary,
 		Args:        append([]string{l.binary}, l.args...),

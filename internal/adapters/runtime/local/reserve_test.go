@@ -158,7 +158,7 @@ func TestPoolReservationDiscarded(t *testing.T) {
 			}
 			m := memberWithToken(t, ms, tok)
 			c.then(t, f, tok)
-			waitGone(t, m.PID, 5*time.Second)
+			waitGone(t, m.PID)
 			waitRemoved(t, m.Dir)
 			if c.name == "shutdown" {
 				return
@@ -197,7 +197,7 @@ func ensureCold(t *testing.T, f *fixture, tok string, mutate func(*runtime.Desir
 // waitRemoved waits until path no longer exists.
 func waitRemoved(t *testing.T, path string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for {
 		if _, err := os.Stat(path); os.IsNotExist(err) {
 			return

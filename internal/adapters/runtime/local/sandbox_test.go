@@ -110,7 +110,7 @@ func TestSandboxSetsidDoesNotEscape(t *testing.T) {
 	if res.ExitCode != 0 {
 		t.Fatalf("exec: %+v", res)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for hostHas(marker) {
 		if time.Now().After(deadline) {
 			t.Fatal("a setsid process outlived its console exec")
@@ -120,12 +120,12 @@ func TestSandboxSetsidDoesNotEscape(t *testing.T) {
 }
 
 // waitHostGone waits until no process on this host has s in its command line.
-func waitHostGone(t *testing.T, s string, within time.Duration) {
+func waitHostGone(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.Now().Add(eventBound)
 	for hostHas(s) {
 		if time.Now().After(deadline) {
-			t.Fatalf("a process with %q in its command line still runs after %s", s, within)
+			t.Fatalf("a process with %q in its command line still runs after %s", s, eventBound)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

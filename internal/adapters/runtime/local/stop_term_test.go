@@ -21,8 +21,8 @@ func TestStopSendsSIGTERMToEveryProcess(t *testing.T) {
 	}
 	script := `#!/bin/sh
 if [ "$1" = "--version" ]; then echo "OpenClaw 0.0.1 (stub)"; exit 0; fi
-sh -c 'trap "touch \"$HOME/worker-got-term\"; exit 0" TERM; while :; do sleep 0.05; done' &
 trap 'wait; exit 0' TERM
+sh -c 'trap "touch \"$HOME/worker-got-term\"; exit 0" TERM; touch "$HOME/worker-trapped"; while :; do sleep 0.05; done' &
 while :; do sleep 0.05; done
 `
 	if err := os.WriteFile(filepath.Join(dir, "bin", "openclaw"), []byte(script), 0o755); err != nil {
@@ -36,12 +36,20 @@ while :; do sleep 0.05; done
 	d := desired("tok-waiter-000000000")
 	d.EngineVersion = "waiter"
 	ensure(t, f, a, d)
-	time.Sleep(500 * time.Millisecond) // the worker has set its trap
+	home := filepath.Join(f.rt.AgentDir(keyOf(a)), "home")
+	for deadline := time.Now().Add(eventBound); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(home, "worker-trapped")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway's worker did not set its trap")
+		}
+	}
 	d.Stopped = true
 	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStopped {
 		t.Fatalf("stop = %+v", o)
 	}
-	if _, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "home", "worker-got-term")); err != nil {
+	if _, err := os.Stat(filepath.Join(home, "worker-got-term")); err != nil {
 		t.Errorf("the gateway's worker got no SIGTERM: %v", err)
 	}
 }

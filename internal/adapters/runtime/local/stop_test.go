@@ -49,7 +49,7 @@ func TestStopEscalatesToSIGKILLForTheWholeGroup(t *testing.T) {
 	pid := gatewayPID(t, f, a)
 	childFile := filepath.Join(f.rt.AgentDir(keyOf(a)), "home", "child.pid")
 	var child int
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(eventBound)
 	for child == 0 && time.Now().Before(deadline) {
 		b, _ := os.ReadFile(childFile)
 		child, _ = strconv.Atoi(strings.TrimSpace(string(b)))
@@ -60,16 +60,14 @@ func TestStopEscalatesToSIGKILLForTheWholeGroup(t *testing.T) {
 		t.Fatalf("stub gateway %d / child %d not running", pid, child)
 	}
 
+	// The stub ignores SIGTERM: the stop returns only because the runtime kills it once
+	// StopTimeout has passed.
 	d.Stopped = true
-	start := time.Now()
 	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStopped {
 		t.Fatalf("stop = %+v", o)
 	}
-	if elapsed := time.Since(start); elapsed > 3*time.Second {
-		t.Fatalf("stop took %s", elapsed)
-	}
-	waitGone(t, pid, time.Second)
-	waitGone(t, child, time.Second)
+	waitGone(t, pid)
+	waitGone(t, child)
 }
 
 func TestPortAllocationSkipsPortsInUse(t *testing.T) {
@@ -103,11 +101,19 @@ func TestShutdownKillsRunningExecsAndUnlocks(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	start := time.Now()
+	started := filepath.Join(f.rt.AgentDir(keyOf(newAgent("busy"))), "home", "exec-started")
 	go func() {
-		res, err := f.rt.Exec(context.Background(), newAgent("busy"), runtime.ExecRequest{Argv: []string{"sleep", "100"}})
+		res, err := f.rt.Exec(context.Background(), newAgent("busy"), runtime.ExecRequest{Argv: []string{"sh", "-c", `touch "$HOME/exec-started"; exec sleep 100`}})
 		done <- result{res, err}
 	}()
-	time.Sleep(200 * time.Millisecond)
+	for deadline := time.Now().Add(eventBound); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(started); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the command did not start")
+		}
+	}
 	if err := f.rt.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +122,7 @@ func TestShutdownKillsRunningExecsAndUnlocks(t *testing.T) {
 		if r.err != nil || r.res.ExitCode != 137 {
 			t.Fatalf("exec after shutdown: %+v %v", r.res, r.err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(eventBound):
 		t.Fatal("Shutdown left the command running")
 	}
 	t.Logf("exec ended %s after start", time.Since(start))

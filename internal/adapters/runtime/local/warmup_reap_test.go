@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
@@ -35,7 +34,7 @@ func TestDeadManagersWarmUpIsReaped(t *testing.T) {
 
 	newFixture(t, func(o *local.Options) { o.CompileCacheDir = root })
 
-	waitGone(t, deadProc.Process.Pid, 5*time.Second)
+	waitGone(t, deadProc.Process.Pid)
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {
 		t.Errorf("the dead manager's staging dir is still there: %v", err)
 	}

@@ -70,15 +70,18 @@ func TestAgainstServer(t *testing.T) {
 
 	srv.stop()
 	t.Run("DownIsUnavailable", func(t *testing.T) {
+		// The store gives up by itself (refused connections, few retries) long before its
+		// caller's deadline, which it never reaches.
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
 		check := func(what string, f func() error) {
 			t.Helper()
 			start := time.Now()
 			err := f()
-			took := time.Since(start)
-			t.Logf("%s while down: %v after %v", what, err, took.Round(time.Millisecond))
+			t.Logf("%s while down: %v after %v", what, err, time.Since(start).Round(time.Millisecond))
 			storagetest.WantErr(t, what+" while the server is down", err, storage.ErrUnavailable)
-			if took > 10*time.Second {
-				t.Fatalf("%s took %v while the server is down; want a quick ErrUnavailable", what, took)
+			if ctx.Err() != nil {
+				t.Fatalf("%s while the server is down waited for its caller's deadline; want the store's own ErrUnavailable", what)
 			}
 		}
 		check("Put", func() error {
