@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/modfile"
 )
 
 // The embedded pins are the ones hack/build-controlplane.sh and the project's CI use.
@@ -24,6 +26,46 @@ func TestPinsMatchTheToolsModule(t *testing.T) {
 	if v := KubernetesVersion(); !strings.HasPrefix(v, "v1.") {
 		t.Errorf("KubernetesVersion() = %q", v)
 	}
+}
+
+// The node binaries' and kwok's modules pin every module they share with the control plane at
+// the control plane's version: Go's build cache then compiles the Kubernetes libraries once
+// for all of them (the node binaries took 15 minutes on 2 cores when the versions differed,
+// 3.5 after kube-apiserver once they agreed).
+func TestToolModulesShareTheControlPlanesVersions(t *testing.T) {
+	pins := requires(t, "pins", goMod)
+	for _, tool := range []string{"cluster", "kwok"} {
+		path := filepath.Join("..", "..", "..", "hack", "tools", tool, "go.mod")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for mod, v := range requires(t, path, b) {
+			if want, ok := pins[mod]; ok && v != want {
+				t.Errorf("hack/tools/%s/go.mod: %s %s, the control plane pins %s (go get %s@%s there)", tool, mod, v, want, mod, want)
+			}
+		}
+	}
+}
+
+// requires are the versions a go.mod selects, by module path (a replacement's version where
+// one replaces the module).
+func requires(t *testing.T, name string, gomod []byte) map[string]string {
+	t.Helper()
+	f, err := modfile.Parse(name, gomod, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range f.Require {
+		out[r.Mod.Path] = r.Mod.Version
+	}
+	for _, r := range f.Replace {
+		if r.New.Version != "" {
+			out[r.Old.Path] = r.New.Version
+		}
+	}
+	return out
 }
 
 // fakeGo is a go command that answers `go env GOVERSION` and, for `go build -o OUT PKG`, writes
