@@ -59,6 +59,10 @@ helm: ## Build helm from its Go module (hack/tools/helm) into the user cache, li
 	@mkdir -p $(BIN)
 	ln -sf "$$(hack/build-helm.sh)" $(BIN)/helm
 
+.PHONY: clean-caches
+clean-caches: ## Remove every cache make run and make test keep outside the clone (CLEAN_FLAGS=--packages also purges the Debian packages they install; root): the next run is cold.
+	hack/clean-caches.sh $(CLEAN_FLAGS)
+
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
 	hack/verify-generated.sh
@@ -108,7 +112,8 @@ chromium: ## Install Debian's chromium when absent, for the web console's browse
 	@hack/install-chromium.sh
 
 # Prometheus's promtool, built from Go modules (hack/tools/promtool) once per version into the
-# user cache; the alert rules' tests (test/monitoring) run it.
+# user cache; the alert rules' tests (test/monitoring) run it. Without the service discoveries
+# (remove_all_sd: the cloud SDKs are most of its build), which rule tests never use.
 PROMTOOL_VERSION := $(shell sed -n 's|.*github.com/prometheus/prometheus \(v[^ ]*\).*|\1|p' hack/tools/promtool/go.mod | head -1)
 PROMTOOL := $(HOME)/.cache/agentplane/tools/promtool-$(PROMTOOL_VERSION)
 export AGENTPLANE_PROMTOOL := $(PROMTOOL)
@@ -118,7 +123,7 @@ promtool: $(PROMTOOL) ## Build promtool from Go modules into the user cache (onc
 
 $(PROMTOOL):
 	@mkdir -p $(dir $(PROMTOOL))
-	cd hack/tools/promtool && $(GO) build -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool && mv $(PROMTOOL).tmp $(PROMTOOL)
+	cd hack/tools/promtool && $(GO) build -tags remove_all_sd -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool && mv $(PROMTOOL).tmp $(PROMTOOL)
 
 .PHONY: engine
 engine: ## Install the pinned OpenClaw engine, the release before it (real-node upgrade test) and Node into the user cache (once).
@@ -172,8 +177,12 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 
 ##@ Test
 
+.PHONY: test-prereqs
+test-prereqs: ## What make test needs, in two lanes side by side (hack/test-prereqs.sh): the Kubernetes builds beside the downloads, packages and other builds.
+	@hack/test-prereqs.sh "$(MAKE)"
+
 .PHONY: test
-test: envtest-assets cluster-binaries node-packages sandbox-packages chromium engine helm promtool verify-generated vet ## Every tier at once (unit, envtest, engine, node), packages side by side.
+test: test-prereqs ## Every tier at once (unit, envtest, engine, node), packages side by side.
 	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# make test's prerequisites in two lanes side by side, so that downloads, Debian packages and
+# the lighter builds overlap the long Go builds on a fresh machine:
+#   - the Kubernetes lane: kube-apiserver and etcd, then the node binaries, kwok, kube-router
+#     and gVisor (after kube-apiserver: they reuse the Kubernetes packages its build compiled);
+#   - the other lane: the engine and Node (npm), the sandbox's packages and CRIU, the node's
+#     packages, chromium (apt, one install at a time), helm, promtool, then the generated
+#     files' check and go vet.
+# Each step is cached (README), so on a warm machine this takes seconds plus go vet.
+# $1 is the make command (the Makefile passes $(MAKE)).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+make=${1:-make}
+start=$SECONDS
+("$make" --no-print-directory envtest-assets && "$make" --no-print-directory cluster-binaries) &
+kube=$!
+trap 'kill $kube 2>/dev/null' INT TERM
+"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool verify-generated vet
+other=$?
+wait $kube
+kube_rc=$?
+if ((other != 0 || kube_rc != 0)); then
+  echo "make test: prerequisites failed (Kubernetes lane exit $kube_rc, other lane exit $other)" >&2
+  exit 1
+fi
+echo "[test] prerequisites ready in $((SECONDS - start))s" >&2
