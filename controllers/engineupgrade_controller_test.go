@@ -2,6 +2,7 @@ package controllers_test
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,6 +172,49 @@ var _ = Describe("EngineUpgrade controller", func() {
 		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
 		pokeAgents(agents)
 		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.5", "2026.9.5"}))
+	})
+
+	It("says which agent a wave waits for and why, and halts on a snapshot that does not complete in time", func() {
+		ns := "upgrade-snapstuck"
+		d := startAgentDouble(ns)
+		d.hold(true)
+		agents := upgradeAgents(ns, 2, "2026.9.5")
+		clk := clocktesting.NewFakeClock(time.Now())
+		DeferCleanup(startUpgradeManager(clk))
+		createUpgrade("snapstuck", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) {
+			eu.Spec.WavePercent, eu.Spec.HealthTimeout = 50, &metav1.Duration{Duration: time.Minute}
+		})
+		readyMessage := func() string {
+			c := meta.FindStatusCondition(getUpgrade("snapstuck").Status.Conditions, agentsv1.ConditionReady)
+			if c == nil {
+				return ""
+			}
+			return c.Message
+		}
+		Eventually(readyMessage).Should(And(ContainSubstring("waiting for "+ns+"/agent-a: snapshot agent-a-upgrade-"), ContainSubstring("due by")))
+		clk.Step(2 * time.Minute)
+		pokeAgents(agents[:1])
+		Eventually(upgradeSummary("snapstuck")).Should(Equal([]any{agentsv1.UpgradeHalted, int32(1), agentsv1.UpgradeCounts{Pending: 2}}))
+		Expect(getUpgrade("snapstuck").Status.FailedAgents).To(Equal([]string{ns + "/agent-a"}))
+		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
+		Expect(versionsOf(agents)()).To(Equal([]string{"2026.9.5", "2026.9.5"}), "the version never changed")
+		Eventually(eventReasons("Agent", "agent-a")).Should(ContainElement(agentsv1.EventHalted))
+	})
+
+	It("names the agent a wave waits for to be healthy", func() {
+		ns := "upgrade-unhealthy"
+		d := startAgentDouble(ns)
+		d.setBroken("2026.9.7", true)
+		upgradeAgents(ns, 2, "2026.9.5")
+		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now())))
+		createUpgrade("unhealthy", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) { eu.Spec.WavePercent = 50 })
+		Eventually(func() string {
+			c := meta.FindStatusCondition(getUpgrade("unhealthy").Status.Conditions, agentsv1.ConditionReady)
+			if c == nil {
+				return ""
+			}
+			return c.Message
+		}).Should(ContainSubstring("waiting for " + ns + "/agent-a: not yet healthy on engine 2026.9.7: phase not_running, " + agentsv1.ReasonCrashed + ": exit 1 (due by "))
 	})
 
 	It("stops between waves while paused", func() {

@@ -95,6 +95,7 @@ func (u *upgradeRun) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.Up
 	m := markOf(a)
 	if m.policy != eu.Name || m.wave != strconv.Itoa(int(w.Index)) {
 		if m.inFlight() { // another policy's upgrade: wait for it to settle
+			u.waitOn(a, "in %s's upgrade (%s)", m.policy, m.state)
 			return "", nil
 		}
 		patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
@@ -130,6 +131,8 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 		if err := u.r.Create(ctx, sn); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", err
 		}
+		u.waitOn(a, "snapshot %s asked for (due by %s)", sn.Name, u.snapshotDeadline(sn).UTC().Format(time.RFC3339))
+		u.wakeAfter(healthTimeout(u.eu))
 		return agentsv1.AgentUpgradeSnapshotting, nil
 	}
 	if err != nil {
@@ -137,14 +140,15 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 	}
 	switch sn.Status.Phase {
 	case agentsv1.SnapshotFailed:
-		if err := u.mark(ctx, a, agentsv1.AgentUpgradeFailed, nil); err != nil {
-			return "", err
-		}
-		u.r.event(a, u.obj, corev1.EventTypeWarning, agentsv1.EventHalted, "Snapshot",
-			"snapshot %s failed: the agent stays as it is and the rollout halts", sn.Name)
-		return agentsv1.AgentUpgradeFailed, nil
+		return u.snapshotFailed(ctx, a, "snapshot %s failed (%s)", sn.Name, snapshotSummary(sn))
 	case agentsv1.SnapshotCompleted:
 	default:
+		left := u.snapshotDeadline(sn).Sub(u.now)
+		if left <= 0 {
+			return u.snapshotFailed(ctx, a, "snapshot %s did not complete within %s (%s)", sn.Name, healthTimeout(u.eu), snapshotSummary(sn))
+		}
+		u.waitOn(a, "snapshot %s: %s (due by %s)", sn.Name, snapshotSummary(sn), u.snapshotDeadline(sn).UTC().Format(time.RFC3339))
+		u.wakeAfter(left)
 		return agentsv1.AgentUpgradeSnapshotting, nil
 	}
 	err = u.mark(ctx, a, agentsv1.AgentUpgradeUpgrading, func(a *agentsv1.Agent) {
@@ -176,6 +180,7 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 		started = u.now // a mangled mark: the timeout counts from now
 	}
 	if left := started.Add(healthTimeout(u.eu)).Sub(u.now); left > 0 {
+		u.waitOn(a, "not yet healthy on %s: %s (due by %s)", u.goal, agentHealthSummary(a), started.Add(healthTimeout(u.eu)).UTC().Format(time.RFC3339))
 		u.wakeAfter(left)
 		return agentsv1.AgentUpgradeUpgrading, nil
 	}
@@ -193,6 +198,45 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 	u.eventBoth(a, corev1.EventTypeWarning, reason, "Rollback",
 		"%s was not healthy on %s within %s (%s): %s", agentKey(a), u.goal, healthTimeout(u.eu), agentHealthSummary(a), did)
 	return state, nil
+}
+
+// snapshotFailed marks an agent whose snapshot failed or did not complete in time Failed (its
+// version or rendering was never changed): the wave fails and the rollout halts.
+func (u *upgradeRun) snapshotFailed(ctx context.Context, a *agentsv1.Agent, why string, args ...any) (string, error) {
+	if err := u.mark(ctx, a, agentsv1.AgentUpgradeFailed, nil); err != nil {
+		return "", err
+	}
+	u.eventBoth(a, corev1.EventTypeWarning, agentsv1.EventHalted, "Snapshot",
+		"%s: "+why+": the agent stays as it is and the rollout halts", append([]any{agentKey(a)}, args...)...)
+	return agentsv1.AgentUpgradeFailed, nil
+}
+
+// snapshotDeadline is when an agent's upgrade snapshot must have completed: the health
+// timeout after it was asked for (by this controller's clock; its creation time when the
+// request time is unreadable).
+func (u *upgradeRun) snapshotDeadline(sn *agentsv1.Snapshot) time.Time {
+	asked, err := time.Parse(time.RFC3339Nano, sn.Annotations[agentsv1.AnnotationSnapshotRequestedAt])
+	if err != nil {
+		asked = sn.CreationTimestamp.Time
+	}
+	return asked.Add(healthTimeout(u.eu))
+}
+
+// snapshotSummary says where a Snapshot is: its phase and Ready condition.
+func snapshotSummary(sn *agentsv1.Snapshot) string {
+	phase := string(sn.Status.Phase)
+	if phase == "" {
+		phase = "not started"
+	}
+	if c := meta.FindStatusCondition(sn.Status.Conditions, agentsv1.ConditionReady); c != nil && c.Message != "" {
+		return fmt.Sprintf("%s, %s: %s", phase, c.Reason, controllers.Truncate(c.Message))
+	}
+	return phase
+}
+
+// waitOn records what the wave under way waits for on agent a (the rollout's status says it).
+func (u *upgradeRun) waitOn(a *agentsv1.Agent, what string, args ...any) {
+	u.waits = append(u.waits, agentKey(a)+": "+fmt.Sprintf(what, args...))
 }
 
 // mark writes the agent's upgrade state (and what change does to it) with optimistic lock.

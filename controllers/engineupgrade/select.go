@@ -27,6 +27,8 @@ type upgradeRun struct {
 	agents map[string]*agentsv1.Agent
 	// wake: the pass wants to run again after this long (a health deadline, a new wave).
 	wake time.Duration
+	// waits say what the wave under way waits for, agent by agent (waitOn).
+	waits []string
 }
 
 // agentKey is how a rollout names an agent: `<workspace>/<agent>`.

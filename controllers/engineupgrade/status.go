@@ -2,6 +2,8 @@ package engineupgrade
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,7 +21,13 @@ type upgradeView struct {
 	counts        agentsv1.UpgradeCounts
 	// failedAs says what happened to the failed agents ("rolled back").
 	failedAs string
+	// waits: what the rollout waits for, agent by agent (the wave's agents not settled yet,
+	// or the pending agents no wave can take yet), sorted.
+	waits []string
 }
+
+// maxWaits is how many agents the Ready condition's message names when the rollout waits.
+const maxWaits = 5
 
 // view counts the selected agents: upgrading (the wave under way), upgraded and rolled back
 // by this policy, pending (the rest that still need the target).
@@ -51,7 +59,37 @@ func (u *upgradeRun) view() upgradeView {
 	if _, ok := u.goal.(renderingGoal); ok {
 		failedAs = "left on the new rendering"
 	}
-	return upgradeView{counts: c, failedAs: failedAs}
+	waits := slices.Clone(u.waits)
+	if currentWave(u.eu) == nil && len(u.pending()) == 0 {
+		waits = append(waits, u.unknownWaits()...)
+	}
+	sort.Strings(waits)
+	return upgradeView{counts: c, failedAs: failedAs, waits: waits}
+}
+
+// unknownWaits say which agents the rollout counts pending but cannot take in a wave yet:
+// their status does not tell the goal whether they are to move.
+func (u *upgradeRun) unknownWaits() []string {
+	var out []string
+	for k, a := range u.agents {
+		if u.unknown(a) {
+			out = append(out, k+": its status does not say yet whether it is on "+u.goal.String()+" ("+agentHealthSummary(a)+")")
+		}
+	}
+	return out
+}
+
+// waitsMessage names what the rollout waits for (at most maxWaits agents), for the Ready
+// condition's message; "" when it waits for nothing.
+func waitsMessage(waits []string) string {
+	if len(waits) == 0 {
+		return ""
+	}
+	msg := "; waiting for " + strings.Join(waits[:min(len(waits), maxWaits)], "; ")
+	if len(waits) > maxWaits {
+		msg += fmt.Sprintf("; and %d more", len(waits)-maxWaits)
+	}
+	return msg
 }
 
 // setUpgradeStatus computes the policy's phase, counts and Ready condition: the one place
@@ -77,6 +115,7 @@ func setUpgradeStatus(eu *agentsv1.EngineUpgrade, v upgradeView) {
 		if eu.Spec.Paused {
 			cond.Message += "; paused after this wave"
 		}
+		cond.Message += waitsMessage(v.waits)
 	case len(eu.Status.FailedAgents) > 0 && eu.Generation <= eu.Status.HaltedGeneration:
 		eu.Status.Phase = agentsv1.UpgradeHalted
 		cond.Reason = agentsv1.ReasonUpgradeHalted
@@ -93,7 +132,7 @@ func setUpgradeStatus(eu *agentsv1.EngineUpgrade, v upgradeView) {
 	default:
 		eu.Status.Phase = agentsv1.UpgradeProgressing
 		cond.Reason = agentsv1.ReasonUpgradeProgressing
-		cond.Message = fmt.Sprintf("%d agents pending: the next wave starts", c.Pending)
+		cond.Message = fmt.Sprintf("%d agents pending: the next wave starts", c.Pending) + waitsMessage(v.waits)
 	}
 	meta.SetStatusCondition(&eu.Status.Conditions, cond)
 }
