@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -268,18 +269,36 @@ func checkStorageMigrated(ctx context.Context, t *testing.T, d *deployment) {
 
 // waitRenderingRollout waits until the rollout the new manager made of its rendering
 // succeeded with every agent current, and returns when each agent's wave started (by agent).
+// The rollout bounds each wave itself (a snapshot and a restarted gateway have a health
+// timeout each before the wave fails and the rollout halts), so the wait is sized from its
+// spec, not from this machine's speed; a halted rollout fails the test at once with the
+// rollout's own account of which agent stopped it and why.
 func waitRenderingRollout(ctx context.Context, t *testing.T, d *deployment) map[string]time.Time {
 	t.Helper()
 	var rollout agentsv1.RenderingRollout
-	e2e.Eventually(t, 10*time.Minute, "the manager's rendering rollout to succeed", func() bool {
+	start, bound := time.Now(), 10*time.Minute // until the rollout is there to size the wait
+	for {
 		var list agentsv1.RenderingRolloutList
-		if d.k8s.List(ctx, &list, client.MatchingLabels{agentsv1.LabelRenderingRollout: "manager"}) != nil || len(list.Items) != 1 {
-			return false
+		if d.k8s.List(ctx, &list, client.MatchingLabels{agentsv1.LabelRenderingRollout: "manager"}) == nil && len(list.Items) == 1 {
+			rollout = list.Items[0]
+			st := rollout.Status
+			if st.Phase == agentsv1.UpgradeSucceeded && st.Current == st.Total && st.Total > 0 {
+				break
+			}
+			if st.Phase == agentsv1.UpgradeHalted {
+				t.Fatalf("the manager's rendering rollout halted: %s", rolloutAccount(rollout))
+			}
+			health := 5 * time.Minute
+			if h := rollout.Spec.HealthTimeout; h != nil {
+				health = h.Duration
+			}
+			bound = time.Duration(st.Total+1) * (2*health + time.Minute)
 		}
-		rollout = list.Items[0]
-		st := rollout.Status
-		return st.Phase == agentsv1.UpgradeSucceeded && st.Current == st.Total && st.Total > 0
-	})
+		if time.Since(start) > bound {
+			t.Fatalf("the manager's rendering rollout is not done after %s: %s", bound, rolloutAccount(rollout))
+		}
+		time.Sleep(time.Second)
+	}
 	started := map[string]time.Time{}
 	for _, w := range rollout.Status.Waves {
 		for _, a := range w.Agents {
@@ -290,4 +309,15 @@ func waitRenderingRollout(ctx context.Context, t *testing.T, d *deployment) map[
 		}
 	}
 	return started
+}
+
+// rolloutAccount is what a rollout's status says of itself: phase, counts, its Ready
+// condition's message (what it waits for, or why it halted) and its failed agents.
+func rolloutAccount(rr agentsv1.RenderingRollout) string {
+	st := rr.Status
+	msg := ""
+	if c := meta.FindStatusCondition(st.Conditions, agentsv1.ConditionReady); c != nil {
+		msg = c.Reason + ": " + c.Message
+	}
+	return fmt.Sprintf("phase %q, %d of %d current, wave %d, counts %+v, failed %v; %s", st.Phase, st.Current, st.Total, st.CurrentWave, st.Counts, st.FailedAgents, msg)
 }
