@@ -32,8 +32,8 @@ if command -v npm >/dev/null; then
   log "removing npm's cache"
   npm cache clean --force --loglevel=error
 fi
-log "removing ${TMPDIR:-/tmp}/agentplane-* and this clone's bin/ and .agentplane*"
-rm -rf "${TMPDIR:-/tmp}"/agentplane-* bin .agentplane .agentplane-kube
+log "removing ${TMPDIR:-/tmp}/agentplane-*, Node's compile cache there and this clone's bin/ and .agentplane*"
+rm -rf "${TMPDIR:-/tmp}"/agentplane-* "${TMPDIR:-/tmp}"/node-compile-cache bin .agentplane .agentplane-kube
 
 if $packages; then
   if [[ $(id -u) != 0 ]]; then
