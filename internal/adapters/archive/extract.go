@@ -2,11 +2,14 @@ package archive
 
 import (
 	"archive/tar"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 )
@@ -27,47 +30,89 @@ var (
 	ErrLimit = errors.New("archive: limit exceeded")
 )
 
-// Extract replaces the content of dir with the tar stream r. The stream is extracted into a
-// fresh directory next to dir, which is swapped in only when every entry was good: on any
-// error dir is left as it was. dir keeps its own permissions (a new dir gets 0700).
-//
-// Refused (ErrUnsafe): absolute names and ".." components; symlinks with an absolute target,
-// a target that climbs above the tree, or a ".." after a named component ("a/../b": "a" may be
-// a symlink itself); entries whose parent path holds a symlink (written through a symlink);
-// a directory replaced by a non-directory; hard links, devices, FIFOs and other types.
+// Extract replaces the content of dir with the tar stream r (ExtractIn, with dir's parent,
+// made when missing, opened as a root).
 func Extract(r io.Reader, dir string, limits Limits) error {
 	dir = filepath.Clean(dir)
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".extract-")
+	root, err := os.OpenRoot(parent)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return ExtractIn(root, filepath.Base(dir), r, limits)
+}
+
+// ExtractIn replaces the content of the directory name (one path component) of parent with
+// the tar stream r. The stream is extracted into a fresh directory next to it, which is
+// swapped in only when every entry was good: on any error the directory is left as it was. It
+// keeps its own permissions (a new one gets 0700). Every step goes through parent and the
+// fresh directory as roots: a tree that is changed meanwhile (a directory swapped for a
+// symlink) never leads a write outside them.
+//
+// Refused (ErrUnsafe): absolute names and ".." components; symlinks with an absolute target,
+// a target that climbs above the tree, or a ".." after a named component ("a/../b": "a" may be
+// a symlink itself); entries whose parent path holds a symlink (written through a symlink);
+// a directory replaced by a non-directory; hard links, devices, FIFOs and other types.
+func ExtractIn(parent *os.Root, name string, r io.Reader, limits Limits) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return fmt.Errorf("archive: %q is not a directory name", name)
+	}
+	tmpName, err := mkdirTemp(parent, "."+name+".extract-")
 	if err != nil {
 		return err
 	}
 	done := false
 	defer func() {
 		if !done {
-			_ = RemoveAll(tmp)
+			_ = RemoveAllIn(parent, tmpName)
 		}
 	}()
+	tmp, err := parent.OpenRoot(tmpName)
+	if err != nil {
+		return err
+	}
+	defer tmp.Close()
 	if err := extractInto(r, tmp, limits); err != nil {
 		return err
 	}
-	if info, err := os.Lstat(dir); err == nil && info.IsDir() {
-		if err := os.Chmod(tmp, info.Mode().Perm()); err != nil {
+	if info, err := parent.Lstat(name); err == nil && info.IsDir() {
+		if err := tmp.Chmod(".", info.Mode().Perm()); err != nil {
 			return err
 		}
 	}
-	if err := swap(tmp, dir); err != nil {
+	if err := swap(parent, tmpName, name); err != nil {
 		return err
 	}
 	done = true
 	return nil
 }
 
+// mkdirTemp makes a new private directory in root named prefix and a random suffix, and
+// returns its name.
+func mkdirTemp(root *os.Root, prefix string) (string, error) {
+	for range 100 {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", err
+		}
+		name := prefix + hex.EncodeToString(b[:])
+		err := root.Mkdir(name, 0o700)
+		if err == nil {
+			return name, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("archive: no free name for %s*", prefix)
+}
+
 // extractInto writes the entries of r below root, which is empty and private.
-func extractInto(r io.Reader, root string, limits Limits) error {
+func extractInto(r io.Reader, root *os.Root, limits Limits) error {
 	cr := &countingReader{r: r}
 	tr := tar.NewReader(cr)
 	type dirMode struct {
@@ -105,33 +150,32 @@ func extractInto(r io.Reader, root string, limits Limits) error {
 		if limits.MaxFiles > 0 && entries > limits.MaxFiles {
 			return fmt.Errorf("%w: more than %d entries", ErrLimit, limits.MaxFiles)
 		}
-		target := filepath.Join(root, filepath.FromSlash(name))
 		if err := makeParents(root, name); err != nil {
 			return err
 		}
 		perm := fs.FileMode(hdr.Mode).Perm()
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := makeDir(target, name); err != nil {
+			if err := makeDir(root, name); err != nil {
 				return err
 			}
-			dirs = append(dirs, dirMode{target, perm})
+			dirs = append(dirs, dirMode{name, perm})
 		case tar.TypeReg:
 			total += hdr.Size
 			if limits.MaxBytes > 0 && total > limits.MaxBytes {
 				return fmt.Errorf("%w: more than %d bytes", ErrLimit, limits.MaxBytes)
 			}
-			if err := writeFile(target, name, tr, perm); err != nil {
+			if err := writeFile(root, name, tr, perm); err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
 			if err := checkLink(name, hdr.Linkname); err != nil {
 				return err
 			}
-			if err := removeEntry(target, name); err != nil {
+			if err := removeEntry(root, name); err != nil {
 				return err
 			}
-			if err := os.Symlink(hdr.Linkname, target); err != nil {
+			if err := root.Symlink(hdr.Linkname, name); err != nil {
 				return err
 			}
 		default:
@@ -140,7 +184,7 @@ func extractInto(r io.Reader, root string, limits Limits) error {
 	}
 	// Permissions last, deepest first: a read-only directory must not block its own content.
 	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := os.Chmod(dirs[i].path, dirs[i].mode); err != nil {
+		if err := root.Chmod(dirs[i].path, dirs[i].mode); err != nil {
 			return err
 		}
 	}
@@ -192,17 +236,17 @@ func checkLink(name, target string) error {
 	return nil
 }
 
-// makeParents makes sure every parent of name below root is a real directory (never a
-// symlink), creating missing ones.
-func makeParents(root, name string) error {
+// makeParents makes sure every parent of name in root is a real directory (never a symlink),
+// creating missing ones.
+func makeParents(root *os.Root, name string) error {
 	parts := strings.Split(name, "/")
-	p := root
+	p := ""
 	for _, c := range parts[:len(parts)-1] {
-		p = filepath.Join(p, c)
-		info, err := os.Lstat(p)
+		p = path.Join(p, c)
+		info, err := root.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			if err := os.Mkdir(p, 0o700); err != nil {
+			if err := root.Mkdir(p, 0o700); err != nil {
 				return err
 			}
 		case err != nil:
@@ -216,22 +260,22 @@ func makeParents(root, name string) error {
 	return nil
 }
 
-// makeDir creates the directory target (private until the final chmod); an existing file or
+// makeDir creates the directory name (private until the final chmod); an existing file or
 // symlink there is replaced.
-func makeDir(target, name string) error {
-	info, err := os.Lstat(target)
+func makeDir(root *os.Root, name string) error {
+	info, err := root.Lstat(name)
 	if err == nil && info.IsDir() {
 		return nil
 	}
-	if err := removeEntry(target, name); err != nil {
+	if err := removeEntry(root, name); err != nil {
 		return err
 	}
-	return os.Mkdir(target, 0o700)
+	return root.Mkdir(name, 0o700)
 }
 
-// removeEntry removes a file or symlink at target (later entries win) but never a directory.
-func removeEntry(target, name string) error {
-	info, err := os.Lstat(target)
+// removeEntry removes a file or symlink at name (later entries win) but never a directory.
+func removeEntry(root *os.Root, name string) error {
+	info, err := root.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -241,16 +285,16 @@ func removeEntry(target, name string) error {
 	if info.IsDir() {
 		return fmt.Errorf("%w: %q replaces a directory", ErrUnsafe, name)
 	}
-	return os.Remove(target)
+	return root.Remove(name)
 }
 
-// writeFile creates target (never following a symlink: it was removed and O_EXCL refuses
-// one that appears) with r's content and mode perm.
-func writeFile(target, name string, r io.Reader, perm fs.FileMode) error {
-	if err := removeEntry(target, name); err != nil {
+// writeFile creates name (never following a symlink: it was removed and O_EXCL refuses one
+// that appears) with r's content and mode perm.
+func writeFile(root *os.Root, name string, r io.Reader, perm fs.FileMode) error {
+	if err := removeEntry(root, name); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}

@@ -9,49 +9,54 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// swap puts the directory tmp in place of dir and removes the old content. Where the kernel
-// can (renameat2 RENAME_EXCHANGE) the two are exchanged in one step, so dir never goes
-// missing; otherwise dir is renamed aside (dir.old-*), tmp renamed to dir, and the old one
-// renamed back if that fails.
-func swap(tmp, dir string) error {
-	parent := filepath.Dir(dir)
-	_, err := os.Lstat(dir)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.Rename(tmp, dir); err != nil {
-			return err
-		}
-		return SyncDir(parent)
-	case err != nil:
-		return err
-	}
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, dir, unix.RENAME_EXCHANGE); err == nil {
-		// tmp now holds the old content.
-		if err := SyncDir(parent); err != nil {
-			return err
-		}
-		return RemoveAll(tmp)
-	}
-	old, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".old-")
+// swap puts the directory tmp of parent in place of its directory dir (both one path
+// component) and removes the old content. Where the kernel can (renameat2 RENAME_EXCHANGE)
+// the two are exchanged in one step, so dir never goes missing; otherwise dir is renamed
+// aside (dir.old-*), tmp renamed to dir, and the old one renamed back if that fails.
+func swap(parent *os.Root, tmp, dir string) error {
+	d, err := parent.Open(".")
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(old); err != nil { // only the unique name is wanted
+	defer d.Close()
+	_, err = parent.Lstat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := parent.Rename(tmp, dir); err != nil {
+			return err
+		}
+		return syncFile(d)
+	case err != nil:
 		return err
 	}
-	if err := os.Rename(dir, old); err != nil {
+	fd := int(d.Fd())
+	if err := unix.Renameat2(fd, tmp, fd, dir, unix.RENAME_EXCHANGE); err == nil {
+		// tmp now holds the old content.
+		if err := syncFile(d); err != nil {
+			return err
+		}
+		return RemoveAllIn(parent, tmp)
+	}
+	old, err := mkdirTemp(parent, "."+dir+".old-")
+	if err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if rerr := os.Rename(old, dir); rerr != nil {
+	if err := parent.Remove(old); err != nil { // only the unique name is wanted
+		return err
+	}
+	if err := parent.Rename(dir, old); err != nil {
+		return err
+	}
+	if err := parent.Rename(tmp, dir); err != nil {
+		if rerr := parent.Rename(old, dir); rerr != nil {
 			return errors.Join(err, rerr)
 		}
 		return err
 	}
-	if err := SyncDir(parent); err != nil {
+	if err := syncFile(d); err != nil {
 		return err
 	}
-	return RemoveAll(old)
+	return RemoveAllIn(parent, old)
 }
 
 // RemoveAll is os.RemoveAll that also copes with read-only directories in the tree.
@@ -68,6 +73,20 @@ func RemoveAll(p string) error {
 	return os.RemoveAll(p)
 }
 
+// RemoveAllIn is RemoveAll of name in root, never following a symlink out of it.
+func RemoveAllIn(root *os.Root, name string) error {
+	if err := root.RemoveAll(name); err == nil {
+		return nil
+	}
+	_ = fs.WalkDir(root.FS(), name, func(q string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = root.Chmod(q, 0o700)
+		}
+		return nil
+	})
+	return root.RemoveAll(name)
+}
+
 // SyncDir flushes a directory's entries (renames, creates) to disk; a file system that cannot
 // sync a directory (EINVAL) is not an error.
 func SyncDir(dir string) error {
@@ -76,6 +95,11 @@ func SyncDir(dir string) error {
 		return err
 	}
 	defer d.Close()
+	return syncFile(d)
+}
+
+// syncFile is SyncDir of an open directory.
+func syncFile(d *os.File) error {
 	if err := d.Sync(); err != nil && !errors.Is(err, unix.EINVAL) {
 		return err
 	}

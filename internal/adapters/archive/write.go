@@ -20,17 +20,14 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"syscall"
 	"time"
 )
 
 // epoch is the modification time of every entry Write produces.
 var epoch = time.Unix(0, 0)
 
-// Write writes the tree under dir to w as a tar stream. Regular files, directories and
-// symlinks (with their target as is, never followed) are archived; sockets, FIFOs and device
-// files are skipped. dir itself is not an entry: names are relative to it ("a/", "a/b.txt").
-// It streams: memory stays bounded by the largest directory listing, not by file sizes.
+// Write writes the tree under dir to w as a tar stream (WriteRoot of dir opened as a root).
 func Write(dir string, w io.Writer) error {
 	info, err := os.Stat(dir)
 	if err != nil {
@@ -39,19 +36,31 @@ func Write(dir string, w io.Writer) error {
 	if !info.IsDir() {
 		return fmt.Errorf("archive: %s is not a directory", dir)
 	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return WriteRoot(root, w)
+}
+
+// WriteRoot writes the tree under root to w as a tar stream. Regular files, directories and
+// symlinks (with their target as is, never followed) are archived; sockets, FIFOs and device
+// files are skipped. The root itself is not an entry: names are relative to it ("a/",
+// "a/b.txt"). Every entry is read through root, so a tree that changes while it is archived
+// (a file swapped for a symlink) never leads outside it. It streams: memory stays bounded by
+// the largest directory listing, not by file sizes.
+func WriteRoot(root *os.Root, w io.Writer) error {
+	fsys := root.FS()
 	tw := tar.NewWriter(w)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p == dir {
+		if p == "." {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		return writeEntry(tw, p, filepath.ToSlash(rel), d)
+		return writeEntry(tw, root, p, d)
 	})
 	if err != nil {
 		return err
@@ -59,14 +68,14 @@ func Write(dir string, w io.Writer) error {
 	return tw.Close()
 }
 
-// writeEntry writes one tree entry (p on disk, name in the archive).
-func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
+// writeEntry writes one tree entry (p in root, the name in the archive too).
+func writeEntry(tw *tar.Writer, root *os.Root, p string, d fs.DirEntry) error {
 	info, err := d.Info()
 	if err != nil {
 		return err
 	}
 	hdr := &tar.Header{
-		Name:    name,
+		Name:    p,
 		Mode:    int64(info.Mode().Perm()),
 		ModTime: epoch,
 		Format:  tar.FormatPAX,
@@ -79,7 +88,7 @@ func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
 		hdr.Typeflag = tar.TypeDir
 		hdr.Name += "/"
 	case t == fs.ModeSymlink:
-		target, err := os.Readlink(p)
+		target, err := root.Readlink(p)
 		if err != nil {
 			return err
 		}
@@ -90,12 +99,13 @@ func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
 		return nil
 	}
 	if err := tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("archive: %s: %w", name, err)
+		return fmt.Errorf("archive: %s: %w", p, err)
 	}
 	if hdr.Typeflag != tar.TypeReg || hdr.Size == 0 {
 		return nil
 	}
-	f, err := os.Open(p)
+	// Not through a symlink swapped in since, and never blocking on a FIFO.
+	f, err := root.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}
@@ -103,9 +113,9 @@ func writeEntry(tw *tar.Writer, p, name string, d fs.DirEntry) error {
 	// Exactly the size in the header: a file that grew is cut, one that shrank is an error.
 	if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
 		if errors.Is(err, io.EOF) {
-			return fmt.Errorf("archive: %s shrank while it was archived", name)
+			return fmt.Errorf("archive: %s shrank while it was archived", p)
 		}
-		return fmt.Errorf("archive: %s: %w", name, err)
+		return fmt.Errorf("archive: %s: %w", p, err)
 	}
 	return nil
 }

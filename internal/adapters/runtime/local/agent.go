@@ -144,14 +144,16 @@ func (a *agent) prepareLocked() error {
 	// install only when its state dir holds nothing but the config (it skips its state
 	// migrations then, about 2 s of a first start). Exec and the file operations make it when
 	// they come first (ensureWorkspace).
-	l := a.rt.opts.Engine.Layout()
-	for _, d := range []string{a.dir, a.home, filepath.Join(a.home, l.StateDir)} {
+	for _, d := range []string{a.dir, a.home} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}
 	}
 	if err := os.Chmod(a.home, 0o700); err != nil {
 		return err
+	}
+	if _, err := mkdirInHome(a.home, a.rt.opts.Engine.Layout().StateDir); err != nil {
+		return homeErr(err)
 	}
 	a.prepared = true
 	return nil

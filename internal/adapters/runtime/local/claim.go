@@ -126,8 +126,7 @@ func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 	if err != nil {
 		return fmt.Errorf("initial engine config: %w", err)
 	}
-	cfgPath := filepath.Join(m.home, e.Layout().ConfigPath)
-	if err := r.writeOwned(m.home, cfgPath, cfg, 0o600); err != nil {
+	if err := r.writeOwned(m.home, filepath.Clean(e.Layout().ConfigPath), cfg, 0o600); err != nil {
 		return fmt.Errorf("write engine config: %w", err)
 	}
 	return nil

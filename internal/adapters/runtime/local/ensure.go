@@ -127,30 +127,32 @@ func (a *agent) runDesiredLocked(ctx context.Context, d runtime.Desired, engineD
 // state.json; WriteFile of the config forgets the hash so the token is checked again).
 func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 	e := a.rt.opts.Engine
-	cfgPath := filepath.Join(a.home, e.Layout().ConfigPath)
+	cfgRel := filepath.Clean(e.Layout().ConfigPath)
 	want := tokenHash(d.GatewayToken)
-	_, err := os.Lstat(cfgPath)
+	root, err := os.OpenRoot(a.home)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	_, err = root.Lstat(cfgRel)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		cfg, err := e.InitialConfig(d.Identity, d.GatewayToken)
 		if err != nil {
 			return fmt.Errorf("initial engine config: %w", err)
 		}
-		if err := os.MkdirAll(filepath.Dir(cfgPath), 0o700); err != nil {
-			return err
-		}
-		if err := writeFileAtomic(cfgPath, cfg, 0o600); err != nil {
-			return fmt.Errorf("write engine config: %w", err)
+		if err := writeHomeFile(root, cfgRel, cfg, 0o600, nil); err != nil {
+			return fmt.Errorf("write engine config: %w", homeErr(err))
 		}
 		a.rt.own(a.home, a.home)
 	case err != nil:
-		return err
+		return fmt.Errorf("engine config: %w", homeErr(err))
 	case a.st.TokenHash == want:
 		return nil
 	default:
-		cur, err := os.ReadFile(cfgPath)
+		cur, err := root.ReadFile(cfgRel)
 		if err != nil {
-			return err
+			return fmt.Errorf("read engine config: %w", homeErr(err))
 		}
 		next, err := e.SetGatewayToken(cur, d.GatewayToken)
 		if errors.Is(err, engine.ErrInvalidConfig) {
@@ -163,8 +165,8 @@ func (a *agent) ensureConfigLocked(d runtime.Desired) error {
 			return fmt.Errorf("set the gateway token in the engine config: %w", err)
 		}
 		if !bytes.Equal(cur, next) {
-			if err := a.rt.writeOwned(a.home, cfgPath, next, 0o600); err != nil {
-				return fmt.Errorf("write engine config: %w", err)
+			if err := a.rt.writeOwned(a.home, cfgRel, next, 0o600); err != nil {
+				return fmt.Errorf("write engine config: %w", homeErr(err))
 			}
 			a.log.Info("gateway token written to the engine config")
 		}

@@ -53,7 +53,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if err != nil {
 		return runtime.ExecResult{}, err
 	}
-	cwd, err := resolveDir(ws, req.Dir)
+	cwd, err := resolveDir(home, ws, req.Dir)
 	if err != nil {
 		return runtime.ExecResult{}, err
 	}
@@ -126,15 +126,24 @@ func (r *Runtime) engineDirFor(ag *agentsv1.Agent) string {
 	return ""
 }
 
-// resolveDir resolves rel (relative, "" = root) inside root with symlinks followed; it must
-// exist, be a directory and stay inside root, else runtime.ErrInvalidPath.
-func resolveDir(root, rel string) (string, error) {
+// resolveDir resolves rel (relative, "" = root) inside root, the workspace of the home home,
+// with symlinks followed; it must exist, be a directory and stay inside root, and root inside
+// home (the agent may have made its workspace, or a dir above it, a link elsewhere), else
+// runtime.ErrInvalidPath.
+func resolveDir(home, root, rel string) (string, error) {
 	if filepath.IsAbs(rel) {
 		return "", fmt.Errorf("%w: %q is absolute", runtime.ErrInvalidPath, rel)
+	}
+	homeReal, err := filepath.EvalSymlinks(home)
+	if err != nil {
+		return "", fmt.Errorf("%w: the home does not exist", runtime.ErrInvalidPath)
 	}
 	rootReal, err := filepath.EvalSymlinks(root)
 	if err != nil {
 		return "", fmt.Errorf("%w: the workspace does not exist", runtime.ErrInvalidPath)
+	}
+	if !within(rootReal, homeReal) {
+		return "", fmt.Errorf("%w: the workspace leads out of the agent's home", runtime.ErrInvalidPath)
 	}
 	real, err := filepath.EvalSymlinks(filepath.Join(rootReal, rel))
 	if err != nil {

@@ -2,8 +2,6 @@ package local
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -52,8 +50,7 @@ func (r *Runtime) WriteFile(ctx context.Context, ag *agentsv1.Agent, path string
 		return err
 	}
 	defer root.Close()
-	parent, base := filepath.Dir(rel), filepath.Base(rel)
-	if err := root.MkdirAll(parent, 0o700); err != nil {
+	if err := root.MkdirAll(filepath.Dir(rel), 0o700); err != nil {
 		return fileErr(path, err)
 	}
 	isConfig := rel == filepath.Clean(r.opts.Engine.Layout().ConfigPath)
@@ -69,28 +66,11 @@ func (r *Runtime) WriteFile(ctx context.Context, ag *agentsv1.Agent, path string
 	if isConfig {
 		perm = 0o600
 	}
-	var rnd [6]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := filepath.Join(parent, "."+base+".tmp-"+hex.EncodeToString(rnd[:]))
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
+	// The agent's uid owns the file before it appears under its name: a command in the
+	// sandbox never meets it unreadable (a root-owned 0600 engine config, between the rename
+	// and a chown after it, read as empty).
+	if err := writeHomeFile(root, rel, data, perm, func(tmp string) { r.own(root.Name(), filepath.Join(root.Name(), tmp)) }); err != nil {
 		return fileErr(path, err)
-	}
-	werr := writeAndSync(f, data, perm)
-	if werr == nil {
-		// The agent's uid owns the file before it appears under its name: a command in the
-		// sandbox never meets it unreadable (a root-owned 0600 engine config, between the
-		// rename and a chown after it, read as empty).
-		r.own(root.Name(), filepath.Join(root.Name(), tmp))
-		werr = root.Rename(tmp, rel)
-	}
-	if werr != nil {
-		_ = root.Remove(tmp)
-		return fileErr(path, werr)
-	}
-	if d, err := root.Open(parent); err == nil {
-		_ = d.Sync()
-		d.Close()
 	}
 	if isConfig {
 		r.forgetToken(keyOf(ag))
@@ -144,30 +124,46 @@ func (r *Runtime) ArchiveWorkspace(ctx context.Context, ag *agentsv1.Agent, w io
 	if err != nil {
 		return err
 	}
-	if err := archive.Write(r.workspaceOf(home), w); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w: %v", runtime.ErrNotFound, err)
-		}
+	root, err := os.OpenRoot(home)
+	if err != nil {
 		return err
 	}
-	return nil
+	defer root.Close()
+	ws, err := root.OpenRoot(r.opts.Engine.Layout().WorkspaceDir)
+	if err != nil {
+		return homeErr(err)
+	}
+	defer ws.Close()
+	return homeErr(archive.WriteRoot(ws, w))
+}
+
+// homeErr maps an error of a path in an agent's home: missing is ErrNotFound, a symlink
+// leading out of the home ErrInvalidPath (a link the agent planted).
+func homeErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("%w: %v", runtime.ErrNotFound, err)
+	case isEscape(err):
+		return fmt.Errorf("%w: %v", runtime.ErrInvalidPath, err)
+	}
+	return err
 }
 
 // RestoreWorkspace implements runtime.Runtime: the stream is extracted next to the workspace
 // (RestoreLimits; unsafe entries refused with ErrInvalidPath) and swapped in, then a running
 // gateway is restarted so it sees the restored files. On error the workspace is unchanged.
 func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd io.Reader) error {
-	ws, err := r.workspace(ag)
+	home, err := r.existingHome(ag)
 	if err != nil {
 		return err
 	}
-	if err := archive.Extract(rd, ws, r.opts.RestoreLimits); err != nil {
-		if errors.Is(err, archive.ErrUnsafe) || errors.Is(err, archive.ErrLimit) {
-			return fmt.Errorf("%w: %w", runtime.ErrInvalidPath, err)
-		}
+	wsRel := r.opts.Engine.Layout().WorkspaceDir
+	if err := r.extractWorkspace(home, wsRel, rd); err != nil {
 		return err
 	}
-	r.own(r.homeOf(keyOf(ag)), ws)
+	r.own(home, filepath.Join(home, wsRel))
 	r.mu.Lock()
 	a := r.agents[keyOf(ag)]
 	r.mu.Unlock()
@@ -188,13 +184,29 @@ func (r *Runtime) RestoreWorkspace(ctx context.Context, ag *agentsv1.Agent, rd i
 	return nil
 }
 
-// workspace is the agent's home dir.
-func (r *Runtime) workspace(ag *agentsv1.Agent) (string, error) {
-	home, err := r.existingHome(ag)
+// extractWorkspace replaces the workspace wsRel of the home home with the tar stream rd,
+// through the home as a root.
+func (r *Runtime) extractWorkspace(home, wsRel string, rd io.Reader) error {
+	root, err := os.OpenRoot(home)
 	if err != nil {
-		return "", err
+		return err
 	}
-	return r.ensureWorkspace(home)
+	defer root.Close()
+	if err := root.MkdirAll(filepath.Dir(wsRel), 0o700); err != nil {
+		return homeErr(err)
+	}
+	parent, err := root.OpenRoot(filepath.Dir(wsRel))
+	if err != nil {
+		return homeErr(err)
+	}
+	defer parent.Close()
+	if err := archive.ExtractIn(parent, filepath.Base(wsRel), rd, r.opts.RestoreLimits); err != nil {
+		if errors.Is(err, archive.ErrUnsafe) || errors.Is(err, archive.ErrLimit) {
+			return fmt.Errorf("%w: %w", runtime.ErrInvalidPath, err)
+		}
+		return homeErr(err)
+	}
+	return nil
 }
 
 // existingHome is the home of ag, ErrNotRunning when it has none on this host.
@@ -215,13 +227,13 @@ func (r *Runtime) workspaceOf(home string) string {
 // agent's sandbox uid) when the engine has not yet.
 func (r *Runtime) ensureWorkspace(home string) (string, error) {
 	ws := r.workspaceOf(home)
-	if _, err := os.Stat(ws); err == nil || !errors.Is(err, fs.ErrNotExist) {
-		return ws, nil
+	made, err := mkdirInHome(home, r.opts.Engine.Layout().WorkspaceDir)
+	if err != nil {
+		return "", homeErr(err)
 	}
-	if err := os.MkdirAll(ws, 0o700); err != nil {
-		return "", err
+	if made {
+		r.own(home, filepath.Join(home, r.opts.Engine.Layout().StateDir))
 	}
-	r.own(home, filepath.Join(home, r.opts.Engine.Layout().StateDir))
 	return ws, nil
 }
 
@@ -276,8 +288,13 @@ func fileErr(path string, err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return fmt.Errorf("%w: %s", runtime.ErrNotFound, path)
-	case strings.Contains(err.Error(), "path escapes from parent"):
+	case isEscape(err):
 		return fmt.Errorf("%w: %q leaves the agent's home", runtime.ErrInvalidPath, path)
 	}
 	return err
+}
+
+// isEscape tells an os.Root's refusal of a path that leads out of it (through a symlink).
+func isEscape(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }

@@ -104,21 +104,8 @@ func tokenHash(token string) string {
 
 // writeFileAtomic writes path through a temp file in the same dir: fsync, rename, fsync dir.
 func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	return writeFileAtomicWith(path, data, perm, nil)
-}
-
-// writeOwned writes a file of the agent's home like writeFileAtomic, given to the agent's
-// sandbox uid before it appears under its name: a command in the sandbox never meets it
-// unreadable (a root-owned 0600 engine config, between the rename and a chown after it, reads
-// as nothing).
-func (r *Runtime) writeOwned(home, path string, data []byte, perm fs.FileMode) error {
-	return writeFileAtomicWith(path, data, perm, func(tmp string) { r.own(home, tmp) })
-}
-
-// writeFileAtomicWith is writeFileAtomic calling beforeRename (when set) with the synced temp
-// file's path.
-func writeFileAtomicWith(path string, data []byte, perm fs.FileMode, beforeRename func(tmp string)) error {
 	dir := filepath.Dir(path)
+
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-")
 	if err != nil {
 		return err
@@ -142,9 +129,6 @@ func writeFileAtomicWith(path string, data []byte, perm fs.FileMode, beforeRenam
 	}
 	if err := f.Close(); err != nil {
 		return err
-	}
-	if beforeRename != nil {
-		beforeRename(tmp)
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
