@@ -16,7 +16,7 @@ cache_root="${AGENTPLANE_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/agentplane}"
 cache="$cache_root/controlplane/$key"
 
 if [[ ! -x "$cache/kube-apiserver" || ! -x "$cache/etcd" ]]; then
-  cache=$(go run ./cmd/agentplane envtest-assets --print-dir)
+  cache=$(go run ./hack/controlplane)
 fi
 
 mkdir -p "$out"
