@@ -178,12 +178,12 @@ undeploy: ## Remove what deploy installed (CRDs included: this deletes every age
 ##@ Test
 
 .PHONY: test-prereqs
-test-prereqs: ## What make test needs, in two lanes side by side (hack/test-prereqs.sh): the Kubernetes builds beside the downloads, packages and other builds.
+test-prereqs: ## What make test needs first, in two lanes side by side (hack/test-prereqs.sh): the control plane's build beside the downloads, packages and other builds.
 	@hack/test-prereqs.sh "$(MAKE)"
 
 .PHONY: test
 test: test-prereqs ## Every tier at once (unit, envtest, engine, node), packages side by side.
-	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
+	$(ENGINE_ENV) GO=$(GO) MAKE="$(MAKE)" TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
 # The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make
