@@ -51,7 +51,7 @@ func withMessage(msg string, err error) error {
 // Messages that are not fixed by the contract but shared by many routes.
 const (
 	msgUnauthorized     = "Unauthorized"
-	msgForbidden        = "Permission denied"
+	msgForbidden        = ops.MsgPermissionDenied
 	msgNotFound         = ops.MsgNotFound
 	msgMethodNotAllowed = "Method not allowed"
 	msgConflict         = ops.MsgConflict

@@ -82,10 +82,12 @@ func Because(code Code, message string, cause error) *Error {
 
 // Messages shared by many operations; the contract fixes them per status.
 const (
-	MsgNotFound    = "Not found"
-	MsgConflict    = "Conflict"
-	MsgUnavailable = "Service unavailable"
-	MsgInternal    = "Internal server error"
+	MsgNotFound = "Not found"
+	MsgConflict = "Conflict"
+	// MsgPermissionDenied: the caller's role or credential does not allow the act (403).
+	MsgPermissionDenied = "Permission denied"
+	MsgUnavailable      = "Service unavailable"
+	MsgInternal         = "Internal server error"
 )
 
 // ErrUnavailable marks a dependency (API server, storage, DNS, registry) that cannot be

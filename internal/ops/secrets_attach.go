@@ -240,6 +240,11 @@ func (o *Ops) AgentSecrets(ctx context.Context, t Tenant, agentID string) ([]age
 		if err != nil {
 			return nil, err
 		}
+		if t.OnlyAgent != "" {
+			// A credential bound to one agent sees no other agent: of the agents a secret is
+			// attached to, only its own.
+			sec.Status.AttachedTo = slices.DeleteFunc(sec.Status.AttachedTo, func(a string) bool { return a != t.OnlyAgent })
+		}
 		out = append(out, *sec)
 	}
 	return out, nil

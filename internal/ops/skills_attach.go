@@ -195,6 +195,11 @@ func (o *Ops) moveSkillVersion(ctx context.Context, t Tenant, sk *agentsv1.Skill
 	if version == sk.Spec.Version {
 		return nil
 	}
+	if t.OnlyAgent != "" {
+		// The Skill is the workspace's: a credential bound to one agent (its gateway or
+		// platform token) moves its agent to the workspace's version, never the Skill itself.
+		return Fail(Forbidden, MsgPermissionDenied)
+	}
 	if o.d.Files == nil {
 		return Fail(Unavailable, MsgStorageMissing)
 	}

@@ -218,3 +218,26 @@ func TestSetSkillVersion(t *testing.T) {
 		t.Fatalf("previous CIDs are bounded: %d", n)
 	}
 }
+
+// TestBoundCredentialCannotMoveTheWorkspacesSkill: an agent's own credential (gateway or
+// platform token) cannot point the workspace's Skill, which other agents attach too, at
+// another version: 403, and the Skill is unchanged. Its agent may still take the version the
+// workspace has.
+func TestBoundCredentialCannotMoveTheWorkspacesSkill(t *testing.T) {
+	ctx := context.Background()
+	st, cids := stored(t, 1)
+	sk := skillObject("weather", cids[0])
+	o, c := fakeOps(Deps{Files: st}, agentObject("a1", true, cids[0]), agentObject("a2", true, cids[0]), sk)
+	bound := Tenant{Namespace: "ws", OnlyAgent: "a1"}
+	wantFail(t, "a bound credential moving the Skill", third(o.UpdateAgentSkill(ctx, bound, "a1", sk.Name, SkillUpdate{Version: "2.0.0"})), Forbidden, MsgPermissionDenied)
+	got := &agentsv1.Skill{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(sk), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Version != "1.0.0" || got.Spec.CID != cids[0] {
+		t.Fatalf("the workspace's Skill moved: %+v", got.Spec)
+	}
+	if _, _, err := o.UpdateAgentSkill(ctx, bound, "a1", sk.Name, SkillUpdate{Version: "1.0.0"}); err != nil {
+		t.Fatalf("a bound credential taking the workspace's version: %v", err)
+	}
+}
