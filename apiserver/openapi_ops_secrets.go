@@ -18,7 +18,7 @@ func secretOps() map[string]*openapi.Op {
 			ID: "createSecret", Tag: "secrets", Summary: "Create a workspace secret",
 			Description: "The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` " +
 				"(default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, " +
-				"or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.",
+				"or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.",
 			Body: createSecretRequest{}, Required: []string{"name", "value"},
 			Fields: map[string]*openapi.Schema{
 				"name":     {Description: "Unique in the workspace; at most 128 characters.", MaxLength: openapi.Ptr(128)},

@@ -41,7 +41,7 @@ var _ = Describe("Secret environment names, redaction and throwaway validation",
 
 	It("refuses environment names that change how processes load code, at the REST door and in the CRD", func() {
 		for _, env := range []string{"NODE_OPTIONS", "LD_PRELOAD", "PATH", "HOME", "BASH_ENV", "node_path",
-			"OPENCLAW_GATEWAY_TOKEN", "AGENTPLANE_TELEGRAM_BOT_TOKEN", "PYTHONPATH"} {
+			"OPENCLAW_GATEWAY_TOKEN", "AGENTPLANE_TELEGRAM_BOT_TOKEN", "PYTHONPATH", "OPENSSL_CONF", "LESSOPEN"} {
 			r := call("POST", "/v0/secrets", tok, map[string]string{"name": "k-" + env, "value": "v", "envName": env})
 			Expect(r.Status).To(Equal(400), env)
 			Expect(r.v0Error()).To(HavePrefix("envName is reserved: it changes how the agent's processes load code"), env)
@@ -60,7 +60,8 @@ var _ = Describe("Secret environment names, redaction and throwaway validation",
 			}
 		}
 		for _, o := range []*agentsv1.AgentSecret{obj("crd-1", "x", "NODE_OPTIONS"), obj("crd-2", "ld-preload", ""),
-			obj("crd-3", "x", "Ld_Library_Path"), obj("crd-4", "openclaw.home", "")} {
+			obj("crd-3", "x", "Ld_Library_Path"), obj("crd-4", "openclaw.home", ""), obj("crd-6", "x", "OPENSSL_CONF"),
+			obj("crd-7", "openssl-modules", "")} {
 			err := k8sClient.Create(ctx, o)
 			Expect(apierrors.IsInvalid(err)).To(BeTrue(), "%s: %v", o.Name, err)
 			Expect(err.Error()).To(ContainSubstring("is reserved"))

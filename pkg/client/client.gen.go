@@ -2200,7 +2200,7 @@ type ClientInterface interface {
 
 	// CreateSecretWithBody Create a workspace secret
 	//
-	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2209,7 +2209,7 @@ type ClientInterface interface {
 
 	// CreateSecret Create a workspace secret
 	//
-	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3370,7 +3370,7 @@ func (c *Client) ListSecrets(ctx context.Context, params *ListSecretsParams, req
 
 // CreateSecretWithBody Create a workspace secret
 //
-// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3389,7 +3389,7 @@ func (c *Client) CreateSecretWithBody(ctx context.Context, params *CreateSecretP
 
 // CreateSecret Create a workspace secret
 //
-// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7532,7 +7532,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSecretWithBodyWithResponse Create a workspace secret
 	//
-	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7541,7 +7541,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateSecretWithResponse Create a workspace secret
 	//
-	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+	// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -17894,7 +17894,7 @@ func (c *ClientWithResponses) ListSecretsWithResponse(ctx context.Context, param
 
 // CreateSecretWithBodyWithResponse Create a workspace secret
 //
-// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -17909,7 +17909,7 @@ func (c *ClientWithResponses) CreateSecretWithBodyWithResponse(ctx context.Conte
 
 // CreateSecretWithResponse Create a workspace secret
 //
-// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
+// The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` (default: the name, upper-cased, other characters as `_`). Names that change how the agent's processes load code or find files, or that the platform sets (PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...), are refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

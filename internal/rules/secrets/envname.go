@@ -50,7 +50,8 @@ var (
 		"PATH", "HOME", "TMPDIR", "PWD", "OLDPWD", "SHELL", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4",
 		"IFS", "CDPATH", "PROMPT_COMMAND", "GLOBIGNORE", "GLIBC_TUNABLES", "GCONV_PATH", "LOCPATH",
 		"NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN", "TZDIR", "SSL_CERT_FILE",
-		"SSL_CERT_DIR",
+		"SSL_CERT_DIR", "GETCONF_DIR", "NIS_PATH", "RESOLV_HOST_CONF", "ZDOTDIR", "INPUTRC",
+		"TERMINFO", "TERMINFO_DIRS", "LESSOPEN", "LESSCLOSE", "ICU_DATA",
 		// Other interpreters an agent's tools start.
 		"PERL5LIB", "PERL5OPT", "PERLLIB", "RUBYLIB", "RUBYOPT", "JAVA_TOOL_OPTIONS",
 		"_JAVA_OPTIONS", "GIT_SSH", "GIT_SSH_COMMAND", "GIT_ASKPASS", "GIT_EXEC_PATH",
@@ -61,6 +62,11 @@ var (
 	}
 	reservedEnvPrefixes = []string{
 		"LD_", "DYLD_", "BASH_FUNC_", "NODE_", "NPM_CONFIG_", "PYTHON", "GIT_CONFIG",
+		// OpenSSL's config and modules (Node loads openssl.cnf, which can load a shared
+		// object), glibc's malloc tunables, libuv's (Node's event loop), and the package
+		// managers an agent's tools run (pip, uv, corepack, yarn) with their own indexes and
+		// hooks.
+		"OPENSSL_", "MALLOC_", "UV_", "PIP_", "COREPACK_", "YARN_",
 		// The platform's own: engine (OPENCLAW_HOME, OPENCLAW_GATEWAY_TOKEN/_PORT,
 		// OPENCLAW_CONFIG_PATH, ...), channel tokens and markers (AGENTPLANE_*), skills hub,
 		// XDG directories, and what the kubelet sets.
@@ -103,7 +109,7 @@ func ReservedEnvError(s *agentsv1.AgentSecret) error {
 
 // ReservedEnvReason says why a name is reserved (REST answers, conditions, the CRD's message).
 const ReservedEnvReason = "it changes how the agent's processes load code or find files, or the platform sets it " +
-	"(PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...)"
+	"(PATH, HOME, TMPDIR, LD_*, NODE_*, NPM_CONFIG_*, OPENSSL_*, PYTHON*, OPENCLAW_*, AGENTPLANE_*, ...)"
 
 // ReservedEnvPattern is an RE2 expression that matches a string whose environment name is
 // reserved, read either as an envName (letters of any case, digits, '_') or as a secret name

@@ -25,6 +25,11 @@ func TestReservedEnvNames(t *testing.T) {
 		{"OPENAI_API_KEY", false}, {"NODEX", false}, {"PATHS", false}, {"HOMEPAGE_TOKEN", false},
 		{"ENVIRONMENT", false}, {"TELEGRAM_BOT_TOKEN", false}, {"MY_PATH", false}, {"GITHUB_TOKEN", false},
 		{"LDAP_PASSWORD", false}, {"FAKECLAW_FAIL", false},
+		// Node's OpenSSL config and modules, libuv, glibc's malloc, pagers, zsh, readline and
+		// the package managers' indexes and hooks.
+		{"OPENSSL_CONF", true}, {"openssl_modules", true}, {"UV_THREADPOOL_SIZE", true}, {"MALLOC_CHECK_", true},
+		{"LESSOPEN", true}, {"ZDOTDIR", true}, {"INPUTRC", true}, {"PIP_INDEX_URL", true}, {"COREPACK_NPM_REGISTRY", true},
+		{"ICU_DATA", true}, {"OPENSSL", false}, {"UVICORN_TOKEN", false}, {"PIPELINE_KEY", false},
 	} {
 		if got := IsReservedEnvName(tc.name); got != tc.reserved {
 			t.Errorf("IsReservedEnvName(%q) = %v, want %v", tc.name, got, tc.reserved)
