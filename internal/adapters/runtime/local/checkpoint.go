@@ -1,9 +1,7 @@
 package local
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -208,55 +206,6 @@ func lastLines(out []byte, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " / ")
-}
-
-// noIOUringFilter is a classic BPF seccomp program that answers ENOSYS to io_uring_setup
-// and allows everything else: CRIU cannot checkpoint an io_uring, and Node's libuv sets one
-// up whatever UV_USE_IO_URING says; refused, libuv uses epoll.
-func noIOUringFilter() []byte {
-	const (
-		ldAbs   = 0x20 // BPF_LD|BPF_W|BPF_ABS
-		jeqK    = 0x15 // BPF_JMP|BPF_JEQ|BPF_K
-		retK    = 0x06 // BPF_RET|BPF_K
-		archX86 = 0xc000003e
-		nrSetup = 425 // io_uring_setup on x86_64
-		allow   = 0x7fff0000
-		errno   = 0x00050000 | 38 // SECCOMP_RET_ERRNO | ENOSYS
-	)
-	prog := []struct {
-		code   uint16
-		jt, jf uint8
-		k      uint32
-	}{
-		{ldAbs, 0, 0, 4}, // seccomp_data.arch
-		{jeqK, 0, 3, archX86},
-		{ldAbs, 0, 0, 0}, // seccomp_data.nr
-		{jeqK, 0, 1, nrSetup},
-		{retK, 0, 0, errno},
-		{retK, 0, 0, allow},
-	}
-	var b bytes.Buffer
-	for _, in := range prog {
-		_ = binary.Write(&b, binary.LittleEndian, in)
-	}
-	return b.Bytes()
-}
-
-// seccompPipe returns the read end of a pipe that holds the filter, for bwrap's --seccomp.
-func seccompPipe() (*os.File, error) {
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	_, err = w.Write(noIOUringFilter())
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	return r, nil
 }
 
 // rootSkeleton makes (or completes: a restored sandbox runs on it) in root what bwrap made in the sandbox's root (a tmpfs CRIU does not

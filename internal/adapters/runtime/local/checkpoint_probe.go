@@ -34,12 +34,8 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 	spec := sandboxSpec{home: home, dir: home, binary: "/bin/sh", args: []string{"-c", "exec sleep 1000000"},
 		checkpoint: &checkpointSpec{tini: c.tini, log: filepath.Join(dir, logFileName)}}
 	bin, args := r.sbx.wrap(spec)
-	filter, err := seccompPipe()
-	if err != nil {
-		return err
-	}
 	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(map[string]string{"PATH": defaultPath}),
-		dir: home, logPath: filepath.Join(dir, logFileName), sandboxed: true, extra: []*os.File{filter}, dieWithManager: true})
+		dir: home, logPath: filepath.Join(dir, logFileName), sandboxed: true, dieWithManager: true})
 	if err != nil {
 		return err
 	}

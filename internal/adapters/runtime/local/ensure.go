@@ -198,14 +198,6 @@ func (a *agent) startLocked(ctx context.Context) {
 		return
 	}
 	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
-	if a.rt.ckpt != nil {
-		f, err := seccompPipe()
-		if err != nil {
-			a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
-			return
-		}
-		l.extra = []*os.File{f}
-	}
 	p, err := startProcess(l)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())

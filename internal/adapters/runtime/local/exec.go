@@ -91,7 +91,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
 	return runCommand(ctx, commandSpec{
-		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin,
+		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin, sandboxed: r.sbx != nil,
 		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key),
 	})
 }
@@ -167,6 +167,8 @@ type commandSpec struct {
 	stdin     []byte
 	timeout   time.Duration // 0 = runtime.DefaultExecTimeout
 	maxOutput int           // per stream; 0 = runtime.DefaultMaxOutput
+	// sandboxed: path is bwrap, which gets the sandbox's files (sandboxFiles).
+	sandboxed bool
 	// started, if set, is told the process (group) id; the func it returns runs at the end.
 	started func(pid int) func()
 }
@@ -204,6 +206,14 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 	if p.inR != nil {
 		cmd.Stdin = p.inR
 		defer p.inR.Close()
+	}
+	if c.sandboxed {
+		files, err := sandboxFiles()
+		if err != nil {
+			return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+		}
+		defer closeFiles(files)
+		cmd.ExtraFiles = files
 	}
 	if err := p.start(cmd); err != nil {
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)

@@ -33,3 +33,19 @@ func PoolDiscarded(r *Runtime, name string) int64 {
 	}
 	return 0
 }
+
+// RefusedSyscall is an entry of the sandboxes' seccomp list as the tests see it.
+type RefusedSyscall struct {
+	Name        string
+	Nr, Errno   int
+	OnlyIfFlags uint32
+}
+
+// RefusedSyscalls is the sandboxes' seccomp list.
+func RefusedSyscalls() []RefusedSyscall {
+	var out []RefusedSyscall
+	for _, s := range refusedSyscalls {
+		out = append(out, RefusedSyscall{Name: s.name, Nr: int(s.nr), Errno: int(s.errno), OnlyIfFlags: s.flags})
+	}
+	return out
+}

@@ -469,7 +469,7 @@ func (r *Runtime) engineVersion(ctx context.Context, dir, home, fallback string)
 		return fallback
 	}
 	res, err := runCommand(ctx, commandSpec{
-		path: bin, args: args, dir: home,
+		path: bin, args: args, dir: home, sandboxed: r.sbx != nil,
 		env:     mergeEnv(baseEnv(dir), r.opts.Engine.Env(home, 0), cmd.Env),
 		timeout: cmd.Timeout, maxOutput: 64 << 10,
 	})

@@ -60,7 +60,8 @@ type launch struct {
 	// sandboxed: binary is bwrap, whose sandbox (its PID namespace's init) is killed when
 	// bwrap itself is gone, however it went.
 	sandboxed bool
-	// extra are further open files for the process (fd 3 on), closed here once it started.
+	// extra are further open files for the process (fd 3 on, after the sandbox's own when
+	// sandboxed), closed here once it started.
 	extra []*os.File
 	// dieWithManager: the kernel kills the process when the manager dies (a compile-cache
 	// warm-up; gateways outlive the manager). bwrap's own --die-with-parent is set too late
@@ -95,11 +96,14 @@ func startProcess(l launch) (*process, error) {
 	if l.dieWithManager {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	defer func() {
-		for _, f := range l.extra {
-			f.Close()
+	if l.sandboxed {
+		files, err := sandboxFiles()
+		if err != nil {
+			return nil, err
 		}
-	}()
+		cmd.ExtraFiles = append(files, l.extra...)
+	}
+	defer closeFiles(cmd.ExtraFiles)
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logf, "--- agentplane: start failed: %v\n", err)
 		return nil, err

@@ -119,10 +119,34 @@ func newSandbox(ctx context.Context) (*sandbox, error) {
 		}
 	}
 	bin, args := s.wrap(sandboxSpec{home: tmp, dir: tmp, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
-	if out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	files, err := sandboxFiles()
+	if err != nil {
+		return nil, err
+	}
+	defer closeFiles(files)
+	cmd.ExtraFiles = files
+	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("bwrap cannot build a sandbox on this kernel (user or mount namespaces refused?): %v: %s", err, strings.TrimSpace(string(out)))
 	}
 	return s, nil
+}
+
+// sandboxFiles are the extra files (fd 3 on) every sandbox's bwrap is started with: the
+// seccomp filter's pipe.
+func sandboxFiles() ([]*os.File, error) {
+	f, err := seccompPipe()
+	if err != nil {
+		return nil, err
+	}
+	return []*os.File{f}, nil
+}
+
+// closeFiles closes the files (the parent's copies, once the child has them).
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
 }
 
 // systemBinds shows the host's system dirs read-only (a merged-/usr system's /bin, /lib,
@@ -151,9 +175,13 @@ func uidFor(home string) int {
 
 // wrap returns the command line that runs spec in a sandbox.
 func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
-	args := []string{"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--hostname", "agent"}
+	// Every sandbox: a session of its own (no controlling terminal to push keystrokes into
+	// with TIOCSTI) and the seccomp filter (seccomp.go) on fd 3, which the process that starts
+	// it passes (sandboxFiles).
+	common := []string{"--new-session", "--seccomp", strconv.Itoa(seccompFD), "--unshare-pid", "--unshare-ipc", "--unshare-uts"}
+	args := append(common, "--unshare-cgroup-try", "--hostname", "agent")
 	if spec.checkpoint != nil {
-		args = []string{"--as-pid-1", "--new-session", "--seccomp", "3", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "agent"}
+		args = append([]string{"--as-pid-1"}, append(common, "--hostname", "agent")...)
 	}
 	if !s.root {
 		args = append(args, "--unshare-user", "--disable-userns")

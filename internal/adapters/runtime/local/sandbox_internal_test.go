@@ -36,6 +36,12 @@ func TestSandboxAsAnOrdinaryUser(t *testing.T) {
 		args: []string{"-c", "id -u; touch mine /tmp/mine && echo writable; ls /proc | grep -c '^[0-9]'; cat " + secret + " 2>/dev/null || echo hidden; unshare -U true 2>/dev/null || echo no-nested-userns"}})
 	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	files, err := sandboxFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFiles(files)
+	cmd.ExtraFiles = files
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bwrap as an ordinary user: %v: %s", err, out)

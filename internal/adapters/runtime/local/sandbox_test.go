@@ -360,3 +360,44 @@ func TestEngineConfigStaysReadableInTheSandbox(t *testing.T) {
 	}
 	t.Logf("%s during %d rewrites", bytes.TrimSpace(res.Stdout), rewrites)
 }
+
+// TestSandboxRefusesUserNamespacesAndTheKernelsSurface is what code in an agent tried as root
+// (`unshare -Ur` gave it namespaced CAP_SYS_ADMIN and CAP_NET_ADMIN): no new user namespace,
+// whoever runs the manager; the seccomp filter is installed, and the system calls on its list
+// answer their error (the ones that would answer something else without it are checked).
+func TestSandboxRefusesUserNamespacesAndTheKernelsSurface(t *testing.T) {
+	f := sandboxed(t)
+	stoppedAgent(t, f, "prober", nil)
+	res := sh(t, f, "prober", "unshare -Ur true 2>&1; echo rc=$?; unshare -U true 2>&1; echo rc=$?")
+	if strings.Count(string(res.Stdout), "rc=0") > 0 {
+		t.Errorf("a user namespace was made in the sandbox: %s", res.Stdout)
+	}
+	res = sh(t, f, "prober", "grep '^Seccomp:' /proc/self/status")
+	if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[1] != "2" {
+		t.Errorf("the sandbox's seccomp mode: %q, want 2 (filter)", res.Stdout)
+	}
+	// Numbers and errnos from the one list; each call with zero arguments, whose answer
+	// without the filter is another error (EINVAL, EFAULT, EBADF) or success.
+	probe := map[string]bool{"io_uring_setup": true, "io_uring_enter": true, "clone3": true, "keyctl": true,
+		"userfaultfd": true, "perf_event_open": true, "open_tree": true, "fsopen": true}
+	var nrs []string
+	want := map[string]int{}
+	for _, s := range local.RefusedSyscalls() {
+		if probe[s.Name] {
+			nrs = append(nrs, strconv.Itoa(s.Nr))
+			want[strconv.Itoa(s.Nr)] = s.Errno
+		}
+	}
+	res = sh(t, f, "prober", `perl -e 'for $n (@ARGV) { $! = 0; $r = syscall($n, 0, 0, 0, 0, 0); print "$n ", ($r == -1 ? $!+0 : "ok"), "\n" }' `+strings.Join(nrs, " "))
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		if nr, errno, ok := strings.Cut(line, " "); ok {
+			got[nr] = errno
+		}
+	}
+	for nr, errno := range want {
+		if got[nr] != strconv.Itoa(errno) {
+			t.Errorf("syscall %s in the sandbox: %q, want errno %d (%s)", nr, got[nr], errno, res.Stderr)
+		}
+	}
+}
