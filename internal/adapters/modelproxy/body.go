@@ -37,8 +37,13 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request, ex *exchange) b
 		return false
 	}
 	ex.req = readRequest(ex.endpoint, ex.rest, body)
+	if !ex.req.capped && !ex.endpoint.noOutput {
+		// Without a limit of the client's, the default the request reserves is written into
+		// it: what it may cost stays within its reservation.
+		ex.req.body, _ = capOutput(ex.req.body, ex.endpoint.capField)
+	}
 	if ex.route.askUsage && ex.endpoint.chat && ex.req.stream {
-		ex.req.body, _ = askUsage(body)
+		ex.req.body, _ = askUsage(ex.req.body)
 	}
 	return true
 }

@@ -18,7 +18,8 @@ import (
 // TestStreamsAskForUsage: an OpenAI-style chat stream that does not ask for its usage is
 // forwarded asking for it (OpenAI reports a stream's usage only then), so it is counted; the
 // usage chunk reaches the client. A request that asked, or one to a provider that reports
-// usage unasked, is forwarded as sent.
+// usage unasked, is forwarded as sent (each with an output limit of its own: without one the
+// proxy writes the default in, TestOutputCapWrittenWhenTheClientSetsNone).
 func TestStreamsAskForUsage(t *testing.T) {
 	h := newHarness(t, logr.Discard())
 	for _, tc := range []struct {
@@ -29,9 +30,9 @@ func TestStreamsAskForUsage(t *testing.T) {
 		{"stream without stream_options", "/llm/openai/v1/chat/completions", `{"model":"m","stream":true}`, true, 13, 9},
 		{"stream_options without usage", "/llm/groq/openai/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":false}}`, true, 13, 9},
 		{"stream_options null", "/llm/deepseek/chat/completions", `{"stream_options":null,"model":"m","stream":true}`, true, 13, 9},
-		{"already asked", "/llm/openai/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`, false, 13, 9},
-		{"not a stream", "/llm/openai/v1/chat/completions", `{"model":"m"}`, false, 11, 7},
-		{"mistral reports usage unasked", "/llm/mistral/v1/chat/completions", `{"model":"m","stream":true}`, false, 7, 1},
+		{"already asked", "/llm/openai/v1/chat/completions", `{"model":"m","max_tokens":100,"stream":true,"stream_options":{"include_usage":true}}`, false, 13, 9},
+		{"not a stream", "/llm/openai/v1/chat/completions", `{"model":"m","max_tokens":100}`, false, 11, 7},
+		{"mistral reports usage unasked", "/llm/mistral/v1/chat/completions", `{"model":"m","max_tokens":100,"stream":true}`, false, 11, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, body := h.call(t, tc.path, "Authorization", agentCred, tc.body)

@@ -60,9 +60,13 @@ func init() {
 		case styleGoogle:
 			p.routes = googleRoutes()
 		default:
-			p.routes = openAIRoutes(p.BasePath)
+			chatCap := "max_tokens"
+			if p.Name == "openai" {
+				chatCap = "max_completion_tokens"
+			}
+			p.routes = openAIRoutes(p.BasePath, chatCap)
 			if p.Name == "deepseek" {
-				p.routes = append(p.routes, openAIRoutes("/v1")...)
+				p.routes = append(p.routes, openAIRoutes("/v1", chatCap)...)
 			}
 			// Mistral reports usage in a stream's last chunk unasked (and documents no
 			// stream_options); the others follow OpenAI.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -222,5 +223,35 @@ func TestLogsHoldNoSecrets(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("logs lack %s:\n%s", want, out)
 		}
+	}
+}
+
+// TestOutputCapWrittenWhenTheClientSetsNone: a request that names no output limit reserves
+// DefaultMaxOutputTokens, and the provider gets that limit in the request, in the field its
+// API reads, so the call cannot cost more than it reserved; a request with a limit of its own
+// goes as it came.
+func TestOutputCapWrittenWhenTheClientSetsNone(t *testing.T) {
+	h := newHarness(t, logr.Discard())
+	limit := strconv.Itoa(DefaultMaxOutputTokens)
+	for _, tc := range []struct {
+		name, path, hdr, body, want string
+	}{
+		{"openai chat", "/llm/openai/v1/chat/completions", "Authorization", `{"model":"m"}`, `"max_completion_tokens":` + limit},
+		{"openai-compatible chat", "/llm/openrouter/api/v1/chat/completions", "Authorization", `{"model":"m"}`, `"max_tokens":` + limit},
+		{"openai responses", "/llm/openai/v1/responses", "Authorization", `{"model":"m"}`, `"max_output_tokens":` + limit},
+		{"anthropic messages", "/llm/anthropic/v1/messages", "X-Api-Key", `{"model":"m"}`, `"max_tokens":` + limit},
+		{"google", "/llm/google/v1beta/models/gemini:generateContent", "X-Goog-Api-Key", `{"contents":[],"generationConfig":{"temperature":0.5}}`,
+			`"generationConfig":{"maxOutputTokens":` + limit + `,"temperature":0.5}`},
+		{"the client's own limit", "/llm/openai/v1/chat/completions", "Authorization", `{"model":"m","max_tokens":7}`, `{"model":"m","max_tokens":7}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body := h.call(t, tc.path, tc.hdr, agentCred, tc.body)
+			if res.StatusCode != 200 {
+				t.Fatalf("status %d: %s", res.StatusCode, body)
+			}
+			if got := h.fake.last().Body; !strings.Contains(got, tc.want) {
+				t.Errorf("the provider got %s, want %s in it", got, tc.want)
+			}
+		})
 	}
 }

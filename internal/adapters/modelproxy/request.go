@@ -3,6 +3,7 @@ package modelproxy
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -26,6 +27,9 @@ type request struct {
 	stream bool  // the client asked for a stream
 	input  int64 // estimated input tokens
 	output int64 // output tokens the request may produce at most (or the default)
+	// capped: the client set an output limit of its own; else the proxy writes the default
+	// into the body it forwards (capOutput), so the reservation bounds what it can cost.
+	capped bool
 }
 
 // reservation is what the request reserves against token budgets before it is forwarded.
@@ -65,13 +69,42 @@ func readRequest(e endpoint, rest string, body []byte) request {
 	}
 	out := int64(DefaultMaxOutputTokens)
 	if limit != nil && *limit > 0 {
-		out = min(*limit, 1<<30)
+		out, r.capped = min(*limit, 1<<30), true
 	}
 	if choices != nil && *choices > 1 {
 		out *= min(*choices, maxChoices)
 	}
 	r.output = out
 	return r
+}
+
+// capOutput returns body with the output cap DefaultMaxOutputTokens set at field ("a.b": b in
+// the object a, made when absent), the rest of the request as it was, and whether it did; a
+// body that is not a JSON object is left as it is (the provider refuses it).
+func capOutput(body []byte, field string) ([]byte, bool) {
+	var top map[string]json.RawMessage
+	if field == "" || json.Unmarshal(body, &top) != nil || top == nil {
+		return body, false
+	}
+	limit := json.RawMessage(strconv.Itoa(DefaultMaxOutputTokens))
+	if outer, inner, nested := strings.Cut(field, "."); nested {
+		obj := map[string]json.RawMessage{}
+		if raw, ok := top[outer]; ok && json.Unmarshal(raw, &obj) != nil {
+			return body, false
+		}
+		if obj == nil {
+			obj = map[string]json.RawMessage{}
+		}
+		obj[inner] = limit
+		top[outer], _ = json.Marshal(obj)
+	} else {
+		top[field] = limit
+	}
+	out, err := json.Marshal(top)
+	if err != nil {
+		return body, false
+	}
+	return out, true
 }
 
 // first is the first non-nil of vs.

@@ -21,13 +21,18 @@ type endpoint struct {
 	noOutput, free bool
 	// chat: OpenAI-style chat completions, whose streams carry usage only when asked.
 	chat bool
+	// capField is where the request's output cap goes ("a.b": field b of object a), which the
+	// proxy writes when the client sets none (capOutput); "" for calls without output.
+	capField string
 }
 
-// openAIRoutes are the inference routes of an OpenAI-style API under base ("/v1" ...).
-func openAIRoutes(base string) []endpoint {
+// openAIRoutes are the inference routes of an OpenAI-style API under base ("/v1" ...); chatCap
+// is the chat completions' output cap field (OpenAI's own current models take
+// max_completion_tokens only, the compatible APIs max_tokens).
+func openAIRoutes(base, chatCap string) []endpoint {
 	return []endpoint{
-		{method: http.MethodPost, pattern: base + "/chat/completions", infer: true, chat: true},
-		{method: http.MethodPost, pattern: base + "/responses", infer: true},
+		{method: http.MethodPost, pattern: base + "/chat/completions", infer: true, chat: true, capField: chatCap},
+		{method: http.MethodPost, pattern: base + "/responses", infer: true, capField: "max_output_tokens"},
 		{method: http.MethodPost, pattern: base + "/embeddings", infer: true, noOutput: true},
 		{method: http.MethodGet, pattern: base + "/models"},
 		{method: http.MethodGet, pattern: base + "/models/*"},
@@ -37,7 +42,7 @@ func openAIRoutes(base string) []endpoint {
 // anthropicRoutes: the Messages API (and its token counter) and the model list.
 func anthropicRoutes() []endpoint {
 	return []endpoint{
-		{method: http.MethodPost, pattern: "/v1/messages", infer: true},
+		{method: http.MethodPost, pattern: "/v1/messages", infer: true, capField: "max_tokens"},
 		{method: http.MethodPost, pattern: "/v1/messages/count_tokens", infer: true, noOutput: true, free: true},
 		{method: http.MethodGet, pattern: "/v1/models"},
 		{method: http.MethodGet, pattern: "/v1/models/*"},
@@ -50,8 +55,12 @@ func googleRoutes() []endpoint {
 	var out []endpoint
 	for _, v := range []string{"/v1beta", "/v1"} {
 		for _, m := range []string{"generateContent", "streamGenerateContent", "countTokens", "embedContent", "batchEmbedContents"} {
-			out = append(out, endpoint{method: http.MethodPost, pattern: v + "/models/*:" + m, infer: true,
-				noOutput: m != "generateContent" && m != "streamGenerateContent", free: m == "countTokens"})
+			e := endpoint{method: http.MethodPost, pattern: v + "/models/*:" + m, infer: true,
+				noOutput: m != "generateContent" && m != "streamGenerateContent", free: m == "countTokens"}
+			if !e.noOutput {
+				e.capField = "generationConfig.maxOutputTokens"
+			}
+			out = append(out, e)
 		}
 		out = append(out, endpoint{method: http.MethodGet, pattern: v + "/models"},
 			endpoint{method: http.MethodGet, pattern: v + "/models/*"})
