@@ -5,10 +5,10 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+	"k8s.io/utils/lru"
 )
 
 // msgTooManyRequests answers a request over a rate limit (429).
@@ -32,8 +32,12 @@ type RateLimit struct {
 // RateLimitOptions bound the requests of each caller. Over a limit the facade answers 429
 // with Retry-After.
 type RateLimitOptions struct {
-	// PerAddress bounds the requests of one client address (the connection's peer), checked
-	// before the token is looked at: unauthenticated requests meet it before any lookup.
+	// PerAddress bounds the requests of one client address (the connection's peer) that do
+	// not authenticate: without a credential (counted before anything is looked at) or with
+	// one that is refused (counted once it is). A request that authenticates counts against
+	// its credential's limit only, so the callers that share an address (every local agent,
+	// and the operator, on 127.0.0.1) do not share one bucket. Requests to the model proxy
+	// (/llm/) that it refuses as unauthorized count here too.
 	PerAddress RateLimit
 	// PerToken bounds the requests of one credential, once it has authenticated.
 	PerToken RateLimit
@@ -43,24 +47,17 @@ type RateLimitOptions struct {
 // handlers, not the limits).
 var NoRateLimits = RateLimitOptions{PerAddress: RateLimit{PerSecond: -1}, PerToken: RateLimit{PerSecond: -1}}
 
-// Idle buckets are dropped: one idle this long has refilled, so a fresh one is the same.
-const (
-	limiterIdle     = time.Minute
-	limiterMaxItems = 100000
-)
+// limiterMaxItems bounds each limiter's table: past it the bucket used least recently goes
+// (one unused for as long as a full table's worth of other keys has refilled anyway), never
+// the whole table, so flooding it with new keys resets no caller that is still active.
+var limiterMaxItems = 100000
 
-// keyedLimiter is one token bucket per key (nil: no limit).
+// keyedLimiter is one token bucket per key (nil: no limit), in a table of at most
+// limiterMaxItems keys that evicts the least recently used.
 type keyedLimiter struct {
-	limit     rate.Limit
-	burst     int
-	mu        sync.Mutex
-	buckets   map[string]*bucket
-	lastSweep time.Time
-}
-
-type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+	limit   rate.Limit
+	burst   int
+	buckets *lru.Cache // key -> *rate.Limiter
 }
 
 func newKeyedLimiter(l, def RateLimit) *keyedLimiter {
@@ -74,7 +71,17 @@ func newKeyedLimiter(l, def RateLimit) *keyedLimiter {
 	if burst <= 0 {
 		burst = int(math.Max(1, math.Ceil(2*l.PerSecond)))
 	}
-	return &keyedLimiter{limit: rate.Limit(l.PerSecond), burst: burst, buckets: map[string]*bucket{}}
+	return &keyedLimiter{limit: rate.Limit(l.PerSecond), burst: burst, buckets: lru.New(limiterMaxItems)}
+}
+
+// bucket is key's token bucket, made full when the table holds none for it.
+func (k *keyedLimiter) bucket(key string) *rate.Limiter {
+	if b, ok := k.buckets.Get(key); ok {
+		return b.(*rate.Limiter)
+	}
+	b := rate.NewLimiter(k.limit, k.burst)
+	k.buckets.Add(key, b)
+	return b
 }
 
 // delay takes one request from key's bucket: 0 when it may go now, else how long until it
@@ -83,18 +90,7 @@ func (k *keyedLimiter) delay(key string, now time.Time) time.Duration {
 	if k == nil {
 		return 0
 	}
-	k.mu.Lock()
-	if now.Sub(k.lastSweep) >= limiterIdle || len(k.buckets) >= limiterMaxItems {
-		k.sweep(now)
-	}
-	b := k.buckets[key]
-	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(k.limit, k.burst)}
-		k.buckets[key] = b
-	}
-	b.seen = now
-	k.mu.Unlock()
-	r := b.lim.ReserveN(now, 1)
+	r := k.bucket(key).ReserveN(now, 1)
 	if !r.OK() {
 		return time.Second
 	}
@@ -103,19 +99,6 @@ func (k *keyedLimiter) delay(key string, now time.Time) time.Duration {
 		return d
 	}
 	return 0
-}
-
-// sweep drops idle buckets (and, should that not suffice, all of them). k.mu is held.
-func (k *keyedLimiter) sweep(now time.Time) {
-	k.lastSweep = now
-	for key, b := range k.buckets {
-		if now.Sub(b.seen) >= limiterIdle {
-			delete(k.buckets, key)
-		}
-	}
-	if len(k.buckets) >= limiterMaxItems {
-		clear(k.buckets)
-	}
 }
 
 // rateLimits are the facade's limiters.
@@ -147,18 +130,29 @@ func credentialKey(c *Caller) string {
 	return "key/" + c.Namespace + "/" + c.KeyID
 }
 
-// admit applies the rate limits around authentication: per client address before the token
-// is looked at, per credential once it is known. A positive wait means 429.
+// admit applies the rate limits around authentication: a request without a credential
+// spends its address's bucket before anything is looked at; one with a credential is
+// authenticated (its signature checked, its object read from the cache) and then spends its
+// credential's bucket, or, refused (401 or 403), its address's (a 429 then once the address
+// is over).
 func (s *Server) admit(r *http.Request, a access) (*Caller, time.Duration, error) {
 	if a.public {
 		c, err := s.authenticate(r, a)
 		return c, 0, err
 	}
-	if wait := s.limits.address.delay(clientAddress(r), time.Now()); wait > 0 {
-		return nil, wait, nil
+	addr := clientAddress(r)
+	if r.Header.Get("Authorization") == "" {
+		if wait := s.limits.address.delay(addr, time.Now()); wait > 0 {
+			return nil, wait, nil
+		}
+		c, err := s.authenticate(r, a)
+		return c, 0, err
 	}
 	c, err := s.authenticate(r, a)
 	if err != nil {
+		if wait := s.limits.address.delay(addr, time.Now()); wait > 0 {
+			return nil, wait, nil
+		}
 		return nil, 0, err
 	}
 	if wait := s.limits.token.delay(credentialKey(c), time.Now()); wait > 0 {
@@ -176,4 +170,37 @@ func (s *Server) tooManyRequests(w http.ResponseWriter, r *http.Request, wait ti
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(secs))
 	writeJSON(w, http.StatusTooManyRequests, errorBody(r.URL.Path, errorf(http.StatusTooManyRequests, msgTooManyRequests)))
+}
+
+// limitModelProxy puts the model proxy (/llm/) under the per-address limit of the requests it
+// refuses, as the facade's routes are: a request without a credential spends the address's
+// bucket first (429 past it, before the proxy looks at it); one with a credential goes to the
+// proxy, which checks it against its cache, and spends the address's bucket when it is
+// refused (401 or 403). The calls it admits are bounded by their agents' budgets (requests
+// per minute, tokens per day), not by the address, which every local agent shares.
+func (s *Server) limitModelProxy(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := clientAddress(r)
+		if !hasModelCredential(r) {
+			if wait := s.limits.address.delay(addr, time.Now()); wait > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(max(int(math.Ceil(wait.Seconds())), 1)))
+				writeJSON(w, http.StatusTooManyRequests, map[string]any{"error": map[string]any{"message": "agentplane: " + msgTooManyRequests}})
+				return
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized || sw.status == http.StatusForbidden {
+			s.limits.address.delay(addr, time.Now())
+		}
+	})
+}
+
+// hasModelCredential tells whether r carries a credential in one of the places the providers'
+// clients put it (the model proxy reads the same ones).
+func hasModelCredential(r *http.Request) bool {
+	h := r.Header
+	return h.Get("Authorization") != "" || h.Get("X-Api-Key") != "" || h.Get("X-Goog-Api-Key") != "" || r.URL.Query().Has("key")
 }

@@ -117,12 +117,94 @@ func TestRateLimitDefaults(t *testing.T) {
 			t.Fatalf("request %d of a burst of 300: %d, want 200", i, rec.Code)
 		}
 	}
+}
+
+// TestRateLimitTableEvictsTheLeastRecentlyUsed: a table full of keys drops the one used least
+// recently, never all of them: a caller over its limit stays over it however many new keys
+// (addresses, bogus credentials) flood the table meanwhile.
+func TestRateLimitTableEvictsTheLeastRecentlyUsed(t *testing.T) {
+	defer func(n int) { limiterMaxItems = n }(limiterMaxItems)
+	limiterMaxItems = 3
 	now := time.Now()
-	l := newKeyedLimiter(RateLimit{PerSecond: 1, Burst: 1}, DefaultRateLimitPerToken)
-	l.delay("idle", now)
-	l.delay("busy", now.Add(limiterIdle))
-	if _, kept := l.buckets["idle"]; kept {
-		t.Fatal("an idle bucket was kept")
+	l := newKeyedLimiter(RateLimit{PerSecond: 0.001, Burst: 1}, DefaultRateLimitPerToken)
+	if l.delay("hot", now) != 0 || l.delay("hot", now) == 0 {
+		t.Fatal("the hot key's second request was not limited")
+	}
+	for i := range 10 {
+		l.delay("new-"+strconv.Itoa(i), now)
+		if l.delay("hot", now) == 0 {
+			t.Fatalf("after %d new keys the hot key's limit was reset", i+1)
+		}
+	}
+	if n := l.buckets.Len(); n > limiterMaxItems {
+		t.Fatalf("the table holds %d keys, more than %d", n, limiterMaxItems)
+	}
+	if _, kept := l.buckets.Get("new-0"); kept {
+		t.Fatal("the least recently used key was kept")
+	}
+}
+
+// TestRateLimitSharedAddressIsFair is what the local agents and the operator, all on
+// 127.0.0.1, need: one caller flooding the facade with refused credentials (or none) uses up
+// the address's limit for refused requests, and another caller at that address whose
+// credential is good is served, limited by its own credential alone.
+func TestRateLimitSharedAddressIsFair(t *testing.T) {
+	s := limitedServer(t, RateLimitOptions{PerAddress: RateLimit{PerSecond: 0.001, Burst: 2}, PerToken: RateLimit{PerSecond: 0.001, Burst: 3}})
+	const loopback = "127.0.0.1:40000"
+	for i := range 2 {
+		if rec := serve(s, "GET", "/v0/me", loopback, "gw_bogus"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("refused credential %d: %d, want 401", i, rec.Code)
+		}
+	}
+	if rec := serve(s, "GET", "/v0/me", loopback, "gw_bogus"); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("refused credentials over the address's limit: %d, want 429", rec.Code)
+	}
+	if rec := serve(s, "GET", "/v0/me", loopback, ""); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("no credential over the address's limit: %d, want 429", rec.Code)
+	}
+	for i := range 3 {
+		if rec := serve(s, "GET", "/v0/me", loopback, "gw_one"); rec.Code != http.StatusOK {
+			t.Fatalf("another agent's good credential at the same address, request %d: %d %s, want 200", i, rec.Code, rec.Body)
+		}
+	}
+	if rec := serve(s, "GET", "/v0/me", loopback, "gw_one"); rec.Code != http.StatusTooManyRequests {
+		t.Fatalf("past its own credential's limit: %d, want 429", rec.Code)
+	}
+	if rec := serve(s, "GET", "/v0/me", loopback, "gw_two"); rec.Code != http.StatusOK {
+		t.Fatalf("a third agent at the same address: %d, want 200", rec.Code)
+	}
+}
+
+// TestRateLimitModelProxyRefusals: the model proxy's refusals (401, 403) spend the address's
+// limit for refused requests, and past it a request without a credential gets 429 before the
+// proxy sees it, while an agent with a good credential at the same address is served.
+func TestRateLimitModelProxyRefusals(t *testing.T) {
+	proxied := 0
+	proxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		proxied++
+		if r.Header.Get("Authorization") != "Bearer good" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).Build()
+	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
+	s := New(Options{Deps: ops.Deps{Client: c}, Signer: signer, Log: logr.Discard(), ModelProxy: proxy,
+		RateLimits: RateLimitOptions{PerAddress: RateLimit{PerSecond: 0.001, Burst: 2}}})
+	const addr = "127.0.0.1:5000"
+	for i := range 2 {
+		if rec := serve(s, "POST", "/llm/openai/v1/chat/completions", addr, "bad"); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("refused call %d: %d, want 401", i, rec.Code)
+		}
+	}
+	before := proxied
+	rec := serve(s, "POST", "/llm/openai/v1/chat/completions", addr, "")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || proxied != before {
+		t.Fatalf("no credential past the address's limit: %d (Retry-After %q, proxied %d more), want 429 before the proxy", rec.Code, rec.Header().Get("Retry-After"), proxied-before)
+	}
+	if rec := serve(s, "POST", "/llm/openai/v1/chat/completions", addr, "good"); rec.Code != http.StatusOK {
+		t.Fatalf("a good credential at the same address: %d, want 200", rec.Code)
 	}
 }
 

@@ -94,7 +94,7 @@ func New(opts Options) *Server {
 	s.ops = ops.New(deps)
 	s.routes()
 	if opts.ModelProxy != nil {
-		s.mux.Handle("/llm/", opts.ModelProxy)
+		s.mux.Handle("/llm/", s.limitModelProxy(opts.ModelProxy))
 	}
 	s.handler = s.observe()
 	return s

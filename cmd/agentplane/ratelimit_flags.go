@@ -17,7 +17,7 @@ func addRateLimitFlags(f *pflag.FlagSet, o *platform.Options) {
 	f.Var(&rateFlag{&o.RateLimits.PerToken}, "rate-limit-per-token",
 		"requests per second one credential may make to the REST facade, sustained (bursts of twice as many; 0: no limit)")
 	f.Var(&rateFlag{&o.RateLimits.PerAddress}, "rate-limit-per-address",
-		"requests per second one client address may make to the REST facade before its token is looked at, sustained (bursts of twice as many; 0: no limit)")
+		"requests per second one client address may make to the REST facade and the model proxy without a credential or with one they refuse, sustained (bursts of twice as many; 0: no limit)")
 }
 
 // rateFlag is a requests-per-second flag where 0 turns the limit off (a negative rate in
