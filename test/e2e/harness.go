@@ -275,3 +275,33 @@ func Rot13(s string) string {
 		return r
 	}, s)
 }
+
+// CreateRunning creates an agent through the REST door and returns it once it runs. A create
+// answers 201 with the running agent when the gateway is up within the facade's wait, and 202
+// while it is still starting (the contract's two answers: a cold or loaded machine takes the
+// second); either way the agent is then read until it runs, within a bound sized for such a
+// machine.
+func CreateRunning(t testing.TB, p *Platform, body map[string]any) map[string]any {
+	t.Helper()
+	r := p.Call("POST", "/v0/agents", body)
+	if r.Status != 202 {
+		Must(t, r, 201, "create agent")
+	}
+	agent := r.Obj("agent")
+	id, _ := agent["id"].(string)
+	if id == "" {
+		t.Fatalf("create agent: no id in %s", r.Raw)
+	}
+	if r.Status == 201 {
+		return agent
+	}
+	Eventually(t, 10*time.Minute, "agent "+id+" to run", func() bool {
+		got := p.Call("GET", "/v0/agents/"+id, nil)
+		if got.Status == 200 && got.Obj("agent")["status"] == "running" {
+			agent = got.Obj("agent")
+			return true
+		}
+		return false
+	})
+	return agent
+}

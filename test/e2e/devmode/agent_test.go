@@ -24,7 +24,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 
 	// Create: waits for provisioning and answers the running agent.
 	start := time.Now()
-	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "E2E Agent", "vibe": "thorough"}), 201, "create agent").Obj("agent")
+	created := e2e.CreateRunning(t, p, map[string]any{"name": "E2E Agent", "vibe": "thorough"})
 	t.Logf("agent running after %s", time.Since(start).Round(time.Millisecond))
 	id, endpoint := created["id"].(string), created["endpoint"].(string)
 	if created["status"] != "running" || !strings.HasPrefix(endpoint, "http://127.0.0.1:") {
@@ -126,7 +126,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	})
 
 	// A second agent stays up until Ctrl-C, which must leave no process behind.
-	second := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Left running"}), 201, "second agent").Obj("agent")
+	second := e2e.CreateRunning(t, p, map[string]any{"name": "Left running"})
 	pid := pidOf(t, p, second["id"].(string))
 	p.Stop()
 	if e2e.Alive(pid) {

@@ -26,10 +26,10 @@ func TestHostileAgentLocal(t *testing.T) {
 	t.Cleanup(p.Stop)
 	victimSecret := "victim-attached-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	sec := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").Obj("secret")
-	victim := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "victim"}), 201, "create victim").Obj("agent")["id"].(string)
+	victim := e2e.CreateRunning(t, p, map[string]any{"name": "victim"})["id"].(string)
 	e2e.Must(t, p.Call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
 	victimToken := e2e.Must(t, p.Call("GET", "/v0/agents/"+victim+"/gateway-token", nil), 200, "victim token").Str("token")
-	attacker := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "attacker"}), 201, "create attacker").Obj("agent")["id"].(string)
+	attacker := e2e.CreateRunning(t, p, map[string]any{"name": "attacker"})["id"].(string)
 
 	// inside runs a shell command in the attacker agent, as its tools would.
 	inside := func(script string) (int, string) {

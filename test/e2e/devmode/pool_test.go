@@ -48,7 +48,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 	}
 
 	start = time.Now()
-	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Pooled Agent", "vibe": "quick", "emoji": "⚡"}), 201, "create agent").Obj("agent")
+	created := e2e.CreateRunning(t, p, map[string]any{"name": "Pooled Agent", "vibe": "quick", "emoji": "⚡"})
 	createTook := time.Since(start)
 	id, endpoint := created["id"].(string), created["endpoint"].(string)
 	base := "/v0/agents/" + id

@@ -59,7 +59,7 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 	const lead = 40 * time.Second
 	p := e2e.StartDev(t, e2e.EngineDir(t), "--wake-lead", lead.String(), "--wake-window", "20s")
 	start := time.Now()
-	id := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Sleeper"}), 201, "create agent").Obj("agent")["id"].(string)
+	id := e2e.CreateRunning(t, p, map[string]any{"name": "Sleeper"})["id"].(string)
 	t.Logf("cold create: %s", time.Since(start).Round(time.Millisecond))
 	home := filepath.Join(p.StateDir, "runtime", "agents", "dev", id, "home")
 	workspace, config := filepath.Join(home, ".openclaw", "workspace"), filepath.Join(home, ".openclaw")

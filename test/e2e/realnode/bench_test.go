@@ -35,7 +35,7 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 	const ns = "dev"
 	// A holder agent, made before the timer: its pod template (with its Secrets and ConfigMap)
 	// is the bare pods' template, and it runs through every measurement of both kinds alike.
-	holder := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": "Template holder"}), 201, "create agent").Obj("agent")
+	holder := e2e.CreateRunning(b, p, map[string]any{"name": "Template holder"})
 	template := statefulSetTemplate(b, k8s, holder["id"].(string))
 	var creates, pods []time.Duration
 	b.ResetTimer()
@@ -55,7 +55,7 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 		})
 
 		start = time.Now()
-		a := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": "Bench Agent"}), 201, "create agent").Obj("agent")
+		a := e2e.CreateRunning(b, p, map[string]any{"name": "Bench Agent"})
 		creates = append(creates, time.Since(start))
 		e2e.Must(b, p.Call("DELETE", "/v0/agents/"+a["id"].(string), nil), 200, "delete agent")
 	}

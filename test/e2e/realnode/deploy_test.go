@@ -318,7 +318,7 @@ func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
 	id := d.agent
 	d.agent = ""
 	if id == "" {
-		id = e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Deployed"}), 201, "create agent").Obj("agent")["id"].(string)
+		id = e2e.CreateRunning(t, p, map[string]any{"name": "Deployed"})["id"].(string)
 	}
 	base := "/v0/agents/" + id
 	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {

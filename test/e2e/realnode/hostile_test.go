@@ -60,7 +60,7 @@ type probeTarget struct {
 // DNS server other than the cluster's. The cluster DNS answers (agents resolve names) and the
 // pod holds no service-account token. Without enforcement every refused attempt connects.
 func (a agentOnNode) checkContainedOnNode(t *testing.T) {
-	other := e2e.Must(t, a.p.Call("POST", "/v0/agents", map[string]any{"name": "Neighbour"}), 201, "create a second agent").Obj("agent")
+	other := e2e.CreateRunning(t, a.p, map[string]any{"name": "Neighbour"})
 	otherID := other["id"].(string)
 	t.Cleanup(func() { a.p.Call("DELETE", "/v0/agents/"+otherID, nil) })
 	e2e.Eventually(t, 4*time.Minute, "the second agent to run", func() bool {

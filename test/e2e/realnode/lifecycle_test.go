@@ -61,7 +61,7 @@ func checkAgentLifecycle(t *testing.T, p *e2e.Platform, llm *providertest.Provid
 	ctx := context.Background()
 
 	start := time.Now()
-	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Node Agent"}), 201, "create agent").Obj("agent")
+	created := e2e.CreateRunning(t, p, map[string]any{"name": "Node Agent"})
 	t.Logf("REST create to running on the real node: %s", time.Since(start).Round(time.Millisecond))
 	id := created["id"].(string)
 	if created["status"] != "running" {

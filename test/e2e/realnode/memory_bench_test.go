@@ -40,7 +40,7 @@ func BenchmarkRealNodeMemory(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var ids []string
 		for a := 0; a < memoryAgents; a++ {
-			ag := e2e.Must(b, p.Call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Idle %d", a)}), 201, "create agent").Obj("agent")
+			ag := e2e.CreateRunning(b, p, map[string]any{"name": fmt.Sprintf("Idle %d", a)})
 			ids = append(ids, ag["id"].(string))
 		}
 		// A bare pod of the agents' own template: the engine without the platform.

@@ -51,7 +51,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 
 	// A create through the facade adopts a member.
 	start = time.Now()
-	created := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Pooled Node Agent"}), 201, "create agent").Obj("agent")
+	created := e2e.CreateRunning(t, p, map[string]any{"name": "Pooled Node Agent"})
 	pooled := time.Since(start)
 	id := created["id"].(string)
 	base := "/v0/agents/" + id

@@ -30,7 +30,7 @@ import (
 // its manifest) runs on the same home with its files, and doctor no longer reports it.
 func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	p := d.client(ctx)
-	id := e2e.Must(t, p.Call("POST", "/v0/agents", map[string]any{"name": "Lost"}), 201, "create agent").Obj("agent")["id"].(string)
+	id := e2e.CreateRunning(t, p, map[string]any{"name": "Lost"})["id"].(string)
 	base := "/v0/agents/" + id
 	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
 		r := p.Call("GET", base, nil)

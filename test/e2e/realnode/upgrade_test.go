@@ -105,7 +105,7 @@ func startFleet(ctx context.Context, t *testing.T, d *deployment) *fleet {
 	t.Helper()
 	f := &fleet{d: d, p: d.client(ctx)}
 	for _, name := range []string{"Running", "Asleep", "Busy"} {
-		a := e2e.Must(t, f.p.Call("POST", "/v0/agents", map[string]any{"name": name}), 201, "create "+name).Obj("agent")
+		a := e2e.CreateRunning(t, f.p, map[string]any{"name": name})
 		f.ids = append(f.ids, a["id"].(string))
 	}
 	f.running, f.asleep, f.busy = f.ids[0], f.ids[1], f.ids[2]
