@@ -175,6 +175,11 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 			_ = cl.Stop()
 		}
 	})
+	t.Cleanup(func() { // before the stop (cleanups run last first): the drain takes the logs
+		if t.Failed() {
+			t.Logf("the cluster's container logs:\n%s", cl.PodLogTails(40))
+		}
+	})
 	d := &deployment{t: t, cl: cl, k8s: cl.Client, bin: bin}
 	dt.install(ctx, d)
 	d.checkDeployment(ctx, t)
