@@ -44,12 +44,14 @@ const (
 // DefaultGatewayPort is the port OpenClaw uses when none is configured.
 const DefaultGatewayPort = 18789
 
-// Timeouts of CLI commands. A CLI start costs 1-3 s on an idle host; the gateway round trip
-// of cron and devices adds about a second (cron's own gateway timeout is 30 s).
+// Timeouts of CLI commands: cutoffs for a CLI that hangs, not for a slow one. A CLI start
+// costs 1-3 s on an idle host and the gateway round trip of cron and devices about a second
+// more (cron's own gateway timeout is 30 s), but on a loaded 2-core host a cold `config
+// validate` has taken over 45 s, and a user's write is better late than refused.
 const (
-	versionTimeout  = 20 * time.Second
-	validateTimeout = 45 * time.Second
-	gatewayTimeout  = 60 * time.Second
+	versionTimeout  = 2 * time.Minute
+	validateTimeout = 2 * time.Minute
+	gatewayTimeout  = 2 * time.Minute
 )
 
 // Engine is the OpenClaw engine. The zero value is ready to use.
