@@ -55,7 +55,7 @@ func CheckSnapshots(t *testing.T, p *Platform, base string) {
 	if items, _ := list.Body["snapshots"].([]any); len(items) != 2 {
 		t.Fatalf("history: %s", list.Raw)
 	}
-	Eventually(t, time.Minute, "the gateway to run after the reset", func() bool {
+	Eventually(t, "the gateway to run after the reset", func() bool {
 		return p.Call("GET", base, nil).Obj("agent")["status"] == "running"
 	})
 }

@@ -156,7 +156,7 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 		}
 	})
 	var err error
-	if p.URL, p.Token, err = devenv.WaitEnvFile(p.StateDir, 6*time.Minute, p.done); err != nil {
+	if p.URL, p.Token, err = devenv.WaitEnvFile(p.StateDir, EventBound, p.done); err != nil {
 		t.Fatalf("%v\n%s", err, p.Log.String())
 	}
 	return p
@@ -181,8 +181,8 @@ func (p *Platform) Stop() {
 		if err != nil {
 			p.t.Fatalf("agentplane dev exited with %v", err)
 		}
-	case <-time.After(2 * time.Minute):
-		p.t.Fatal("agentplane dev did not stop within 2 minutes of SIGINT")
+	case <-time.After(EventBound):
+		p.t.Fatalf("agentplane dev did not stop within %s of SIGINT", EventBound)
 	}
 }
 
@@ -195,7 +195,7 @@ func (p *Platform) InterruptIfRunning() {
 	_ = p.Cmd.Process.Signal(os.Interrupt)
 	select {
 	case <-p.done:
-	case <-time.After(2 * time.Minute):
+	case <-time.After(EventBound):
 	}
 }
 
@@ -217,7 +217,7 @@ func (p *Platform) CallAs(token, method, path string, body any) Reply {
 		raw, _ := json.Marshal(body)
 		rd = bytes.NewReader(raw)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), EventBound)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, method, p.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -295,7 +295,7 @@ func CreateRunning(t testing.TB, p *Platform, body map[string]any) map[string]an
 	if r.Status == 201 {
 		return agent
 	}
-	Eventually(t, 10*time.Minute, "agent "+id+" to run", func() bool {
+	Eventually(t, "agent "+id+" to run", func() bool {
 		got := p.Call("GET", "/v0/agents/"+id, nil)
 		if got.Status == 200 && got.Obj("agent")["status"] == "running" {
 			agent = got.Obj("agent")

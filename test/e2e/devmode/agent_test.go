@@ -40,7 +40,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Run("the engine's compile cache is warmed once and sealed", func(t *testing.T) {
 		// The runtime warms it in a sandbox of its own beside the first gateway start; every
 		// platform of this package shares it (e2e.SharedCompileCacheDir).
-		e2e.Eventually(t, 2*time.Minute, "a sealed compile cache", func() bool {
+		e2e.Eventually(t, "a sealed compile cache", func() bool {
 			m, _ := filepath.Glob(filepath.Join(e2e.SharedCompileCacheDir(t), "*", ".agentplane-compile-cache.json"))
 			return len(m) > 0
 		})
@@ -96,7 +96,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 		if r := p.CallAs(old, "GET", base, nil); r.Status != 401 {
 			t.Fatalf("the rotated-out token still works on the facade: %d", r.Status)
 		}
-		e2e.Eventually(t, 30*time.Second, "the gateway to take the new token", func() bool {
+		e2e.Eventually(t, "the gateway to take the new token", func() bool {
 			return e2e.GatewayStatus(t, endpoint, fresh) == 404 && e2e.GatewayStatus(t, endpoint, old) == 401
 		})
 	})
@@ -121,8 +121,8 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Run("delete stops the gateway", func(t *testing.T) {
 		pid := pidOf(t, p, id)
 		e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-		e2e.Eventually(t, time.Minute, "the agent to disappear", func() bool { return p.Call("GET", base, nil).Status == 404 })
-		e2e.Eventually(t, 30*time.Second, "the gateway process to exit", func() bool { return !e2e.Alive(pid) })
+		e2e.Eventually(t, "the agent to disappear", func() bool { return p.Call("GET", base, nil).Status == 404 })
+		e2e.Eventually(t, "the gateway process to exit", func() bool { return !e2e.Alive(pid) })
 	})
 
 	// A second agent stays up until Ctrl-C, which must leave no process behind.

@@ -84,11 +84,11 @@ func checkChannels(t *testing.T, p *e2e.Platform, base string) {
 		t.Fatalf("channel list: %s", got.Raw)
 	}
 
-	e2e.Eventually(t, 3*time.Minute, "the gateway to restart with the bot token", func() bool {
+	e2e.Eventually(t, "the gateway to restart with the bot token", func() bool {
 		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
 		return ok && v == token
 	})
-	e2e.Eventually(t, 3*time.Minute, "the gateway with the channel to answer /healthz", func() bool { return gatewayHealthy(p, base) })
+	e2e.Eventually(t, "the gateway with the channel to answer /healthz", func() bool { return gatewayHealthy(p, base) })
 	t.Logf("gateway up with the channel after %s", time.Since(start).Round(time.Millisecond))
 
 	e2e.Must(t, p.Call("DELETE", base+"/channels/telegram", nil), 200, "telegram removal")
@@ -96,7 +96,7 @@ func checkChannels(t *testing.T, p *e2e.Platform, base string) {
 	if chans, _ := after["channels"].(map[string]any); chans["telegram"] != nil {
 		t.Fatalf("the removed channel is still configured: %v", chans)
 	}
-	e2e.Eventually(t, 3*time.Minute, "the gateway to restart without the bot token", func() bool {
+	e2e.Eventually(t, "the gateway to restart without the bot token", func() bool {
 		v, ok := gatewayEnvValue(p, base, "AGENTPLANE_TELEGRAM_BOT_TOKEN")
 		return ok && v == "" && gatewayHealthy(p, base)
 	})

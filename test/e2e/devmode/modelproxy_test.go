@@ -30,7 +30,7 @@ func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, 
 	gh := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").Obj("secret")
 	e2e.Must(t, p.Call("POST", base+"/secrets", map[string]any{"secretIds": []string{ant["id"].(string), gh["id"].(string)}}), 200, "attach")
 
-	e2e.Eventually(t, 3*time.Minute, "the gateway to restart with its secrets", func() bool {
+	e2e.Eventually(t, "the gateway to restart with its secrets", func() bool {
 		v, _ := gatewayEnvValue(p, base, "GITHUB_TOKEN")
 		return v == other
 	})
@@ -67,7 +67,7 @@ func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, 
 	token := e2e.Must(t, p.Call("GET", base+"/gateway-token", nil), 200, "read token").Str("token")
 	before := len(llm.Requests())
 	var events []string
-	e2e.Eventually(t, 3*time.Minute, "a streamed chat turn through the engine and the proxy", func() bool {
+	e2e.Eventually(t, "a streamed chat turn through the engine and the proxy", func() bool {
 		events = chatTurn(t, endpoint, token)
 		return strings.Contains(strings.Join(events, "\n"), providertest.Reply)
 	})
@@ -89,7 +89,7 @@ func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, 
 		t.Fatal("the provider key appears in the platform's log")
 	}
 	k8s := p.KubeClient()
-	e2e.Eventually(t, time.Minute, "the proxy's usage in the agent's status", func() bool {
+	e2e.Eventually(t, "the proxy's usage in the agent's status", func() bool {
 		a := &agentsv1.Agent{}
 		if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: "dev", Name: id}, a); err != nil {
 			return false
@@ -102,7 +102,7 @@ func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, 
 // (none when the gateway refuses).
 func chatTurn(t *testing.T, endpoint, token string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), e2e.EventBound)
 	defer cancel()
 	body := `{"model":"openclaw","stream":true,"messages":[{"role":"user","content":"ping"}]}`
 	req, _ := http.NewRequestWithContext(ctx, "POST", endpoint+"/v1/chat/completions", strings.NewReader(body))

@@ -101,7 +101,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	e2e.Eventually(t, 15*time.Second, "the pooled agent's gateway to end", func() bool { return !e2e.Alive(pid) })
+	e2e.Eventually(t, "the pooled agent's gateway to end", func() bool { return !e2e.Alive(pid) })
 	sameSums(t, "workspace while suspended", before, treeSums(t, wsDir))
 	start = time.Now()
 	resumed := e2e.Must(t, p.Call("POST", base+"/resume", nil), 200, "resume").Obj("agent")
@@ -118,7 +118,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 
 	// The agent's state goes with it, the member dir that held its home included.
 	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete agent")
-	e2e.Eventually(t, time.Minute, "the agent's gateway and home to go", func() bool {
+	e2e.Eventually(t, "the agent's gateway and home to go", func() bool {
 		_, err := os.Stat(filepath.Dir(home))
 		return !e2e.Alive(pid) && os.IsNotExist(err)
 	})
@@ -135,7 +135,7 @@ func TestRealEngineWarmPool(t *testing.T) {
 func waitPoolReady(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	t.Helper()
 	gp := &agentsv1.GatewayPool{}
-	e2e.Eventually(t, 4*time.Minute, "the pool to hold "+strconv.Itoa(int(ready))+" ready gateways", func() bool {
+	e2e.Eventually(t, "the pool to hold "+strconv.Itoa(int(ready))+" ready gateways", func() bool {
 		if err := k8s.Get(context.Background(), client.ObjectKey{Name: "e2e"}, gp); err != nil {
 			t.Fatal(err)
 		}

@@ -78,7 +78,7 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 	if got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
+	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
 	sameSums(t, "workspace while suspended", wsBefore, treeSums(t, workspace))
 	sameSums(t, "config while suspended", cfgBefore, treeSums(t, filepath.Join(config, "openclaw.json")))
 
@@ -107,14 +107,14 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 	if got["nextWakeAt"] != due.Add(-lead).Format(time.RFC3339) {
 		t.Fatalf("next wake %v, want %s (task at %s)", got["nextWakeAt"], due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
 	}
-	e2e.Eventually(t, 2*time.Minute, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
+	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
 	// The platform's part: it wakes the agent for its task once the lead has begun, before the
 	// task's time. (How long the gateway then takes to serve is the machine's: a restore takes
 	// seconds, a cold boot on a loaded machine can outlast the lead, and the engine then
 	// reschedules the overdue one-shot at its start and runs it a little later.)
 	k8s := p.KubeClient()
 	var woken time.Time
-	e2e.Eventually(t, 3*time.Minute, "the platform to wake the agent for its task", func() bool {
+	e2e.Eventually(t, "the platform to wake the agent for its task", func() bool {
 		sl := e2e.GetAgent(t, k8s, id).Status.Sleep
 		if sl == nil || sl.WokenAt == nil || sl.WakeReason != agentsv1.WakeForTask {
 			return false
@@ -126,13 +126,13 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 		t.Fatalf("woken for the task at %s, want from %s (its lead) and before the task's time %s",
 			woken.Format(time.RFC3339), due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
 	}
-	e2e.Eventually(t, 5*time.Minute, "the woken agent to run", func() bool {
+	e2e.Eventually(t, "the woken agent to run", func() bool {
 		return p.Call("GET", "/v0/agents/"+id, nil).Obj("agent")["status"] == "running"
 	})
 	t.Logf("woken %s ahead of the task; running %s ahead", due.Sub(woken).Round(time.Second), time.Until(due).Round(time.Second))
 	// The engine fires the job, never before its time: its state records the run.
 	var ranAt time.Time
-	e2e.Eventually(t, 5*time.Minute, "the engine to run the task", func() bool {
+	e2e.Eventually(t, "the engine to run the task", func() bool {
 		r := p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]any{"command": "openclaw cron list --all --json"})
 		var out struct {
 			Jobs []struct {

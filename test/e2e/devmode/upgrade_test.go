@@ -98,7 +98,7 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	// written now is not in the snapshot.
 	rb := agents["rollback"]
 	var snapCID string
-	e2e.Eventually(t, time.Minute, "the rollback agent to be snapshotted and moved to the broken build", func() bool {
+	e2e.Eventually(t, "the rollback agent to be snapshotted and moved to the broken build", func() bool {
 		a := e2e.GetAgent(t, k8s, rb.id)
 		snapCID = a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
 		return a.Annotations[agentsv1.AnnotationUpgradeState] == agentsv1.AgentUpgradeUpgrading && a.Spec.Engine.Version == brokenVersion
@@ -108,7 +108,7 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	}
 
 	// Waves: one agent each, the second only once the first runs the pinned release.
-	waves := e2e.WaitUpgrade(t, k8s, "e2e-waves", agentsv1.UpgradeSucceeded, 4*time.Minute)
+	waves := e2e.WaitUpgrade(t, k8s, "e2e-waves", agentsv1.UpgradeSucceeded)
 	t.Logf("two agents upgraded %s -> %s in two waves in %s", from, to, time.Since(start).Round(time.Second))
 	if len(waves.Status.Waves) != 2 || waves.Status.Counts.Upgraded != 2 ||
 		waves.Status.Waves[0].Agents[0] != "dev/"+first.id || waves.Status.Waves[1].Agents[0] != "dev/"+second.id {
@@ -131,12 +131,12 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	}
 
 	// Rollback: back on the previous release, the workspace of the snapshot, the policy halted.
-	halted := e2e.WaitUpgrade(t, k8s, "e2e-rollback", agentsv1.UpgradeHalted, 3*time.Minute)
+	halted := e2e.WaitUpgrade(t, k8s, "e2e-rollback", agentsv1.UpgradeHalted)
 	if halted.Status.Counts.RolledBack != 1 || len(halted.Status.FailedAgents) != 1 || halted.Status.FailedAgents[0] != "dev/"+rb.id {
 		t.Fatalf("halted policy: counts %+v failed %v", halted.Status.Counts, halted.Status.FailedAgents)
 	}
 	e2e.CompletedSnapshot(t, k8s, rb.id, snapCID)
-	e2e.Eventually(t, 2*time.Minute, "the rolled-back agent to run the previous release on the restored workspace", func() bool {
+	e2e.Eventually(t, "the rolled-back agent to run the previous release on the restored workspace", func() bool {
 		a := e2e.GetAgent(t, k8s, rb.id)
 		return a.Spec.Engine.Version == "" && a.Status.EngineVersion == from && a.Status.Phase == agentsv1.AgentRunning &&
 			a.Status.SnapshotCID == snapCID && a.Status.LastRestoreAt != nil
@@ -169,7 +169,7 @@ func createAgentsAtOnce(t *testing.T, p *e2e.Platform, prefix string, names []st
 			e2e.Must(t, r, 202, "create agent")
 		}
 		id := r.Obj("agent")["id"].(string)
-		e2e.Eventually(t, 5*time.Minute, "agent "+id+" to run", func() bool {
+		e2e.Eventually(t, "agent "+id+" to run", func() bool {
 			got := p.Call("GET", "/v0/agents/"+id, nil)
 			return got.Status == 200 && got.Obj("agent")["status"] == "running"
 		})

@@ -45,12 +45,12 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 		if err := k8s.Create(ctx, pod); err != nil {
 			b.Fatal(err)
 		}
-		e2e.Eventually(b, 3*time.Minute, "the bare gateway pod to be Ready", func() bool { return podReady(ctx, k8s, pod) })
+		e2e.Eventually(b, "the bare gateway pod to be Ready", func() bool { return podReady(ctx, k8s, pod) })
 		pods = append(pods, time.Since(start))
 		if err := k8s.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 			b.Fatal(err)
 		}
-		e2e.Eventually(b, 2*time.Minute, "the bare pod to go", func() bool {
+		e2e.Eventually(b, "the bare pod to go", func() bool {
 			return k8s.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}) != nil
 		})
 

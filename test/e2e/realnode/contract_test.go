@@ -79,7 +79,7 @@ func (d *deployment) scaleManager(ctx context.Context, t *testing.T, replicas in
 	if err := d.k8s.Patch(ctx, deploy, patch); err != nil {
 		t.Fatal(err)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the manager to run on the replicas asked", func() bool {
+	e2e.Eventually(t, "the manager to run on the replicas asked", func() bool {
 		return len(d.allManagerPods(ctx)) == int(replicas) && len(d.managerPods(ctx)) == int(replicas)
 	})
 	return had

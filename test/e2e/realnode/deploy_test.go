@@ -73,7 +73,7 @@ func TestRealNodeDeploy(t *testing.T) {
 		after: func(ctx context.Context, d *deployment) {
 			t.Run("failover", func(t *testing.T) { checkFailover(ctx, t, d) })
 			h.run("uninstall")
-			e2e.Eventually(t, 2*time.Minute, "the chart's manager to be gone", func() bool { return len(d.allManagerPods(ctx)) == 0 })
+			e2e.Eventually(t, "the chart's manager to be gone", func() bool { return len(d.allManagerPods(ctx)) == 0 })
 			d.facade = nil // config/local's Service gets a ClusterIP of its own
 			t.Run("config/local", func(t *testing.T) {
 				rendered, err := exec.Command(kubectl, "kustomize", filepath.Join(testenv.RepoRoot(), "config", "local")).Output()
@@ -206,7 +206,7 @@ func (d *deployment) checkDeployment(ctx context.Context, t *testing.T) {
 	t.Helper()
 	deploy := d.waitAvailable(ctx, images.ManagerImage)
 	t.Run("one replica leads", func(t *testing.T) {
-		e2e.Eventually(t, 2*time.Minute, "a lease held by a manager pod", func() bool {
+		e2e.Eventually(t, "a lease held by a manager pod", func() bool {
 			_, ok := d.leader(ctx)
 			return ok
 		})
@@ -221,7 +221,7 @@ func (d *deployment) checkDeployment(ctx context.Context, t *testing.T) {
 func (d *deployment) waitAvailable(ctx context.Context, image string) appsv1.Deployment {
 	d.t.Helper()
 	var deploy appsv1.Deployment
-	e2e.Eventually(d.t, 4*time.Minute, "the manager Deployment to be available with both replicas of "+image, func() bool {
+	e2e.Eventually(d.t, "the manager Deployment to be available with both replicas of "+image, func() bool {
 		err := d.k8s.Get(ctx, client.ObjectKey{Namespace: deployNamespace, Name: "agentplane-controller-manager"}, &deploy)
 		return err == nil && deploy.Status.ObservedGeneration >= deploy.Generation &&
 			deploy.Spec.Template.Spec.Containers[0].Image == image && deploy.Status.Replicas == 2 &&
@@ -288,7 +288,7 @@ func (d *deployment) client(ctx context.Context) *e2e.Platform {
 func (d *deployment) waitFacade() {
 	d.t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	e2e.Eventually(d.t, 2*time.Minute, "the facade to answer through its Service", func() bool {
+	e2e.Eventually(d.t, "the facade to answer through its Service", func() bool {
 		resp, err := hc.Get(d.facade.URL + "/healthz")
 		if err != nil {
 			return false
@@ -326,7 +326,7 @@ func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
 		id = e2e.CreateRunning(t, p, map[string]any{"name": "Deployed"})["id"].(string)
 	}
 	base := "/v0/agents/" + id
-	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
+	e2e.Eventually(t, "the agent to run", func() bool {
 		r := p.Call("GET", base, nil)
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
@@ -347,7 +347,7 @@ func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
 		t.Fatalf("snapshot: %v", snap)
 	}
 	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-	e2e.Eventually(t, 3*time.Minute, "the agent's pod to be gone", func() bool {
+	e2e.Eventually(t, "the agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		return k8s.List(ctx, &pods, client.InNamespace("demo"), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
 	})

@@ -41,7 +41,7 @@ func checkFailover(ctx context.Context, t *testing.T, d *deployment) {
 	} {
 		d.waitAvailable(ctx, images.ManagerImage)
 		var leader corev1.Pod
-		e2e.Eventually(t, 2*time.Minute, "a leader", func() bool {
+		e2e.Eventually(t, "a leader", func() bool {
 			var ok bool
 			leader, ok = d.leader(ctx)
 			return ok
@@ -52,8 +52,8 @@ func checkFailover(ctx context.Context, t *testing.T, d *deployment) {
 		start := time.Now()
 		c.stop(ctx, t, leader)
 		for h := holder; h == holder || h == ""; h = d.holder(ctx, t) {
-			if time.Since(start) > 2*time.Minute {
-				t.Fatalf("the lease is still %s's 2 minutes after the %s", holder, c.name)
+			if time.Since(start) > e2e.EventBound {
+				t.Fatalf("the lease is still %s's %s after the %s", holder, e2e.EventBound, c.name)
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -64,8 +64,8 @@ func checkFailover(ctx context.Context, t *testing.T, d *deployment) {
 		}
 		// Polled every 20 ms (e2e.Eventually's 250 ms would blur the figure).
 		for ws.Status.Phase != "Active" {
-			if time.Since(start) > 2*time.Minute {
-				t.Fatalf("the workspace created after the %s is not Active after 2 minutes", c.name)
+			if time.Since(start) > e2e.EventBound {
+				t.Fatalf("the workspace created after the %s is not Active after %s", c.name, e2e.EventBound)
 			}
 			time.Sleep(20 * time.Millisecond)
 			_ = d.k8s.Get(ctx, client.ObjectKeyFromObject(ws), ws)

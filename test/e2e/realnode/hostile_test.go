@@ -63,7 +63,7 @@ func (a agentOnNode) checkContainedOnNode(t *testing.T) {
 	other := e2e.CreateRunning(t, a.p, map[string]any{"name": "Neighbour"})
 	otherID := other["id"].(string)
 	t.Cleanup(func() { a.p.Call("DELETE", "/v0/agents/"+otherID, nil) })
-	e2e.Eventually(t, 4*time.Minute, "the second agent to run", func() bool {
+	e2e.Eventually(t, "the second agent to run", func() bool {
 		r := a.p.Call("GET", "/v0/agents/"+otherID, nil)
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})

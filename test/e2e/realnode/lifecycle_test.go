@@ -144,7 +144,7 @@ func checkAgentLifecycle(t *testing.T, p *e2e.Platform, llm *providertest.Provid
 		if err := k8s.Create(ctx, a); err != nil {
 			t.Fatal(err)
 		}
-		e2e.Eventually(t, 5*time.Minute, "the applied agent to run", func() bool {
+		e2e.Eventually(t, "the applied agent to run", func() bool {
 			r := p.Call("GET", "/v0/agents/kubectl-agent", nil)
 			return r.Status == 200 && r.Obj("agent")["status"] == "running"
 		})
@@ -191,7 +191,7 @@ func checkAgentLifecycle(t *testing.T, p *e2e.Platform, llm *providertest.Provid
 			t.Fatalf("the gateway wrote nothing to its home volume: %v", err)
 		}
 		e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-		e2e.Eventually(t, 3*time.Minute, "pod, StatefulSet, claims, volumes and data to be gone", func() bool {
+		e2e.Eventually(t, "pod, StatefulSet, claims, volumes and data to be gone", func() bool {
 			var pods corev1.PodList
 			var sts appsv1.StatefulSetList
 			var pvs corev1.PersistentVolumeList

@@ -48,7 +48,7 @@ func BenchmarkRealNodeMemory(b *testing.B) {
 		if err := k8s.Create(ctx, bare); err != nil {
 			b.Fatal(err)
 		}
-		e2e.Eventually(b, 3*time.Minute, "the bare pod to be Ready", func() bool { return podReady(ctx, k8s, bare) })
+		e2e.Eventually(b, "the bare pod to be Ready", func() bool { return podReady(ctx, k8s, bare) })
 		time.Sleep(30 * time.Second) // past the engine's start-up allocations
 		pods := podStats(b, cs)
 		var agentWS, agentRSS float64

@@ -26,12 +26,12 @@ func checkModelProxyOnNode(t *testing.T, p *e2e.Platform, llm *providertest.Prov
 	oa := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "OPENAI_API_KEY", "value": key, "provider": "openai"}), 201, "create secret").Obj("secret")
 	gh := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "GITHUB_TOKEN", "value": other, "provider": "github"}), 201, "create secret").Obj("secret")
 	e2e.Must(t, p.Call("POST", base+"/secrets", map[string]any{"secretIds": []string{oa["id"].(string), gh["id"].(string)}}), 200, "attach")
-	e2e.Eventually(t, 4*time.Minute, "the rolled gateway to have its secrets", func() bool {
+	e2e.Eventually(t, "the rolled gateway to have its secrets", func() bool {
 		r := p.Call("POST", base+"/console/exec", map[string]string{"command": `printenv GITHUB_TOKEN | tr A-Za-z N-ZA-Mn-za-m`})
 		return r.Status == 200 && strings.TrimSpace(r.Str("stdout")) == e2e.Rot13(other)
 	})
 	var file string
-	e2e.Eventually(t, 2*time.Minute, "the config to point openai at the proxy", func() bool {
+	e2e.Eventually(t, "the config to point openai at the proxy", func() bool {
 		file = e2e.Rot13(p.Call("POST", base+"/console/exec", map[string]string{"command": "tr A-Za-z N-ZA-Mn-za-m < ../openclaw.json"}).Str("stdout"))
 		return strings.Contains(file, "/llm/openai/v1")
 	})

@@ -45,9 +45,9 @@ func (a agentOnNode) podUID(t *testing.T) string {
 }
 
 // waitRunning waits until the facade answers the agent running.
-func (a agentOnNode) waitRunning(t *testing.T, timeout time.Duration, what string) {
+func (a agentOnNode) waitRunning(t *testing.T, what string) {
 	t.Helper()
-	e2e.Eventually(t, timeout, what, func() bool {
+	e2e.Eventually(t, what, func() bool {
 		r := a.p.Call("GET", a.base, nil)
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
@@ -55,10 +55,10 @@ func (a agentOnNode) waitRunning(t *testing.T, timeout time.Duration, what strin
 
 // watchReasons polls the facade's statusReason until stop says so, and returns every reason
 // it saw with its message.
-func (a agentOnNode) watchReasons(t *testing.T, timeout time.Duration, what string, stop func(agent map[string]any) bool) map[string]string {
+func (a agentOnNode) watchReasons(t *testing.T, what string, stop func(agent map[string]any) bool) map[string]string {
 	t.Helper()
 	seen := map[string]string{}
-	e2e.Eventually(t, timeout, what, func() bool {
+	e2e.Eventually(t, what, func() bool {
 		r := a.p.Call("GET", a.base, nil)
 		if r.Status != 200 {
 			return false
@@ -104,7 +104,7 @@ func (a agentOnNode) checkEngineUpgrade(t *testing.T, from, to string) {
 		}
 	}()
 	start := time.Now()
-	done := e2e.WaitUpgrade(t, a.k8s, eu.Name, agentsv1.UpgradeSucceeded, 8*time.Minute)
+	done := e2e.WaitUpgrade(t, a.k8s, eu.Name, agentsv1.UpgradeSucceeded)
 	t.Logf("the agent on the node upgraded %s -> %s by an EngineUpgrade in %s", from, to, time.Since(start).Round(time.Second))
 	if done.Status.Counts.Upgraded != 1 || done.Status.Counts.RolledBack != 0 {
 		t.Fatalf("counts %+v", done.Status.Counts)
@@ -114,7 +114,7 @@ func (a agentOnNode) checkEngineUpgrade(t *testing.T, from, to string) {
 		t.Fatalf("spec %q, runs %q", ag.Spec.Engine.Version, ag.Status.EngineVersion)
 	}
 	e2e.CompletedSnapshot(t, a.k8s, a.id, ag.Annotations[agentsv1.AnnotationUpgradeSnapshot])
-	a.waitRunning(t, 3*time.Minute, "the upgraded agent to run")
+	a.waitRunning(t, "the upgraded agent to run")
 	pod := gatewayPod(t, a.k8s, a.ns, a.id)
 	if img := pod.Spec.Containers[0].Image; img != images.GatewayImage(to) {
 		t.Fatalf("the gateway pod runs %s, want %s", img, images.GatewayImage(to))
@@ -137,7 +137,7 @@ func (a agentOnNode) checkStopStart(t *testing.T) {
 		}
 	}
 	setStopped(true)
-	e2e.Eventually(t, 2*time.Minute, "the stopped agent's pod to be gone", func() bool {
+	e2e.Eventually(t, "the stopped agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		if a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) != nil {
 			return false
@@ -146,7 +146,7 @@ func (a agentOnNode) checkStopStart(t *testing.T) {
 		return len(pods.Items) == 0 && r.Status == 200 && r.Obj("agent")["status"] == "not_running"
 	})
 	setStopped(false)
-	a.waitRunning(t, 3*time.Minute, "the started agent to run")
+	a.waitRunning(t, "the started agent to run")
 	out := e2e.Must(t, a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "cat " + e2e.UploadedFile}), 200, "exec").Str("stdout")
 	if !strings.Contains(out, "uploaded into the workspace") {
 		t.Fatalf("the workspace after stop and start: %q", out)
@@ -162,7 +162,7 @@ func (a agentOnNode) checkSuspendWake(t *testing.T) {
 	if got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+	e2e.Eventually(t, "the suspended agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		return a.k8s.List(ctx, &pods, client.InNamespace(a.ns), client.MatchingLabels{agentsv1.LabelAgent: a.id}) == nil && len(pods.Items) == 0
 	})
@@ -183,7 +183,7 @@ func (a agentOnNode) checkGatewayKilled(t *testing.T) {
 	restarts, _ := a.agent(t)["restarts"].(float64)
 	// PID 1 is tini; its only child is the engine. The exec's own shell is not its child.
 	a.p.Call("POST", a.base+"/console/exec", map[string]string{"command": "kill -9 $(cat /proc/1/task/1/children)"})
-	seen := a.watchReasons(t, 3*time.Minute, "the agent to run again after the crash", func(ag map[string]any) bool {
+	seen := a.watchReasons(t, "the agent to run again after the crash", func(ag map[string]any) bool {
 		n, _ := ag["restarts"].(float64)
 		return ag["status"] == "running" && n > restarts
 	})
@@ -222,7 +222,7 @@ func (a agentOnNode) checkKubeletStopped(t *testing.T) {
 		}
 	}
 	defer resume()
-	e2e.Eventually(t, 2*time.Minute, "the agent to report its node NotReady", func() bool {
+	e2e.Eventually(t, "the agent to report its node NotReady", func() bool {
 		var ag agentsv1.Agent
 		if a.k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: a.id}, &ag) != nil {
 			return false
@@ -237,7 +237,7 @@ func (a agentOnNode) checkKubeletStopped(t *testing.T) {
 	t.Logf("the agent said NodeNotReady %s after the kubelet froze", time.Since(frozen).Round(time.Second))
 	resume()
 	continued := time.Now()
-	a.waitRunning(t, 3*time.Minute, "the agent to run again once the kubelet continues")
+	a.waitRunning(t, "the agent to run again once the kubelet continues")
 	t.Logf("running again %s after the kubelet continued", time.Since(continued).Round(time.Second))
 }
 
@@ -260,7 +260,7 @@ func (a agentOnNode) checkPendingForMemory(t *testing.T) {
 			_ = a.k8s.Delete(ctx, big)
 		}
 	}()
-	e2e.Eventually(t, 2*time.Minute, "the agent to show the scheduler's reason", func() bool {
+	e2e.Eventually(t, "the agent to show the scheduler's reason", func() bool {
 		r := a.p.Call("GET", "/v0/agents/too-big", nil)
 		if r.Status != 200 {
 			return false
@@ -273,7 +273,7 @@ func (a agentOnNode) checkPendingForMemory(t *testing.T) {
 	if err := a.k8s.Delete(ctx, big); err != nil {
 		t.Fatal(err)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the pending agent to be gone", func() bool { return a.p.Call("GET", "/v0/agents/too-big", nil).Status == 404 })
+	e2e.Eventually(t, "the pending agent to be gone", func() bool { return a.p.Call("GET", "/v0/agents/too-big", nil).Status == 404 })
 }
 
 func readFile(t *testing.T, path string) string {

@@ -95,7 +95,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 	if r := p.Call("POST", base+"/restart", nil); r.Status != 200 && r.Status != 202 {
 		t.Fatalf("restart: %d %s", r.Status, r.Raw)
 	}
-	e2e.Eventually(t, 3*time.Minute, "a new Ready pod after the restart", func() bool {
+	e2e.Eventually(t, "a new Ready pod after the restart", func() bool {
 		var now corev1.Pod
 		if k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: pod.Name}, &now) != nil || now.UID == pod.UID || now.DeletionTimestamp != nil {
 			return false
@@ -110,7 +110,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
 		t.Fatalf("suspended agent: %v", got)
 	}
-	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool {
+	e2e.Eventually(t, "the suspended agent's pod to be gone", func() bool {
 		var pods corev1.PodList
 		return k8s.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}) == nil && len(pods.Items) == 0
 	})
@@ -125,7 +125,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 
 	// Deleting the agent removes its pod, StatefulSet and volume.
 	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-	e2e.Eventually(t, 3*time.Minute, "the adopted pod, StatefulSet and volume to go", func() bool {
+	e2e.Eventually(t, "the adopted pod, StatefulSet and volume to go", func() bool {
 		return !exists(ctx, k8s, &corev1.Pod{}, ns, set+"-0") && !exists(ctx, k8s, &appsv1.StatefulSet{}, ns, set) &&
 			!exists(ctx, k8s, &corev1.PersistentVolumeClaim{}, ns, "home-"+set+"-0")
 	})
@@ -152,7 +152,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 				return
 			}
 			ids[i] = r.Obj("agent")["id"].(string)
-			e2e.Eventually(t, 5*time.Minute, ids[i]+" to run", func() bool {
+			e2e.Eventually(t, ids[i]+" to run", func() bool {
 				g := p.Call("GET", "/v0/agents/"+ids[i], nil)
 				return g.Status == 200 && g.Obj("agent")["status"] == "running"
 			})
@@ -184,7 +184,7 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 	if err := k8s.Delete(ctx, pool); err != nil {
 		t.Fatal(err)
 	}
-	e2e.Eventually(t, 3*time.Minute, "the pool's members to go", func() bool {
+	e2e.Eventually(t, "the pool's members to go", func() bool {
 		var sets appsv1.StatefulSetList
 		return k8s.List(ctx, &sets, client.InNamespace(ns), client.HasLabels{kube.LabelPool}) == nil && len(sets.Items) == 0 &&
 			len(memberPods(t, k8s, ns)) == 0
@@ -206,8 +206,7 @@ func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 	ctx := context.Background()
 	gp := &agentsv1.GatewayPool{}
 	// Members boot in 41-123 s on an idle 2-CPU node; other test packages share the CPU.
-	const timeout = 10 * time.Minute
-	if e2e.Within(timeout, func() bool {
+	if e2e.Within(e2e.EventBound, func() bool {
 		if err := k8s.Get(ctx, client.ObjectKey{Name: "warm"}, gp); err != nil {
 			t.Fatal(err)
 		}
@@ -232,7 +231,7 @@ func waitKubePool(t *testing.T, k8s client.Client, ready int32, claimed int64) {
 		desc = append(desc, d)
 	}
 	t.Fatalf("timed out after %s waiting for the pool to hold %d ready gateways after %d claims: status %+v\nmember pods:\n%s",
-		timeout, ready, claimed, gp.Status, strings.Join(desc, "\n"))
+		e2e.EventBound, ready, claimed, gp.Status, strings.Join(desc, "\n"))
 }
 
 // memberPods are the pods of pool members no agent adopted.

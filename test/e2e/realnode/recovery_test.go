@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +31,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	p := d.client(ctx)
 	id := e2e.CreateRunning(t, p, map[string]any{"name": "Lost"})["id"].(string)
 	base := "/v0/agents/" + id
-	e2e.Eventually(t, 4*time.Minute, "the agent to run", func() bool {
+	e2e.Eventually(t, "the agent to run", func() bool {
 		r := p.Call("GET", base, nil)
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
@@ -51,7 +50,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	if err := d.k8s.Delete(ctx, agent); err != nil {
 		t.Fatal(err)
 	}
-	e2e.Eventually(t, 3*time.Minute, "the garbage collector to take the agent's StatefulSet and pod", func() bool {
+	e2e.Eventually(t, "the garbage collector to take the agent's StatefulSet and pod", func() bool {
 		sts := apierrors.IsNotFound(d.k8s.Get(ctx, client.ObjectKey{Namespace: saved.Namespace, Name: kube.StatefulSetName(saved)}, &appsv1.StatefulSet{}))
 		pod := apierrors.IsNotFound(d.k8s.Get(ctx, client.ObjectKey{Namespace: saved.Namespace, Name: kube.PodName(saved)}, &corev1.Pod{}))
 		return sts && pod
@@ -72,7 +71,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 	if err := d.k8s.Create(ctx, again); err != nil {
 		t.Fatal(err)
 	}
-	e2e.Eventually(t, 4*time.Minute, "the re-created agent to run", func() bool {
+	e2e.Eventually(t, "the re-created agent to run", func() bool {
 		r := p.Call("GET", base, nil)
 		return r.Status == 200 && r.Obj("agent")["status"] == "running"
 	})
@@ -83,7 +82,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 		t.Errorf("doctor still reports the re-created agent:\n%s", out)
 	}
 	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
-	e2e.Eventually(t, 3*time.Minute, "the agent to be gone", func() bool { return p.Call("GET", base, nil).Status == 404 })
+	e2e.Eventually(t, "the agent to be gone", func() bool { return p.Call("GET", base, nil).Status == 404 })
 }
 
 // doctor runs `agentplane doctor --runtime kube` against the cluster and returns its output

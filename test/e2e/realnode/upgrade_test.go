@@ -110,11 +110,11 @@ func startFleet(ctx context.Context, t *testing.T, d *deployment) *fleet {
 	}
 	f.running, f.asleep, f.busy = f.ids[0], f.ids[1], f.ids[2]
 	for _, id := range f.ids {
-		e2e.Eventually(t, 4*time.Minute, "agent "+id+" to run", func() bool { return f.status(id) == "running" })
+		e2e.Eventually(t, "agent "+id+" to run", func() bool { return f.status(id) == "running" })
 		f.exec(t, id, "printf 'written before the upgrade by %s' \"$(cat /etc/hostname)\" > before.txt")
 	}
 	e2e.Must(t, f.p.Call("POST", "/v0/agents/"+f.asleep+"/suspend", nil), 200, "suspend")
-	e2e.Eventually(t, 2*time.Minute, "the suspended agent's pod to be gone", func() bool { return f.pod(ctx, t, f.asleep) == "" })
+	e2e.Eventually(t, "the suspended agent's pod to be gone", func() bool { return f.pod(ctx, t, f.asleep) == "" })
 	// The job outlives the exec (the gateway image has no nohup): it finishes while (or after)
 	// the manager is replaced.
 	f.exec(t, f.busy, "(trap '' HUP; sleep 20; echo finished > "+taskFile+") </dev/null >/dev/null 2>&1 &")
@@ -211,7 +211,7 @@ func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[
 		}
 	}
 	e2e.Must(t, f.p.Call("POST", "/v0/agents/"+f.asleep+"/resume", nil), 200, "resume")
-	e2e.Eventually(t, 4*time.Minute, "the resumed agent to run", func() bool { return f.status(f.asleep) == "running" })
+	e2e.Eventually(t, "the resumed agent to run", func() bool { return f.status(f.asleep) == "running" })
 	if got := f.exec(t, f.asleep, "cat before.txt"); !strings.HasPrefix(got, "written before the upgrade") {
 		t.Errorf("the suspended agent's file after resume: %q", got)
 	}
@@ -223,7 +223,7 @@ func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[
 		e2e.Must(t, f.p.Call("DELETE", "/v0/agents/"+id, nil), 200, "delete "+id)
 	}
 	for _, id := range gone {
-		e2e.Eventually(t, 3*time.Minute, "agent "+id+" to be gone", func() bool {
+		e2e.Eventually(t, "agent "+id+" to be gone", func() bool {
 			return f.p.Call("GET", "/v0/agents/"+id, nil).Status == 404
 		})
 	}
@@ -248,7 +248,7 @@ func checkRoutes(t *testing.T, p *e2e.Platform, id string) {
 // to the storage version (README "API versions"): storedVersions is that version alone.
 func checkStorageMigrated(ctx context.Context, t *testing.T, d *deployment) {
 	t.Helper()
-	e2e.Eventually(t, 2*time.Minute, "every agentplane CRD to store "+agentsv1.StorageGroupVersion.Version+" alone", func() bool {
+	e2e.Eventually(t, "every agentplane CRD to store "+agentsv1.StorageGroupVersion.Version+" alone", func() bool {
 		var crds apiextensionsv1.CustomResourceDefinitionList
 		if d.k8s.List(ctx, &crds) != nil {
 			return false
@@ -276,7 +276,7 @@ func checkStorageMigrated(ctx context.Context, t *testing.T, d *deployment) {
 func waitRenderingRollout(ctx context.Context, t *testing.T, d *deployment) map[string]time.Time {
 	t.Helper()
 	var rollout agentsv1.RenderingRollout
-	start, bound := time.Now(), 10*time.Minute // until the rollout is there to size the wait
+	start, bound := time.Now(), e2e.EventBound // until the rollout is there to size the wait
 	for {
 		var list agentsv1.RenderingRolloutList
 		if d.k8s.List(ctx, &list, client.MatchingLabels{agentsv1.LabelRenderingRollout: "manager"}) == nil && len(list.Items) == 1 {
@@ -288,11 +288,7 @@ func waitRenderingRollout(ctx context.Context, t *testing.T, d *deployment) map[
 			if st.Phase == agentsv1.UpgradeHalted {
 				t.Fatalf("the manager's rendering rollout halted: %s", rolloutAccount(rollout))
 			}
-			health := 5 * time.Minute
-			if h := rollout.Spec.HealthTimeout; h != nil {
-				health = h.Duration
-			}
-			bound = time.Duration(st.Total+1) * (2*health + time.Minute)
+			bound = max(e2e.EventBound, e2e.RolloutBound(int(st.Total), rollout.Spec.HealthTimeout))
 		}
 		if time.Since(start) > bound {
 			t.Fatalf("the manager's rendering rollout is not done after %s: %s", bound, rolloutAccount(rollout))
