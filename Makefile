@@ -85,11 +85,16 @@ envtest-assets: ## Build kube-apiserver and etcd from source into bin/k8s (once)
 	hack/build-controlplane.sh $(K8S_ASSETS)
 
 .PHONY: cluster-binaries
-cluster-binaries: ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, kube-router, the kwok controller and gVisor into bin/k8s (once).
+cluster-binaries: kube-binaries kube-router gvisor ## Build kubelet, kube-controller-manager, kube-scheduler, kube-proxy, pause, kube-router, the kwok controller and gVisor into bin/k8s (once).
+
+.PHONY: kube-binaries
+kube-binaries: ## Build the node's Kubernetes binaries and the kwok controller into bin/k8s (once; after envtest-assets, whose compiled packages they reuse).
 	hack/build-cluster.sh $(K8S_ASSETS)
 	hack/build-kwok.sh $(K8S_ASSETS)
+
+.PHONY: kube-router
+kube-router: ## Build kube-router from its Go module into bin/k8s (once): the local cluster's network policy firewall.
 	hack/build-kube-router.sh $(K8S_ASSETS)
-	hack/build-gvisor.sh $(K8S_ASSETS)
 
 .PHONY: gvisor
 gvisor: ## Build gVisor's runsc and containerd-shim-runsc-v1 from their Go module into bin/k8s (once): the local cluster's RuntimeClass gvisor.
@@ -183,7 +188,7 @@ test-prereqs: ## What make test needs first, in two lanes side by side (hack/tes
 
 .PHONY: test
 test: test-prereqs ## Every tier at once (unit, envtest, engine, node), packages side by side.
-	$(ENGINE_ENV) GO=$(GO) MAKE="$(MAKE)" TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
+	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh
 	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
 
 # The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make

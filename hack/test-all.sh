@@ -4,12 +4,12 @@
 # The node tier (hack/testtiers node: the packages that start a local cluster on this machine's
 # kubelet and containerd, one cluster at a time) is most of a run's length and waits on
 # containers more than it computes, so it runs in a `go test` of its own from the start (its
-# packages side by side: one builds while the other holds the machine's cluster lock), after
-# the real node's binaries (make cluster-binaries), which build beside the other tiers. The
-# other tiers share two package slots beside it, the slowest packages first. (A lower CPU
+# packages side by side: one builds while the other holds the machine's cluster lock). The
+# other tiers share two package slots beside it, the slowest packages first. The real node's
+# binaries are make test-prereqs' (hack/test-prereqs.sh). (A lower CPU
 # priority for them does not help: with the kernel's autogroups, nice weighs only within a
 # session, and gateways and pods run in sessions of their own.)
-# Environment: GO, MAKE, TEST_TIMEOUT, GO_TEST_FLAGS.
+# Environment: GO, TEST_TIMEOUT, GO_TEST_FLAGS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
@@ -20,11 +20,11 @@ node=$("$go" run ./hack/testtiers node) || exit 1
 slowest=(./test/e2e/devmode ./test/stress ./internal/adapters/runtime/local ./controllers ./apiserver)
 rest=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $node)) || exit 1
 
-# The node tier's binaries build first, beside the other tiers (cached: seconds when warm), in
-# a process group of its own (set -m) that an interrupt is passed on to whole.
+# The node tier runs in a process group of its own (set -m) that an interrupt is passed on to
+# whole.
 set -m
 # shellcheck disable=SC2086 # package lists split on purpose
-(${MAKE:-make} --no-print-directory cluster-binaries && "$go" test -p 2 -timeout "$timeout" "${flags[@]}" $node) &
+"$go" test -p 2 -timeout "$timeout" "${flags[@]}" $node &
 node_pid=$!
 set +m
 trap 'kill -INT -- -$node_pid 2>/dev/null; wait $node_pid' INT TERM

@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
 # make test's prerequisites in two lanes side by side, so that downloads, Debian packages and
 # the lighter builds overlap the long Go builds on a fresh machine:
-#   - the control plane's lane: kube-apiserver and etcd;
+#   - the control plane's lane: kube-apiserver and etcd, then the real node's Kubernetes
+#     binaries and kwok (they reuse the Kubernetes packages kube-apiserver's build compiled);
 #   - the other lane: the engine and Node (npm), the sandbox's packages and CRIU, the node's
-#     packages, chromium (apt, one install at a time), helm, promtool, then the generated
-#     files' check and go vet.
-# The real node's binaries (make cluster-binaries) are not among them: hack/test-all.sh builds
-# them beside the tiers that do not need them, before the node tier starts (after
-# kube-apiserver: they reuse the Kubernetes packages its build compiled).
+#     packages, chromium (apt, one install at a time), helm, promtool, kube-router, gVisor,
+#     then the generated files' check and go vet.
+# Everything is built before any test starts. Built beside the tests instead, the node's
+# binaries got a small share of the CPU (with the kernel's autogroups each gateway's session
+# weighs as much as the whole build) and held the node tier back: on a fresh machine they took
+# 50 minutes instead of 15, and the run 81 minutes.
 # Each step is cached (README), so on a warm machine this takes seconds plus go vet.
 # $1 is the make command (the Makefile passes $(MAKE)).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 make=${1:-make}
 start=$SECONDS
-"$make" --no-print-directory envtest-assets &
+"$make" --no-print-directory envtest-assets kube-binaries &
 kube=$!
 trap 'kill $kube 2>/dev/null' INT TERM
-"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool verify-generated vet
+"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor verify-generated vet
 other=$?
 wait $kube
 kube_rc=$?
