@@ -225,11 +225,15 @@ func gatewayContainer(a *agentsv1.Agent, d runtime.Desired, o Options, image str
 			{Name: VolumeHome, MountPath: Home},
 			{Name: VolumeTmp, MountPath: "/tmp"},
 		},
-		// The startup probe follows the boot closely (each second, up to 3 minutes: boot takes
-		// 5-40 s, plugin installs more): an agent is Running once its pod is Ready, and the
-		// readiness probe only runs once the startup probe passed, so their periods add up to
-		// the delay between the engine being ready and the agent reported Running.
-		StartupProbe:   probe(o.Probe, routeStartup, 1, 1, 180),
+		// The startup probe follows the boot closely (each second): an agent is Running once
+		// its pod is Ready, and the readiness probe only runs once the startup probe passed, so
+		// their periods add up to the delay between the engine being ready and the agent
+		// reported Running. It gives a boot 10 minutes: boot takes 5-40 s on an idle node and
+		// plugin installs more, but on a starved node (a 2-core machine at load 15) it took
+		// over 3 minutes, and a kill there only starts the boot over (the old 3-minute budget
+		// restarted gateways that never came up and halted a rollout). A gateway that exits
+		// restarts at once whatever this says; liveness takes over once it started.
+		StartupProbe:   probe(o.Probe, routeStartup, 1, 1, 600),
 		LivenessProbe:  probe(o.Probe, routeLive, 15, 5, 4),
 		ReadinessProbe: probe(o.Probe, routeReady, 2, 2, 8),
 	}
