@@ -10,6 +10,10 @@ OAPI_CODEGEN := $(BIN)/oapi-codegen
 # The test control plane (kube-apiserver + etcd), built from Go modules by hack/build-controlplane.sh.
 K8S_ASSETS := $(BIN)/k8s
 export KUBEBUILDER_ASSETS := $(K8S_ASSETS)
+# Every Go command make runs builds with -trimpath, as make build and the tests' own builds of
+# agentplane do: the test binaries, go vet and those builds then share their compiled packages
+# (without it a fresh machine compiled the whole dependency graph twice, once for each).
+export GOFLAGS := $(strip $(GOFLAGS) -trimpath)
 STATE_DIR ?= .agentplane
 DEV_ARGS ?=
 TEST_TIMEOUT ?= 45m

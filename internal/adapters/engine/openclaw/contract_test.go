@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,9 +31,7 @@ func realEngineDir(t *testing.T) string {
 	}
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
-		out, err := exec.Command("bash", filepath.Join(root, "hack", "install-engine.sh"), "--print-dir").Output()
+		out, err := exec.Command("bash", filepath.Join(testenv.RepoRoot(), "hack", "install-engine.sh"), "--print-dir").Output()
 		if err != nil {
 			t.Fatalf("hack/install-engine.sh --print-dir: %v", err)
 		}
