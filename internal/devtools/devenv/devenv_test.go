@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -21,10 +22,7 @@ import (
 // dev control plane's etcd must not answer on loopback to whoever asks. kube-apiserver (with
 // the run's client certificate) works; a client without one gets nothing.
 func TestEtcdRefusesClientsWithoutACertificate(t *testing.T) {
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		t.Fatal("KUBEBUILDER_ASSETS is not set (make test sets it; make envtest-assets builds the binaries)")
-	}
+	assets := kubeenv.AssetsDir() // the envtest tier's control plane (hack/testtiers reads the import)
 	state := t.TempDir()
 	cp, err := Start(state, assets)
 	if err != nil {
