@@ -15,6 +15,6 @@ func (p *Platform) setupChannels() error {
 	mgr := p.Manager
 	return (&channelctrl.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime,
-		Recorder: mgr.GetEventRecorder("agentplane-channel"),
+		Recorder: eventRecorder(mgr, "agentplane-channel"),
 	}).SetupWithManager(mgr)
 }

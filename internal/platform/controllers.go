@@ -32,7 +32,7 @@ func (p *Platform) setupControllers() error {
 	if p.runtime != nil {
 		r := &agentctrl.Reconciler{
 			Client: mgr.GetClient(), Runtime: p.runtime, Admission: p.admission,
-			Recorder: mgr.GetEventRecorder("agentplane-agent"), Workers: p.opts.AgentWorkers,
+			Recorder: eventRecorder(mgr, "agentplane-agent"), Workers: p.opts.AgentWorkers,
 			Sleep:  agentctrl.SleepOptions{WakeLead: p.opts.WakeLead, WakeWindow: p.opts.WakeWindow, TaskGrace: p.opts.TaskGrace},
 			Skills: p.opts.Files, Engine: openclaw.New(),
 			Snapshots: p.opts.Files, SnapshotReader: mgr.GetAPIReader(), APIReader: mgr.GetAPIReader(),
@@ -49,7 +49,7 @@ func (p *Platform) setupControllers() error {
 	// Warm gateway pools: kept by a runtime that can (local); reported as unsupported on others.
 	if err := (&gatewaypoolctrl.Reconciler{
 		Client: mgr.GetClient(), Runtime: p.runtime, Versions: p.versions,
-		Recorder: mgr.GetEventRecorder("agentplane-gatewaypool"), Metrics: metrics.Registry,
+		Recorder: eventRecorder(mgr, "agentplane-gatewaypool"), Metrics: metrics.Registry,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

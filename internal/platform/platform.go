@@ -351,6 +351,6 @@ func (p *Platform) setupDomains(key []byte) error {
 		Client: mgr.GetClient(), Resolver: resolver, TokenKey: key,
 		Brand: o.Brand, AppsDomain: o.AppsDomain, Router: router, Admission: p.admission,
 		CheckInterval: o.CheckInterval, MaxCheckInterval: o.MaxCheckInterval,
-		Recorder: mgr.GetEventRecorder("agentplane-domain"),
+		Recorder: eventRecorder(mgr, "agentplane-domain"),
 	}).SetupWithManager(mgr)
 }

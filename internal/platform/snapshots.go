@@ -16,7 +16,7 @@ func (p *Platform) setupSnapshots() error {
 	mgr := p.Manager
 	return (&snapshotctrl.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime, Store: p.opts.Files,
-		Retention: p.opts.SnapshotRetention, Recorder: mgr.GetEventRecorder("agentplane-snapshot"),
+		Retention: p.opts.SnapshotRetention, Recorder: eventRecorder(mgr, "agentplane-snapshot"),
 		Quota: p.limiter,
 	}).SetupWithManager(mgr)
 }

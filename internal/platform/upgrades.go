@@ -13,7 +13,7 @@ func (p *Platform) setupUpgrades() error {
 	mgr := p.Manager
 	if err := (&engineupgradectrl.Reconciler{
 		Client: mgr.GetClient(), Versions: p.versions,
-		Recorder: mgr.GetEventRecorder("agentplane-engineupgrade"), Metrics: metrics.Registry,
+		Recorder: eventRecorder(mgr, "agentplane-engineupgrade"), Metrics: metrics.Registry,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -31,6 +31,6 @@ func (p *Platform) setupRenderingRollout() error {
 	mgr := p.Manager
 	return (&engineupgradectrl.RenderingReconciler{
 		Client: mgr.GetClient(), Platform: r.PlatformRendering(),
-		Recorder: mgr.GetEventRecorder("agentplane-renderingrollout"),
+		Recorder: eventRecorder(mgr, "agentplane-renderingrollout"),
 	}).SetupWithManager(mgr)
 }
