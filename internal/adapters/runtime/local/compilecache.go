@@ -56,9 +56,31 @@ const (
 	warmUID = sandboxUIDBase - 1
 	// warmingPrefix starts the name of a warm-up's staging dir in CompileCacheDir.
 	warmingPrefix = ".warming-"
-	// warmRetry is how long a failed warm-up is not tried again for the same engine dir.
-	warmRetry = 10 * time.Minute
+	// A failed warm-up of an engine dir is not tried again for warmRetryFirst, doubling with
+	// each failure in a row up to warmRetryMax (a boot that failed on a starved machine is
+	// tried again soon; one that always fails costs a boot every 10 minutes).
+	warmRetryFirst = time.Minute
+	warmRetryMax   = 10 * time.Minute
+	// warmStopTimeout is how long the stopped warm-up gets to exit before SIGKILL: Node writes
+	// the compile cache at exit (a few thousand files), which a loaded machine does not do in
+	// a gateway's StopTimeout, and a killed warm-up leaves no cache.
+	warmStopTimeout = 2 * time.Minute
 )
+
+// warmFailure is an engine dir's failed warm-ups in a row and when the last one failed.
+type warmFailure struct {
+	at time.Time
+	n  int
+}
+
+// retryAt is when a warm-up is tried again after f.
+func (f warmFailure) retryAt() time.Time {
+	wait := warmRetryFirst
+	for i := 1; i < f.n && wait < warmRetryMax; i++ {
+		wait *= 2
+	}
+	return f.at.Add(min(wait, warmRetryMax))
+}
 
 // compileCache is a sealed cache: dir holds Node's dirs at tags (paths relative to dir, each
 // ending in "-<uid>" of the warm-up).
@@ -168,7 +190,7 @@ func (r *Runtime) warmCompileCacheLater(engineDir string) <-chan struct{} {
 		return done
 	}
 	done := make(chan struct{})
-	if t, failed := r.ccFail[engineDir]; (failed && time.Since(t) < warmRetry) || r.ccCtx.Err() != nil {
+	if f, failed := r.ccFail[engineDir]; (failed && time.Now().Before(f.retryAt())) || r.ccCtx.Err() != nil {
 		close(done)
 		return done
 	}
@@ -180,8 +202,10 @@ func (r *Runtime) warmCompileCacheLater(engineDir string) <-chan struct{} {
 		r.ccMu.Lock()
 		delete(r.ccWarming, engineDir)
 		if err != nil {
-			r.ccFail[engineDir] = time.Now()
-			r.opts.Log.Error(err, "cannot warm the engine's compile cache; sandboxed gateways compile the engine at each start", "engineDir", engineDir)
+			f := warmFailure{at: time.Now(), n: r.ccFail[engineDir].n + 1}
+			r.ccFail[engineDir] = f
+			r.opts.Log.Error(err, "cannot warm the engine's compile cache; sandboxed gateways compile the engine at each start",
+				"engineDir", engineDir, "failures", f.n, "retryAt", f.retryAt())
 		} else {
 			delete(r.ccFail, engineDir)
 			r.ccReady[engineDir] = c
@@ -322,7 +346,8 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	if err != nil {
 		return err
 	}
-	defer stopProcess(context.Background(), p, r.opts.StopTimeout, &r.opts.Log)
+	stopTimeout := max(r.opts.StopTimeout, warmStopTimeout)
+	defer stopProcess(context.Background(), p, stopTimeout, &r.opts.Log)
 	url := endpoint(port)
 	deadline := time.Now().Add(r.opts.StartTimeout)
 	for {
@@ -343,7 +368,7 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 			return fmt.Errorf("the warm-up gateway was not ready within %s", r.opts.StartTimeout)
 		}
 	}
-	stopProcess(ctx, p, r.opts.StopTimeout, &r.opts.Log)
+	stopProcess(ctx, p, stopTimeout, &r.opts.Log)
 	if p.exitCode != 0 {
 		return fmt.Errorf("the warm-up gateway stopped with %s", p.exitDesc)
 	}

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestRedact(t *testing.T) {
@@ -95,5 +96,17 @@ func TestProcStat(t *testing.T) {
 	}
 	if procAlive(1<<22+12345, 0) {
 		t.Fatal("a nonexistent pid is alive")
+	}
+}
+
+// TestWarmUpRetryBacksOff: a failed compile-cache warm-up is tried again a minute later (a
+// boot that failed on a starved machine soon gets another go), and each failure in a row
+// doubles the wait up to ten minutes (one that always fails costs a boot every ten minutes).
+func TestWarmUpRetryBacksOff(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for n, want := range map[int]time.Duration{1: time.Minute, 2: 2 * time.Minute, 3: 4 * time.Minute, 4: 8 * time.Minute, 5: 10 * time.Minute, 40: 10 * time.Minute} {
+		if got := (warmFailure{at: at, n: n}).retryAt().Sub(at); got != want {
+			t.Errorf("after %d failures: retry in %s, want %s", n, got, want)
+		}
 	}
 }

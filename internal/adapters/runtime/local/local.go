@@ -187,7 +187,7 @@ type Runtime struct {
 	ccMu      sync.Mutex
 	ccReady   map[string]*compileCache
 	ccWarming map[string]chan struct{}
-	ccFail    map[string]time.Time
+	ccFail    map[string]warmFailure
 	ccCtx     context.Context
 	ccStop    context.CancelFunc
 	ccWG      sync.WaitGroup
@@ -237,7 +237,7 @@ func New(opts Options) (*Runtime, error) {
 		poolEvents: make(chan event.GenericEvent, notifyBuffer),
 		ccReady:    map[string]*compileCache{},
 		ccWarming:  map[string]chan struct{}{},
-		ccFail:     map[string]time.Time{},
+		ccFail:     map[string]warmFailure{},
 	}
 	r.ccCtx, r.ccStop = context.WithCancel(context.Background())
 	if err := r.setupSandbox(); err != nil {
