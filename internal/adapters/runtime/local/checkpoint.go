@@ -104,6 +104,13 @@ func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheck
 // host's dirs are external mounts, found again at the same paths on restore.
 var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing"}
 
+const (
+	// criuExitingZombie is CRIU's error for a process it caught exiting.
+	criuExitingZombie = "Zombies with threads are not supported"
+	// dumpTries is how many times a dump refused for criuExitingZombie is tried.
+	dumpTries = 4
+)
+
 // dump checkpoints the sandbox whose PID 1 is init into dir and ends it. args are the bwrap
 // arguments it was started with: the root skeleton restore needs is made from them in root.
 func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string) error {
@@ -120,8 +127,22 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	// like one that arrives during the sleep: its client retries. Without --skip-in-flight
 	// it fails the dump, and the gateway is stopped with its memory lost.
 	dumpArgs := append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...)
-	if err := c.run(ctx, dir, "dump.log", dumpArgs...); err != nil {
-		return err
+	// A process of the sandbox caught exiting (a zombie whose threads are still going) makes
+	// CRIU refuse the dump and leave the tree running; a moment later it is reaped, so such a
+	// dump is tried again, a few times.
+	for try := 1; ; try++ {
+		err := c.run(ctx, dir, "dump.log", dumpArgs...)
+		if err == nil {
+			break
+		}
+		if try == dumpTries || !strings.Contains(err.Error(), criuExitingZombie) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
+		}
 	}
 	// Without the dumped clocks CRIU restores into the host's time namespace, not into a new
 	// one whose CLOCK_MONOTONIC goes on from the dump: there the gateway's timers (its cron
