@@ -1,39 +1,44 @@
 #!/usr/bin/env bash
-# make test's run of every tier at once (the Makefile installs what they need first).
+# make test's run of every tier (the Makefile installs what they need first), in two lanes.
 #
-# The node tier (hack/testtiers node: the packages that start a local cluster on this machine's
-# kubelet and containerd, one cluster at a time) is most of a run's length and waits on
-# containers more than it computes, so it runs in a `go test` of its own from the start (its
-# packages side by side: one builds while the other holds the machine's cluster lock). The
-# other tiers share two package slots beside it, the slowest packages first. The real node's
-# binaries are make test-prereqs' (hack/test-prereqs.sh). (A lower CPU
-# priority for them does not help: with the kernel's autogroups, nice weighs only within a
-# session, and gateways and pods run in sessions of their own.)
+# The heavy lane runs, one package at a time, the packages that boot real gateways or a real
+# node: hack/testtiers engine and node (devmode's end-to-end tests, the local runtime's sandboxes
+# and checkpoints, the local cluster, the real node). Side by side on a 2-core machine they
+# starved each other (load average 15-20): a gateway's boot took 2 minutes instead of 20
+# seconds, the engine's own 5-second startup bounds failed (its state lease heartbeat, a
+# gateway that exits 1) and a rollout halted on gateways that never came up. One at a time,
+# each package gets the machine it was written for, and what it waits for happens.
+#
+# The light lane runs everything else (the envtest and unit tiers, which compute rather than
+# boot) beside it, one package at a time too, the slowest first, so it leaves the heavy lane a
+# core. It ends well before the heavy lane does.
 # Environment: GO, TEST_TIMEOUT, GO_TEST_FLAGS.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 go=${GO:-go}
 timeout=${TEST_TIMEOUT:-45m}
 read -r -a flags <<<"${GO_TEST_FLAGS:-}"
+engine=$("$go" run ./hack/testtiers engine) || exit 1
 node=$("$go" run ./hack/testtiers node) || exit 1
-# Slowest first: go test starts packages in the order they are named.
-slowest=(./test/e2e/devmode ./test/stress ./internal/adapters/runtime/local ./controllers ./apiserver)
-rest=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $node)) || exit 1
+# The longest packages first: go test starts packages in the order they are named.
+heavy_first=(./test/e2e/realnode ./test/e2e/devmode ./internal/adapters/runtime/local)
+light_first=(./test/stress ./apiserver ./controllers)
+light=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $engine $node)) || exit 1
 
-# The node tier runs in a process group of its own (set -m) that an interrupt is passed on to
+# The heavy lane runs in a process group of its own (set -m) that an interrupt is passed on to
 # whole.
 set -m
 # shellcheck disable=SC2086 # package lists split on purpose
-"$go" test -p 2 -timeout "$timeout" "${flags[@]}" $node &
-node_pid=$!
+"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${heavy_first[@]}" $node $engine &
+heavy_pid=$!
 set +m
-trap 'kill -INT -- -$node_pid 2>/dev/null; wait $node_pid' INT TERM
+trap 'kill -INT -- -$heavy_pid 2>/dev/null; wait $heavy_pid' INT TERM
 # shellcheck disable=SC2086
-"$go" test -p 2 -timeout "$timeout" "${flags[@]}" "${slowest[@]}" $rest
-rest_rc=$?
-wait $node_pid
-node_rc=$?
-if [ $rest_rc -ne 0 ] || [ $node_rc -ne 0 ]; then
-	echo "make test: FAIL (node tier exit $node_rc, other tiers exit $rest_rc)" >&2
+"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${light_first[@]}" $light
+light_rc=$?
+wait $heavy_pid
+heavy_rc=$?
+if [ $light_rc -ne 0 ] || [ $heavy_rc -ne 0 ]; then
+	echo "make test: FAIL (heavy lane exit $heavy_rc, light lane exit $light_rc)" >&2
 	exit 1
 fi
