@@ -2,6 +2,7 @@ package modelproxy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,85 +34,133 @@ func heldStreams(t *testing.T, release <-chan struct{}) *httptest.Server {
 	return srv
 }
 
-// TestBudgetReservedUnderConcurrency: 256 streams at once against a budget of 1,000 tokens a
-// day, each reserving its input estimate plus max_tokens 100 and costing 110: those admitted
-// overshoot the budget by at most one reservation. Before, admission saw only the spend
-// already recorded (none while the streams were open): all 256 passed, 28,160 tokens.
+// streamsToTheCap is a provider whose chat streams send one chunk, wait for release, then
+// report usage: a prompt of 10 tokens and an answer as long as the request's output limit
+// allows (max_completion_tokens or max_tokens), or providerDefault tokens when it names none.
+func streamsToTheCap(t *testing.T, release <-chan struct{}, providerDefault int64) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			MaxTokens           *int64 `json:"max_tokens"`
+			MaxCompletionTokens *int64 `json:"max_completion_tokens"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		out := providerDefault
+		switch {
+		case req.MaxCompletionTokens != nil:
+			out = *req.MaxCompletionTokens
+		case req.MaxTokens != nil:
+			out = *req.MaxTokens
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":%d}}\n\ndata: [DONE]\n\n", out)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return srv
+}
+
+// TestBudgetReservedUnderConcurrency: 256 streams at once against a small daily budget, each
+// answered as long as its output limit allows: those admitted overshoot the budget by at most
+// one reservation, with the client's max_tokens and without one (the proxy then writes the
+// limit it reserved, DefaultMaxOutputTokens, into the request; without that, the provider's
+// own default of 32,000 tokens an answer would overshoot by far more). Before reservations,
+// admission saw only the spend already recorded (none while the streams were open): all 256
+// passed, 28,160 tokens against a budget of 1,000.
 func TestBudgetReservedUnderConcurrency(t *testing.T) {
-	const streams, limit = 256, 1000
-	body := `{"model":"m","stream":true,"max_tokens":100,"stream_options":{"include_usage":true},"messages":[]}`
-	reservation := estimateTokens(int64(len(body))) + 100
-	for _, scope := range []string{"agent", "workspace"} {
-		t.Run(scope, func(t *testing.T) {
-			release := make(chan struct{})
-			up := heldStreams(t, release)
-			auth := &fakeAuth{grants: map[string]Grant{}}
-			for i := range streams {
-				g := Grant{Agent: "ns/a", Workspace: "ns", Key: []byte(realKey)}
-				if scope == "agent" {
-					g.AgentBudget.TokensPerDay = limit
-				} else {
-					g.Agent = fmt.Sprint("ns/a", i) // 256 agents sharing their workspace's budget
-					g.WorkspaceBudget.TokensPerDay = limit
-				}
-				auth.grants[fmt.Sprint("cred-", i)] = g
-			}
-			p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, Log: logr.Discard()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := httptest.NewServer(p)
-			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
-			t.Cleanup(func() {
-				client.CloseIdleConnections()
-				srv.CloseClientConnections()
-				srv.Close()
-				p.CloseIdleConnections()
+	const streams, providerDefault = 256, 32000
+	for _, tc := range []struct {
+		name, body  string
+		limit, cost int64 // the budget; what each admitted stream costs
+	}{
+		{name: "max_tokens 100", limit: 1000, cost: 110,
+			body: `{"model":"m","stream":true,"max_tokens":100,"stream_options":{"include_usage":true},"messages":[]}`},
+		{name: "no output limit", limit: 20000, cost: 10 + DefaultMaxOutputTokens,
+			body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[]}`},
+	} {
+		for _, scope := range []string{"agent", "workspace"} {
+			t.Run(tc.name+"/"+scope, func(t *testing.T) {
+				budgetUnderConcurrency(t, streams, tc.limit, tc.cost, tc.body, scope, providerDefault)
 			})
+		}
+	}
+}
 
-			var answered, finished sync.WaitGroup
-			answered.Add(streams)
-			var mu sync.Mutex
-			codes := map[int]int{}
-			for i := range streams {
-				finished.Go(func() {
-					req, _ := http.NewRequest("POST", srv.URL+"/llm/openai/v1/chat/completions", strings.NewReader(body))
-					req.Header.Set("Authorization", fmt.Sprint("Bearer cred-", i))
-					res, err := client.Do(req)
-					answered.Done()
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					defer res.Body.Close()
-					mu.Lock()
-					codes[res.StatusCode]++
-					mu.Unlock()
-					_, _ = io.Copy(io.Discard, res.Body)
-				})
-			}
-			answered.Wait() // every stream open or refused: only now may any finish
-			close(release)
-			finished.Wait()
+func budgetUnderConcurrency(t *testing.T, streams int, limit, cost int64, body, scope string, providerDefault int64) {
+	release := make(chan struct{})
+	up := streamsToTheCap(t, release, providerDefault)
+	auth := &fakeAuth{grants: map[string]Grant{}}
+	for i := range streams {
+		g := Grant{Agent: "ns/a", Workspace: "ns", Key: []byte(realKey)}
+		if scope == "agent" {
+			g.AgentBudget.TokensPerDay = limit
+		} else {
+			g.Agent = fmt.Sprint("ns/a", i) // 256 agents sharing their workspace's budget
+			g.WorkspaceBudget.TokensPerDay = limit
+		}
+		auth.grants[fmt.Sprint("cred-", i)] = g
+	}
+	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(p)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: streams}}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		srv.CloseClientConnections()
+		srv.Close()
+		p.CloseIdleConnections()
+	})
 
-			var spent int64
-			for _, d := range p.Drain() {
-				spent += d.Usage.Tokens()
+	var answered, finished sync.WaitGroup
+	answered.Add(streams)
+	var mu sync.Mutex
+	codes := map[int]int{}
+	for i := range streams {
+		finished.Go(func() {
+			req, _ := http.NewRequest("POST", srv.URL+"/llm/openai/v1/chat/completions", strings.NewReader(body))
+			req.Header.Set("Authorization", fmt.Sprint("Bearer cred-", i))
+			res, err := client.Do(req)
+			answered.Done()
+			if err != nil {
+				t.Error(err)
+				return
 			}
-			t.Logf("%d streams: %v; spent %d of %d tokens (one reservation: %d)", streams, codes, spent, limit, reservation)
-			if codes[200] == 0 || codes[200]+codes[429] != streams {
-				t.Fatalf("answers %v", codes)
-			}
-			if spent != int64(codes[200])*110 {
-				t.Errorf("spent %d for %d answers of 110 tokens", spent, codes[200])
-			}
-			if spent > limit+reservation {
-				t.Errorf("spent %d tokens against a budget of %d: over by more than one reservation (%d)", spent, limit, reservation)
-			}
-			if a, w := p.ledger.reserved("ns/a", "ns", day(time.Now())); a != 0 || w != 0 {
-				t.Errorf("reservations left once every stream ended: agent %d, workspace %d", a, w)
-			}
+			defer res.Body.Close()
+			mu.Lock()
+			codes[res.StatusCode]++
+			mu.Unlock()
+			_, _ = io.Copy(io.Discard, res.Body)
 		})
+	}
+	answered.Wait() // every stream open or refused: only now may any finish
+	close(release)
+	finished.Wait()
+
+	var spent int64
+	for _, d := range p.Drain() {
+		spent += d.Usage.Tokens()
+	}
+	// What one request reserves: its input estimate plus its output limit.
+	reservation := estimateTokens(int64(len(body))) + cost - 10
+	t.Logf("%d streams: %v; spent %d of %d tokens (one reservation: %d)", streams, codes, spent, limit, reservation)
+	if codes[200] == 0 || codes[200]+codes[429] != streams {
+		t.Fatalf("answers %v", codes)
+	}
+	if spent != int64(codes[200])*cost {
+		t.Errorf("spent %d for %d answers: each cost %d, not %d", spent, codes[200], spent/int64(codes[200]), cost)
+	}
+	if spent > limit+reservation {
+		t.Errorf("spent %d tokens against a budget of %d: over by more than one reservation (%d)", spent, limit, reservation)
+	}
+	if a, w := p.ledger.reserved("ns/a", "ns", day(time.Now())); a != 0 || w != 0 {
+		t.Errorf("reservations left once every stream ended: agent %d, workspace %d", a, w)
 	}
 }
 
