@@ -152,16 +152,23 @@ const (
 	errNotFound
 	errForbidden
 	errTooLarge
+	errUnsupported // a parameter the proxy does not forward (writeParamError names it)
 )
 
 // writeError answers status with msg in the provider's error shape.
 func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, msg string) {
+	p.writeParamError(w, status, kind, "", msg)
+}
+
+// writeParamError is writeError naming the request's parameter at fault (param, "" for none)
+// where the provider's shape has a place for it (OpenAI's).
+func (p Provider) writeParamError(w http.ResponseWriter, status int, kind errKind, param, msg string) {
 	var body any
 	switch p.style {
 	case styleAnthropic:
 		typ := map[errKind]string{errUnauthorized: "authentication_error", errRateLimit: "rate_limit_error",
 			errBadGateway: "api_error", errUnavailable: "overloaded_error", errNotFound: "not_found_error",
-			errForbidden: "permission_error", errTooLarge: "request_too_large"}[kind]
+			errForbidden: "permission_error", errTooLarge: "request_too_large", errUnsupported: "invalid_request_error"}[kind]
 		type detail struct {
 			Type    string `json:"type"`
 			Message string `json:"message"`
@@ -173,7 +180,7 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 	case styleGoogle:
 		st := map[errKind]string{errUnauthorized: "UNAUTHENTICATED", errRateLimit: "RESOURCE_EXHAUSTED",
 			errBadGateway: "UNAVAILABLE", errUnavailable: "UNAVAILABLE", errNotFound: "NOT_FOUND",
-			errForbidden: "PERMISSION_DENIED", errTooLarge: "INVALID_ARGUMENT"}[kind]
+			errForbidden: "PERMISSION_DENIED", errTooLarge: "INVALID_ARGUMENT", errUnsupported: "INVALID_ARGUMENT"}[kind]
 		type detail struct {
 			Code    int    `json:"code"`
 			Message string `json:"message"`
@@ -193,6 +200,8 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 			typ, code = "invalid_request_error", "route_not_allowed"
 		case errTooLarge:
 			typ, code = "invalid_request_error", "request_too_large"
+		case errUnsupported:
+			typ, code = "invalid_request_error", "unsupported_parameter"
 		}
 		type detail struct {
 			Message string  `json:"message"`
@@ -200,7 +209,11 @@ func (p Provider) writeError(w http.ResponseWriter, status int, kind errKind, ms
 			Param   *string `json:"param"`
 			Code    string  `json:"code"`
 		}
-		body = map[string]detail{"error": {Message: msg, Type: typ, Code: code}}
+		d := detail{Message: msg, Type: typ, Code: code}
+		if param != "" {
+			d.Param = &param
+		}
+		body = map[string]detail{"error": d}
 	}
 	b, _ := json.Marshal(body)
 	h := w.Header()

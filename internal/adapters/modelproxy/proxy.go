@@ -243,8 +243,19 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, ex *exchange) 
 	return true
 }
 
-// admit reserves the request's cost against its budgets, or answers 429.
+// admit reserves the request's cost against its budgets, or answers 429. A request whose
+// input the provider keeps (previous_response_id, conversation) is refused with 400 when a
+// token budget applies: its reservation could not bound its cost, and 256 of them at once
+// would overshoot the budget by 256 conversations. It is refused as OpenAI refuses the
+// parameter where it does not keep responses (unsupported_parameter), on which OpenClaw sends
+// the turn again with its full history.
 func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
+	if f := ex.req.hiddenInput; f != "" && (ex.grant.AgentBudget.TokensPerDay > 0 || ex.grant.WorkspaceBudget.TokensPerDay > 0) {
+		ex.code = http.StatusBadRequest
+		ex.route.writeParamError(w, ex.code, errUnsupported, f, fmt.Sprintf("agentplane: %s is not supported under a "+
+			"token budget (the input it refers to is not in the request, so its cost cannot be reserved): send the full input", f))
+		return false
+	}
 	now := p.clock.Now()
 	ex.day = day(now)
 	tokens := ex.req.reservation()

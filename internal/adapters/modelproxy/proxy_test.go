@@ -255,3 +255,55 @@ func TestOutputCapWrittenWhenTheClientSetsNone(t *testing.T) {
 		})
 	}
 }
+
+// TestHiddenInputRefusedUnderABudget: a Responses call that refers to input the provider
+// keeps (previous_response_id, conversation) cannot have its cost reserved, so under a token
+// budget it is refused as OpenAI refuses the parameter where it keeps no responses (400,
+// unsupported_parameter, the parameter named: OpenClaw then sends the turn again with its
+// full history) and never reaches the provider; without a budget it is forwarded as sent.
+func TestHiddenInputRefusedUnderABudget(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, param string
+		budget            Budget
+		scope             string
+	}{
+		{name: "previous_response_id under an agent budget", body: `{"model":"m","previous_response_id":"resp_1","input":"go on"}`,
+			param: "previous_response_id", budget: Budget{TokensPerDay: 100000}, scope: "agent"},
+		{name: "conversation under a workspace budget", body: `{"model":"m","conversation":"conv_1","input":"go on"}`,
+			param: "conversation", budget: Budget{TokensPerDay: 100000}, scope: "workspace"},
+		{name: "previous_response_id without a budget", body: `{"model":"m","previous_response_id":"resp_1","input":"go on"}`},
+		{name: "full input under a budget", body: `{"model":"m","previous_response_id":null,"input":"all of it"}`,
+			budget: Budget{TokensPerDay: 100000}, scope: "agent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, logr.Discard())
+			g := Grant{Agent: "ns1/a", Workspace: "ns1", Key: []byte(realKey)}
+			if tc.scope == "agent" {
+				g.AgentBudget = tc.budget
+			} else {
+				g.WorkspaceBudget = tc.budget
+			}
+			h.auth.set(agentCred, g)
+			res, body := h.call(t, "/llm/openai/v1/responses", "Authorization", agentCred, tc.body)
+			if tc.param == "" {
+				if res.StatusCode != 200 || !strings.Contains(h.fake.last().Body, `"input"`) {
+					t.Fatalf("status %d (%s), provider got %q: want the call forwarded", res.StatusCode, body, h.fake.last().Body)
+				}
+				return
+			}
+			var e struct {
+				Error struct {
+					Type, Code, Message string
+					Param               *string
+				}
+			}
+			if err := json.Unmarshal([]byte(body), &e); err != nil || res.StatusCode != 400 ||
+				e.Error.Code != "unsupported_parameter" || e.Error.Type != "invalid_request_error" || e.Error.Param == nil || *e.Error.Param != tc.param {
+				t.Fatalf("status %d, body %s: want 400 unsupported_parameter naming %s", res.StatusCode, body, tc.param)
+			}
+			if got := h.fake.last(); got.Path != "" {
+				t.Errorf("the provider got %s %s; a refused call must not reach it", got.Path, got.Body)
+			}
+		})
+	}
+}

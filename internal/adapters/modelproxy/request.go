@@ -30,6 +30,9 @@ type request struct {
 	// capped: the client set an output limit of its own; else the proxy writes the default
 	// into the body it forwards (capOutput), so the reservation bounds what it can cost.
 	capped bool
+	// hiddenInput names input the provider keeps and the body does not carry (OpenAI's
+	// previous_response_id or conversation): the field, "" when there is none.
+	hiddenInput string
 }
 
 // reservation is what the request reserves against token budgets before it is forwarded.
@@ -43,6 +46,8 @@ type shape struct {
 	MaxCompletionTokens *int64          `json:"max_completion_tokens"`
 	MaxOutputTokens     *int64          `json:"max_output_tokens"`
 	N                   *int64          `json:"n"`
+	PreviousResponseID  *string         `json:"previous_response_id"`
+	Conversation        json.RawMessage `json:"conversation"`
 	GenerationConfig    *struct {
 		MaxOutputTokens *int64 `json:"maxOutputTokens"`
 		CandidateCount  *int64 `json:"candidateCount"`
@@ -60,6 +65,12 @@ func readRequest(e endpoint, rest string, body []byte) request {
 	var s shape
 	_ = json.Unmarshal(body, &s)
 	r.stream = (s.Stream != nil && *s.Stream) || strings.HasSuffix(rest, ":streamGenerateContent")
+	switch {
+	case s.PreviousResponseID != nil && *s.PreviousResponseID != "":
+		r.hiddenInput = "previous_response_id"
+	case len(s.Conversation) > 0 && string(s.Conversation) != "null":
+		r.hiddenInput = "conversation"
+	}
 	if e.noOutput {
 		return r
 	}
