@@ -28,10 +28,10 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return err
 	}
-	if err := os.Chown(home, uidFor(home), uidFor(home)); err != nil {
+	if err := os.Chown(home, warmUID, warmUID); err != nil {
 		return err
 	}
-	spec := sandboxSpec{home: home, dir: home, binary: "/bin/sh", args: []string{"-c", "exec sleep 1000000"},
+	spec := sandboxSpec{home: home, dir: home, uid: warmUID, binary: "/bin/sh", args: []string{"-c", "exec sleep 1000000"},
 		checkpoint: &checkpointSpec{tini: c.tini, log: filepath.Join(dir, logFileName)}}
 	bin, args := r.sbx.wrap(spec)
 	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(map[string]string{"PATH": defaultPath}),

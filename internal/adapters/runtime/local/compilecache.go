@@ -52,7 +52,8 @@ const (
 	sandboxCompileCache = "/tmp/node-compile-cache"
 	// compileCacheManifest, in a sealed cache, lists Node's uid-named dirs.
 	compileCacheManifest = ".agentplane-compile-cache.json"
-	// warmUID is the uid the warm-up runs as (as root): below every agent's uid.
+	// warmUID is the uid the warm-up and the manager's sandbox probes run as (as root): below
+	// every agent's uid, and no agent's files are ever in their homes.
 	warmUID = sandboxUIDBase - 1
 	// warmingPrefix starts the name of a warm-up's staging dir in CompileCacheDir.
 	warmingPrefix = ".warming-"
@@ -236,7 +237,12 @@ func (r *Runtime) WarmCompileCache(ctx context.Context, version string) error {
 		}
 		defer os.RemoveAll(home)
 		if r.sbx.root {
-			if err := os.Chown(home, uidFor(home), uidFor(home)); err != nil {
+			uid, err := r.sbx.uids.of(home)
+			if err != nil {
+				return err
+			}
+			defer r.sbx.uids.release(home)
+			if err := os.Chown(home, uid, uid); err != nil {
 				return err
 			}
 		}

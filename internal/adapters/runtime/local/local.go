@@ -134,6 +134,9 @@ type Options struct {
 	// read-only to every sandbox (compilecache.go); <StateDir>/compile-cache by default.
 	// Runtimes of different state dirs may share one.
 	CompileCacheDir string
+	// UIDDir is where, as root, the homes' sandbox uids are allocated (uids.go); every runtime
+	// on the machine must share it. DefaultUIDDir when empty.
+	UIDDir string
 	// CRIU is the CRIU binary that checkpoints a suspended agent's gateway and restores it
 	// when the agent wakes (checkpoint.go); "" = $AGENTPLANE_CRIU, else a `criu` beside the
 	// running executable; "off" = none. Without one that passes `criu check` and a test
@@ -351,11 +354,13 @@ func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 	if err := archive.RemoveAll(dir); err != nil {
 		return fmt.Errorf("remove agent dir: %w", err)
 	}
+	r.releaseUIDs(dir)
 	// The home of a claimed warm gateway lives in its member dir.
 	if home := homeOf(dir, st); err == nil && home != filepath.Join(dir, homeDirName) {
 		if err := archive.RemoveAll(filepath.Dir(home)); err != nil {
 			return fmt.Errorf("remove agent home: %w", err)
 		}
+		r.releaseUIDs(filepath.Dir(home))
 	}
 	return nil
 }

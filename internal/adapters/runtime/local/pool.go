@@ -331,6 +331,8 @@ func (r *Runtime) destroyMember(m *member) {
 	}
 	if err := archive.RemoveAll(m.dir); err != nil {
 		r.opts.Log.Error(err, "cannot remove a warm gateway's dir", "dir", m.dir)
+	} else {
+		r.releaseUIDs(m.dir)
 	}
 	r.mu.Lock()
 	r.releasePortsLocked(memberKey(m.id))

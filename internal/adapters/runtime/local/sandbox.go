@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -32,7 +31,8 @@ const (
 const ReadOnlyPathsEnv = "AGENTPLANE_SANDBOX_READONLY"
 
 // sandboxUIDBase and sandboxUIDSpan: as root, each agent home runs as its own uid in
-// [base, base+span), derived from the home's path (see uidFor).
+// [base, base+span), allocated machine-wide (uids.go), above the system's and the usual
+// subordinate ranges.
 const (
 	sandboxUIDBase = 1 << 30
 	sandboxUIDSpan = 1 << 29
@@ -49,9 +49,10 @@ const (
 // the manager and reaches the model proxy and the providers; every platform service on
 // loopback requires a credential the sandbox does not hold (docs/SECURITY.md).
 type sandbox struct {
-	bwrap   string // bwrap's path
-	setpriv string // setpriv's path (root only)
-	root    bool   // the manager runs as root: per-home uids
+	bwrap   string    // bwrap's path
+	setpriv string    // setpriv's path (root only)
+	root    bool      // the manager runs as root: per-home uids
+	uids    *uidTable // the homes' uids (root only)
 	// system is the bwrap arguments that show the host's system files.
 	system []string
 }
@@ -66,7 +67,8 @@ type sandboxSpec struct {
 	// dieWithParent kills the sandbox when the process that started it (bwrap's parent)
 	// dies: commands, not gateways (those outlive a manager restart).
 	dieWithParent bool
-	// uid, when not 0, is the uid the processes run as (as root) instead of uidFor(home).
+	// uid, when not 0, is the uid the processes run as (as root) instead of the home's own
+	// (inSandbox sets it; the manager's own probes and warm-ups set warmUID).
 	uid int
 	// mounts are further binds into the sandbox's private /tmp (the engine's compile cache).
 	mounts []mount
@@ -114,11 +116,11 @@ func newSandbox(ctx context.Context) (*sandbox, error) {
 	}
 	defer os.RemoveAll(tmp)
 	if s.root {
-		if err := os.Chown(tmp, uidFor(tmp), uidFor(tmp)); err != nil {
+		if err := os.Chown(tmp, warmUID, warmUID); err != nil {
 			return nil, err
 		}
 	}
-	bin, args := s.wrap(sandboxSpec{home: tmp, dir: tmp, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
+	bin, args := s.wrap(sandboxSpec{home: tmp, dir: tmp, uid: warmUID, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
 	cmd := exec.CommandContext(ctx, bin, args...)
 	files, err := sandboxFiles()
 	if err != nil {
@@ -162,15 +164,6 @@ func systemBinds() []string {
 		}
 	}
 	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp")
-}
-
-// uidFor is the uid a home's processes run as when the manager is root: a hash of the home's
-// path into a range of 2^29 uids above 2^30 (above the system's and the usual subordinate
-// ranges), the same for a warm gateway and the agent that claims it.
-func uidFor(home string) int {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(filepath.Clean(home)))
-	return sandboxUIDBase + int(h.Sum32()%sandboxUIDSpan)
 }
 
 // wrap returns the command line that runs spec in a sandbox.
@@ -240,8 +233,9 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	return s.bwrap, append(args, spec.args...)
 }
 
-// uidOf is the uid spec's processes have inside their sandbox: as root spec.uid or the home's
-// own (uidFor); as an ordinary user, that user's (bwrap maps it to itself).
+// uidOf is the uid spec's processes have inside their sandbox: as root spec.uid (inSandbox
+// sets the home's allocated uid there); as an ordinary user, that user's (bwrap maps it to
+// itself).
 func (s *sandbox) uidOf(spec sandboxSpec) int {
 	switch {
 	case !s.root:
@@ -249,7 +243,7 @@ func (s *sandbox) uidOf(spec sandboxSpec) int {
 	case spec.uid != 0:
 		return spec.uid
 	}
-	return uidFor(spec.home)
+	panic("local: a root sandbox of " + spec.home + " without its uid (inSandbox allocates it)")
 }
 
 // tmpDirs creates p's missing ancestors below /tmp in the sandbox's private /tmp, writable by
@@ -348,13 +342,20 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 	if r.sbx == nil {
 		return spec.binary, spec.args, nil
 	}
+	if r.sbx.root && spec.uid == 0 {
+		uid, err := r.sbx.uids.of(spec.home)
+		if err != nil {
+			return "", nil, fmt.Errorf("allocate the home's sandbox uid: %w", err)
+		}
+		spec.uid = uid
+	}
 	if engineDir != "" {
 		spec.readOnly = append(spec.readOnly, engineDir)
 		spec.mounts = append(spec.mounts, r.compileCacheMounts(engineDir, r.sbx.uidOf(spec), own)...)
 	}
 	spec.readOnly = append(spec.readOnly, r.opts.ReadOnlyPaths...)
 	if r.sbx.root && own {
-		if err := ownTree(spec.home, ".", uidFor(spec.home)); err != nil {
+		if err := ownTree(spec.home, ".", spec.uid); err != nil {
 			return "", nil, fmt.Errorf("give the home to its sandbox's uid: %w", err)
 		}
 	}
@@ -368,7 +369,11 @@ func (r *Runtime) own(home string, paths ...string) {
 	if r.sbx == nil || !r.sbx.root {
 		return
 	}
-	uid := uidFor(home)
+	uid, err := r.sbx.uids.of(home)
+	if err != nil {
+		r.opts.Log.Error(err, "cannot allocate the home's sandbox uid", "home", home)
+		return
+	}
 	for _, p := range paths {
 		rel, err := filepath.Rel(home, p)
 		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
@@ -397,6 +402,7 @@ func (r *Runtime) setupSandbox() error {
 		sbx, err := newSandbox(context.Background())
 		if err == nil {
 			r.sbx = sbx
+			sbx.uids = newUIDTable(r.opts.UIDDir)
 			r.opts.Log.Info("agents run in sandboxes (bubblewrap: mount, PID, IPC and UTS namespaces)", "perAgentUID", sbx.root)
 			return nil
 		}
