@@ -23,10 +23,20 @@ func (o *Ops) ProvisionWait() time.Duration {
 	return defaultProvisionWait
 }
 
-// waitForGateway waits until the agent's gateway answers (true), crashes (Internal failMsg
-// with the agent in Fields["agent"]) or the wait ends (false: still starting). done, when
-// set, says whether the observed status already reflects the request being waited for.
+// startDowns is how many times a gateway goes down during a wait for its start before the
+// start counts as failed. The runtimes restart a gateway that exits (the local supervisor
+// with backoff, the kubelet), and one early exit is no verdict: the engine gives parts of its
+// boot fixed bounds that a loaded node misses (OpenClaw's state lease heartbeat gets 5 s to
+// start, and the gateway exits 1 without it), and then boots on the restart. A gateway that
+// goes down again after its restart is failing.
+const startDowns = 2
+
+// waitForGateway waits until the agent's gateway answers (true), fails to start (it went
+// down startDowns times: Internal failMsg with the agent in Fields["agent"]) or the wait ends
+// (false: still starting). done, when set, says whether the observed status already reflects
+// the request being waited for.
 func (o *Ops) waitForGateway(ctx context.Context, agent *agentsv1.Agent, failMsg string, done func(*agentsv1.Agent) bool) (*agentsv1.Agent, bool, error) {
+	downs, down := 0, false
 	return o.waitForAgent(ctx, agent, func(got *agentsv1.Agent) (bool, error) {
 		if got.Status.ObservedGeneration < got.Generation || done != nil && !done(got) {
 			return false, nil
@@ -35,8 +45,15 @@ func (o *Ops) waitForGateway(ctx context.Context, agent *agentsv1.Agent, failMsg
 		case got.Status.Phase == agentsv1.AgentRunning:
 			return true, nil
 		case got.Status.Phase == agentsv1.AgentNotRunning && !got.Spec.Stopped:
-			return true, &Error{Code: Internal, Message: failMsg, Fields: map[string]any{"agent": got.DeepCopy()}}
+			if !down {
+				downs, down = downs+1, true
+			}
+			if downs >= startDowns {
+				return true, &Error{Code: Internal, Message: failMsg, Fields: map[string]any{"agent": got.DeepCopy()}}
+			}
+			return false, nil
 		}
+		down = false // starting again: a restart
 		return false, nil
 	})
 }

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -104,5 +105,94 @@ func TestWaitForEndsWithContext(t *testing.T) {
 	err := o.WaitFor(ctx, agent, func() (bool, error) { return false, nil })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want the context's deadline", err)
+	}
+}
+
+// TestGatewayStartFailsWhenItGoesDownAgain: a wait for a gateway's start does not fail on its
+// first exit, which its runtime answers with a restart (the engine's own 5-second startup
+// bounds fail on a loaded node and the restart boots), but on its going down again after a
+// restart; two observations of one down are one down.
+func TestGatewayStartFailsWhenItGoesDownAgain(t *testing.T) {
+	old := waitRecheck
+	waitRecheck = time.Hour
+	defer func() { waitRecheck = old }()
+	const starting, running, down = agentsv1.AgentStarting, agentsv1.AgentRunning, agentsv1.AgentNotRunning
+	for _, tc := range []struct {
+		name   string
+		phases []agentsv1.AgentPhase
+		fails  bool
+	}{
+		{"one early exit, then running", []agentsv1.AgentPhase{down, starting, running}, false},
+		{"down, restarted, down again", []agentsv1.AgentPhase{down, starting, down}, true},
+		{"one down seen twice, then running", []agentsv1.AgentPhase{down, down, starting, running}, false},
+		{"running at once", []agentsv1.AgentPhase{running}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sch := scheme.New()
+			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}, Status: agentsv1.AgentStatus{Phase: starting}}
+			c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy()).WithStatusSubresource(&agentsv1.Agent{}).Build()
+			informers := &informertest.FakeInformers{Scheme: sch}
+			o := New(Deps{Client: c, Informers: informers})
+			fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			// The wait reports each status it checks (done is called with it first), so the
+			// test moves the agent on only once the wait has seen the last step.
+			seen := make(chan string, 16)
+			res := make(chan error, 1)
+			go func() {
+				_, _, err := o.waitForGateway(ctx, agent.DeepCopy(), "Gateway failed to start", func(got *agentsv1.Agent) bool {
+					seen <- fmt.Sprintf("%s/%d", got.Status.Phase, got.Status.Restarts)
+					return true
+				})
+				res <- err
+			}()
+			await := func(want string) {
+				t.Helper()
+				for {
+					select {
+					case s := <-seen:
+						if s == want {
+							return
+						}
+					case err := <-res:
+						t.Fatalf("the wait ended (%v) before it saw %s", err, want)
+					case <-ctx.Done():
+						t.Fatalf("the wait never saw %s", want)
+					}
+				}
+			}
+			await(string(starting) + "/0")
+			for i, p := range tc.phases {
+				cur := &agentsv1.Agent{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(agent), cur); err != nil {
+					t.Fatal(err)
+				}
+				next := cur.DeepCopy()
+				next.Status.Phase, next.Status.Restarts = p, int32(i+1) // each step a status of its own
+				if err := c.Status().Update(ctx, next); err != nil {
+					t.Fatal(err)
+				}
+				fi.Update(cur, next)
+				if i < len(tc.phases)-1 {
+					await(fmt.Sprintf("%s/%d", p, i+1))
+				}
+			}
+			select {
+			case err = <-res:
+			case <-ctx.Done():
+				t.Fatal("the wait did not end")
+			}
+			var oe *Error
+			switch {
+			case tc.fails && (!errors.As(err, &oe) || oe.Code != Internal || oe.Message != "Gateway failed to start"):
+				t.Fatalf("want the start failed, got %v", err)
+			case !tc.fails && err != nil:
+				t.Fatalf("want the gateway running, got %v", err)
+			}
+		})
 	}
 }
