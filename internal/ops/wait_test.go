@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache/informertest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/scheme"
@@ -23,6 +24,24 @@ func waitResult(ctx context.Context, o *Ops, obj client.Object, done func() (boo
 	return ch
 }
 
+// informedOps is Ops on a fake client holding agents, whose informer events the test sends
+// through the returned fake informer.
+func informedOps(t *testing.T, agents ...*agentsv1.Agent) (*Ops, client.Client, *controllertest.FakeInformer) {
+	t.Helper()
+	sch := scheme.New()
+	b := fake.NewClientBuilder().WithScheme(sch).WithStatusSubresource(&agentsv1.Agent{})
+	for _, a := range agents {
+		b = b.WithObjects(a.DeepCopy())
+	}
+	c := b.Build()
+	informers := &informertest.FakeInformers{Scheme: sch}
+	fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Deps{Client: c, Informers: informers}), c, fi
+}
+
 // TestWaitForWakesOnEvents: a wait ends on the informer's event for its object, not on a
 // timer (the recheck is set far beyond the test's bound), and leaves no subscription behind.
 func TestWaitForWakesOnEvents(t *testing.T) {
@@ -30,16 +49,9 @@ func TestWaitForWakesOnEvents(t *testing.T) {
 	waitRecheck = time.Hour
 	defer func() { waitRecheck = old }()
 
-	sch := scheme.New()
 	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}, Status: agentsv1.AgentStatus{Phase: agentsv1.AgentStarting}}
 	other := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a2"}}
-	c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy(), other.DeepCopy()).WithStatusSubresource(&agentsv1.Agent{}).Build()
-	informers := &informertest.FakeInformers{Scheme: sch}
-	o := New(Deps{Client: c, Informers: informers})
-	fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o, c, fi := informedOps(t, agent, other)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -128,15 +140,8 @@ func TestGatewayStartFailsWhenItGoesDownAgain(t *testing.T) {
 		{"running at once", []agentsv1.AgentPhase{running}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sch := scheme.New()
 			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1"}, Status: agentsv1.AgentStatus{Phase: starting}}
-			c := fake.NewClientBuilder().WithScheme(sch).WithObjects(agent.DeepCopy()).WithStatusSubresource(&agentsv1.Agent{}).Build()
-			informers := &informertest.FakeInformers{Scheme: sch}
-			o := New(Deps{Client: c, Informers: informers})
-			fi, err := informers.FakeInformerFor(context.Background(), &agentsv1.Agent{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			o, c, fi := informedOps(t, agent)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			// The wait reports each status it checks (done is called with it first), so the
@@ -181,6 +186,7 @@ func TestGatewayStartFailsWhenItGoesDownAgain(t *testing.T) {
 					await(fmt.Sprintf("%s/%d", p, i+1))
 				}
 			}
+			var err error
 			select {
 			case err = <-res:
 			case <-ctx.Done():

@@ -15,25 +15,6 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// heldStreams is a provider whose chat streams send one chunk, wait for release, then report
-// usage (prompt 10, completion 100) and end.
-func heldStreams(t *testing.T, release <-chan struct{}) *httptest.Server {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "text/event-stream")
-		io.WriteString(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}],\"usage\":null}\n\n")
-		w.(http.Flusher).Flush()
-		select {
-		case <-release:
-		case <-r.Context().Done():
-			return
-		}
-		io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":10,\"completion_tokens\":100}}\n\ndata: [DONE]\n\n")
-	}))
-	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
-	return srv
-}
-
 // streamsToTheCap is a provider whose chat streams send one chunk, wait for release, then
 // report usage: a prompt of 10 tokens and an answer as long as the request's output limit
 // allows (max_completion_tokens or max_tokens), or providerDefault tokens when it names none.
@@ -253,7 +234,7 @@ func TestBodiesWaitForRoom(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	forwarded := 0
-	inner := heldStreams(t, release)
+	inner := streamsToTheCap(t, release, 100)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		forwarded++
