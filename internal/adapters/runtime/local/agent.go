@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -29,6 +30,7 @@ type agent struct {
 	quit      chan struct{} // closed to end the supervisor
 	done      chan struct{} // closed when the supervisor has ended
 	closeOnce sync.Once
+	steps     atomic.Int64 // supervision rounds done (tests wait for rounds, not for time)
 
 	mu       sync.Mutex
 	closed   bool // deleted or shut down: Ensure refuses

@@ -1,5 +1,35 @@
 package local
 
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// SupervisorRounds pokes the supervisor of agent ns/name and returns once it has done n
+// more rounds (false: no such agent, or it ended first). A test that checks that the
+// supervisor does not do something waits for its rounds, not for time.
+func SupervisorRounds(r *Runtime, ns, name string, n int) bool {
+	r.mu.Lock()
+	a := r.agents[types.NamespacedName{Namespace: ns, Name: name}]
+	r.mu.Unlock()
+	if a == nil {
+		return false
+	}
+	for range n {
+		before := a.steps.Load()
+		a.poke()
+		for a.steps.Load() == before {
+			select {
+			case <-a.done:
+				return false
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	return true
+}
+
 // SetBindFault makes the bind of a claimed warm gateway fail with what f returns (nil: no
 // fault). Set it before the Ensure calls it should affect.
 func SetBindFault(r *Runtime, f func(member string) error) { r.bindFault = f }

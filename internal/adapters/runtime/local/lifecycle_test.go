@@ -152,7 +152,11 @@ func TestStoppedStopsAndStartsAgain(t *testing.T) {
 	if got := gatewayPID(t, f, a); got != 0 {
 		t.Fatalf("gateway.pid still says %d", got)
 	}
-	time.Sleep(200 * time.Millisecond) // the supervisor must not bring it back
+	// The supervisor must not bring it back: two of its rounds (the second after any restart
+	// the first could have scheduled) leave it stopped.
+	if !local.SupervisorRounds(f.rt, a.Namespace, a.Name, 2) {
+		t.Fatal("the agent's supervisor is gone")
+	}
 	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStopped {
 		t.Fatalf("stopped again = %+v", o)
 	}

@@ -40,6 +40,7 @@ func (a *agent) supervise() {
 	timer.Stop()
 	for {
 		next := a.step(ctx)
+		a.steps.Add(1)
 		var tick <-chan time.Time
 		if next >= 0 {
 			timer.Reset(next)
