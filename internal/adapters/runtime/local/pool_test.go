@@ -259,10 +259,29 @@ func TestPoolCrashedMemberIsReplaced(t *testing.T) {
 	if !strings.Contains(s.LastFailure, "exited with exit code 1") || !strings.Contains(s.LastFailure, "FAKECLAW_FAIL_START") || s.Ready != 1 {
 		t.Fatalf("failing members: %+v", s)
 	}
-	time.Sleep(2 * time.Second)
-	// Backoff 200ms, 400ms, then 800ms: about 5 tries in 3 s, not dozens.
-	if s := f.rt.PoolStatus(poolName); s.Failures > 8 || s.RetryAt.IsZero() {
-		t.Fatalf("no backoff: %+v", s)
+	// Each failure waits out a longer backoff than the last, up to the maximum (200 ms, 400 ms,
+	// then 800 ms): the next member starts only at RetryAt, so the RetryAt its failure sets is
+	// at least its backoff after the last one. Without a backoff they would be a moment apart.
+	retryAt := map[int32]time.Time{}
+	waitPool(t, f, func(s runtime.PoolStatus) bool {
+		if _, ok := retryAt[s.Failures]; !ok && !s.RetryAt.IsZero() {
+			retryAt[s.Failures] = s.RetryAt
+		}
+		return s.Failures >= 7
+	})
+	b, pairs := f.opts.RestartBackoff, 0
+	for n, at := range retryAt {
+		next, ok := retryAt[n+1]
+		if !ok {
+			continue
+		}
+		pairs++
+		if want := min(b.Initial<<n, b.Max); next.Sub(at) < want {
+			t.Errorf("failure %d retried %s after failure %d's retry; its backoff is %s", n+1, next.Sub(at), n, want)
+		}
+	}
+	if pairs < 3 {
+		t.Fatalf("saw %d pairs of successive failures (%v); want at least 3", pairs, retryAt)
 	}
 	if err := os.Remove(memberEnv); err != nil {
 		t.Fatal(err)
