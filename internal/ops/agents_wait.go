@@ -36,26 +36,41 @@ const startDowns = 2
 // (false: still starting). done, when set, says whether the observed status already reflects
 // the request being waited for.
 func (o *Ops) waitForGateway(ctx context.Context, agent *agentsv1.Agent, failMsg string, done func(*agentsv1.Agent) bool) (*agentsv1.Agent, bool, error) {
-	downs, down := 0, false
+	var start startVerdict
 	return o.waitForAgent(ctx, agent, func(got *agentsv1.Agent) (bool, error) {
 		if got.Status.ObservedGeneration < got.Generation || done != nil && !done(got) {
 			return false, nil
 		}
-		switch {
-		case got.Status.Phase == agentsv1.AgentRunning:
+		switch running, failed := start.see(got); {
+		case failed:
+			return true, &Error{Code: Internal, Message: failMsg, Fields: map[string]any{"agent": got.DeepCopy()}}
+		case running:
 			return true, nil
-		case got.Status.Phase == agentsv1.AgentNotRunning && !got.Spec.Stopped:
-			if !down {
-				downs, down = downs+1, true
-			}
-			if downs >= startDowns {
-				return true, &Error{Code: Internal, Message: failMsg, Fields: map[string]any{"agent": got.DeepCopy()}}
-			}
-			return false, nil
 		}
-		down = false // starting again: a restart
 		return false, nil
 	})
+}
+
+// startVerdict follows a gateway's start through the statuses a wait sees of its agent.
+type startVerdict struct {
+	downs int  // times the gateway was seen going down
+	down  bool // it is down in the last status seen
+}
+
+// see takes the next status seen and says whether the gateway runs, or failed to start (it
+// went down startDowns times; a stopped agent is not down).
+func (v *startVerdict) see(a *agentsv1.Agent) (running, failed bool) {
+	switch {
+	case a.Status.Phase == agentsv1.AgentRunning:
+		return true, false
+	case a.Status.Phase == agentsv1.AgentNotRunning && !a.Spec.Stopped:
+		if !v.down {
+			v.downs, v.down = v.downs+1, true
+		}
+		return false, v.downs >= startDowns
+	}
+	v.down = false // starting again: a restart
+	return false, false
 }
 
 // waitForAgent waits (bounded by ProvisionWait) until until says the agent is as asked

@@ -172,14 +172,19 @@ func restoreFailure(c *metav1.Condition) error {
 }
 
 // waitRunning waits (at most the provisioning timeout) for the gateway the restore restarted
-// to answer again, or to be reported down; it returns the agent as last seen.
+// to answer again, or to fail to start (startVerdict: one early exit, which its runtime
+// restarts, is no verdict); it returns the agent as last seen.
 func (o *Ops) waitRunning(ctx context.Context, a *agentsv1.Agent) *agentsv1.Agent {
 	ctx, cancel := context.WithTimeout(ctx, o.ProvisionWait())
 	defer cancel()
 	got := a.DeepCopy()
+	var start startVerdict
 	_ = o.WaitFor(ctx, got, func() (bool, error) {
-		return got.Status.ObservedGeneration >= got.Generation &&
-			(got.Status.Phase == agentsv1.AgentRunning || got.Status.Phase == agentsv1.AgentNotRunning), nil
+		if got.Status.ObservedGeneration < got.Generation {
+			return false, nil
+		}
+		running, failed := start.see(got)
+		return running || failed, nil
 	})
 	return got
 }
