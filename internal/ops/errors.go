@@ -167,11 +167,14 @@ func isUnreachable(err error) bool {
 	return errors.As(err, &opErr)
 }
 
-// connectionLost recognises a call whose connection ended before its answer did.
+// connectionLost recognises a call whose connection ended before its answer did. client-go
+// closes an HTTP/2 connection whose pings go unanswered (the API server died), and a call in
+// flight on it fails with x/net's unexported errClientConnForceClosed.
 func connectionLost(err error) bool {
 	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		utilnet.IsProbableEOF(err) || utilnet.IsHTTP2ConnectionLost(err) ||
-		strings.Contains(err.Error(), "transport connection broken")
+		strings.Contains(err.Error(), "transport connection broken") ||
+		strings.Contains(err.Error(), "client connection force closed")
 }
 
 // invalidMessage turns the API server's validation causes into one readable line.
