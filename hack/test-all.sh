@@ -24,7 +24,7 @@ node=$("$go" run ./hack/testtiers node) || exit 1
 # the light lane is done: its gateways boot under gVisor, the slowest boots of the suite and
 # the first to miss the engine's own startup bounds when the machine is busy.
 heavy_first=(./test/e2e/devmode ./internal/adapters/runtime/local ./internal/devtools/localcluster)
-heavy_last=(./test/e2e/realnode)
+heavy_last=$("$go" list ./test/e2e/realnode) || exit 1
 light_first=(./test/stress ./apiserver ./controllers)
 light=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $engine $node)) || exit 1
 
@@ -32,7 +32,7 @@ light=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $engine $node)) || exit 
 # whole.
 set -m
 # shellcheck disable=SC2086 # package lists split on purpose
-"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${heavy_first[@]}" $(printf '%s\n' $node $engine | grep -vx 'github.com/agentplane/agentplane/test/e2e/realnode') "${heavy_last[@]}" &
+"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${heavy_first[@]}" $(printf '%s\n' $node $engine | grep -vxF "$heavy_last") "$heavy_last" &
 heavy_pid=$!
 set +m
 trap 'kill -INT -- -$heavy_pid 2>/dev/null; wait $heavy_pid' INT TERM

@@ -99,17 +99,25 @@ func (t *uidTable) claim(uid int, home string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	holder := string(b)
-	if holder == home {
+	if string(b) == home {
 		return true, nil
 	}
-	if info, err := os.Stat(p); err != nil || time.Since(info.ModTime()) < uidStaleAfter {
-		return false, nil
-	}
-	if _, err := os.Lstat(holder); !errors.Is(err, fs.ErrNotExist) || !filepath.IsAbs(holder) {
+	if !abandoned(p, string(b)) {
 		return false, nil
 	}
 	return true, os.WriteFile(p, []byte(home), 0o600) // its home is gone: take it over
+}
+
+// abandoned says whether the entry at p, held by the home holder, was left by a runtime that
+// ended without releasing it: its home is gone and it is older than uidStaleAfter (a fresh
+// entry's home may be about to be made).
+func abandoned(p, holder string) bool {
+	info, err := os.Stat(p)
+	if err != nil || time.Since(info.ModTime()) < uidStaleAfter || !filepath.IsAbs(holder) {
+		return false
+	}
+	_, err = os.Lstat(holder)
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // sweepLocked removes the entries whose homes are gone (runtimes that ended without
@@ -124,12 +132,7 @@ func (t *uidTable) sweepLocked() {
 			continue
 		}
 		p := filepath.Join(t.dir, e.Name())
-		b, err := os.ReadFile(p)
-		info, serr := e.Info()
-		if err != nil || serr != nil || time.Since(info.ModTime()) < uidStaleAfter || !filepath.IsAbs(string(b)) {
-			continue
-		}
-		if _, err := os.Lstat(string(b)); errors.Is(err, fs.ErrNotExist) {
+		if b, err := os.ReadFile(p); err == nil && abandoned(p, string(b)) {
 			_ = os.Remove(p)
 		}
 	}
@@ -141,15 +144,15 @@ func (t *uidTable) release(home string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	uid, ok := t.byHome[home]
+	if !ok {
+		return // never looked up here: a later allocation takes it over once its home is gone
+	}
 	delete(t.byHome, home)
 	unlock, err := t.lock()
 	if err != nil {
 		return
 	}
 	defer unlock()
-	if !ok {
-		return // never looked up here: a later allocation takes it over once its home is gone
-	}
 	p := filepath.Join(t.dir, strconv.Itoa(uid))
 	if b, err := os.ReadFile(p); err == nil && string(b) == home {
 		_ = os.Remove(p)
