@@ -50,7 +50,7 @@ func (o *Ops) CreateDomain(ctx context.Context, t Tenant, plan agentsv1.Plan, ag
 			if errors.Is(err, admission.ErrHostTaken) {
 				return nil, Because(Conflict, MsgSubdomainTaken, err)
 			}
-			return nil, err
+			return nil, err // admission.ErrClaimUndecided classifies as Unavailable
 		}
 		claimed = true
 	}

@@ -14,6 +14,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // Code is what kind of failure an operation met. Each door maps a code to its own terms (the
@@ -104,6 +105,9 @@ func Classify(err error) *Error {
 	}
 	switch {
 	case errors.Is(err, ErrUnavailable), errors.Is(err, runtime.ErrUnavailable), isUnreachable(err):
+		return Because(Unavailable, MsgUnavailable, err)
+	case errors.Is(err, admission.ErrClaimUndecided):
+		// Another request's claim on the name is still in flight: taken or not is unknown yet.
 		return Because(Unavailable, MsgUnavailable, err)
 	case apierrors.IsNotFound(err):
 		return Because(NotFound, MsgNotFound, err)

@@ -365,6 +365,52 @@ func TestClaims(t *testing.T) {
 	}
 }
 
+// A claim whose request is still in flight (its Domain does not exist yet, and the request
+// keeps renewing the claim, as a create slowed by the API server does) past another
+// claimant's wait is undecided for that claimant, never "taken": the request may yet fail,
+// and a 409 would then name a holder that never was (the history test caught this). Once
+// the request stops renewing, the next claimant takes the name over.
+func TestClaimInFlightIsUndecided(t *testing.T) {
+	a := admitter(t)
+	ctx := context.Background()
+	defer func(w time.Duration) { admission.InFlightWait = w }(admission.InFlightWait)
+	admission.InFlightWait = 1500 * time.Millisecond
+	const host = "inflight.agents.localhost"
+	slow := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "ws-slow", Name: "never-created"}}
+	other := &agentsv1.Domain{ObjectMeta: metav1.ObjectMeta{Namespace: "ws-other", Name: "d"}}
+	if err := a.ClaimHost(ctx, slow, host); err != nil {
+		t.Fatal(err)
+	}
+	renewing, stop := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(renewing)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(admission.InFlightWait / 15):
+			}
+			if err := a.RenewClaim(ctx, slow, host); err != nil {
+				t.Errorf("renew: %v", err)
+				return
+			}
+		}
+	}()
+	err := a.ClaimHost(ctx, other, host)
+	close(stop)
+	<-renewing
+	if !errors.Is(err, admission.ErrClaimUndecided) || errors.Is(err, admission.ErrHostTaken) {
+		t.Fatalf("claiming a host whose claim stayed in flight: got %v, want ErrClaimUndecided", err)
+	}
+	if held, err := a.LookupClaim(ctx, host); err != nil || held == nil || held.Domain != admission.DomainKey(slow) {
+		t.Fatalf("the in-flight claim changed hands: %+v, %v", held, err)
+	}
+	// The request died: its claim goes stale and the next claimant takes the name.
+	if err := a.ClaimHost(ctx, other, host); err != nil {
+		t.Fatalf("claim after the in-flight request stopped renewing: %v", err)
+	}
+}
+
 func TestRefused(t *testing.T) {
 	gr := schema.GroupResource{Group: agentsv1.GroupVersion.Group, Resource: "domains"}
 	for _, tc := range []struct {

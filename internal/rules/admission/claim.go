@@ -29,6 +29,12 @@ const (
 // workspace) holds the host.
 var ErrHostTaken = errors.New("host is taken")
 
+// ErrClaimUndecided: the host's claim belongs to a request still in flight (its Domain does
+// not exist yet, and the request keeps renewing it) that did not resolve within the
+// claimant's wait. Whether the host ends up taken is unknown: answering "taken" would be
+// wrong if that request then fails, so the claimant answers that it could not decide (503).
+var ErrClaimUndecided = errors.New("host claim undecided")
+
 // Claim is who holds a host.
 type Claim struct {
 	Host, Workspace string
@@ -70,7 +76,8 @@ func claimOf(l *coordinationv1.Lease) *Claim {
 
 // ClaimHost makes Domain domainKey (`namespace/name`) of workspace the holder of host.
 // Claiming a host the same Domain holds is a no-op. A host held by any other Domain that
-// exists answers an error wrapping ErrHostTaken.
+// exists answers an error wrapping ErrHostTaken; one whose claim stayed in flight past the
+// wait below answers an error wrapping ErrClaimUndecided.
 //
 // A claim whose Domain does not exist belongs to a request still in flight (it claims, then
 // takes a slot of its agent's limit, then creates its Domain and confirms the claim, or
@@ -93,9 +100,10 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: &domainKey},
 	}
 	// A claim in flight is waited for until it is InFlightWait old (then it is taken over),
-	// however late in its life this claimant came: a wait bounded from this claimant's start
-	// would answer "taken" for a name nobody holds. Only claims taken over again and again
-	// (each dated anew) outlast the bound.
+	// however late in its life this claimant came. A claim its request keeps renewing (a slow
+	// API server) or that is taken over again and again outlasts the bound: the claimant then
+	// answers ErrClaimUndecided, never "taken" (that request may yet fail and leave the name
+	// to nobody; the history test saw exactly that).
 	deadline := now.Add(3 * InFlightWait)
 	pause := 20 * time.Millisecond
 	for attempt := 0; ; attempt++ {
@@ -135,11 +143,13 @@ func ClaimHost(ctx context.Context, c client.Client, systemNS, host, workspace, 
 			case <-time.After(pause):
 			}
 			pause = min(2*pause, 200*time.Millisecond)
+		case state == holderInFlight:
+			return fmt.Errorf("%w: %s is claimed by a request of workspace %s still in flight", ErrClaimUndecided, host, held.Workspace)
 		default:
 			return fmt.Errorf("%w: %s is held by workspace %s", ErrHostTaken, host, held.Workspace)
 		}
 		if attempt >= 200 {
-			return fmt.Errorf("%w: %s is contended", ErrHostTaken, host)
+			return fmt.Errorf("%w: %s is contended", ErrClaimUndecided, host)
 		}
 	}
 }
