@@ -202,7 +202,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, sec)).To(Succeed())
 		Expect(string(sec.Data["botToken"])).To(Equal(tg1))
 
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg1))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg1))
 
 		list := call("GET", base+"/channels", tok, nil)
 		Expect(list.Status).To(Equal(200), list.Raw)
@@ -233,7 +233,7 @@ var _ = Describe("Channels", Ordered, func() {
 		r := call("POST", channelPath("telegram"), tok, map[string]any{"botToken": tg2})
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg2[len(tg2)-4:]))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg2))
 		raw, _ := engineConfig(tok, agent)
 		Expect(raw).NotTo(ContainSubstring(tg2))
 	})
@@ -244,9 +244,9 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(channelOf(r)).To(HaveKeyWithValue("enabled", false))
 		_, cfg := engineConfig(tok, agent)
 		Expect(channelConfig(cfg, "telegram")).To(HaveKeyWithValue("enabled", false))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(BeEmpty())
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(BeEmpty())
 		Expect(call("POST", channelPath("telegram"), tok, map[string]any{"enabled": true}).Status).To(Equal(200))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(Equal(tg2))
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg2))
 	})
 
 	It("keeps the channels the platform renders when the config is written whole", func() {
@@ -293,7 +293,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(channelConfig(cfg, "telegram")).NotTo(BeNil(), "setting up slack kept telegram")
 		Eventually(func() []string {
 			return []string{gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
-		}, 30*time.Second, 250*time.Millisecond).Should(Equal([]string{slackBot, slackApp}))
+		}).Should(Equal([]string{slackBot, slackApp}))
 
 		// An update without tokens neither needs them nor reinstalls the plugin.
 		r = call("POST", channelPath("slack"), tok, map[string]any{"dmPolicy": "pairing"})
@@ -326,7 +326,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "channel: %v", err)
 		err = k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, &corev1.Secret{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "token secret: %v", err)
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }, 30*time.Second, 250*time.Millisecond).Should(BeEmpty())
+		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(BeEmpty())
 		list := call("GET", base+"/channels", tok, nil)
 		Expect(list.Body["channels"]).To(HaveKeyWithValue("telegram", HaveKeyWithValue("configured", false)))
 
@@ -382,7 +382,7 @@ var _ = Describe("Channels", Ordered, func() {
 		sec := call("POST", "/v0/secrets", tok, map[string]string{"name": "fakeclaw-fail", "value": "plugins install", "envName": "FAKECLAW_FAIL"})
 		Expect(sec.Status).To(Equal(201), sec.Raw)
 		Expect(call("POST", "/v0/agents/"+other+"/secrets", tok, map[string]any{"secretIds": []string{secretID(sec)}}).Status).To(Equal(200))
-		Eventually(func() string { return gatewayEnv(tok, other, "FAKECLAW_FAIL") }, 30*time.Second, 250*time.Millisecond).Should(Equal("plugins install"))
+		Eventually(func() string { return gatewayEnv(tok, other, "FAKECLAW_FAIL") }).Should(Equal("plugins install"))
 		r = call("POST", path+"discord", tok, map[string]any{"botToken": "discord-" + stamp})
 		Expect(r.Status).To(Equal(500), r.Raw)
 		Expect(r.v0Error()).To(Equal("Configuration failed"))
@@ -396,11 +396,11 @@ var _ = Describe("Channels", Ordered, func() {
 		Eventually(func() bool {
 			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: other + "-discord"}, &agentsv1.Channel{})
 			return apierrors.IsNotFound(err)
-		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+		}).Should(BeTrue())
 		Eventually(func() bool {
 			err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: other + "-channel-discord"}, &corev1.Secret{})
 			return apierrors.IsNotFound(err)
-		}, 30*time.Second, 250*time.Millisecond).Should(BeTrue())
+		}).Should(BeTrue())
 	})
 
 	It("lets the agent's gateway token read its own channels but not set them up (a user's token must)", func() {

@@ -84,7 +84,7 @@ var _ = Describe("Domains", Ordered, func() {
 
 		Eventually(func() any {
 			return call("GET", "/v0/agents/agt-web/domains/"+id, readTok, nil).domainOf()["status"]
-		}, 15*time.Second, 200*time.Millisecond).Should(Equal("active"))
+		}).Should(Equal("active"))
 		got := call("GET", "/v0/agents/agt-web/domains/"+id, readTok, nil).domainOf()
 		Expect(got).To(HaveKeyWithValue("verified", true))
 
@@ -276,6 +276,6 @@ var _ = Describe("Domains", Ordered, func() {
 		Expect(call("GET", path, proTok, nil).Status).To(Equal(404))
 		Eventually(func() int {
 			return post(otherTok, "agt-other", map[string]any{"subdomain": "handover"}).Status
-		}, 15*time.Second, 200*time.Millisecond).Should(Equal(201))
+		}).Should(Equal(201))
 	})
 })

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -63,7 +62,7 @@ var _ = Describe("The generated RBAC", Ordered, func() {
 		})
 		DeferCleanup(func() {
 			cancel()
-			Eventually(done, time.Minute).Should(BeClosed())
+			Eventually(done).Should(BeClosed())
 		})
 		url = u
 		workspace("rbac-ws", agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "rita", Role: agentsv1.RoleOwner})

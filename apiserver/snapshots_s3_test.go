@@ -67,7 +67,7 @@ func (v *versitygw) start() {
 			_ = c.Close()
 		}
 		return err
-	}, 30*time.Second, 50*time.Millisecond).Should(Succeed(), "versitygw did not listen")
+	}).Should(Succeed(), "versitygw did not listen")
 }
 
 // stop terminates the server (its process group) and waits for it.

@@ -136,8 +136,8 @@ var _ = Describe("Snapshots", func() {
 				return agent.Status.SnapshotCID + " (no condition)"
 			}
 			return agent.Status.SnapshotCID + " " + string(c.Status) + " " + c.Reason
-		}, 30*time.Second).Should(Equal(cid1 + " True " + agentsv1.ReasonRestored))
-		Eventually(func() string { return execOK(baseURL, tok, id, treeCommand) }, 30*time.Second).Should(Equal(tree1))
+		}).Should(Equal(cid1 + " True " + agentsv1.ReasonRestored))
+		Eventually(func() string { return execOK(baseURL, tok, id, treeCommand) }).Should(Equal(tree1))
 
 		// A kubectl Snapshot joins the history.
 		snap := &agentsv1.Snapshot{
@@ -145,7 +145,7 @@ var _ = Describe("Snapshots", func() {
 			Spec:       agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: id}},
 		}
 		Expect(k8sClient.Create(ctx, snap)).To(Succeed())
-		Eventually(func() []string { return historyCIDs(baseURL, tok, id) }, 30*time.Second).Should(HaveLen(4))
+		Eventually(func() []string { return historyCIDs(baseURL, tok, id) }).Should(HaveLen(4))
 		Expect(historyCIDs(baseURL, tok, id)[0]).To(Equal(cid1))
 	})
 
@@ -168,7 +168,7 @@ var _ = Describe("Snapshots", func() {
 			return call("GET", "/v0/agents/"+seeded, other, nil).Body["agent"].(map[string]any)["snapshotCid"]
 		},
 			30*time.Second).Should(Equal(cid))
-		Eventually(func() string { return execOK(baseURL, other, seeded, treeCommand) }, 30*time.Second).Should(Equal(tree))
+		Eventually(func() string { return execOK(baseURL, other, seeded, treeCommand) }).Should(Equal(tree))
 	})
 
 	It("answers the contract's errors", func() {
@@ -236,7 +236,7 @@ var _ = Describe("Snapshots", func() {
 				}
 			}
 			return n
-		}, 10*time.Second).Should(BeZero())
+		}).Should(BeZero())
 	})
 
 	It("answers 400 Storage not configured on a facade without storage", func() {
@@ -276,13 +276,13 @@ var _ = Describe("Snapshots", func() {
 				return c.Reason
 			}
 			return ""
-		}, 20*time.Second).Should(Equal(agentsv1.ReasonStorageUnavailable))
+		}).Should(Equal(agentsv1.ReasonStorageUnavailable))
 
 		end()
 		Eventually(func() agentsv1.SnapshotPhase {
 			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(snap), snap)).To(Succeed())
 			return snap.Status.Phase
-		}, 30*time.Second).Should(Equal(agentsv1.SnapshotCompleted))
+		}).Should(Equal(agentsv1.SnapshotCompleted))
 		Expect(snap.Status.CID).NotTo(Equal(cid))
 		Expect(historyCIDs(baseURL, tok, id)).To(Equal([]string{snap.Status.CID, cid}))
 		resetOK(baseURL, tok, id, cid)

@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
@@ -53,7 +54,7 @@ func TestAPIServer(t *testing.T) {
 var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	// CI machines are small and busy: give asynchronous assertions room.
-	SetDefaultEventuallyTimeout(30 * time.Second)
+	SetDefaultEventuallyTimeout(testenv.EventBound)
 	SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
 	ctx, cancel = context.WithCancel(context.Background())
 	var err error
@@ -130,7 +131,7 @@ func startPlatformWith(ctx context.Context, cfg *rest.Config, o platform.Options
 		Expect(p.Start(ctx)).To(Succeed())
 	}()
 	var addr string
-	Eventually(ready, 30*time.Second).Should(Receive(&addr))
+	Eventually(ready).Should(Receive(&addr))
 	return p, "http://" + addr, stopped
 }
 

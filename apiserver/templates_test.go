@@ -1,8 +1,6 @@
 package apiserver_test
 
 import (
-	"time"
-
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -48,7 +46,7 @@ var _ = Describe("Templates: the REST and kubectl doors agree", Ordered, func() 
 			g.Expect(a.Status.Phase).To(Equal(agentsv1.AgentRunning))
 			g.Expect(a.Status.SnapshotCID).To(Equal(snapCID))
 			g.Expect(a.Status.InstalledSkills).To(ConsistOf(skillCID))
-		}, 60*time.Second).Should(Succeed())
+		}).Should(Succeed())
 		return a
 	}
 
@@ -128,6 +126,6 @@ var _ = Describe("Templates: the REST and kubectl doors agree", Ordered, func() 
 			g.Expect(a.Spec.Vibe).To(Equal("patient"))
 			g.Expect(a.Spec.Skills).To(Equal([]agentsv1.AgentSkill{{CID: skillCID}}))
 			g.Expect(a.Status.Phase).To(Equal(agentsv1.AgentRunning))
-		}, 60*time.Second).Should(Succeed())
+		}).Should(Succeed())
 	})
 })

@@ -149,7 +149,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 			settled := n == before
 			before = n
 			return settled
-		}, 15*time.Second, time.Second).Should(BeTrue())
+		}).WithPolling(time.Second).Should(BeTrue())
 		Consistently(queries, 3*time.Second, 500*time.Millisecond).Should(Equal(before))
 	})
 
@@ -223,7 +223,7 @@ var _ = Describe("Domain controller", Ordered, func() {
 		Expect(k8sClient.Delete(ctx, first)).To(Succeed())
 		Eventually(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKeyFromObject(first), &agentsv1.Domain{}))
-		}, 10*time.Second).Should(BeTrue())
+		}).Should(BeTrue())
 		expectNoClaim("shared." + appsDomain)
 		Expect(router.Routes()).NotTo(HaveKey(nsA + "/shared"))
 		Expect(reservations(nsA, a.Name)).To(BeEmpty())

@@ -88,7 +88,7 @@ func expectNoClaim(host string) {
 	EventuallyWithOffset(1, func() bool {
 		err := k8sClient.Get(ctx, client.ObjectKey{Namespace: domSystemNS, Name: admission.ClaimName(host)}, &coordinationv1.Lease{})
 		return apierrors.IsNotFound(err)
-	}, 5*time.Second).Should(BeTrue())
+	}).Should(BeTrue())
 }
 
 // reservations are the names holding the agent's domain slots.
