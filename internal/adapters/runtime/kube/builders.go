@@ -194,7 +194,9 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 					NodeSelector:                  maps.Clone(o.NodeSelector),
 					Tolerations:                   slices.Clone(o.Tolerations),
 					Volumes: []corev1.Volume{
-						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+							SizeLimit: resource.NewQuantity(runtime.TmpSize, resource.BinarySI),
+						}}},
 					},
 				},
 			},

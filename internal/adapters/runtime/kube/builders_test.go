@@ -154,7 +154,11 @@ func TestPodSecurity(t *testing.T) {
 		}
 	}
 	if tmp == nil || tmp.EmptyDir == nil {
-		t.Errorf("no emptyDir for /tmp: %+v", spec.Volumes)
+		t.Fatalf("no emptyDir for /tmp: %+v", spec.Volumes)
+	}
+	// Bounded: a full /tmp evicts this pod, not the node's other pods' disk.
+	if l := tmp.EmptyDir.SizeLimit; l == nil || l.Value() != runtime.TmpSize {
+		t.Errorf("/tmp's sizeLimit %v, want %d bytes", l, runtime.TmpSize)
 	}
 }
 

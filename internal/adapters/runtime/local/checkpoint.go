@@ -251,10 +251,13 @@ func rootSkeleton(args []string, root string) error {
 		}
 		v := args[i+1 : i+1+n]
 		i += n
-		if opt == "--perms" {
+		switch opt {
+		case "--perms":
 			if perms, err = parsePerms(v[0]); err != nil {
 				return err
 			}
+			continue
+		case "--size": // the next --tmpfs's size: its mount's, which CRIU restores
 			continue
 		}
 		if err := s.apply(opt, v, perms); err != nil {
@@ -271,7 +274,7 @@ func bwrapArity(opt string) (int, error) {
 	switch opt {
 	case "--bind", "--ro-bind", "--dev-bind", "--bind-try", "--ro-bind-try", "--symlink", "--setenv":
 		return 2, nil
-	case "--perms", "--proc", "--dev", "--tmpfs", "--mqueue", "--dir",
+	case "--perms", "--size", "--proc", "--dev", "--tmpfs", "--mqueue", "--dir",
 		"--chdir", "--hostname", "--seccomp", "--cap-add", "--cap-drop", "--uid", "--gid", "--unsetenv":
 		return 1, nil
 	}

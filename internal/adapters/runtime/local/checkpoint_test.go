@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -112,8 +113,35 @@ func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
 		if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
 			t.Fatalf("round %d: the gateway started %d times, want once (restored, not restarted)", round, n)
 		}
+		// The restored sandbox keeps its bounds: its /tmp is the tmpfs of runtime.TmpSize.
+		if got, want := tmpMountSize(t, gatewayPID(t, f, a)), fmt.Sprintf("size=%dk", runtime.TmpSize>>10); got != want {
+			t.Fatalf("round %d: the restored gateway's /tmp has %q, want %q", round, got, want)
+		}
 		waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
 	}
+}
+
+// tmpMountSize is the size option of the tmpfs on /tmp in process pid's mount namespace ("" when
+// there is none, or it has no size).
+func tmpMountSize(t *testing.T, pid int) string {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		fields, super := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(fields) < 5 || fields[4] != "/tmp" || len(super) < 3 || super[0] != "tmpfs" {
+			continue
+		}
+		for _, o := range strings.Split(super[2], ",") {
+			if strings.HasPrefix(o, "size=") {
+				return o
+			}
+		}
+	}
+	return ""
 }
 
 // TestRestoreFailureFallsBackToColdResume: a checkpoint that cannot be restored is dropped,

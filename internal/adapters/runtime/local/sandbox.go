@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 // Sandbox modes (Options.Sandbox).
@@ -153,7 +155,7 @@ func closeFiles(files []*os.File) {
 
 // systemBinds shows the host's system dirs read-only (a merged-/usr system's /bin, /lib,
 // /lib64 and /sbin are symlinks, and stay symlinks), /etc read-only, and a fresh /proc, /dev
-// and /tmp.
+// and /tmp (a tmpfs of runtime.TmpSize: unbounded, it could take half the host's RAM).
 func systemBinds() []string {
 	args := []string{"--ro-bind", "/usr", "/usr"}
 	for _, d := range []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"} {
@@ -163,7 +165,7 @@ func systemBinds() []string {
 			args = append(args, "--ro-bind", d, d)
 		}
 	}
-	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp")
+	return append(args, "--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", strconv.Itoa(runtime.TmpSize), "--tmpfs", "/tmp")
 }
 
 // wrap returns the command line that runs spec in a sandbox.

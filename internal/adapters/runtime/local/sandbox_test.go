@@ -401,3 +401,20 @@ func TestSandboxRefusesUserNamespacesAndTheKernelsSurface(t *testing.T) {
 		}
 	}
 }
+
+// TestSandboxTmpIsBounded: code in an agent that fills its /tmp (a tmpfs: the host's memory)
+// stops at runtime.TmpSize with ENOSPC, instead of taking half the host's RAM from every other
+// agent and the control plane. The attempt itself is bounded at twice the size.
+func TestSandboxTmpIsBounded(t *testing.T) {
+	f := sandboxed(t)
+	stoppedAgent(t, f, "filler", nil)
+	script := fmt.Sprintf("head -c %d /dev/zero > /tmp/fill; echo exit=$?; stat -c %%s /tmp/fill", 2*runtime.TmpSize)
+	res := sh(t, f, "filler", script)
+	out := strings.Fields(string(res.Stdout))
+	if len(out) != 2 || out[0] == "exit=0" || !strings.Contains(string(res.Stderr), "No space left on device") {
+		t.Fatalf("writing %d bytes into /tmp: %q %q, want ENOSPC", 2*runtime.TmpSize, res.Stdout, res.Stderr)
+	}
+	if n, err := strconv.ParseInt(out[1], 10, 64); err != nil || n > runtime.TmpSize {
+		t.Fatalf("/tmp took %s bytes, want at most %d", out[1], runtime.TmpSize)
+	}
+}
