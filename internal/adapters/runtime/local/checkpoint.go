@@ -380,7 +380,8 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	if init.pid == 0 {
 		init = procRef{pid: p.pid, start: p.start} // a restored gateway: p is the sandbox's PID 1
 	}
-	_, args, err := a.gatewaySandboxLocked(a.st.Port, false)
+	bin, args, err := a.gatewaySandboxLocked(a.st.Port, false)
+	_, args = cgroupUnwrap(bin, args) // bwrap's own arguments
 	dir := filepath.Join(a.dir, checkpointDirName)
 	start := time.Now()
 	if err == nil {
@@ -443,6 +444,17 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	}
 	if port != a.st.Port {
 		return fmt.Errorf("port %d, which the checkpointed gateway listens on, is taken", a.st.Port)
+	}
+	if cg := a.rt.cg; cg != nil {
+		// CRIU puts the restored tree back into the cgroup it was dumped from: the agent's,
+		// which the sweep may have removed meanwhile (it is made anew, with its limits).
+		uid, err := a.rt.sbx.uids.of(a.home)
+		if err != nil {
+			return err
+		}
+		if _, err := cg.join(uid); err != nil {
+			return fmt.Errorf("the agent's cgroup: %w", err)
+		}
 	}
 	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName))
 	if err != nil {

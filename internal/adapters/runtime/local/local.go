@@ -127,6 +127,9 @@ type Options struct {
 	// (shared tools, say), besides the system's files and the engine. The paths listed in
 	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
 	ReadOnlyPaths []string
+	// MemoryLimit and PidsLimit bound each agent's cgroup, as root (cgroup.go):
+	// DefaultMemoryLimit bytes and DefaultPidsLimit processes and threads when 0.
+	MemoryLimit, PidsLimit int64
 	// GatewayHeapMiB is the most a gateway's V8 old space may take (DefaultGatewayHeapMiB); the
 	// gateway gets it with the platform's other Node settings (runtime.GatewayNodeEnv).
 	GatewayHeapMiB int64
@@ -178,7 +181,10 @@ type Runtime struct {
 
 	// sbx runs gateways and commands in sandboxes; nil when unsandboxed (unsandboxed says
 	// why), and then tenant is the one workspace (namespace) served.
-	sbx         *sandbox
+	sbx *sandbox
+	// cg places each agent's sandboxes into its cgroup (nil: noCgroups says why not).
+	cg          *cgroups
+	noCgroups   string
 	unsandboxed string
 	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
 	ckpt         *checkpointer
@@ -284,6 +290,12 @@ func setDefaults(o *Options) {
 	def(&o.StartTimeout, DefaultStartTimeout)
 	def(&o.BindTimeout, DefaultBindTimeout)
 	def(&o.ReservationTimeout, DefaultReservationTimeout)
+	if o.MemoryLimit <= 0 {
+		o.MemoryLimit = DefaultMemoryLimit
+	}
+	if o.PidsLimit <= 0 {
+		o.PidsLimit = DefaultPidsLimit
+	}
 	if o.GatewayHeapMiB <= 0 {
 		o.GatewayHeapMiB = DefaultGatewayHeapMiB
 	}
@@ -391,6 +403,9 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	r.poolWG.Wait()
 	r.ccWG.Wait()
+	if r.cg != nil {
+		r.cg.sweep(ctx, !r.opts.KeepRunningOnShutdown) // the cgroups left empty (a gateway kept running keeps its own)
+	}
 	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
 	r.mu.Lock()
 	if r.lock != nil {

@@ -344,12 +344,18 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 	if r.sbx == nil {
 		return spec.binary, spec.args, nil
 	}
+	var procs []string // an agent's home (not the runtime's own warmUID): its cgroup
 	if r.sbx.root && spec.uid == 0 {
 		uid, err := r.sbx.uids.of(spec.home)
 		if err != nil {
 			return "", nil, fmt.Errorf("allocate the home's sandbox uid: %w", err)
 		}
 		spec.uid = uid
+		if r.cg != nil {
+			if procs, err = r.cg.join(uid); err != nil {
+				return "", nil, fmt.Errorf("the agent's cgroup: %w", err)
+			}
+		}
 	}
 	if engineDir != "" {
 		spec.readOnly = append(spec.readOnly, engineDir)
@@ -362,6 +368,9 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 		}
 	}
 	bin, args := r.sbx.wrap(spec)
+	if procs != nil {
+		bin, args = cgroupWrap(procs, bin, args)
+	}
 	return bin, args, nil
 }
 
@@ -406,6 +415,7 @@ func (r *Runtime) setupSandbox() error {
 			r.sbx = sbx
 			sbx.uids = newUIDTable(r.opts.UIDDir)
 			r.opts.Log.Info("agents run in sandboxes (bubblewrap: mount, PID, IPC and UTS namespaces)", "perAgentUID", sbx.root)
+			r.setupCgroups()
 			return nil
 		}
 		if mode == SandboxRequired {
@@ -451,4 +461,17 @@ func (r *Runtime) admitTenant(ns string) error {
 		return fmt.Errorf("%w (%s): workspace %q is served here, %q is not", ErrOtherWorkspace, r.unsandboxed, r.tenant, ns)
 	}
 	return nil
+}
+
+// setupCgroups gives every agent a cgroup of its own with the memory and pids limits
+// (cgroup.go) where this host lets the manager make them, and says at start whether it does.
+func (r *Runtime) setupCgroups() {
+	cg, err := newCgroups(cgroupRoot, r.opts.MemoryLimit, r.opts.PidsLimit)
+	if err != nil {
+		r.noCgroups = err.Error()
+		r.opts.Log.Info("agents share the manager's cgroup: no memory or pids limit per agent", "why", r.noCgroups)
+		return
+	}
+	r.cg = cg
+	r.opts.Log.Info("each agent runs in a cgroup of its own", "memoryLimit", cg.mem, "pidsLimit", cg.pids, "cgroupV2", cg.v2)
 }

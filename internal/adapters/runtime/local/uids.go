@@ -159,26 +159,35 @@ func (t *uidTable) release(home string) {
 	}
 }
 
-// releaseUnder frees the uids of the homes at or below dir (a removed agent or member dir).
-func (t *uidTable) releaseUnder(dir string) {
+// releaseUnder frees the uids of the homes at or below dir (a removed agent or member dir),
+// and returns them.
+func (t *uidTable) releaseUnder(dir string) []int {
 	dir = filepath.Clean(dir)
 	t.mu.Lock()
 	var homes []string
-	for h := range t.byHome {
+	var uids []int
+	for h, uid := range t.byHome {
 		if h == dir || strings.HasPrefix(h, dir+string(filepath.Separator)) {
 			homes = append(homes, h)
+			uids = append(uids, uid)
 		}
 	}
 	t.mu.Unlock()
 	for _, h := range homes {
 		t.release(h)
 	}
+	return uids
 }
 
-// releaseUIDs frees the sandbox uids of the homes at or below dir, which was just removed.
+// releaseUIDs frees the sandbox uids of the homes at or below dir, which was just removed,
+// and their cgroups.
 func (r *Runtime) releaseUIDs(dir string) {
 	if r.sbx != nil && r.sbx.root {
-		r.sbx.uids.releaseUnder(dir)
+		for _, uid := range r.sbx.uids.releaseUnder(dir) {
+			if r.cg != nil {
+				r.cg.remove(uid)
+			}
+		}
 	}
 }
 
