@@ -139,10 +139,10 @@ func startSuite(ctx context.Context, tmp string, stops *[]func() error) error {
 		return err
 	}
 	files = &switchStore{Store: store}
-	// The crashing engine dies 1 ms after it listens: healthy for so short a time that the
-	// runtime's health poll (every 200 ms while starting) does not see it up; at 200 ms it
-	// answered the poll often enough to be reported running.
-	crash, err := wrapEngine(filepath.Join(tmp, "engine-crash"), fakeDir, "FAKECLAW_CRASH_AFTER=1ms")
+	// The crashing engine exits 1 before it listens, at every start: it is never healthy,
+	// whatever the health poll's timing. (It used to die 1 ms after it listened, and a busy
+	// machine let the poll see it up: the create then answered 201.)
+	crash, err := wrapEngine(filepath.Join(tmp, "engine-crash"), fakeDir, "FAKECLAW_FAIL_START=1")
 	if err != nil {
 		return err
 	}

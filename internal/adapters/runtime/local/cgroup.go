@@ -94,9 +94,7 @@ func (c *cgroups) join(uid int) ([]string, error) {
 			return nil, err
 		}
 	}
-	c.mu.Lock()
-	c.made[uid] = true
-	c.mu.Unlock()
+	c.track(uid)
 	var procs []string
 	for _, parent := range c.dirs {
 		d := filepath.Join(parent, cgroupName(uid))
@@ -200,6 +198,13 @@ func (c *cgroups) sweep(ctx context.Context, wait bool) {
 	for _, parent := range c.dirs {
 		_ = os.Remove(parent)
 	}
+}
+
+// track makes uid's cgroup one this runtime removes (sweep).
+func (c *cgroups) track(uid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.made[uid] = true
 }
 
 // holds reports whether uid's cgroup still exists.

@@ -404,6 +404,19 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.poolWG.Wait()
 	r.ccWG.Wait()
 	if r.cg != nil {
+		// Gateways this runtime adopted (a manager before it started them) are in cgroups
+		// it did not make: those are its to remove too.
+		for _, a := range all {
+			a.mu.Lock()
+			home := a.home
+			a.mu.Unlock()
+			if home == "" {
+				continue
+			}
+			if uid, err := r.sbx.uids.of(home); err == nil {
+				r.cg.track(uid)
+			}
+		}
 		r.cg.sweep(ctx, !r.opts.KeepRunningOnShutdown) // the cgroups left empty (a gateway kept running keeps its own)
 	}
 	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
