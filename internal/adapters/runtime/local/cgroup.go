@@ -183,6 +183,22 @@ func (c *cgroups) track(uid int) {
 	c.made[uid] = true
 }
 
+// sweepOrphans removes the empty cgroups whose uid no home holds any more (allocated reports
+// whether one does): a runtime killed before its sweep leaves them (run at start).
+func (c *cgroups) sweepOrphans(allocated func(uid int) bool) {
+	for _, parent := range c.dirs {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			n, ok := strings.CutPrefix(e.Name(), "uid-")
+			uid, err := strconv.Atoi(n)
+			if !ok || err != nil || !e.IsDir() || allocated(uid) {
+				continue
+			}
+			_ = os.Remove(filepath.Join(parent, e.Name())) // refused while it holds processes
+		}
+	}
+}
+
 // holds reports whether uid's cgroup still exists.
 func (c *cgroups) holds(uid int) bool {
 	c.mu.Lock()

@@ -473,5 +473,6 @@ func (r *Runtime) setupCgroups() {
 		return
 	}
 	r.cg = cg
+	cg.sweepOrphans(r.sbx.uids.allocated)
 	r.opts.Log.Info("each agent runs in a cgroup of its own", "memoryLimit", cg.mem, "pidsLimit", cg.pids, "cgroupV2", cg.v2)
 }

@@ -138,6 +138,12 @@ func (t *uidTable) sweepLocked() {
 	}
 }
 
+// allocated reports whether some home on the machine holds uid (its file in the table).
+func (t *uidTable) allocated(uid int) bool {
+	_, err := os.Stat(filepath.Join(t.dir, strconv.Itoa(uid)))
+	return err == nil
+}
+
 // release frees home's uid (its home is removed).
 func (t *uidTable) release(home string) {
 	home = filepath.Clean(home)
@@ -185,6 +191,8 @@ func (r *Runtime) releaseUIDs(dir string) {
 	if r.sbx != nil && r.sbx.root {
 		for _, uid := range r.sbx.uids.releaseUnder(dir) {
 			if r.cg != nil {
+				// Its processes may still be exiting: then the shutdown's sweep removes it.
+				r.cg.track(uid)
 				r.cg.remove(uid)
 			}
 		}
