@@ -16,11 +16,10 @@ func limited(t *testing.T, memory, pids int64) *fixture {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "an agent's cgroup needs the manager to run as root")
 	}
-	f := newFixture(t, func(o *local.Options) {
+	return newFixture(t, func(o *local.Options) {
 		o.Sandbox = local.SandboxRequired
 		o.MemoryLimit, o.PidsLimit = memory, pids
 	})
-	return f
 }
 
 // TestAgentMemoryIsBounded: code in an agent that takes more memory than its limit is killed

@@ -309,18 +309,6 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 	a := newAgent("ckpt-cron")
 	d := desired("tok-real")
 	ctx := context.Background()
-	running := func() {
-		t.Helper()
-		for deadline := time.Now().Add(eventBound); ; time.Sleep(200 * time.Millisecond) {
-			o := ensure(t, f, a, d)
-			if o.Phase == runtime.PhaseRunning {
-				return
-			}
-			if time.Now().After(deadline) || o.Phase == runtime.PhaseCrashed {
-				t.Fatalf("the real gateway did not become healthy: %+v", o)
-			}
-		}
-	}
 	type job struct {
 		ID    string `json:"id"`
 		Name  string `json:"name"`
@@ -350,7 +338,7 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 		}
 		return job{}, false
 	}
-	running()
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	// The job must fall due while the gateway is checkpointed: when the suspend outlasts the
 	// lead (a loaded machine), the gateway comes back, the job goes and the next try leads by
 	// twice as much.
@@ -368,7 +356,7 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 			t.Fatalf("the suspend never finished before the job's time (lead %s)", lead)
 		}
 		t.Logf("the suspend ended after the job's time (lead %s): again with a longer lead", lead)
-		running()
+		waitPhase(t, f, a, d, runtime.PhaseRunning)
 		if j, ok := list(); ok {
 			cli("cron", "remove", j.ID)
 		}

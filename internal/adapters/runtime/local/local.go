@@ -405,7 +405,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	r.ccWG.Wait()
 	if r.cg != nil {
 		// Gateways this runtime adopted (a manager before it started them) are in cgroups
-		// it did not make: those are its to remove too.
+		// it did not make: those are its to remove too (once empty; kept running, they stay).
 		for _, a := range all {
 			a.mu.Lock()
 			home := a.home
@@ -417,7 +417,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 				r.cg.track(uid)
 			}
 		}
-		r.cg.sweep(ctx, !r.opts.KeepRunningOnShutdown) // the cgroups left empty (a gateway kept running keeps its own)
+		r.cg.sweep(ctx, !r.opts.KeepRunningOnShutdown)
 	}
 	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
 	r.mu.Lock()
