@@ -2,6 +2,9 @@ package platform
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -107,6 +110,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir,
+			HostServices: loopbackService(p.modelBase), Egress: localEgress(o.Egress),
 		})
 		if err != nil {
 			return nil, err
@@ -141,4 +145,30 @@ func (p *Platform) Sandboxed() (bool, string) {
 		return rt.Sandboxed()
 	}
 	return true, ""
+}
+
+// loopbackService is the host:port of base when it is an http URL on the host's loopback (the
+// model proxy as local agents reach it; their network namespaces get it), else none.
+func loopbackService(base string) []string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Port() == "" {
+		return nil
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+		return nil
+	}
+	return []string{u.Host}
+}
+
+// localEgress turns --agent-egress rules into the local runtime's: each opens its destination
+// to every agent (the local egress proxy has no per-agent policy; it lets out the public
+// internet anyway, so a rule matters for private ranges and this host's addresses).
+func localEgress(rules []kube.EgressRule) []local.EgressRule {
+	var out []local.EgressRule
+	for _, r := range rules {
+		if p, err := netip.ParsePrefix(r.CIDR); err == nil {
+			out = append(out, local.EgressRule{Prefix: p, Port: int(r.Port)})
+		}
+	}
+	return out
 }

@@ -59,6 +59,9 @@ var (
 		"SSH_ASKPASS", "EDITOR", "VISUAL", "PAGER",
 		// Set by the platform (both runtimes): locale.
 		"LANG",
+		// Set by the platform (local runtime, as root): the way out of a gateway's network
+		// namespace is the manager's egress proxy (ALL_PROXY would route around it).
+		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
 	}
 	reservedEnvPrefixes = []string{
 		"LD_", "DYLD_", "BASH_FUNC_", "NODE_", "NPM_CONFIG_", "PYTHON", "GIT_CONFIG",

@@ -45,6 +45,10 @@ func TestHostileAgentLocal(t *testing.T) {
 	state := p.StateDir
 	victimHome := filepath.Join(state, "runtime", "agents", "dev", victim, "home")
 	etcd, apiserver := controlPlanePorts(t, state)
+	etcdHealth := procFlag("--data-dir="+filepath.Join(state, "etcd"), "--listen-metrics-urls=")
+	if etcdHealth == "" {
+		t.Fatal("the dev control plane's etcd has no health port")
+	}
 	attempts := map[string]string{
 		"read the platform's kubeconfig":          "cat " + state + "/kubeconfig",
 		"read the platform's dev.env":             "cat " + state + "/dev.env",
@@ -58,6 +62,9 @@ func TestHostileAgentLocal(t *testing.T) {
 		"read etcd over plain HTTP":               "curl -sf --max-time 5 -X POST -d '{\"key\":\"AA==\",\"range_end\":\"AA==\"}' " + strings.Replace(etcd, "https", "http", 1) + "/v3/kv/range",
 		"list Secrets on the API server":          "curl -sfk --max-time 5 " + apiserver + "/api/v1/secrets",
 		"call the victim's gateway with no token": "curl -sf --max-time 5 -X POST -H 'Content-Type: application/json' -d '{\"tool\":\"x\",\"args\":{}}' " + gatewayOf(t, p, victim) + "/tools/invoke",
+		// A service on the host's loopback that asks for no credential (etcd's health port):
+		// the agent's network namespace has no route to it.
+		"read etcd's health port": "curl -sf --max-time 5 " + etcdHealth + "/health",
 	}
 	for what, script := range attempts {
 		if code, out := inside(script); code == 0 {

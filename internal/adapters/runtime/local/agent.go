@@ -179,6 +179,8 @@ func (a *agent) close(ctx context.Context, stop bool) {
 	a.closed = true
 	if stop {
 		a.stopLocked(ctx)
+	} else if a.proc != nil {
+		a.proc.dropNet() // the gateway runs on; the next manager serves its network
 	}
 }
 

@@ -464,8 +464,13 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
 	}
-	a.proc, a.unhealthy = adoptProcess(pid, st.start), 0
-	a.proc.restored = true
+	p := adoptProcess(pid, st.start)
+	p.restored = true
+	if err := a.rt.plumbNet(p, a.st.Port); err != nil {
+		procRef{pid: pid, start: st.start}.killAndWait()
+		return err
+	}
+	a.proc, a.unhealthy = p, 0
 	a.st.PID, a.st.StartTime = pid, st.start
 	a.saveLocked()
 	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, "the gateway was restored from its checkpoint")

@@ -354,6 +354,9 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	}
 	stopTimeout := max(r.opts.StopTimeout, warmStopTimeout)
 	defer stopProcess(context.Background(), p, stopTimeout, &r.opts.Log)
+	if err := r.plumbNet(p, port); err != nil {
+		return err
+	}
 	url := endpoint(port)
 	deadline := time.Now().Add(r.opts.StartTimeout)
 	for {

@@ -191,7 +191,7 @@ func (a *agent) startLocked(ctx context.Context) {
 	// The attached secrets first: every value the platform sets (PATH, LANG, HOME, OPENCLAW_*,
 	// NODE_OPTIONS, the marker) comes after them and wins, even for a name that slipped past
 	// the reserved list.
-	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnv(), e.Env(a.home, port), gc.Env, map[string]string{MarkerEnv: a.home})
+	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnv(), a.rt.egressEnv(), e.Env(a.home, port), gc.Env, map[string]string{MarkerEnv: a.home})
 	bin, args, err := a.gatewaySandboxLocked(port, true)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
@@ -199,6 +199,11 @@ func (a *agent) startLocked(ctx context.Context) {
 	}
 	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
 	p, err := startProcess(l)
+	if err == nil {
+		if err = a.rt.plumbNet(p, port); err != nil {
+			stopProcess(ctx, p, 0, &a.log)
+		}
+	}
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return

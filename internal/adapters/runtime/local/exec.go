@@ -41,7 +41,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if closed {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrNotRunning, errShutdown)
 	}
-	st, secrets := r.execContext(key, dir)
+	st, secrets, net := r.execContext(key, dir)
 	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, key)
@@ -61,7 +61,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if engineDir == "" {
 		engineDir = r.engineDirFor(ag)
 	}
-	env := mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": home}, r.opts.Engine.Env(home, st.Port), req.Env)
+	env := mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": home}, r.egressEnv(), r.opts.Engine.Env(home, st.Port), req.Env)
 	path, args := req.Argv[0], req.Argv[1:]
 	if req.Engine {
 		if engineDir == "" {
@@ -86,7 +86,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if info, err := os.Stat(bin); err != nil || info.IsDir() {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
 	}
-	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true}, engineDir, false)
+	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: net}, engineDir, false)
 	if err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
@@ -96,20 +96,24 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	})
 }
 
-// execContext is the agent's state and attached secrets (none before the first Ensure of
-// this manager).
-func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string) {
+// execContext is the agent's state, attached secrets (none before the first Ensure of this
+// manager) and where its commands join its running gateway's network namespace ("" : none).
+func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string, string) {
 	r.mu.Lock()
 	a := r.agents[key]
 	r.mu.Unlock()
 	if a == nil {
 		st, _ := readState(dir)
-		return st, nil
+		return st, nil, ""
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_ = a.loadLocked()
-	return a.st, maps.Clone(a.env)
+	net := ""
+	if a.proc != nil {
+		net = a.proc.netPath()
+	}
+	return a.st, maps.Clone(a.env), net
 }
 
 // engineDirFor is the engine dir for an agent that never ran here: its version's, or the

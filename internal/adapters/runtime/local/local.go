@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -127,6 +128,13 @@ type Options struct {
 	// (shared tools, say), besides the system's files and the engine. The paths listed in
 	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
 	ReadOnlyPaths []string
+	// HostServices are addresses on the host's loopback ("127.0.0.1:8080": the model proxy)
+	// that, when each gateway has a network namespace of its own (as root, netns.go), its
+	// agent reaches at the same address inside it; nothing else of the host is reachable.
+	HostServices []string
+	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
+	// by default (egress.go: it reaches the public internet only).
+	Egress []EgressRule
 	// MemoryLimit and PidsLimit bound each agent's cgroup, as root (cgroup.go):
 	// DefaultMemoryLimit bytes and DefaultPidsLimit processes and threads when 0.
 	MemoryLimit, PidsLimit int64
@@ -183,8 +191,13 @@ type Runtime struct {
 	// why), and then tenant is the one workspace (namespace) served.
 	sbx *sandbox
 	// cg places each agent's sandboxes into its cgroup (nil: noCgroups says why not).
-	cg          *cgroups
-	noCgroups   string
+	cg        *cgroups
+	noCgroups string
+	// netns: each gateway has a network namespace of its own (netns.go; false: noNetns says
+	// why not).
+	netns       bool
+	noNetns     string
+	egress      *http.Server // the egress proxy (egress.go; nil: none)
 	unsandboxed string
 	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
 	ckpt         *checkpointer

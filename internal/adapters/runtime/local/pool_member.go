@@ -39,12 +39,16 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	}
 	r.engineVersion(context.Background(), engineDir, m.home, version) // cached for the agents' Observed
 	gc := e.GatewayCommand(engine.GatewayParams{Port: m.port, Bind: "loopback"})
-	env := mergeEnv(baseEnv(engineDir), r.nodeEnv(), e.Env(m.home, m.port), gc.Env, map[string]string{MarkerEnv: m.home})
+	env := mergeEnv(baseEnv(engineDir), r.nodeEnv(), r.egressEnv(), e.Env(m.home, m.port), gc.Env, map[string]string{MarkerEnv: m.home})
 	bin, args, err := r.inSandbox(sandboxSpec{home: m.home, dir: m.home, binary: engineBinary(engineDir), args: gc.Args}, engineDir, true)
 	if err != nil {
 		return fail(err)
 	}
 	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
+		return fail(err)
+	}
+	if err := r.plumbNet(m.proc, m.port); err != nil {
+		stopProcess(context.Background(), m.proc, 0, nil)
 		return fail(err)
 	}
 	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -39,6 +40,53 @@ type process struct {
 	exitDesc string
 	// healthySince is when the gateway first answered its health check (supervisor only).
 	healthySince time.Time
+	// net is what the manager serves for the gateway's network namespace (netns.go), closed
+	// when the process exits (netMu guards it; netDone: the process has exited).
+	netMu   sync.Mutex
+	net     *gatewayNet
+	netDone bool
+}
+
+// setNet gives p its network plumbing, closed at once if p has already exited.
+func (p *process) setNet(g *gatewayNet) {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if p.netDone {
+		g.close()
+		return
+	}
+	p.net = g
+}
+
+// exit closes p's network plumbing and marks p exited (exitCode and exitDesc set before).
+func (p *process) exit() {
+	p.netMu.Lock()
+	p.netDone = true
+	if p.net != nil {
+		p.net.close()
+	}
+	p.netMu.Unlock()
+	close(p.exited)
+}
+
+// dropNet closes p's network plumbing while p runs on (a shutdown that keeps the gateways).
+func (p *process) dropNet() {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if p.net != nil {
+		p.net.close()
+		p.net = nil
+	}
+}
+
+// netPath is where a command joins p's network namespace ("" : p has none).
+func (p *process) netPath() string {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	if p.net == nil || p.netDone {
+		return ""
+	}
+	return p.net.path()
 }
 
 func (p *process) hasExited() bool {
@@ -120,7 +168,7 @@ func startProcess(l launch) (*process, error) {
 		err := cmd.Wait()
 		sbx.killAndWait()
 		p.exitCode, p.exitDesc = describeExit(cmd.ProcessState, err)
-		close(p.exited)
+		p.exit()
 	}()
 	return p, nil
 }
@@ -235,7 +283,7 @@ func adoptProcess(pid int, start uint64) *process {
 			if !procAlive(pid, start) {
 				sbx.killAndWait()
 				p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
-				close(p.exited)
+				p.exit()
 				return
 			}
 		}
@@ -418,6 +466,9 @@ func (r *Runtime) adoptAll() map[string]bool {
 					r.opts.Log.Error(err, "cannot write agent state", "agent", key)
 				}
 				continue
+			}
+			if err := r.plumbNet(p, st.Port); err != nil {
+				r.opts.Log.Error(err, "cannot serve the adopted gateway's network: it is restarted once found unhealthy", "agent", key)
 			}
 			a := r.newAgent(key)
 			a.setStateLocked(st)

@@ -47,13 +47,16 @@ const (
 // signals only its own processes and everything in it dies with it; its own IPC, UTS and
 // cgroup namespaces. As root the processes run as a uid of their own per home (setpriv drops
 // every capability and sets no_new_privs); as an ordinary user bwrap makes an unprivileged
-// user namespace. The network namespace is the host's: the gateway listens on 127.0.0.1 for
-// the manager and reaches the model proxy and the providers; every platform service on
-// loopback requires a credential the sandbox does not hold (docs/SECURITY.md).
+// user namespace. As root each gateway has a network namespace of its own, which its agent's
+// commands join (netns.go); as an ordinary user the network namespace is the host's, where
+// every platform service on loopback requires a credential the sandbox does not hold
+// (docs/SECURITY.md).
 type sandbox struct {
 	bwrap   string    // bwrap's path
 	setpriv string    // setpriv's path (root only)
+	nsenter string    // nsenter's path (root only): commands join their gateway's network
 	root    bool      // the manager runs as root: per-home uids
+	netns   bool      // a network namespace per sandbox (as root, where bwrap can make one: netns.go)
 	uids    *uidTable // the homes' uids (root only)
 	// system is the bwrap arguments that show the host's system files.
 	system []string
@@ -69,6 +72,9 @@ type sandboxSpec struct {
 	// dieWithParent kills the sandbox when the process that started it (bwrap's parent)
 	// dies: commands, not gateways (those outlive a manager restart).
 	dieWithParent bool
+	// joinNet, when set, is the network namespace the sandbox joins (a running gateway's, for
+	// its agent's commands: gatewayNet.path) instead of an empty one of its own.
+	joinNet string
 	// uid, when not 0, is the uid the processes run as (as root) instead of the home's own
 	// (inSandbox sets it; the manager's own probes and warm-ups set warmUID).
 	uid int
@@ -109,6 +115,9 @@ func newSandbox(ctx context.Context) (*sandbox, error) {
 		if s.setpriv, err = exec.LookPath("setpriv"); err != nil {
 			return nil, errors.New("setpriv (util-linux) is not installed")
 		}
+		if s.nsenter, err = exec.LookPath("nsenter"); err != nil {
+			return nil, errors.New("nsenter (util-linux) is not installed")
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -122,18 +131,33 @@ func newSandbox(ctx context.Context) (*sandbox, error) {
 			return nil, err
 		}
 	}
-	bin, args := s.wrap(sandboxSpec{home: tmp, dir: tmp, uid: warmUID, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
+	// As root, a network namespace per sandbox too when bwrap can make one (netns.go).
+	s.netns = s.root
+	err = s.probe(ctx, tmp)
+	if err != nil && s.netns {
+		s.netns = false
+		err = s.probe(ctx, tmp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// probe runs `test -w .` in a sandbox of dir.
+func (s *sandbox) probe(ctx context.Context, dir string) error {
+	bin, args := s.wrap(sandboxSpec{home: dir, dir: dir, uid: warmUID, binary: "/bin/sh", args: []string{"-c", "test -w ."}, dieWithParent: true})
 	cmd := exec.CommandContext(ctx, bin, args...)
 	files, err := sandboxFiles()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer closeFiles(files)
 	cmd.ExtraFiles = files
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("bwrap cannot build a sandbox on this kernel (user or mount namespaces refused?): %v: %s", err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("bwrap cannot build a sandbox on this kernel (user or mount namespaces refused?): %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	return s, nil
+	return nil
 }
 
 // sandboxFiles are the extra files (fd 3 on) every sandbox's bwrap is started with: the
@@ -180,6 +204,9 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	}
 	if !s.root {
 		args = append(args, "--unshare-user", "--disable-userns")
+	}
+	if s.netns && spec.joinNet == "" {
+		args = append(args, "--unshare-net")
 	}
 	if spec.dieWithParent {
 		args = append(args, "--die-with-parent")
@@ -368,6 +395,9 @@ func (r *Runtime) inSandbox(spec sandboxSpec, engineDir string, own bool) (strin
 		}
 	}
 	bin, args := r.sbx.wrap(spec)
+	if spec.joinNet != "" && r.sbx.netns {
+		bin, args = r.sbx.nsenter, append([]string{"--net=" + spec.joinNet, "--", bin}, args...)
+	}
 	if procs != nil {
 		bin, args = cgroupWrap(procs, bin, args)
 	}
@@ -416,6 +446,7 @@ func (r *Runtime) setupSandbox() error {
 			sbx.uids = newUIDTable(r.opts.UIDDir)
 			r.opts.Log.Info("agents run in sandboxes (bubblewrap: mount, PID, IPC and UTS namespaces)", "perAgentUID", sbx.root)
 			r.setupCgroups()
+			r.setupNetns()
 			return nil
 		}
 		if mode == SandboxRequired {

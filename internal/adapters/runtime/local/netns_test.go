@@ -1,0 +1,111 @@
+package local_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+)
+
+// serveLoopback serves body over HTTP on a port of the host's loopback until the test ends,
+// and returns its address.
+func serveLoopback(t *testing.T, body string) string {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, body) })}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { srv.Close() })
+	return l.Addr().String()
+}
+
+// TestAgentNetworkIsItsOwn is what code in agent A tried while all agents shared the host's
+// network: open a connection to agent B's gateway port, reach a service on the host's
+// loopback that asks for no credential, read the host's sockets in /proc/net. As root each
+// gateway now has a network namespace of its own: every one of these fails, while what the
+// agent needs still works: its own gateway at 127.0.0.1 from its commands (the engine's CLI),
+// the model proxy at its own address (Options.HostServices), and the manager reaching each
+// gateway at its endpoint.
+func TestAgentNetworkIsItsOwn(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "a network namespace per agent needs the manager to run as root")
+	}
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is needed inside the agents for this test: apt-get install curl")
+	}
+	hostOnly := serveLoopback(t, "host-only service")
+	proxy := serveLoopback(t, "model proxy")
+	opened := serveLoopback(t, "opened service")
+	openedPort, _ := strconv.Atoi(opened[strings.LastIndexByte(opened, ':')+1:])
+	f := newFixture(t, func(o *local.Options) {
+		o.Sandbox = local.SandboxRequired
+		o.HostServices = []string{proxy}
+		o.Egress = []local.EgressRule{{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: openedPort}}
+	})
+	if ok, why := f.rt.Networks(); !ok {
+		t.Fatalf("no network namespace per agent as root: %s", why)
+	}
+	victim := waitPhase(t, f, newAgent("victim"), desired("victim-gateway-token-0123456789"), runtime.PhaseRunning)
+	attacker := waitPhase(t, f, newAgent("attacker"), desired("attacker-gateway-token-012345678"), runtime.PhaseRunning)
+	// The manager reaches both gateways at their endpoints (through their doors): a good token
+	// and an unknown tool give 404.
+	waitStatus(t, victim.Endpoint, "victim-gateway-token-0123456789", http.StatusNotFound)
+	waitStatus(t, attacker.Endpoint, "attacker-gateway-token-012345678", http.StatusNotFound)
+
+	curl := func(url string) runtime.ExecResult {
+		return sh(t, f, "attacker", "curl -s --max-time 5 -w ' %{http_code}' "+url)
+	}
+	for what, url := range map[string]string{
+		"another agent's gateway":          victim.Endpoint + "/",
+		"a service on the host's loopback": "http://" + hostOnly + "/",
+	} {
+		if res := curl(url); res.ExitCode == 0 || strings.Contains(string(res.Stdout), "host-only") {
+			t.Errorf("%s (%s): reachable from inside an agent: exit %d %q", what, url, res.ExitCode, res.Stdout)
+		}
+	}
+	// The host's sockets are not in the agent's /proc/net: the host-only service's listening
+	// port (hex, after the address) is absent.
+	_, port, _ := net.SplitHostPort(hostOnly)
+	var p int
+	fmt.Sscan(port, &p)
+	if res := sh(t, f, "attacker", "cat /proc/net/tcp"); res.ExitCode != 0 || strings.Contains(string(res.Stdout), fmt.Sprintf(":%04X 00000000:0000 0A", p)) {
+		t.Errorf("the host's listening sockets in the agent's /proc/net/tcp: exit %d %.300q", res.ExitCode, res.Stdout)
+	}
+	// What the agent needs: the model proxy at its address, its own gateway at 127.0.0.1.
+	if res := curl("http://" + proxy + "/"); res.ExitCode != 0 || strings.TrimSpace(string(res.Stdout)) != "model proxy 200" {
+		t.Errorf("the model proxy from inside the agent: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if res := curl(attacker.Endpoint + "/"); res.ExitCode != 0 || strings.HasSuffix(strings.TrimSpace(string(res.Stdout)), " 000") {
+		t.Errorf("the agent's own gateway at %s from its commands: exit %d %q %q", attacker.Endpoint, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	// The way out is the egress proxy its environment names: it refuses the host's loopback
+	// (plain and tunnelled), and reaches what a rule opens (here a loopback port, standing for
+	// a private service an operator opens; the public internet is open by default,
+	// TestEgressPolicy).
+	viaProxy := func(tunnel bool, url string) string {
+		flags := "--noproxy ''"
+		if tunnel {
+			flags += " -p"
+		}
+		return strings.TrimSpace(string(sh(t, f, "attacker", "curl -s --max-time 5 "+flags+" -w ' %{http_code}' "+url).Stdout))
+	}
+	for _, tunnel := range []bool{false, true} {
+		if out := viaProxy(tunnel, "http://"+hostOnly+"/"); strings.Contains(out, "host-only") {
+			t.Errorf("the host's loopback through the egress proxy (tunnel %v): %q", tunnel, out)
+		}
+		if out := viaProxy(tunnel, "http://"+opened+"/"); out != "opened service 200" {
+			t.Errorf("a destination a rule opens, through the egress proxy (tunnel %v): %q", tunnel, out)
+		}
+	}
+}
