@@ -135,6 +135,30 @@ func enableControllers(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0o644)
 }
 
+// oomKills is how many times the kernel killed a process of uid's cgroup for its memory
+// limit (0 when unknown).
+func (c *cgroups) oomKills(uid int) int64 {
+	for _, parent := range c.dirs {
+		file := "memory.oom_control" // v1: "oom_kill N"
+		if c.v2 {
+			file = "memory.events" // v2: "oom_kill N"
+		} else if filepath.Base(filepath.Dir(parent)) != "memory" {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(parent, cgroupName(uid), file))
+		if err != nil {
+			return 0
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+				n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				return n
+			}
+		}
+	}
+	return 0
+}
+
 // remove removes uid's cgroup where it holds no process any more (rmdir refuses a cgroup with
 // processes: a gateway that outlives the manager keeps its own).
 func (c *cgroups) remove(uid int) {

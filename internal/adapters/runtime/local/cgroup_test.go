@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
@@ -56,5 +58,19 @@ func TestAgentPidsAreBounded(t *testing.T) {
 	}
 	if res := sh(t, f, "bomb", "echo ok"); strings.TrimSpace(string(res.Stdout)) != "ok" {
 		t.Fatalf("the agent's next command: exit %d %q %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+}
+
+// TestGatewayOOMKillIsReported: a gateway the kernel ends for going over its agent's memory
+// limit is reported as such (as kube reports an OOMKilled container), not as a plain crash.
+func TestGatewayOOMKillIsReported(t *testing.T) {
+	const limit = 64 << 20
+	f := limited(t, limit, local.DefaultPidsLimit)
+	d := desired("hog-gateway-token-0123456789abcdef")
+	d.Env = map[string]string{"FAKECLAW_HOG_BYTES": strconv.Itoa(2 * limit)}
+	a := newAgent("hog")
+	o := waitObserved(t, f, a, d, func(o runtime.Observed) bool { return strings.Contains(o.Message, "OOMKilled") })
+	if o.Reason != agentsv1.ReasonCrashed || !strings.Contains(o.Message, "memory limit of 64 MiB") {
+		t.Fatalf("a gateway over its memory limit: %s %q, want %s saying OOMKilled and the limit", o.Reason, o.Message, agentsv1.ReasonCrashed)
 	}
 }

@@ -465,7 +465,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
 	}
 	p := adoptProcess(pid, st.start)
-	p.restored = true
+	p.restored, p.oomKills = true, a.rt.oomKills(a.home)
 	if err := a.rt.plumbNet(p, a.st.Port); err != nil {
 		procRef{pid: pid, start: st.start}.killAndWait()
 		return err

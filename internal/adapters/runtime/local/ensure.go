@@ -208,6 +208,7 @@ func (a *agent) startLocked(ctx context.Context) {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
+	p.oomKills = a.rt.oomKills(a.home)
 	a.proc, a.unhealthy = p, 0
 	a.st.PID, a.st.StartTime = p.pid, p.start
 	a.saveLocked()

@@ -130,16 +130,21 @@ const eventBound = 2 * time.Minute
 // waitPhase calls Ensure until it reports phase.
 func waitPhase(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired, phase runtime.Phase) runtime.Observed {
 	t.Helper()
+	return waitObserved(t, f, a, d, func(o runtime.Observed) bool { return o.Phase == phase })
+}
+
+// waitObserved calls Ensure until what it reports satisfies ok.
+func waitObserved(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Desired, ok func(runtime.Observed) bool) runtime.Observed {
+	t.Helper()
 	deadline := time.Now().Add(eventBound)
 	var o runtime.Observed
 	for time.Now().Before(deadline) {
-		o = ensure(t, f, a, d)
-		if o.Phase == phase {
+		if o = ensure(t, f, a, d); ok(o) {
 			return o
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("phase %s not reached: %+v", phase, o)
+	t.Fatalf("not observed: %+v", o)
 	return o
 }
 

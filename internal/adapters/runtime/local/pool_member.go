@@ -51,6 +51,7 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 		stopProcess(context.Background(), m.proc, 0, nil)
 		return fail(err)
 	}
+	m.proc.oomKills = r.oomKills(m.home)
 	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)
 	return m, nil
 }

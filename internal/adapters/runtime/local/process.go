@@ -40,6 +40,9 @@ type process struct {
 	exitDesc string
 	// healthySince is when the gateway first answered its health check (supervisor only).
 	healthySince time.Time
+	// oomKills is its agent's cgroup's OOM kill count when it started: more at its exit
+	// means the kernel ended it for the memory limit.
+	oomKills int64
 	// net is what the manager serves for the gateway's network namespace (netns.go), closed
 	// when the process exits (netMu guards it; netDone: the process has exited).
 	netMu   sync.Mutex
@@ -470,6 +473,7 @@ func (r *Runtime) adoptAll() map[string]bool {
 			if err := r.plumbNet(p, st.Port); err != nil {
 				r.opts.Log.Error(err, "cannot serve the adopted gateway's network: it is restarted once found unhealthy", "agent", key)
 			}
+			p.oomKills = r.oomKills(homeOf(dir, st))
 			a := r.newAgent(key)
 			a.setStateLocked(st)
 			a.proc = p

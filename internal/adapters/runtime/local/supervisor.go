@@ -171,5 +171,22 @@ func (a *agent) handleExitLocked() {
 			p.exitDesc, time.Since(p.started).Round(time.Millisecond)))
 		return
 	}
-	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, "the gateway exited with "+p.exitDesc)
+	what := "the gateway exited with " + p.exitDesc
+	if n := a.rt.oomKills(a.home); n > p.oomKills {
+		// As kube says of a container: the kernel ended it in its agent's cgroup.
+		what += fmt.Sprintf(" (OOMKilled: over the agent's memory limit of %d MiB)", a.rt.cg.mem>>20)
+	}
+	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, what)
+}
+
+// oomKills is the count of OOM kills in home's cgroup (0 without cgroups).
+func (r *Runtime) oomKills(home string) int64 {
+	if r.cg == nil {
+		return 0
+	}
+	uid, err := r.sbx.uids.of(home)
+	if err != nil {
+		return 0
+	}
+	return r.cg.oomKills(uid)
 }

@@ -94,6 +94,9 @@ func gatewayRun(args []string) int {
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Printf("[gateway] listening on ws://%s:%d (PID %d)\n", host, port, os.Getpid())
 	fmt.Println("[gateway] ready")
+	if n, err := strconv.Atoi(os.Getenv("FAKECLAW_HOG_BYTES")); err == nil && n > 0 {
+		go hog(n)
+	}
 
 	crash, why := crashTrigger()
 	select {
@@ -389,4 +392,14 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// hog takes n bytes of memory and keeps them (FAKECLAW_HOG_BYTES: a gateway that outgrows its
+// memory limit, for the kernel to end), touching every page.
+func hog(n int) {
+	b := make([]byte, n)
+	for i := 0; i < n; i += 4096 {
+		b[i] = 1
+	}
+	select {} // hold it
 }
