@@ -114,7 +114,10 @@ type Platform struct {
 	runtime  runtime.Runtime
 	// modelBase is where agents reach the model proxy ("" : provider keys go to their env).
 	modelBase string
-	shutdown  func(context.Context) error
+	// facade is where local agents reach the REST facade on this host's loopback (their
+	// platform tokens; "": none), the facade's own listener.
+	facade   string
+	shutdown func(context.Context) error
 }
 
 // New builds the manager, registers every controller and the REST facade.
@@ -164,6 +167,9 @@ func New(ctx context.Context, cfg *rest.Config, o Options) (*Platform, error) {
 		return nil, err
 	}
 	p.modelBase = p.modelProxyBase(apiListener, proxyListener)
+	if apiListener != nil {
+		p.facade = loopbackAddr(apiListener.Addr())
+	}
 	if !o.APIOnly || o.Runtime.Name == RuntimeKube {
 		rt, err := p.buildRuntime()
 		if err != nil {

@@ -5,7 +5,9 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -110,7 +112,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir,
-			HostServices: loopbackService(p.modelBase), Egress: localEgress(o.Egress),
+			HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 		})
 		if err != nil {
 			return nil, err
@@ -147,17 +149,30 @@ func (p *Platform) Sandboxed() (bool, string) {
 	return true, ""
 }
 
-// loopbackService is the host:port of base when it is an http URL on the host's loopback (the
-// model proxy as local agents reach it; their network namespaces get it), else none.
-func loopbackService(base string) []string {
-	u, err := url.Parse(base)
-	if err != nil || u.Scheme != "http" || u.Port() == "" {
-		return nil
+// hostServices are what local agents reach on this host's loopback from their network
+// namespaces: the model proxy (base, when it is an http URL on loopback) and the REST facade
+// (its loopback address, "" for none), each once.
+func hostServices(base, facade string) []string {
+	var out []string
+	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && u.Port() != "" {
+		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() && ip.To4() != nil {
+			out = append(out, u.Host)
+		}
 	}
-	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
-		return nil
+	if facade != "" && !slices.Contains(out, facade) {
+		out = append(out, facade)
 	}
-	return []string{u.Host}
+	return out
+}
+
+// loopbackAddr is where a listener at a is reached on this host's IPv4 loopback ("" : it is
+// not: bound to another address).
+func loopbackAddr(a net.Addr) string {
+	t, ok := a.(*net.TCPAddr)
+	if !ok || !(t.IP.IsLoopback() || t.IP.IsUnspecified()) {
+		return ""
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(t.Port))
 }
 
 // localEgress turns --agent-egress rules into the local runtime's: each opens its destination

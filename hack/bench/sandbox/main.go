@@ -8,7 +8,10 @@
 // (--sandbox=auto, which must find bubblewrap), in alternating order, each from a fresh state
 // dir: cold create is the time from Ensure to the gateway's first healthy answer; idle RSS is
 // the resident memory of every process of the agent (bwrap's two included), summed, after
-// -idle of quiet. It prints each run, the medians and the sandboxed/unsandboxed ratios.
+// -idle of quiet; the round trip is the median of 200 GETs of the gateway's /healthz at its
+// endpoint, each on a new connection (as root a sandboxed gateway has a network namespace of
+// its own, reached through the manager's door: this is what the door costs). It prints each
+// run, the medians and the sandboxed/unsandboxed ratios.
 //
 // Unsandboxed gateways share the host's warm Node compile cache in /tmp; sandboxed ones share
 // the runtime's read-only one, which a long-running manager warms once per engine: here one
@@ -19,6 +22,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -51,7 +56,7 @@ func main() {
 	}
 }
 
-type sample struct{ create, rssMiB float64 }
+type sample struct{ create, rssMiB, rttMs float64 }
 
 // jsonOut is -json: where the results go for `make bench`.
 var jsonOut *string
@@ -78,19 +83,20 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", mode, err)
 			}
-			fmt.Printf("round %d  sandbox=%-4s  create %.2f s  idle RSS %.0f MiB\n", i+1, mode, s.create, s.rssMiB)
+			fmt.Printf("round %d  sandbox=%-4s  create %.2f s  idle RSS %.0f MiB  GET /healthz p50 %.3f ms\n", i+1, mode, s.create, s.rssMiB, s.rttMs)
 			got[mode] = append(got[mode], s)
 		}
 	}
 	off, on := medians(got[local.SandboxOff]), medians(got[local.SandboxAuto])
-	fmt.Printf("\nmedian  unsandboxed: create %.2f s, idle RSS %.0f MiB\n", off.create, off.rssMiB)
-	fmt.Printf("median  sandboxed:   create %.2f s, idle RSS %.0f MiB\n", on.create, on.rssMiB)
-	fmt.Printf("ratio sandboxed/unsandboxed: create %.3f, idle RSS %.3f\n", on.create/off.create, on.rssMiB/off.rssMiB)
+	fmt.Printf("\nmedian  unsandboxed: create %.2f s, idle RSS %.0f MiB, GET /healthz %.3f ms\n", off.create, off.rssMiB, off.rttMs)
+	fmt.Printf("median  sandboxed:   create %.2f s, idle RSS %.0f MiB, GET /healthz %.3f ms\n", on.create, on.rssMiB, on.rttMs)
+	fmt.Printf("ratio sandboxed/unsandboxed: create %.3f, idle RSS %.3f, GET /healthz %.3f\n", on.create/off.create, on.rssMiB/off.rssMiB, on.rttMs/off.rttMs)
 	row := fmt.Sprintf("median of %d rounds, engine %s", n, version)
 	const base, of = "the same runtime with --sandbox=off", "sandboxed / unsandboxed"
 	return report.Write(*jsonOut, []report.Result{
 		{Bench: "sandbox", Row: row, Metric: "cold create (Ensure to healthy)", Value: on.create, Unit: "s", Baseline: base, BaselineValue: off.create, Ratio: on.create / off.create, RatioOf: of},
 		{Bench: "sandbox", Row: row, Metric: fmt.Sprintf("idle RSS after %s", idle), Value: on.rssMiB, Unit: "MiB", Baseline: base, BaselineValue: off.rssMiB, Ratio: on.rssMiB / off.rssMiB, RatioOf: of},
+		{Bench: "sandbox", Row: row, Metric: fmt.Sprintf("GET /healthz at the endpoint, p50 of %d (new connection each)", rttRequests), Value: on.rttMs, Unit: "ms", Baseline: base, BaselineValue: off.rttMs, Ratio: on.rttMs / off.rttMs, RatioOf: of},
 	})
 }
 
@@ -138,10 +144,48 @@ func once(ctx context.Context, mode, engineDir, version, cache string, idle time
 		return sample{}, err
 	}
 	home := filepath.Join(rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}), "home")
-	return sample{create: created, rssMiB: benchkit.AgentRSS(benchkit.HomeIs(home))}, nil
+	rss := benchkit.AgentRSS(benchkit.HomeIs(home))
+	o, err := rt.Ensure(ctx, ag, d)
+	if err != nil {
+		return sample{}, err
+	}
+	rtt, err := roundTrip(ctx, o.Endpoint+"/healthz")
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{create: created, rssMiB: rss, rttMs: rtt}, nil
+}
+
+// rttRequests is how many requests roundTrip times.
+const rttRequests = 200
+
+// roundTrip is the median time in ms of rttRequests GETs of url, each on a new connection (as
+// root a sandboxed gateway is reached through the manager's door into its network namespace:
+// a new connection is a new dial inside it).
+func roundTrip(ctx context.Context, url string) (float64, error) {
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil}, Timeout: 10 * time.Second}
+	times := make([]float64, 0, rttRequests)
+	for range rttRequests {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return 0, err
+		}
+		start := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return 0, fmt.Errorf("GET %s: %d", url, resp.StatusCode)
+		}
+		times = append(times, float64(time.Since(start).Microseconds())/1000)
+	}
+	return benchkit.Median(times, func(x float64) float64 { return x }), nil
 }
 
 func medians(s []sample) sample {
 	med := func(f func(sample) float64) float64 { return benchkit.Median(s, f) }
-	return sample{create: med(func(x sample) float64 { return x.create }), rssMiB: med(func(x sample) float64 { return x.rssMiB })}
+	return sample{create: med(func(x sample) float64 { return x.create }), rssMiB: med(func(x sample) float64 { return x.rssMiB }), rttMs: med(func(x sample) float64 { return x.rttMs })}
 }
