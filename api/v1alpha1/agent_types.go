@@ -139,9 +139,10 @@ type AgentSpec struct {
 	// the agent's home, as the runtime seeded it, is the base.
 	// +optional
 	ConfigRef *SecretKeyReference `json:"configRef,omitempty"`
-	// Resources sizes the gateway container (kube runtime; the local runtime runs processes
-	// and ignores it). Unset values take the platform's defaults; a request above the limit
-	// raises the limit to it. The gateway's Node heap follows the memory limit.
+	// Resources sizes the gateway container (kube runtime) or the agent's cgroup (local
+	// runtime as root: the memory limit, the cpu limit as a quota, the cpu request as a weight
+	// against the other agents). Unset values take the platform's defaults; a request above
+	// the limit raises the limit to it. The gateway's Node heap follows the memory limit.
 	// +optional
 	Resources *AgentResources `json:"resources,omitempty"`
 	// Budget limits the agent's model requests through the platform's model proxy (the

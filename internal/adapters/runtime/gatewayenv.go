@@ -7,6 +7,15 @@ import (
 	"strings"
 )
 
+// HeapShare is the part of a gateway's memory limit its Node heap may take
+// (--max-old-space-size); the rest is for Node's other memory, the engine's child processes
+// and the page cache. Without it V8 sizes its heap from the host's memory, not the
+// container's or cgroup's, and the kernel's OOM killer ends the gateway before V8 collects.
+const HeapShare = 0.75
+
+// HeapMiB is the Node heap (MiB) of a gateway whose memory limit is limit bytes.
+func HeapMiB(limit int64) int64 { return int64(float64(limit) * HeapShare / (1 << 20)) }
+
 // GatewayNodeEnv is the environment both runtimes give an engine gateway (a Node process; the
 // Node workers and child processes it starts inherit it) for a small idle footprint, with
 // heapMiB the most its V8 old space may take (on kube a share of the container's memory

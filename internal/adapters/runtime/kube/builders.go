@@ -338,7 +338,7 @@ func gatewayEnv(engineEnv, cmdEnv, heap map[string]string, tokenSecret string) [
 // heapEnv caps the gateway's Node heap at HeapShare of the container's memory limit, with the
 // rest of the platform's Node settings for a small idle gateway (runtime.GatewayNodeEnv).
 func heapEnv(limit resource.Quantity) map[string]string {
-	return runtime.GatewayNodeEnv(int64(float64(limit.Value()) * HeapShare / (1 << 20)))
+	return runtime.GatewayNodeEnv(runtime.HeapMiB(limit.Value()))
 }
 
 // gatewayResources are the platform's defaults overridden by the agent's own values; a request

@@ -42,11 +42,8 @@ var (
 	DefaultMemoryLimit   = resource.MustParse("2Gi")
 )
 
-// HeapShare is the part of the container's memory limit the gateway's Node heap may take
-// (--max-old-space-size); the rest is for Node's other memory, the engine's child processes
-// and the page cache. Without it V8 sizes its heap from the host's memory, not the
-// container's, and the kernel's OOM killer ends the gateway before V8 collects.
-const HeapShare = 0.75
+// HeapShare is runtime.HeapShare (the part of the memory limit the Node heap may take).
+const HeapShare = runtime.HeapShare
 
 // DefaultEngineCommand runs the engine CLI in the official image (WORKDIR /app, no `openclaw`
 // on PATH).

@@ -39,6 +39,7 @@ type agent struct {
 	st       state
 	env      map[string]string // Desired.Env of the last Ensure (memory only)
 	token    string            // Desired.GatewayToken of the last Ensure (to redact logs)
+	heapMiB  int64             // the gateway's Node heap from the Agent's memory limit (0: default)
 	proc     *process
 
 	phase           runtime.Phase

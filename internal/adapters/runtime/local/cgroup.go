@@ -43,10 +43,16 @@ type cgroups struct {
 	v2   bool
 	mem  int64
 	pids int64
+	// cpu: the cpu controller is there too (cpu.shares or cpu.weight, a quota: the Agent's
+	// resources; cgroup_limits.go).
+	cpu bool
 
 	mu sync.Mutex
 	// made is the uids whose cgroups this runtime made and has not removed yet.
 	made map[int]bool
+	// lim are the limits of the agents whose resources an Ensure gave (setLimits); the others
+	// get the defaults.
+	lim map[int]cgLimits
 }
 
 // newCgroups finds the hierarchies with the memory and pids controllers; an error says why
@@ -55,7 +61,7 @@ func newCgroups(root string, memory, pids int64) (*cgroups, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("cgroups need the manager to run as root")
 	}
-	c := &cgroups{mem: memory, pids: pids, made: map[int]bool{}}
+	c := &cgroups{mem: memory, pids: pids, made: map[int]bool{}, lim: map[int]cgLimits{}}
 	if raw, err := os.ReadFile(filepath.Join(root, "cgroup.controllers")); err == nil {
 		have := strings.Fields(string(raw))
 		for _, want := range []string{"memory", "pids"} {
@@ -63,14 +69,18 @@ func newCgroups(root string, memory, pids int64) (*cgroups, error) {
 				return nil, fmt.Errorf("the cgroup v2 hierarchy lacks the %s controller", want)
 			}
 		}
-		c.v2, c.dirs = true, []string{filepath.Join(root, cgroupParent)}
+		c.v2, c.dirs, c.cpu = true, []string{filepath.Join(root, cgroupParent)}, slices.Contains(have, "cpu")
 		return c, nil
 	}
-	for _, ctl := range []string{"memory", "pids"} {
+	for _, ctl := range []string{"memory", "pids", "cpu"} {
 		d := filepath.Join(root, ctl)
 		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err != nil {
+			if ctl == "cpu" {
+				break // optional: no cpu weight or quota per agent
+			}
 			return nil, fmt.Errorf("no cgroup v2 hierarchy and no v1 %s hierarchy at %s", ctl, d)
 		}
+		c.cpu = ctl == "cpu"
 		c.dirs = append(c.dirs, filepath.Join(d, cgroupParent))
 	}
 	return c, nil
@@ -87,23 +97,33 @@ func (c *cgroups) join(uid int) ([]string, error) {
 		if err := os.MkdirAll(c.dirs[0], 0o755); err != nil {
 			return nil, err
 		}
-		if err := enableControllers(filepath.Dir(c.dirs[0])); err != nil {
+		if err := c.enableControllers(filepath.Dir(c.dirs[0])); err != nil {
 			return nil, err
 		}
-		if err := enableControllers(c.dirs[0]); err != nil {
+		if err := c.enableControllers(c.dirs[0]); err != nil {
 			return nil, err
 		}
 	}
 	c.track(uid)
+	c.mu.Lock()
+	l, given := c.lim[uid]
+	c.mu.Unlock()
+	if !given {
+		l = c.defaults()
+	}
 	var procs []string
 	for _, parent := range c.dirs {
 		d := filepath.Join(parent, cgroupName(uid))
+		_, err := os.Stat(d)
+		made := errors.Is(err, os.ErrNotExist)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
-		for file, v := range c.limits(parent) {
-			if err := os.WriteFile(filepath.Join(d, file), []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
-				return nil, fmt.Errorf("cgroup limit %s: %w", file, err)
+		// An existing cgroup keeps its limits until an Ensure gives the agent's: a command
+		// run before it (a manager just restarted) must not shrink a running gateway's.
+		if made || given {
+			if err := c.write(d, l.files(c.kind(parent), c.cpu)); err != nil {
+				return nil, err
 			}
 		}
 		procs = append(procs, filepath.Join(d, "cgroup.procs"))
@@ -111,28 +131,26 @@ func (c *cgroups) join(uid int) ([]string, error) {
 	return procs, nil
 }
 
-// limits are the control files (and values) of the hierarchy parent is in.
-func (c *cgroups) limits(parent string) map[string]int64 {
-	switch {
-	case c.v2:
-		return map[string]int64{"memory.max": c.mem, "pids.max": c.pids}
-	case filepath.Base(filepath.Dir(parent)) == "memory":
-		return map[string]int64{"memory.limit_in_bytes": c.mem}
-	}
-	return map[string]int64{"pids.max": c.pids}
-}
-
-// enableControllers lets dir's children use the memory and pids controllers (v2).
-func enableControllers(dir string) error {
+// enableControllers lets dir's children use the memory, pids (and cpu) controllers (v2).
+func (c *cgroups) enableControllers(dir string) error {
 	raw, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
 	if err != nil {
 		return err
 	}
-	on := strings.Fields(string(raw))
-	if slices.Contains(on, "memory") && slices.Contains(on, "pids") {
+	on, want := strings.Fields(string(raw)), []string{"memory", "pids"}
+	if c.cpu {
+		want = append(want, "cpu")
+	}
+	var add []string
+	for _, w := range want {
+		if !slices.Contains(on, w) {
+			add = append(add, "+"+w)
+		}
+	}
+	if len(add) == 0 {
 		return nil
 	}
-	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids"), 0o644)
+	return os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(strings.Join(add, " ")), 0o644)
 }
 
 // oomKills is how many times the kernel killed a process of uid's cgroup for its memory

@@ -53,6 +53,11 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 		return runtime.Observed{}, fmt.Errorf("create agent home: %w", err)
 	}
 	a.env, a.token = maps.Clone(d.Env), d.GatewayToken
+	heap, err := r.applyResources(a.home, ag.Spec.Resources)
+	if err != nil {
+		a.log.Info("cannot apply the agent's resources to its cgroup", "error", err.Error())
+	}
+	a.heapMiB = heap
 	if err := a.ensureConfigLocked(d); err != nil {
 		return runtime.Observed{}, err
 	}
@@ -191,7 +196,7 @@ func (a *agent) startLocked(ctx context.Context) {
 	// The attached secrets first: every value the platform sets (PATH, LANG, HOME, OPENCLAW_*,
 	// NODE_OPTIONS, the marker) comes after them and wins, even for a name that slipped past
 	// the reserved list.
-	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnv(), a.rt.egressEnv(), e.Env(a.home, port), gc.Env, map[string]string{MarkerEnv: a.home})
+	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnvFor(a.heapMiB), a.rt.egressEnv(), e.Env(a.home, port), gc.Env, map[string]string{MarkerEnv: a.home})
 	bin, args, err := a.gatewaySandboxLocked(port, true)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())

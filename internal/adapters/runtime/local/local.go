@@ -326,6 +326,14 @@ func (r *Runtime) Name() string { return Name }
 // nodeEnv is the platform's Node settings of every gateway it starts (runtime.GatewayNodeEnv).
 func (r *Runtime) nodeEnv() map[string]string { return runtime.GatewayNodeEnv(r.opts.GatewayHeapMiB) }
 
+// nodeEnvFor is nodeEnv with a heap of heapMiB (an agent's memory limit's; 0: the default).
+func (r *Runtime) nodeEnvFor(heapMiB int64) map[string]string {
+	if heapMiB <= 0 {
+		return r.nodeEnv()
+	}
+	return runtime.GatewayNodeEnv(heapMiB)
+}
+
 // AgentDir is where the runtime keeps the agent with key.
 func (r *Runtime) AgentDir(key types.NamespacedName) string {
 	return filepath.Join(r.opts.StateDir, "agents", key.Namespace, key.Name)
