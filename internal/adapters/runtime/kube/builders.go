@@ -346,7 +346,7 @@ func heapEnv(limit resource.Quantity) map[string]string {
 func gatewayResources(o Options, own *agentsv1.AgentResources) corev1.ResourceRequirements {
 	r := corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: o.CPURequest, corev1.ResourceMemory: o.MemoryRequest},
-		Limits:   corev1.ResourceList{corev1.ResourceMemory: o.MemoryLimit},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: o.MemoryLimit, corev1.ResourceEphemeralStorage: EphemeralStorageLimit},
 	}
 	if !o.CPULimit.IsZero() {
 		r.Limits[corev1.ResourceCPU] = o.CPULimit

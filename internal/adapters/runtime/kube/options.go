@@ -40,6 +40,10 @@ var (
 	DefaultCPURequest    = resource.MustParse("500m")
 	DefaultMemoryRequest = resource.MustParse("1536Mi")
 	DefaultMemoryLimit   = resource.MustParse("2Gi")
+	// EphemeralStorageLimit bounds what the gateway container writes outside its home volume
+	// (its writable layer and logs; with the /tmp emptyDir's sizeLimit, the pod's): the kubelet
+	// evicts a pod over it instead of letting it fill the node's disk.
+	EphemeralStorageLimit = resource.MustParse("4Gi")
 )
 
 // HeapShare is runtime.HeapShare (the part of the memory limit the Node heap may take).

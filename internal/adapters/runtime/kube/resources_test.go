@@ -11,8 +11,8 @@ import (
 )
 
 // TestAgentResources: an agent's own requests and limits override the platform's defaults
-// value by value, a request above its limit raises the limit, and the Node heap follows the
-// memory limit the container gets.
+// value by value, a request above its limit raises the limit, the Node heap follows the
+// memory limit the container gets, and what it writes outside its home is bounded.
 func TestAgentResources(t *testing.T) {
 	q := resource.MustParse
 	for _, tc := range []struct {
@@ -50,6 +50,7 @@ func TestAgentResources(t *testing.T) {
 				{"cpu request", r.Requests[corev1.ResourceCPU], tc.cpuReq},
 				{"memory request", r.Requests[corev1.ResourceMemory], tc.memReq},
 				{"memory limit", r.Limits[corev1.ResourceMemory], tc.memLimit},
+				{"ephemeral-storage limit", r.Limits[corev1.ResourceEphemeralStorage], "4Gi"},
 			} {
 				if c.got.Cmp(q(c.want)) != 0 {
 					t.Errorf("%s %s, want %s", c.what, c.got.String(), c.want)
