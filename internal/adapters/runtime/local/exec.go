@@ -41,7 +41,12 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if closed {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrNotRunning, errShutdown)
 	}
-	st, secrets, net := r.execContext(key, dir)
+	st, secrets, ns := r.execContext(key, dir)
+	joinNet := ""
+	if ns != nil {
+		defer ns.Close() // held until the command ended (nsenter opened it by number)
+		joinNet = nsPath(ns)
+	}
 	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, key)
@@ -86,7 +91,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if info, err := os.Stat(bin); err != nil || info.IsDir() {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
 	}
-	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: net}, engineDir, false)
+	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: joinNet}, engineDir, false)
 	if err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
@@ -97,23 +102,24 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 }
 
 // execContext is the agent's state, attached secrets (none before the first Ensure of this
-// manager) and where its commands join its running gateway's network namespace ("" : none).
-func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string, string) {
+// manager) and its running gateway's network namespace for its commands to join (nil: none;
+// the caller closes it).
+func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string, *os.File) {
 	r.mu.Lock()
 	a := r.agents[key]
 	r.mu.Unlock()
 	if a == nil {
 		st, _ := readState(dir)
-		return st, nil, ""
+		return st, nil, nil
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_ = a.loadLocked()
-	net := ""
+	var ns *os.File
 	if a.proc != nil {
-		net = a.proc.netPath()
+		ns = a.proc.netNS()
 	}
-	return a.st, maps.Clone(a.env), net
+	return a.st, maps.Clone(a.env), ns
 }
 
 // engineDirFor is the engine dir for an agent that never ran here: its version's, or the

@@ -47,9 +47,19 @@ type gatewayNet struct {
 	log logr.Logger
 }
 
-// path is where another process (nsenter, as root) finds the namespace while it is held.
-func (g *gatewayNet) path() string {
-	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(g.ns.Fd()))
+// dup is a copy of the namespace's fd (nil when it cannot be made), the caller's to close.
+func (g *gatewayNet) dup() *os.File {
+	fd, err := unix.FcntlInt(g.ns.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "netns")
+}
+
+// nsPath is where another process (nsenter, as root) finds the namespace f holds while this
+// process keeps f open.
+func nsPath(f *os.File) string {
+	return "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd()))
 }
 
 // close ends the door, the listeners and every forwarded connection, and lets go of the

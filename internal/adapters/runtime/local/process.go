@@ -82,14 +82,16 @@ func (p *process) dropNet() {
 	}
 }
 
-// netPath is where a command joins p's network namespace ("" : p has none).
-func (p *process) netPath() string {
+// netNS is a copy of p's network namespace's fd for a command to join (nil: p has none), its
+// caller's to close once the command ended: the number it is found at (/proc/<manager>/fd/N)
+// cannot name another namespace meanwhile, whatever becomes of p.
+func (p *process) netNS() *os.File {
 	p.netMu.Lock()
 	defer p.netMu.Unlock()
 	if p.net == nil || p.netDone {
-		return ""
+		return nil
 	}
-	return p.net.path()
+	return p.net.dup()
 }
 
 func (p *process) hasExited() bool {

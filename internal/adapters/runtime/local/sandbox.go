@@ -73,7 +73,7 @@ type sandboxSpec struct {
 	// dies: commands, not gateways (those outlive a manager restart).
 	dieWithParent bool
 	// joinNet, when set, is the network namespace the sandbox joins (a running gateway's, for
-	// its agent's commands: gatewayNet.path) instead of an empty one of its own.
+	// its agent's commands: nsPath of a copy of its fd) instead of an empty one of its own.
 	joinNet string
 	// uid, when not 0, is the uid the processes run as (as root) instead of the home's own
 	// (inSandbox sets it; the manager's own probes and warm-ups set warmUID).
