@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,6 +37,12 @@ import (
 // namespace, so they reach it at 127.0.0.1 as its own CLI expects; with no gateway they get an
 // empty one. As an ordinary user the manager cannot enter a namespace it made in a user
 // namespace, and sandboxes keep the host's network (Runtime.Networks says why).
+
+// maxAgentConns bounds the connections an agent holds open through each of the manager's
+// listeners in its namespace (a host service, the egress proxy): each costs the manager two
+// sockets, and an agent must not exhaust the manager's files. Further ones wait in the
+// listen queue until one ends.
+const maxAgentConns = 256
 
 // gatewayNet is what the manager serves for one gateway's network namespace.
 type gatewayNet struct {
@@ -197,6 +204,7 @@ func (r *Runtime) plumbNet(p *process, port int) error {
 			return fmt.Errorf("the host service %s in the gateway's network namespace: %w", svc, err)
 		}
 		g.ls = append(g.ls, l)
+		l = netutil.LimitListener(l, maxAgentConns)
 		go g.forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp4", svc, 10*time.Second) })
 	}
 	if r.egress != nil {
@@ -206,6 +214,7 @@ func (r *Runtime) plumbNet(p *process, port int) error {
 			return fmt.Errorf("the egress proxy in the gateway's network namespace: %w", err)
 		}
 		g.ls = append(g.ls, l)
+		l = netutil.LimitListener(l, maxAgentConns)
 		go func() { _ = r.egress.Serve(l) }()
 	}
 	p.setNet(g)
