@@ -335,7 +335,7 @@ func gatewayEnv(engineEnv, cmdEnv, heap map[string]string, tokenSecret string) [
 	}})
 }
 
-// heapEnv caps the gateway's Node heap at HeapShare of the container's memory limit, with the
+// heapEnv caps the gateway's Node heap at runtime.HeapShare of the container's memory limit, with the
 // rest of the platform's Node settings for a small idle gateway (runtime.GatewayNodeEnv).
 func heapEnv(limit resource.Quantity) map[string]string {
 	return runtime.GatewayNodeEnv(runtime.HeapMiB(limit.Value()))

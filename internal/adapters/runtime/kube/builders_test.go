@@ -383,7 +383,7 @@ func TestBuildRejects(t *testing.T) {
 }
 
 // TestInitAndHeapLimit: an init runs as PID 1 before the engine, and the Node heap is capped
-// at HeapShare of the container's memory limit (V8 would size it from the host's memory).
+// at runtime.HeapShare of the container's memory limit (V8 would size it from the host's memory).
 func TestInitAndHeapLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name    string

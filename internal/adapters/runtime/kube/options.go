@@ -46,9 +46,6 @@ var (
 	EphemeralStorageLimit = resource.MustParse("4Gi")
 )
 
-// HeapShare is runtime.HeapShare (the part of the memory limit the Node heap may take).
-const HeapShare = runtime.HeapShare
-
 // DefaultEngineCommand runs the engine CLI in the official image (WORKDIR /app, no `openclaw`
 // on PATH).
 var DefaultEngineCommand = []string{"node", "/app/openclaw.mjs"}

@@ -105,12 +105,7 @@ func (c *cgroups) join(uid int) ([]string, error) {
 		}
 	}
 	c.track(uid)
-	c.mu.Lock()
-	l, given := c.lim[uid]
-	c.mu.Unlock()
-	if !given {
-		l = c.defaults()
-	}
+	l, given := c.limitsOf(uid)
 	var procs []string
 	for _, parent := range c.dirs {
 		d := filepath.Join(parent, cgroupName(uid))

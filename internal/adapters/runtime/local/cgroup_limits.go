@@ -28,6 +28,17 @@ const cpuPeriod = 100000
 
 func (c *cgroups) defaults() cgLimits { return cgLimits{mem: c.mem, pids: c.pids} }
 
+// limitsOf are uid's limits: what an Ensure gave (given), else the defaults.
+func (c *cgroups) limitsOf(uid int) (l cgLimits, given bool) {
+	c.mu.Lock()
+	l, given = c.lim[uid]
+	c.mu.Unlock()
+	if !given {
+		l = c.defaults()
+	}
+	return l, given
+}
+
 // limitsFrom are the limits for an Agent's resources (nil: def), and the Node heap (MiB) its
 // memory limit gives the gateway (0: the runtime's default).
 func limitsFrom(res *agentsv1.AgentResources, def cgLimits) (cgLimits, int64) {

@@ -465,8 +465,8 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
 	}
 	p := adoptProcess(pid, st.start)
-	p.restored, p.oomKills = true, a.rt.oomKills(a.home)
-	if err := a.rt.plumbNet(p, a.st.Port); err != nil {
+	p.restored = true
+	if err := a.rt.attach(p, a.st.Port, a.home); err != nil {
 		procRef{pid: pid, start: st.start}.killAndWait()
 		return err
 	}

@@ -35,15 +35,12 @@ var ErrEgressRefused = errors.New("agents may not connect there")
 // egressProxy is the proxy's handler, shared by every namespace's listener.
 type egressProxy struct {
 	rules []EgressRule
-	// hostAddrs are this host's own addresses, read at each dial (interfaces come and go).
-	hostAddrs func() []netip.Addr
-	resolver  *net.Resolver
-	fwd       *httputil.ReverseProxy
+	fwd   *httputil.ReverseProxy
 }
 
 func newEgressProxy(rules []EgressRule) *egressProxy {
-	e := &egressProxy{rules: rules, hostAddrs: interfaceAddrs, resolver: net.DefaultResolver}
-	tr := &http.Transport{DialContext: e.dial, ForceAttemptHTTP2: false, ResponseHeaderTimeout: time.Minute, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
+	e := &egressProxy{rules: rules}
+	tr := &http.Transport{DialContext: e.dial, ResponseHeaderTimeout: time.Minute, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 	e.fwd = &httputil.ReverseProxy{
 		Rewrite:   func(r *httputil.ProxyRequest) { r.Out.URL = r.In.URL; r.Out.Host = r.In.Host },
 		Transport: tr,
@@ -127,13 +124,13 @@ func (e *egressProxy) dial(ctx context.Context, _, hostport string) (net.Conn, e
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}
 	} else {
-		ips, err := e.resolver.LookupNetIP(ctx, "ip", host)
+		ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		if err != nil {
 			return nil, err
 		}
 		addrs = ips
 	}
-	own := e.hostAddrs()
+	own := interfaceAddrs() // read at each dial: interfaces come and go
 	var lastErr error = fmt.Errorf("%w: %s", ErrEgressRefused, hostport)
 	for _, a := range addrs {
 		if !e.allowed(a.Unmap(), port, own) {

@@ -205,7 +205,7 @@ func (a *agent) startLocked(ctx context.Context) {
 	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
 	p, err := startProcess(l)
 	if err == nil {
-		if err = a.rt.plumbNet(p, port); err != nil {
+		if err = a.rt.attach(p, port, a.home); err != nil {
 			stopProcess(ctx, p, 0, &a.log)
 		}
 	}
@@ -213,7 +213,6 @@ func (a *agent) startLocked(ctx context.Context) {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
-	p.oomKills = a.rt.oomKills(a.home)
 	a.proc, a.unhealthy = p, 0
 	a.st.PID, a.st.StartTime = p.pid, p.start
 	a.saveLocked()

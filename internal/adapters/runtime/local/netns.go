@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/go-logr/logr"
 	"golang.org/x/net/netutil"
 	"golang.org/x/sys/unix"
 )
@@ -51,7 +50,6 @@ type gatewayNet struct {
 	mu  sync.Mutex
 	cs  map[net.Conn]struct{} // forwarded connections, both ends
 	end bool
-	log logr.Logger
 }
 
 // dup is a copy of the namespace's fd (nil when it cannot be made), the caller's to close.
@@ -188,7 +186,7 @@ func (r *Runtime) plumbNet(p *process, port int) error {
 	if err != nil {
 		return err
 	}
-	g := &gatewayNet{ns: ns, cs: map[net.Conn]struct{}{}, log: r.opts.Log.WithValues("pid", p.pid, "port", port)}
+	g := &gatewayNet{ns: ns, cs: map[net.Conn]struct{}{}}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	door, err := net.Listen("tcp4", addr)
 	if err != nil {
@@ -198,27 +196,34 @@ func (r *Runtime) plumbNet(p *process, port int) error {
 	g.ls = append(g.ls, door)
 	go g.forward(door, func() (net.Conn, error) { return dialIn(ns, addr) })
 	for _, svc := range r.opts.HostServices {
-		var l net.Listener
-		if err := inNetNS(ns, func() (err error) { l, err = net.Listen("tcp4", svc); return err }); err != nil {
+		l, err := g.listenIn(svc)
+		if err != nil {
 			g.close()
 			return fmt.Errorf("the host service %s in the gateway's network namespace: %w", svc, err)
 		}
-		g.ls = append(g.ls, l)
-		l = netutil.LimitListener(l, maxAgentConns)
 		go g.forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp4", svc, 10*time.Second) })
 	}
 	if r.egress != nil {
-		var l net.Listener
-		if err := inNetNS(ns, func() (err error) { l, err = net.Listen("tcp4", EgressProxyAddr); return err }); err != nil {
+		l, err := g.listenIn(EgressProxyAddr)
+		if err != nil {
 			g.close()
 			return fmt.Errorf("the egress proxy in the gateway's network namespace: %w", err)
 		}
-		g.ls = append(g.ls, l)
-		l = netutil.LimitListener(l, maxAgentConns)
 		go func() { _ = r.egress.Serve(l) }()
 	}
 	p.setNet(g)
 	return nil
+}
+
+// listenIn listens at addr inside g's namespace, closed with g, for at most maxAgentConns
+// connections at a time.
+func (g *gatewayNet) listenIn(addr string) (net.Listener, error) {
+	var l net.Listener
+	if err := inNetNS(g.ns, func() (err error) { l, err = net.Listen("tcp4", addr); return err }); err != nil {
+		return nil, err
+	}
+	g.ls = append(g.ls, l)
+	return netutil.LimitListener(l, maxAgentConns), nil
 }
 
 // dialIn connects to addr from inside the namespace ns.

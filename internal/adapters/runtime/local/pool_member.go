@@ -47,11 +47,10 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
 		return fail(err)
 	}
-	if err := r.plumbNet(m.proc, m.port); err != nil {
+	if err := r.attach(m.proc, m.port, m.home); err != nil {
 		stopProcess(context.Background(), m.proc, 0, nil)
 		return fail(err)
 	}
-	m.proc.oomKills = r.oomKills(m.home)
 	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)
 	return m, nil
 }

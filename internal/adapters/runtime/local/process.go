@@ -472,10 +472,9 @@ func (r *Runtime) adoptAll() map[string]bool {
 				}
 				continue
 			}
-			if err := r.plumbNet(p, st.Port); err != nil {
+			if err := r.attach(p, st.Port, homeOf(dir, st)); err != nil {
 				r.opts.Log.Error(err, "cannot serve the adopted gateway's network: it is restarted once found unhealthy", "agent", key)
 			}
-			p.oomKills = r.oomKills(homeOf(dir, st))
 			a := r.newAgent(key)
 			a.setStateLocked(st)
 			a.proc = p

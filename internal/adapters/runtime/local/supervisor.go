@@ -172,21 +172,35 @@ func (a *agent) handleExitLocked() {
 		return
 	}
 	what := "the gateway exited with " + p.exitDesc
-	if n := a.rt.oomKills(a.home); n > p.oomKills {
+	if uid, ok := a.rt.cgroupUID(a.home); ok && a.rt.cg.oomKills(uid) > p.oomKills {
 		// As kube says of a container: the kernel ended it in its agent's cgroup.
-		what += fmt.Sprintf(" (OOMKilled: over the agent's memory limit of %d MiB)", a.rt.cg.mem>>20)
+		l, _ := a.rt.cg.limitsOf(uid)
+		what += fmt.Sprintf(" (OOMKilled: over the agent's memory limit of %d MiB)", l.mem>>20)
 	}
 	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, what)
 }
 
+// attach gives a new gateway process of home (started, restored, adopted, a pool member's)
+// what the runtime keeps for it: its network plumbing on port (netns.go) and its cgroup's
+// OOM kill count so far (handleExitLocked tells an OOM kill by it).
+func (r *Runtime) attach(p *process, port int, home string) error {
+	p.oomKills = r.oomKills(home)
+	return r.plumbNet(p, port)
+}
+
 // oomKills is the count of OOM kills in home's cgroup (0 without cgroups).
 func (r *Runtime) oomKills(home string) int64 {
+	if uid, ok := r.cgroupUID(home); ok {
+		return r.cg.oomKills(uid)
+	}
+	return 0
+}
+
+// cgroupUID is the uid home's cgroup is named after (false: agents have no cgroups here).
+func (r *Runtime) cgroupUID(home string) (int, bool) {
 	if r.cg == nil {
-		return 0
+		return 0, false
 	}
 	uid, err := r.sbx.uids.of(home)
-	if err != nil {
-		return 0
-	}
-	return r.cg.oomKills(uid)
+	return uid, err == nil
 }
