@@ -60,6 +60,18 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		}
 	}
 
+	// addTaskIn adds a one-shot task to the agent, due in about d; it returns its time.
+	addTaskIn := func(id string, d time.Duration) time.Time {
+		GinkgoHelper()
+		due := time.Now().Add(d).UTC().Truncate(time.Second)
+		r := call("POST", "/v0/agents/"+id+"/tasks", tok, map[string]any{
+			"name": "report", "schedule": map[string]any{"kind": "at", "at": due.Format(time.RFC3339)},
+			"payload": map[string]any{"kind": "agentTurn", "message": "write the report"},
+		})
+		Expect(r.Status).To(BeNumerically("<", 300), r.Raw)
+		return due
+	}
+
 	BeforeAll(func() {
 		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "sam", Role: agentsv1.RoleOwner})
 		tok = token(ws, "sam", agentsv1.RoleOwner, auth.ScopeAgentsRead, auth.ScopeAgentsWrite, auth.ScopeAgentsExec)
@@ -130,13 +142,8 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 
 	It("wakes a suspended agent ahead of its next scheduled task", func() {
 		id := newAgentIn(tok, "early-bird")
-		due := time.Now().Add(28 * time.Second).UTC().Truncate(time.Second)
-		r := call("POST", "/v0/agents/"+id+"/tasks", tok, map[string]any{
-			"name": "report", "schedule": map[string]any{"kind": "at", "at": due.Format(time.RFC3339)},
-			"payload": map[string]any{"kind": "agentTurn", "message": "write the report"},
-		})
-		Expect(r.Status).To(BeNumerically("<", 300), r.Raw)
-		r = call("POST", "/v0/agents/"+id+"/suspend", tok, nil)
+		due := addTaskIn(id, 28*time.Second)
+		r := call("POST", "/v0/agents/"+id+"/suspend", tok, nil)
 		Expect(r.Status).To(Equal(200), r.Raw)
 		sl := agentObj(id).Status.Sleep
 		Expect(sl).NotTo(BeNil())
@@ -153,6 +160,30 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		Expect(a.Status.Sleep.WokenAt.Time).To(BeTemporally("<", due), "woken before the task is due")
 		Expect(a.Spec.WakeRequestedAt).To(BeNil(), "no request woke it")
 		// Awake through the task's time, then asleep again once its grace has passed.
+		Eventually(phaseOf(id)).Should(Equal(agentsv1.AgentSuspended))
+		Expect(time.Now()).To(BeTemporally(">", due.Add(5*time.Second)))
+	})
+
+	It("keeps an idle agent awake for a task due within the lead instead of stopping and starting it", func() {
+		id := newAgentIn(tok, "keeper")
+		due := addTaskIn(id, 14*time.Second)
+		a := agentObj(id)
+		patch := client.MergeFrom(a.DeepCopy())
+		a.Spec.IdleAfter = &metav1.Duration{Duration: 2 * time.Second}
+		Expect(k8sClient.Patch(ctx, a, patch)).To(Succeed())
+		// Idle while its task is due within the 20 s lead: the gateway is not stopped (it would
+		// be woken again at once), the agent is held awake for the task.
+		Eventually(func() string {
+			c := meta.FindStatusCondition(agentObj(id).Status.Conditions, agentsv1.ConditionSuspended)
+			if c == nil {
+				return ""
+			}
+			return c.Reason + ": " + c.Message
+		}).Should(Equal(agentsv1.ReasonWokenForTask + ": awake for its scheduled task at " + due.Format(time.RFC3339)))
+		a = agentObj(id)
+		Expect(a.Status.Sleep.SuspendedAt).To(BeNil(), "the agent was never put to sleep")
+		Expect(a.Status.Phase).To(Equal(agentsv1.AgentRunning))
+		// Asleep once the task's time and its grace have passed.
 		Eventually(phaseOf(id)).Should(Equal(agentsv1.AgentSuspended))
 		Expect(time.Now()).To(BeTemporally(">", due.Add(5*time.Second)))
 	})

@@ -266,7 +266,7 @@ func recheckIn(t, now time.Time) time.Duration {
 // whether the agent has a sleep policy to report the condition cond of (false: no policy at
 // all, the condition is removed).
 func (r *Reconciler) keepAwake(agent *agentsv1.Agent, d sleepDecision, cond metav1.Condition, wasAsleep bool, idle time.Duration) bool {
-	cond.Status, cond.Message = metav1.ConditionFalse, "the agent is awake"
+	cond.Status, cond.Message = metav1.ConditionFalse, awakeMessage(agent, d.reason)
 	if wasAsleep {
 		r.event(agent, corev1.EventTypeNormal, "Resumed", "Resume", "the agent is awake (%s)", d.reason)
 		switch d.reason {
@@ -288,10 +288,33 @@ func (r *Reconciler) keepAwake(agent *agentsv1.Agent, d sleepDecision, cond meta
 	return true
 }
 
+// awakeMessage is the Suspended condition's message of an awake agent.
+func awakeMessage(agent *agentsv1.Agent, reason string) string {
+	if sl := agent.Status.Sleep; reason == agentsv1.ReasonWokenForTask && sl != nil && sl.NextTaskAt != nil {
+		return "awake for its scheduled task at " + sl.NextTaskAt.UTC().Format(time.RFC3339)
+	}
+	return "the agent is awake"
+}
+
 // suspend puts an awake agent that should sleep (for reason) to sleep: it learns its next
 // task first; when that cannot be read the agent stays awake and it is retried.
+//
+// An agent whose window ends while its next task is due within the lead, or runs, stays
+// awake for it instead: stopping the gateway would only start it again, and an engine that
+// starts after a task's time defers the missed run (OpenClaw defers missed agent turns two
+// minutes past its start), so a task woken for could be put off again and again. A suspend
+// the spec has just asked for is honoured all the same (the agent then wakes for the task).
 func (r *Reconciler) suspend(ctx context.Context, agent *agentsv1.Agent, reason string, cond metav1.Condition, idle time.Duration, now time.Time, opts SleepOptions) (bool, time.Duration, error) {
-	next, err := r.nextTask(ctx, agent)
+	next, running, err := r.nextTask(ctx, agent)
+	// A task overdue by more than the grace is not about to run: the agent is not held for it.
+	dueSoon := !next.IsZero() && !now.Before(next.Add(-opts.WakeLead)) && now.Before(next.Add(opts.TaskGrace))
+	if err == nil && (running || dueSoon) && !suspendAsked(agent) {
+		if running && (next.IsZero() || next.After(now)) {
+			next = now
+		}
+		holdForTask(agent, cond, next, now)
+		return false, recheckIn(decideSleep(agent, idle, now, opts).recheck, now), nil
+	}
 	if err != nil {
 		log.FromContext(ctx).Info("cannot list the agent's scheduled tasks: it stays awake until they can be read", "error", err.Error())
 		cond.Status, cond.Reason = metav1.ConditionFalse, agentsv1.ReasonSuspendPending
@@ -315,38 +338,57 @@ func (r *Reconciler) suspend(ctx context.Context, agent *agentsv1.Agent, reason 
 	return true, recheckIn(d.recheck, now), nil
 }
 
-// nextTask is the earliest next run of the agent's enabled scheduled tasks (zero: none). A
-// gateway that does not run has nothing to list: the previous answer stands.
-func (r *Reconciler) nextTask(ctx context.Context, agent *agentsv1.Agent) (time.Time, error) {
+// holdForTask keeps an agent that should sleep awake for its task at next, as if woken
+// for it (awake until the task's time and its grace).
+func holdForTask(agent *agentsv1.Agent, cond metav1.Condition, next, now time.Time) {
+	sl := sleepOf(agent)
+	sl.NextTaskAt, sl.NextWakeAt, sl.WakeReason = ptrTime(next), nil, agentsv1.WakeForTask
+	if sl.WokenAt == nil {
+		sl.WokenAt = ptrTime(now)
+	}
+	cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, agentsv1.ReasonWokenForTask, awakeMessage(agent, agentsv1.ReasonWokenForTask)
+	meta.SetStatusCondition(&agent.Status.Conditions, cond)
+}
+
+// suspendAsked: the spec asks for the sleep and this pass is the first over it (a suspend
+// just asked for, not the end of a wake).
+func suspendAsked(agent *agentsv1.Agent) bool {
+	return agent.Spec.Suspended && agent.Status.ObservedGeneration != agent.Generation
+}
+
+// nextTask is the earliest next run of the agent's enabled scheduled tasks (zero: none) and
+// whether one of them runs now. A gateway that does not run has nothing to list: the
+// previous answer stands.
+func (r *Reconciler) nextTask(ctx context.Context, agent *agentsv1.Agent) (next time.Time, running bool, err error) {
 	if r.Engine == nil || agent.Status.Phase != agentsv1.AgentRunning {
 		if sl := agent.Status.Sleep; sl != nil && sl.NextTaskAt != nil && sl.NextTaskAt.After(r.Clock.Now()) {
-			return sl.NextTaskAt.Time, nil
+			return sl.NextTaskAt.Time, false, nil
 		}
-		return time.Time{}, nil
+		return time.Time{}, false, nil
 	}
 	cmd := r.Engine.CronListCommand()
 	res, err := r.Runtime.Exec(ctx, agent, runtime.ExecRequest{Argv: cmd.Args, Engine: true, Env: cmd.Env, Timeout: cmd.Timeout})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, false, err
 	}
 	tasks, err := r.Engine.ParseCronList(res.Stdout, res.ExitCode)
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, false, err
 	}
-	var next time.Time
 	for _, t := range tasks {
+		running = running || t.Running
 		if !t.Enabled || t.NextRunAt == "" {
 			continue
 		}
 		at, err := time.Parse(time.RFC3339, t.NextRunAt)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("task %q: next run %q: %w", t.Name, t.NextRunAt, err)
+			return time.Time{}, false, fmt.Errorf("task %q: next run %q: %w", t.Name, t.NextRunAt, err)
 		}
 		if next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
-	return next, nil
+	return next, running, nil
 }
 
 func sleepMessage(reason string, sl *agentsv1.AgentSleep) string {

@@ -89,6 +89,9 @@ type Task struct {
 	Payload   Payload  `json:"payload"`
 	NextRunAt string   `json:"nextRunAt,omitempty"`
 	CreatedAt string   `json:"createdAt,omitempty"`
+	// Running: the engine runs the task now (for the sleep policy; not in the contract's
+	// task shape).
+	Running bool `json:"-"`
 }
 
 // Devices are the gateway's paired and pending devices, as the engine prints them.

@@ -108,6 +108,7 @@ type cronJob struct {
 	NextRunAtMs    int64  `json:"nextRunAtMs"`
 	State          struct {
 		NextRunAtMs int64 `json:"nextRunAtMs"`
+		RunningAtMs int64 `json:"runningAtMs"`
 	} `json:"state"`
 	Schedule struct {
 		Kind    string `json:"kind"`
@@ -136,6 +137,7 @@ func (j cronJob) task() engine.Task {
 			EveryMs: j.Schedule.EveryMs, At: j.Schedule.At},
 		Payload:   engine.Payload{Kind: j.Payload.Kind, Message: j.Payload.Message, Text: j.Payload.Text},
 		CreatedAt: msTime(j.CreatedAtMs),
+		Running:   j.State.RunningAtMs > 0,
 	}
 	next := j.NextRunAtMs
 	if next == 0 {

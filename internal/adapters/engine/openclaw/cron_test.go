@@ -137,6 +137,15 @@ func TestParseCronList(t *testing.T) {
 	if tasks[2].Enabled || !tasks[0].Enabled || tasks[1].Schedule.Expr != "0 10 * * *" {
 		t.Fatalf("tasks = %+v", tasks)
 	}
+	if tasks[0].Running || tasks[1].Running || tasks[2].Running {
+		t.Fatalf("idle jobs read as running: %+v", tasks)
+	}
+	running, err := New().ParseCronList([]byte(`{"jobs":[{"id":"j1","declarationKey":"operator:r","name":"r","enabled":true,`+
+		`"schedule":{"kind":"at","at":"2026-11-29T10:00:00.000Z"},"payload":{"kind":"agentTurn","message":"m"},`+
+		`"state":{"runningAtMs":1795317854533},"status":"running"}]}`), 0)
+	if err != nil || len(running) != 1 || !running[0].Running || running[0].NextRunAt != "" {
+		t.Fatalf("a running job: %+v %v", running, err)
+	}
 	empty, err := New().ParseCronList([]byte(`{"jobs":[],"total":0}`), 0)
 	if err != nil || empty == nil || len(empty) != 0 {
 		t.Fatalf("empty list: %#v %v", empty, err)
