@@ -357,6 +357,7 @@ type procStat struct {
 	ppid  int
 	pgrp  int
 	start uint64
+	cpu   uint64 // user and system time of all its threads, in clock ticks (fields 14, 15)
 }
 
 func readProcStat(pid int) (procStat, error) {
@@ -381,7 +382,9 @@ func readProcStat(pid int) (procStat, error) {
 	}
 	ppid, _ := strconv.Atoi(f[1]) // field 4
 	pgrp, _ := strconv.Atoi(f[2]) // field 5
-	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start}, nil
+	utime, _ := strconv.ParseUint(f[11], 10, 64)
+	stime, _ := strconv.ParseUint(f[12], 10, 64)
+	return procStat{state: f[0][0], ppid: ppid, pgrp: pgrp, start: start, cpu: utime + stime}, nil
 }
 
 // procAlive: pid runs (not a zombie) and, when start is known, is the process that started
