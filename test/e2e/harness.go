@@ -148,11 +148,15 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	}
 	go func() { p.done <- p.Cmd.Wait() }()
 	t.Cleanup(func() {
-		if p.Cmd.ProcessState == nil {
-			_ = p.Cmd.Process.Signal(syscall.SIGKILL)
-		}
 		if t.Failed() {
 			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(p.Log.String(), 60))
+		}
+		// A test that failed before its Stop: dev stops its gateways on SIGINT, before the
+		// state dir is removed (a SIGKILL would leave them writing into it).
+		p.InterruptIfRunning()
+		if p.Cmd.ProcessState == nil {
+			_ = p.Cmd.Process.Signal(syscall.SIGKILL)
+			<-p.done
 		}
 	})
 	var err error
