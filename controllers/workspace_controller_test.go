@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	testingclock "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -183,10 +184,16 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
 
 		By("a write lost the count (another writer's bug, a restore from an old backup)")
-		ws := &agentsv1.Workspace{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: "ws-recount"}, ws)).To(Succeed())
-		ws.Status.AgentSlots.Used = 4
-		Expect(k8sClient.Status().Update(ctx, ws)).To(Succeed())
+		// The controller writes this status too: the lost write retries on a conflict, as
+		// any writer would.
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ws := &agentsv1.Workspace{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Name: "ws-recount"}, ws); err != nil {
+				return err
+			}
+			ws.Status.AgentSlots.Used = 4
+			return k8sClient.Status().Update(ctx, ws)
+		})).To(Succeed())
 		Eventually(status("ws-recount")).Should(HaveField("AgentSlots.Used", int32(2)))
 	})
 
