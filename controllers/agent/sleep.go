@@ -306,21 +306,21 @@ func awakeMessage(agent *agentsv1.Agent, reason string) string {
 // the spec has just asked for is honoured all the same (the agent then wakes for the task).
 func (r *Reconciler) suspend(ctx context.Context, agent *agentsv1.Agent, reason string, cond metav1.Condition, idle time.Duration, now time.Time, opts SleepOptions) (bool, time.Duration, error) {
 	next, running, err := r.nextTask(ctx, agent)
-	// A task overdue by more than the grace is not about to run: the agent is not held for it.
-	dueSoon := !next.IsZero() && !now.Before(next.Add(-opts.WakeLead)) && now.Before(next.Add(opts.TaskGrace))
-	if err == nil && (running || dueSoon) && !suspendAsked(agent) {
-		if running && (next.IsZero() || next.After(now)) {
-			next = now
-		}
-		holdForTask(agent, cond, next, now)
-		return false, recheckIn(decideSleep(agent, idle, now, opts).recheck, now), nil
-	}
 	if err != nil {
 		log.FromContext(ctx).Info("cannot list the agent's scheduled tasks: it stays awake until they can be read", "error", err.Error())
 		cond.Status, cond.Reason = metav1.ConditionFalse, agentsv1.ReasonSuspendPending
 		cond.Message = "the agent's scheduled tasks cannot be listed yet; it is suspended once they can"
 		meta.SetStatusCondition(&agent.Status.Conditions, cond)
 		return false, suspendRetry, nil
+	}
+	// A task overdue by more than the grace is not about to run: the agent is not held for it.
+	dueSoon := !next.IsZero() && !now.Before(next.Add(-opts.WakeLead)) && now.Before(next.Add(opts.TaskGrace))
+	if (running || dueSoon) && !suspendAsked(agent) {
+		if running && (next.IsZero() || next.After(now)) {
+			next = now
+		}
+		holdForTask(agent, cond, next, now)
+		return false, recheckIn(decideSleep(agent, idle, now, opts).recheck, now), nil
 	}
 	sl := sleepOf(agent)
 	sl.SuspendedAt, sl.WokenAt, sl.WakeReason, sl.NextTaskAt, sl.NextWakeAt = ptrTime(now), nil, "", nil, nil

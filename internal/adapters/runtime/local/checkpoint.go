@@ -135,8 +135,8 @@ const (
 func settle(ctx context.Context, init int, quiet, bound time.Duration, maxCPU float64) bool {
 	const tick = 100 * time.Millisecond
 	deadline := time.Now().Add(bound)
-	last, lastCPU := treeOf(init)
-	since, sinceCPU := time.Now(), lastCPU
+	last, sinceCPU := treeOf(init)
+	since := time.Now()
 	for time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
