@@ -30,7 +30,8 @@ const (
 const (
 	// LabelDomain is the Domain a routing object (Service, Ingress) serves.
 	LabelDomain = "agentplane.io/domain"
-	// AnnotationVerifyRequested asks the Domain controller to check ownership now.
+	// AnnotationVerifyRequested asks the Domain controller to check ownership now: its value is
+	// the request's time (RFC 3339, nanoseconds), answered once (status.verifyRequestAnswered).
 	AnnotationVerifyRequested = "agentplane.io/verify-requested-at"
 	// LabelClaim marks a host claim (a Lease named after the host).
 	LabelClaim = "agentplane.io/claim"

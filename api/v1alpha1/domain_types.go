@@ -78,6 +78,11 @@ type DomainStatus struct {
 	// NextCheck is when it will be looked up again.
 	// +optional
 	NextCheck *metav1.Time `json:"nextCheck,omitempty"`
+	// VerifyRequestAnswered is the agentplane.io/verify-requested-at value the last look-up
+	// answered: a requester waits for its own request (or a later one) here, to the
+	// nanosecond, whatever the second of the last look-up.
+	// +optional
+	VerifyRequestAnswered string `json:"verifyRequestAnswered,omitempty"`
 	// Checks counts the look-ups so far (drives the growing delay).
 	// +optional
 	Checks int32 `json:"checks,omitempty"`

@@ -53,13 +53,13 @@ func (r *Reconciler) checkOwnership(ctx context.Context, d *agentsv1.Domain) (ve
 		return verdict{c.Status, c.Reason, c.Message}, 0
 	}
 	now := r.Clock.Now()
-	requested := verifyRequested(d)
-	forced := !requested.IsZero() && (d.Status.LastChecked == nil || requested.After(d.Status.LastChecked.Time))
+	request, forced := pendingRequest(d)
 	if next := d.Status.NextCheck; next != nil && now.Before(next.Time) && !forced {
 		return *currentVerdict(d, agentsv1.DomainVerified, notChecked), next.Sub(now)
 	}
 	if forced {
 		d.Status.Checks = 0 // a requested check restarts the growing delay
+		d.Status.VerifyRequestAnswered = request
 	}
 	v := d.Status.Verification
 	cctx, cancel := context.WithTimeout(ctx, checkTimeout)
@@ -67,10 +67,6 @@ func (r *Reconciler) checkOwnership(ctx context.Context, d *agentsv1.Domain) (ve
 	cancel()
 
 	checked := metav1.NewTime(now).Rfc3339Copy()
-	if forced && requested.After(checked.Time) {
-		// The requester's clock is ahead of ours: record the check as answering the request.
-		checked = metav1.NewTime(requested)
-	}
 	d.Status.LastChecked = &checked
 	d.Status.Checks++
 	if res.Outcome == dnsverify.Verified {
@@ -84,15 +80,13 @@ func (r *Reconciler) checkOwnership(ctx context.Context, d *agentsv1.Domain) (ve
 	return verdict{metav1.ConditionFalse, string(res.Outcome), res.Message}, next.Sub(now)
 }
 
-// verifyRequested is the time of a requested check (zero when none).
-func verifyRequested(d *agentsv1.Domain) time.Time {
+// pendingRequest is the value of d's verify request and whether it is yet to be answered: a
+// request (a time, agentplane.io/verify-requested-at) is answered once, by the look-up that
+// records it in status.verifyRequestAnswered. A value that is no time asks for nothing.
+func pendingRequest(d *agentsv1.Domain) (string, bool) {
 	v := d.Annotations[agentsv1.AnnotationVerifyRequested]
-	if v == "" {
-		return time.Time{}
+	if _, err := time.Parse(time.RFC3339Nano, v); err != nil {
+		return "", false
 	}
-	t, err := time.Parse(time.RFC3339, v)
-	if err != nil {
-		return time.Time{}
-	}
-	return t.Truncate(time.Second)
+	return v, v != d.Status.VerifyRequestAnswered
 }

@@ -9,7 +9,6 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -221,12 +220,14 @@ func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d
 	if d.Spec.CustomDomain == "" || meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainVerified) {
 		return d, true, nil
 	}
-	requested := metav1.NewTime(o.d.Now()).Rfc3339Copy()
+	requested := o.d.Now().UTC()
 	orig := d.DeepCopy()
 	if d.Annotations == nil {
 		d.Annotations = map[string]string{}
 	}
-	d.Annotations[agentsv1.AnnotationVerifyRequested] = requested.UTC().Format(time.RFC3339)
+	// A value of its own (to the nanosecond) per request: the patch always changes the Domain,
+	// and the controller records which request its look-up answered.
+	d.Annotations[agentsv1.AnnotationVerifyRequested] = requested.Format(time.RFC3339Nano)
 	if err := o.d.Client.Patch(ctx, d, client.MergeFrom(orig)); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, false, Because(NotFound, MsgDomainNotFound, err)
@@ -236,8 +237,7 @@ func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d
 	wctx, cancel := context.WithTimeout(ctx, o.d.Domains.WithDefaults().VerifyWait)
 	defer cancel()
 	err = o.WaitFor(wctx, d, func() (bool, error) {
-		lc := d.Status.LastChecked
-		return lc != nil && !lc.Before(&requested) || meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainVerified), nil
+		return answers(d.Status.VerifyRequestAnswered, requested) || meta.IsStatusConditionTrue(d.Status.Conditions, agentsv1.DomainVerified), nil
 	})
 	switch {
 	case err == nil:
@@ -246,4 +246,11 @@ func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d
 		return d, false, nil
 	}
 	return nil, false, err
+}
+
+// answers tells whether a look-up that answered the verify request of value answered (a
+// time) also answers a request made at requested: it was asked for then or later.
+func answers(answered string, requested time.Time) bool {
+	t, err := time.Parse(time.RFC3339Nano, answered)
+	return err == nil && !t.Before(requested)
 }
