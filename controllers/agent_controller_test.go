@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
@@ -296,8 +297,16 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		for i := range 5 {
 			agents = append(agents, createAgent(ns, fmt.Sprintf("agt-r%d", i)))
 		}
-		// Stop while the first passes are under way, then start a fresh manager.
-		time.Sleep(150 * time.Millisecond)
+		// Stop once the first pass has begun (an agent holds the finalizer, its first write),
+		// then start a fresh manager.
+		Eventually(func() bool {
+			for _, a := range agents {
+				if controllerutil.ContainsFinalizer(getAgent(a), agentsv1.AgentFinalizer) {
+					return true
+				}
+			}
+			return false
+		}).Should(BeTrue())
 		stop()
 		stop = startAgentManager()
 		for _, a := range agents {
