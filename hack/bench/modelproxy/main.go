@@ -1,11 +1,13 @@
 // Command modelproxy measures what the model credential proxy (internal/adapters/modelproxy) adds to
 // a model call, against the same fake provider called directly, in the same run:
 //
-//	go run ./hack/bench/modelproxy -c 32 -d 10s
+//	go run ./hack/bench/modelproxy -c 32 -d 10s -rounds 6
 //
 // The fake provider answers a small OpenAI chat JSON with usage (and, in the SSE variant, a
 // streamed request, four chat chunks and a usage chunk) over loopback. Each variant runs -c
-// workers for -d, first direct, then through the proxy with the platform's real Authorizer
+// workers for -d on each side, direct and through the proxy interleaved: -rounds rounds of
+// d/rounds each, the side that goes first alternating (a machine that slows down or warms up
+// during the run weighs on both sides alike). The proxied side goes through the real Authorizer
 // (internal/adapters/modelaccess: credential MAC, agent, token Secret, attached secret opened with
 // AES-GCM, workspace, read from an in-memory cache that deep-copies like the manager's), the
 // route allow-list, budget reservations and the stream's usage request in the path. It
@@ -45,12 +47,16 @@ var sseAnswer = []string{
 
 func main() {
 	c := flag.Int("c", 32, "concurrent workers")
-	d := flag.Duration("d", 5*time.Second, "duration of each run")
-	cpu := flag.String("cpuprofile", "", "write a CPU profile of the proxied runs to this file")
+	d := flag.Duration("d", 6*time.Second, "time on each side (direct, proxied) per variant")
+	rounds := flag.Int("rounds", 6, "interleaved rounds (direct and proxied alternate which goes first)")
+	cpu := flag.String("cpuprofile", "", "write a CPU profile of each variant's runs (both sides) to this file")
 	flag.DurationVar(&delay, "delay", 0, "provider think time before each answer")
 	jsonOut = report.Flag()
 	flag.Parse()
-	if err := run(*c, *d, *cpu); err != nil {
+	if *rounds < 1 {
+		*rounds = 1
+	}
+	if err := run(*c, *d, *rounds, *cpu); err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
 		os.Exit(1)
 	}
@@ -103,7 +109,14 @@ type result struct {
 func (r result) q(p float64) time.Duration { return r.lat[int(p*float64(len(r.lat)-1))] }
 func (r result) rps() float64              { return float64(len(r.lat)) / r.wall.Seconds() }
 
-func run(c int, d time.Duration, cpuprofile string) error {
+// add is r and o as one run: their latencies sorted together, their wall times summed.
+func (r result) add(o result) result {
+	lat := append(append([]time.Duration(nil), r.lat...), o.lat...)
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return result{lat: lat, wall: r.wall + o.wall}
+}
+
+func run(c int, d time.Duration, rounds int, cpuprofile string) error {
 	up, stopUp, err := serve(http.HandlerFunc(provider))
 	if err != nil {
 		return err
@@ -127,14 +140,10 @@ func run(c int, d time.Duration, cpuprofile string) error {
 	}
 	defer stopPx()
 
-	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per run, real Authorizer\n", delay, c, d)
+	fmt.Printf("model proxy overhead: fake OpenAI-style provider on loopback (think time %s), %d workers, %s per side in %d interleaved rounds, real Authorizer\n", delay, c, d, rounds)
 	fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11s %11s %6s\n", "body", "path", "p50", "p99", "+p50", "+p99", "req/s", "requests", "ratio")
 	var results []report.Result
 	for _, v := range []struct{ name, query, body string }{{"json", "", jsonBody}, {"sse", "?stream=1", sseBody}} {
-		direct, err := load(up+"/v1/chat/completions"+v.query, "sk-bench", v.body, c, d)
-		if err != nil {
-			return err
-		}
 		if cpuprofile != "" {
 			f, err := os.Create(cpuprofile + "." + v.name)
 			if err != nil {
@@ -142,17 +151,30 @@ func run(c int, d time.Duration, cpuprofile string) error {
 			}
 			_ = pprof.StartCPUProfile(f)
 		}
-		proxied, err := load(px+"/llm/openai/v1/chat/completions"+v.query, cred, v.body, c, d)
+		var direct, proxied result
+		for i := range rounds {
+			sides := []struct {
+				url, cred string
+				into      *result
+			}{{up + "/v1/chat/completions" + v.query, "sk-bench", &direct}, {px + "/llm/openai/v1/chat/completions" + v.query, cred, &proxied}}
+			if i%2 == 1 {
+				sides[0], sides[1] = sides[1], sides[0]
+			}
+			for _, s := range sides {
+				r, err := load(s.url, s.cred, v.body, c, d/time.Duration(rounds))
+				if err != nil {
+					return err
+				}
+				*s.into = s.into.add(r)
+			}
+		}
 		if cpuprofile != "" {
 			pprof.StopCPUProfile()
-		}
-		if err != nil {
-			return err
 		}
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d\n", v.name, "direct", us(direct.q(.5)), us(direct.q(.99)), "", "", direct.rps(), len(direct.lat))
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d %6.2f\n", v.name, "proxy", us(proxied.q(.5)), us(proxied.q(.99)),
 			us(proxied.q(.5)-direct.q(.5)), us(proxied.q(.99)-direct.q(.99)), proxied.rps(), len(proxied.lat), proxied.rps()/direct.rps())
-		row := fmt.Sprintf("%s answers, %d workers, think time %s, real Authorizer", v.name, c, delay)
+		row := fmt.Sprintf("%s answers, %d workers, think time %s, %d interleaved rounds, real Authorizer", v.name, c, delay, rounds)
 		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 		results = append(results,
 			report.Result{Bench: "modelproxy", Row: row, Metric: "throughput", Value: proxied.rps(), Unit: "req/s",

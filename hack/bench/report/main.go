@@ -14,6 +14,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -57,50 +58,59 @@ func run(only string, renderOnly bool) error {
 	if err != nil && !os.IsNotExist(err) {
 		return err
 	}
-	var failed []string
+	var failed, skipped []string
 	if !renderOnly {
-		if old, failed, err = runBenches(only, old); err != nil {
+		if old, failed, skipped, err = runBenches(only, old); err != nil {
 			return err
 		}
 	}
 	if err := renderDoc(old); err != nil {
 		return err
 	}
+	// A benchmark that did not run is not a pass: the run says which and why, and fails.
+	var errs []string
 	if len(failed) > 0 {
-		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
+		errs = append(errs, "failed: "+strings.Join(failed, ", "))
+	}
+	if len(skipped) > 0 {
+		errs = append(errs, "skipped (their previous rows stay): "+strings.Join(skipped, ", "))
+	}
+	if len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil
 }
 
 // runBenches runs the benchmarks named in only (comma-separated; all when empty), merging
 // each one's results into old and writing them to resultsFile as it goes; it returns the
-// results and the benchmarks that failed.
-func runBenches(only string, old []report.Result) ([]report.Result, []string, error) {
+// results, the benchmarks that failed and those skipped (with why).
+func runBenches(only string, old []report.Result) (_ []report.Result, failed, skipped []string, _ error) {
 	var wanted []string
 	if only != "" {
 		wanted = strings.Split(only, ",")
 		for _, w := range wanted {
 			if !slices.ContainsFunc(benches, func(b bench) bool { return b.Name == w }) {
-				return nil, nil, fmt.Errorf("no benchmark %q (-list)", w)
+				return nil, nil, nil, fmt.Errorf("no benchmark %q (-list)", w)
 			}
 		}
 	}
 	logs, err := os.MkdirTemp("", "agentplane-bench-")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	fmt.Printf("logs in %s\n", logs)
-	var failed []string
 	for _, b := range benches {
 		if len(wanted) > 0 && !slices.Contains(wanted, b.Name) {
 			continue
 		}
 		if b.root && os.Geteuid() != 0 {
 			fmt.Printf("== %s: skipped, needs root (%s)\n", b.Name, b.Command)
+			skipped = append(skipped, b.Name+" (needs root)")
 			continue
 		}
 		if b.input != "" && os.Getenv(b.input) == "" {
 			fmt.Printf("== %s: skipped, needs $%s (%s); its previous rows stay\n", b.Name, b.input, b.Command)
+			skipped = append(skipped, b.Name+" (needs $"+b.input+")")
 			continue
 		}
 		fmt.Printf("== %s: %s\n", b.Name, b.Command)
@@ -115,10 +125,10 @@ func runBenches(only string, old []report.Result) ([]report.Result, []string, er
 		fmt.Printf("== %s: %d results in %s\n", b.Name, len(rs), time.Since(start).Round(time.Second))
 		old = report.Merge(old, rs)
 		if err := report.Write(resultsFile, old); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
-	return old, failed, nil
+	return old, failed, skipped, nil
 }
 
 // stamp gives the benchmark's results its name, today's date and its command where they
@@ -145,6 +155,7 @@ func renderDoc(results []report.Result) error {
 	descs := make([]report.Bench, len(benches))
 	for i, b := range benches {
 		descs[i] = b.Bench
+		descs[i].Needs = b.needs()
 	}
 	out, err := report.Splice(string(doc), report.Render(descs, results))
 	if err != nil {
@@ -170,6 +181,18 @@ type bench struct {
 	args    []string
 	goTest  []string
 	results func(map[string]map[string]float64) ([]report.Result, error)
+}
+
+// needs is what a run of b needs beyond this repository ("" when nothing).
+func (b bench) needs() string {
+	var n []string
+	if b.root {
+		n = append(n, "root")
+	}
+	if b.input != "" {
+		n = append(n, "$"+b.input+" (a checkout the repository does not hold)")
+	}
+	return strings.Join(n, " and ")
 }
 
 // run runs the benchmark with its output to the console and to log.

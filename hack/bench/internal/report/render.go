@@ -17,12 +17,16 @@ type Bench struct {
 	Command string
 	// About says in a sentence what is measured against what.
 	About string
+	// Needs is what a run of it needs beyond this repository ("root", an input such as
+	// $AGENTPLANE_PEER_SRC), said where it has no rows yet.
+	Needs string
 }
 
 // Render writes the generated part of docs/BENCHMARKS.md: one table per benchmark of
-// benches that has results, in benches' order, each row with its value, its same-run
-// baseline, the ratio and the date. Results of benchmarks benches does not list are shown
-// last under their own names, so nothing measured is dropped silently.
+// benches, in benches' order, each row with its value, its same-run baseline, the ratio and
+// the date; a benchmark with no results yet says so (and what its run needs) in place of its
+// table. Results of benchmarks benches does not list are shown last under their own names,
+// so nothing measured is dropped silently.
 func Render(benches []Bench, results []Result) string {
 	var b strings.Builder
 	byBench := map[string][]Result{}
@@ -42,19 +46,24 @@ func Render(benches []Bench, results []Result) string {
 	}
 	for _, d := range benches {
 		rs := byBench[d.Name]
-		if len(rs) == 0 {
-			continue
-		}
 		fmt.Fprintf(&b, "\n### %s\n\n", d.Title)
 		if d.About != "" {
 			fmt.Fprintf(&b, "%s\n\n", d.About)
 		}
 		cmd := d.Command
-		if rs[0].Command != "" {
+		if len(rs) > 0 && rs[0].Command != "" {
 			cmd = rs[0].Command
 		}
 		if cmd != "" {
 			fmt.Fprintf(&b, "`%s`\n\n", cmd)
+		}
+		if len(rs) == 0 {
+			needs := ""
+			if d.Needs != "" {
+				needs = " It needs " + d.Needs + "."
+			}
+			fmt.Fprintf(&b, "**Not measured yet**: no run of the command above has recorded its rows.%s\n", needs)
+			continue
 		}
 		b.WriteString("| case | metric | result | baseline (same run) | ratio | settings | date |\n|---|---|---|---|---|---|---|\n")
 		for _, r := range rs {

@@ -69,6 +69,23 @@ func TestRenderShowsEachRowWithItsBaselineAndDate(t *testing.T) {
 	}
 }
 
+// A benchmark without rows keeps its section, which says it is not measured and what a run of
+// it needs, instead of vanishing from the document.
+func TestRenderSaysWhatIsNotMeasured(t *testing.T) {
+	out := Render([]Bench{
+		{Name: "measured", Title: "Measured", Command: "go run ./m"},
+		{Name: "kwok", Title: "Kwok nodes", Command: "go run ./k (root)", Needs: "root"},
+	}, []Result{{Bench: "measured", Row: "r", Metric: "m", Value: 1, Date: "2026-11-30"}})
+	for _, want := range []string{"### Kwok nodes", "`go run ./k (root)`", "**Not measured yet**", "It needs root."} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rendered document lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "Not measured yet") != 1 {
+		t.Errorf("a measured benchmark is said to be unmeasured:\n%s", out)
+	}
+}
+
 func TestSplice(t *testing.T) {
 	doc := "# B\n\nintro\n" + BeginMarker + "\nold table\n" + EndMarker + "\nhistory\n"
 	got, err := Splice(doc, "new table\n")
