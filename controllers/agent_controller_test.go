@@ -142,7 +142,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		for _, obj := range []client.Object{&appsv1.StatefulSet{}, &corev1.Secret{}} {
 			name := a.Name
 			if _, ok := obj.(*corev1.Secret); ok {
-				name = agentctrl.GatewayTokenSecretName(a.Name)
+				name = agentsv1.GatewayTokenSecretName(a.Name)
 			}
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)).To(Succeed())
 			Expect(obj.GetOwnerReferences()).To(ContainElement(And(HaveField("UID", got.UID), HaveField("Controller", ptr.To(true)))), "%T", obj)
@@ -209,7 +209,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Eventually(hash).ShouldNot(BeEmpty())
 		before := hash()
 		env := &corev1.Secret{}
-		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.EnvSecretName(a.Name)}, env)).To(Succeed())
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.EnvSecretName(a.Name)}, env)).To(Succeed())
 		Expect(env.Data).To(HaveKeyWithValue("TEAM_KEY", []byte("v1")))
 		Expect(env.Data).NotTo(HaveKey("ANTHROPIC_API_KEY"))
 		Expect(fmt.Sprint(env.Data)).NotTo(ContainSubstring("sk-ant-kube"))
@@ -229,7 +229,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		fresh.Spec.Secrets = nil
 		Expect(k8sClient.Patch(ctx, fresh, patch)).To(Succeed())
 		Eventually(func() bool {
-			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.EnvSecretName(a.Name)}, &corev1.Secret{}))
+			return apierrors.IsNotFound(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.EnvSecretName(a.Name)}, &corev1.Secret{}))
 		}).Should(BeTrue())
 		Eventually(func() []corev1.EnvFromSource {
 			sts := &appsv1.StatefulSet{}
@@ -315,7 +315,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		tokens := map[string]string{}
 		for _, a := range agents {
 			s := &corev1.Secret{}
-			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.GatewayTokenSecretName(a.Name)}, s)).To(Succeed())
+			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.GatewayTokenSecretName(a.Name)}, s)).To(Succeed())
 			tokens[a.Name] = string(s.Data["token"])
 		}
 		var sets appsv1.StatefulSetList
@@ -331,7 +331,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 			out := map[string]string{}
 			for _, a := range agents {
 				s := &corev1.Secret{}
-				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentctrl.GatewayTokenSecretName(a.Name)}, s)
+				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.GatewayTokenSecretName(a.Name)}, s)
 				out[a.Name] = string(s.Data["token"])
 			}
 			return out

@@ -26,3 +26,10 @@ func ServiceNameFor(prefix, name string) string {
 func GatewayPodSelector(agent string) map[string]string {
 	return map[string]string{LabelAppInstance: agent, LabelAgent: agent}
 }
+
+// GatewayTokenSecretName is the core Secret that holds the gateway token of the agent named
+// agent (an Agent's status.gatewayTokenSecret, once set, names the one in use).
+func GatewayTokenSecretName(agent string) string { return agent + "-gateway-token" }
+
+// EnvSecretName is the derived Secret with the environment of the agent named agent (kube).
+func EnvSecretName(agent string) string { return agent + "-env" }

@@ -31,9 +31,6 @@ type SecretEnv struct {
 	ModelProxy ModelProxy
 }
 
-// EnvSecretName is the derived Secret with an agent's environment.
-func EnvSecretName(agent string) string { return agent + "-env" }
-
 // Resolve implements EnvResolver.
 func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[string]string, string, error) {
 	env := map[string]string{}
@@ -67,7 +64,7 @@ func (e *SecretEnv) Resolve(ctx context.Context, agent *agentsv1.Agent) (map[str
 	if !e.DerivedSecret {
 		return env, "", nil
 	}
-	name := EnvSecretName(agent.Name)
+	name := agentsv1.EnvSecretName(agent.Name)
 	if len(env) == 0 {
 		return env, "", e.deleteDerived(ctx, agent, name)
 	}

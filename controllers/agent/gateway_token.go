@@ -15,14 +15,11 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// GatewayTokenSecretName is the core Secret that holds an agent's gateway token.
-func GatewayTokenSecretName(agent string) string { return agent + "-gateway-token" }
-
 // BuildGatewayTokenSecret is the gateway-token Secret of agent holding token, owned by agent.
 func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: GatewayTokenSecretName(agent.Name), Namespace: agent.Namespace,
+			Name: agentsv1.GatewayTokenSecretName(agent.Name), Namespace: agent.Namespace,
 			Labels: map[string]string{
 				agentsv1.LabelGatewayTokenOf: agent.Name,
 				"app.kubernetes.io/part-of":  "agentplane",
@@ -38,7 +35,7 @@ func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret
 // with the token of a warm gateway reserved for the agent when warm (it can take one) and the
 // runtime has one (runtime.GatewayReserver), otherwise with a random token.
 func (r *Reconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Agent, version string, warm bool) (string, string, error) {
-	name := GatewayTokenSecretName(agent.Name)
+	name := agentsv1.GatewayTokenSecretName(agent.Name)
 	s := &corev1.Secret{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: agent.Namespace, Name: name}, s)
 	if err == nil {

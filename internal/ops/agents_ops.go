@@ -86,7 +86,7 @@ func GatewaySecretName(a *agentsv1.Agent) string {
 	if a.Status.GatewayTokenSecret != "" {
 		return a.Status.GatewayTokenSecret
 	}
-	return a.Name + "-gateway-token"
+	return agentsv1.GatewayTokenSecretName(a.Name)
 }
 
 // GatewaySecret reads the agent's gateway-token Secret (live).

@@ -143,7 +143,7 @@ func (o *Ops) LogRedactor(ctx context.Context, a *agentsv1.Agent) (*logredact.Re
 		vals = append(vals, string(v))
 	}
 	// The derived environment (kube) and the channels' token Secrets set up for the agent.
-	names := []string{a.Name + "-env"}
+	names := []string{agentsv1.EnvSecretName(a.Name)}
 	for _, t := range agentsv1.ChannelTypes {
 		names = append(names, ChannelSecretName(a.Name, t))
 	}
@@ -225,9 +225,9 @@ func (o *Ops) redactorKey(ctx context.Context, a *agentsv1.Agent) (string, error
 	}
 	gw := cur.Status.GatewayTokenSecret
 	if gw == "" {
-		gw = a.Name + "-gateway-token"
+		gw = agentsv1.GatewayTokenSecretName(a.Name)
 	}
-	names := []string{gw, a.Name + "-env"}
+	names := []string{gw, agentsv1.EnvSecretName(a.Name)}
 	for _, t := range agentsv1.ChannelTypes {
 		names = append(names, ChannelSecretName(a.Name, t))
 	}

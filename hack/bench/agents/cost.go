@@ -140,7 +140,7 @@ func costSteps(ctx context.Context, c client.Client, scheme *k8sruntime.Scheme, 
 			return c.Create(ctx, s)
 		}},
 		{"POST statefulsets", func(a *agentsv1.Agent) error {
-			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentctrl.GatewayTokenSecretName(a.Name)}, opts)
+			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}, opts)
 			if err != nil {
 				return err
 			}
@@ -187,7 +187,7 @@ func firstStatus(a *agentsv1.Agent) {
 	a.Status.EngineVersion = "2026.9.6"
 	a.Status.Endpoint = fmt.Sprintf("http://%s-0.%s.%s.svc:18789", a.Name, kube.GoverningService, a.Namespace)
 	a.Status.HoldsSlot = true
-	a.Status.GatewayTokenSecret = agentctrl.GatewayTokenSecretName(a.Name)
+	a.Status.GatewayTokenSecret = agentsv1.GatewayTokenSecretName(a.Name)
 	a.Status.ObservedGeneration = a.Generation
 	for _, c := range []metav1.Condition{
 		{Type: agentsv1.AgentProvisioned, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonProvisioned, Message: "the runtime holds the agent's gateway"},

@@ -313,7 +313,7 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 	}
 	return parallel(8, len(agents), func(i int) error {
 		a := agents[i]
-		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentctrl.GatewayTokenSecretName(a.Name)}
+		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}
 		sts, err := kube.BuildStatefulSet(a, d, opts)
 		if err != nil {
 			return err

@@ -99,7 +99,7 @@ func (c Cluster) newAgent(t *testing.T, ns, name string) *agentsv1.Agent {
 func (c Cluster) desired(a *agentsv1.Agent) runtime.Desired {
 	return runtime.Desired{
 		EngineVersion: c.Version, GatewayToken: "tok-" + a.Name + "-0123456789",
-		GatewayTokenSecret: a.Name + "-gateway-token", EnvSecret: a.Name + "-env",
+		GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name), EnvSecret: agentsv1.EnvSecretName(a.Name),
 		Identity: engine.Identity{Name: "Contract " + a.Name},
 	}
 }
