@@ -15,6 +15,7 @@ import (
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/adapters/clawhub"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
@@ -128,7 +129,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "with --runtime local: contain each agent in a bubblewrap sandbox: auto, required or off (without one, one workspace only)")
 	cmd.Flags().StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <runtime-dir>/compile-cache)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
-	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{"2026.9.6"}, "engine versions agents may run (kube runtime; their images must exist)")
+	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{engine.PinnedVersion}, "engine versions agents may run (kube runtime; their images must exist)")
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")

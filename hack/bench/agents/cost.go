@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/config/policy"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
@@ -140,7 +141,7 @@ func costSteps(ctx context.Context, c client.Client, scheme *k8sruntime.Scheme, 
 			return c.Create(ctx, s)
 		}},
 		{"POST statefulsets", func(a *agentsv1.Agent) error {
-			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}, opts)
+			sts, err := kube.BuildStatefulSet(a, runtime.Desired{EngineVersion: engine.PinnedVersion, GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}, opts)
 			if err != nil {
 				return err
 			}
@@ -184,7 +185,7 @@ type costRow struct {
 func firstStatus(a *agentsv1.Agent) {
 	now := metav1.Now()
 	a.Status.Phase = agentsv1.AgentStarting
-	a.Status.EngineVersion = "2026.9.6"
+	a.Status.EngineVersion = engine.PinnedVersion
 	a.Status.Endpoint = fmt.Sprintf("http://%s-0.%s.%s.svc:18789", a.Name, kube.GoverningService, a.Namespace)
 	a.Status.HoldsSlot = true
 	a.Status.GatewayTokenSecret = agentsv1.GatewayTokenSecretName(a.Name)

@@ -18,6 +18,7 @@ import (
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
@@ -219,7 +220,7 @@ func slotsSettled(ctx context.Context, c client.Client, spaces []string, n int, 
 // made since.
 func runController(ctx context.Context, c client.Client, cfg *rest.Config, rt platform.RuntimeOptions, n int, spaces []string) (time.Time, time.Duration, *requestCounter, error) {
 	counted, requests := countRequests(cfg)
-	rt.Name, rt.Versions = platform.RuntimeKube, []string{"2026.9.6"}
+	rt.Name, rt.Versions = platform.RuntimeKube, []string{engine.PinnedVersion}
 	// The manager's client-side limit is the shipped one (or -kube-api-qps/-burst), not the
 	// control plane's client config (envtest's is 1,000 QPS).
 	p, err := platform.New(ctx, counted, platform.Options{MetricsAddr: "0", ProbeAddr: "0", Runtime: rt, AgentWorkers: agentWorkers,
@@ -313,7 +314,7 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 	}
 	return parallel(8, len(agents), func(i int) error {
 		a := agents[i]
-		d := runtime.Desired{EngineVersion: "2026.9.6", GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}
+		d := runtime.Desired{EngineVersion: engine.PinnedVersion, GatewayTokenSecret: agentsv1.GatewayTokenSecretName(a.Name)}
 		sts, err := kube.BuildStatefulSet(a, d, opts)
 		if err != nil {
 			return err

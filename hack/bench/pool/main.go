@@ -32,6 +32,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 )
@@ -81,7 +82,7 @@ func run(n, size int) error {
 	p, err := platform.RunEmbedded(ctx, env.Config, platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state,
-			EngineDirs: map[string]string{"2026.9.6": dir}},
+			EngineDirs: map[string]string{engine.PinnedVersion: dir}},
 		ProvisionTimeout: 5 * time.Minute,
 	})
 	if err != nil {

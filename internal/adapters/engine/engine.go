@@ -11,6 +11,11 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
+// PinnedVersion is the OpenClaw release this platform is built and tested against:
+// hack/install-engine.sh installs it (its PINNED_VERSION, held equal by a test) and `agentplane
+// manager` offers it unless told otherwise.
+const PinnedVersion = "2026.9.6"
+
 // Command is one engine CLI invocation. The runtime prefixes the engine binary, runs it in the
 // agent's home with the engine's environment (Engine.Env) plus Env, and enforces Timeout
 // (0 = none: the gateway runs in the foreground until stopped).
