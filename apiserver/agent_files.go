@@ -30,7 +30,8 @@ func (s *Server) agentUploadLimit() int64 {
 
 // uploadAgentFile writes {filename, contentBase64} into the agent's home. The body is
 // decoded as it streams, into a spool file, so an oversized upload is refused (413) having
-// held only small buffers; the file lands atomically.
+// held only small buffers; an accepted one is then read whole (at most agentUploadLimit, 25
+// MiB by default) for the runtime's write, and the file lands atomically.
 func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) {
 	spool, err := os.CreateTemp("", "agentplane-upload-*")
 	if err != nil {

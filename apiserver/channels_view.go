@@ -1,7 +1,6 @@
 package apiserver
 
 import (
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -17,11 +16,6 @@ type channelRequest struct {
 	DMPolicy  *string   `json:"dmPolicy"`
 	AllowFrom *[]string `json:"allowFrom"`
 	Enabled   *bool     `json:"enabled"`
-}
-
-// isConflictOrExists: a write that lost a race, worth retrying from a new read (config.go).
-func isConflictOrExists(err error) bool {
-	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
 }
 
 // channelView is a channel as the REST API shows it: token hints only, never tokens.

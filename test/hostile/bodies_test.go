@@ -27,9 +27,6 @@ func (p payload) reader() io.Reader {
 	return io.MultiReader(bytes.NewReader(p.prefix), io.LimitReader(repeatByte('a'), p.filler), bytes.NewReader(p.suffix))
 }
 
-// bytes is the whole body (huge bodies included: only the fuzz seeds and small bodies use it).
-func (p payload) bytes() []byte { b, _ := io.ReadAll(p.reader()); return b }
-
 // repeatByte reads an endless run of one byte.
 type repeatByte byte
 

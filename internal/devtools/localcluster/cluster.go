@@ -73,7 +73,7 @@ type Cluster struct {
 	Dir, LogDir string
 
 	opts                  Options
-	dir, logDir, certDir  string
+	certDir               string
 	sock, cniConf, caFile string
 	containerdRoot        string
 	ownDir                bool

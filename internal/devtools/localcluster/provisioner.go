@@ -84,11 +84,6 @@ func (c *Cluster) startProvisioner(ctx context.Context) error {
 	return nil
 }
 
-type ctrlFunc func(context.Context, ctrl.Request) (ctrl.Result, error)
-
-func (f ctrlFunc) Reconcile(ctx context.Context, r ctrl.Request) (ctrl.Result, error) {
-	return f(ctx, r)
-}
 
 // provision creates the volume of a pending claim of the class once its node is chosen.
 func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {

@@ -32,7 +32,6 @@ func BenchmarkRealNodeCreate(b *testing.B) {
 	b.Cleanup(p.Stop)
 	k8s := p.KubeClient()
 	ctx := context.Background()
-	const ns = "dev"
 	// A holder agent, made before the timer: its pod template (with its Secrets and ConfigMap)
 	// is the bare pods' template, and it runs through every measurement of both kinds alike.
 	holder := e2e.CreateRunning(b, p, map[string]any{"name": "Template holder"})

@@ -60,16 +60,6 @@ func (r *Runtime) writeOwned(home, rel string, data []byte, perm fs.FileMode) er
 	return writeHomeFile(root, rel, data, perm, func(tmp string) { r.own(home, filepath.Join(home, tmp)) })
 }
 
-// readHomeFile reads rel of the home home, through the home as a root.
-func readHomeFile(home, rel string) ([]byte, error) {
-	root, err := os.OpenRoot(home)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return root.ReadFile(rel)
-}
-
 // mkdirInHome makes rel and its missing parents in the home home (0700), through the home as
 // a root; it reports whether rel was missing.
 func mkdirInHome(home, rel string) (made bool, err error) {
