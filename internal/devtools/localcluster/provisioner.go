@@ -84,7 +84,6 @@ func (c *Cluster) startProvisioner(ctx context.Context) error {
 	return nil
 }
 
-
 // provision creates the volume of a pending claim of the class once its node is chosen.
 func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var pvc corev1.PersistentVolumeClaim
