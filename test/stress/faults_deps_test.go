@@ -133,18 +133,17 @@ func TestDNSOutage(t *testing.T) {
 	}
 	// While DNS is down: look-ups keep failing as DNSUnavailable (waited for: two of them in a
 	// row), and the domain stays put at every look.
-	var checks float64
-	for deadline := time.Now().Add(settleTimeout); checks < 2; time.Sleep(domainCheckInterval / 2) {
+	if err := eventually(settleTimeout, domainCheckInterval/2, func() error {
 		cur := get()
 		if cur["status"] != "pending_ownership" {
 			t.Fatalf("DNS is down, yet the domain is %v", cur)
 		}
-		if cur["statusReason"] == string(dnsverify.Unavailable) {
-			checks = cur["checks"].(float64)
+		if cur["statusReason"] != string(dnsverify.Unavailable) || cur["checks"].(float64) < 2 {
+			return fmt.Errorf("want repeated DNSUnavailable checks, domain %v", cur)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("DNS is down: want repeated DNSUnavailable checks, saw %v after %s (domain %v)", checks, settleTimeout, cur)
-		}
+		return nil
+	}); err != nil {
+		t.Fatalf("DNS is down: %v", err)
 	}
 	v := call(mainURL, "POST", path+"/verify", tok, nil)
 	if (v.Status != 200 && v.Status != 202) || v.obj("domain")["status"] != "pending_ownership" {
