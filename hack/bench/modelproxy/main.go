@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -109,11 +110,16 @@ type result struct {
 func (r result) q(p float64) time.Duration { return r.lat[int(p*float64(len(r.lat)-1))] }
 func (r result) rps() float64              { return float64(len(r.lat)) / r.wall.Seconds() }
 
-// add is r and o as one run: their latencies sorted together, their wall times summed.
+// add is r and o as one run: their latencies together (unsorted until sorted), their wall
+// times summed.
 func (r result) add(o result) result {
-	lat := append(append([]time.Duration(nil), r.lat...), o.lat...)
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return result{lat: lat, wall: r.wall + o.wall}
+	return result{lat: append(r.lat, o.lat...), wall: r.wall + o.wall}
+}
+
+// sorted is r with its latencies in order, as q needs.
+func (r result) sorted() result {
+	slices.Sort(r.lat)
+	return r
 }
 
 func run(c int, d time.Duration, rounds int, cpuprofile string) error {
@@ -171,6 +177,7 @@ func run(c int, d time.Duration, rounds int, cpuprofile string) error {
 		if cpuprofile != "" {
 			pprof.StopCPUProfile()
 		}
+		direct, proxied = direct.sorted(), proxied.sorted()
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d\n", v.name, "direct", us(direct.q(.5)), us(direct.q(.99)), "", "", direct.rps(), len(direct.lat))
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d %6.2f\n", v.name, "proxy", us(proxied.q(.5)), us(proxied.q(.99)),
 			us(proxied.q(.5)-direct.q(.5)), us(proxied.q(.99)-direct.q(.99)), proxied.rps(), len(proxied.lat), proxied.rps()/direct.rps())
