@@ -122,6 +122,30 @@ func (r result) sorted() result {
 	return r
 }
 
+// interleave loads the provider directly (at direct) and through the proxy (at proxied, with
+// cred) for d each, in rounds of d/rounds, the side that goes first alternating.
+func interleave(direct, proxied, cred, body string, c int, d time.Duration, rounds int) (result, result, error) {
+	var res [2]result
+	for i := range rounds {
+		order := []int{0, 1}
+		if i%2 == 1 {
+			order = []int{1, 0}
+		}
+		for _, side := range order {
+			url, key := direct, "sk-bench"
+			if side == 1 {
+				url, key = proxied, cred
+			}
+			r, err := load(url, key, body, c, d/time.Duration(rounds))
+			if err != nil {
+				return result{}, result{}, err
+			}
+			res[side] = res[side].add(r)
+		}
+	}
+	return res[0].sorted(), res[1].sorted(), nil
+}
+
 func run(c int, d time.Duration, rounds int, cpuprofile string) error {
 	up, stopUp, err := serve(http.HandlerFunc(provider))
 	if err != nil {
@@ -157,27 +181,13 @@ func run(c int, d time.Duration, rounds int, cpuprofile string) error {
 			}
 			_ = pprof.StartCPUProfile(f)
 		}
-		var direct, proxied result
-		for i := range rounds {
-			sides := []struct {
-				url, cred string
-				into      *result
-			}{{up + "/v1/chat/completions" + v.query, "sk-bench", &direct}, {px + "/llm/openai/v1/chat/completions" + v.query, cred, &proxied}}
-			if i%2 == 1 {
-				sides[0], sides[1] = sides[1], sides[0]
-			}
-			for _, s := range sides {
-				r, err := load(s.url, s.cred, v.body, c, d/time.Duration(rounds))
-				if err != nil {
-					return err
-				}
-				*s.into = s.into.add(r)
-			}
-		}
+		direct, proxied, err := interleave(up+"/v1/chat/completions"+v.query, px+"/llm/openai/v1/chat/completions"+v.query, cred, v.body, c, d, rounds)
 		if cpuprofile != "" {
 			pprof.StopCPUProfile()
 		}
-		direct, proxied = direct.sorted(), proxied.sorted()
+		if err != nil {
+			return err
+		}
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d\n", v.name, "direct", us(direct.q(.5)), us(direct.q(.99)), "", "", direct.rps(), len(direct.lat))
 		fmt.Printf("  %-5s %-6s %9s %9s %9s %9s %11.0f %11d %6.2f\n", v.name, "proxy", us(proxied.q(.5)), us(proxied.q(.99)),
 			us(proxied.q(.5)-direct.q(.5)), us(proxied.q(.99)-direct.q(.99)), proxied.rps(), len(proxied.lat), proxied.rps()/direct.rps())
