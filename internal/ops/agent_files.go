@@ -68,6 +68,11 @@ func (o *Ops) WriteAgentFile(ctx context.Context, t Tenant, agentID, name string
 		if errors.Is(err, runtime.ErrInvalidPath) {
 			return "", Because(Invalid, MsgInvalidFilename, err)
 		}
+		if errors.Is(err, runtime.ErrNoSpace) {
+			// The agent's home is full: a limit of the agent, as the workspace's quota is of
+			// the account; nothing was written.
+			return "", Because(Forbidden, MsgStorageQuota, err)
+		}
 		return "", WithMessage(MsgUploadFailed, err)
 	}
 	o.TallyUpload(ctx, a, size)

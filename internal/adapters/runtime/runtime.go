@@ -185,6 +185,9 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrNotRunning: the agent has no running gateway / pod to run commands in.
 	ErrNotRunning = errors.New("agent not running")
+	// ErrNoSpace: the agent's home is full (its size limit, or its volume's): the write
+	// failed and the home is as it was.
+	ErrNoSpace = errors.New("no space left in the agent's home")
 	// ErrExec: the command could not be run at all.
 	ErrExec = errors.New("exec failed")
 	// ErrUnavailable: what runs the command (the API server, the pod's exec stream) could

@@ -108,6 +108,9 @@ func commandFailed(what string, code int, stderr []byte) error {
 	if len(msg) > 512 {
 		msg = msg[:512]
 	}
+	if strings.Contains(msg, "No space left on device") || strings.Contains(msg, "Disk quota exceeded") {
+		return fmt.Errorf("%w: %s: exit code %d: %s", runtime.ErrNoSpace, what, code, msg)
+	}
 	return fmt.Errorf("%w: %s: exit code %d: %s", runtime.ErrExec, what, code, msg)
 }
 

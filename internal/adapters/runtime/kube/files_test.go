@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 func TestReadFile(t *testing.T) {
@@ -191,5 +193,26 @@ func TestArchiveRestore(t *testing.T) {
 	must(t, os.RemoveAll(f.ws))
 	if err := r.ArchiveWorkspace(ctx, a, io.Discard); !errors.Is(err, runtime.ErrNotFound) {
 		t.Errorf("archive without workspace: %v", err)
+	}
+}
+
+// TestWriteFileIntoAFullHome: a write the home's volume has no room for is ErrNoSpace (the
+// facade's storage error), not a failed command, and leaves no partial file. The home here is
+// a 1 MiB tmpfs, as root.
+func TestWriteFileIntoAFullHome(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "mounting a small volume as the home needs root")
+	}
+	r, f := localRuntime(t)
+	full := filepath.Join(f.ws, "full")
+	must(t, os.MkdirAll(full, 0o755))
+	must(t, unix.Mount("tmpfs", full, "tmpfs", 0, "size=1m"))
+	t.Cleanup(func() { _ = unix.Unmount(full, unix.MNT_DETACH) })
+	err := r.WriteFile(context.Background(), testAgent(), ".openclaw/workspace/full/big.bin", make([]byte, 2<<20))
+	if !errors.Is(err, runtime.ErrNoSpace) {
+		t.Fatalf("a 2 MiB write into a 1 MiB home: %v, want ErrNoSpace", err)
+	}
+	if left, _ := os.ReadDir(full); len(left) != 0 {
+		t.Errorf("the refused write left %d entries behind", len(left))
 	}
 }
