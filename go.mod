@@ -15,6 +15,7 @@ require (
 	github.com/ipfs/go-ipld-format v0.6.4
 	github.com/libp2p/go-buffer-pool v0.1.0
 	github.com/minio/minio-go/v7 v7.4.1
+	github.com/moby/sys/mountinfo v0.7.3
 	github.com/oapi-codegen/runtime v1.9.0
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0

@@ -1,7 +1,6 @@
 package localcluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -13,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -218,18 +218,14 @@ func cmdline(pid int) string {
 
 // mounts are the mount points under the cluster's directory, deepest first.
 func (c *Cluster) mounts() []string {
-	f, err := os.Open("/proc/self/mountinfo")
+	found, err := mountinfo.GetMounts(mountinfo.PrefixFilter(c.Dir))
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		fields := strings.Fields(s.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], c.Dir+"/") {
-			out = append(out, fields[4])
+	for _, m := range found {
+		if m.Mountpoint != c.Dir {
+			out = append(out, m.Mountpoint)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })

@@ -147,10 +147,16 @@ func (a *agent) prepareLocked() error {
 	// install only when its state dir holds nothing but the config (it skips its state
 	// migrations then, about 2 s of a first start). Exec and the file operations make it when
 	// they come first (ensureWorkspace).
-	for _, d := range []string{a.dir, a.home} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return err
-		}
+	if err := os.MkdirAll(a.dir, 0o700); err != nil {
+		return err
+	}
+	if err := a.rt.attachHome(a.home); errors.Is(err, errUnbounded) {
+		a.log.Info("this home has no size limit: it was made before homes had one", "home", a.home)
+	} else if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(a.home, 0o700); err != nil {
+		return err
 	}
 	if err := os.Chmod(a.home, 0o700); err != nil {
 		return err

@@ -147,6 +147,8 @@ func homeErr(err error) error {
 		return fmt.Errorf("%w: %v", runtime.ErrNotFound, err)
 	case isEscape(err):
 		return fmt.Errorf("%w: %v", runtime.ErrInvalidPath, err)
+	case isNoSpace(err):
+		return fmt.Errorf("%w: %v", runtime.ErrNoSpace, err)
 	}
 	return err
 }
@@ -237,8 +239,22 @@ func (r *Runtime) ensureWorkspace(home string) (string, error) {
 	return ws, nil
 }
 
-// homeOf is the agent's home: the one its runtime entry or its state.json records.
+// homeOf is the agent's home: the one its runtime entry or its state.json records, its
+// volume mounted when it has one (a manager that restarted mounts it on first use).
 func (r *Runtime) homeOf(key types.NamespacedName) string {
+	home := r.recordedHome(key)
+	if r.vols != nil {
+		if _, err := os.Lstat(filepath.Join(filepath.Dir(home), homeImageName)); err == nil {
+			if err := r.vols.attach(home); err != nil {
+				r.opts.Log.Error(err, "cannot mount the home's volume", "home", home)
+			}
+		}
+	}
+	return home
+}
+
+// recordedHome is the agent's home as its runtime entry or its state.json records it.
+func (r *Runtime) recordedHome(key types.NamespacedName) string {
 	r.mu.Lock()
 	a := r.agents[key]
 	r.mu.Unlock()
@@ -290,8 +306,15 @@ func fileErr(path string, err error) error {
 		return fmt.Errorf("%w: %s", runtime.ErrNotFound, path)
 	case isEscape(err):
 		return fmt.Errorf("%w: %q leaves the agent's home", runtime.ErrInvalidPath, path)
+	case isNoSpace(err):
+		return fmt.Errorf("%w: %s: %v", runtime.ErrNoSpace, path, err)
 	}
 	return err
+}
+
+// isNoSpace reports whether err is a write the home's filesystem had no room (or quota) for.
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
 // isEscape tells an os.Root's refusal of a path that leads out of it (through a symlink).

@@ -138,6 +138,8 @@ type Options struct {
 	// MemoryLimit and PidsLimit bound each agent's cgroup, as root (cgroup.go):
 	// DefaultMemoryLimit bytes and DefaultPidsLimit processes and threads when 0.
 	MemoryLimit, PidsLimit int64
+	// HomeSize bounds each agent's home, as root (homevol.go): DefaultHomeSize bytes when 0.
+	HomeSize int64
 	// GatewayHeapMiB is the most a gateway's V8 old space may take (DefaultGatewayHeapMiB); the
 	// gateway gets it with the platform's other Node settings (runtime.GatewayNodeEnv).
 	GatewayHeapMiB int64
@@ -195,8 +197,11 @@ type Runtime struct {
 	noCgroups string
 	// netns: each gateway has a network namespace of its own (netns.go; false: noNetns says
 	// why not).
-	netns       bool
-	noNetns     string
+	netns   bool
+	noNetns string
+	// vols gives each home a volume of HomeSize (homevol.go; nil: noHomeLimit says why not).
+	vols        *homeVolumes
+	noHomeLimit string
 	egress      *http.Server // the egress proxy (egress.go; nil: none)
 	unsandboxed string
 	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
@@ -309,6 +314,9 @@ func setDefaults(o *Options) {
 	if o.PidsLimit <= 0 {
 		o.PidsLimit = DefaultPidsLimit
 	}
+	if o.HomeSize <= 0 {
+		o.HomeSize = DefaultHomeSize
+	}
 	if o.GatewayHeapMiB <= 0 {
 		o.GatewayHeapMiB = DefaultGatewayHeapMiB
 	}
@@ -384,13 +392,13 @@ func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 			stopProcess(ctx, p, r.opts.StopTimeout, nil)
 		}
 	}
-	if err := archive.RemoveAll(dir); err != nil {
+	if err := removeHomeDir(dir); err != nil {
 		return fmt.Errorf("remove agent dir: %w", err)
 	}
 	r.releaseUIDs(dir)
 	// The home of a claimed warm gateway lives in its member dir.
 	if home := homeOf(dir, st); err == nil && home != filepath.Join(dir, homeDirName) {
-		if err := archive.RemoveAll(filepath.Dir(home)); err != nil {
+		if err := removeHomeDir(filepath.Dir(home)); err != nil {
 			return fmt.Errorf("remove agent home: %w", err)
 		}
 		r.releaseUIDs(filepath.Dir(home))
@@ -439,6 +447,15 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 			}
 		}
 		r.cg.sweep(ctx, !r.opts.KeepRunningOnShutdown)
+	}
+	if !r.opts.KeepRunningOnShutdown {
+		// No gateway runs on them any more: the homes' volumes are unmounted (their images
+		// stay, and are mounted again by the next manager).
+		for _, home := range mountedHomes(r.opts.StateDir) {
+			if err := detachHome(home); err != nil {
+				r.opts.Log.Error(err, "cannot unmount a home's volume", "home", home)
+			}
+		}
 	}
 	_ = os.Remove(filepath.Join(r.opts.StateDir, poolDirName)) // when empty
 	r.mu.Lock()

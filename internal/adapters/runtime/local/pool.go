@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/archive"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
@@ -329,7 +328,7 @@ func (r *Runtime) destroyMember(m *member) {
 	if m.proc != nil {
 		stopProcess(context.Background(), m.proc, r.opts.StopTimeout, nil)
 	}
-	if err := archive.RemoveAll(m.dir); err != nil {
+	if err := removeHomeDir(m.dir); err != nil {
 		r.opts.Log.Error(err, "cannot remove a warm gateway's dir", "dir", m.dir)
 	} else {
 		r.releaseUIDs(m.dir)
@@ -365,7 +364,7 @@ func (r *Runtime) removeStaleMembers(claimed map[string]bool) {
 			continue
 		}
 		r.opts.Log.Info("removing a warm gateway of a previous manager", "dir", dir)
-		if err := archive.RemoveAll(dir); err != nil {
+		if err := removeHomeDir(dir); err != nil {
 			r.opts.Log.Error(err, "cannot remove a stale warm gateway", "dir", dir)
 		}
 	}

@@ -30,6 +30,9 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fail(err)
 	}
+	if err := r.attachHome(m.home); err != nil {
+		return fail(err)
+	}
 	if err := r.freshHome(m.home, m.token); err != nil {
 		return fail(err)
 	}

@@ -447,6 +447,7 @@ func (r *Runtime) setupSandbox() error {
 			r.opts.Log.Info("agents run in sandboxes (bubblewrap: mount, PID, IPC and UTS namespaces)", "perAgentUID", sbx.root)
 			r.setupCgroups()
 			r.setupNetns()
+			r.setupHomeVolumes()
 			return nil
 		}
 		if mode == SandboxRequired {
@@ -466,6 +467,7 @@ func (r *Runtime) setupSandbox() error {
 			}
 		}
 	}
+	r.noHomeLimit = "agents are not sandboxed"
 	r.opts.Log.Info("AGENTS ARE NOT SANDBOXED: this runtime serves one workspace only", "why", r.unsandboxed, "workspace", r.tenant)
 	return nil
 }

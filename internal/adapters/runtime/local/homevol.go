@@ -1,0 +1,207 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/moby/sys/mountinfo"
+	"golang.org/x/sys/unix"
+
+	"github.com/agentplane/agentplane/internal/adapters/archive"
+)
+
+// A home of a bounded size (as root): each home is an ext4 filesystem in a sparse image file
+// beside it (<dir>/home.img), loop-mounted at the home with nosuid, nodev and discard (what an
+// agent deletes goes back to the host). An agent that fills its home gets ENOSPC there and
+// nowhere else: the other homes, the state dir and the control plane's data keep their space.
+// An empty home's image takes about 3 MiB of disk. The image is outside the home, so nothing
+// in the sandbox reaches it; the mount outlives the manager (a gateway kept running keeps its
+// home) and is undone when the home is removed or the runtime stops its gateways.
+
+const (
+	// DefaultHomeSize bounds an agent's home on the local runtime (Options.HomeSize), as the
+	// kube runtime's home volume is sized (kube.DefaultStorageSize).
+	DefaultHomeSize = 5 << 30
+	homeImageName   = "home.img"
+	// homeProbeSize is the size of the volume made at start to check that this host can.
+	homeProbeSize = 16 << 20
+)
+
+// errUnbounded: a home that holds files but has no image was made before homes had a size.
+var errUnbounded = errors.New("the home was made before homes had a size limit")
+
+// homeVolumes makes and mounts the homes' images.
+type homeVolumes struct {
+	size  int64
+	mkfs  string
+	mount string
+	// mu serialises attach: two callers must not mount one image twice.
+	mu sync.Mutex
+}
+
+// newHomeVolumes returns homeVolumes of size bytes once a probe volume was made, mounted and
+// unmounted on this host; the error says why not.
+func newHomeVolumes(size int64) (*homeVolumes, error) {
+	if os.Geteuid() != 0 {
+		return nil, errors.New("the manager is not root: it cannot mount a volume per home")
+	}
+	v := &homeVolumes{size: size}
+	var err error
+	if v.mkfs, err = exec.LookPath("mkfs.ext4"); err != nil {
+		return nil, errors.New("mkfs.ext4 (e2fsprogs) is not installed")
+	}
+	if v.mount, err = exec.LookPath("mount"); err != nil {
+		return nil, errors.New("mount (util-linux) is not installed")
+	}
+	dir, err := os.MkdirTemp("", "agentplane-home-probe-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	probe := &homeVolumes{size: homeProbeSize, mkfs: v.mkfs, mount: v.mount}
+	home := filepath.Join(dir, homeDirName)
+	if err := probe.attach(home); err != nil {
+		return nil, err
+	}
+	if err := detachHome(home); err != nil {
+		return nil, fmt.Errorf("unmount a probe volume: %w", err)
+	}
+	return v, nil
+}
+
+// attach mounts home's image at home, making the image first when there is none and home is
+// missing or empty. A home already mounted is left as it is; one with files and no image is
+// errUnbounded (it keeps working, without a size limit).
+func (v *homeVolumes) attach(home string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if isMounted(home) {
+		return nil
+	}
+	img := filepath.Join(filepath.Dir(home), homeImageName)
+	switch _, err := os.Lstat(img); {
+	case errors.Is(err, fs.ErrNotExist):
+		if entries, err := os.ReadDir(home); err == nil && len(entries) > 0 {
+			return errUnbounded
+		}
+		if err := v.makeImage(img); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	}
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		return err
+	}
+	if out, err := exec.Command(v.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, home).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount the home's volume: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	// The new filesystem's lost+found is not the agent's (e2fsck makes it again if it needs one).
+	_ = os.Remove(filepath.Join(home, "lost+found"))
+	return os.Chmod(home, 0o700)
+}
+
+// makeImage makes a sparse image of v.size bytes at img with an empty ext4 filesystem: no
+// blocks reserved for root, and neither the journal nor the inode tables written out (the
+// file's holes read as zeros already), so it takes about 3 MiB of disk.
+func (v *homeVolumes) makeImage(img string) error {
+	tmp := img + ".new"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(v.size)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		var out []byte
+		out, err = exec.Command(v.mkfs, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", tmp).CombinedOutput()
+		if err != nil {
+			err = fmt.Errorf("make the home's filesystem: %v: %s", err, strings.TrimSpace(string(out)))
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, img)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
+}
+
+// isMounted reports whether a filesystem is mounted at p.
+func isMounted(p string) bool {
+	mounted, err := mountinfo.Mounted(p)
+	return err == nil && mounted
+}
+
+// detachHome unmounts the volume mounted at home, if any (lazily when it is still busy: the
+// loop device goes once the last user does).
+func detachHome(home string) error {
+	if !isMounted(home) {
+		return nil
+	}
+	err := unix.Unmount(home, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(home, unix.MNT_DETACH)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point (any more)
+		return fmt.Errorf("unmount the home %s: %w", home, err)
+	}
+	return nil
+}
+
+// removeHomeDir removes dir, an agent's or a warm gateway's, after unmounting its home.
+func removeHomeDir(dir string) error {
+	if err := detachHome(filepath.Join(dir, homeDirName)); err != nil {
+		return err
+	}
+	return archive.RemoveAll(dir)
+}
+
+// mountedHomes lists the homes mounted under stateDir.
+func mountedHomes(stateDir string) []string {
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(stateDir))
+	if err != nil {
+		return nil
+	}
+	var homes []string
+	for _, m := range mounts {
+		if m.Mountpoint != stateDir && filepath.Base(m.Mountpoint) == homeDirName {
+			homes = append(homes, m.Mountpoint)
+		}
+	}
+	return homes
+}
+
+// attachHome gives home its volume when homes have a size here. A home made before homes had
+// one is used as it is: errUnbounded, for the caller to report or ignore.
+func (r *Runtime) attachHome(home string) error {
+	if r.vols == nil {
+		return nil
+	}
+	return r.vols.attach(home)
+}
+
+// setupHomeVolumes bounds each home at HomeSize where this host lets the manager mount a
+// volume per home (as root), and says at start whether it does.
+func (r *Runtime) setupHomeVolumes() {
+	v, err := newHomeVolumes(r.opts.HomeSize)
+	if err != nil {
+		r.noHomeLimit = err.Error()
+		r.opts.Log.Info("agents' homes have no size limit", "why", r.noHomeLimit)
+		return
+	}
+	r.vols = v
+	r.opts.Log.Info("each agent's home is a volume of its own", "size", r.opts.HomeSize)
+}
+
+// HomeLimit reports whether each home has a size limit and, when not, why.
+func (r *Runtime) HomeLimit() (bool, string) { return r.vols != nil, r.noHomeLimit }
