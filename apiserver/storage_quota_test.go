@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -158,5 +162,60 @@ var _ = Describe("Storage quotas", func() {
 		// The agent's deletion gives its uploads back.
 		Expect(call("DELETE", "/v0/agents/"+id, tok, nil).Status).To(BeNumerically("<", 300))
 		Eventually(func() [3]int64 { return usage(ws, agentsv1.StorageUploads) }).Should(Equal([3]int64{0, 0, 0}))
+	})
+})
+
+// agentHome is the local runtime's home of the agent on this host: its own, or the warm
+// gateway's it claimed (state.json's home).
+func agentHome(agent string) string {
+	GinkgoHelper()
+	var st struct {
+		Home string `json:"home"`
+	}
+	b, err := os.ReadFile(agentFile(agent, "state.json"))
+	Expect(err).NotTo(HaveOccurred())
+	Expect(json.Unmarshal(b, &st)).To(Succeed())
+	if st.Home != "" {
+		return st.Home
+	}
+	return agentFile(agent, "home")
+}
+
+var _ = Describe("A full agent home", func() {
+	It("refuses an upload with 403 Storage quota exceeded, counting nothing, and takes it once there is room", func() {
+		if ok, why := plat.HomeLimit(); !ok {
+			if os.Getenv("CI") == "true" { // under CI every spec runs
+				Fail("the local runtime bounds no home here: " + why)
+			}
+			Skip("the local runtime bounds no home here: " + why)
+		}
+		const ws = "quota-full-home"
+		tok := quotaWorkspace(ws, nil)
+		id := snapAgent(baseURL, tok, "Filler")
+		up := func() reply {
+			return call("POST", "/v0/agents/"+id+"/files/upload", tok, map[string]any{
+				"filename": "notes.bin", "contentBase64": base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("n"), 1<<20)),
+			})
+		}
+		// What the agent itself would do with `fallocate`: take all but 256 KiB of its home.
+		home := agentHome(id)
+		var fs unix.Statfs_t
+		Expect(unix.Statfs(home, &fs)).To(Succeed())
+		fill, err := os.Create(filepath.Join(home, "fill"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(unix.Fallocate(int(fill.Fd()), 0, 0, int64(fs.Bavail)*fs.Bsize-256<<10)).To(Succeed())
+		Expect(fill.Close()).To(Succeed())
+
+		r := up()
+		Expect(r.Status).To(Equal(403), r.Raw)
+		Expect(r.v0Error()).To(Equal("Storage quota exceeded"))
+		Expect(usage(ws, agentsv1.StorageUploads)).To(Equal([3]int64{0, 0, 0}))
+		_, err = os.Stat(filepath.Join(home, ".openclaw", "workspace", "notes.bin"))
+		Expect(os.IsNotExist(err)).To(BeTrue(), "the refused upload left %v", err)
+
+		Expect(os.Remove(filepath.Join(home, "fill"))).To(Succeed())
+		r = up()
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(usage(ws, agentsv1.StorageUploads)).To(Equal([3]int64{1 << 20, 1, 0}))
 	})
 })

@@ -149,6 +149,15 @@ func (p *Platform) Sandboxed() (bool, string) {
 	return true, ""
 }
 
+// HomeLimit reports whether the runtime bounds each agent's home and, when not, why (the
+// local runtime; kube's homes are volume claims of a size).
+func (p *Platform) HomeLimit() (bool, string) {
+	if rt, ok := p.runtime.(interface{ HomeLimit() (bool, string) }); ok {
+		return rt.HomeLimit()
+	}
+	return true, ""
+}
+
 // hostServices are what local agents reach on this host's loopback from their network
 // namespaces: the model proxy (base, when it is an http URL on loopback) and the REST facade
 // (its loopback address, "" for none), each once.
