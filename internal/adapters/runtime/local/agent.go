@@ -151,7 +151,7 @@ func (a *agent) prepareLocked() error {
 		return err
 	}
 	if err := a.rt.attachHome(a.home); errors.Is(err, errUnbounded) {
-		a.log.Info("this home has no size limit: it was made before homes had one", "home", a.home)
+		a.migrateHomeLocked()
 	} else if err != nil {
 		return err
 	}
@@ -166,6 +166,21 @@ func (a *agent) prepareLocked() error {
 	}
 	a.prepared = true
 	return nil
+}
+
+// migrateHomeLocked moves a home made before homes had a size into a volume of its own when
+// nothing runs in it (no gateway, no command); else, or when it does not fit, it stays
+// unbounded until the agent is loaded again, and the log says so.
+func (a *agent) migrateHomeLocked() {
+	if a.proc != nil || a.rt.execsOf(a.key) > 0 {
+		a.log.Info("this home has no size limit yet: it was made before homes had one and is in use", "home", a.home)
+		return
+	}
+	if err := a.rt.vols.migrate(a.home); err != nil {
+		a.log.Info("this home has no size limit: it was made before homes had one", "home", a.home, "why", err.Error())
+		return
+	}
+	a.log.Info("the home was moved into a volume of its own", "home", a.home, "size", a.rt.opts.HomeSize)
 }
 
 // secretsLocked are the values log excerpts must not show.

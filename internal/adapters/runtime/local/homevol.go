@@ -77,7 +77,7 @@ func newHomeVolumes(size int64) (*homeVolumes, error) {
 
 // attach mounts home's image at home, making the image first when there is none and home is
 // missing or empty. A home already mounted is left as it is; one with files and no image is
-// errUnbounded (it keeps working, without a size limit).
+// errUnbounded (migrate moves it into a volume once nothing runs in it).
 func (v *homeVolumes) attach(home string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -99,12 +99,79 @@ func (v *homeVolumes) attach(home string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	if out, err := exec.Command(v.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, home).CombinedOutput(); err != nil {
+	if err := v.mountAt(img, home); err != nil {
+		return err
+	}
+	return os.Chmod(home, 0o700)
+}
+
+// migrate moves the files of a home made before homes had a size (one nothing runs in) into a
+// volume of its own, which then takes its place. The image is made and filled beside the
+// home and only named home.img once it holds every file; a home that does not fit stays as
+// it was, unbounded, and the error says why.
+func (v *homeVolumes) migrate(home string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	img := filepath.Join(filepath.Dir(home), homeImageName)
+	if _, err := os.Lstat(img); err == nil || isMounted(home) {
+		return nil
+	}
+	staging, tmpImg := home+".migrating", img+".migrating"
+	_ = detachHome(staging) // left by a manager that stopped half-way
+	_ = os.RemoveAll(staging)
+	err := v.makeImage(tmpImg)
+	if err == nil {
+		err = v.fill(tmpImg, staging, home)
+	}
+	if err == nil {
+		err = os.Rename(tmpImg, img)
+	}
+	if err != nil {
+		_ = os.Remove(tmpImg)
+		return fmt.Errorf("move the home into a volume of %d bytes: %w", v.size, err)
+	}
+	// The volume holds every file: the former home goes, the volume takes its place.
+	old := home + ".premigration"
+	if err := os.Rename(home, old); err != nil {
+		return err
+	}
+	if err := os.Mkdir(home, 0o700); err != nil {
+		return err
+	}
+	if err := v.mountAt(img, home); err != nil {
+		return err
+	}
+	return archive.RemoveAll(old)
+}
+
+// fill mounts img at staging and copies the tree of home into it (owners, modes, times and
+// links as they are: cp -a follows no link), then unmounts it.
+func (v *homeVolumes) fill(img, staging, home string) error {
+	if err := os.Mkdir(staging, 0o700); err != nil {
+		return err
+	}
+	defer os.Remove(staging)
+	if err := v.mountAt(img, staging); err != nil {
+		return err
+	}
+	out, err := exec.Command("cp", "-a", "--", home+"/.", staging+"/").CombinedOutput()
+	if uerr := detachHome(staging); err == nil && uerr != nil {
+		return uerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy the home: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// mountAt mounts the image img at dir.
+func (v *homeVolumes) mountAt(img, dir string) error {
+	if out, err := exec.Command(v.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, dir).CombinedOutput(); err != nil {
 		return fmt.Errorf("mount the home's volume: %v: %s", err, strings.TrimSpace(string(out)))
 	}
-	// The new filesystem's lost+found is not the agent's (e2fsck makes it again if it needs one).
-	_ = os.Remove(filepath.Join(home, "lost+found"))
-	return os.Chmod(home, 0o700)
+	// A new filesystem's lost+found is not the agent's (e2fsck makes it again if it needs one).
+	_ = os.Remove(filepath.Join(dir, "lost+found"))
+	return nil
 }
 
 // makeImage makes a sparse image of v.size bytes at img with an empty ext4 filesystem: no

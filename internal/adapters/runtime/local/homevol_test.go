@@ -129,3 +129,54 @@ func TestHomeVolumesKeepTheirFilesAndLeaveNoMount(t *testing.T) {
 		t.Fatalf("the file after a manager restart: %q (%v), want kept", got, err)
 	}
 }
+
+// TestHomeMadeBeforeVolumesMovesIntoOne: a home a manager made before homes had a size is
+// moved into a volume of its own when its agent is next loaded with nothing running in it:
+// files, modes and links as they were; one too big for the size stays as it was (unbounded,
+// logged), and neither leaves anything beside it.
+func TestHomeMadeBeforeVolumesMovesIntoOne(t *testing.T) {
+	f := boundedHomes(t, 32<<20)
+	made := func(name string, size int) string {
+		home := filepath.Join(f.rt.AgentDir(keyOf(newAgent(name))), "home")
+		ws := filepath.Join(home, ".openclaw", "workspace")
+		if err := os.MkdirAll(ws, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, "data.bin"), make([]byte, size), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("data.bin", filepath.Join(ws, "link")); err != nil {
+			t.Fatal(err)
+		}
+		return home
+	}
+	small, big := made("small", 1<<20), made("big", 40<<20)
+	stoppedAgent(t, f, "small", nil)
+	stoppedAgent(t, f, "big", nil)
+
+	mounts := mountsUnder(t, f.opts.StateDir)
+	if len(mounts) != 1 || mounts[0] != small {
+		t.Fatalf("mounts after loading a small and a too big home: %q, want the small one's only", mounts)
+	}
+	for _, home := range []string{small, big} {
+		ws := filepath.Join(home, ".openclaw", "workspace")
+		if info, err := os.Stat(filepath.Join(ws, "data.bin")); err != nil || info.Mode().Perm() != 0o640 {
+			t.Errorf("%s: the file after the move: %v (%v), want it with mode 0640", home, info, err)
+		}
+		if target, err := os.Readlink(filepath.Join(ws, "link")); err != nil || target != "data.bin" {
+			t.Errorf("%s: the link after the move: %q (%v)", home, target, err)
+		}
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(home), "home.*"))
+		want := 0
+		if home == small {
+			want = 1 // its image
+		}
+		if len(left) != want {
+			t.Errorf("%s: beside the home: %q, want %d entries", home, left, want)
+		}
+	}
+	res := sh(t, f, "small", "head -c 67108864 /dev/zero > ~/fill; echo exit=$?")
+	if !strings.Contains(string(res.Stdout), "exit=1") {
+		t.Fatalf("the moved home takes a write twice its size: %q %q", res.Stdout, res.Stderr)
+	}
+}

@@ -511,6 +511,19 @@ func (r *Runtime) trackExec(key types.NamespacedName) func(pid int) func() {
 	}
 }
 
+// execsOf counts the commands running in the agent with key.
+func (r *Runtime) execsOf(key types.NamespacedName) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, k := range r.execs {
+		if k == key {
+			n++
+		}
+	}
+	return n
+}
+
 // killExecsLocked kills the running Exec commands of key.
 func (r *Runtime) killExecsLocked(key types.NamespacedName) {
 	for pid, k := range r.execs {
