@@ -65,6 +65,9 @@ func TestHostileAgentLocal(t *testing.T) {
 		// A service on the host's loopback that asks for no credential (etcd's health port):
 		// the agent's network namespace has no route to it.
 		"read etcd's health port": "curl -sf --max-time 5 " + etcdHealth + "/health",
+		// Twice the home's size (5 GiB), reserved at once: the home's volume refuses it, so
+		// the host's disk (the state dir, etcd's data) keeps its space. The file goes either way.
+		"fill the host's disk from the home": "fallocate -l 10G ~/fill; r=$?; rm -f ~/fill; exit $r",
 	}
 	for what, script := range attempts {
 		if code, out := inside(script); code == 0 {
