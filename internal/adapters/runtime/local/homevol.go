@@ -233,8 +233,12 @@ func removeHomeDir(dir string) error {
 	return archive.RemoveAll(dir)
 }
 
-// mountedHomes lists the homes mounted under stateDir.
+// mountedHomes lists the homes mounted under stateDir (as the kernel names them: links in
+// stateDir's path resolved).
 func mountedHomes(stateDir string) []string {
+	if real, err := filepath.EvalSymlinks(stateDir); err == nil {
+		stateDir = real
+	}
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(stateDir))
 	if err != nil {
 		return nil
