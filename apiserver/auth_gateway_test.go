@@ -3,6 +3,7 @@ package apiserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -82,7 +83,7 @@ func TestGatewayTokenResolvesFromTheCacheAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := s.callerFromGatewayToken(context.Background(), tc.token)
 			if tc.agent == "" {
-				if e, ok := err.(*Error); !ok || e.Status != http.StatusUnauthorized {
+				if e := (*Error)(nil); !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
 					t.Fatalf("got %v, %v; want 401", c, err)
 				}
 				return

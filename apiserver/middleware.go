@@ -3,6 +3,7 @@ package apiserver
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -58,7 +59,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // one process, as in tests, share the series).
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
-		if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
 			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}

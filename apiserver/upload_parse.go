@@ -90,7 +90,7 @@ func parseUpload(r io.Reader, w io.Writer, limit int64) (filename string, size i
 			}
 		}
 	}
-	if c, err := p.next(); err != io.EOF {
+	if c, err := p.next(); !errors.Is(err, io.EOF) {
 		_ = c
 		return "", 0, errUploadJSON
 	}

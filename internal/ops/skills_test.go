@@ -192,7 +192,7 @@ func TestRegistryError(t *testing.T) {
 	} {
 		wantFail(t, tc.err.Error(), registryError(tc.err), tc.code, tc.message)
 	}
-	if got := registryError(other); got != other {
+	if got := registryError(other); got != other { //nolint:errorlint // the same error, not one wrapping it
 		t.Fatalf("an unknown error passes as it is; got %v", got)
 	}
 }

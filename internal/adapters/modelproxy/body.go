@@ -76,7 +76,7 @@ func (p *Proxy) readAll(w http.ResponseWriter, r *http.Request, ex *exchange) ([
 		ex.held += step
 		_, err := io.CopyN(&buf, body, step)
 		switch {
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return buf.Bytes(), nil
 		case err != nil:
 			return nil, err

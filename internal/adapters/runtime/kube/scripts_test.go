@@ -124,7 +124,7 @@ func TestPathError(t *testing.T) {
 		{1, markerInvalidPath + "\n", nil},
 		{0, "", nil},
 	} {
-		if got := pathError(tc.code, []byte(tc.stderr)); got != tc.want {
+		if got := pathError(tc.code, []byte(tc.stderr)); got != tc.want { //nolint:errorlint // the sentinel itself, unwrapped, is the contract
 			t.Errorf("pathError(%d, %q) = %v", tc.code, tc.stderr, got)
 		}
 	}
@@ -162,7 +162,7 @@ func TestExecPrologue(t *testing.T) {
 		code, err := exitCode(localExec(context.Background(), "", "", argv, nil, &out, &errb))
 		must(t, err)
 		switch {
-		case tc.cwd == "" && pathError(code, errb.Bytes()) != runtime.ErrInvalidPath:
+		case tc.cwd == "" && !errors.Is(pathError(code, errb.Bytes()), runtime.ErrInvalidPath):
 			t.Errorf("dir %q: not refused: code %d stdout %q stderr %q", tc.dir, code, out.String(), errb.String())
 		case tc.cwd != "" && (code != 0 || strings.TrimSpace(out.String()) != tc.cwd):
 			t.Errorf("dir %q: code %d cwd %q stderr %q, want %q", tc.dir, code, out.String(), errb.String(), tc.cwd)

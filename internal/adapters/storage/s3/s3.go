@@ -257,7 +257,7 @@ type body struct {
 
 func (b *body) Read(p []byte) (int, error) {
 	n, err := b.o.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		if cerr := b.ctx.Err(); cerr != nil {
 			return n, cerr
 		}
