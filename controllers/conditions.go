@@ -44,6 +44,11 @@ const (
 	AgentWaitPoll = 5 * time.Second
 )
 
+// StaleCacheRetry is how soon a pass whose write conflicted (it read a cache older than the
+// stored object) runs again, on fresh data; the watch event of the write it lost to usually
+// comes first.
+const StaleCacheRetry = 100 * time.Millisecond
+
 // RetryWait clamps elapsed into [lo, hi] (DefaultStorageRetryMin and DefaultStorageRetryMax
 // when zero).
 func RetryWait(elapsed, lo, hi time.Duration) time.Duration {

@@ -69,29 +69,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := eu.DeepCopy()
+	stale := false
 	defer func() {
 		// A pass that ended early (an error, a stale cache) writes nothing: a rollout's
 		// status is consistent only after a whole pass (advance may have added a wave it
 		// could not start).
-		if reterr != nil || res.Requeue {
+		if reterr != nil || stale {
 			return
 		}
 		if conflict, err := r.patchStatus(ctx, eu, before); err != nil {
 			res, reterr = ctrl.Result{}, err
 		} else if conflict {
-			res = ctrl.Result{Requeue: true} // a stale cache: again on fresh data
+			res = ctrl.Result{RequeueAfter: controllers.StaleCacheRetry} // again on fresh data
 		}
 	}()
-	return r.reconcileNormal(ctx, eu, before)
+	res, stale, reterr = r.reconcileNormal(ctx, eu, before)
+	return res, reterr
 }
 
-// reconcileNormal loads the rollout's agents, advances it and computes its status; a
-// Requeue result is a stale cache (the pass runs again on fresh data).
-func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.EngineUpgrade) (ctrl.Result, error) {
+// reconcileNormal loads the rollout's agents, advances it and computes its status; stale: a
+// write conflicted (a stale cache: the pass runs again on fresh data, soon).
+func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.EngineUpgrade) (res ctrl.Result, stale bool, err error) {
 	target, offered := r.Versions.Resolve(eu.Spec.Version)
 	if !offered {
 		setUpgradeStatus(eu, upgradeView{invalid: fmt.Sprintf("engine version %q is not offered", target)})
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, false, nil
 	}
 	run := &upgradeRun{r: r, eu: eu, obj: eu, now: r.Clock.Now()}
 	run.goal = engineGoal{u: run, target: target}
@@ -99,24 +101,25 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, eu, before *agentsv1.E
 		var bad invalidSelectorError
 		if errors.As(err, &bad) {
 			setUpgradeStatus(eu, upgradeView{invalid: bad.Error(), invalidReason: agentsv1.ReasonInvalidSelector})
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, false, nil
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, false, err
 	}
-	if requeue, err := run.pass(ctx); err != nil || requeue {
-		return ctrl.Result{Requeue: requeue}, err
+	if stale, err := run.pass(ctx); err != nil {
+		return ctrl.Result{}, false, err
+	} else if stale {
+		return ctrl.Result{RequeueAfter: controllers.StaleCacheRetry}, true, nil
 	}
 	r.announce(eu, eu, before)
-	var res ctrl.Result
 	if run.wake > 0 {
 		res.RequeueAfter = run.wake
 	}
-	return res, nil
+	return res, false, nil
 }
 
-// pass advances the rollout and computes its status; requeue: a write conflicted (a stale
+// pass advances the rollout and computes its status; stale: a write conflicted (a stale
 // cache: the pass runs again on fresh data).
-func (u *upgradeRun) pass(ctx context.Context) (requeue bool, err error) {
+func (u *upgradeRun) pass(ctx context.Context) (stale bool, err error) {
 	if err := u.advance(ctx); err != nil {
 		if apierrors.IsConflict(err) {
 			return true, nil

@@ -61,8 +61,10 @@ func (r *RenderingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := run.load(ctx); err != nil {
 		return ctrl.Result{}, err
 	}
-	if requeue, err := run.pass(ctx); err != nil || requeue {
-		return ctrl.Result{Requeue: requeue}, err
+	if stale, err := run.pass(ctx); err != nil {
+		return ctrl.Result{}, err
+	} else if stale {
+		return ctrl.Result{RequeueAfter: controllers.StaleCacheRetry}, nil
 	}
 	rr.Status.EngineUpgradeStatus = eu.Status
 	rr.Status.Current, rr.Status.Total = 0, int32(len(run.agents))
@@ -74,7 +76,7 @@ func (r *RenderingReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	run.r.announce(rr, eu, &agentsv1.EngineUpgrade{Status: before.Status.EngineUpgradeStatus})
 	if _, err := controllers.PatchStatusIfChanged(ctx, r.Client, rr, before); err != nil {
 		if apierrors.IsConflict(err) {
-			return ctrl.Result{Requeue: true}, nil
+			return ctrl.Result{RequeueAfter: controllers.StaleCacheRetry}, nil
 		}
 		return ctrl.Result{}, err
 	}

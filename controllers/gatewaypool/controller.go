@@ -83,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		case err != nil && reterr == nil:
 			reterr = err
 		case conflict:
-			res = ctrl.Result{Requeue: true} // a stale cache: again on fresh data
+			res = ctrl.Result{RequeueAfter: controllers.StaleCacheRetry} // again on fresh data
 		}
 	}()
 	gp.Status.ObservedGeneration = gp.Generation
