@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/validation/path"
+	"k8s.io/apimachinery/pkg/api/validate/content"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -33,7 +33,7 @@ func (c namedClient) Get(ctx context.Context, key client.ObjectKey, obj client.O
 
 // impossibleName is a NotFound error when key cannot name an object, else nil.
 func impossibleName(key client.ObjectKey, obj client.Object) error {
-	if len(path.IsValidPathSegmentName(key.Name)) == 0 && len(path.IsValidPathSegmentName(key.Namespace)) == 0 {
+	if len(content.IsPathSegmentName(key.Name)) == 0 && len(content.IsPathSegmentName(key.Namespace)) == 0 {
 		return nil
 	}
 	return apierrors.NewNotFound(k8sschema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)

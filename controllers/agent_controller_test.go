@@ -263,7 +263,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentStarting))
 		for _, m := range getAgent(a).ManagedFields {
 			Expect(m.Subresource == "" && m.Operation == metav1.ManagedFieldsOperationUpdate && m.Time.After(a.CreationTimestamp.Time) &&
-				m.FieldsV1 != nil && strings.Contains(string(m.FieldsV1.Raw), "f:finalizers")).To(BeFalse(), "a later write of the finalizers: %+v", m)
+				m.FieldsV1 != nil && strings.Contains(m.FieldsV1.GetRawString(), "f:finalizers")).To(BeFalse(), "a later write of the finalizers: %+v", m)
 		}
 
 		By("an Agent created with finalizers of its own gets the controller's added to them")

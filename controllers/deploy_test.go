@@ -66,7 +66,7 @@ var _ = It("config/default's FlowSchema classifies the manager's leader-election
 			case "ServiceAccount":
 				saName, ns = o.GetName(), o.GetNamespace()
 			}
-			Expect(k8sClient.Patch(ctx, o, client.Apply, client.FieldOwner("deploy-test"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+			Expect(k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("deploy-test"), client.ForceOwnership)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 			DeferCleanup(func() { Expect(client.IgnoreNotFound(k8sClient.Delete(ctx, o))).To(Succeed()) })
 		}
 	}
@@ -191,7 +191,7 @@ func dryRunApply(rendered []byte) map[string]int {
 		}
 	}
 	for _, o := range objs {
-		err := k8sClient.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("deploy-test"), client.ForceOwnership)
+		err := k8sClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll, client.FieldOwner("deploy-test"), client.ForceOwnership)
 		Expect(err).NotTo(HaveOccurred(), "%s %s: %v", o.GetKind(), o.GetName(), apierrors.ReasonForError(err))
 	}
 	return kinds

@@ -112,7 +112,7 @@ func expectStatusOwners(kind string, obj client.Object, want ...string) {
 			continue
 		}
 		var fields map[string]map[string]any
-		Expect(json.Unmarshal(e.FieldsV1.Raw, &fields)).To(Succeed())
+		Expect(json.Unmarshal(e.FieldsV1.GetRawBytes(), &fields)).To(Succeed())
 		for f := range fields["f:status"] {
 			if field, ok := strings.CutPrefix(f, "f:"); ok {
 				managers[field] = append(managers[field], e.Manager)

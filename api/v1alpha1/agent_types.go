@@ -336,5 +336,5 @@ type AgentList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Agent{}, &AgentList{})
+	register(&Agent{}, &AgentList{})
 }

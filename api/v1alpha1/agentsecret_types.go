@@ -92,5 +92,5 @@ type AgentSecretList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AgentSecret{}, &AgentSecretList{})
+	register(&AgentSecret{}, &AgentSecretList{})
 }

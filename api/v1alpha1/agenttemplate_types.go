@@ -93,5 +93,5 @@ type AgentTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&AgentTemplate{}, &AgentTemplateList{})
+	register(&AgentTemplate{}, &AgentTemplateList{})
 }

@@ -72,5 +72,5 @@ type ApiKeyList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&ApiKey{}, &ApiKeyList{})
+	register(&ApiKey{}, &ApiKeyList{})
 }

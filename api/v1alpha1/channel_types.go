@@ -111,5 +111,5 @@ type ChannelList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Channel{}, &ChannelList{})
+	register(&Channel{}, &ChannelList{})
 }

@@ -121,5 +121,5 @@ type DomainList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Domain{}, &DomainList{})
+	register(&Domain{}, &DomainList{})
 }

@@ -166,5 +166,5 @@ type EngineUpgradeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EngineUpgrade{}, &EngineUpgradeList{})
+	register(&EngineUpgrade{}, &EngineUpgradeList{})
 }

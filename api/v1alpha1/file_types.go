@@ -105,5 +105,5 @@ type FileList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&File{}, &FileList{})
+	register(&File{}, &FileList{})
 }

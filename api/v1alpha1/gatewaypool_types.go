@@ -90,5 +90,5 @@ type GatewayPoolList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&GatewayPool{}, &GatewayPoolList{})
+	register(&GatewayPool{}, &GatewayPoolList{})
 }

@@ -7,8 +7,9 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -23,8 +24,22 @@ var (
 	StorageGroupVersion = schema.GroupVersion{Group: GroupVersion.Group, Version: "v1beta1"}
 
 	// SchemeBuilder registers the kinds of this package with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds the kinds of this package to a runtime.Scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+// knownTypes are the kinds of this package, each file's registered by its init (register).
+var knownTypes []runtime.Object
+
+// register adds kinds (an object and its list) to this package's.
+func register(objs ...runtime.Object) { knownTypes = append(knownTypes, objs...) }
+
+// addKnownTypes adds the kinds of this package to s under GroupVersion, with the meta types
+// every group version has (options, watch events, status).
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, knownTypes...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -109,5 +109,5 @@ type RenderingRolloutList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RenderingRollout{}, &RenderingRolloutList{})
+	register(&RenderingRollout{}, &RenderingRolloutList{})
 }

@@ -77,7 +77,7 @@ type SkillList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Skill{}, &SkillList{})
+	register(&Skill{}, &SkillList{})
 }
 
 // CIDs are the bundles the Skill stands for: its current CID first, then earlier versions'

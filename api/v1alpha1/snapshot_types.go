@@ -75,5 +75,5 @@ type SnapshotList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Snapshot{}, &SnapshotList{})
+	register(&Snapshot{}, &SnapshotList{})
 }

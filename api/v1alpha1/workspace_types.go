@@ -209,5 +209,5 @@ type WorkspaceList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Workspace{}, &WorkspaceList{})
+	register(&Workspace{}, &WorkspaceList{})
 }

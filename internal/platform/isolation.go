@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	domainctrl "github.com/agentplane/agentplane/controllers/domain"
@@ -25,7 +26,7 @@ func (p *Platform) domainRouter() (domainctrl.Router, error) {
 		}
 		return &domainctrl.GatewayRouter{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Gateway: gw}, nil
 	}
-	_, err := mgr.GetRESTMapper().RESTMapping(gatewayv1.SchemeGroupVersion.WithKind("HTTPRoute").GroupKind(), gatewayv1.SchemeGroupVersion.Version)
+	_, err := mgr.GetRESTMapper().RESTMapping(schema.GroupKind{Group: gatewayv1.GroupVersion.Group, Kind: "HTTPRoute"}, gatewayv1.GroupVersion.Version)
 	return &domainctrl.IngressRouter{
 		Client: mgr.GetClient(), Scheme: mgr.GetScheme(),
 		ClassName: o.IngressClass, ClusterIssuer: o.ClusterIssuer, HTTPRoutes: err == nil,

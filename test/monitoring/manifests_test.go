@@ -79,7 +79,7 @@ func TestMonitoringManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		err := e.Client.Patch(ctx, o, client.Apply, client.DryRunAll, client.FieldOwner("monitoring-test"), client.ForceOwnership)
+		err := e.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll, client.FieldOwner("monitoring-test"), client.ForceOwnership)
 		if err != nil {
 			t.Errorf("%s %s: %v (%s)", o.GetKind(), o.GetName(), err, apierrors.ReasonForError(err))
 		}

@@ -108,7 +108,7 @@ func applyManifests(ctx context.Context, t *testing.T, k8s client.Client, render
 		t.Fatal(err)
 	}
 	for _, o := range objs {
-		if err := k8s.Patch(ctx, o, client.Apply, client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
+		if err := k8s.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
 			t.Fatalf("apply %s %s: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
