@@ -53,7 +53,7 @@ func newBoundFixture(t *testing.T) *boundFixture {
 }
 
 func (f *boundFixture) call(method, path, tok string) *httptest.ResponseRecorder {
-	var body *strings.Reader = strings.NewReader("")
+	body := strings.NewReader("")
 	if method == "POST" || method == "PATCH" {
 		body = strings.NewReader(`{}`)
 	}

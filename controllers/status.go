@@ -40,7 +40,7 @@ func PatchStatusIfChanged(ctx context.Context, c client.Client, obj, before clie
 	// including its own spec or metadata writes) with the status it read.
 	orig := obj.DeepCopyObject().(client.Object)
 	reflect.ValueOf(orig).Elem().FieldByName("Status").Set(was)
-	var patch client.Patch = client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
+	patch := client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})
 	if slices.Contains(opts, WithoutLock) {
 		patch = client.MergeFrom(orig)
 	}

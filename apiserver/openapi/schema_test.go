@@ -39,7 +39,7 @@ type widgetRequest struct {
 	Leaf    *leafView         `json:"leaf"`
 	Count   int               `json:"count,omitempty"`
 	Skipped string            `json:"-"`
-	hidden  string            // unexported: not documented
+	hidden  string            //nolint:unused // unexported: not documented (the fixture needs one)
 	Plain   bool              // no tag: the field name
 	Labels  map[string]string `json:"labels,omitempty"`
 }

@@ -11,7 +11,7 @@ import "k8s.io/client-go/rest"
 // cap as well (a small or shared control plane) sets --kube-api-qps 50 --kube-api-burst 100.
 const (
 	DefaultAPIQPS   float32 = -1
-	DefaultAPIBurst         = 0
+	DefaultAPIBurst int     = 0
 )
 
 // DefaultAgentWorkers is how many agents `agentplane manager` reconciles at once

@@ -131,7 +131,7 @@ func (e *egressProxy) dial(ctx context.Context, _, hostport string) (net.Conn, e
 		addrs = ips
 	}
 	own := interfaceAddrs() // read at each dial: interfaces come and go
-	var lastErr error = fmt.Errorf("%w: %s", ErrEgressRefused, hostport)
+	lastErr := fmt.Errorf("%w: %s", ErrEgressRefused, hostport)
 	for _, a := range addrs {
 		if !e.allowed(a.Unmap(), port, own) {
 			continue
