@@ -5,7 +5,7 @@
 #   - the project's cache (${AGENTPLANE_CACHE_DIR:-~/.cache/agentplane}: the control plane, the
 #     node binaries, CRIU, gVisor, kwok, kube-router, helm, promtool, the engines and Node,
 #     the npm packages of the tests, the gateway and manager images);
-#   - Go's build, test and module caches, and npm's cache;
+#   - Go's build, test and module caches, golangci-lint's analysis cache, and npm's cache;
 #   - the fake engine's builds in the temp dir, and this clone's bin/ and state dirs.
 # With --packages (root) it also purges the Debian packages the install scripts add when they
 # are absent (hack/install-sandbox.sh, hack/install-node-packages.sh, hack/install-chromium.sh).
@@ -26,8 +26,9 @@ log() { echo "[clean] $*" >&2; }
 
 log "removing $cache_root"
 rm -rf "$cache_root"
-log "removing Go's build, test and module caches"
+log "removing Go's build, test and module caches, and golangci-lint's"
 go clean -cache -testcache -modcache
+rm -rf "${GOLANGCI_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/golangci-lint}"
 if command -v npm >/dev/null; then
   log "removing npm's cache"
   npm cache clean --force --loglevel=error

@@ -5,7 +5,7 @@
 #     binaries and kwok (they reuse the Kubernetes packages kube-apiserver's build compiled);
 #   - the other lane: the engine and Node (npm), the sandbox's packages and CRIU, the node's
 #     packages, chromium (apt, one install at a time), helm, promtool, kube-router, gVisor,
-#     then the generated files' check and go vet.
+#     then the generated files' check, go vet and the linters (make lint).
 # Everything is built before any test starts. Built beside the tests instead, the node's
 # binaries got a small share of the CPU (with the kernel's autogroups each gateway's session
 # weighs as much as the whole build) and held the node tier back: on a fresh machine they took
@@ -19,7 +19,7 @@ start=$SECONDS
 "$make" --no-print-directory envtest-assets kube-binaries &
 kube=$!
 trap 'kill $kube 2>/dev/null' INT TERM
-"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor verify-generated vet
+"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor verify-generated vet lint
 other=$?
 wait $kube
 kube_rc=$?
