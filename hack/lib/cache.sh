@@ -24,3 +24,29 @@ link_cached() {
     fi
   done
 }
+
+# go_tool NAME VERSION MODDIR PKG [GO BUILD FLAGS...] prints the path of NAME built from the Go
+# package PKG of the module pinned in MODDIR (never a downloaded release), kept under
+# $cache_root/tools/NAME-VERSION-<key>/NAME where <key> covers MODDIR's go.mod and go.sum and the
+# Go version: built once per pin and toolchain. Progress goes to stderr.
+go_tool() {
+  local name=$1 version=$2 mod=$3 pkg=$4 key dir bin tmp start
+  shift 4
+  key=$( { cat "$mod/go.mod" "$mod/go.sum"; go env GOVERSION; } | cache_key)
+  dir="$cache_root/tools/$name-$version-$key"
+  bin="$dir/$name"
+  if [[ ! -x "$bin" ]]; then
+    mkdir -p "$dir"
+    tmp=$(mktemp "$dir/$name.tmp.XXXXXX")
+    start=$SECONDS
+    echo "[$name] building $name $version from $mod (a few minutes on 2 cores the first time)" >&2
+    if ! (cd "$mod" && go build "$@" -o "$tmp" "$pkg"); then
+      rm -f "$tmp"
+      return 1
+    fi
+    chmod +x "$tmp"
+    mv -f "$tmp" "$bin"
+    echo "[$name] built in $((SECONDS - start))s: $bin" >&2
+  fi
+  echo "$bin"
+}
