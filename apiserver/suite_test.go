@@ -39,6 +39,8 @@ var (
 	ctx       context.Context
 	cancel    context.CancelFunc
 	plat      *platform.Platform
+	// platStopped is closed once the main platform stopped.
+	platStopped <-chan struct{}
 	// runtimeStateDir is the main platform's local runtime state dir (warm gateways in pool/).
 	runtimeStateDir string
 	// llm is the fake model provider behind the main platform's model proxy.
@@ -65,7 +67,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	llm = providertest.New()
 	runtimeStateDir = GinkgoT().TempDir()
-	plat, baseURL = startPlatform(ctx, platform.Options{
+	plat, baseURL, platStopped = startPlatformWith(ctx, env.Config, platform.Options{
 		Runtime: platform.RuntimeOptions{
 			Name: platform.RuntimeLocal, StateDir: runtimeStateDir, DefaultVersion: "2026.9.6",
 			// One fake engine offered under two versions (restarts that change version), and
@@ -95,6 +97,10 @@ var _ = BeforeSuite(func() {
 
 var _ = AfterSuite(func() {
 	cancel()
+	// The main platform stops while its control plane still serves.
+	if platStopped != nil {
+		Eventually(platStopped).WithTimeout(testenv.EventBound).Should(BeClosed())
+	}
 	if llm != nil {
 		llm.Close()
 	}
@@ -125,11 +131,18 @@ func startPlatformWith(ctx context.Context, cfg *rest.Config, o platform.Options
 	p, err := platform.New(ctx, cfg, o)
 	Expect(err).NotTo(HaveOccurred())
 	stopped := make(chan struct{})
+	pctx, stop := context.WithCancel(ctx)
 	go func() {
 		defer GinkgoRecover()
 		defer close(stopped)
-		Expect(p.Start(ctx)).To(Succeed())
+		Expect(p.Start(pctx)).To(Succeed())
 	}()
+	// What the platform started stops before the spec's (or the suite's) temp dirs go: its
+	// runtime's gateways, and the homes' volumes they are mounted on.
+	DeferCleanup(func() {
+		stop()
+		Eventually(stopped).WithTimeout(testenv.EventBound).Should(BeClosed())
+	})
 	var addr string
 	Eventually(ready).Should(Receive(&addr))
 	return p, "http://" + addr, stopped
