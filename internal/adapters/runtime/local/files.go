@@ -243,13 +243,7 @@ func (r *Runtime) ensureWorkspace(home string) (string, error) {
 // volume mounted when it has one (a manager that restarted mounts it on first use).
 func (r *Runtime) homeOf(key types.NamespacedName) string {
 	home := r.recordedHome(key)
-	if r.vols != nil {
-		if _, err := os.Lstat(filepath.Join(filepath.Dir(home), homeImageName)); err == nil {
-			if err := r.vols.attach(home); err != nil {
-				r.opts.Log.Error(err, "cannot mount the home's volume", "home", home)
-			}
-		}
-	}
+	r.mountExisting(home)
 	return home
 }
 

@@ -84,7 +84,7 @@ func (v *homeVolumes) attach(home string) error {
 	if isMounted(home) {
 		return nil
 	}
-	img := filepath.Join(filepath.Dir(home), homeImageName)
+	img := imageOf(home)
 	switch _, err := os.Lstat(img); {
 	case errors.Is(err, fs.ErrNotExist):
 		if entries, err := os.ReadDir(home); err == nil && len(entries) > 0 {
@@ -112,7 +112,7 @@ func (v *homeVolumes) attach(home string) error {
 func (v *homeVolumes) migrate(home string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	img := filepath.Join(filepath.Dir(home), homeImageName)
+	img := imageOf(home)
 	if _, err := os.Lstat(img); err == nil || isMounted(home) {
 		return nil
 	}
@@ -203,6 +203,9 @@ func (v *homeVolumes) makeImage(img string) error {
 	return err
 }
 
+// imageOf is the image of the volume of home, beside it.
+func imageOf(home string) string { return filepath.Join(filepath.Dir(home), homeImageName) }
+
 // isMounted reports whether a filesystem is mounted at p.
 func isMounted(p string) bool {
 	mounted, err := mountinfo.Mounted(p)
@@ -259,6 +262,20 @@ func (r *Runtime) attachHome(home string) error {
 		return nil
 	}
 	return r.vols.attach(home)
+}
+
+// mountExisting mounts home's volume when it has one that is not mounted (a manager that
+// restarted mounts it on first use); it makes none.
+func (r *Runtime) mountExisting(home string) {
+	if r.vols == nil {
+		return
+	}
+	if _, err := os.Lstat(imageOf(home)); err != nil {
+		return
+	}
+	if err := r.vols.attach(home); err != nil {
+		r.opts.Log.Error(err, "cannot mount the home's volume", "home", home)
+	}
 }
 
 // setupHomeVolumes bounds each home at HomeSize where this host lets the manager mount a
