@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"github.com/moby/sys/mountinfo"
-	"golang.org/x/sys/unix"
 
 	"github.com/agentplane/agentplane/internal/adapters/archive"
+	"github.com/agentplane/agentplane/internal/adapters/loopfs"
 )
 
 // A home of a bounded size (as root): each home is an ext4 filesystem in a sparse image file
@@ -39,8 +39,7 @@ var errUnbounded = errors.New("the home was made before homes had a size limit")
 // homeVolumes makes and mounts the homes' images.
 type homeVolumes struct {
 	size  int64
-	mkfs  string
-	mount string
+	tools loopfs.Tools
 	// mu serialises attach: two callers must not mount one image twice.
 	mu sync.Mutex
 }
@@ -51,20 +50,17 @@ func newHomeVolumes(size int64) (*homeVolumes, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("the manager is not root: it cannot mount a volume per home")
 	}
-	v := &homeVolumes{size: size}
-	var err error
-	if v.mkfs, err = exec.LookPath("mkfs.ext4"); err != nil {
-		return nil, errors.New("mkfs.ext4 (e2fsprogs) is not installed")
+	tools, err := loopfs.Find()
+	if err != nil {
+		return nil, err
 	}
-	if v.mount, err = exec.LookPath("mount"); err != nil {
-		return nil, errors.New("mount (util-linux) is not installed")
-	}
+	v := &homeVolumes{size: size, tools: tools}
 	dir, err := os.MkdirTemp("", "agentplane-home-probe-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	probe := &homeVolumes{size: homeProbeSize, mkfs: v.mkfs, mount: v.mount}
+	probe := &homeVolumes{size: homeProbeSize, tools: tools}
 	home := filepath.Join(dir, homeDirName)
 	if err := probe.attach(home); err != nil {
 		return nil, err
@@ -165,68 +161,19 @@ func (v *homeVolumes) fill(img, staging, home string) error {
 }
 
 // mountAt mounts the image img at dir.
-func (v *homeVolumes) mountAt(img, dir string) error {
-	if out, err := exec.Command(v.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,discard", img, dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount the home's volume: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	// A new filesystem's lost+found is not the agent's (e2fsck makes it again if it needs one).
-	_ = os.Remove(filepath.Join(dir, "lost+found"))
-	return nil
-}
+func (v *homeVolumes) mountAt(img, dir string) error { return v.tools.Mount(img, dir) }
 
-// makeImage makes a sparse image of v.size bytes at img with an empty ext4 filesystem: no
-// blocks reserved for root, and neither the journal nor the inode tables written out (the
-// file's holes read as zeros already), so it takes about 3 MiB of disk.
-func (v *homeVolumes) makeImage(img string) error {
-	tmp := img + ".new"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	err = f.Truncate(v.size)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		var out []byte
-		out, err = exec.Command(v.mkfs, "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1", tmp).CombinedOutput()
-		if err != nil {
-			err = fmt.Errorf("make the home's filesystem: %v: %s", err, strings.TrimSpace(string(out)))
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, img)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-	}
-	return err
-}
+// makeImage makes an image of v.size bytes at img (about 3 MiB of disk while empty).
+func (v *homeVolumes) makeImage(img string) error { return v.tools.Make(img, v.size) }
 
 // imageOf is the image of the volume of home, beside it.
 func imageOf(home string) string { return filepath.Join(filepath.Dir(home), homeImageName) }
 
 // isMounted reports whether a filesystem is mounted at p.
-func isMounted(p string) bool {
-	mounted, err := mountinfo.Mounted(p)
-	return err == nil && mounted
-}
+func isMounted(p string) bool { return loopfs.Mounted(p) }
 
-// detachHome unmounts the volume mounted at home, if any (lazily when it is still busy: the
-// loop device goes once the last user does).
-func detachHome(home string) error {
-	if !isMounted(home) {
-		return nil
-	}
-	err := unix.Unmount(home, 0)
-	if errors.Is(err, unix.EBUSY) {
-		err = unix.Unmount(home, unix.MNT_DETACH)
-	}
-	if err != nil && !errors.Is(err, unix.EINVAL) { // EINVAL: not a mount point (any more)
-		return fmt.Errorf("unmount the home %s: %w", home, err)
-	}
-	return nil
-}
+// detachHome unmounts the volume mounted at home, if any.
+func detachHome(home string) error { return loopfs.Unmount(home) }
 
 // removeHomeDir removes dir, an agent's or a warm gateway's, after unmounting its home.
 func removeHomeDir(dir string) error {
