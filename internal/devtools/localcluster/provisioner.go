@@ -2,9 +2,12 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -18,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/agentplane/agentplane/internal/adapters/loopfs"
 )
 
 // The default StorageClass and its provisioner.
@@ -31,13 +36,20 @@ const (
 
 // provisioner gives each claim of StorageClass a `local` PersistentVolume: a directory under
 // root on the node the scheduler chose (the real node or a simulated one, whose pods never
-// mount it). `local` volumes take the pod's fsGroup (hostPath
-// ignores it), so the non-root gateway can write its home. A released volume's directory
-// and object are deleted (reclaim policy Delete).
+// mount it). On the real node the directory is a filesystem of the claim's size (loopfs: an
+// ext4 image beside it, loop-mounted), so a pod that fills its volume gets ENOSPC there, as
+// on a cloud's disk, instead of taking the machine's. `local` volumes take the pod's fsGroup
+// (hostPath ignores it), so the non-root gateway can write its home. A released volume's
+// directory, image and object are deleted (reclaim policy Delete).
 type provisioner struct {
 	client client.Client
 	root   string
 	nodes  map[string]bool
+	// real is the real node's name; sized says how its volumes are bounded (tools the zero
+	// value when they are not, and why in unsized).
+	real    string
+	tools   loopfs.Tools
+	unsized error
 }
 
 func (c *Cluster) startProvisioner(ctx context.Context) error {
@@ -68,7 +80,11 @@ func (c *Cluster) startProvisioner(ctx context.Context) error {
 	for i := range c.opts.SimulatedNodes {
 		nodes[SimulatedNodeName(i)] = true
 	}
-	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.Dir, "volumes"), nodes: nodes}
+	p := &provisioner{client: mgr.GetClient(), root: filepath.Join(c.Dir, "volumes"), nodes: nodes, real: c.NodeName}
+	p.tools, p.unsized = loopfs.Find()
+	if err := p.remount(); err != nil {
+		return err
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("provision").For(&corev1.PersistentVolumeClaim{}).Complete(reconcile.Func(p.provision)); err != nil {
 		return err
 	}
@@ -96,8 +112,9 @@ func (p *provisioner) provision(ctx context.Context, req ctrl.Request) (ctrl.Res
 	}
 	name := "pvc-" + string(pvc.UID)
 	dir := filepath.Join(p.root, name)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return ctrl.Result{}, err
+	size := pvc.Spec.Resources.Requests[corev1.ResourceStorage]
+	if err := p.makeVolume(dir, pvc.Annotations[annSelectedNode] == p.real, size.Value()); err != nil {
+		return ctrl.Result{}, fmt.Errorf("provision %s/%s: %w", pvc.Namespace, pvc.Name, err)
 	}
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{annProvisionedBy: Provisioner}},
@@ -138,8 +155,60 @@ func (p *provisioner) reclaim(ctx context.Context, req ctrl.Request) (ctrl.Resul
 	if filepath.Dir(pv.Spec.Local.Path) != p.root {
 		return ctrl.Result{}, fmt.Errorf("volume %s is outside %s", pv.Name, p.root)
 	}
+	if err := loopfs.Unmount(pv.Spec.Local.Path); err != nil {
+		return ctrl.Result{}, err
+	}
 	if err := os.RemoveAll(pv.Spec.Local.Path); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := os.Remove(pv.Spec.Local.Path + imageSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, client.IgnoreNotFound(p.client.Delete(ctx, &pv))
+}
+
+// imageSuffix names a volume's image beside its directory.
+const imageSuffix = ".img"
+
+// makeVolume makes dir, on the real node a filesystem of size bytes (when this machine can
+// mount one: as root, with e2fsprogs).
+func (p *provisioner) makeVolume(dir string, real bool, size int64) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if !real || p.unsized != nil || size <= 0 || loopfs.Mounted(dir) {
+		return nil
+	}
+	img := dir + imageSuffix
+	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
+		if err := p.tools.Make(img, size); err != nil {
+			return err
+		}
+	}
+	if err := p.tools.Mount(img, dir); err != nil {
+		return err
+	}
+	return os.Chmod(dir, 0o755)
+}
+
+// remount mounts again the volumes of a cluster dir that a stopped cluster left (its stop
+// unmounts them; their images keep the data).
+func (p *provisioner) remount() error {
+	if p.unsized != nil {
+		return nil
+	}
+	imgs, _ := filepath.Glob(filepath.Join(p.root, "pvc-*"+imageSuffix))
+	for _, img := range imgs {
+		dir := strings.TrimSuffix(img, imageSuffix)
+		if loopfs.Mounted(dir) {
+			continue
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := p.tools.Mount(img, dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }
