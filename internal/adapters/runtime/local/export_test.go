@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/syscallpolicy"
 )
 
 // SupervisorRounds pokes the supervisor of agent ns/name and returns once it has done n
@@ -74,8 +76,8 @@ type RefusedSyscall struct {
 // RefusedSyscalls is the sandboxes' seccomp list.
 func RefusedSyscalls() []RefusedSyscall {
 	var out []RefusedSyscall
-	for _, s := range refusedSyscalls {
-		out = append(out, RefusedSyscall{Name: s.name, Nr: int(s.nr), Errno: int(s.errno), OnlyIfFlags: s.flags})
+	for _, s := range syscallpolicy.Refused {
+		out = append(out, RefusedSyscall{Name: s.Name, Nr: int(s.Nr), Errno: int(s.Errno), OnlyIfFlags: s.Flags})
 	}
 	return out
 }

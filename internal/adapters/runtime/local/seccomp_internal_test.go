@@ -6,6 +6,8 @@ import (
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/syscallpolicy"
 )
 
 // run runs the sandboxes' seccomp program on one system call (its number, architecture and
@@ -41,19 +43,19 @@ func runFilter(t *testing.T, nr, arch, arg0 uint32) uint32 {
 	return uint32(ret)
 }
 
-// TestSandboxFilterRefusesTheList: every system call of refusedSyscalls answers its errno
+// TestSandboxFilterRefusesTheList: every system call of syscallpolicy.Refused answers its errno
 // (those refused for some flags only with them), every other one runs, and a call of another
 // ABI (32-bit, x32), whose numbers the list does not cover, answers ENOSYS.
 func TestSandboxFilterRefusesTheList(t *testing.T) {
 	const arch = auditArchX86_64
-	for _, s := range refusedSyscalls {
-		want := retErrno | uint32(s.errno)
-		if got := runFilter(t, s.nr, arch, s.flags|0x11); got != want {
-			t.Errorf("%s: action %#x, want %#x", s.name, got, want)
+	for _, s := range syscallpolicy.Refused {
+		want := retErrno | uint32(s.Errno)
+		if got := runFilter(t, s.Nr, arch, s.Flags|0x11); got != want {
+			t.Errorf("%s: action %#x, want %#x", s.Name, got, want)
 		}
-		if s.flags != 0 {
-			if got := runFilter(t, s.nr, arch, 0x11); got != retAllow {
-				t.Errorf("%s without %#x: action %#x, want allow", s.name, s.flags, got)
+		if s.Flags != 0 {
+			if got := runFilter(t, s.Nr, arch, 0x11); got != retAllow {
+				t.Errorf("%s without %#x: action %#x, want allow", s.Name, s.Flags, got)
 			}
 		}
 	}
