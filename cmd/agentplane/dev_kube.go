@@ -84,6 +84,9 @@ func runDevKube(ctx context.Context, out io.Writer, f devFlags, o platform.Optio
 	o.Runtime.Image = images.GatewayTemplate()
 	o.Runtime.Init = []string{images.Init, "--"}
 	o.Runtime.Probe = []string{images.Probe}
+	if o.Runtime.SeccompProfile == "" {
+		o.Runtime.SeccompProfile = localcluster.AgentSeccompProfile
+	}
 	if o.ModelProxy.URL == "" {
 		// The node's pods reach the model proxy on the node's address; the facade stays on
 		// loopback.

@@ -56,10 +56,12 @@ type RuntimeOptions struct {
 	NodeSelector map[string]string
 	Tolerations  []corev1.Toleration
 	// Kube: isolation of every gateway pod. RuntimeClassName is the default RuntimeClass
-	// (an Agent's or its Workspace's spec.runtimeClassName wins); NetworkPolicy gives each
+	// (an Agent's or its Workspace's spec.runtimeClassName wins); SeccompProfile the pods'
+	// Localhost seccomp profile (kube.Options.SeccompProfile); NetworkPolicy gives each
 	// agent a default-deny NetworkPolicy that lets in the manager's pods and IngressNamespaces
 	// and lets out the cluster DNS, the model proxy and the Egress rules the agent needs.
 	RuntimeClassName  string
+	SeccompProfile    string
 	NetworkPolicy     bool
 	IngressNamespaces []string
 	Egress            []kube.EgressRule
@@ -124,7 +126,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 			Scheme: mgr.GetScheme(), Engine: eng, Image: o.Image, Init: o.Init, Probe: o.Probe,
 			NodeSelector: o.NodeSelector, Tolerations: o.Tolerations,
-			RuntimeClassName: o.RuntimeClassName, Network: p.networkOptions(),
+			RuntimeClassName: o.RuntimeClassName, SeccompProfile: o.SeccompProfile, Network: p.networkOptions(),
 		}), nil
 	}
 	return nil, fmt.Errorf("unknown runtime %q (local or kube)", o.Name)

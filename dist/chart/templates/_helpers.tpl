@@ -57,6 +57,9 @@ config/manager). A flag is only passed when its value differs from the manager's
 {{- with .Values.agents.runtimeClassName }}
 - --agent-runtime-class={{ . }}
 {{- end }}
+{{- with .Values.agents.seccompProfile }}
+- --agent-seccomp-profile={{ . }}
+{{- end }}
 {{- with .Values.agents.renderingRollout }}
 - --rendering-rollout={{ . }}
 {{- end }}

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/syscallpolicy"
 )
 
 // Network of the node: pods get addresses from PodCIDR on the bridge Bridge; Services get
@@ -39,13 +41,39 @@ func cniConfig(ipamDir string) string {
 `, Bridge, ipamDir, PodCIDR)
 }
 
+// AgentSeccompProfile is where the node holds the gateways' seccomp profile (the list's:
+// syscallpolicy.Profile), under the kubelet's seccomp directory: the Localhost profile that
+// `agentplane dev --runtime kube` gives its gateway pods (--agent-seccomp-profile).
+const AgentSeccompProfile = "agentplane/agent.json"
+
+// installSeccompProfile writes the gateways' profile under the kubelet's root dir, as a
+// platform team installs config/seccomp/agentplane-agent.json on its nodes.
+func installSeccompProfile(root string) error {
+	body, err := syscallpolicy.Profile()
+	if err != nil {
+		return err
+	}
+	p := filepath.Join(root, "seccomp", AgentSeccompProfile)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(p, body, 0o644)
+}
+
+// PodPidsLimit bounds each pod's processes and threads on the real node, as the local
+// runtime bounds an agent's (local.DefaultPidsLimit).
+const PodPidsLimit = 1024
+
 // kubeletConfig is the node's KubeletConfiguration. Settings this machine needs:
 //   - failCgroupV1 false and cgroupDriver cgroupfs: cgroup v1, no systemd;
 //   - address: the machine's own address (the kubelet refuses loopback);
 //   - image garbage collection off: images are imported, never pulled, so one collected
 //     could not come back;
 //   - eviction only near real exhaustion: a busy test machine is not a reason to evict;
-//   - pod logs in the cluster's directory, not /var/log/pods (they go with it).
+//   - pod logs in the cluster's directory, not /var/log/pods (they go with it);
+//   - podPidsLimit: a pod's processes and threads are bounded (PodPidsLimit), so a fork bomb
+//     in an agent stops inside its pod (Kubernetes has no per-pod field for it: a platform
+//     team sets it on its nodes, docs/SECURITY.md).
 //
 // The kubelet's API answers anyone who reaches the node address (anonymous, AlwaysAllow):
 // the cluster is a single-machine test rig; the API server reaches it for exec and logs.
@@ -76,10 +104,11 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
 serializeImagePulls: false
 maxPods: 110
+podPidsLimit: %d
 nodeStatusUpdateFrequency: 5s
 syncFrequency: 10s
 fileCheckFrequency: 10s
-`, c.NodeIP, port, healthz, cgroupRoot, c.sock, ClusterDomain, c.NodeIP, filepath.Join(c.Dir, "pod-logs"))
+`, c.NodeIP, port, healthz, cgroupRoot, c.sock, ClusterDomain, c.NodeIP, filepath.Join(c.Dir, "pod-logs"), PodPidsLimit)
 }
 
 // startKubelet registers the node and waits until it is Ready.
@@ -97,6 +126,9 @@ func (c *Cluster) startKubelet(ctx context.Context) error {
 	}
 	cfg := filepath.Join(c.Dir, "kubelet.yaml")
 	if err := os.WriteFile(cfg, []byte(kubeletConfig(c, port, healthz)), 0o600); err != nil {
+		return err
+	}
+	if err := installSeccompProfile(filepath.Join(c.Dir, "kubelet")); err != nil {
 		return err
 	}
 	p, err := start("kubelet", c.bin("kubelet"), []string{

@@ -186,7 +186,7 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 				Spec: corev1.PodSpec{
 					InitContainers:                []corev1.Container{seed},
 					Containers:                    []corev1.Container{gateway},
-					SecurityContext:               podSecurity(),
+					SecurityContext:               podSecurity(o),
 					AutomountServiceAccountToken:  ptr.To(false),
 					EnableServiceLinks:            ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(o.TerminationGracePeriod.Seconds())),
@@ -194,7 +194,11 @@ func buildStatefulSet(a *agentsv1.Agent, d runtime.Desired, o Options) (*appsv1.
 					NodeSelector:                  maps.Clone(o.NodeSelector),
 					Tolerations:                   slices.Clone(o.Tolerations),
 					Volumes: []corev1.Volume{
+						// A tmpfs of runtime.TmpSize, as on the local runtime: a write past it
+						// fails with ENOSPC (a disk-backed emptyDir takes it and the kubelet
+						// evicts the pod later); its pages count in the pod's memory limit.
 						{Name: VolumeTmp, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+							Medium:    corev1.StorageMediumMemory,
 							SizeLimit: resource.NewQuantity(runtime.TmpSize, resource.BinarySI),
 						}}},
 					},
@@ -222,7 +226,7 @@ func gatewayContainer(a *agentsv1.Agent, d runtime.Desired, o Options, image str
 		Env:             gatewayEnv(o.Engine.Env(Home, GatewayPort), gw.Env, heapEnv(resources.Limits[corev1.ResourceMemory]), d.GatewayTokenSecret),
 		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: GatewayPort, Protocol: corev1.ProtocolTCP}},
 		Resources:       resources,
-		SecurityContext: containerSecurity(),
+		SecurityContext: containerSecurity(o),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: VolumeHome, MountPath: Home},
 			{Name: VolumeTmp, MountPath: "/tmp"},
@@ -272,7 +276,7 @@ func seedContainer(d runtime.Desired, o Options, image string) (corev1.Container
 			Requests: corev1.ResourceList{corev1.ResourceCPU: mustQ("10m"), corev1.ResourceMemory: mustQ("16Mi")},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: mustQ("64Mi")},
 		},
-		SecurityContext: containerSecurity(),
+		SecurityContext: containerSecurity(o),
 		VolumeMounts: []corev1.VolumeMount{
 			{Name: VolumeHome, MountPath: Home},
 		},
@@ -394,18 +398,27 @@ func probe(cmd []string, route string, period, timeout, failures int32) *corev1.
 	return p
 }
 
-func podSecurity() *corev1.PodSecurityContext {
+func podSecurity(o Options) *corev1.PodSecurityContext {
 	return &corev1.PodSecurityContext{
 		RunAsNonRoot:        ptr.To(true),
 		RunAsUser:           ptr.To(nodeUID),
 		RunAsGroup:          ptr.To(nodeUID),
 		FSGroup:             ptr.To(nodeUID),
 		FSGroupChangePolicy: ptr.To(corev1.FSGroupChangeOnRootMismatch),
-		SeccompProfile:      &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		SeccompProfile:      seccompProfile(o),
 	}
 }
 
-func containerSecurity() *corev1.SecurityContext {
+// seccompProfile is the gateway pods' seccomp profile: Options.SeccompProfile on the node
+// (Localhost: the list's profile, syscallpolicy.Profile) or the container runtime's default.
+func seccompProfile(o Options) *corev1.SeccompProfile {
+	if o.SeccompProfile != "" {
+		return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr.To(o.SeccompProfile)}
+	}
+	return &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+}
+
+func containerSecurity(o Options) *corev1.SecurityContext {
 	return &corev1.SecurityContext{
 		RunAsNonRoot:             ptr.To(true),
 		RunAsUser:                ptr.To(nodeUID),
@@ -413,6 +426,6 @@ func containerSecurity() *corev1.SecurityContext {
 		AllowPrivilegeEscalation: ptr.To(false),
 		ReadOnlyRootFilesystem:   ptr.To(true),
 		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+		SeccompProfile:           seccompProfile(o),
 	}
 }

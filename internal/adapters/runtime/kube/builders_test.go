@@ -156,9 +156,27 @@ func TestPodSecurity(t *testing.T) {
 	if tmp == nil || tmp.EmptyDir == nil {
 		t.Fatalf("no emptyDir for /tmp: %+v", spec.Volumes)
 	}
-	// Bounded: a full /tmp evicts this pod, not the node's other pods' disk.
-	if l := tmp.EmptyDir.SizeLimit; l == nil || l.Value() != runtime.TmpSize {
-		t.Errorf("/tmp's sizeLimit %v, want %d bytes", l, runtime.TmpSize)
+	// Bounded: a tmpfs of its size, whose writes past it fail (a disk-backed one would take
+	// them until the kubelet evicts the pod).
+	if l := tmp.EmptyDir.SizeLimit; l == nil || l.Value() != runtime.TmpSize || tmp.EmptyDir.Medium != corev1.StorageMediumMemory {
+		t.Errorf("/tmp's sizeLimit %v, medium %q: want %d bytes of memory", l, tmp.EmptyDir.Medium, runtime.TmpSize)
+	}
+}
+
+// TestSeccompProfile: with Options.SeccompProfile every container and the pod run under that
+// Localhost profile (the list's, installed on the node); without, the runtime's default.
+func TestSeccompProfile(t *testing.T) {
+	o := testOptions()
+	o.SeccompProfile = "agentplane/agent.json"
+	spec := mustSTS(t, testDesired(), o).Spec.Template.Spec
+	profiles := []*corev1.SeccompProfile{spec.SecurityContext.SeccompProfile}
+	for _, c := range append(spec.InitContainers, spec.Containers...) {
+		profiles = append(profiles, c.SecurityContext.SeccompProfile)
+	}
+	for _, p := range profiles {
+		if p == nil || p.Type != corev1.SeccompProfileTypeLocalhost || p.LocalhostProfile == nil || *p.LocalhostProfile != o.SeccompProfile {
+			t.Errorf("seccomp profile %+v, want Localhost %s", p, o.SeccompProfile)
+		}
 	}
 }
 

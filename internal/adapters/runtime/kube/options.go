@@ -100,6 +100,11 @@ type Options struct {
 	// RuntimeClassName of every gateway pod whose agent and workspace name none ("" = the
 	// cluster's default runtime).
 	RuntimeClassName string
+	// SeccompProfile is the seccomp profile of every gateway pod, a file under the kubelet's
+	// seccomp directory on each node (a Localhost profile: config/seccomp/agentplane-agent.json,
+	// syscallpolicy.Profile); "" is the container runtime's default (RuntimeDefault, which lets
+	// io_uring through before containerd 2).
+	SeccompProfile string
 	// Network is the default-deny NetworkPolicy of every gateway pod (Network.Enabled).
 	Network NetworkOptions
 }
