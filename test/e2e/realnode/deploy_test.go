@@ -3,6 +3,7 @@ package realnode
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,8 +17,10 @@ import (
 	authzv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -288,14 +291,52 @@ func (d *deployment) client(ctx context.Context) *e2e.Platform {
 func (d *deployment) waitFacade() {
 	d.t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second}
-	e2e.Eventually(d.t, "the facade to answer through its Service", func() bool {
+	var last string
+	if e2e.Within(e2e.EventBound, func() bool {
 		resp, err := hc.Get(d.facade.URL + "/healthz")
 		if err != nil {
+			last = err.Error()
 			return false
 		}
 		resp.Body.Close()
+		last = resp.Status
 		return resp.StatusCode == http.StatusOK
-	})
+	}) {
+		return
+	}
+	d.t.Fatalf("timed out after %s waiting for the facade to answer through its Service (last: %s)\n%s",
+		e2e.EventBound, last, serviceState(d.k8s, deployNamespace, "agentplane-api"))
+}
+
+// serviceState is what a Service that does not answer needs looked at: its endpoints as the
+// API server has them, whether kube-proxy runs, and the NAT rules it wrote for the Service.
+func serviceState(k8s client.Client, ns, name string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	var svc corev1.Service
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		return "service: " + err.Error()
+	}
+	fmt.Fprintf(&b, "service %s/%s: clusterIP %s ports %v\n", ns, name, svc.Spec.ClusterIP, svc.Spec.Ports)
+	var slices discoveryv1.EndpointSliceList
+	if err := k8s.List(ctx, &slices, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: name}); err != nil {
+		fmt.Fprintf(&b, "endpoint slices: %v\n", err)
+	}
+	for _, sl := range slices.Items {
+		for _, ep := range sl.Endpoints {
+			fmt.Fprintf(&b, "endpoint %v ready=%v serving=%v terminating=%v\n", ep.Addresses,
+				ptr.Deref(ep.Conditions.Ready, false), ptr.Deref(ep.Conditions.Serving, false), ptr.Deref(ep.Conditions.Terminating, false))
+		}
+	}
+	ps, _ := exec.Command("pgrep", "-a", "kube-proxy").CombinedOutput()
+	fmt.Fprintf(&b, "kube-proxy: %s\n", strings.TrimSpace(string(ps)))
+	nat, _ := exec.Command("iptables-save", "-t", "nat").Output()
+	for _, line := range strings.Split(string(nat), "\n") {
+		if strings.Contains(line, svc.Spec.ClusterIP) || strings.Contains(line, ns+"/"+name) {
+			fmt.Fprintln(&b, line)
+		}
+	}
+	return b.String()
 }
 
 // checkNotAdmin expects the API server to refuse sa what only an admin may do.
