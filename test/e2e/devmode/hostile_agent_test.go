@@ -1,6 +1,7 @@
 package devmode
 
 import (
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,14 +11,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/test/e2e"
+	"github.com/agentplane/agentplane/test/e2e/breakout"
 )
 
-// TestHostileAgentLocal is the attacker of issue 37 on `agentplane dev` (local runtime, the
-// real engine): code inside agent A (console exec stands for a prompt injection or a
-// malicious skill; it runs where the gateway's tools run) tries to reach the platform and
-// another agent B. Every attempt must fail. Without the sandbox and etcd's client
-// certificates each one succeeded.
+// TestHostileAgentLocal is the hostile-agent suite (package breakout, the same attempts as on
+// the real node) on `agentplane dev` (local runtime, the real engine): code inside agent A
+// tries to reach the platform, another agent B, the host and the kernel, and to take more
+// than its bounds. Here the platform's files are the state dir (kubeconfig, dev.env, stored
+// files) and B's home by their host paths, and the unreachable addresses the control plane's
+// and B's gateway on the host's loopback. Then what only this runtime has: the control plane's
+// own credentials (reached or not, etcd and the API server refuse a client without one), and
+// a process that leaves the command's session ends with it.
 func TestHostileAgentLocal(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed inside the agents for this test: apt-get install curl")
@@ -28,18 +35,9 @@ func TestHostileAgentLocal(t *testing.T) {
 	sec := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").Obj("secret")
 	victim := e2e.CreateRunning(t, p, map[string]any{"name": "victim"})["id"].(string)
 	e2e.Must(t, p.Call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
-	victimToken := e2e.Must(t, p.Call("GET", "/v0/agents/"+victim+"/gateway-token", nil), 200, "victim token").Str("token")
 	attacker := e2e.CreateRunning(t, p, map[string]any{"name": "attacker"})["id"].(string)
-
-	// inside runs a shell command in the attacker agent, as its tools would.
-	inside := func(script string) (int, string) {
-		t.Helper()
-		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+attacker+"/console/exec", map[string]any{"command": script}), 200, "exec")
-		code, _ := r.Body["exitCode"].(float64)
-		return int(code), r.Str("stdout") + r.Str("stderr")
-	}
 	e2e.Eventually(t, "the victim's gateway to hold its secret", func() bool {
-		return victimRunsWith(victimSecret)
+		return breakout.HostRuns("environ", victimSecret)
 	})
 
 	state := p.StateDir
@@ -49,41 +47,50 @@ func TestHostileAgentLocal(t *testing.T) {
 	if etcdHealth == "" {
 		t.Fatal("the dev control plane's etcd has no health port")
 	}
+	outside := t.TempDir()
+	box := breakout.Box{
+		P: p, Attacker: attacker, Victim: victim, VictimSecret: victimSecret,
+		PlatformFiles: []string{
+			state + "/kubeconfig", state + "/dev.env", state + "/storage", state + "/etcd",
+			"../../../../../../../kubeconfig", "../../../../../../dev.env",
+			victimHome, victimHome + "/.openclaw/openclaw.json",
+		},
+		HostAddr:    "127.0.0.1",
+		Sleep:       "/bin/sleep",
+		MemoryLimit: local.DefaultMemoryLimit, PidsLimit: local.DefaultPidsLimit,
+		HomeSize: local.DefaultHomeSize, TmpSize: runtime.TmpSize,
+		LinkTarget: outside,
+		Planted:    func() []string { return dirNames(outside) },
+	}
+	// The network of its own is the manager-as-root's (as an ordinary user the sandbox shares
+	// the host's: docs/SECURITY.md, and the credentials below are what holds there).
+	if os.Geteuid() == 0 {
+		for name, u := range map[string]string{"etcd": etcd, "kube-apiserver": apiserver, "etcd's health port": etcdHealth, "the victim's gateway": gatewayOf(t, p, victim)} {
+			box.Unreachable = append(box.Unreachable, breakout.Target{Name: "connect to " + name, Kind: "tcp", Addr: hostPort(t, u)})
+		}
+	} else {
+		box.HostAddr = ""
+		t.Log("as an ordinary user the agents share the host's network: its reach is not checked")
+	}
+	breakout.Check(t, box)
+
+	inside := func(script string) (int, string) {
+		t.Helper()
+		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+attacker+"/console/exec", map[string]any{"command": script}), 200, "exec")
+		code, _ := r.Body["exitCode"].(float64)
+		return int(code), r.Str("stdout") + r.Str("stderr")
+	}
+	victimToken := e2e.Must(t, p.Call("GET", "/v0/agents/"+victim+"/gateway-token", nil), 200, "victim token").Str("token")
 	attempts := map[string]string{
-		"read the platform's kubeconfig":          "cat " + state + "/kubeconfig",
-		"read the platform's dev.env":             "cat " + state + "/dev.env",
-		"walk up from the home":                   "cat ../../../../../../../kubeconfig ../../../../../../dev.env",
-		"read the stored files":                   "ls " + state + "/storage",
-		"read the victim's engine config":         "cat " + victimHome + "/.openclaw/openclaw.json",
-		"list the victim's home":                  "ls " + victimHome,
-		"find the victim's secret in /proc":       "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -F -q '" + bracket(victimSecret) + "'",
-		"find the victim's token in /proc":        "cat /proc/*/cmdline /proc/*/environ 2>/dev/null | grep -q '" + bracket(victimToken) + "'",
 		"read etcd without a certificate":         "curl -sfk --max-time 5 -X POST -d '{\"key\":\"AA==\",\"range_end\":\"AA==\"}' " + etcd + "/v3/kv/range",
 		"read etcd over plain HTTP":               "curl -sf --max-time 5 -X POST -d '{\"key\":\"AA==\",\"range_end\":\"AA==\"}' " + strings.Replace(etcd, "https", "http", 1) + "/v3/kv/range",
 		"list Secrets on the API server":          "curl -sfk --max-time 5 " + apiserver + "/api/v1/secrets",
 		"call the victim's gateway with no token": "curl -sf --max-time 5 -X POST -H 'Content-Type: application/json' -d '{\"tool\":\"x\",\"args\":{}}' " + gatewayOf(t, p, victim) + "/tools/invoke",
-		// A service on the host's loopback that asks for no credential (etcd's health port):
-		// the agent's network namespace has no route to it.
-		"read etcd's health port": "curl -sf --max-time 5 " + etcdHealth + "/health",
-		// Twice the home's size (5 GiB), reserved at once: the home's volume refuses it, so
-		// the host's disk (the state dir, etcd's data) keeps its space. The file goes either way.
-		"fill the host's disk from the home": "fallocate -l 10G ~/fill; r=$?; rm -f ~/fill; exit $r",
+		"find the victim's token with grep":       "cat /proc/*/cmdline /proc/*/environ 2>/dev/null | grep -q '" + bracket(victimToken) + "'",
 	}
 	for what, script := range attempts {
 		if code, out := inside(script); code == 0 {
 			t.Errorf("%s: it worked from inside an agent: %.300s", what, out)
-		}
-	}
-	// The agent's own token opens the facade for its own agent only.
-	own := e2e.Must(t, p.Call("GET", "/v0/agents/"+attacker+"/gateway-token", nil), 200, "attacker token").Str("token")
-	if r := p.CallAs(own, "GET", "/v0/agents/"+victim+"/config", nil); r.Status != 404 {
-		t.Errorf("the attacker's gateway token on the victim's config: %d %s, want 404", r.Status, r.Raw)
-	}
-	// A platform token it mints with that token opens no more.
-	minted := e2e.Must(t, p.CallAs(own, "POST", "/v0/agents/"+attacker+"/platform/token", nil), 201, "mint a platform token").Str("token")
-	for _, path := range []string{"/v0/agents/" + victim + "/config", "/v0/agents/" + victim + "/gateway-token", "/v0/agents/" + victim} {
-		if r := p.CallAs(minted, "GET", path, nil); r.Status != 404 {
-			t.Errorf("a platform token minted by the attacker on %s: %d %s, want 404", path, r.Status, r.Raw)
 		}
 	}
 	// A process that leaves the command's session is gone when the command ends.
@@ -91,37 +98,31 @@ func TestHostileAgentLocal(t *testing.T) {
 	if code, out := inside("setsid sleep " + marker + " </dev/null >/dev/null 2>&1 & sleep 0.3; echo ok"); code != 0 {
 		t.Fatalf("setsid: %d %s", code, out)
 	}
-	e2e.Eventually(t, "the setsid process to be gone", func() bool { return !hostRuns("sleep\x00" + marker) })
-	// What an agent may do still works: its own home and /tmp, its own processes only.
-	if code, out := inside("touch mine /tmp/mine && ls /proc | grep -c '^[0-9]'"); code != 0 {
-		t.Errorf("the agent cannot use its own home: %s", out)
-	} else if n, _ := strconv.Atoi(strings.TrimSpace(out)); n > 6 {
-		t.Errorf("the agent sees %d processes: more than its own", n)
+	e2e.Eventually(t, "the setsid process to be gone", func() bool { return !breakout.HostRuns("cmdline", "sleep\x00"+marker) })
+}
+
+// hostPort is the host:port of URL u.
+func hostPort(t *testing.T, u string) string {
+	t.Helper()
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Host == "" {
+		t.Fatalf("address %q: %v", u, err)
 	}
+	return parsed.Host
+}
+
+// dirNames lists dir's entries.
+func dirNames(dir string) []string {
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // bracket makes a grep pattern for s that does not match itself in a command line.
 func bracket(s string) string { return "[" + s[:1] + "]" + s[1:] }
-
-// victimRunsWith: a process on this host has s in its environment (the victim's gateway,
-// once its attached secret is in).
-func victimRunsWith(s string) bool { return hostRunsIn("environ", s) }
-
-// hostRuns: a process on this host has s in its command line.
-func hostRuns(s string) bool { return hostRunsIn("cmdline", s) }
-
-func hostRunsIn(file, s string) bool {
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), file)); err == nil && strings.Contains(string(b), s) {
-			return true
-		}
-	}
-	return false
-}
 
 // controlPlanePorts are the dev control plane's etcd client URL and kube-apiserver URL, read
 // from their command lines on this host.

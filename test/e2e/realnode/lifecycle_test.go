@@ -208,17 +208,28 @@ func checkAgentLifecycle(t *testing.T, p *e2e.Platform, llm *providertest.Provid
 // gatewayPod is the Ready gateway pod of agent id.
 func gatewayPod(t testing.TB, k8s client.Client, ns, id string) corev1.Pod {
 	t.Helper()
-	var pods corev1.PodList
-	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil {
+	p, n, err := readyGatewayPod(k8s, ns, id)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range pods.Items {
+	if p == nil {
+		t.Fatalf("no Ready gateway pod of %s among %d pods", id, n)
+	}
+	return *p
+}
+
+// readyGatewayPod is the agent's Ready gateway pod, if any, and how many pods it has.
+func readyGatewayPod(k8s client.Client, ns, id string) (*corev1.Pod, int, error) {
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{agentsv1.LabelAgent: id}); err != nil {
+		return nil, 0, err
+	}
+	for i, p := range pods.Items {
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-				return p
+				return &pods.Items[i], len(pods.Items), nil
 			}
 		}
 	}
-	t.Fatalf("no Ready gateway pod of %s among %d pods", id, len(pods.Items))
-	return corev1.Pod{}
+	return nil, len(pods.Items), nil
 }

@@ -1,0 +1,73 @@
+package breakout
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+)
+
+// TestIntruderWorksOutsideABox is the suite's planted violation: the intruder run on this host
+// as root, in no sandbox, pod, cgroup or network namespace of an agent, succeeds at every kind
+// of attempt the suite makes (each bounded small here). So each "refused" the runtimes' suites
+// report is the box's doing, not an attempt that cannot work.
+func TestIntruderWorksOutsideABox(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "the intruder's attempts work unboxed as root only (bpf, perf_event_open)")
+	}
+	bin := build(t)
+	dir := t.TempDir()
+	secret := "a-secret-" + strconv.Itoa(os.Getpid())
+	holder := exec.Command("sleep", "60")
+	holder.Env = append(os.Environ(), "HELD="+secret)
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = holder.Process.Kill(); _ = holder.Wait() })
+	host := listen(t, "127.0.0.1")
+	_, port, _ := net.SplitHostPort(host)
+	file := filepath.Join(dir, "platform-file")
+	if err := os.WriteFile(file, []byte("credentials"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plan := []attempt{
+		{Name: "proc", Kind: "proc", Arg: secret},
+		{Name: "tcp", Kind: "tcp", Arg: host},
+		{Name: "procnet", Kind: "procnet", N: atoi(port)},
+		{Name: "userns", Kind: "userns"},
+		{Name: "read", Kind: "read", Arg: file},
+		{Name: "memory", Kind: "memory", N: 64 << 20},
+		{Name: "pids", Kind: "pids", N: 32, Arg: "/bin/sleep"},
+		{Name: "fallocate", Kind: "fallocate", Arg: filepath.Join(dir, "fill"), N: 64 << 20},
+	}
+	for _, c := range refusedCalls {
+		plan = append(plan, attempt{Name: c, Kind: "syscall", Arg: c})
+	}
+	arg, _ := json.Marshal(plan)
+	out, err := exec.Command(bin, string(arg)).Output()
+	if err != nil {
+		t.Fatalf("intruder: %v", err)
+	}
+	got := map[string]result{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var r result
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("intruder output %q: %v", line, err)
+		}
+		got[r.Name] = r
+	}
+	for _, a := range plan {
+		if r := got[a.Name]; !r.Done {
+			t.Errorf("%s outside a box: not done (%q): the suite's attempt could never work", a.Name, r.Detail)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "fill")); err == nil {
+		t.Error("the intruder left its fill file")
+	}
+}
