@@ -73,7 +73,7 @@ type result struct {
 	Detail string `json:"detail"`
 }
 
-// intruderPath is where the intruder is installed in the agent's workspace.
+// intruderPath is where the intruder is installed, in the agent's home (console exec's dir).
 const intruderPath = "./.intruder"
 
 // Check runs every attempt of the suite from inside b.Attacker.
@@ -170,7 +170,7 @@ func (in *inside) sh(t *testing.T, script string) (int, string) {
 	return int(code), r.Str("stdout") + r.Str("stderr")
 }
 
-// install uploads the intruder into the attacker's workspace, as any file, and makes it a
+// install uploads the intruder into the attacker's home, as any file, and makes it a
 // program of the agent's own.
 func (in *inside) install() {
 	t := in.t
@@ -213,7 +213,7 @@ func (in *inside) run(t *testing.T, plan ...attempt) {
 	}
 }
 
-// checkLink: the agent replaces a dir of its workspace with a link to b.LinkTarget, then has
+// checkLink: the agent replaces a dir of its home with a link to b.LinkTarget, then has
 // the platform write a file through it (an upload): the platform refuses, and nothing
 // appears at the link's target.
 func (in *inside) checkLink(t *testing.T) {
