@@ -32,10 +32,11 @@ import (
 // no kubelet: tests play it by creating the pod and writing its status.
 func startAgentManager() func() {
 	mgr := newManager()
-	rt := kube.New(kube.Options{
+	rt := &countedRuntime{Runtime: kube.New(kube.Options{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RESTConfig: mgr.GetConfig(),
 		Scheme: mgr.GetScheme(), Engine: openclaw.New(),
-	})
+	}), passes: map[types.NamespacedName]int{}}
+	agentPasses = rt
 	r := &agentctrl.Reconciler{
 		Client: mgr.GetClient(), Runtime: rt,
 		Admission: &admission.Admitter{
@@ -163,9 +164,14 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		Expect(got.Status.Restarts).To(Equal(int32(3)))
 
 		By("not rewriting status while nothing changes (no hot loop)")
-		time.Sleep(time.Second) // let in-flight passes for the last pod update land
+		// Every pass for the last pod update has ended once a pass that began after it has
+		// ended; then three more passes on an unchanged world write nothing.
+		agentPasses.settle(a)
 		rv := getAgent(a).ResourceVersion
-		Consistently(func() string { return getAgent(a).ResourceVersion }, 3*time.Second, 250*time.Millisecond).Should(Equal(rv))
+		for range 3 {
+			agentPasses.settle(a)
+		}
+		Expect(getAgent(a).ResourceVersion).To(Equal(rv), "the controller rewrote an unchanged agent")
 	})
 
 	It("refuses a version the platform does not offer and an agent beyond the workspace limit", func() {
