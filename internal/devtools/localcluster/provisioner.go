@@ -45,8 +45,8 @@ type provisioner struct {
 	client client.Client
 	root   string
 	nodes  map[string]bool
-	// real is the real node's name; sized says how its volumes are bounded (tools the zero
-	// value when they are not, and why in unsized).
+	// real is the real node's name; tools make its volumes, unless this machine cannot mount
+	// them (unsized says why: then they are plain directories, as on simulated nodes).
 	real    string
 	tools   loopfs.Tools
 	unsized error
