@@ -111,6 +111,16 @@ func TestImportRules(t *testing.T) {
 	if len(direct) < 10 {
 		t.Fatalf("found only %d packages", len(direct))
 	}
+	for _, v := range importViolations(direct) {
+		t.Error(v)
+	}
+}
+
+// importViolations checks every rule over the import graph direct (each package's direct
+// imports of the module's packages): a dependency a rule forbids, or a rule that matched no
+// package (the layout changed under it).
+func importViolations(direct map[string][]string) []string {
+	var out []string
 	checked := map[string]int{}
 	for rel := range direct {
 		if exempt[rel] {
@@ -124,7 +134,7 @@ func TestImportRules(t *testing.T) {
 			for d := range deps(direct, rel) {
 				for _, f := range r.forbidden {
 					if under(d, f) && !exempt[d] && !under(d, r.from) {
-						t.Errorf("%s depends on %s: %s", rel, d, r.why)
+						out = append(out, fmt.Sprintf("%s depends on %s: %s", rel, d, r.why))
 					}
 				}
 			}
@@ -132,9 +142,64 @@ func TestImportRules(t *testing.T) {
 	}
 	for _, r := range rules {
 		if checked[r.from] == 0 {
-			t.Errorf("rule %q matched no package: the layout changed, update the rule", r.from)
+			out = append(out, fmt.Sprintf("rule %q matched no package: the layout changed, update the rule", r.from))
 		}
 	}
+	return out
+}
+
+// TestImportRulesFireOnPlantedViolations: over a graph of the module's layout that keeps
+// every rule, each rule fails on an import planted against it (directly or through another
+// package), and nothing else is reported.
+func TestImportRulesFireOnPlantedViolations(t *testing.T) {
+	legal := map[string][]string{
+		"api/v1alpha1": nil, "apiserver": {"internal/ops", "api/v1alpha1"}, "controllers": {"internal/adapters/runtime"},
+		"controllers/agent": {"controllers"}, "internal/ops": {"internal/rules/quota", "internal/adapters/runtime"},
+		"internal/rules/quota": {"api/v1alpha1"}, "internal/adapters/runtime": {"api/v1alpha1"},
+		"internal/platform": {"apiserver", "controllers", "internal/devtools/images"}, "internal/devtools/images": nil,
+	}
+	if v := importViolations(legal); len(v) > 0 {
+		t.Fatalf("the legal graph breaks rules: %v", v)
+	}
+	for _, r := range rules {
+		// A package under the rule's prefix imports, through a middle package, the first
+		// package the rule forbids that is not the exempt wiring (a path through the wiring
+		// counts as the path it continues on).
+		from := concrete(r.from, "internal/rules/planted")
+		bad := ""
+		for _, f := range r.forbidden {
+			if !exempt[f] && bad == "" {
+				bad = concrete(f, "internal/ops")
+			}
+		}
+		graph := map[string][]string{}
+		for k, v := range legal {
+			graph[k] = append([]string{}, v...)
+		}
+		graph[from] = append(graph[from], "planted/middle")
+		graph["planted/middle"] = []string{bad}
+		found := false
+		for _, v := range importViolations(graph) {
+			if strings.HasPrefix(v, from+" depends on "+bad+": ") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("rule %q (%s) did not fire on %s importing %s: %v", r.from, r.why, from, bad, importViolations(graph))
+		}
+	}
+}
+
+// concrete is a package that prefix names: itself, or for a prefix of every package under a
+// dir ("internal/", "api/") the given one.
+func concrete(prefix, under string) string {
+	switch prefix {
+	case "internal/":
+		return under
+	case "api/":
+		return "api/v1alpha1"
+	}
+	return prefix
 }
 
 // TestControllerPackagesStandAlone: each kind's controller is a package under controllers/
