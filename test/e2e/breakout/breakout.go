@@ -2,7 +2,7 @@
 // local runtime, test/e2e/realnode on the kube runtime's real node): code inside agent A, with
 // nothing but what an agent has (its tools run commands in its sandbox: console exec stands
 // for a prompt injection or a malicious skill; its own tokens), tries to get out of its box.
-// Every attempt is one list (plan), run by one static program (the intruder) uploaded into
+// Every attempt is one list (package plan), run by one static program (the intruder) uploaded into
 // the agent's home as any file would be; the runtime's test says only what is out of reach on
 // its runtime (Box). Each attempt must fail, each control must work.
 package breakout
@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/test/e2e"
+	"github.com/agentplane/agentplane/test/e2e/breakout/plan"
 )
 
 // Target is an address code in the agent tries to reach: TCP ("tcp", host:port) or a DNS
@@ -60,17 +61,13 @@ type Box struct {
 
 // attempt is one entry of the intruder's plan (test/e2e/breakout/intruder).
 type attempt struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-	Arg  string `json:"arg,omitempty"`
-	N    int64  `json:"n,omitempty"`
-	want bool   // a control: it must work
+	plan.Attempt
+	want bool // a control: it must work
 }
 
-type result struct {
-	Name   string `json:"name"`
-	Done   bool   `json:"done"`
-	Detail string `json:"detail"`
+// try is an attempt that must fail.
+func try(name, kind, arg string, n int64) attempt {
+	return attempt{Attempt: plan.Attempt{Name: name, Kind: kind, Arg: arg, N: n}}
 }
 
 // intruderPath is where the intruder is installed, in the agent's home (console exec's dir).
@@ -84,37 +81,37 @@ func Check(t *testing.T, b Box) {
 	t.Run("credentials open only the agent's own", b.checkCredentials)
 	t.Run("the platform, the other agent, the host's network and the kernel", func(t *testing.T) {
 		victimToken := e2e.Must(t, b.P.Call("GET", "/v0/agents/"+b.Victim+"/gateway-token", nil), 200, "victim token").Str("token")
-		plan := []attempt{
-			{Name: "find the victim's secret in /proc", Kind: "proc", Arg: b.VictimSecret},
-			{Name: "find the victim's gateway token in /proc", Kind: "proc", Arg: victimToken},
-			{Name: "make a user namespace", Kind: "userns"},
+		attempts := []attempt{
+			try("find the victim's secret in /proc", "proc", b.VictimSecret, 0),
+			try("find the victim's gateway token in /proc", "proc", victimToken, 0),
+			try("make a user namespace", "userns", "", 0),
 		}
 		if b.HostAddr != "" {
 			host := listen(t, b.HostAddr)
 			_, port, _ := net.SplitHostPort(host)
-			plan = append(plan, attempt{Name: "connect to a listener on the host", Kind: "tcp", Arg: host},
-				attempt{Name: "see the host's listener in /proc/net", Kind: "procnet", N: atoi(port)})
+			attempts = append(attempts, try("connect to a listener on the host", "tcp", host, 0),
+				try("see the host's listener in /proc/net", "procnet", "", atoi(port)))
 		}
 		for _, f := range b.PlatformFiles {
-			plan = append(plan, attempt{Name: "read " + f, Kind: "read", Arg: f})
+			attempts = append(attempts, try("read "+f, "read", f, 0))
 		}
 		for _, c := range refusedCalls {
-			plan = append(plan, attempt{Name: "call " + c, Kind: "syscall", Arg: c})
+			attempts = append(attempts, try("call "+c, "syscall", c, 0))
 		}
 		for _, tg := range b.Unreachable {
-			plan = append(plan, tg.attempt(false))
+			attempts = append(attempts, tg.attempt(false))
 		}
 		for _, tg := range b.Reachable {
-			plan = append(plan, tg.attempt(true))
+			attempts = append(attempts, tg.attempt(true))
 		}
-		in.run(t, plan...)
+		in.run(t, attempts...)
 	})
 	t.Run("bounds: memory, processes, home and /tmp", func(t *testing.T) {
 		// One at a time: each goes to twice its bound.
-		in.run(t, attempt{Name: "touch twice the memory limit", Kind: "memory", N: 2 * b.MemoryLimit})
-		in.run(t, attempt{Name: "start twice the pids limit", Kind: "pids", N: 2 * b.PidsLimit, Arg: b.Sleep})
-		in.run(t, attempt{Name: "reserve twice the home's size", Kind: "fallocate", Arg: "./.fill", N: 2 * b.HomeSize})
-		in.run(t, attempt{Name: "reserve twice /tmp's size", Kind: "fallocate", Arg: "/tmp/.fill", N: 2 * b.TmpSize})
+		in.run(t, try("touch twice the memory limit", "memory", "", 2*b.MemoryLimit))
+		in.run(t, try("start twice the pids limit", "pids", b.Sleep, 2*b.PidsLimit))
+		in.run(t, try("reserve twice the home's size", "fallocate", "./.fill", 2*b.HomeSize))
+		in.run(t, try("reserve twice /tmp's size", "fallocate", "/tmp/.fill", 2*b.TmpSize))
 	})
 	t.Run("a link planted in the home steers no write of the platform", func(t *testing.T) { in.checkLink(t) })
 	t.Run("the agents still run", func(t *testing.T) {
@@ -136,9 +133,9 @@ var refusedCalls = []string{"keyctl", "io_uring_setup", "userfaultfd", "perf_eve
 
 func (tg Target) attempt(want bool) attempt {
 	if tg.Kind == "dns" {
-		return attempt{Name: tg.Name, Kind: "dns", Arg: tg.Addr + "|" + tg.Query, want: want}
+		return attempt{Attempt: plan.Attempt{Name: tg.Name, Kind: "dns", Arg: tg.Addr + "|" + tg.Query}, want: want}
 	}
-	return attempt{Name: tg.Name, Kind: "tcp", Arg: tg.Addr, want: want}
+	return attempt{Attempt: plan.Attempt{Name: tg.Name, Kind: "tcp", Arg: tg.Addr}, want: want}
 }
 
 // checkCredentials: the attacker's gateway token, and a platform token it mints with it,
@@ -186,19 +183,19 @@ func (in *inside) install() {
 	}
 }
 
-// run runs plan in the attacker and checks that each attempt failed (a control worked).
-func (in *inside) run(t *testing.T, plan ...attempt) {
+// run runs attempts in the attacker and checks that each failed (a control worked).
+func (in *inside) run(t *testing.T, attempts ...attempt) {
 	t.Helper()
-	arg, _ := json.Marshal(plan)
+	arg, _ := json.Marshal(attempts)
 	code, out := in.sh(t, intruderPath+" '"+strings.ReplaceAll(string(arg), "'", `'\''`)+"'")
-	got := map[string]result{}
+	got := map[string]plan.Result{}
 	for _, line := range strings.Split(out, "\n") {
-		var r result
+		var r plan.Result
 		if json.Unmarshal([]byte(line), &r) == nil && r.Name != "" {
 			got[r.Name] = r
 		}
 	}
-	for _, a := range plan {
+	for _, a := range attempts {
 		r, ok := got[a.Name]
 		switch {
 		case !ok:

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
+	"github.com/agentplane/agentplane/test/e2e/breakout/plan"
 )
 
 // TestIntruderWorksOutsideABox is the suite's planted violation: the intruder run on this host
@@ -36,33 +37,33 @@ func TestIntruderWorksOutsideABox(t *testing.T) {
 	if err := os.WriteFile(file, []byte("credentials"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	plan := []attempt{
-		{Name: "proc", Kind: "proc", Arg: secret},
-		{Name: "tcp", Kind: "tcp", Arg: host},
-		{Name: "procnet", Kind: "procnet", N: atoi(port)},
-		{Name: "userns", Kind: "userns"},
-		{Name: "read", Kind: "read", Arg: file},
-		{Name: "memory", Kind: "memory", N: 64 << 20},
-		{Name: "pids", Kind: "pids", N: 32, Arg: "/bin/sleep"},
-		{Name: "fallocate", Kind: "fallocate", Arg: filepath.Join(dir, "fill"), N: 64 << 20},
+	attempts := []attempt{
+		try("proc", "proc", secret, 0),
+		try("tcp", "tcp", host, 0),
+		try("procnet", "procnet", "", atoi(port)),
+		try("userns", "userns", "", 0),
+		try("read", "read", file, 0),
+		try("memory", "memory", "", 64<<20),
+		try("pids", "pids", "/bin/sleep", 32),
+		try("fallocate", "fallocate", filepath.Join(dir, "fill"), 64<<20),
 	}
 	for _, c := range refusedCalls {
-		plan = append(plan, attempt{Name: c, Kind: "syscall", Arg: c})
+		attempts = append(attempts, try(c, "syscall", c, 0))
 	}
-	arg, _ := json.Marshal(plan)
+	arg, _ := json.Marshal(attempts)
 	out, err := exec.Command(bin, string(arg)).Output()
 	if err != nil {
 		t.Fatalf("intruder: %v", err)
 	}
-	got := map[string]result{}
+	got := map[string]plan.Result{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		var r result
+		var r plan.Result
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("intruder output %q: %v", line, err)
 		}
 		got[r.Name] = r
 	}
-	for _, a := range plan {
+	for _, a := range attempts {
 		if r := got[a.Name]; !r.Done {
 			t.Errorf("%s outside a box: not done (%q): the suite's attempt could never work", a.Name, r.Detail)
 		}

@@ -26,21 +26,9 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/agentplane/agentplane/test/e2e/breakout/plan"
 )
-
-// attempt is one thing to try; what Arg and N mean depends on Kind.
-type attempt struct {
-	Name string `json:"name"`
-	Kind string `json:"kind"`
-	Arg  string `json:"arg,omitempty"`
-	N    int64  `json:"n,omitempty"`
-}
-
-type result struct {
-	Name   string `json:"name"`
-	Done   bool   `json:"done"`
-	Detail string `json:"detail"`
-}
 
 // probeTimeout bounds each network attempt.
 const probeTimeout = 3 * time.Second
@@ -53,21 +41,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: intruder '<JSON plan>'")
 		os.Exit(2)
 	}
-	var plan []attempt
-	if err := json.Unmarshal([]byte(os.Args[1]), &plan); err != nil {
+	var attempts []plan.Attempt
+	if err := json.Unmarshal([]byte(os.Args[1]), &attempts); err != nil {
 		fmt.Fprintln(os.Stderr, "plan:", err)
 		os.Exit(2)
 	}
 	// Attempts run side by side (the network ones wait for their time-outs together); the
 	// heavy ones are alone in their plans.
-	results := make([]result, len(plan))
+	results := make([]plan.Result, len(attempts))
 	var wg sync.WaitGroup
-	for i, a := range plan {
+	for i, a := range attempts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			done, detail := try(a)
-			results[i] = result{Name: a.Name, Done: done, Detail: detail}
+			results[i] = plan.Result{Name: a.Name, Done: done, Detail: detail}
 		}()
 	}
 	wg.Wait()
@@ -77,7 +65,7 @@ func main() {
 	}
 }
 
-func try(a attempt) (bool, string) {
+func try(a plan.Attempt) (bool, string) {
 	switch a.Kind {
 	case "tcp":
 		c, err := net.DialTimeout("tcp", a.Arg, probeTimeout)
@@ -241,7 +229,7 @@ func reserve(path string, n int64) (bool, string) {
 
 // heavy runs a memory or pids attempt in a child of its own process group, kills the group
 // once the child ends, and reads the child's verdict from its output.
-func heavy(a attempt) (bool, string) {
+func heavy(a plan.Attempt) (bool, string) {
 	cmd := exec.Command("/proc/self/exe", "-child", a.Kind, strconv.FormatInt(a.N, 10), a.Arg)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
