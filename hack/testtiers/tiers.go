@@ -34,7 +34,7 @@ var startedBy = map[tier][]string{
 	engine: {module + "test/e2e"},
 	envtest: {
 		module + "internal/devtools/testenv/kubeenv", module + "internal/platform",
-		module + "pkg/agentplanetest", module + "pkg/agentplanetest/controlplane",
+		module + "pkg/agentplanetest", module + "pkg/agentplanetest/controlplane", module + "internal/devtools/controlplane/kit",
 	},
 }
 

@@ -30,6 +30,7 @@ var rules = []struct {
 	{"apiserver", []string{"controllers", "internal/platform"}, "the REST facade never imports the controllers"},
 	{"api/", []string{"apiserver", "controllers", "internal/"}, "the API types depend on nothing of agentplane"},
 	{"internal/", []string{"apiserver", "controllers"}, "shared packages sit below both doors (only internal/platform wires them)"},
+	{"internal/", []string{"pkg/"}, "the public packages are built on the internal ones, never under them"},
 	{"internal/ops", []string{"internal/platform", "internal/devtools"}, "the operations sit below the wiring and run without development tooling"},
 	{"internal/rules", []string{"internal/ops", "internal/platform", "internal/devtools"}, "rules sit below the operations and run without development tooling"},
 	{"internal/adapters", []string{"internal/ops", "internal/platform", "internal/devtools"}, "adapters sit below the operations and run without development tooling"},

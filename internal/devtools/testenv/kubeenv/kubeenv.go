@@ -1,6 +1,6 @@
 // Package kubeenv starts the envtest control plane (a real kube-apiserver and etcd built by
-// `make envtest-assets`) with agentplane's CRDs installed, through the public test kit's
-// control-plane half (pkg/agentplanetest/controlplane.NewEnvironment: the CRDs as Go values,
+// `make envtest-assets`) with agentplane's CRDs installed, through the code the public test
+// kit's control-plane half hands out (internal/devtools/controlplane/kit: the CRDs as Go values,
 // the binaries of KUBEBUILDER_ASSETS or of `agentplane envtest-assets`), so every suite of the
 // project starts the way a consumer's does. What is left here is internal: the checkout's bin/k8s as a last resort, a Service range
 // for thousands of agents, a client with agentplane's scheme. Every package's integration
@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentplane/agentplane/config/policy"
+	"github.com/agentplane/agentplane/internal/devtools/controlplane/kit"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/scheme"
-	"github.com/agentplane/agentplane/pkg/agentplanetest/controlplane"
 )
 
 // Env is a running control plane.
@@ -35,10 +35,10 @@ type Env struct {
 	Client client.Client
 }
 
-// AssetsDir is where kube-apiserver and etcd are: controlplane.AssetsDir ($KUBEBUILDER_ASSETS
+// AssetsDir is where kube-apiserver and etcd are: kit.AssetsDir ($KUBEBUILDER_ASSETS
 // or the cache of `agentplane envtest-assets`), else the checkout's bin/k8s.
 func AssetsDir() string {
-	if d := controlplane.AssetsDir(); d != "" {
+	if d := kit.AssetsDir(); d != "" {
 		return d
 	}
 	return filepath.Join(testenv.RepoRoot(), "bin", "k8s")
@@ -52,7 +52,7 @@ func Start() (*Env, error) {
 		return nil, fmt.Errorf("no kube-apiserver in %s: run `make envtest-assets` (or `make test`)", assets)
 	}
 	s := scheme.New()
-	e := controlplane.NewEnvironment()
+	e := kit.NewEnvironment()
 	e.BinaryAssetsDirectory = assets
 	e.Scheme = s
 	// Room for thousands of agent Services (envtest's default range has 254 addresses).
