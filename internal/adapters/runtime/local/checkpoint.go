@@ -133,9 +133,15 @@ const (
 // started or ended, at most maxCPU of a CPU used), or bound has passed, or ctx ends. It says
 // whether the tree settled.
 func settle(ctx context.Context, init int, quiet, bound time.Duration, maxCPU float64) bool {
+	return settleTree(ctx, func() (map[int]uint64, uint64) { return treeOf(init) }, quiet, bound, maxCPU)
+}
+
+// settleTree is settle over the tree that read reports (its processes' start times by pid
+// and their CPU time in clock ticks).
+func settleTree(ctx context.Context, read func() (map[int]uint64, uint64), quiet, bound time.Duration, maxCPU float64) bool {
 	const tick = 100 * time.Millisecond
 	deadline := time.Now().Add(bound)
-	last, sinceCPU := treeOf(init)
+	last, sinceCPU := read()
 	since := time.Now()
 	for time.Now().Before(deadline) {
 		select {
@@ -143,7 +149,7 @@ func settle(ctx context.Context, init int, quiet, bound time.Duration, maxCPU fl
 			return false
 		case <-time.After(tick):
 		}
-		now, cpu := treeOf(init)
+		now, cpu := read()
 		busy := float64(cpu-sinceCPU)/clockTicks > maxCPU*time.Since(since).Seconds()+0.01
 		if !maps.Equal(now, last) || busy {
 			last, since, sinceCPU = now, time.Now(), cpu
