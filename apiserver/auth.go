@@ -103,7 +103,7 @@ func checkBound(r *http.Request, a access, c *Caller) error {
 }
 
 // callerFromJWT verifies the token's signature (CPU only) before it reads anything: a forged
-// or tampered token costs the API server nothing.
+// or tampered token costs kube-apiserver nothing.
 func (s *Server) callerFromJWT(ctx context.Context, tok string, needUser bool) (*Caller, error) {
 	claims, err := s.opts.Signer.Parse(tok)
 	switch {
@@ -190,7 +190,7 @@ var gatewayScopes = []string{
 
 // callerFromGatewayToken resolves an agent's gateway token from the informer cache alone,
 // through the index on the token's hash: a token the cache does not hold is refused without
-// a request to the API server. The replica that rotates a token waits until its own cache
+// a request to kube-apiserver. The replica that rotates a token waits until its own cache
 // holds the new one (rotateGatewayToken); another replica accepts it once its watch delivers
 // the change, typically within milliseconds.
 func (s *Server) callerFromGatewayToken(ctx context.Context, tok string) (*Caller, error) {

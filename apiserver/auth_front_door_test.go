@@ -18,7 +18,7 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// countingTransport counts the requests a replica makes to the API server, watches (the
+// countingTransport counts the requests a replica makes to kube-apiserver, watches (the
 // informers' long-lived streams) aside.
 type countingTransport struct {
 	next http.RoundTripper
@@ -109,7 +109,7 @@ var _ = Describe("The front door", Ordered, func() {
 	BeforeAll(func() {
 		workspace(ws, agentsv1.PlanPro, agentsv1.WorkspaceMember{UserID: "owner", Role: agentsv1.RoleOwner})
 		tok = token(ws, "owner", "", auth.ScopeAll)
-		// An API-only replica whose every request to the API server is counted, with a tight
+		// An API-only replica whose every request to kube-apiserver is counted, with a tight
 		// per-token limit.
 		cfg := rest.CopyConfig(env.Config)
 		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{next: rt, n: &requests} })
@@ -137,12 +137,12 @@ var _ = Describe("The front door", Ordered, func() {
 		}
 		Expect(requests.Load()-start).To(BeZero(), "API-server requests for 100 bogus tokens")
 
-		// The counter sees what the replica does: listing agents reads the API server.
+		// The counter sees what the replica does: listing agents reads kube-apiserver.
 		Expect(callURL(url, "GET", "/v0/agents", tok, nil).Status).To(Equal(200))
 		Expect(requests.Load() - start).To(BeNumerically(">", 0))
 	})
 
-	It("reads the API server at most once for a validly signed token whose key is missing", func() {
+	It("reads kube-apiserver at most once for a validly signed token whose key is missing", func() {
 		missing, _ := plat.Signer.Mint(auth.Claims{Workspace: ws})
 		start := requests.Load()
 		for range 50 {

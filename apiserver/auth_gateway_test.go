@@ -43,7 +43,7 @@ func gatewayHashIndex(o client.Object) []string {
 	return nil
 }
 
-// countingReader counts every request a reader makes (it stands for the API server).
+// countingReader counts every request a reader makes (it stands for kube-apiserver).
 func countingReader(c client.WithWatch, n *atomic.Int64) client.WithWatch {
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
@@ -59,7 +59,7 @@ func countingReader(c client.WithWatch, n *atomic.Int64) client.WithWatch {
 
 // TestGatewayTokenResolvesFromTheCacheAlone: a gateway token is found through the cache's
 // index on its hash, names its own agent whatever the path, and a token the cache does not
-// hold is refused without a read of the API server, even one rotated a moment ago elsewhere.
+// hold is refused without a read of kube-apiserver, even one rotated a moment ago elsewhere.
 func TestGatewayTokenResolvesFromTheCacheAlone(t *testing.T) {
 	sch := scheme.New()
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}}
@@ -97,13 +97,13 @@ func TestGatewayTokenResolvesFromTheCacheAlone(t *testing.T) {
 		})
 	}
 	if n := liveReads.Load(); n != 0 {
-		t.Fatalf("resolving gateway tokens read the API server %d times, want 0", n)
+		t.Fatalf("resolving gateway tokens read kube-apiserver %d times, want 0", n)
 	}
 }
 
 // TestBogusBearerTokensCostTheAPIServerNothing: 100 requests with bogus bearer tokens of
 // every shape (gateway-like, JWT-like, JWTs signed by another key, a validly signed token
-// whose user is missing) make no request to the API server; they are refused with 401.
+// whose user is missing) make no request to kube-apiserver; they are refused with 401.
 func TestBogusBearerTokensCostTheAPIServerNothing(t *testing.T) {
 	sch := scheme.New()
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}}
@@ -145,7 +145,7 @@ func TestBogusBearerTokensCostTheAPIServerNothing(t *testing.T) {
 	}
 }
 
-// TestAuthLookupsBoundLiveReads: a cache miss of a validly signed token reads the API server
+// TestAuthLookupsBoundLiveReads: a cache miss of a validly signed token reads kube-apiserver
 // once per object, not again while the miss is remembered, and concurrent misses share one
 // read.
 func TestAuthLookupsBoundLiveReads(t *testing.T) {
@@ -160,7 +160,7 @@ func TestAuthLookupsBoundLiveReads(t *testing.T) {
 
 	got := &agentsv1.Workspace{}
 	if err := l.get(context.Background(), o, client.ObjectKey{Name: "fresh"}, got); err != nil || got.Name != "fresh" {
-		t.Fatalf("a workspace only the API server has yet: %v %q", err, got.Name)
+		t.Fatalf("a workspace only kube-apiserver has yet: %v %q", err, got.Name)
 	}
 	for range 50 {
 		if err := l.get(context.Background(), o, client.ObjectKey{Name: "gone"}, &agentsv1.Workspace{}); err == nil {
@@ -178,7 +178,7 @@ func TestAuthLookupsBoundLiveReads(t *testing.T) {
 }
 
 // TestAuthLookupsShareConcurrentMisses: concurrent requests that miss the same object in the
-// cache share one read of the API server.
+// cache share one read of kube-apiserver.
 func TestAuthLookupsShareConcurrentMisses(t *testing.T) {
 	sch := scheme.New()
 	var reads atomic.Int64

@@ -18,7 +18,7 @@ import (
 
 // Bounds of the live reads authentication may make.
 const (
-	// authMissTTL is how long an object the API server said is missing is not asked for
+	// authMissTTL is how long an object kube-apiserver said is missing is not asked for
 	// again (a key or agent created a moment ago through another replica is accepted once
 	// this replica's cache has it, at most this much later).
 	authMissTTL = 5 * time.Second
@@ -30,7 +30,7 @@ const (
 
 // authLookups reads what authentication needs (ApiKeys, Workspaces, an agent and its gateway
 // token; gatewaySecretFor finds a gateway token's Secret) from the informer cache. Only a token whose signature verified gets here, and only
-// on a cache miss does it read the API server: one request per object at a time
+// on a cache miss does it read kube-apiserver: one request per object at a time
 // (singleflight), and an object found missing is not asked for again for authMissTTL.
 type authLookups struct {
 	group   singleflight.Group
@@ -38,7 +38,7 @@ type authLookups struct {
 	missing map[string]time.Time
 }
 
-// get reads key into obj: the cache first, then (bounded) the API server.
+// get reads key into obj: the cache first, then (bounded) kube-apiserver.
 func (l *authLookups) get(ctx context.Context, o Options, key client.ObjectKey, obj client.Object) error {
 	err := o.Client.Get(ctx, key, obj)
 	if !apierrors.IsNotFound(err) || o.APIReader == nil {

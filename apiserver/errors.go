@@ -62,7 +62,7 @@ const (
 	msgMissingUserID    = "Missing userId"
 )
 
-// ErrUnavailable marks a dependency (API server, storage, DNS, registry) that cannot be
+// ErrUnavailable marks a dependency (kube-apiserver, storage, DNS, registry) that cannot be
 // reached right now; it always maps to 503.
 var ErrUnavailable = ops.ErrUnavailable
 

@@ -21,13 +21,13 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// refused is what client-go returns when the API server does not answer.
+// refused is what client-go returns when kube-apiserver does not answer.
 func refused() error {
 	return fmt.Errorf(`Get "https://127.0.0.1:6443/apis": %w`,
 		&net.OpError{Op: "dial", Net: "tcp", Err: &net.AddrError{Err: syscall.ECONNREFUSED.Error()}})
 }
 
-// outage decides, per object and verb, whether the API server "fails" a call.
+// outage decides, per object and verb, whether kube-apiserver "fails" a call.
 type outage func(obj client.Object, write bool) error
 
 // failing wraps c so that every call fail refuses answers with its error; reads of callers'
@@ -107,7 +107,7 @@ func failing(c client.WithWatch, fail outage) client.WithWatch {
 	})
 }
 
-// unreachableRuntime is a runtime whose API server (pods/exec) cannot be reached, as the kube
+// unreachableRuntime is a runtime whose kube-apiserver (pods/exec) cannot be reached, as the kube
 // runtime reports it.
 type unreachableRuntime struct{ agentruntime.Runtime }
 
@@ -175,7 +175,7 @@ var _ = Describe("Errors keep their status", Ordered, func() {
 	var (
 		tok    string
 		routes []apiserver.RouteInfo
-		// facade answers through an API server that fails as fail says.
+		// facade answers through a kube-apiserver that fails as fail says.
 		facade func(fail outage) string
 	)
 
@@ -215,7 +215,7 @@ var _ = Describe("Errors keep their status", Ordered, func() {
 		}
 	})
 
-	It("answers 503, not 500, on every such route when the API server is unreachable", func() {
+	It("answers 503, not 500, on every such route when kube-apiserver is unreachable", func() {
 		url := facade(func(client.Object, bool) error { return refused() })
 		for _, r := range routes {
 			for _, agent := range []string{"present", "missing-agent"} {
@@ -226,9 +226,9 @@ var _ = Describe("Errors keep their status", Ordered, func() {
 		}
 	})
 
-	It("answers 503, not 500, when the API server goes away after the agent was read", func() {
+	It("answers 503, not 500, when kube-apiserver goes away after the agent was read", func() {
 		// Reads of the agent succeed; every other call (writes, other objects, pods/exec)
-		// finds the API server unavailable.
+		// finds kube-apiserver unavailable.
 		url := facade(func(obj client.Object, write bool) error {
 			if _, isAgent := obj.(*agentsv1.Agent); isAgent && !write {
 				return nil
@@ -238,7 +238,7 @@ var _ = Describe("Errors keep their status", Ordered, func() {
 		for _, r := range routes {
 			got := callURL(url, r.Method, fill(r.Path, "present"), tok, routeBodies[r.Method+" "+r.Path])
 			// Answered from the agent alone (200, or 404 for an object it does not name), or
-			// 503: never a 500 that blames the operation for the API server's absence.
+			// 503: never a 500 that blames the operation for kube-apiserver's absence.
 			Expect(got.Status).To(Or(BeNumerically("<", 500), Equal(503)), "%s %s: %s", r.Method, r.Path, got.Raw)
 		}
 	})

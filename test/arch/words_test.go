@@ -51,3 +51,40 @@ func TestOneNameForAnAgentsFiles(t *testing.T) {
 		t.Fatalf("read only %d files", read)
 	}
 }
+
+// unnamedAPIServer reports whether line says "API server" other than as "Kubernetes API
+// server": in the REST facade's package it would read as the facade itself.
+func unnamedAPIServer(line string) bool {
+	for i := strings.Index(line, "API server"); i >= 0; {
+		if !strings.HasSuffix(line[:i], "Kubernetes ") {
+			return true
+		}
+		next := strings.Index(line[i+1:], "API server")
+		if next < 0 {
+			break
+		}
+		i += 1 + next
+	}
+	return false
+}
+
+// TestTheFacadeCallsKubeAPIServerByName: package apiserver is the REST facade, so its code and
+// comments call Kubernetes' API server kube-apiserver (or the Kubernetes API server), never
+// "the API server", which there would mean the facade too.
+func TestTheFacadeCallsKubeAPIServerByName(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "apiserver", "*.go"))
+	if err != nil || len(files) < 10 {
+		t.Fatalf("the facade's files: %v (%d)", err, len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if unnamedAPIServer(line) {
+				t.Errorf("%s:%d: %q: in the REST facade say kube-apiserver", f, i+1, strings.TrimSpace(line))
+			}
+		}
+	}
+}
