@@ -179,16 +179,26 @@ func (p *provisioner) makeVolume(dir string, real bool, size int64) error {
 	if !real || p.unsized != nil || size <= 0 || loopfs.Mounted(dir) {
 		return nil
 	}
-	img := dir + imageSuffix
-	if _, err := os.Stat(img); errors.Is(err, fs.ErrNotExist) {
-		if err := p.tools.Make(img, size); err != nil {
+	if _, err := os.Stat(dir + imageSuffix); errors.Is(err, fs.ErrNotExist) {
+		if err := p.tools.Make(dir+imageSuffix, size); err != nil {
 			return err
 		}
 	}
-	if err := p.tools.Mount(img, dir); err != nil {
+	if err := p.mountImage(dir); err != nil {
 		return err
 	}
 	return os.Chmod(dir, 0o755)
+}
+
+// mountImage mounts the image beside dir at dir, unless something is mounted there.
+func (p *provisioner) mountImage(dir string) error {
+	if loopfs.Mounted(dir) {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	return p.tools.Mount(dir+imageSuffix, dir)
 }
 
 // remount mounts again the volumes of a cluster dir that a stopped cluster left (its stop
@@ -199,14 +209,7 @@ func (p *provisioner) remount() error {
 	}
 	imgs, _ := filepath.Glob(filepath.Join(p.root, "pvc-*"+imageSuffix))
 	for _, img := range imgs {
-		dir := strings.TrimSuffix(img, imageSuffix)
-		if loopfs.Mounted(dir) {
-			continue
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		if err := p.tools.Mount(img, dir); err != nil {
+		if err := p.mountImage(strings.TrimSuffix(img, imageSuffix)); err != nil {
 			return err
 		}
 	}

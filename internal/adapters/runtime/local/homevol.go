@@ -77,7 +77,7 @@ func newHomeVolumes(size int64) (*homeVolumes, error) {
 func (v *homeVolumes) attach(home string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if isMounted(home) {
+	if loopfs.Mounted(home) {
 		return nil
 	}
 	img := imageOf(home)
@@ -86,7 +86,7 @@ func (v *homeVolumes) attach(home string) error {
 		if entries, err := os.ReadDir(home); err == nil && len(entries) > 0 {
 			return errUnbounded
 		}
-		if err := v.makeImage(img); err != nil {
+		if err := v.tools.Make(img, v.size); err != nil {
 			return err
 		}
 	case err != nil:
@@ -95,7 +95,7 @@ func (v *homeVolumes) attach(home string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		return err
 	}
-	if err := v.mountAt(img, home); err != nil {
+	if err := v.tools.Mount(img, home); err != nil {
 		return err
 	}
 	return os.Chmod(home, 0o700)
@@ -109,13 +109,13 @@ func (v *homeVolumes) migrate(home string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	img := imageOf(home)
-	if _, err := os.Lstat(img); err == nil || isMounted(home) {
+	if _, err := os.Lstat(img); err == nil || loopfs.Mounted(home) {
 		return nil
 	}
 	staging, tmpImg := home+".migrating", img+".migrating"
 	_ = detachHome(staging) // left by a manager that stopped half-way
 	_ = os.RemoveAll(staging)
-	err := v.makeImage(tmpImg)
+	err := v.tools.Make(tmpImg, v.size)
 	if err == nil {
 		err = v.fill(tmpImg, staging, home)
 	}
@@ -134,7 +134,7 @@ func (v *homeVolumes) migrate(home string) error {
 	if err := os.Mkdir(home, 0o700); err != nil {
 		return err
 	}
-	if err := v.mountAt(img, home); err != nil {
+	if err := v.tools.Mount(img, home); err != nil {
 		return err
 	}
 	return archive.RemoveAll(old)
@@ -147,7 +147,7 @@ func (v *homeVolumes) fill(img, staging, home string) error {
 		return err
 	}
 	defer os.Remove(staging)
-	if err := v.mountAt(img, staging); err != nil {
+	if err := v.tools.Mount(img, staging); err != nil {
 		return err
 	}
 	out, err := exec.Command("cp", "-a", "--", home+"/.", staging+"/").CombinedOutput()
@@ -160,17 +160,8 @@ func (v *homeVolumes) fill(img, staging, home string) error {
 	return nil
 }
 
-// mountAt mounts the image img at dir.
-func (v *homeVolumes) mountAt(img, dir string) error { return v.tools.Mount(img, dir) }
-
-// makeImage makes an image of v.size bytes at img (about 3 MiB of disk while empty).
-func (v *homeVolumes) makeImage(img string) error { return v.tools.Make(img, v.size) }
-
 // imageOf is the image of the volume of home, beside it.
 func imageOf(home string) string { return filepath.Join(filepath.Dir(home), homeImageName) }
-
-// isMounted reports whether a filesystem is mounted at p.
-func isMounted(p string) bool { return loopfs.Mounted(p) }
 
 // detachHome unmounts the volume mounted at home, if any.
 func detachHome(home string) error { return loopfs.Unmount(home) }
