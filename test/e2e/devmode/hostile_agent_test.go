@@ -62,15 +62,9 @@ func TestHostileAgentLocal(t *testing.T) {
 		LinkTarget: outside,
 		Planted:    func() []string { return dirNames(outside) },
 	}
-	// The network of its own is the manager-as-root's (as an ordinary user the sandbox shares
-	// the host's: docs/SECURITY.md, and the credentials below are what holds there).
-	if os.Geteuid() == 0 {
-		for name, u := range map[string]string{"etcd": etcd, "kube-apiserver": apiserver, "etcd's health port": etcdHealth, "the victim's gateway": gatewayOf(t, p, victim)} {
-			box.Unreachable = append(box.Unreachable, breakout.Target{Name: "connect to " + name, Kind: "tcp", Addr: hostPort(t, u)})
-		}
-	} else {
-		box.HostAddr = ""
-		t.Log("as an ordinary user the agents share the host's network: its reach is not checked")
+	// A network of its own (as root, and as an ordinary user through the network helper).
+	for name, u := range map[string]string{"etcd": etcd, "kube-apiserver": apiserver, "etcd's health port": etcdHealth, "the victim's gateway": gatewayOf(t, p, victim)} {
+		box.Unreachable = append(box.Unreachable, breakout.Target{Name: "connect to " + name, Kind: "tcp", Addr: hostPort(t, u)})
 	}
 	breakout.Check(t, box)
 

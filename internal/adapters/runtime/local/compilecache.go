@@ -296,6 +296,9 @@ func (r *Runtime) warmCompileCache(ctx context.Context, engineDir string) (*comp
 	spec := sandboxSpec{home: home, dir: home, binary: engineBinary(engineDir), uid: warmUID, dieWithParent: true,
 		readOnly: append([]string{engineDir}, r.opts.ReadOnlyPaths...),
 		mounts:   []mount{{src: cache, dst: sandboxCompileCache, rw: true}}}
+	if spec.net, err = r.gatewayHelper(home); err != nil {
+		return nil, err
+	}
 	uid := r.sbx.uidOf(spec)
 	if r.sbx.root {
 		for _, p := range []string{home, cache} {
@@ -354,7 +357,7 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	}
 	stopTimeout := max(r.opts.StopTimeout, warmStopTimeout)
 	defer stopProcess(context.Background(), p, stopTimeout, &r.opts.Log)
-	if err := r.plumbNet(p, port); err != nil {
+	if err := r.plumbNet(p, port, spec.home); err != nil {
 		return err
 	}
 	url := endpoint(port)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The way out of a gateway's network namespace (as root, netns.go): an HTTP proxy the manager
+// The way out of a gateway's network namespace (netns.go): an HTTP proxy the manager
 // serves inside each namespace at EgressProxyAddr, named in the gateway's and its commands'
 // environment (HTTPS_PROXY, HTTP_PROXY, NODE_USE_ENV_PROXY: the engine's channels, Node's
 // fetch, curl). It connects to public addresses only: not to the host's loopback, private,

@@ -226,7 +226,11 @@ func (a *agent) startLocked(ctx context.Context) {
 // checkpoint when the runtime checkpoints suspended gateways. own: see inSandbox.
 func (a *agent) gatewaySandboxLocked(port int, own bool) (string, []string, error) {
 	gc := a.rt.opts.Engine.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
-	spec := sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args}
+	helper, err := a.rt.gatewayHelper(a.home)
+	if err != nil {
+		return "", nil, err
+	}
+	spec := sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args, net: helper}
 	if a.rt.ckpt != nil {
 		spec.checkpoint = &checkpointSpec{tini: a.rt.ckpt.tini, log: filepath.Join(a.dir, logFileName)}
 	}

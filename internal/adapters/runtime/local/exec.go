@@ -41,11 +41,19 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if closed {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrNotRunning, errShutdown)
 	}
-	st, secrets, ns := r.execContext(key, dir)
+	st, secrets, ns, gatewayPort := r.execContext(key, dir)
 	joinNet := ""
 	if ns != nil {
 		defer ns.Close() // held until the command ended (nsenter opened it by number)
 		joinNet = nsPath(ns)
+	}
+	var cn *commandNet // an ordinary user's command: a namespace of its own, served (netns.go)
+	if ns == nil && gatewayPort != 0 && r.netns && r.sbx.helper != "" {
+		var err error
+		if cn, err = r.newCommandNet(dir, gatewayPort); err != nil {
+			return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+		}
+		defer cn.close()
 	}
 	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
@@ -91,35 +99,44 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if info, err := os.Stat(bin); err != nil || info.IsDir() {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
 	}
-	bin, args, err = r.inSandbox(sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: joinNet}, engineDir, false)
+	spec := sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: joinNet}
+	if cn != nil {
+		spec.net = cn.spec
+	}
+	bin, args, err = r.inSandbox(spec, engineDir, false)
 	if err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
 	return runCommand(ctx, commandSpec{
 		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin, sandboxed: r.sbx != nil,
-		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key),
+		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key), net: cn,
 	})
 }
 
 // execContext is the agent's state, attached secrets (none before the first Ensure of this
-// manager) and its running gateway's network namespace for its commands to join (nil: none;
-// the caller closes it).
-func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string, *os.File) {
+// manager), its running gateway's network namespace for its commands to join (nil: none, or
+// one the manager cannot enter; the caller closes it) and, when that gateway's namespace is
+// served, its port (0: none).
+func (r *Runtime) execContext(key types.NamespacedName, dir string) (state, map[string]string, *os.File, int) {
 	r.mu.Lock()
 	a := r.agents[key]
 	r.mu.Unlock()
 	if a == nil {
 		st, _ := readState(dir)
-		return st, nil, nil
+		return st, nil, nil, 0
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_ = a.loadLocked()
 	var ns *os.File
+	port := 0
 	if a.proc != nil {
 		ns = a.proc.netNS()
+		if a.proc.netServed() {
+			port = a.st.Port
+		}
 	}
-	return a.st, maps.Clone(a.env), ns
+	return a.st, maps.Clone(a.env), ns, port
 }
 
 // engineDirFor is the engine dir for an agent that never ran here: its version's, or the
@@ -181,6 +198,9 @@ type commandSpec struct {
 	sandboxed bool
 	// started, if set, is told the process (group) id; the func it returns runs at the end.
 	started func(pid int) func()
+	// net, when set, serves the command's network namespace once it started (an ordinary
+	// user's command whose gateway runs): the command waits for it (netGateFD).
+	net *commandNet
 }
 
 // runCommand runs c in its own process group and collects its output. When the timeout
@@ -222,6 +242,9 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 		if err != nil {
 			return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 		}
+		if c.net != nil {
+			files = append(files, c.net.gateR) // netGateFD
+		}
 		defer closeFiles(files)
 		cmd.ExtraFiles = files
 	}
@@ -229,6 +252,9 @@ func runCommand(ctx context.Context, c commandSpec) (runtime.ExecResult, error) 
 		return res, fmt.Errorf("%w: %v", runtime.ErrExec, err)
 	}
 	pid := cmd.Process.Pid
+	if c.net != nil {
+		c.net.serve(pid) // the command waits for it; without its network it never starts
+	}
 	if c.started != nil {
 		defer c.started(pid)()
 	}

@@ -129,7 +129,7 @@ type Options struct {
 	// $AGENTPLANE_SANDBOX_READONLY (colon-separated) are added to them.
 	ReadOnlyPaths []string
 	// HostServices are addresses on the host's loopback ("127.0.0.1:8080": the model proxy)
-	// that, when each gateway has a network namespace of its own (as root, netns.go), its
+	// that, when each gateway has a network namespace of its own (netns.go), its
 	// agent reaches at the same address inside it; nothing else of the host is reachable.
 	HostServices []string
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	goruntime "runtime"
 	"slices"
@@ -34,8 +35,13 @@ import (
 //
 // Commands of an agent whose gateway runs (console exec, engine commands) join the gateway's
 // namespace, so they reach it at 127.0.0.1 as its own CLI expects; with no gateway they get an
-// empty one. As an ordinary user the manager cannot enter a namespace it made in a user
-// namespace, and sandboxes keep the host's network (Runtime.Networks says why).
+// empty one.
+//
+// As an ordinary user the same, but for how the manager reaches into a namespace: bwrap makes
+// it inside a user namespace the manager cannot enter, so the sockets it listens and dials
+// with in there come from the sandbox's network helper (nethelper.go), and a command, which
+// cannot join its gateway's namespace either, gets one of its own served the same way, with
+// its gateway's port forwarded to the gateway's door (commandNet).
 
 // maxAgentConns bounds the connections an agent holds open through each of the manager's
 // listeners in its namespace (a host service, the egress proxy): each costs the manager two
@@ -43,9 +49,42 @@ import (
 // listen queue until one ends.
 const maxAgentConns = 256
 
-// gatewayNet is what the manager serves for one gateway's network namespace.
+// netNamespace is a network namespace the manager makes sockets in: as root one it holds
+// and enters (heldNS), as an ordinary user one whose helper makes them (helperNS,
+// nethelper.go).
+type netNamespace interface {
+	// socket is a fresh TCP socket (IPv4, close-on-exec) of the namespace, the caller's.
+	socket() (int, error)
+	// dup is a copy of the namespace's fd for a command to join (nil: it cannot be joined).
+	dup() *os.File
+	close()
+}
+
+// heldNS is a network namespace the manager holds open and enters (as root).
+type heldNS struct{ f *os.File }
+
+func (n heldNS) socket() (fd int, err error) {
+	err = inNetNS(n.f, func() (err error) {
+		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		return err
+	})
+	return fd, err
+}
+
+func (n heldNS) dup() *os.File {
+	fd, err := unix.FcntlInt(n.f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "netns")
+}
+
+func (n heldNS) close() { n.f.Close() }
+
+// gatewayNet is what the manager serves for one sandbox's network namespace (a gateway's, or
+// an ordinary user's command's).
 type gatewayNet struct {
-	ns  *os.File       // the namespace (held open: nsenter joins it through this fd)
+	ns  netNamespace
 	ls  []net.Listener // the door, and the host services' listeners inside
 	mu  sync.Mutex
 	cs  map[net.Conn]struct{} // forwarded connections, both ends
@@ -53,13 +92,7 @@ type gatewayNet struct {
 }
 
 // dup is a copy of the namespace's fd (nil when it cannot be made), the caller's to close.
-func (g *gatewayNet) dup() *os.File {
-	fd, err := unix.FcntlInt(g.ns.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), "netns")
-}
+func (g *gatewayNet) dup() *os.File { return g.ns.dup() }
 
 // nsPath is where another process (nsenter, as root) finds the namespace f holds while this
 // process keeps f open.
@@ -84,7 +117,7 @@ func (g *gatewayNet) close() {
 	}
 	g.cs = nil
 	g.mu.Unlock()
-	g.ns.Close()
+	g.ns.close()
 }
 
 // track records c to be closed with g (false: g is closed, and c with it).
@@ -176,15 +209,25 @@ func inNetNS(ns *os.File, fn func() error) error {
 	return <-errc
 }
 
-// plumbNet serves the network namespace of gateway process p listening on port: the door on
-// the host's loopback and the host services inside. It is closed when p exits.
-func (r *Runtime) plumbNet(p *process, port int) error {
+// plumbNet serves the network namespace of gateway process p of home listening on port: the
+// door on the host's loopback and the host services inside. It is closed when p exits.
+func (r *Runtime) plumbNet(p *process, port int, home string) error {
 	if !r.netns {
 		return nil
 	}
-	ns, err := openNetNS(p)
-	if err != nil {
-		return err
+	var ns netNamespace
+	if r.sbx.root {
+		f, err := openNetNS(p)
+		if err != nil {
+			return err
+		}
+		ns = heldNS{f}
+	} else {
+		h, err := openHelperNS(p.pid, func() bool { return !p.hasExited() }, netDirOf(home))
+		if err != nil {
+			return err
+		}
+		ns = h
 	}
 	g := &gatewayNet{ns: ns, cs: map[net.Conn]struct{}{}}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
@@ -195,45 +238,100 @@ func (r *Runtime) plumbNet(p *process, port int) error {
 	}
 	g.ls = append(g.ls, door)
 	go g.forward(door, func() (net.Conn, error) { return dialIn(ns, addr) })
+	if err := r.serveInside(g); err != nil {
+		g.close()
+		return err
+	}
+	p.setNet(g)
+	return nil
+}
+
+// serveInside listens in g's namespace at each of the host services' addresses, forwarded to
+// the same address on the host, and at the egress proxy's.
+func (r *Runtime) serveInside(g *gatewayNet) error {
 	for _, svc := range r.opts.HostServices {
 		l, err := g.listenIn(svc)
 		if err != nil {
-			g.close()
-			return fmt.Errorf("the host service %s in the gateway's network namespace: %w", svc, err)
+			return fmt.Errorf("the host service %s in the sandbox's network namespace: %w", svc, err)
 		}
 		go g.forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp4", svc, 10*time.Second) })
 	}
 	if r.egress != nil {
 		l, err := g.listenIn(EgressProxyAddr)
 		if err != nil {
-			g.close()
-			return fmt.Errorf("the egress proxy in the gateway's network namespace: %w", err)
+			return fmt.Errorf("the egress proxy in the sandbox's network namespace: %w", err)
 		}
 		go func() { _ = r.egress.Serve(l) }()
 	}
-	p.setNet(g)
 	return nil
 }
 
 // listenIn listens at addr inside g's namespace, closed with g, for at most maxAgentConns
 // connections at a time.
 func (g *gatewayNet) listenIn(addr string) (net.Listener, error) {
-	var l net.Listener
-	if err := inNetNS(g.ns, func() (err error) { l, err = net.Listen("tcp4", addr); return err }); err != nil {
+	sa, err := inet4(addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := g.ns.socket()
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "listener")
+	defer f.Close()
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return nil, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		return nil, fmt.Errorf("bind %s: %w", addr, err)
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		return nil, err
+	}
+	l, err := net.FileListener(f)
+	if err != nil {
 		return nil, err
 	}
 	g.ls = append(g.ls, l)
 	return netutil.LimitListener(l, maxAgentConns), nil
 }
 
-// dialIn connects to addr from inside the namespace ns.
-func dialIn(ns *os.File, addr string) (net.Conn, error) {
-	var c net.Conn
-	err := inNetNS(ns, func() (err error) {
-		c, err = net.DialTimeout("tcp4", addr, 10*time.Second)
-		return err
-	})
-	return c, err
+// dialIn connects to addr from inside the namespace ns (within 10 s).
+func dialIn(ns netNamespace, addr string) (net.Conn, error) {
+	sa, err := inet4(addr)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := ns.socket()
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "conn")
+	defer f.Close()
+	// A blocking connect, bounded by the send timeout (Linux applies it to connect).
+	tv := unix.NsecToTimeval((10 * time.Second).Nanoseconds())
+	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv); err != nil {
+		return nil, err
+	}
+	for {
+		err = unix.Connect(fd, sa)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", addr, err)
+	}
+	return net.FileConn(f)
+}
+
+// inet4 is the socket address of addr, an IPv4 address and port.
+func inet4(addr string) (*unix.SockaddrInet4, error) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil || !ap.Addr().Is4() {
+		return nil, fmt.Errorf("not an IPv4 address and port: %q", addr)
+	}
+	return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, nil
 }
 
 // forward accepts on l until it is closed, and joins each connection with one dial makes.
@@ -282,12 +380,11 @@ func copyHalf(dst, src net.Conn) {
 	}
 }
 
-// setupNetns turns network namespaces per gateway on when this host lets the manager make and
-// enter them (as root), and says at start whether it does.
+// setupNetns turns network namespaces per gateway on when bwrap can make them on this host
+// (the manager enters them as root; as an ordinary user their network helper serves it), and
+// says at start whether it does.
 func (r *Runtime) setupNetns() {
 	switch {
-	case !r.sbx.root:
-		r.noNetns = "the manager is not root: it cannot enter the network namespaces of its agents' sandboxes"
 	case !r.sbx.netns:
 		r.noNetns = "bwrap cannot make a network namespace on this host (--unshare-net refused)"
 	default:
@@ -297,7 +394,7 @@ func (r *Runtime) setupNetns() {
 		} else {
 			r.egress = &http.Server{Handler: newEgressProxy(r.opts.Egress), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 90 * time.Second}
 		}
-		r.opts.Log.Info("each gateway runs in a network namespace of its own", "hostServices", r.opts.HostServices, "egressProxy", r.egress != nil)
+		r.opts.Log.Info("each gateway runs in a network namespace of its own", "hostServices", r.opts.HostServices, "egressProxy", r.egress != nil, "networkHelper", r.sbx.helper != "")
 		return
 	}
 	r.opts.Log.Info("agents share the host's network namespace", "why", r.noNetns)

@@ -2,13 +2,16 @@ package local_test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
@@ -32,15 +35,14 @@ func serveLoopback(t *testing.T, body string) string {
 
 // TestAgentNetworkIsItsOwn is what code in agent A tried while all agents shared the host's
 // network: open a connection to agent B's gateway port, reach a service on the host's
-// loopback that asks for no credential, read the host's sockets in /proc/net. As root each
-// gateway now has a network namespace of its own: every one of these fails, while what the
-// agent needs still works: its own gateway at 127.0.0.1 from its commands (the engine's CLI),
-// the model proxy at its own address (Options.HostServices), and the manager reaching each
-// gateway at its endpoint.
+// loopback that asks for no credential, read the host's sockets in /proc/net. Each gateway
+// now has a network namespace of its own: every one of these fails, while what the agent
+// needs still works: its own gateway at 127.0.0.1 from its commands (the engine's CLI), the
+// model proxy at its own address (Options.HostServices), and the manager reaching each
+// gateway at its endpoint. It runs as root and, through
+// TestAgentNetworkIsItsOwnAsAnOrdinaryUser, as an ordinary user (the network helper).
 func TestAgentNetworkIsItsOwn(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.Skip(t, "a network namespace per agent needs the manager to run as root")
-	}
+	t.Logf("the manager runs as uid %d", os.Geteuid())
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed inside the agents for this test: apt-get install curl")
 	}
@@ -54,7 +56,7 @@ func TestAgentNetworkIsItsOwn(t *testing.T) {
 		o.Egress = []local.EgressRule{{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: openedPort}}
 	})
 	if ok, why := f.rt.Networks(); !ok {
-		t.Fatalf("no network namespace per agent as root: %s", why)
+		t.Fatalf("no network namespace per agent: %s", why)
 	}
 	victim := waitPhase(t, f, newAgent("victim"), desired("victim-gateway-token-0123456789"), runtime.PhaseRunning)
 	attacker := waitPhase(t, f, newAgent("attacker"), desired("attacker-gateway-token-012345678"), runtime.PhaseRunning)
@@ -108,4 +110,59 @@ func TestAgentNetworkIsItsOwn(t *testing.T) {
 			t.Errorf("a destination a rule opens, through the egress proxy (tunnel %v): %q", tunnel, out)
 		}
 	}
+}
+
+// TestAgentNetworkIsItsOwnAsAnOrdinaryUser runs TestAgentNetworkIsItsOwn with the manager as
+// an ordinary user (nobody): this test binary, copied where that user can run it, on a state
+// dir of its own. There the manager cannot enter its sandboxes' network namespaces, and their
+// network helpers make its sockets in them (nethelper.go).
+func TestAgentNetworkIsItsOwnAsAnOrdinaryUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		testenv.Skip(t, "becoming an ordinary user needs root (as one, TestAgentNetworkIsItsOwn is this test)")
+	}
+	const nobody = 65534
+	dir, err := os.MkdirTemp("", "agentplane-as-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "local.test")
+	if err := copyFile(exe, bin); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, bin} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(bin, "-test.run=^TestAgentNetworkIsItsOwn$", "-test.count=1", "-test.v")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8", "CI=" + os.Getenv("CI")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), fmt.Sprintf("the manager runs as uid %d", nobody)) || !strings.Contains(string(out), "--- PASS: TestAgentNetworkIsItsOwn ") {
+		t.Fatalf("TestAgentNetworkIsItsOwn as uid %d: %v\n%s", nobody, err, out)
+	}
+}
+
+// copyFile copies src to dst (mode 0755).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -43,7 +43,11 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	r.engineVersion(context.Background(), engineDir, m.home, version) // cached for the agents' Observed
 	gc := e.GatewayCommand(engine.GatewayParams{Port: m.port, Bind: "loopback"})
 	env := mergeEnv(baseEnv(engineDir), r.nodeEnv(), r.egressEnv(), e.Env(m.home, m.port), gc.Env, map[string]string{MarkerEnv: m.home})
-	bin, args, err := r.inSandbox(sandboxSpec{home: m.home, dir: m.home, binary: engineBinary(engineDir), args: gc.Args}, engineDir, true)
+	helper, err := r.gatewayHelper(m.home)
+	if err != nil {
+		return fail(err)
+	}
+	bin, args, err := r.inSandbox(sandboxSpec{home: m.home, dir: m.home, binary: engineBinary(engineDir), args: gc.Args, net: helper}, engineDir, true)
 	if err != nil {
 		return fail(err)
 	}

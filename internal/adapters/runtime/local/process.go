@@ -94,6 +94,13 @@ func (p *process) netNS() *os.File {
 	return p.net.dup()
 }
 
+// netServed: p's network namespace is served (plumbNet), and p runs.
+func (p *process) netServed() bool {
+	p.netMu.Lock()
+	defer p.netMu.Unlock()
+	return p.net != nil && !p.netDone
+}
+
 func (p *process) hasExited() bool {
 	select {
 	case <-p.exited:

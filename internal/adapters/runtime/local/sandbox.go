@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local/nethelper"
 )
 
 // Sandbox modes (Options.Sandbox).
@@ -47,17 +48,19 @@ const (
 // signals only its own processes and everything in it dies with it; its own IPC, UTS and
 // cgroup namespaces. As root the processes run as a uid of their own per home (setpriv drops
 // every capability and sets no_new_privs); as an ordinary user bwrap makes an unprivileged
-// user namespace. As root each gateway has a network namespace of its own, which its agent's
-// commands join (netns.go); as an ordinary user the network namespace is the host's, where
-// every platform service on loopback requires a credential the sandbox does not hold
-// (docs/SECURITY.md).
+// user namespace. Each gateway has a network namespace of its own (netns.go), which as root its
+// agent's commands join; as an ordinary user a network helper in the sandbox makes the
+// manager's sockets in it (nethelper.go).
 type sandbox struct {
-	bwrap   string    // bwrap's path
-	setpriv string    // setpriv's path (root only)
-	nsenter string    // nsenter's path (root only): commands join their gateway's network
-	root    bool      // the manager runs as root: per-home uids
-	netns   bool      // a network namespace per sandbox (as root, where bwrap can make one: netns.go)
-	uids    *uidTable // the homes' uids (root only)
+	bwrap   string // bwrap's path
+	setpriv string // setpriv's path (root only)
+	nsenter string // nsenter's path (root only): commands join their gateway's network
+	root    bool   // the manager runs as root: per-home uids
+	netns   bool   // a network namespace per sandbox (where bwrap can make one: netns.go)
+	// helper is this executable's path, the network helper of an ordinary user's sandboxes
+	// (nethelper.go); "" as root, whose manager makes their sockets itself.
+	helper string
+	uids   *uidTable // the homes' uids (root only)
 	// system is the bwrap arguments that show the host's system files.
 	system []string
 }
@@ -80,12 +83,21 @@ type sandboxSpec struct {
 	uid int
 	// mounts are further binds into the sandbox's private /tmp (the engine's compile cache).
 	mounts []mount
+	// net, when set (an ordinary user's gateways and commands), runs the network helper in
+	// the sandbox's network namespace (nethelper.go).
+	net *sandboxNet
 	// checkpoint makes the sandbox one CRIU can checkpoint and restore (checkpoint.go):
 	// tini is its PID 1 (not bwrap, whose binary is not visible inside), in a session of its
 	// own, in the host's cgroup namespace, with io_uring refused (seccomp filter on fd 3),
 	// and its stdin, stdout and stderr opened inside (a file of this host's outside the
 	// sandbox's mounts cannot be restored): the log file is bound in and appended to.
 	checkpoint *checkpointSpec
+}
+
+// sandboxNet is the network helper of an ordinary user's sandbox (nethelper.go).
+type sandboxNet struct {
+	dir  string // the host dir bound at nethelper.SandboxDir, where the helper listens
+	gate bool   // the command waits on netGateFD for the manager to serve its namespace
 }
 
 // checkpointSpec is what a checkpointable sandbox needs besides a plain one.
@@ -131,8 +143,14 @@ func newSandbox(ctx context.Context) (*sandbox, error) {
 			return nil, err
 		}
 	}
-	// As root, a network namespace per sandbox too when bwrap can make one (netns.go).
-	s.netns = s.root
+	// A network namespace per sandbox too when bwrap can make one (netns.go); as an
+	// ordinary user its sockets come from the network helper, this executable.
+	s.netns = true
+	if !s.root {
+		if s.helper, err = os.Executable(); err != nil {
+			s.netns = false
+		}
+	}
 	err = s.probe(ctx, tmp)
 	if err != nil && s.netns {
 		s.netns = false
@@ -239,10 +257,13 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 		args = append(args, tmpDirs(sandboxLog, made)...)
 		args = append(args, "--bind", c.log, sandboxLog)
 	}
+	binds, helper := s.netHelperArgs(spec, made)
+	args = append(args, binds...)
 	if spec.dir != "" {
 		args = append(args, "--chdir", spec.dir)
 	}
 	args = append(args, "--")
+	args = append(args, helper...)
 	if spec.checkpoint != nil {
 		// Still root in the sandbox: the log stays the manager's file (0600). Redirections
 		// of a bare exec, which the shell keeps no copy of the former fds for.
@@ -260,6 +281,23 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	}
 	args = append(args, spec.binary)
 	return s.bwrap, append(args, spec.args...)
+}
+
+// netHelperArgs are, for a sandbox with a network helper (nethelper.go), the bwrap arguments
+// that show the helper's dir and program, and the shell that starts the helper in the
+// background and then becomes spec's command (after its gate, for a command that needs its
+// network at once); nil, nil for any other.
+func (s *sandbox) netHelperArgs(spec sandboxSpec, made map[string]bool) (binds, command []string) {
+	if spec.net == nil || !s.netns || s.helper == "" {
+		return nil, nil
+	}
+	binds = append(parentDirs(nethelper.SandboxDir, made), "--bind", spec.net.dir, nethelper.SandboxDir, "--ro-bind", s.helper, nethelper.SandboxProgram)
+	fd := strconv.Itoa(netGateFD)
+	script := nethelper.Env + "=" + nethelper.SandboxDir + ` "$0" </dev/null >/dev/null ` + fd + `<&- & `
+	if spec.net.gate {
+		script += `read -r _ <&` + fd + ` || { echo "agentplane: the sandbox's network was not set up" >&2; exit 125; }; exec ` + fd + `<&-; `
+	}
+	return binds, []string{"/bin/sh", "-c", script + `exec "$@"`, nethelper.SandboxProgram}
 }
 
 // uidOf is the uid spec's processes have inside their sandbox: as root spec.uid (inSandbox

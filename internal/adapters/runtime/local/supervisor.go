@@ -185,7 +185,7 @@ func (a *agent) handleExitLocked() {
 // OOM kill count so far (handleExitLocked tells an OOM kill by it).
 func (r *Runtime) attach(p *process, port int, home string) error {
 	p.oomKills = r.oomKills(home)
-	return r.plumbNet(p, port)
+	return r.plumbNet(p, port, home)
 }
 
 // oomKills is the count of OOM kills in home's cgroup (0 without cgroups).
