@@ -223,7 +223,9 @@ func (r *Runtime) plumbNet(p *process, port int, home string) error {
 		}
 		ns = heldNS{f}
 	} else {
-		h, err := openHelperNS(p.pid, func() bool { return !p.hasExited() }, netDirOf(home))
+		// A gateway adopted from an earlier manager has had its helper for long (or, started
+		// by a version before the helper, none): one try, so as not to hold the start.
+		h, err := openHelperNS(p.pid, func() bool { return !p.adopted && !p.hasExited() }, netDirOf(home))
 		if err != nil {
 			return err
 		}

@@ -42,7 +42,9 @@ func serveLoopback(t *testing.T, body string) string {
 // gateway at its endpoint. It runs as root and, through
 // TestAgentNetworkIsItsOwnAsAnOrdinaryUser, as an ordinary user (the network helper).
 func TestAgentNetworkIsItsOwn(t *testing.T) {
-	t.Logf("the manager runs as uid %d", os.Geteuid())
+	if want := os.Getenv("AGENTPLANE_TEST_AS_UID"); want != "" && want != fmt.Sprint(os.Geteuid()) {
+		t.Fatalf("runs as uid %d, want %s", os.Geteuid(), want)
+	}
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is needed inside the agents for this test: apt-get install curl")
 	}
@@ -112,13 +114,15 @@ func TestAgentNetworkIsItsOwn(t *testing.T) {
 	}
 }
 
-// TestAgentNetworkIsItsOwnAsAnOrdinaryUser runs TestAgentNetworkIsItsOwn with the manager as
-// an ordinary user (nobody): this test binary, copied where that user can run it, on a state
-// dir of its own. There the manager cannot enter its sandboxes' network namespaces, and their
-// network helpers make its sockets in them (nethelper.go).
+// TestAgentNetworkIsItsOwnAsAnOrdinaryUser runs TestAgentNetworkIsItsOwn, and the plain case of
+// TestReadoptionAfterManagerRestart (a gateway that outlives its manager, reached through its
+// door once the next manager adopts it), with the manager as an ordinary user (nobody): this
+// test binary, copied where that user can run it, on a state dir of its own. There the
+// manager cannot enter its sandboxes' network namespaces, and their network helpers make its
+// sockets in them (nethelper.go).
 func TestAgentNetworkIsItsOwnAsAnOrdinaryUser(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testenv.Skip(t, "becoming an ordinary user needs root (as one, TestAgentNetworkIsItsOwn is this test)")
+		testenv.Skip(t, "becoming an ordinary user needs root (as one, the tests it runs are these tests)")
 	}
 	const nobody = 65534
 	dir, err := os.MkdirTemp("", "agentplane-as-user-")
@@ -139,13 +143,18 @@ func TestAgentNetworkIsItsOwnAsAnOrdinaryUser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(bin, "-test.run=^TestAgentNetworkIsItsOwn$", "-test.count=1", "-test.v")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8", "CI=" + os.Getenv("CI")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), fmt.Sprintf("the manager runs as uid %d", nobody)) || !strings.Contains(string(out), "--- PASS: TestAgentNetworkIsItsOwn ") {
-		t.Fatalf("TestAgentNetworkIsItsOwn as uid %d: %v\n%s", nobody, err, out)
+	for _, c := range []struct{ run, passed string }{
+		{"^TestAgentNetworkIsItsOwn$", "--- PASS: TestAgentNetworkIsItsOwn "},
+		{"^TestReadoptionAfterManagerRestart$/^plain$", "--- PASS: TestReadoptionAfterManagerRestart/plain "},
+	} {
+		cmd := exec.Command(bin, "-test.run="+c.run, "-test.count=1", "-test.v")
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TMPDIR=" + dir, "LANG=C.UTF-8", "CI=" + os.Getenv("CI"), "AGENTPLANE_TEST_AS_UID=" + fmt.Sprint(nobody)}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}, Pdeathsig: syscall.SIGKILL}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), c.passed) {
+			t.Errorf("%s as uid %d: %v\n%s", c.run, nobody, err, out)
+		}
 	}
 }
 
