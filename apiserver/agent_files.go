@@ -16,8 +16,6 @@ const (
 	msgInvalidContent       = "Invalid contentBase64"
 	DefaultMaxAgentUpload   = 25 << 20
 	uploadBodyOverheadBytes = 64 << 10
-	maxUploadFilenameRunes  = 255
-	maxUploadFilenameDepth  = 16
 )
 
 // agentUploadLimit is the largest decoded file a workspace upload takes.

@@ -3,19 +3,9 @@ package apiserver
 import (
 	"net/http"
 
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
-
-// ChannelTypes are the chat networks a channel can connect, in the order GET lists them.
-var ChannelTypes = agentsv1.ChannelTypes
-
-// ChannelSecretName is the core Secret holding the tokens of an agent's channel of type t
-// (see ops.ChannelSecretName).
-func ChannelSecretName(agent string, t agentsv1.ChannelType) string {
-	return ops.ChannelSecretName(agent, t)
-}
 
 // channelRoutes registers the channel routes: setup and removal need channels:write, the list
 // agents:read. The agent's gateway token is accepted on its own agent (with the scopes it

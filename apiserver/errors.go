@@ -62,10 +62,6 @@ const (
 	msgMissingUserID    = "Missing userId"
 )
 
-// ErrUnavailable marks a dependency (kube-apiserver, storage, DNS, registry) that cannot be
-// reached right now; it always maps to 503.
-var ErrUnavailable = ops.ErrUnavailable
-
 // statusOf is the HTTP status of each code of the operations' vocabulary.
 var statusOf = map[ops.Code]int{
 	ops.Internal:      http.StatusInternalServerError,

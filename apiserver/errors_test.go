@@ -34,7 +34,7 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 		{"kube-apiserver refused", fmt.Errorf("get: %w", refused), http.StatusServiceUnavailable, msgUnavailable},
 		{"kube-apiserver unavailable", apierrors.NewServiceUnavailable("down"), http.StatusServiceUnavailable, msgUnavailable},
 		{"runtime unreachable", fmt.Errorf("%w: stream", runtime.ErrUnavailable), http.StatusServiceUnavailable, msgUnavailable},
-		{"dependency unavailable", fmt.Errorf("%w: storage", ErrUnavailable), http.StatusServiceUnavailable, msgUnavailable},
+		{"dependency unavailable", fmt.Errorf("%w: storage", ops.ErrUnavailable), http.StatusServiceUnavailable, msgUnavailable},
 		{"invalid", apierrors.NewBadRequest("bad"), http.StatusBadRequest, "Validation failed"},
 		{"too large", &http.MaxBytesError{Limit: 1}, http.StatusRequestEntityTooLarge, msgBodyTooLarge},
 		{"chosen answer", errorf(http.StatusNotFound, ops.MsgAgentNotFound), http.StatusNotFound, ops.MsgAgentNotFound},

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"fmt"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver/openapi"
 	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/rules/auth"
@@ -99,8 +100,8 @@ func components() openapi.Components {
 
 // pathParams document the path wildcards of the facade's routes.
 func pathParams() map[string]*openapi.Parameter {
-	channels := make([]string, 0, len(ChannelTypes))
-	for _, t := range ChannelTypes {
+	channels := make([]string, 0, len(agentsv1.ChannelTypes))
+	for _, t := range agentsv1.ChannelTypes {
 		channels = append(channels, string(t))
 	}
 	param := func(name, description string) *openapi.Parameter {

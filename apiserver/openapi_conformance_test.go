@@ -62,10 +62,10 @@ func conformanceObjects() []client.Object {
 		}},
 		&agentsv1.Snapshot{ObjectMeta: meta(conformanceAgent + "-1"), Spec: agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: conformanceAgent}},
 			Status: agentsv1.SnapshotStatus{Phase: agentsv1.SnapshotCompleted, CID: conformanceCID, Size: 42}},
-		&corev1.Secret{ObjectMeta: meta(ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram)), Data: map[string][]byte{agentsv1.ChannelBotTokenKey: []byte("123456:telegram-bot-token")}},
+		&corev1.Secret{ObjectMeta: meta(ops.ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram)), Data: map[string][]byte{agentsv1.ChannelBotTokenKey: []byte("123456:telegram-bot-token")}},
 		&agentsv1.Channel{ObjectMeta: meta(ops.ChannelName(conformanceAgent, agentsv1.ChannelTelegram)), Spec: agentsv1.ChannelSpec{
 			AgentRef: agentsv1.LocalObjectReference{Name: conformanceAgent}, Type: agentsv1.ChannelTelegram, DMPolicy: "pairing", Enabled: &enabled,
-			BotTokenRef: &agentsv1.SecretKeyReference{Name: ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram), Key: agentsv1.ChannelBotTokenKey},
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: ops.ChannelSecretName(conformanceAgent, agentsv1.ChannelTelegram), Key: agentsv1.ChannelBotTokenKey},
 		}},
 		&agentsv1.AgentTemplate{ObjectMeta: metav1.ObjectMeta{Name: "tpl-helper"}, Spec: agentsv1.AgentTemplateSpec{
 			Slug: "helper", DisplayName: "Helper", State: agentsv1.TemplatePublished,

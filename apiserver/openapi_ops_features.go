@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver/openapi"
 	"github.com/agentplane/agentplane/internal/ops"
 )
@@ -181,7 +182,7 @@ type attachedSkillView struct {
 func channelOps() map[string]*openapi.Op {
 	channelReply := openapi.Props{"channel": channelView{}}
 	byType := openapi.Props{}
-	for _, t := range ChannelTypes {
+	for _, t := range agentsv1.ChannelTypes {
 		byType[string(t)] = channelView{}
 	}
 	target := []openapi.Fail{
