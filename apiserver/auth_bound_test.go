@@ -39,7 +39,7 @@ func newBoundFixture(t *testing.T) *boundFixture {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithObjects(&agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}, Spec: agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro}},
 			agent("a1"), agent("a2"), gatewayTokenSecret("ws", "a1", "gw_one"), gatewayTokenSecret("ws", "a2", "gw_two")).
-		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
+		WithIndex(&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, auth.GatewayTokenIndex).Build()
 	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
 	f := &boundFixture{c: c, s: New(Options{Deps: ops.Deps{Client: c}, Signer: signer, Log: logr.Discard()})}
 	rec := f.call("POST", "/v0/agents/a1/platform/token", "gw_one")

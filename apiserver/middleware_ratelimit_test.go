@@ -27,7 +27,7 @@ func limitedServer(t *testing.T, o RateLimitOptions) *Server {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).
 		WithObjects(&agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}},
 			gatewayTokenSecret("ws", "a1", "gw_one"), gatewayTokenSecret("ws", "a2", "gw_two")).
-		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
+		WithIndex(&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, auth.GatewayTokenIndex).Build()
 	signer, _ := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
 	return New(Options{Deps: ops.Deps{Client: c}, Signer: signer, Log: logr.Discard(), RateLimits: o})
 }

@@ -98,7 +98,7 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 		WithIndex(&agentsv1.Domain{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
 			return []string{o.(*agentsv1.Domain).Spec.AgentRef.Name}
 		}).
-		WithIndex(&corev1.Secret{}, IndexGatewayTokenHash, gatewayHashIndex).Build()
+		WithIndex(&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, auth.GatewayTokenIndex).Build()
 	signer, err := auth.NewSigner(bytes.Repeat([]byte("k"), 32))
 	if err != nil {
 		t.Fatal(err)

@@ -63,8 +63,6 @@ type Server struct {
 	ops *ops.Ops
 	// followers counts the log streams being served.
 	followers atomic.Int64
-	// lookups are authentication's bounded reads of kube-apiserver.
-	lookups authLookups
 	// limits are the per-address and per-credential rate limits.
 	limits rateLimits
 }

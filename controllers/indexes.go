@@ -62,17 +62,7 @@ var fieldIndexes = []fieldIndex{
 	{&corev1.Secret{}, agentsv1.IndexGatewayAgent, func(o client.Object) []string {
 		return nonEmpty(o.GetLabels()[agentsv1.LabelGatewayTokenOf])
 	}},
-	{&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, gatewayTokenHash},
-}
-
-// gatewayTokenHash indexes an agent's gateway-token Secret by the hash of its token.
-func gatewayTokenHash(o client.Object) []string {
-	sec := o.(*corev1.Secret)
-	tok := string(sec.Data[agentsv1.GatewayTokenDataKey])
-	if sec.Labels[agentsv1.LabelGatewayTokenOf] == "" || tok == "" {
-		return nil
-	}
-	return []string{auth.GatewayTokenHash(tok)}
+	{&corev1.Secret{}, agentsv1.IndexGatewayTokenHash, auth.GatewayTokenIndex},
 }
 
 // SetupIndexes registers the field indexes (agentsv1.Index*) with the manager's cache. The

@@ -66,6 +66,8 @@ type Ops struct {
 	waiters waiters
 	// activity remembers the last-active stamps this replica wrote (Awaken).
 	activity activityStamps
+	// auth is authentication's bounded reads (AuthLookup).
+	auth authLookup
 }
 
 // New returns the operations over d.
@@ -76,7 +78,9 @@ func New(d Deps) *Ops {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	return &Ops{d: d}
+	o := &Ops{d: d}
+	o.auth.o = o
+	return o
 }
 
 // Tenant is whose objects an operation acts on: a workspace's namespace, and, for a
