@@ -1,13 +1,8 @@
 package apiserver
 
 import (
-	"context"
 	"net/http"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // restartRequest is the body of POST /v0/agents/{agentId}/restart.
@@ -39,9 +34,14 @@ func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
 	return ok(map[string]any{"current": v.Current, "running": v.Running, "default": v.Default, "available": v.Available})
 }
 
-// gatewaySecret reads the agent's gateway-token Secret.
-func (s *Server) gatewaySecret(ctx context.Context, a *agentsv1.Agent) (*corev1.Secret, error) {
-	return s.ops.GatewaySecret(ctx, a)
+// platformToken mints a short-lived JWT the agent uses to call the platform on its own behalf
+// (ops.MintPlatformToken).
+func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
+	tok, exp, err := s.ops.MintPlatformToken(r.Context(), c.tenant(), r.PathValue("agentId"), s.opts.Signer)
+	if err != nil {
+		return nil, err
+	}
+	return created(map[string]any{"token": tok, "expiresAt": exp.UTC().Format(time.RFC3339)})
 }
 
 func (s *Server) getGatewayToken(r *http.Request, c *Caller) (*Response, error) {

@@ -111,6 +111,35 @@ func (o *Ops) GatewayToken(ctx context.Context, t Tenant, id string) (*agentsv1.
 	return a, string(sec.Data[agentsv1.GatewayTokenDataKey]), nil
 }
 
+// MintPlatformToken mints, with s, a short-lived JWT the tenant's agent id uses to call the
+// platform on its own behalf. It is stateless (no object per mint): it names the agent and its
+// UID, is bound to the agent's current gateway token and expires after auth.PlatformTokenTTL.
+// It dies with the agent and with the rotation of the gateway token, and opens the agent's own
+// routes with auth.PlatformTokenScopes (read) only. It reads the agent and then its gateway
+// token's Secret: the Secret's name is in the agent's status, and the agent's UID and
+// deletion are what the token is bound to.
+func (o *Ops) MintPlatformToken(ctx context.Context, t Tenant, id string, s *auth.Signer) (string, time.Time, error) {
+	a, err := o.Agent(ctx, t, id)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	sec, err := o.GatewaySecret(ctx, a)
+	if err != nil {
+		return "", time.Time{}, WithMessage(MsgTokenGenFailed, err)
+	}
+	gw := string(sec.Data[agentsv1.GatewayTokenDataKey])
+	if gw == "" {
+		return "", time.Time{}, Fail(Internal, MsgTokenGenFailed)
+	}
+	tok, exp, err := s.MintPlatform(auth.PlatformToken{
+		Workspace: a.Namespace, Agent: a.Name, AgentUID: string(a.UID), GatewayToken: gw,
+	})
+	if err != nil {
+		return "", time.Time{}, WithMessage(MsgTokenGenFailed, err)
+	}
+	return tok, exp, nil
+}
+
 // RotateGatewayToken replaces the agent's gateway token and returns the new one. The previous
 // value is refused as soon as this returns: it waits until the cache has the new value.
 func (o *Ops) RotateGatewayToken(ctx context.Context, t Tenant, id string) (*agentsv1.Agent, string, error) {
