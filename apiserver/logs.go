@@ -2,59 +2,36 @@ package apiserver
 
 import (
 	"context"
-	"errors"
 	"io"
 	"math"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/go-logr/logr"
-
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // Gateway logs (an addition beyond the contract): GET /v0/agents/{agentId}/logs.
-const (
-	maxLogBatch = 1000 // lines written to a follower at once
+const maxLogBatch = 1000 // lines written to a follower at once
 
-	// logHold is how long at most a follower holds its last lines back for the next ones (a value
-	// split across two reads is hidden only if both halves are seen together).
-	logHold = 200 * time.Millisecond
-)
-
-// LogOptions bound the followers of gateway logs.
+// LogOptions bound the followers of gateway logs. Buffer, SlowAfter (after which a follower
+// is cut off with `too slow`) and Retry are the follow's (ops.LogFollowOptions, with its
+// defaults).
 type LogOptions struct {
-	// Buffer is how many lines a follower may have waiting to be written (1000).
-	Buffer int
-	// SlowAfter is how long a full buffer may stay full before its follower is cut off with
-	// `too slow` (5 s). The runtime reads the output for each follower alone, so waiting
-	// delays nobody else.
+	Buffer    int
 	SlowAfter time.Duration
 	// KeepAlive is the interval of the keep-alive comments, at which a follower also checks
 	// that its agent still exists (15 s).
 	KeepAlive time.Duration
-	// Retry is the wait before following again an output that ended (a restarted container)
-	// or is not there yet (no pod) while the agent exists (2 s).
-	Retry time.Duration
+	Retry     time.Duration
 }
 
+// setDefaults sets KeepAlive's default; the operation defaults the others.
 func (o *LogOptions) setDefaults() {
-	if o.Buffer <= 0 {
-		o.Buffer = 1000
-	}
-	if o.SlowAfter <= 0 {
-		o.SlowAfter = 5 * time.Second
-	}
 	if o.KeepAlive <= 0 {
 		o.KeepAlive = 15 * time.Second
-	}
-	if o.Retry <= 0 {
-		o.Retry = 2 * time.Second
 	}
 }
 
@@ -94,53 +71,21 @@ func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 	}}, nil
 }
 
-// logFollower is one follow stream: the runtime's reader pushes lines into a bounded buffer
-// that the handler writes out.
-type logFollower struct {
-	lines     chan string
-	slow      chan struct{} // closed when the buffer stayed full: the follower is cut off
-	slowOnce  sync.Once
-	slowAfter time.Duration
-	ctx       context.Context
-}
-
-// push queues a line; it waits at most slowAfter for room, then cuts the follower off.
-func (f *logFollower) push(line string) bool {
-	select {
-	case f.lines <- line:
-		return true
-	default:
-	}
-	t := time.NewTimer(f.slowAfter)
-	defer t.Stop()
-	select {
-	case f.lines <- line:
-		return true
-	case <-f.ctx.Done():
-		return false
-	case <-t.C:
-		f.slowOnce.Do(func() { close(f.slow) })
-		return false
-	}
-}
-
 // streamLogs serves one follower until the client leaves, the agent is deleted or the
-// follower is too slow.
+// follower is too slow: it writes out what the operation's follow (ops.LogStream) reads.
 func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogFollow) {
-	a := lf.Agent
 	s.followers.Add(1)
 	defer s.followers.Add(-1)
 	ctx, cancel := context.WithCancel(r.Context())
 	rc := http.NewResponseController(w)
-	f := &logFollower{lines: make(chan string, s.opts.Logs.Buffer), slow: make(chan struct{}),
-		slowAfter: s.opts.Logs.SlowAfter, ctx: ctx}
-	deleted := make(chan bool, 1)
-	writerDone, pumpDone := make(chan struct{}), make(chan struct{})
+	lo := s.opts.Logs
+	f := lf.Start(ctx, ops.LogFollowOptions{Buffer: lo.Buffer, SlowAfter: lo.SlowAfter, Retry: lo.Retry})
+	writerDone, released := make(chan struct{}), make(chan struct{})
 	go func() {
-		defer close(pumpDone)
-		deleted <- s.pumpLogs(ctx, lf, f)
+		defer close(released)
+		<-f.Done()
 		select {
-		case <-f.slow:
+		case <-f.Slow():
 			// A writer blocked on a client that does not read is released.
 			select {
 			case <-writerDone:
@@ -153,40 +98,37 @@ func (s *Server) streamLogs(w http.ResponseWriter, r *http.Request, lf *ops.LogF
 	defer func() {
 		close(writerDone)
 		cancel()
-		<-pumpDone
+		<-released
 	}()
 
 	w.WriteHeader(http.StatusOK)
 	if rc.Flush() != nil {
 		return
 	}
-	keep := time.NewTicker(s.opts.Logs.KeepAlive)
+	keep := time.NewTicker(lo.KeepAlive)
 	defer keep.Stop()
-	ls := &logStream{ctx: ctx, w: w, rc: rc, f: f, rl: newRedactedLines(lf.Redactor)}
-	defer ls.rl.hold.Stop()
-	s.writeLogs(ls, a, keep.C, deleted)
+	s.writeLogs(&logStream{ctx: ctx, w: w, rc: rc, f: f}, lf.Agent, keep.C)
 }
 
 // writeLogs writes the follower's lines, keep-alives and its end to the client until one
 // of them ends the stream.
-func (s *Server) writeLogs(ls *logStream, a *agentsv1.Agent, keep <-chan time.Time, deleted <-chan bool) {
-	ctx, f, rl := ls.ctx, ls.f, ls.rl
+func (s *Server) writeLogs(ls *logStream, a *agentsv1.Agent, keep <-chan time.Time) {
+	ctx, f := ls.ctx, ls.f
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-f.slow:
+		case <-f.Slow():
 			ls.tooSlow()
 			return
-		case line := <-f.lines:
+		case line := <-f.Lines():
 			ls.buf.Reset()
 			ls.data(line)
 			ls.take(maxLogBatch)
 			if ls.out(false); ls.buf.Len() > 0 && !ls.send(ls.buf.String()) {
 				return
 			}
-		case <-rl.hold.C:
-			rl.held = false
+		case <-f.Hold():
 			ls.buf.Reset()
 			if ls.out(true); ls.buf.Len() > 0 && !ls.send(ls.buf.String()) {
 				return
@@ -202,9 +144,9 @@ func (s *Server) writeLogs(ls *logStream, a *agentsv1.Agent, keep <-chan time.Ti
 			if !ls.send(": keep-alive\n\n") {
 				return
 			}
-		case gone := <-deleted:
+		case gone := <-f.Ended():
 			select {
-			case <-f.slow:
+			case <-f.Slow():
 				ls.tooSlow()
 				return
 			default:
@@ -222,13 +164,12 @@ func (s *Server) writeLogs(ls *logStream, a *agentsv1.Agent, keep <-chan time.Ti
 }
 
 // logStream writes one follower's lines to its client as server-sent events: lines are
-// batched, redacted (rl), then written into buf and sent.
+// batched, redacted (f.Redact), then written into buf and sent.
 type logStream struct {
 	ctx   context.Context
 	w     http.ResponseWriter
 	rc    *http.ResponseController
-	f     *logFollower
-	rl    *redactedLines
+	f     *ops.LogStream
 	buf   strings.Builder
 	batch []string
 }
@@ -254,7 +195,7 @@ func (ls *logStream) data(line string) { ls.batch = append(ls.batch, line) }
 func (ls *logStream) take(limit int) {
 	for more := true; more && len(ls.batch) < limit; {
 		select {
-		case l := <-ls.f.lines:
+		case l := <-ls.f.Lines():
 			ls.data(l)
 		default:
 			more = false
@@ -264,43 +205,10 @@ func (ls *logStream) take(limit int) {
 
 // out writes the batch's lines that may go out (all with flush) into buf.
 func (ls *logStream) out(flush bool) {
-	for _, l := range ls.rl.write(ls.ctx, ls.batch, flush) {
+	for _, l := range ls.f.Redact(ls.ctx, ls.batch, flush) {
 		ls.buf.WriteString("data: ")
 		ls.buf.WriteString(strings.ReplaceAll(l, "\r", ""))
 		ls.buf.WriteString("\n\n")
 	}
 	ls.batch = ls.batch[:0]
-}
-
-// is followed again after Retry.
-func (s *Server) pumpLogs(ctx context.Context, lf *ops.LogFollow, f *logFollower) bool {
-	a := lf.Agent
-	req := runtime.LogRequest{Tail: lf.Tail, Follow: f.push}
-	for {
-		err := lf.Follow(ctx, req)
-		// Followed again: only what is written from now on (a new container's output), where
-		// the runtime can tell.
-		req.Tail, req.Since = ops.MaxLogTail, time.Now()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-f.slow:
-			return false
-		default:
-		}
-		if err == nil {
-			return false
-		}
-		if !errors.Is(err, io.EOF) && !errors.Is(err, runtime.ErrNotRunning) {
-			logr.FromContextOrDiscard(ctx).V(1).Info("following gateway logs failed; retrying", "agent", a.Name, "error", err.Error())
-		}
-		if s.ops.AgentGone(ctx, a) {
-			return true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(s.opts.Logs.Retry):
-		}
-	}
 }

@@ -53,24 +53,8 @@ func (o *Ops) AgentLogs(ctx context.Context, t Tenant, id string, tail *int) ([]
 	return red.RedactLines(lines), nil
 }
 
-// LogFollow is what following an agent's gateway output needs: the agent as read, the lines
-// to send first, and the redactor of what it prints.
-type LogFollow struct {
-	Agent    *agentsv1.Agent
-	Tail     int
-	Redactor *LiveRedactor
-	o        *Ops
-}
-
-// Follow streams the agent's gateway output into req.Follow until it ends (io.EOF), ctx
-// ends, or the runtime has none to follow (runtime.ErrNotRunning).
-func (l *LogFollow) Follow(ctx context.Context, req runtime.LogRequest) error {
-	_, err := l.o.d.Runtime.Logs(ctx, l.Agent, req)
-	return err
-}
-
 // FollowLogs checks a request to follow the agent's gateway output (tail, nil:
-// DefaultFollowLogTail) and prepares its redactor; the caller follows the runtime's output.
+// DefaultFollowLogTail) and prepares its redactor; Start follows it.
 func (o *Ops) FollowLogs(ctx context.Context, t Tenant, id string, tail *int) (*LogFollow, error) {
 	a, n, red, err := o.openLogs(ctx, t, id, tail, DefaultFollowLogTail)
 	if err != nil {
@@ -78,7 +62,7 @@ func (o *Ops) FollowLogs(ctx context.Context, t Tenant, id string, tail *int) (*
 	}
 	live := &LiveRedactor{o: o, a: a, red: red}
 	live.key, _ = o.redactorKey(ctx, a)
-	return &LogFollow{Agent: a, Tail: n, Redactor: live, o: o}, nil
+	return &LogFollow{Agent: a, tail: n, live: live, o: o}, nil
 }
 
 // openLogs checks a request for the agent's output and builds its redactor. A redactor that
