@@ -8,13 +8,6 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
-// DomainOptions configure the domain routes (ops.DomainOptions); they must agree with the
-// domain controller's.
-type DomainOptions = ops.DomainOptions
-
-// domainOpts are the domain options with their defaults.
-func (s *Server) domainOpts() DomainOptions { return s.opts.Domains.WithDefaults() }
-
 // planOf is the plan of the caller's workspace ("" when the caller has none).
 func planOf(c *Caller) agentsv1.Plan {
 	if c.Workspace == nil {
@@ -51,7 +44,7 @@ func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
 	}
 	out := make([]domainView, 0, len(list))
 	for i := range list {
-		out = append(out, s.viewDomain(&list[i]))
+		out = append(out, viewDomain(&list[i]))
 	}
 	return ok(map[string]any{"domains": out})
 }
@@ -65,7 +58,7 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return created(map[string]any{"domain": s.viewDomain(d)})
+	return created(map[string]any{"domain": viewDomain(d)})
 }
 
 func (s *Server) getDomainRoute(r *http.Request, c *Caller) (*Response, error) {
@@ -73,7 +66,7 @@ func (s *Server) getDomainRoute(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ok(map[string]any{"domain": s.viewDomain(d)})
+	return ok(map[string]any{"domain": viewDomain(d)})
 }
 
 // patchDomain changes targetPort; the host name is immutable.
@@ -86,7 +79,7 @@ func (s *Server) patchDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ok(map[string]any{"domain": s.viewDomain(d)})
+	return ok(map[string]any{"domain": viewDomain(d)})
 }
 
 // deleteDomain answers 200 once the Domain is gone (its name is then free to claim again),

@@ -13,7 +13,7 @@ func (s *Server) verifyDomain(r *http.Request, c *Caller) (*Response, error) {
 		return nil, err
 	}
 	if !checked {
-		return &Response{Status: http.StatusAccepted, Body: map[string]any{"domain": s.viewDomain(d)}}, nil
+		return &Response{Status: http.StatusAccepted, Body: map[string]any{"domain": viewDomain(d)}}, nil
 	}
-	return ok(map[string]any{"domain": s.viewDomain(d)})
+	return ok(map[string]any{"domain": viewDomain(d)})
 }

@@ -7,8 +7,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
@@ -39,8 +37,9 @@ type verificationView struct {
 	Value string `json:"value"`
 }
 
-func (s *Server) viewDomain(d *agentsv1.Domain) domainView {
-	o := s.domainOpts()
+// viewDomain shows d as the REST API does: its host and TXT record are the status's (the
+// operations answer with those the controller writes, before its first pass too).
+func viewDomain(d *agentsv1.Domain) domainView {
 	v := domainView{
 		ID: d.Name, AgentID: d.Spec.AgentRef.Name, Subdomain: d.Spec.Subdomain, CustomDomain: d.Spec.CustomDomain,
 		Host: d.Status.Host, TargetPort: d.Spec.TargetPort, Status: string(d.Status.Phase),
@@ -48,22 +47,11 @@ func (s *Server) viewDomain(d *agentsv1.Domain) domainView {
 		Checks:   d.Status.Checks, CreatedAt: d.CreationTimestamp.UTC(),
 		LastChecked: timeOf(d.Status.LastChecked), NextCheck: timeOf(d.Status.NextCheck),
 	}
-	if v.Host == "" {
-		v.Host = hostclaim.Host(&d.Spec, o.AppsDomain)
-	}
 	if v.TargetPort == 0 {
 		v.TargetPort = ops.DefaultDomainPort
 	}
-	if d.Spec.CustomDomain != "" {
-		switch ver := d.Status.Verification; {
-		case ver != nil:
-			v.Verification = &verificationView{Type: "TXT", Name: ver.RecordName, Value: ver.Token}
-		case len(o.TokenKey) > 0:
-			v.Verification = &verificationView{
-				Type: "TXT", Name: dnsverify.RecordName(o.Brand, d.Spec.CustomDomain),
-				Value: dnsverify.Token(o.TokenKey, d.Namespace, d.Spec.CustomDomain),
-			}
-		}
+	if ver := d.Status.Verification; ver != nil && d.Spec.CustomDomain != "" {
+		v.Verification = &verificationView{Type: "TXT", Name: ver.RecordName, Value: ver.Token}
 	}
 	if v.Status == "" {
 		v.Status = string(agentsv1.DomainPending)

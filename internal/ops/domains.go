@@ -114,7 +114,7 @@ func (o *Ops) Domains(ctx context.Context, t Tenant, agentID string) ([]agentsv1
 	out := make([]agentsv1.Domain, 0, len(list.Items))
 	for i := range list.Items {
 		if list.Items[i].DeletionTimestamp == nil {
-			out = append(out, list.Items[i])
+			out = append(out, *o.expectStatus(&list.Items[i]))
 		}
 	}
 	return out, nil
@@ -137,7 +137,7 @@ func (o *Ops) Domain(ctx context.Context, t Tenant, agentID, id string) (*agents
 	if d.Spec.AgentRef.Name != agent.Name || d.DeletionTimestamp != nil {
 		return nil, Fail(NotFound, MsgDomainNotFound)
 	}
-	return d, nil
+	return o.expectStatus(d), nil
 }
 
 // PatchDomain changes a domain's targetPort; its host name is immutable (naming the same one
@@ -178,7 +178,7 @@ func (o *Ops) PatchDomain(ctx context.Context, t Tenant, agentID, id string, f D
 	if err != nil {
 		return nil, err
 	}
-	return d, nil
+	return o.expectStatus(d), nil
 }
 
 // DeleteDomain deletes the Domain; the controller's finalizer takes the route away and
@@ -241,11 +241,29 @@ func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d
 	})
 	switch {
 	case err == nil:
-		return d, true, nil
+		return o.expectStatus(d), true, nil
 	case ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return d, false, nil
+		return o.expectStatus(d), false, nil
 	}
 	return nil, false, err
+}
+
+// expectStatus fills in d, where the Domain controller has not written them yet, the host and
+// the ownership TXT record it writes into the status (controllers/domain, from the same
+// options and functions), so that an answer given before the controller's first pass shows
+// them too. The operations never write status: this is the copy they answer with.
+func (o *Ops) expectStatus(d *agentsv1.Domain) *agentsv1.Domain {
+	opts := o.d.Domains.WithDefaults()
+	if d.Status.Host == "" {
+		d.Status.Host = hostclaim.Host(&d.Spec, opts.AppsDomain)
+	}
+	if d.Spec.CustomDomain != "" && d.Status.Verification == nil && len(opts.TokenKey) > 0 {
+		d.Status.Verification = &agentsv1.DomainVerification{
+			RecordName: dnsverify.RecordName(opts.Brand, d.Spec.CustomDomain),
+			Token:      dnsverify.Token(opts.TokenKey, d.Namespace, d.Spec.CustomDomain),
+		}
+	}
+	return d
 }
 
 // answers tells whether a look-up that answered the verify request of value answered (a

@@ -80,7 +80,7 @@ func (o *Ops) CreateDomain(ctx context.Context, t Tenant, plan agentsv1.Plan, ag
 	if err := o.confirmDomain(ctx, d, agentKey, host, claimed); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return o.expectStatus(d), nil
 }
 
 // keepClaim renews d's claim on host (when claimed) every third of admission.InFlightWait

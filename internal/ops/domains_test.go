@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
@@ -204,5 +205,41 @@ func TestDomainOptionsDefaults(t *testing.T) {
 	o = DomainOptions{Brand: "acme", AppsDomain: "apps.example.com", VerifyWait: time.Second}.WithDefaults()
 	if o.Brand != "acme" || o.AppsDomain != "apps.example.com" || o.VerifyWait != time.Second {
 		t.Fatalf("set options are kept: %+v", o)
+	}
+}
+
+// TestDomainsAnswerTheStatusToCome: a Domain the controller has not seen yet is answered with
+// the host and TXT record the controller writes; one it has seen, with its status as it is.
+func TestDomainsAnswerTheStatusToCome(t *testing.T) {
+	seen := &agentsv1.DomainVerification{RecordName: "_written.example.com", Token: "written"}
+	o, _ := newTestOps(t, testAgent("a1"),
+		testDomain("dom-sub", "a1", func(d *agentsv1.Domain) { d.Spec.Subdomain = "shop" }),
+		testDomain("dom-new", "a1", func(d *agentsv1.Domain) { d.Spec.CustomDomain = "new.example.com" }),
+		testDomain("dom-seen", "a1", func(d *agentsv1.Domain) {
+			d.Spec.CustomDomain = "seen.example.com"
+			d.Status.Host, d.Status.Verification = "seen.example.com", seen
+		}))
+	o.d.Domains = DomainOptions{Brand: "acme", AppsDomain: "apps.example.org", TokenKey: []byte("key")}
+	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	sub, err := o.Domain(ctx, ws, "a1", "dom-sub")
+	if err != nil || sub.Status.Host != "shop.apps.example.org" || sub.Status.Verification != nil {
+		t.Fatalf("a new subdomain: %v %+v", err, sub.Status)
+	}
+	custom, err := o.Domain(ctx, ws, "a1", "dom-new")
+	if want := (agentsv1.DomainVerification{RecordName: "_acme-verify.new.example.com", Token: dnsverify.Token([]byte("key"), testNS, "new.example.com")}); err != nil ||
+		custom.Status.Host != "new.example.com" || custom.Status.Verification == nil || *custom.Status.Verification != want {
+		t.Fatalf("a new custom domain: %v %+v, want %+v", err, custom.Status, want)
+	}
+	list, err := o.Domains(ctx, ws, "a1")
+	if err != nil || len(list) != 3 {
+		t.Fatalf("list: %v %d", err, len(list))
+	}
+	for _, d := range list {
+		if d.Name == "dom-seen" && *d.Status.Verification != *seen {
+			t.Fatalf("a domain the controller saw: %+v, want its status", d.Status)
+		}
+		if d.Status.Host == "" {
+			t.Fatalf("%s listed without its host", d.Name)
+		}
 	}
 }
