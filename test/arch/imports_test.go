@@ -1,8 +1,9 @@
 // Package arch checks the module's structural rules: the two doors (the REST facade and the
 // controllers) share vocabulary through api/v1alpha1 and behaviour through internal
-// packages, never through each other; every test skip goes through testenv.Skip; every
-// status write names its field manager (one writer per status field); and no function is
-// over 80 lines (declarative tables aside, each named with why).
+// packages, never through each other; the REST facade imports no adapter directly (it calls
+// operations); every test skip goes through testenv.Skip; every status write names its
+// field manager (one writer per status field); and no function is over 80 lines
+// (declarative tables aside, each named with why).
 package arch
 
 import (
@@ -67,7 +68,7 @@ func imports(t *testing.T) map[string][]string {
 				return filepath.SkipDir // another module (hack/tools/...)
 			}
 		}
-		p, err := build.Default.ImportDir(path, 0)
+		own, err := ownImports(path)
 		if err != nil {
 			var noGo *build.NoGoError
 			if errors.As(err, &noGo) {
@@ -76,12 +77,6 @@ func imports(t *testing.T) map[string][]string {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 		rel, _ := filepath.Rel(root, path)
-		var own []string
-		for _, imp := range p.Imports {
-			if strings.HasPrefix(imp, module+"/") {
-				own = append(own, strings.TrimPrefix(imp, module+"/"))
-			}
-		}
 		out[filepath.ToSlash(rel)] = own
 		return nil
 	})
@@ -89,6 +84,22 @@ func imports(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// ownImports are the direct imports of the module's packages by the package in dir (test
+// files excluded), relative to the module.
+func ownImports(dir string) ([]string, error) {
+	p, err := build.Default.ImportDir(dir, 0)
+	if err != nil {
+		return nil, err
+	}
+	var own []string
+	for _, imp := range p.Imports {
+		if strings.HasPrefix(imp, module+"/") {
+			own = append(own, strings.TrimPrefix(imp, module+"/"))
+		}
+	}
+	return own, nil
 }
 
 // deps is the transitive closure of direct over the module's packages.
@@ -234,4 +245,54 @@ func under(rel, prefix string) bool {
 		return strings.HasPrefix(rel, prefix)
 	}
 	return rel == prefix || strings.HasPrefix(rel, prefix+"/")
+}
+
+// doorAdapterImports are the adapters the REST facade may import directly, each with why.
+// Otherwise it calls operations (internal/ops), which reach the adapters for it: the rule is
+// on direct imports, since every operation depends on adapters.
+var doorAdapterImports = map[string]string{
+	"internal/adapters/engine": "the task and device shapes the REST API shows are the engine's own types (engine.Task, Schedule, Payload, Devices), decoded and reflected into the OpenAPI document",
+}
+
+// TestDoorImportsNoAdapters: the REST facade's packages import no adapter but those
+// doorAdapterImports names.
+func TestDoorImportsNoAdapters(t *testing.T) {
+	found := 0
+	for rel, own := range imports(t) {
+		if under(rel, "apiserver") {
+			found++
+			for _, v := range doorAdapterViolations(rel, own) {
+				t.Error(v)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no package under apiserver: the layout changed, update the rule")
+	}
+}
+
+// doorAdapterViolations are the imports (own, of the module's packages) of package rel that
+// the door's adapter rule refuses.
+func doorAdapterViolations(rel string, own []string) []string {
+	var out []string
+	for _, imp := range own {
+		if under(imp, "internal/adapters") && doorAdapterImports[imp] == "" {
+			out = append(out, fmt.Sprintf("%s imports %s: the REST facade calls operations (internal/ops), never an adapter", rel, imp))
+		}
+	}
+	return out
+}
+
+// TestDoorAdapterRuleFiresOnPlantedViolation: the package in testdata/doorimports imports
+// dnsverify directly, besides the operations and the engine; the rule reports dnsverify, and
+// nothing else.
+func TestDoorAdapterRuleFiresOnPlantedViolation(t *testing.T) {
+	own, err := ownImports(filepath.Join("testdata", "doorimports"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := doorAdapterViolations("doorimports", own)
+	if len(v) != 1 || !strings.HasPrefix(v[0], "doorimports imports internal/adapters/dnsverify: ") {
+		t.Fatalf("violations %q, want dnsverify's alone", v)
+	}
 }
