@@ -22,12 +22,9 @@ import (
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
-// gatewaySecret is agent's gateway-token Secret in namespace ns holding tok.
+// gatewayTokenSecret is agent's gateway-token Secret in namespace ns holding tok.
 func gatewayTokenSecret(ns, agent, tok string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent + "-gateway-token", Labels: map[string]string{agentsv1.LabelGatewayTokenOf: agent}},
-		Data:       map[string][]byte{agentsv1.GatewayTokenDataKey: []byte(tok)},
-	}
+	return auth.GatewayTokenSecret(&agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent}}, tok)
 }
 
 // countingReader counts every request a reader makes (it stands for kube-apiserver).

@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -14,22 +13,6 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
-
-// BuildGatewayTokenSecret is the gateway-token Secret of agent holding token, owned by agent.
-func BuildGatewayTokenSecret(agent *agentsv1.Agent, token string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: agentsv1.GatewayTokenSecretName(agent.Name), Namespace: agent.Namespace,
-			Labels: map[string]string{
-				agentsv1.LabelGatewayTokenOf: agent.Name,
-				"app.kubernetes.io/part-of":  "agentplane",
-				"app.kubernetes.io/instance": agent.Name,
-			},
-		},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{agentsv1.GatewayTokenDataKey: []byte(token)},
-	}
-}
 
 // ensureGatewayToken returns the agent's gateway token, creating its Secret the first time:
 // with the token of a warm gateway reserved for the agent when warm (it can take one) and the
@@ -51,7 +34,7 @@ func (r *Reconciler) ensureGatewayToken(ctx context.Context, agent *agentsv1.Age
 	if err != nil {
 		return "", "", err
 	}
-	s = BuildGatewayTokenSecret(agent, token)
+	s = auth.GatewayTokenSecret(agent, token)
 	if err := controllerutil.SetControllerReference(agent, s, r.Scheme()); err != nil {
 		return "", "", err
 	}

@@ -21,27 +21,19 @@ import (
 
 // tokenSecret is agent's gateway-token Secret in namespace ns holding tok.
 func tokenSecret(ns, agent, tok string) *corev1.Secret {
-	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent + "-gateway-token", Labels: map[string]string{agentsv1.LabelGatewayTokenOf: agent}},
-		Data:       map[string][]byte{agentsv1.GatewayTokenDataKey: []byte(tok)},
-	}
+	return auth.GatewayTokenSecret(&agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: agent}}, tok)
 }
 
-// liveReads is a reader standing for kube-apiserver over objs that counts its reads into n;
-// before each Get it calls gate (nil: none).
+// liveReads is a reader standing for kube-apiserver over objs that counts its reads into n
+// (the lookups only Get from it); before each it calls gate (nil: none).
 func liveReads(n *atomic.Int64, gate func(), objs ...client.Object) client.Reader {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	return interceptor.NewClient(c, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			n.Add(1)
-			if gate != nil {
+			if n.Add(1); gate != nil {
 				gate()
 			}
 			return c.Get(ctx, key, obj, opts...)
-		},
-		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
-			n.Add(1)
-			return c.List(ctx, list, opts...)
 		},
 	})
 }

@@ -14,13 +14,13 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/config/policy"
-	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 // benchCost times, on envtest with 8 writers, each kind of request the manager makes per agent
@@ -134,7 +134,7 @@ func costSteps(ctx context.Context, c client.Client, scheme *k8sruntime.Scheme, 
 				client.FieldOwner(agentsv1.ControllerFieldManager))
 		}},
 		{"POST secrets (gateway token)", func(a *agentsv1.Agent) error {
-			s := agentctrl.BuildGatewayTokenSecret(a, "t")
+			s := auth.GatewayTokenSecret(a, "t")
 			if err := controllerutil.SetControllerReference(a, s, scheme); err != nil {
 				return err
 			}

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/hack/bench/internal/rss"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
@@ -319,7 +319,7 @@ func createDirect(ctx context.Context, c client.Client, agents []*agentsv1.Agent
 		if err != nil {
 			return err
 		}
-		for _, o := range []client.Object{agentctrl.BuildGatewayTokenSecret(a, "t"), sts} {
+		for _, o := range []client.Object{auth.GatewayTokenSecret(a, "t"), sts} {
 			if err := c.Create(ctx, o); err != nil {
 				return err
 			}

@@ -6,10 +6,6 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
-	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // PlatformTokenTTL is how long a platform token lives.
@@ -69,19 +65,4 @@ func GatewayBinding(gatewayToken string) string {
 func GatewayTokenHash(tok string) string {
 	sum := sha256.Sum256([]byte(tok))
 	return hex.EncodeToString(sum[:])
-}
-
-// GatewayTokenIndex maps an agent's gateway-token Secret (labelled LabelGatewayTokenOf) to
-// the GatewayTokenHash of the token it holds: the cache index agentsv1.IndexGatewayTokenHash
-// that gateway tokens are resolved by.
-func GatewayTokenIndex(o client.Object) []string {
-	sec, ok := o.(*corev1.Secret)
-	if !ok {
-		return nil
-	}
-	tok := string(sec.Data[agentsv1.GatewayTokenDataKey])
-	if sec.Labels[agentsv1.LabelGatewayTokenOf] == "" || tok == "" {
-		return nil
-	}
-	return []string{GatewayTokenHash(tok)}
 }
