@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -157,4 +158,31 @@ func TestActivityStampsDue(t *testing.T) {
 	if !s.due(uid, now.Add(activityStampEvery)) {
 		t.Fatal("a stamp is due again after the interval")
 	}
+}
+
+// TestMintPlatformToken: a platform token names the tenant's agent and its UID and is bound to
+// its gateway token; an agent the tenant cannot see is not found, and one without a gateway
+// token gets none.
+func TestMintPlatformToken(t *testing.T) {
+	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "uid-a1"}}
+	a2 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a2", UID: "uid-a2"}}
+	o, _ := fakeOps(Deps{}, a1, a2, tokenSecret("ws", "a1", "gw_one"), tokenSecret("ws", "a2", ""))
+	ctx, ws := context.Background(), Tenant{Namespace: "ws"}
+
+	tok, exp, err := o.MintPlatformToken(ctx, ws, "a1", signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := signer.Parse(tok)
+	if err != nil || c.Agent != "a1" || c.AgentUID != "uid-a1" || c.GatewayBinding != auth.GatewayBinding("gw_one") || !exp.Equal(c.ExpiresAt.Time) {
+		t.Fatalf("claims %+v (%v), expiry %s", c, err, exp)
+	}
+	_, _, err = o.MintPlatformToken(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1", signer)
+	wantFail(t, "another agent's credential", err, NotFound, MsgAgentNotFound)
+	_, _, err = o.MintPlatformToken(ctx, ws, "a2", signer)
+	wantFail(t, "no gateway token", err, Internal, MsgTokenGenFailed)
 }
