@@ -1,5 +1,6 @@
 // Package auth holds agentplane's credentials: the JWT signing key, bearer tokens and their
-// ApiKey objects, scopes and roles, and per-agent gateway tokens.
+// ApiKey objects, scopes and roles, and per-agent gateway tokens; and the decision of who a
+// credential speaks for (Authenticate, over what a Lookup reads).
 package auth
 
 import (
