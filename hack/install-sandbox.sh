@@ -26,3 +26,4 @@ if ((${#need[@]})); then
     { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends "${need[@]}" >/dev/null; }
 fi
 hack/build-criu.sh bin
+hack/build-reseed.sh bin

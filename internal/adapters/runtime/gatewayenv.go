@@ -58,14 +58,18 @@ func GatewayNodeEnv(heapMiB int64) map[string]string {
 //go:embed idlegc.mjs
 var idleGC string
 
-// idleGCImport is idlegc.mjs without its comment lines as a data: URL, percent-encoded: no
-// space or quote for NODE_OPTIONS to split on.
-var idleGCImport = func() string {
+// idleGCImport is idlegc.mjs as an --import URL (NodeImport).
+var idleGCImport = NodeImport(idleGC)
+
+// NodeImport is the ES module src, without its comment lines, as a data: URL for Node's
+// --import, percent-encoded: no space or quote for NODE_OPTIONS to split on, and no file to
+// ship into a sandbox or an image.
+func NodeImport(src string) string {
 	var code []string
-	for _, l := range strings.Split(idleGC, "\n") {
+	for _, l := range strings.Split(src, "\n") {
 		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "//") {
 			code = append(code, l)
 		}
 	}
 	return "data:text/javascript," + url.PathEscape(strings.Join(code, "\n"))
-}()
+}

@@ -225,9 +225,18 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 // restore restores the checkpoint in dir and returns the restored sandbox's PID 1 (in this
 // host's PID namespace).
 func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, error) {
-	pidFile := filepath.Join(dir, "restore.pid")
-	args := append([]string{"restore", "-D", dir, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...)
-	if err := c.run(ctx, dir, "restore.log", args...); err != nil {
+	return c.restoreFrom(ctx, dir, root, dir)
+}
+
+// restoreFrom is restore with CRIU's log and pid file in work, not in the images' dir
+// images: one image restored many times (a template's) is only read.
+func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work string) (int, error) {
+	pidFile := filepath.Join(work, "restore.pid")
+	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	args := append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...)
+	if err := c.run(ctx, work, "restore.log", args...); err != nil {
 		return 0, err
 	}
 	b, err := os.ReadFile(pidFile)

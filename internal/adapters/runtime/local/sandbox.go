@@ -86,6 +86,9 @@ type sandboxSpec struct {
 	// net, when set (an ordinary user's gateways and commands), runs the network helper in
 	// the sandbox's network namespace (nethelper.go).
 	net *sandboxNet
+	// template, when set (a template gateway and its copies), shows the template's hooks
+	// their dir and the reseed addon (template_freeze.go).
+	template *sandboxTemplate
 	// checkpoint makes the sandbox one CRIU can checkpoint and restore (checkpoint.go):
 	// tini is its PID 1 (not bwrap, whose binary is not visible inside), in a session of its
 	// own, in the host's cgroup namespace, with io_uring refused (seccomp filter on fd 3),
@@ -98,6 +101,12 @@ type sandboxSpec struct {
 type sandboxNet struct {
 	dir  string // the host dir bound at nethelper.SandboxDir, where the helper listens
 	gate bool   // the command waits on netGateFD for the manager to serve its namespace
+}
+
+// sandboxTemplate is what a template gateway's sandbox, or a copy's, shows its hooks.
+type sandboxTemplate struct {
+	dir    string // the host dir of its FIFOs, bound read-write at templateRunDir
+	reseed string // the reseed addon (a file, not a link), bound at templateReseed
 }
 
 // checkpointSpec is what a checkpointable sandbox needs besides a plain one.
@@ -259,6 +268,10 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 	}
 	binds, helper := s.netHelperArgs(spec, made)
 	args = append(args, binds...)
+	if tp := spec.template; tp != nil {
+		args = append(args, parentDirs(templateRunDir, made)...)
+		args = append(args, "--bind", tp.dir, templateRunDir, "--ro-bind", tp.reseed, templateReseed)
+	}
 	if spec.dir != "" {
 		args = append(args, "--chdir", spec.dir)
 	}
