@@ -86,6 +86,13 @@ const (
 	// ReasonCheckpointRestoreFailed: that checkpoint could not be restored, so the gateway
 	// starts anew (a cold resume; the home is kept). The message says why.
 	ReasonCheckpointRestoreFailed = "CheckpointRestoreFailed"
+	// ReasonBornFromGatewayTemplate: a new agent's gateway was restored from its engine's
+	// template (local runtime with CRIU) instead of booting.
+	ReasonBornFromGatewayTemplate = "BornFromGatewayTemplate"
+	// ReasonGatewayTemplateUnavailable: a new agent's gateway boots cold because its engine's
+	// template is missing, being made, stale, off, or could not be restored; the message
+	// says which.
+	ReasonGatewayTemplateUnavailable = "GatewayTemplateUnavailable"
 	// Reasons the kube runtime reports besides the kubelet's own container reasons.
 	ReasonPodNotCreated  = "PodNotCreated"
 	ReasonPodTerminating = "PodTerminating"

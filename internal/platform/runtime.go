@@ -44,6 +44,9 @@ type RuntimeOptions struct {
 	// Local: CompileCacheDir is where the engines' compile caches are sealed
 	// (local.Options.CompileCacheDir; "": under StateDir).
 	CompileCacheDir string
+	// Local: GatewayTemplates gives new agents copies of their engine's template gateway
+	// (local.Options.Templates).
+	GatewayTemplates bool
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
 	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
 	// command in the image (kube.Options.Probe).
@@ -113,7 +116,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
-			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir,
+			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates,
 			HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 		})
 		if err != nil {

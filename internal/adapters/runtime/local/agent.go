@@ -50,6 +50,9 @@ type agent struct {
 	backoff   time.Duration // the last restart wait (0: none yet)
 	retryAt   time.Time     // when a crashed gateway is restarted (zero: not scheduled)
 	unhealthy int           // failed health checks in a row while Running
+	// coldWhy, when set, is why a new agent's gateway starts cold instead of from its
+	// engine's template (template_copy.go): the first start's status says it.
+	coldWhy string
 }
 
 func (r *Runtime) newAgent(key types.NamespacedName) *agent {

@@ -181,7 +181,8 @@ func treeOf(pid int) (map[int]uint64, uint64) {
 
 // dump checkpoints the sandbox whose PID 1 is init into dir and ends it. args are the bwrap
 // arguments it was started with: the root skeleton restore needs is made from them in root.
-func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string) error {
+// extra are further CRIU options (a template's named mounts).
+func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string, extra ...string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	// A connection not accepted yet when the dump runs (a health probe, a client) is dropped
 	// like one that arrives during the sleep: its client retries. Without --skip-in-flight
 	// it fails the dump, and the gateway is stopped with its memory lost.
-	dumpArgs := append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...)
+	dumpArgs := append(append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...), extra...)
 	// A process of the sandbox caught exiting (a zombie whose threads are still going) makes
 	// CRIU refuse the dump and leave the tree running; a moment later it is reaped, so such a
 	// dump is tried again, a few times.
@@ -225,18 +226,24 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 // restore restores the checkpoint in dir and returns the restored sandbox's PID 1 (in this
 // host's PID namespace).
 func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, error) {
-	return c.restoreFrom(ctx, dir, root, dir)
+	return c.restoreFrom(ctx, dir, root, dir, nil)
 }
 
 // restoreFrom is restore with CRIU's log and pid file in work, not in the images' dir
-// images: one image restored many times (a template's) is only read.
-func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work string) (int, error) {
+// images: one image restored many times (a template's) is only read. With procs (cgroupWrap)
+// CRIU runs in those cgroups and leaves the restored tree in them (a copy of a template goes
+// to its agent's cgroups, not to the template's). extra are further CRIU options (where a
+// copy's named mounts come from).
+func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work string, procs []string, extra ...string) (int, error) {
 	pidFile := filepath.Join(work, "restore.pid")
 	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
 	}
-	args := append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...)
-	if err := c.run(ctx, work, "restore.log", args...); err != nil {
+	args := append(append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...), extra...)
+	if procs != nil {
+		args = append(args, "--manage-cgroups=ignore")
+	}
+	if err := c.runIn(ctx, procs, work, "restore.log", args...); err != nil {
 		return 0, err
 	}
 	b, err := os.ReadFile(pidFile)
@@ -248,11 +255,20 @@ func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work strin
 
 // run runs CRIU with its log in dir/log; an error carries the log's error lines.
 func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string) error {
+	return c.runIn(ctx, nil, dir, log, args...)
+}
+
+// runIn is run with CRIU in the cgroups whose cgroup.procs files are procs (none: its own).
+func (c *checkpointer) runIn(ctx context.Context, procs []string, dir, log string, args ...string) error {
 	args = append(args, "-o", log)
 	timeout := c.runTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.criu, args...)
+	bin, argv := c.criu, args
+	if procs != nil {
+		bin, argv = cgroupWrap(procs, bin, argv)
+	}
+	cmd := exec.CommandContext(ctx, bin, argv...)
 	// Cut off, CRIU's children (a half-restored tree) go with it, and an output pipe one of
 	// them holds does not keep the wait.
 	cmd.Cancel = func() error {
@@ -457,7 +473,7 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	if init.pid == 0 {
 		init = procRef{pid: p.pid, start: p.start} // a restored gateway: p is the sandbox's PID 1
 	}
-	bin, args, err := a.gatewaySandboxLocked(a.st.Port, false)
+	bin, args, err := a.gatewaySandboxLocked(false)
 	_, args = cgroupUnwrap(bin, args) // bwrap's own arguments
 	dir := filepath.Join(a.dir, checkpointDirName)
 	start := time.Now()
@@ -546,7 +562,8 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	}
 	p := adoptProcess(pid, st.start)
 	p.restored = true
-	if err := a.rt.attach(p, a.st.Port, a.home); err != nil {
+	_, inner := a.st.inSandbox()
+	if err := a.rt.attach(p, a.st.Port, inner, a.home); err != nil {
 		procRef{pid: pid, start: st.start}.killAndWait()
 		return err
 	}

@@ -103,21 +103,21 @@ func (a *agent) takeOverLocked(m *member, d runtime.Desired, engineDir string, t
 // bindLocked writes the agent's initial config over the member's and waits until the gateway
 // serves the agent's token.
 func (a *agent) bindLocked(ctx context.Context, m *member, d runtime.Desired) error {
-	if err := a.writeMemberConfigLocked(m, d); err != nil {
+	if err := a.writeAgentConfigLocked(m.home, d); err != nil {
 		return err
 	}
 	return a.rt.waitBound(ctx, m, d.GatewayToken)
 }
 
-// writeMemberConfigLocked makes the agent dir and writes the agent's initial engine config
-// (identity and gateway token) over the member's.
-func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
+// writeAgentConfigLocked makes the agent dir and writes the agent's initial engine config
+// (identity and gateway token) in home, over a warm gateway's or a template copy's.
+func (a *agent) writeAgentConfigLocked(home string, d runtime.Desired) error {
 	r := a.rt
 	if err := os.MkdirAll(a.dir, 0o700); err != nil {
 		return err
 	}
 	if r.bindFault != nil {
-		if err := r.bindFault(m.id); err != nil {
+		if err := r.bindFault(filepath.Base(filepath.Dir(home))); err != nil {
 			return err
 		}
 	}
@@ -126,7 +126,7 @@ func (a *agent) writeMemberConfigLocked(m *member, d runtime.Desired) error {
 	if err != nil {
 		return fmt.Errorf("initial engine config: %w", err)
 	}
-	if err := r.writeOwned(m.home, filepath.Clean(e.Layout().ConfigPath), cfg, 0o600); err != nil {
+	if err := r.writeOwned(home, filepath.Clean(e.Layout().ConfigPath), cfg, 0o600); err != nil {
 		return fmt.Errorf("write engine config: %w", err)
 	}
 	return nil

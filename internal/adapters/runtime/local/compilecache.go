@@ -357,7 +357,7 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	}
 	stopTimeout := max(r.opts.StopTimeout, warmStopTimeout)
 	defer stopProcess(context.Background(), p, stopTimeout, &r.opts.Log)
-	if err := r.plumbNet(p, port, spec.home); err != nil {
+	if err := r.plumbNet(p, port, port, spec.home); err != nil {
 		return err
 	}
 	url := endpoint(port)

@@ -2,6 +2,7 @@ package local
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,6 +49,9 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	}
 	if o, claimed := a.claimLocked(ctx, d, engineDir); claimed {
 		return o, nil // a warm gateway of a pool, bound to the agent
+	}
+	if o, born := a.bornFromTemplateLocked(ctx, d, engineDir); born {
+		return o, nil // a copy of the engine's template, bound to the agent
 	}
 	if err := a.prepareLocked(); err != nil {
 		return runtime.Observed{}, fmt.Errorf("create agent home: %w", err)
@@ -192,12 +196,13 @@ func (a *agent) startLocked(ctx context.Context) {
 	a.st.Port = port
 	e := a.rt.opts.Engine
 	a.rt.engineVersion(ctx, a.st.EngineDir, a.home, a.st.EngineVersion) // cached for observedLocked
-	gc := e.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
+	homeAt, inner := a.st.inSandbox()
+	gc := e.GatewayCommand(engine.GatewayParams{Port: inner, Bind: "loopback"})
 	// The attached secrets first: every value the platform sets (PATH, LANG, HOME, OPENCLAW_*,
 	// NODE_OPTIONS, the marker) comes after them and wins, even for a name that slipped past
 	// the reserved list.
-	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnvFor(a.heapMiB), a.rt.egressEnv(), e.Env(a.home, port), gc.Env, map[string]string{MarkerEnv: a.home})
-	bin, args, err := a.gatewaySandboxLocked(port, true)
+	env := mergeEnv(a.env, baseEnv(a.st.EngineDir), a.rt.nodeEnvFor(a.heapMiB), a.rt.egressEnv(), e.Env(cmp.Or(homeAt, a.home), inner), gc.Env, map[string]string{MarkerEnv: a.home})
+	bin, args, err := a.gatewaySandboxLocked(true)
 	if err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
@@ -205,7 +210,7 @@ func (a *agent) startLocked(ctx context.Context) {
 	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
 	p, err := startProcess(l)
 	if err == nil {
-		if err = a.rt.attach(p, port, a.home); err != nil {
+		if err = a.rt.attach(p, port, inner, a.home); err != nil {
 			stopProcess(ctx, p, 0, &a.log)
 		}
 	}
@@ -217,20 +222,25 @@ func (a *agent) startLocked(ctx context.Context) {
 	a.st.PID, a.st.StartTime = p.pid, p.start
 	a.saveLocked()
 	a.setPhase(runtime.PhaseStarting, "", "")
+	if a.coldWhy != "" {
+		a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayTemplateUnavailable, "the gateway starts cold: "+a.coldWhy)
+		a.coldWhy = ""
+	}
 	a.since = p.started // a new gateway starts anew (StartTimeout counts from here)
 	a.log.Info("gateway started", "pid", p.pid, "port", port, "engineVersion", a.st.EngineVersion)
 	a.poke()
 }
 
-// gatewaySandboxLocked is the command line of the gateway on port: in a sandbox CRIU can
+// gatewaySandboxLocked is the command line of the agent's gateway: in a sandbox CRIU can
 // checkpoint when the runtime checkpoints suspended gateways. own: see inSandbox.
-func (a *agent) gatewaySandboxLocked(port int, own bool) (string, []string, error) {
-	gc := a.rt.opts.Engine.GatewayCommand(engine.GatewayParams{Port: port, Bind: "loopback"})
+func (a *agent) gatewaySandboxLocked(own bool) (string, []string, error) {
+	homeAt, inner := a.st.inSandbox()
+	gc := a.rt.opts.Engine.GatewayCommand(engine.GatewayParams{Port: inner, Bind: "loopback"})
 	helper, err := a.rt.gatewayHelper(a.home)
 	if err != nil {
 		return "", nil, err
 	}
-	spec := sandboxSpec{home: a.home, dir: a.home, binary: engineBinary(a.st.EngineDir), args: gc.Args, net: helper}
+	spec := sandboxSpec{home: a.home, homeAt: homeAt, dir: cmp.Or(homeAt, a.home), binary: engineBinary(a.st.EngineDir), args: gc.Args, net: helper}
 	if a.rt.ckpt != nil {
 		spec.checkpoint = &checkpointSpec{tini: a.rt.ckpt.tini, log: filepath.Join(a.dir, logFileName)}
 	}

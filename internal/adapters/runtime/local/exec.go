@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,7 +75,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if engineDir == "" {
 		engineDir = r.engineDirFor(ag)
 	}
-	env := mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": home}, r.egressEnv(), r.opts.Engine.Env(home, st.Port), req.Env)
+	homeAt, env := r.execEnv(st, home, engineDir, secrets, req.Env)
 	path, args := req.Argv[0], req.Argv[1:]
 	if req.Engine {
 		if engineDir == "" {
@@ -99,7 +100,7 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 	if info, err := os.Stat(bin); err != nil || info.IsDir() {
 		return runtime.ExecResult{}, fmt.Errorf("%w: %s: not an executable file", runtime.ErrExec, req.Argv[0])
 	}
-	spec := sandboxSpec{home: home, dir: cwd, binary: bin, args: args, dieWithParent: true, joinNet: joinNet}
+	spec := sandboxSpec{home: home, homeAt: homeAt, dir: sandboxPath(home, homeAt, cwd), binary: sandboxPath(home, homeAt, bin), args: args, dieWithParent: true, joinNet: joinNet}
 	if cn != nil {
 		spec.net = cn.spec
 	}
@@ -151,6 +152,14 @@ func (r *Runtime) engineDirFor(ag *agentsv1.Agent) string {
 		}
 	}
 	return ""
+}
+
+// execEnv is where a command of an agent with state st sees its home (homeAt; "": at home)
+// and its environment: the attached secrets, then the platform's values, then req's.
+func (r *Runtime) execEnv(st state, home, engineDir string, secrets, reqEnv map[string]string) (string, []string) {
+	homeAt, inner := st.inSandbox()
+	seen := cmp.Or(homeAt, home)
+	return homeAt, mergeEnv(secrets, baseEnv(engineDir), map[string]string{"HOME": seen}, r.egressEnv(), r.opts.Engine.Env(seen, inner), reqEnv)
 }
 
 // resolveDir resolves rel (relative, "" = root) inside root, the workspace of the home home,

@@ -159,6 +159,14 @@ type Options struct {
 	CRIU string
 	// CRIUTimeout cuts off a CRIU run, the start's test checkpoint included (2 min when zero).
 	CRIUTimeout time.Duration
+	// Templates gives each new agent without an environment of its own a copy of its
+	// engine's template gateway instead of a boot (templates.go). They need checkpoints (CRIU)
+	// and the reseed addon ($AGENTPLANE_RESEED, else agentplane-reseed.node beside the running
+	// executable); without them new agents boot, and their status says why.
+	Templates bool
+	// TemplateDir keeps the engines' templates (<StateDir>/templates by default). Runtimes of
+	// different state dirs on one machine may share one.
+	TemplateDir string
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -207,7 +215,12 @@ type Runtime struct {
 	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
 	ckpt         *checkpointer
 	noCheckpoint string
-	tenant       string
+	// The engines' templates (templates.go), by engine dir, and the reseed addon their
+	// copies load ("" when there is none).
+	tplMu  sync.Mutex
+	tpls   map[string]*templateState
+	reseed string
+	tenant string
 
 	// The engines' compile caches (compilecache.go), by engine dir: sealed, being warmed (closed
 	// when done), last failed warm-up. ccCtx ends at Shutdown; ccWG waits for the warm-ups.
@@ -260,6 +273,8 @@ func New(opts Options) (*Runtime, error) {
 		verFail:    map[string]time.Time{},
 		events:     make(chan event.GenericEvent, notifyBuffer),
 		pools:      map[string]*pool{},
+		tpls:       map[string]*templateState{},
+		reseed:     findReseed(),
 		reserved:   map[types.NamespacedName]*reservation{},
 		poolEvents: make(chan event.GenericEvent, notifyBuffer),
 		ccReady:    map[string]*compileCache{},

@@ -209,9 +209,10 @@ func inNetNS(ns *os.File, fn func() error) error {
 	return <-errc
 }
 
-// plumbNet serves the network namespace of gateway process p of home listening on port: the
+// plumbNet serves the network namespace of gateway process p of home listening on inner in
+// it (port, or a template's port: state.inSandbox) and on port on the host's loopback: the
 // door on the host's loopback and the host services inside. It is closed when p exits.
-func (r *Runtime) plumbNet(p *process, port int, home string) error {
+func (r *Runtime) plumbNet(p *process, port, inner int, home string) error {
 	if !r.netns {
 		return nil
 	}
@@ -239,7 +240,8 @@ func (r *Runtime) plumbNet(p *process, port int, home string) error {
 		return fmt.Errorf("the gateway's door on the host's %s: %w", addr, err)
 	}
 	g.ls = append(g.ls, door)
-	go g.forward(door, func() (net.Conn, error) { return dialIn(ns, addr) })
+	inside := "127.0.0.1:" + strconv.Itoa(inner)
+	go g.forward(door, func() (net.Conn, error) { return dialIn(ns, inside) })
 	if err := r.serveInside(g); err != nil {
 		g.close()
 		return err

@@ -54,7 +54,7 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
 		return fail(err)
 	}
-	if err := r.attach(m.proc, m.port, m.home); err != nil {
+	if err := r.attach(m.proc, m.port, m.port, m.home); err != nil {
 		stopProcess(context.Background(), m.proc, 0, nil)
 		return fail(err)
 	}

@@ -45,7 +45,14 @@ func (r *Runtime) allocatePort(key types.NamespacedName, preferred int) (int, er
 	return pick, nil
 }
 
-// releasePortsLocked forgets key's port reservations.
+// releasePorts forgets key's port reservations.
+func (r *Runtime) releasePorts(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releasePortsLocked(key)
+}
+
+// releasePortsLocked is releasePorts with r.mu held.
 func (r *Runtime) releasePortsLocked(key types.NamespacedName) {
 	for p, owner := range r.ports {
 		if owner == key {

@@ -482,7 +482,8 @@ func (r *Runtime) adoptAll() map[string]bool {
 				}
 				continue
 			}
-			if err := r.attach(p, st.Port, homeOf(dir, st)); err != nil {
+			_, inner := st.inSandbox()
+			if err := r.attach(p, st.Port, inner, homeOf(dir, st)); err != nil {
 				r.opts.Log.Error(err, "cannot serve the adopted gateway's network: it is restarted once found unhealthy", "agent", key)
 			}
 			a := r.newAgent(key)

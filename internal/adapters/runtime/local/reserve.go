@@ -132,7 +132,7 @@ func (a *agent) claimReservedLocked(ctx context.Context, res *reservation, d run
 // once). The identity reaches the engine with its hot reload about a second later (OpenClaw:
 // the 300 ms debounce, the file watcher, the apply); the token stays the same through it.
 func (a *agent) adoptLocked(ctx context.Context, m *member, d runtime.Desired) error {
-	if err := a.writeMemberConfigLocked(m, d); err != nil {
+	if err := a.writeAgentConfigLocked(m.home, d); err != nil {
 		return err
 	}
 	if m.proc.hasExited() {

@@ -67,7 +67,10 @@ type sandbox struct {
 
 // sandboxSpec is one process to run in a sandbox.
 type sandboxSpec struct {
-	home     string   // bound read-write at its own path
+	home string // bound read-write at its own path, or at homeAt
+	// homeAt, when set, is where the sandbox shows home (a gateway born from a template and
+	// its agent's other sandboxes: templateHome); dir is then a path under it.
+	homeAt   string
 	readOnly []string // bound read-only at their own paths (the engine dir)
 	dir      string   // working directory (inside home)
 	binary   string   // what to run (a path that is visible inside)
@@ -251,8 +254,13 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 			}
 		}
 	}
-	for _, q := range realAndGiven(spec.home) {
-		bind("--bind", q)
+	if spec.homeAt != "" {
+		args = append(args, parentDirs(spec.homeAt, made)...)
+		args = append(args, "--bind", spec.home, spec.homeAt)
+	} else {
+		for _, q := range realAndGiven(spec.home) {
+			bind("--bind", q)
+		}
 	}
 	for _, m := range spec.mounts {
 		args = append(args, tmpDirs(m.dst, made)...)
@@ -367,6 +375,20 @@ func underSystem(p string) bool {
 		}
 	}
 	return false
+}
+
+// sandboxPath is where a sandbox that shows home at homeAt shows p, a path in home (or in the
+// path home resolves to); p itself when homeAt is "" or p is not in home.
+func sandboxPath(home, homeAt, p string) string {
+	if homeAt == "" {
+		return p
+	}
+	for _, h := range realAndGiven(home) {
+		if rel, err := filepath.Rel(h, p); err == nil && within(p, h) {
+			return filepath.Join(homeAt, rel)
+		}
+	}
+	return p
 }
 
 // realAndGiven is p and, when it differs, the path p resolves to (symlinks in it).

@@ -46,6 +46,19 @@ type state struct {
 	// Home is the agent's home when it is not <agent dir>/home: the home of the warm pool
 	// member the agent claimed (<StateDir>/pool/<member>/home).
 	Home string `json:"home,omitempty"`
+	// Template is the key of the template the agent's gateway was born from (templates.go):
+	// its sandboxes show the home at templateHome and the gateway listens on templatePort in
+	// its network namespace, as the template's did.
+	Template string `json:"template,omitempty"`
+}
+
+// inSandbox is where the sandboxes of an agent with state st show its home ("" = at its own
+// path) and the port its gateway listens on in its network namespace.
+func (st state) inSandbox() (homeAt string, port int) {
+	if st.Template != "" {
+		return templateHome, templatePort
+	}
+	return "", st.Port
 }
 
 // homeOf is the home of the agent kept in dir (<StateDir>/agents/<namespace>/<name>) with

@@ -183,9 +183,9 @@ func (a *agent) handleExitLocked() {
 // attach gives a new gateway process of home (started, restored, adopted, a pool member's)
 // what the runtime keeps for it: its network plumbing on port (netns.go) and its cgroup's
 // OOM kill count so far (handleExitLocked tells an OOM kill by it).
-func (r *Runtime) attach(p *process, port int, home string) error {
+func (r *Runtime) attach(p *process, port, inner int, home string) error {
 	p.oomKills = r.oomKills(home)
-	return r.plumbNet(p, port, home)
+	return r.plumbNet(p, port, inner, home)
 }
 
 // oomKills is the count of OOM kills in home's cgroup (0 without cgroups).

@@ -13,9 +13,11 @@ const dir = process.env.AGENTPLANE_TEMPLATE_DIR;
 const addon = process.env.AGENTPLANE_TEMPLATE_RESEED;
 
 if (dir && addon) {
-  // Math.random from OpenSSL in batches, the batch dropped at the freeze and the thaw: V8's
-  // own generator, restored with the image, would give every copy the same numbers.
-  const batch = new Uint32Array(128);
+  // Math.random from OpenSSL: V8's own generator, restored with the image, would give every
+  // copy the same numbers. The main thread draws in batches, dropped at the freeze and the
+  // thaw; a worker draws each number (a worker blocked when the template froze, in an
+  // Atomics.wait of the engine's own, cannot be told to drop a batch).
+  const batch = new Uint32Array(isMainThread ? 128 : 2);
   let next = batch.length;
   const drop = () => { next = batch.length; batch.fill(0); };
   Math.random = function random() {
@@ -32,6 +34,27 @@ if (dir && addon) {
   crypto.randomUUID = (options) => randomUUID({ ...options, disableEntropyCache: true });
   if (globalThis.crypto?.randomUUID) globalThis.crypto.randomUUID = () => crypto.randomUUID();
 
+  // A copy's gateway process then forgets the template's identity as the manager says in
+  // thaw.json (engine.InstanceReset): statements on its state database, then the signal
+  // that restarts it in-process.
+  const forget = () => {
+    let plan;
+    try {
+      plan = JSON.parse(fs.readFileSync(`${dir}/thaw.json`, 'utf8'));
+    } catch (e) {
+      if (e.code === 'ENOENT') return;
+      throw e;
+    }
+    if (plan.pid !== process.pid) return;
+    if (plan.db) {
+      const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
+      const db = new DatabaseSync(plan.db);
+      for (const q of plan.sql) db.exec(q);
+      db.close();
+    }
+    if (plan.signal) setImmediate(() => process.kill(process.pid, plan.signal));
+  };
+
   const channel = new BroadcastChannel('agentplane-template');
   channel.unref();
   if (isMainThread) {
@@ -44,28 +67,29 @@ if (dir && addon) {
     process.on('SIGWINCH', () => {
       const flag = new Int32Array(new SharedArrayBuffer(8)); // [thawed, workers frozen]
       channel.postMessage(flag.buffer);
-      const deadline = Date.now() + 10000;
+      // A worker that does not answer within 2 s is blocked already (the template was idle
+      // when it froze): in an Atomics.wait of the engine's own, for this thread, which goes
+      // on only after the reseed below.
+      const deadline = Date.now() + 2000;
       let frozen;
       while ((frozen = Atomics.load(flag, 1)) < workers && Date.now() < deadline) {
         Atomics.wait(flag, 1, frozen, deadline - Date.now());
       }
       drop();
-      const held = frozen >= workers;
       const ack = fs.openSync(`${dir}/frozen`, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
-      fs.writeSync(ack, held ? 'y' : 'n');
+      fs.writeSync(ack, 'y');
       fs.closeSync(ack);
-      if (held) {
-        const thaw = fs.openSync(`${dir}/thaw`, fs.constants.O_RDWR);
-        fs.readSync(thaw, Buffer.alloc(1), 0, 1, null);
-        fs.closeSync(thaw);
-        const m = { exports: {} };
-        process.dlopen(m, addon);
-        if (m.exports.reseed() !== true) {
-          process.stderr.write('agentplane: OpenSSL could not be reseeded after a restore\n');
-          process.exit(70);
-        }
-        drop();
+      const thaw = fs.openSync(`${dir}/thaw`, fs.constants.O_RDWR);
+      fs.readSync(thaw, Buffer.alloc(1), 0, 1, null); // here until a copy is thawed
+      fs.closeSync(thaw);
+      const m = { exports: {} };
+      process.dlopen(m, addon);
+      if (m.exports.reseed() !== true) {
+        process.stderr.write('agentplane: OpenSSL could not be reseeded after a restore\n');
+        process.exit(70);
       }
+      drop();
+      forget();
       Atomics.store(flag, 0, 1);
       Atomics.notify(flag, 0);
     });

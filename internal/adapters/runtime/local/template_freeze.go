@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,8 +33,8 @@ const (
 	// and templateReseed where it shows the addon (sandboxTemplate).
 	templateRunDir = "/run/agentplane-template"
 	templateReseed = "/run/agentplane-reseed.node"
-	// The FIFOs of a template's dir: a frozen process writes one byte to frozenFIFO ('y', or
-	// 'n' when its threads did not all hold still) and then waits for one from thawFIFO.
+	// The FIFOs of a template's dir: a frozen process writes one byte to frozenFIFO and then
+	// waits for one from thawFIFO.
 	frozenFIFO = "frozen"
 	thawFIFO   = "thaw"
 	// freezeSignal asks a template's Node process to freeze: one no process of the engine
@@ -121,12 +123,8 @@ func freezeNodeTree(ctx context.Context, init int, dir string) (int, error) {
 			return 0, fmt.Errorf("process %d: %w", pid, err)
 		}
 	}
-	got, err := readAcks(ctx, acks, len(procs))
-	if err != nil {
+	if _, err := readAcks(ctx, acks, len(procs)); err != nil {
 		return 0, err
-	}
-	if i := bytes.IndexByte(got, 'n'); i >= 0 {
-		return 0, fmt.Errorf("%d of %d processes could not hold their threads still", bytes.Count(got, []byte("n")), len(procs))
 	}
 	return len(procs), nil
 }
@@ -154,6 +152,39 @@ func readAcks(ctx context.Context, f *os.File, n int) ([]byte, error) {
 		}
 	}
 	return got, nil
+}
+
+// thawPlan is what the hooks of a copy's gateway process do once thawed (thaw.json): the
+// engine's instance reset (engine.InstanceReset), in the process whose pid (in the sandbox)
+// is PID.
+type thawPlan struct {
+	PID    int      `json:"pid"`
+	DB     string   `json:"db,omitempty"`
+	SQL    []string `json:"sql,omitempty"`
+	Signal string   `json:"signal,omitempty"`
+}
+
+// writeThawPlan writes the thaw plan of the copy whose template dir is dir.
+func writeThawPlan(dir string, p thawPlan) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, "thaw.json"), b, 0o644)
+}
+
+// nsPID is the pid of the host's process pid in its own PID namespace (NSpid's last field).
+func nsPID(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "NSpid:" {
+			return strconv.Atoi(f[len(f)-1])
+		}
+	}
+	return 0, fmt.Errorf("process %d: no NSpid", pid)
 }
 
 // thawNodeTree lets the n frozen processes of a copy restored from a template go on (its

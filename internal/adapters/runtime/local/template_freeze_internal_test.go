@@ -150,7 +150,7 @@ func restoreAndDraw(t *testing.T, c *checkpointer, images, root, tdir, home stri
 	if err := os.Mkdir(work, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	pid, err := c.restoreFrom(context.Background(), images, root, work)
+	pid, err := c.restoreFrom(context.Background(), images, root, work, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,303 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+)
+
+// Files of an agent dir while its gateway is born from a template: the image rewritten for
+// the agent (removed once restored), CRIU's log of the restore, and the dir of the hooks'
+// FIFOs the copy runs with.
+const (
+	copyImageName = "template-image"
+	copyWorkName  = "template-restore"
+	copyRunName   = "template-run"
+)
+
+// bornFromTemplateLocked gives a new agent a copy of its engine's template instead of a cold
+// start, and reports whether it did. New as for a warm pool's claim (claimLocked): no state,
+// no home, not to be stopped, no environment of its own. When it does not, a.coldWhy says why
+// (the cold start's status tells).
+func (a *agent) bornFromTemplateLocked(ctx context.Context, d runtime.Desired, engineDir string) (runtime.Observed, bool) {
+	if !a.rt.opts.Templates || d.Stopped || len(d.Env) > 0 || !a.freshLocked() {
+		return runtime.Observed{}, false
+	}
+	start := time.Now()
+	m, why := a.rt.template(d.EngineVersion, engineDir)
+	if m == nil {
+		a.coldWhy = why
+		return runtime.Observed{}, false
+	}
+	if err := a.copyTemplateLocked(ctx, m, d); err != nil {
+		a.log.Info("the gateway could not be born from its engine's template: it starts cold", "error", err.Error())
+		a.coldWhy = "the engine's template could not be restored: " + err.Error()
+		a.forgetCopyLocked()
+		return runtime.Observed{}, false
+	}
+	took := time.Since(start)
+	a.log.Info("gateway born from its engine's template", "pid", a.proc.pid, "port", a.st.Port, "took", took.Round(time.Millisecond))
+	a.setPhase(runtime.PhaseRunning, agentsv1.ReasonBornFromGatewayTemplate,
+		fmt.Sprintf("the gateway was born from its engine's template in %s", took.Round(time.Millisecond)))
+	a.poke()
+	return a.observedLocked(), true
+}
+
+// copyTemplateLocked restores a copy of template m as the agent's gateway and binds it to
+// the agent (its config and token, as a warm pool member's bind).
+func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runtime.Desired) error {
+	r := a.rt
+	c, err := a.prepareCopyLocked(m)
+	defer os.RemoveAll(c.images)
+	defer os.RemoveAll(c.work)
+	if err != nil {
+		return err
+	}
+	uid, root, run := c.uid, c.root, c.run
+	extra := []string{}
+	for _, mt := range templateMounts {
+		src := map[string]string{"home": a.home, "run": run, "log": c.log}[mt[1]]
+		extra = append(extra, "--external", "mnt["+mt[1]+"]:"+src)
+	}
+	images, work := c.images, c.work
+	procs := []string{} // not nil: the copy stays out of the template's cgroups
+	if cg := r.cg; cg != nil {
+		if procs, err = cg.join(uid); err != nil {
+			return fmt.Errorf("the agent's cgroup: %w", err)
+		}
+	}
+	// The agent's config before the restore: the copy's gateway restarts on it once it has
+	// forgotten the template's identity (planReset), and sees no change of it before that
+	// (a reload of the template's gateway would race the restart).
+	if err := a.writeAgentConfigLocked(a.home, d); err != nil {
+		return err
+	}
+	port, err := r.allocatePort(a.key, 0)
+	if err != nil {
+		return err
+	}
+	pid, err := r.ckpt.restoreFrom(ctx, images, root, work, procs, extra...)
+	if err != nil {
+		return err
+	}
+	st, err := readProcStat(pid)
+	if err != nil {
+		return fmt.Errorf("the restored gateway (pid %d) is gone: %w", pid, err)
+	}
+	p := adoptProcess(pid, st.start)
+	p.restored = true
+	a.proc = p // from here on forgetCopyLocked ends it
+	if err := a.planReset(run, pid); err != nil {
+		return err
+	}
+	if err := thawNodeTree(run, m.Procs); err != nil {
+		return err
+	}
+	if err := r.attach(p, port, templatePort, a.home); err != nil {
+		return err
+	}
+	a.st = state{Port: port, PID: pid, StartTime: st.start, EngineVersion: m.Version, EngineDir: m.EngineDir, Template: m.Key}
+	if err := r.waitReborn(ctx, p, port, d.GatewayToken); err != nil {
+		return err
+	}
+	a.st.ConfigHash, a.st.RestartNonce, a.st.TokenHash = d.ConfigHash(), d.RestartNonce, tokenHash(d.GatewayToken)
+	a.loaded, a.prepared = true, true
+	a.env, a.token = nil, d.GatewayToken
+	a.unhealthy, a.backoff, a.retryAt = 0, 0, timeZero
+	a.proc.healthySince = time.Now()
+	a.since = time.Now()
+	a.saveLocked()
+	return nil
+}
+
+// copyFiles are the files of a copy being made, in its agent dir (copyTemplateLocked).
+type copyFiles struct {
+	uid                          int // the agent's sandbox uid
+	run, images, work, root, log string
+}
+
+// prepareCopyLocked makes what a copy of m is restored from and with: the agent's home (the
+// template's copied and given to the agent's uid), the hooks' dir, an empty log, the sandbox's
+// root and the image rewritten for the agent's uid.
+func (a *agent) prepareCopyLocked(m *templateMeta) (copyFiles, error) {
+	r := a.rt
+	c := copyFiles{run: filepath.Join(a.dir, copyRunName), images: filepath.Join(a.dir, copyImageName), work: filepath.Join(a.dir, copyWorkName),
+		root: filepath.Join(a.dir, sandboxRootName), log: filepath.Join(a.dir, logFileName)}
+	if err := a.prepareLocked(); err != nil {
+		return c, err
+	}
+	tdir := r.templateDir(m.Key)
+	if err := copyTree(filepath.Join(tdir, tplHome), a.home); err != nil {
+		return c, fmt.Errorf("copy the template's home: %w", err)
+	}
+	var err error
+	if c.uid, err = r.sbx.uids.of(a.home); err != nil {
+		return c, err
+	}
+	if err := ownTree(a.home, ".", c.uid); err != nil {
+		return c, err
+	}
+	if err := makeTemplateDir(c.run, c.uid); err != nil {
+		return c, err
+	}
+	if err := os.WriteFile(c.log, nil, 0o600); err != nil {
+		return c, err
+	}
+	if err := copyTree(filepath.Join(tdir, tplRoot), c.root); err != nil {
+		return c, fmt.Errorf("the sandbox's root: %w", err)
+	}
+	if err := os.MkdirAll(c.work, 0o700); err != nil {
+		return c, err
+	}
+	if err := rewriteImage(filepath.Join(tdir, tplImage), c.images, m.UID, c.uid); err != nil {
+		return c, fmt.Errorf("the image for the agent's uid: %w", err)
+	}
+	return c, nil
+}
+
+// waitReborn waits until a thawed copy's gateway has restarted on the agent's config (its
+// instance reset's signal): its health fails once the restart closes it, then it is ready
+// and accepts the agent's token. Tries are one at a time: the engine's restart waits for the
+// requests in flight, and it answers a refused token late.
+func (r *Runtime) waitReborn(ctx context.Context, p *process, port int, token string) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
+	defer cancel()
+	url, down := endpoint(port), false
+	tc, checks := r.opts.Engine.(engine.TokenChecker)
+	for {
+		try, tcancel := context.WithTimeout(ctx, healthTimeout)
+		err := r.opts.Engine.Healthy(try, url)
+		switch {
+		case !down:
+			down = err != nil
+		case err == nil:
+			if err = r.ready(try, url); err == nil && checks {
+				var ok bool
+				if ok, err = tc.TokenAccepted(try, url, token); err == nil && !ok {
+					err = errTokenRefused
+				}
+			}
+			if err == nil {
+				tcancel()
+				return nil
+			}
+		}
+		tcancel()
+		select {
+		case <-p.exited:
+			return fmt.Errorf("the gateway exited with %s", p.exitDesc)
+		case <-ctx.Done():
+			if !down {
+				return fmt.Errorf("the gateway did not restart on the agent's config within %s: it never stopped serving", r.opts.StartTimeout)
+			}
+			return fmt.Errorf("the gateway did not restart on the agent's config within %s: %w", r.opts.StartTimeout, err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// planReset writes the thaw plan of the copy whose sandbox's init is init (its hooks' dir
+// run): the engine's instance reset, in the gateway's own process (init's Node child).
+func (a *agent) planReset(run string, init int) error {
+	ir, ok := a.rt.opts.Engine.(engine.InstanceResetter)
+	if !ok {
+		return nil
+	}
+	reset := ir.InstanceReset()
+	hooked := hookedNodeProcesses(init)
+	for _, c := range childPIDs(init) {
+		if !slices.Contains(hooked, c) {
+			continue
+		}
+		inner, err := nsPID(c)
+		if err != nil {
+			return err
+		}
+		return writeThawPlan(run, thawPlan{PID: inner, DB: path.Join(templateHome, reset.DB), SQL: reset.SQL, Signal: reset.Signal})
+	}
+	return errors.New("the restored sandbox runs no gateway")
+}
+
+// forgetCopyLocked undoes a copy that failed: its gateway ended, its port released, its dir
+// and home emptied (the cold start that follows begins from nothing).
+func (a *agent) forgetCopyLocked() {
+	if a.proc != nil {
+		stopProcess(context.Background(), a.proc, 0, nil)
+		a.proc = nil
+	}
+	a.rt.releasePorts(a.key)
+	a.st = state{}
+	a.prepared = false
+	entries, _ := os.ReadDir(a.home)
+	for _, e := range entries {
+		_ = os.RemoveAll(filepath.Join(a.home, e.Name()))
+	}
+	for _, name := range []string{copyRunName, sandboxRootName, logFileName, stateFileNam, pidFileName} {
+		_ = os.RemoveAll(filepath.Join(a.dir, name))
+	}
+}
+
+// copyTree copies the tree at src into dst (made when missing): dirs, regular files and
+// symlinks with their modes, nothing else. The trees are the runtime's own (a template's
+// home, made by a gateway of no agent, and its root skeleton).
+func copyTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(dst, rel)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.IsDir():
+			if err := os.MkdirAll(to, 0o700); err != nil {
+				return err
+			}
+			return os.Chmod(to, info.Mode().Perm())
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case info.Mode().IsRegular():
+			return copyRegular(p, to, info.Mode().Perm())
+		}
+		return nil
+	})
+}
+
+// copyRegular copies the regular file src to dst with mode perm.
+func copyRegular(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,151 @@
+package local_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
+)
+
+// realTemplates builds a fixture over the real engine whose runtime gives new agents copies
+// of their engine's template, with the checkout's reseed addon (make sandbox-packages) unless
+// $AGENTPLANE_RESEED names one.
+func realTemplates(t *testing.T) *fixture {
+	t.Helper()
+	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
+	if dir == "" {
+		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
+	}
+	if os.Getenv(local.ReseedEnv) == "" {
+		p, _ := filepath.Abs("../../../../bin/agentplane-reseed.node")
+		if _, err := os.Stat(p); err != nil {
+			testenv.Skip(t, "no reseed addon: set %s or run make sandbox-packages", local.ReseedEnv)
+		}
+		t.Setenv(local.ReseedEnv, p)
+	}
+	return checkpointing(t, func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.HealthInterval = 100 * time.Millisecond
+		o.Templates = true
+	})
+}
+
+// waitTemplate waits until the engine's template is ready.
+func waitTemplate(t *testing.T, f *fixture) {
+	t.Helper()
+	deadline := time.Now().Add(eventBound + 3*time.Minute) // a boot on a loaded machine, then the dump
+	for {
+		ok, why := f.rt.TemplateReady(version)
+		if ok {
+			return
+		}
+		if !strings.Contains(why, "being made") || time.Now().After(deadline) {
+			t.Fatalf("no template: %s", why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// instanceOf is what the copy's engine made for itself once it forgot its template's
+// identity, read in the agent's sandbox from its state database: the HMAC key it signs config
+// revisions with and the id of its boot.
+func instanceOf(t *testing.T, f *fixture, a *agentsv1.Agent) string {
+	t.Helper()
+	const read = `const { DatabaseSync } = require('node:sqlite');
+const db = new DatabaseSync(process.env.HOME + '/.openclaw/state/openclaw.sqlite', { readOnly: true });
+const key = db.prepare('SELECT hex(hmac_key) AS k FROM config_revision_keys').all().map((r) => r.k).join(',');
+const boots = db.prepare('SELECT boot_id AS b FROM gateway_boot_lifecycle').all().map((r) => r.b).join(',');
+console.log(key + ' ' + boots);`
+	var out string
+	deadline := time.Now().Add(eventBound)
+	for {
+		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"node", "-e", read}, Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("read the copy's state: %v %+v", err, res)
+		}
+		if out = strings.TrimSpace(string(res.Stdout)); len(strings.Fields(out)) == 2 {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the copy's engine made no HMAC key or boot record: %q", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestNewAgentsAreBornFromTheTemplate: the first agent of an engine starts cold and says why
+// (its template is being made); once the template is ready, each new agent's gateway is a copy
+// of it, running with the agent's token and no other, as the agent's own uid, with the home
+// and port every copy shares inside its own sandbox, and its console commands work there.
+// Each copy forgot the template's identity: the HMAC key and boot id its engine made are its
+// own (made after the thaw's reseed: copies that drew the same randomness would make the
+// same key). A template whose image cannot be restored gives a cold start that says why.
+func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
+	f := realTemplates(t)
+	first := newAgent("tpl-first")
+	o := ensure(t, f, first, desired("tok-first"))
+	if o.Reason != agentsv1.ReasonGatewayTemplateUnavailable || !strings.Contains(o.Message, "being made") {
+		t.Fatalf("the first agent = %+v, want a cold start because the template is being made", o)
+	}
+	waitTemplate(t, f)
+	ctx := context.Background()
+	seen := map[string]string{}
+	pids := map[int]bool{}
+	for i := range 2 {
+		a, tok := newAgent("tpl-copy-"+strconv.Itoa(i)), "tok-copy-"+strconv.Itoa(i)
+		o := ensure(t, f, a, desired(tok))
+		if o.Phase != runtime.PhaseRunning || o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
+			t.Fatalf("agent %d = %+v, want Running, born from the template", i, o)
+		}
+		waitStatus(t, o.Endpoint, tok, 404)
+		if got := invoke(t, o.Endpoint, "tok-first"); got != 401 {
+			t.Fatalf("copy %d accepts another agent's token: %d", i, got)
+		}
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"/bin/sh", "-c", "id -u; echo $HOME; pwd"}, Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec in copy %d: %v %+v", i, err, res)
+		}
+		lines := strings.Fields(string(res.Stdout))
+		if len(lines) != 3 || lines[0] == "0" || lines[1] != "/home/node" || !strings.HasPrefix(lines[2], "/home/node") {
+			t.Fatalf("exec in copy %d printed %q", i, res.Stdout)
+		}
+		if other, dup := seen[lines[0]]; dup {
+			t.Fatalf("copies %s and %d run as the same uid %s", other, i, lines[0])
+		}
+		seen[lines[0]] = strconv.Itoa(i)
+		id := instanceOf(t, f, a)
+		if other, dup := seen[id]; dup {
+			t.Fatalf("copies %s and %d share their engine's instance state %q", other, i, id)
+		}
+		seen[id] = strconv.Itoa(i)
+		pid := gatewayPID(t, f, a)
+		if pids[pid] {
+			t.Fatalf("two agents share gateway %d", pid)
+		}
+		pids[pid] = true
+	}
+
+	// A template whose image is broken: the next agent boots and its status says why.
+	broken, err := filepath.Glob(filepath.Join(f.opts.StateDir, "templates", "*", "image", "inventory.img"))
+	if err != nil || len(broken) != 1 {
+		t.Fatalf("the template's image: %v %v", broken, err)
+	}
+	if err := os.Truncate(broken[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	cold := newAgent("tpl-broken")
+	o = ensure(t, f, cold, desired("tok-broken"))
+	if o.Reason != agentsv1.ReasonGatewayTemplateUnavailable || !strings.Contains(o.Message, "could not be restored") {
+		t.Fatalf("an agent of a broken template = %+v, want a cold start that says the template could not be restored", o)
+	}
+	waitPhase(t, f, cold, desired("tok-broken"), runtime.PhaseRunning)
+	waitStatus(t, o.Endpoint, "tok-broken", 404)
+}
