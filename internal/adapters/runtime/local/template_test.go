@@ -87,7 +87,8 @@ console.log(key + ' ' + boots);`
 // and port every copy shares inside its own sandbox, and its console commands work there.
 // Each copy forgot the template's identity: the HMAC key and boot id its engine made are its
 // own (made after the thaw's reseed: copies that drew the same randomness would make the
-// same key). A template whose image cannot be restored gives a cold start that says why.
+// same key), and keeps it through a suspend (its own checkpoint) and a restart. A template
+// whose image cannot be restored gives a cold start that says why.
 func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 	f := realTemplates(t)
 	first := newAgent("tpl-first")
@@ -131,6 +132,21 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 			t.Fatalf("two agents share gateway %d", pid)
 		}
 		pids[pid] = true
+	}
+
+	// A copy's later life keeps its layout and its identity: suspended and woken it is
+	// restored from its own checkpoint, and restarted for a new spec it boots in the same
+	// sandbox layout, on the same state.
+	a, d := newAgent("tpl-copy-0"), desired("tok-copy-0")
+	before := instanceOf(t, f, a)
+	if r := suspendAndResume(t, f, a, d, nil); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("a copy's resume = %+v, want %s", r, agentsv1.ReasonRestoredFromCheckpoint)
+	}
+	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-copy-0", 404)
+	d.RestartNonce = "again"
+	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-copy-0", 404)
+	if after := instanceOf(t, f, a); strings.Fields(after)[0] != strings.Fields(before)[0] {
+		t.Fatalf("a copy's engine lost its HMAC key through a suspend and a restart: %q, then %q", before, after)
 	}
 
 	// A template whose image is broken: the next agent boots and its status says why.
