@@ -270,6 +270,24 @@ func (r *Runtime) serveInside(g *gatewayNet) error {
 	return nil
 }
 
+// loopbackBound is how long a bind in a sandbox's network namespace waits for its loopback
+// to have its address (as long as openNetNS waits for the sandbox).
+const loopbackBound = 30 * time.Second
+
+// bindWhenUp binds fd to sa, waiting while the address is not there yet: bwrap brings the
+// new namespace's loopback up in the sandbox's first process, which the manager may enter
+// first (a bind then fails with EADDRNOTAVAIL on a busy machine).
+func bindWhenUp(fd int, sa unix.Sockaddr) error {
+	deadline := time.Now().Add(loopbackBound)
+	for {
+		err := unix.Bind(fd, sa)
+		if !errors.Is(err, unix.EADDRNOTAVAIL) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // listenIn listens at addr inside g's namespace, closed with g, for at most maxAgentConns
 // connections at a time.
 func (g *gatewayNet) listenIn(addr string) (net.Listener, error) {
@@ -286,7 +304,7 @@ func (g *gatewayNet) listenIn(addr string) (net.Listener, error) {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return nil, err
 	}
-	if err := unix.Bind(fd, sa); err != nil {
+	if err := bindWhenUp(fd, sa); err != nil {
 		return nil, fmt.Errorf("bind %s: %w", addr, err)
 	}
 	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
