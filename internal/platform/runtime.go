@@ -45,8 +45,9 @@ type RuntimeOptions struct {
 	// (local.Options.CompileCacheDir; "": under StateDir).
 	CompileCacheDir string
 	// Local: GatewayTemplates gives new agents copies of their engine's template gateway
-	// (local.Options.Templates).
+	// (local.Options.Templates); TemplateDir keeps the templates ("": under StateDir).
 	GatewayTemplates bool
+	TemplateDir      string
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
 	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
 	// command in the image (kube.Options.Probe).
@@ -116,7 +117,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 	case RuntimeLocal:
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
-			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates,
+			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
 			HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 		})
 		if err != nil {
@@ -143,6 +144,15 @@ func (p *Platform) Checkpoints() (bool, string) {
 		return rt.Checkpoints()
 	}
 	return true, ""
+}
+
+// Templates reports whether the local runtime gives new agents copies of their engine's
+// template gateway and, when it does not, why (false for the kube runtime and for none).
+func (p *Platform) Templates() (bool, string) {
+	if rt, ok := p.runtime.(interface{ Templates() (bool, string) }); ok {
+		return rt.Templates()
+	}
+	return false, "only the local runtime has gateway templates"
 }
 
 // Sandboxed reports whether the local runtime runs agents in sandboxes and, when it does not,

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/devenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
@@ -96,6 +97,15 @@ func BuildAgentplane(t testing.TB) (bin, probe string) {
 	return built.bin, built.probe
 }
 
+// SharedTemplateDir is where the platforms StartDev starts keep the engines' template
+// gateways: one dir per test binary (each engine's template is made once per package run),
+// removed with its build (Main).
+func SharedTemplateDir(t testing.TB) string {
+	t.Helper()
+	BuildAgentplane(t)
+	return filepath.Join(built.dir, "templates")
+}
+
 // SharedCompileCacheDir is where the platforms StartDev starts seal the engines' compile
 // caches: one dir per test binary, removed with its build (Main).
 func SharedCompileCacheDir(t testing.TB) string {
@@ -116,7 +126,27 @@ func buildAgentplane(dir string) (bin, probe string, err error) {
 			return "", "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
+	// The reseed addon beside the binary, as in bin/ (make sandbox-packages builds it): new
+	// agents' gateways are born from templates (agentplane dev's default) where the host can.
+	if addon := filepath.Join(testenv.RepoRoot(), "bin", local.ReseedName); fileExists(addon) {
+		if err := copyFile(addon, filepath.Join(dir, local.ReseedName)); err != nil {
+			return "", "", err
+		}
+	}
 	return bin, probe, nil
+}
+
+func fileExists(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o755)
 }
 
 // Main runs a package's end-to-end tests (its TestMain: os.Exit(e2e.Main(m))) and then
@@ -141,7 +171,7 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	// The platforms of one test binary share the engines' compile caches (each engine is
 	// warmed once per package run, not once per platform: a warm-up is a gateway boot).
 	p.Cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.StateDir, "--control-plane-dir", kubeenv.AssetsDir(),
-		"--engine-dir", engine, "--api-addr", "127.0.0.1:0", "--compile-cache-dir", SharedCompileCacheDir(t)}, args...)...)
+		"--engine-dir", engine, "--api-addr", "127.0.0.1:0", "--compile-cache-dir", SharedCompileCacheDir(t), "--template-dir", SharedTemplateDir(t)}, args...)...)
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
 	if err := p.Cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -31,6 +31,9 @@ type agent struct {
 	done      chan struct{} // closed when the supervisor has ended
 	closeOnce sync.Once
 	steps     atomic.Int64 // supervision rounds done (tests wait for rounds, not for time)
+	// copying is what Ensure reports while the agent's gateway is being born from its
+	// engine's template (template_copy.go), nil otherwise.
+	copying atomic.Pointer[runtime.Observed]
 
 	mu       sync.Mutex
 	closed   bool // deleted or shut down: Ensure refuses
@@ -53,6 +56,8 @@ type agent struct {
 	// coldWhy, when set, is why a new agent's gateway starts cold instead of from its
 	// engine's template (template_copy.go): the first start's status says it.
 	coldWhy string
+	// startedCold is coldWhy of the gateway starting now: its Running phase says it too.
+	startedCold string
 }
 
 func (r *Runtime) newAgent(key types.NamespacedName) *agent {

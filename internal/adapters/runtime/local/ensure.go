@@ -32,6 +32,9 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	if err != nil {
 		return runtime.Observed{}, err
 	}
+	if o := a.copying.Load(); o != nil {
+		return *o, nil // its gateway is being born from a template (copyInBackground)
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.closed {
@@ -50,30 +53,40 @@ func (r *Runtime) Ensure(ctx context.Context, ag *agentsv1.Agent, d runtime.Desi
 	if o, claimed := a.claimLocked(ctx, d, engineDir); claimed {
 		return o, nil // a warm gateway of a pool, bound to the agent
 	}
-	if o, born := a.bornFromTemplateLocked(ctx, d, engineDir); born {
-		return o, nil // a copy of the engine's template, bound to the agent
+	if o, born := a.bornFromTemplateLocked(d, ag.Spec.Resources, engineDir); born {
+		return o, nil // a copy of the engine's template, being made for the agent
 	}
+	if err := a.coldLocked(ctx, d, ag.Spec.Resources, engineDir); err != nil {
+		return runtime.Observed{}, err
+	}
+	return a.observedLocked(), nil
+}
+
+// coldLocked is Ensure of an agent whose gateway is not a claim nor a copy: its home and
+// config made or updated, its resources applied, and its gateway started, restarted, restored
+// or stopped as d says.
+func (a *agent) coldLocked(ctx context.Context, d runtime.Desired, res *agentsv1.AgentResources, engineDir string) error {
 	if err := a.prepareLocked(); err != nil {
-		return runtime.Observed{}, fmt.Errorf("create agent home: %w", err)
+		return fmt.Errorf("create agent home: %w", err)
 	}
 	a.env, a.token = maps.Clone(d.Env), d.GatewayToken
-	heap, err := r.applyResources(a.home, ag.Spec.Resources)
+	heap, err := a.rt.applyResources(a.home, res)
 	if err != nil {
 		a.log.Info("cannot apply the agent's resources to its cgroup", "error", err.Error())
 	}
 	a.heapMiB = heap
 	if err := a.ensureConfigLocked(d); err != nil {
-		return runtime.Observed{}, err
+		return err
 	}
 	if a.proc != nil && a.proc.hasExited() {
 		a.handleExitLocked()
 	}
 	if d.Stopped {
 		a.stopDesiredLocked(ctx, d)
-		return a.observedLocked(), nil
+		return nil
 	}
 	a.runDesiredLocked(ctx, d, engineDir)
-	return a.observedLocked(), nil
+	return nil
 }
 
 // stopDesiredLocked stops the gateway of an agent that is to be stopped: checkpointed first
@@ -222,9 +235,9 @@ func (a *agent) startLocked(ctx context.Context) {
 	a.st.PID, a.st.StartTime = p.pid, p.start
 	a.saveLocked()
 	a.setPhase(runtime.PhaseStarting, "", "")
-	if a.coldWhy != "" {
-		a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayTemplateUnavailable, "the gateway starts cold: "+a.coldWhy)
-		a.coldWhy = ""
+	a.startedCold, a.coldWhy = a.coldWhy, ""
+	if a.startedCold != "" {
+		a.setPhase(runtime.PhaseStarting, agentsv1.ReasonGatewayTemplateUnavailable, "the gateway starts cold: "+a.startedCold)
 	}
 	a.since = p.started // a new gateway starts anew (StartTimeout counts from here)
 	a.log.Info("gateway started", "pid", p.pid, "port", port, "engineVersion", a.st.EngineVersion)

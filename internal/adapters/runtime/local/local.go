@@ -296,6 +296,11 @@ func New(opts Options) (*Runtime, error) {
 	} else {
 		r.opts.Log.Info("suspended gateways are stopped and cold-started on resume", "why", r.noCheckpoint)
 	}
+	if ok, why := r.Templates(); ok {
+		r.opts.Log.Info("new agents' gateways are born from their engine's template")
+	} else if opts.Templates {
+		r.opts.Log.Info("new agents' gateways boot cold: no gateway templates", "why", why)
+	}
 	claimed := r.adoptAll()
 	r.reapOrphans()
 	reapDeadWarmUps(r.compileCacheRoot(), r.opts.Log)

@@ -16,7 +16,8 @@ import (
 // reapOrphans stops the gateways of a previous manager that no state.json records: that
 // manager died after starting one and before writing its pid, so nothing would ever adopt or
 // stop it (it would run beside the gateway the next Ensure starts, holding its port), and the
-// warm pool members it left (pools are rebuilt from scratch). They are recognized by the
+// warm pool members it left (pools are rebuilt from scratch), and a template or a copy of one
+// it was making (templates.go, under StateDir). They are recognized by the
 // marker in their environment (an agent's or a member's home under StateDir, which this
 // runtime holds the lock of); processes in the group of an adopted gateway, or below it, are
 // its own (a checkpointable sandbox runs the gateway in a session of its own: --new-session).
@@ -32,7 +33,13 @@ func (r *Runtime) reapOrphans() {
 	}
 	r.mu.Unlock()
 	var prefixes []string
-	for _, d := range []string{"agents", poolDirName} {
+	dirs := []string{"agents", poolDirName}
+	if r.opts.TemplateDir == "" {
+		// A template being made, and a copy of one that no agent records yet, carry the
+		// marker of the template's home (a copy's memory is the template's).
+		dirs = append(dirs, "templates")
+	}
+	for _, d := range dirs {
 		prefixes = append(prefixes, MarkerEnv+"="+filepath.Join(r.opts.StateDir, d)+string(filepath.Separator))
 	}
 	forEachMarked(prefixes, func(pid int) {

@@ -149,7 +149,12 @@ func (a *agent) healthCheckedLocked(p *process, url string, err error) {
 		}
 		if a.phase != runtime.PhaseRunning {
 			a.log.Info("gateway is healthy", "pid", p.pid, "endpoint", url)
-			a.setPhase(runtime.PhaseRunning, "", "")
+			reason, message := "", ""
+			if a.startedCold != "" {
+				reason, message = agentsv1.ReasonGatewayTemplateUnavailable, "the gateway started cold: "+a.startedCold
+				a.startedCold = ""
+			}
+			a.setPhase(runtime.PhaseRunning, reason, message)
 		}
 	case a.phase == runtime.PhaseRunning:
 		a.unhealthy++

@@ -26,32 +26,85 @@ const (
 	copyRunName   = "template-run"
 )
 
-// bornFromTemplateLocked gives a new agent a copy of its engine's template instead of a cold
-// start, and reports whether it did. New as for a warm pool's claim (claimLocked): no state,
-// no home, not to be stopped, no environment of its own. When it does not, a.coldWhy says why
-// (the cold start's status tells).
-func (a *agent) bornFromTemplateLocked(ctx context.Context, d runtime.Desired, engineDir string) (runtime.Observed, bool) {
-	if !a.rt.opts.Templates || d.Stopped || len(d.Env) > 0 || !a.freshLocked() {
+// bornFromTemplateLocked starts a copy of its engine's template as a new agent's gateway
+// instead of a cold start, and reports whether it did. New as for a warm pool's claim
+// (claimLocked): no state, no home, not to be stopped, no environment of its own. The copy is
+// made in the background (copyInBackground), as a cold start boots in the background: Ensure
+// returns at once with the agent Starting, and Ensure calls while the copy is made report that
+// without waiting. When there is no copy to make, a.coldWhy says why (the cold start's status
+// tells).
+func (a *agent) bornFromTemplateLocked(d runtime.Desired, res *agentsv1.AgentResources, engineDir string) (runtime.Observed, bool) {
+	// A runtime that makes no templates says so once, at its start (local.go), not in each
+	// agent's status.
+	if a.rt.templatesOff() != "" || d.Stopped || len(d.Env) > 0 || !a.freshLocked() {
 		return runtime.Observed{}, false
 	}
-	start := time.Now()
 	m, why := a.rt.template(d.EngineVersion, engineDir)
 	if m == nil {
 		a.coldWhy = why
 		return runtime.Observed{}, false
 	}
-	if err := a.copyTemplateLocked(ctx, m, d); err != nil {
-		a.log.Info("the gateway could not be born from its engine's template: it starts cold", "error", err.Error())
-		a.coldWhy = "the engine's template could not be restored: " + err.Error()
-		a.forgetCopyLocked()
-		return runtime.Observed{}, false
+	ctx, cancel := context.WithCancel(a.rt.ccCtx)
+	if ctx.Err() != nil {
+		cancel()
+		return runtime.Observed{}, false // shutting down
 	}
-	took := time.Since(start)
-	a.log.Info("gateway born from its engine's template", "pid", a.proc.pid, "port", a.st.Port, "took", took.Round(time.Millisecond))
-	a.setPhase(runtime.PhaseRunning, agentsv1.ReasonBornFromGatewayTemplate,
-		fmt.Sprintf("the gateway was born from its engine's template in %s", took.Round(time.Millisecond)))
-	a.poke()
-	return a.observedLocked(), true
+	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonBornFromGatewayTemplate, "the gateway is being born from its engine's template")
+	o := a.observedLocked()
+	a.copying.Store(&o)
+	a.rt.ccWG.Add(1)
+	go func() {
+		defer a.rt.ccWG.Done()
+		defer cancel()
+		go func() { // a deleted agent's copy ends at once
+			select {
+			case <-a.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		a.copyInBackground(ctx, m, d, res, engineDir)
+	}()
+	return o, true
+}
+
+// copyInBackground makes the copy bornFromTemplateLocked started, holding the agent (its
+// other operations wait for the copy as for a checkpoint). A copy that fails gives the agent
+// a cold start, with d, unless the agent was deleted or the runtime shuts down meanwhile; a
+// desired state that changed meanwhile is the next Ensure's (the result is notified).
+func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime.Desired, res *agentsv1.AgentResources, engineDir string) {
+	a.mu.Lock()
+	defer func() {
+		a.copying.Store(nil)
+		notify := a.takeNotify()
+		a.mu.Unlock()
+		if notify {
+			a.notify()
+		}
+	}()
+	if a.closed {
+		return
+	}
+	start := time.Now()
+	err := a.copyTemplateLocked(ctx, m, d)
+	if err == nil {
+		took := time.Since(start)
+		a.log.Info("gateway born from its engine's template", "pid", a.proc.pid, "port", a.st.Port, "took", took.Round(time.Millisecond))
+		a.setPhase(runtime.PhaseRunning, agentsv1.ReasonBornFromGatewayTemplate,
+			fmt.Sprintf("the gateway was born from its engine's template in %s", took.Round(time.Millisecond)))
+		a.poke()
+		return
+	}
+	a.forgetCopyLocked()
+	if a.closed || ctx.Err() != nil {
+		a.setPhase(runtime.PhaseStopped, "", "")
+		return
+	}
+	a.log.Info("the gateway could not be born from its engine's template: it starts cold", "error", err.Error())
+	a.coldWhy = "the engine's template could not be restored: " + err.Error()
+	if err := a.coldLocked(context.Background(), d, res, engineDir); err != nil {
+		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
+	}
 }
 
 // copyTemplateLocked restores a copy of template m as the agent's gateway and binds it to

@@ -27,8 +27,8 @@ const (
 	// ReseedEnv names the reseed addon (hack/build-reseed.sh builds bin/agentplane-reseed.node)
 	// when it is not beside this program's executable.
 	ReseedEnv = "AGENTPLANE_RESEED"
-	// reseedName is the addon's file name.
-	reseedName = "agentplane-reseed.node"
+	// ReseedName is the addon's file name.
+	ReseedName = "agentplane-reseed.node"
 	// templateRunDir is where a template's sandbox (and each copy's) shows its dir of FIFOs,
 	// and templateReseed where it shows the addon (sandboxTemplate).
 	templateRunDir = "/run/agentplane-template"
@@ -60,7 +60,7 @@ func findReseed() string {
 		if err != nil {
 			return ""
 		}
-		p = filepath.Join(filepath.Dir(exe), reseedName)
+		p = filepath.Join(filepath.Dir(exe), ReseedName)
 	}
 	return resolvedFile(p)
 }

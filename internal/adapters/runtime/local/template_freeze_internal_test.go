@@ -70,7 +70,7 @@ func TestTemplateCopiesDrawTheirOwnRandomness(t *testing.T) {
 		criu, _ = filepath.Abs("../../../../bin/criu")
 	}
 	if reseed == "" {
-		reseed, _ = filepath.Abs("../../../../bin/" + reseedName)
+		reseed, _ = filepath.Abs("../../../../bin/" + ReseedName)
 	}
 	if reseed = resolvedFile(reseed); !fileExists(criu) || reseed == "" {
 		testenv.Skip(t, "no CRIU (%s) or reseed addon (%s): make sandbox-packages", criu, reseed)

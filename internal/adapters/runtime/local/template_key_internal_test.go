@@ -14,7 +14,7 @@ import (
 // environment) is another template: a stale one is never restored.
 func TestTemplateKeyNamesWhatTheImageDependsOn(t *testing.T) {
 	dir := t.TempDir()
-	criu, reseed := filepath.Join(dir, "criu"), filepath.Join(dir, reseedName)
+	criu, reseed := filepath.Join(dir, "criu"), filepath.Join(dir, ReseedName)
 	for _, p := range []string{criu, reseed} {
 		if err := os.WriteFile(p, []byte("x"), 0o755); err != nil {
 			t.Fatal(err)

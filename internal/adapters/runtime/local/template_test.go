@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
@@ -81,6 +83,28 @@ console.log(key + ' ' + boots);`
 	}
 }
 
+// mountedFrom are the processes that see a mount of a dir under the agent dir dir (a
+// sandbox's root, its home): their mountinfo names it, as a path in its file system that ends
+// with dir's path under the state dir.
+func mountedFrom(f *fixture, dir string) []int {
+	rel, err := filepath.Rel(f.opts.StateDir, dir)
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if mi, err := os.ReadFile("/proc/" + e.Name() + "/mountinfo"); err == nil && strings.Contains(string(mi), "/"+rel+"/") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
 // TestNewAgentsAreBornFromTheTemplate: the first agent of an engine starts cold and says why
 // (its template is being made); once the template is ready, each new agent's gateway is a copy
 // of it, running with the agent's token and no other, as the agent's own uid, with the home
@@ -102,8 +126,12 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 	pids := map[int]bool{}
 	for i := range 2 {
 		a, tok := newAgent("tpl-copy-"+strconv.Itoa(i)), "tok-copy-"+strconv.Itoa(i)
-		o := ensure(t, f, a, desired(tok))
-		if o.Phase != runtime.PhaseRunning || o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
+		// Ensure does not wait for the copy: it is made in the background, as a boot is.
+		if o := ensure(t, f, a, desired(tok)); o.Phase != runtime.PhaseStarting || o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
+			t.Fatalf("agent %d = %+v, want Starting, being born from the template", i, o)
+		}
+		o := waitPhase(t, f, a, desired(tok), runtime.PhaseRunning)
+		if o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
 			t.Fatalf("agent %d = %+v, want Running, born from the template", i, o)
 		}
 		waitStatus(t, o.Endpoint, tok, 404)
@@ -127,11 +155,27 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 			t.Fatalf("copies %s and %d share their engine's instance state %q", other, i, id)
 		}
 		seen[id] = strconv.Itoa(i)
+		if len(mountedFrom(f, f.rt.AgentDir(types.NamespacedName{Namespace: a.Namespace, Name: a.Name}))) == 0 {
+			t.Fatalf("copy %d's processes are not seen by their mounts (mountedFrom)", i)
+		}
 		pid := gatewayPID(t, f, a)
 		if pids[pid] {
 			t.Fatalf("two agents share gateway %d", pid)
 		}
 		pids[pid] = true
+	}
+
+	// A copy being made ends with its agent: deleted meanwhile, no process of it is left.
+	gone := newAgent("tpl-deleted")
+	if o := ensure(t, f, gone, desired("tok-deleted")); o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
+		t.Fatalf("agent = %+v, want a copy being made", o)
+	}
+	goneDir := f.rt.AgentDir(types.NamespacedName{Namespace: gone.Namespace, Name: gone.Name})
+	if err := f.rt.Delete(ctx, gone); err != nil {
+		t.Fatalf("delete an agent whose copy is being made: %v", err)
+	}
+	if pids := mountedFrom(f, goneDir); len(pids) > 0 {
+		t.Fatalf("processes %v of a deleted agent's copy are left", pids)
 	}
 
 	// A copy's later life keeps its layout and its identity: suspended and woken it is
@@ -158,10 +202,10 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cold := newAgent("tpl-broken")
-	o = ensure(t, f, cold, desired("tok-broken"))
+	ensure(t, f, cold, desired("tok-broken"))
+	o = waitPhase(t, f, cold, desired("tok-broken"), runtime.PhaseRunning)
 	if o.Reason != agentsv1.ReasonGatewayTemplateUnavailable || !strings.Contains(o.Message, "could not be restored") {
 		t.Fatalf("an agent of a broken template = %+v, want a cold start that says the template could not be restored", o)
 	}
-	waitPhase(t, f, cold, desired("tok-broken"), runtime.PhaseRunning)
 	waitStatus(t, o.Endpoint, "tok-broken", 404)
 }

@@ -93,9 +93,16 @@ func (r *Runtime) templatesOff() string {
 	case r.sbx == nil || !r.sbx.root || !r.netns:
 		return "templates need the sandbox as root with a network namespace per agent"
 	case r.reseed == "":
-		return "no reseed addon (" + reseedName + " beside agentplane or in " + ReseedEnv + "; make sandbox-packages builds it)"
+		return "no reseed addon (" + ReseedName + " beside agentplane or in " + ReseedEnv + "; make sandbox-packages builds it)"
 	}
 	return ""
+}
+
+// Templates reports whether new agents' gateways are born from their engine's template and,
+// when not, why (off, or this host cannot: no CRIU, not root, no reseed addon).
+func (r *Runtime) Templates() (bool, string) {
+	why := r.templatesOff()
+	return why == "", why
 }
 
 // template is the ready template of the engine install, or nil and why there is none; a
@@ -165,7 +172,8 @@ func (r *Runtime) templateKey(version, engineDir string) string {
 			fmt.Fprintln(h, p, st.Size(), st.ModTime().UnixNano())
 		}
 	}
-	fmt.Fprintln(h, r.opts.ReadOnlyPaths, r.opts.HostServices)
+	// Not HostServices: the manager serves them in each copy's namespace after its restore.
+	fmt.Fprintln(h, r.opts.ReadOnlyPaths)
 	return version + "-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
@@ -195,11 +203,12 @@ func readTemplateMeta(dir string) (*templateMeta, error) {
 func (r *Runtime) buildTemplate(ctx context.Context, key, version, engineDir string) (*templateMeta, error) {
 	start := time.Now()
 	final := r.templateDir(key)
-	dir := final + ".tmp"
-	if err := os.RemoveAll(dir); err != nil {
+	// A dir of its own: runtimes sharing the templates' dir may make the same one at once.
+	if err := os.MkdirAll(r.templatesDir(), 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir, err := os.MkdirTemp(r.templatesDir(), key+".tmp-")
+	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
@@ -253,10 +262,22 @@ func (r *Runtime) buildTemplate(ctx context.Context, key, version, engineDir str
 	if err := os.WriteFile(filepath.Join(dir, templateMetaName), b, 0o600); err != nil {
 		return nil, err
 	}
-	if err := os.RemoveAll(final); err != nil {
+	return publishTemplate(dir, final, m)
+}
+
+// publishTemplate moves the template made in dir to final, unless another runtime sharing
+// the templates' dir published the same one first (then that one is used).
+func publishTemplate(dir, final string, m *templateMeta) (*templateMeta, error) {
+	if other, err := readTemplateMeta(final); err == nil && other.Key == m.Key {
+		return other, nil
+	}
+	if err := os.RemoveAll(final); err != nil { // an unfinished or unreadable one
 		return nil, err
 	}
 	if err := os.Rename(dir, final); err != nil {
+		if other, rerr := readTemplateMeta(final); rerr == nil && other.Key == m.Key {
+			return other, nil
+		}
 		return nil, err
 	}
 	return m, nil
