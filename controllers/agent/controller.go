@@ -115,7 +115,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 
 	before := agent.DeepCopy()
-	defer func() { controllers.PatchStatus(ctx, r.Client, agent, before, r.statusStep(ctx, agent, before), &res, &reterr) }()
+	defer func() {
+		controllers.PatchStatus(ctx, r.Client, agent, before, r.statusStep(ctx, agent, before), &res, &reterr)
+	}()
 	return r.reconcileNormal(ctx, agent)
 }
 

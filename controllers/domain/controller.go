@@ -98,7 +98,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 
 	before := d.DeepCopy()
 	o := &domainOutcome{}
-	defer func() { controllers.PatchStatus(ctx, r.Client, d, before, r.statusStep(ctx, d, before, o), &res, &reterr) }()
+	defer func() {
+		controllers.PatchStatus(ctx, r.Client, d, before, r.statusStep(ctx, d, before, o), &res, &reterr)
+	}()
 	return r.reconcileNormal(ctx, d, agent, o)
 }
 
