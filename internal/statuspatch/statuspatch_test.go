@@ -16,9 +16,9 @@ import (
 )
 
 var (
-	conflict = apierrors.NewConflict(schema.GroupResource{Resource: "agents"}, "a", errors.New("changed"))
-	gone     = apierrors.NewNotFound(schema.GroupResource{Resource: "agents"}, "a")
-	refused  = errors.New("refused")
+	conflict   = apierrors.NewConflict(schema.GroupResource{Resource: "agents"}, "a", errors.New("changed"))
+	gone       = apierrors.NewNotFound(schema.GroupResource{Resource: "agents"}, "a")
+	errRefused = errors.New("refused")
 )
 
 // script plays the API server for one Run: what each read, change and write answers.
@@ -86,12 +86,12 @@ func TestRun(t *testing.T) {
 		{name: "one attempt by default", s: script{writes: []error{conflict}},
 			err: apierrors.IsConflict, reads: []int{0}, writes: 1},
 		{name: "a reread is no attempt", s: script{rereads: 2, backoff: wait.Backoff{Steps: 1}}, wrote: true, reads: []int{0, 0, 0}, writes: 1},
-		{name: "another write error is returned at once", s: script{writes: []error{refused}, backoff: wait.Backoff{Steps: 5}},
-			err: func(err error) bool { return errors.Is(err, refused) }, reads: []int{0}, writes: 1},
+		{name: "another write error is returned at once", s: script{writes: []error{errRefused}, backoff: wait.Backoff{Steps: 5}},
+			err: func(err error) bool { return errors.Is(err, errRefused) }, reads: []int{0}, writes: 1},
 		{name: "a read error is returned as it is", s: script{readErr: gone, backoff: wait.Backoff{Steps: 5}},
 			err: apierrors.IsNotFound, reads: []int{0}, writes: 0},
-		{name: "a change error is returned, nothing written", s: script{changeErr: refused},
-			err: func(err error) bool { return errors.Is(err, refused) }, reads: []int{0}, writes: 0},
+		{name: "a change error is returned, nothing written", s: script{changeErr: errRefused},
+			err: func(err error) bool { return errors.Is(err, errRefused) }, reads: []int{0}, writes: 0},
 		{name: "the wait after a conflict ends with the context", s: script{writes: []error{conflict}, backoff: wait.Backoff{Steps: 3, Duration: time.Hour}, ctxAlive: time.Millisecond},
 			err: func(err error) bool { return errors.Is(err, context.DeadlineExceeded) }, reads: []int{0}, writes: 1},
 	} {
