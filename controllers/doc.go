@@ -38,7 +38,9 @@
 //
 // reconcileNormal changes the world in small phases (functions of its own) and records on obj,
 // or in a pass value the status step reads, what it found; it never writes the status. Each
-// condition is made by one compute…Condition function and set with meta.SetStatusCondition.
+// condition is made in one place, a compute…Condition function (or, for the rollouts' Ready,
+// SetRolloutStatus, where their phase and counts are made too), and set with
+// meta.SetStatusCondition.
 // PatchStatus, the one deferred step, runs the kind's StatusStep: Compute derives the summary
 // (Ready) from the other conditions and acknowledges the generation
 // (status.observedGeneration) only when the pass ended without error, and says whether to

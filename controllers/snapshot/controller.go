@@ -286,21 +286,22 @@ func StreamArchive(ctx context.Context, store storage.Store, space string, write
 // fail ends the Snapshot: phase failed, Ready=False with reason.
 func (r *Reconciler) fail(snap *agentsv1.Snapshot, reason, msg string) {
 	snap.Status.Phase = agentsv1.SnapshotFailed
-	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionFalse, reason, msg))
 	r.event(snap, corev1.EventTypeWarning, reason, "Archive", "%s", controllers.TruncateMessage(msg))
 }
 
 // pending keeps the Snapshot waiting with Ready=False and reason.
 func (r *Reconciler) pending(snap *agentsv1.Snapshot, reason, msg string) {
 	snap.Status.Phase = agentsv1.SnapshotPending
-	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionFalse, reason, msg))
 }
 
-func (r *Reconciler) setReady(snap *agentsv1.Snapshot, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&snap.Status.Conditions, metav1.Condition{
+// computeReadyCondition is the Snapshot's Ready condition for what its archive came to.
+func computeReadyCondition(snap *agentsv1.Snapshot, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{
 		Type: agentsv1.ConditionReady, Status: status, ObservedGeneration: snap.Generation,
 		Reason: reason, Message: controllers.TruncateMessage(msg),
-	})
+	}
 }
 
 // backoff is the wait before the next attempt while storage is unreachable: as long as the
