@@ -21,6 +21,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
+	renderingrolloutctrl "github.com/agentplane/agentplane/controllers/renderingrollout"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
 
@@ -237,7 +238,7 @@ func (d *agentDouble) render(a *agentsv1.Agent) (crashed bool) {
 // platform with clk; the returned func stops it.
 func startRenderingManager(platform string, clk clock.PassiveClock) func() {
 	mgr := newManager()
-	Expect((&engineupgradectrl.RenderingReconciler{
+	Expect((&renderingrolloutctrl.Reconciler{
 		Client: mgr.GetClient(), Platform: platform, Clock: clk,
 		Recorder: mgr.GetEventRecorder("renderingrollout-test"),
 	}).SetupWithManager(mgr)).To(Succeed())

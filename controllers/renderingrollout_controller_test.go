@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
+	renderingrolloutctrl "github.com/agentplane/agentplane/controllers/renderingrollout"
 )
 
 // allowedOf are the renderings the agents are allowed to restart onto, in order.
@@ -37,7 +37,7 @@ func rolloutSummary(name string) func() []any {
 // createRollout makes the RenderingRollout of platform for the agents of ns (before the
 // manager runs: it then finds it and makes none).
 func createRollout(platform, ns string, mut func(*agentsv1.RenderingRollout)) string {
-	rr := &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: engineupgradectrl.RenderingRolloutName(platform)},
+	rr := &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: renderingrolloutctrl.RenderingRolloutName(platform)},
 		Spec: agentsv1.RenderingRolloutSpec{Rendering: platform, Workspaces: []string{ns}}}
 	mut(rr)
 	Expect(k8sClient.Create(ctx, rr)).To(Succeed())
@@ -47,10 +47,10 @@ func createRollout(platform, ns string, mut func(*agentsv1.RenderingRollout)) st
 
 var _ = Describe("RenderingRollout controller", func() {
 	It("makes the manager's RenderingRollout when it leads, and deletes the ones it made for earlier renderings", func() {
-		old := &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: engineupgradectrl.RenderingRolloutName("p0earlier"),
+		old := &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: renderingrolloutctrl.RenderingRolloutName("p0earlier"),
 			Labels: map[string]string{agentsv1.LabelRenderingRollout: "manager"}}, Spec: agentsv1.RenderingRolloutSpec{Rendering: "p0earlier"}}
 		Expect(k8sClient.Create(ctx, old)).To(Succeed())
-		mine := engineupgradectrl.RenderingRolloutName("p3made")
+		mine := renderingrolloutctrl.RenderingRolloutName("p3made")
 		DeferCleanup(func() {
 			_ = k8sClient.Delete(context.Background(), &agentsv1.RenderingRollout{ObjectMeta: metav1.ObjectMeta{Name: mine}})
 		})

@@ -9,11 +9,62 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// StatusStep is what a kind's reconciler says of its status step (PatchStatus): what it
+// computes once the pass is over, and how the write goes.
+type StatusStep struct {
+	// Compute computes what a pass computes last (the Ready summary from the other
+	// conditions; status.observedGeneration when the pass converged) from passOK (the pass
+	// ended without error) and reports whether the status is to be written: a kind whose
+	// status is consistent only after a whole pass writes nothing after a failed one. nil:
+	// the status is written as the pass left it.
+	Compute func(passOK bool) (write bool)
+	// Written runs once the write ended without error; changed reports a patch was sent
+	// (events of phase changes, what the controller keeps of its own writes). nil: nothing.
+	Written func(changed bool)
+	// RequeueOnConflict: a write that conflicted (the pass read a stale cache) is no error;
+	// the pass runs again on fresh data after StaleCacheRetry. Otherwise the conflict is the
+	// pass's error (and the workqueue's backoff runs it again).
+	RequeueOnConflict bool
+	// Options of the write (WithoutLock).
+	Options []StatusPatchOption
+}
+
+// PatchStatus is the one deferred status step of every reconciler (doc.go):
+//
+//	before := obj.DeepCopy()
+//	defer func() { controllers.PatchStatus(ctx, r.Client, obj, before, r.statusStep(obj, before), &res, &reterr) }()
+//	return r.reconcileNormal(ctx, obj)
+//
+// It runs step.Compute with whether the pass ended without error, writes the status through
+// PatchStatusIfChanged when Compute says so, and then runs step.Written. A failed write
+// becomes the pass's error (unless the pass failed already, whose error stays), or, with
+// RequeueOnConflict, a conflict a run again after StaleCacheRetry.
+func PatchStatus(ctx context.Context, c client.Client, obj, before client.Object, step StatusStep, res *ctrl.Result, reterr *error) {
+	if step.Compute != nil && !step.Compute(*reterr == nil) {
+		return
+	}
+	changed, err := PatchStatusIfChanged(ctx, c, obj, before, step.Options...)
+	switch {
+	case err == nil:
+		if step.Written != nil {
+			step.Written(changed)
+		}
+	case step.RequeueOnConflict && apierrors.IsConflict(err):
+		if *reterr == nil {
+			*res = ctrl.Result{RequeueAfter: StaleCacheRetry} // again on fresh data
+		}
+	case *reterr == nil:
+		*res, *reterr = ctrl.Result{}, err
+	}
+}
 
 // PatchStatusIfChanged writes obj's status when it differs from before's (a copy of obj taken
 // when the pass read it) and reports whether it wrote. The write is a merge patch of the
@@ -24,7 +75,7 @@ import (
 // deleted) is no error. The patch names the controllers' field manager and carries only their
 // fields (ownStatusFields): the status fields of other writers are theirs alone.
 //
-// Every reconciler writes its status through this helper. obj and before must be pointers to
+// Every reconciler writes its status through this helper, called by PatchStatus. obj and before must be pointers to
 // the same struct type with a Status field (every kind of api/v1alpha1). WithoutLock is for a
 // status its controller alone writes and that records an effect the pass already had (a
 // Snapshot's archive): the patch must land rather than conflict and repeat the effect.

@@ -5,6 +5,7 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -99,7 +100,7 @@ type Reconciler struct {
 
 // Reconcile converges one Agent: cluster-api style, a normal and a delete path, and the status
 // computed in one place and written only when it changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	agent := &agentsv1.Agent{}
 	if err := r.Get(ctx, req.NamespacedName, agent); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -115,9 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 
 	before := agent.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, agent, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
+		controllers.PatchStatus(ctx, r.Client, agent, before, r.statusStep(ctx, agent, before), &res, &reterr)
 	}()
 	return r.reconcileNormal(ctx, agent)
 }
@@ -281,30 +280,41 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *agentsv1.Agent)
 	return client.IgnoreNotFound(r.Update(ctx, agent))
 }
 
-// patchStatus computes the Ready summary, moves status.observedGeneration when the pass
+// statusStep computes the Ready summary, moves status.observedGeneration when the pass
 // converged (it ended without error and no restore waits for a retry), writes the status
 // only when it changed (so a quiet pass does not trigger another) and records phase changes
-// as events.
-func (r *Reconciler) patchStatus(ctx context.Context, agent, before *agentsv1.Agent, passOK bool) error {
-	if passOK && !restoreRetrying(agent) {
-		agent.Status.ObservedGeneration = agent.Generation
+// as events. The write keeps the optimistic lock: a merge patch replaces whole lists, and a
+// pass that read a cache older than the stored object (a spec change, another writer's
+// status fields) must not put its stale lists back: it conflicts and runs again on fresh data.
+func (r *Reconciler) statusStep(ctx context.Context, agent, before *agentsv1.Agent) controllers.StatusStep {
+	var sum [sha256.Size]byte
+	var now time.Time
+	var base string
+	return controllers.StatusStep{
+		Compute: func(passOK bool) bool {
+			if passOK && !restoreRetrying(agent) {
+				agent.Status.ObservedGeneration = agent.Generation
+			}
+			meta.SetStatusCondition(&agent.Status.Conditions, computeReadyCondition(agent))
+			if equality.Semantic.DeepEqual(agent.Status, before.Status) {
+				return false // a quiet pass: no digest to compute, nothing to write
+			}
+			sum, now, base = statusSum(&agent.Status), r.Clock.Now(), agent.ResourceVersion
+			// Written by a pass that saw this object: the cache has not caught up.
+			return !r.written.fresh(agent.UID, base, sum)
+		},
+		Written: func(changed bool) {
+			if changed {
+				r.written.store(agent.UID, sum, before.ResourceVersion, base)
+				observeFirstRunning(agent, before, now)
+				r.announcePhase(ctx, agent, before)
+			}
+		},
 	}
-	meta.SetStatusCondition(&agent.Status.Conditions, computeReadyCondition(agent))
-	if equality.Semantic.DeepEqual(agent.Status, before.Status) {
-		return nil // a quiet pass: no digest to compute, nothing to write
-	}
-	sum, now, base := statusSum(&agent.Status), r.Clock.Now(), agent.ResourceVersion
-	if r.written.fresh(agent.UID, base, sum) {
-		return nil // written by a pass that saw this object; the cache has not caught up
-	}
-	// Optimistic lock: a merge patch replaces whole lists, and a pass that read a cache older
-	// than the stored object (a spec change, another writer's status fields) must not put its
-	// stale lists back: it conflicts and runs again on fresh data.
-	if changed, err := controllers.PatchStatusIfChanged(ctx, r.Client, agent, before); err != nil || !changed {
-		return err
-	}
-	r.written.store(agent.UID, sum, before.ResourceVersion, base)
-	observeFirstRunning(agent, before, now)
+}
+
+// announcePhase records a phase change as an event.
+func (r *Reconciler) announcePhase(ctx context.Context, agent, before *agentsv1.Agent) {
 	// A phase change is an event, except an agent's first phase (starting): its creation says
 	// as much, and at thousands of agents that event would be a request each.
 	if before.Status.Phase != agent.Status.Phase && !(before.Status.Phase == "" && agent.Status.Phase == agentsv1.AgentStarting) {
@@ -315,7 +325,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, agent, before *agentsv1.Ag
 		r.event(agent, typ, "Phase"+phaseEventSuffix(agent.Status.Phase), "Reconcile", "agent is %s: %s", agent.Status.Phase, gatewayMessage(agent))
 		log.FromContext(ctx).Info("agent phase changed", "from", before.Status.Phase, "to", agent.Status.Phase)
 	}
-	return nil
 }
 
 func (r *Reconciler) event(agent *agentsv1.Agent, typ, reason, action, note string, args ...any) {

@@ -37,17 +37,13 @@ type Reconciler struct {
 
 // Reconcile converges one AgentSecret's status in the form of every reconciler here
 // (controllers/doc.go). An AgentSecret holds no finalizer.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	sec := &agentsv1.AgentSecret{}
 	if err := r.Get(ctx, req.NamespacedName, sec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := sec.DeepCopy()
-	defer func() {
-		if err := r.patchStatus(ctx, sec, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
-	}()
+	defer func() { controllers.PatchStatus(ctx, r.Client, sec, before, statusStep(sec), &res, &reterr) }()
 	return ctrl.Result{}, r.reconcileNormal(ctx, sec)
 }
 
@@ -67,15 +63,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, sec *agentsv1.AgentSec
 	return nil
 }
 
-// patchStatus acknowledges the generation and writes the status when it changed; a pass that
-// failed writes nothing (its conditions are half computed).
-func (r *Reconciler) patchStatus(ctx context.Context, sec, before *agentsv1.AgentSecret, passOK bool) error {
-	if !passOK {
-		return nil
-	}
-	sec.Status.ObservedGeneration = sec.Generation
-	_, err := controllers.PatchStatusIfChanged(ctx, r.Client, sec, before)
-	return err
+// statusStep: a pass that converged acknowledges the generation and writes the status when
+// it changed; a pass that failed writes nothing (its conditions are half computed).
+func statusStep(sec *agentsv1.AgentSecret) controllers.StatusStep {
+	return controllers.StatusStep{Compute: func(passOK bool) bool {
+		if passOK {
+			sec.Status.ObservedGeneration = sec.Generation
+		}
+		return passOK
+	}}
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.secrets name the secret

@@ -68,7 +68,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;delete
 
 // Reconcile converges one Channel in the form of every reconciler here (controllers/doc.go).
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	ch := &agentsv1.Channel{}
 	if err := r.Get(ctx, req.NamespacedName, ch); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -82,11 +82,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	before := ch.DeepCopy()
-	defer func() {
-		if err := r.patchStatus(ctx, ch, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
-	}()
+	defer func() { controllers.PatchStatus(ctx, r.Client, ch, before, r.statusStep(ch, before), &res, &reterr) }()
 	return r.reconcileNormal(ctx, ch)
 }
 
@@ -213,17 +209,13 @@ func (r *Reconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) (ctrl.R
 // agent that is going too, or whose home cannot be reached, renders nothing now: it removes
 // the channel on its next render, which status.config.channels remembers), deletes the token
 // Secrets made for it and releases the Channel.
-func (r *Reconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, ch *agentsv1.Channel) (res ctrl.Result, reterr error) {
 	if !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	// While it waits for the agent, the Channel says why in its status.
 	before := ch.DeepCopy()
-	defer func() {
-		if err := r.patchStatus(ctx, ch, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
-	}()
+	defer func() { controllers.PatchStatus(ctx, r.Client, ch, before, r.statusStep(ch, before), &res, &reterr) }()
 	agent := &agentsv1.Agent{}
 	err := r.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}, agent)
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -357,22 +349,34 @@ func setConfigured(ch *agentsv1.Channel, status metav1.ConditionStatus, reason, 
 	}
 }
 
-// patchStatus, deferred by reconcileNormal's and reconcileDelete's pass, sets the Ready
-// condition and writes the status when it changed (recording Configured changes as events); a
-// released Channel has none to write. Only a pass that reached a verdict (ack) acknowledges the
-// generation.
-func (r *Reconciler) patchStatus(ctx context.Context, ch, before *agentsv1.Channel, ack bool) error {
-	if ch.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
-		return nil // removed: the Channel is gone with its status
+// statusStep, of reconcileNormal's and reconcileDelete's pass, sets the Ready condition and
+// writes the status when it changed (recording Configured changes as events); a released
+// Channel has none to write. Only a pass that reached a verdict (ended without error)
+// acknowledges the generation. This controller alone writes a Channel's status: a plain
+// merge patch.
+func (r *Reconciler) statusStep(ch, before *agentsv1.Channel) controllers.StatusStep {
+	return controllers.StatusStep{
+		Compute: func(passOK bool) bool {
+			if ch.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(ch, agentsv1.ChannelFinalizer) {
+				return false // removed: the Channel is gone with its status
+			}
+			if passOK {
+				ch.Status.ObservedGeneration = ch.Generation
+			}
+			meta.SetStatusCondition(&ch.Status.Conditions, computeChannelReadyCondition(ch))
+			return true
+		},
+		Written: func(changed bool) {
+			if changed {
+				r.announceConfigured(ch, before)
+			}
+		},
+		Options: []controllers.StatusPatchOption{controllers.WithoutLock},
 	}
-	if ack {
-		ch.Status.ObservedGeneration = ch.Generation
-	}
-	meta.SetStatusCondition(&ch.Status.Conditions, computeChannelReadyCondition(ch))
-	// This controller alone writes a Channel's status: a plain merge patch, as before.
-	if changed, err := controllers.PatchStatusIfChanged(ctx, r.Client, ch, before, controllers.WithoutLock); err != nil || !changed {
-		return err
-	}
+}
+
+// announceConfigured records a change of the Configured condition as an event.
+func (r *Reconciler) announceConfigured(ch, before *agentsv1.Channel) {
 	old := meta.FindStatusCondition(before.Status.Conditions, agentsv1.ChannelConfigured)
 	cur := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelConfigured)
 	if cur != nil && cur.Status != metav1.ConditionUnknown && (old == nil || old.Status != cur.Status || old.Reason != cur.Reason) {
@@ -382,7 +386,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, ch, before *agentsv1.Chann
 		}
 		r.event(ch, typ, cur.Reason, "Reconcile", "%s", cur.Message)
 	}
-	return nil
 }
 
 func (r *Reconciler) event(ch *agentsv1.Channel, typ, reason, action, note string, args ...any) {

@@ -76,7 +76,7 @@ type Reconciler struct {
 
 // Reconcile converges one Domain: a delete path and a normal path, the status computed in one
 // place and written only when it changed.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	d := &agentsv1.Domain{}
 	if err := r.Get(ctx, req.NamespacedName, d); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -99,10 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	before := d.DeepCopy()
 	o := &domainOutcome{}
 	defer func() {
-		o.apply(d)
-		if err := r.patchStatus(ctx, d, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
+		controllers.PatchStatus(ctx, r.Client, d, before, r.statusStep(ctx, d, before, o), &res, &reterr)
 	}()
 	return r.reconcileNormal(ctx, d, agent, o)
 }

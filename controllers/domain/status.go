@@ -71,17 +71,29 @@ func computeDomainPhase(routed metav1.Condition) agentsv1.DomainPhase {
 	return agentsv1.DomainFailed
 }
 
-// patchStatus computes the Ready summary, moves status.observedGeneration when the pass
-// converged (it ended without error), writes the status only when it changed and records
-// phase changes as events.
-func (r *Reconciler) patchStatus(ctx context.Context, d, before *agentsv1.Domain, passOK bool) error {
-	if passOK {
-		d.Status.ObservedGeneration = d.Generation
+// statusStep computes the conditions and the phase from what the pass found (o), the Ready
+// summary, moves status.observedGeneration when the pass converged (it ended without error),
+// and records phase changes, once written, as events.
+func (r *Reconciler) statusStep(ctx context.Context, d, before *agentsv1.Domain, o *domainOutcome) controllers.StatusStep {
+	return controllers.StatusStep{
+		Compute: func(passOK bool) bool {
+			o.apply(d)
+			if passOK {
+				d.Status.ObservedGeneration = d.Generation
+			}
+			meta.SetStatusCondition(&d.Status.Conditions, computeDomainReadyCondition(d))
+			return true
+		},
+		Written: func(changed bool) {
+			if changed {
+				r.announcePhase(ctx, d, before)
+			}
+		},
 	}
-	meta.SetStatusCondition(&d.Status.Conditions, computeDomainReadyCondition(d))
-	if changed, err := controllers.PatchStatusIfChanged(ctx, r.Client, d, before); err != nil || !changed {
-		return err
-	}
+}
+
+// announcePhase records a phase change as an event.
+func (r *Reconciler) announcePhase(ctx context.Context, d, before *agentsv1.Domain) {
 	if before.Status.Phase != d.Status.Phase {
 		typ, msg := corev1.EventTypeNormal, ""
 		if c := routedCondition(d); c != nil {
@@ -93,7 +105,6 @@ func (r *Reconciler) patchStatus(ctx context.Context, d, before *agentsv1.Domain
 		r.event(d, typ, "Phase", "Reconcile", "domain %s is %s: %s", d.Status.Host, d.Status.Phase, msg)
 		log.FromContext(ctx).Info("domain phase changed", "host", d.Status.Host, "from", before.Status.Phase, "to", d.Status.Phase)
 	}
-	return nil
 }
 
 // computeDomainReadyCondition is the domain's summary: True once ownership is proven (or not

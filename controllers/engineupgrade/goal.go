@@ -7,53 +7,42 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
-
-// goal is where a rollout moves its agents: an engine version (EngineUpgrade) or the
-// manager's rendering of the gateways (RenderingRollout). The waves, snapshots, health
-// deadlines and halts are the same for both (agent.go); only what follows says how they
-// differ.
-type goal interface {
-	// String names the goal for people ("engine 2026.9.7").
-	String() string
-	// reached: the agent is on the goal.
-	reached(a *agentsv1.Agent) bool
-	// wanted: the agent is one to move (not on the goal, within the rollout's filters), once
-	// its status says so; unknown: it may be, its status does not tell yet (not taken in a
-	// wave, counted pending).
-	wanted(a *agentsv1.Agent) (wanted, unknown bool)
-	// start sets what moves the agent, after its snapshot; prev is recorded to roll back.
-	start(a *agentsv1.Agent)
-	// healthy: the agent is on the goal, Ready, as of its current spec.
-	healthy(a *agentsv1.Agent) bool
-	// rollback changes the agent after it was not healthy in time (the snapshot's CID, when
-	// one was taken); it returns the agent's new state and what it did, for people.
-	rollback(a *agentsv1.Agent, cid string, now metav1.Time) (state, did string)
-}
 
 // engineGoal moves agents to an engine version.
 type engineGoal struct {
-	u      *upgradeRun
-	target string
+	versions engine.Versions
+	eu       *agentsv1.EngineUpgrade
+	target   string
 }
 
 func (g engineGoal) String() string { return "engine " + g.target }
 
-func (g engineGoal) reached(a *agentsv1.Agent) bool { return g.u.version(a) == g.target }
+func (g engineGoal) Reached(a *agentsv1.Agent) bool { return g.version(a) == g.target }
 
-func (g engineGoal) wanted(a *agentsv1.Agent) (bool, bool) {
-	v := g.u.version(a)
-	from := g.u.eu.Spec.FromVersions
+// version is the engine version the agent's spec asks for (unset: the platform default).
+func (g engineGoal) version(a *agentsv1.Agent) string {
+	v, _ := g.versions.Resolve(a.Spec.Engine.Version)
+	return v
+}
+
+func (g engineGoal) FailedAs() string { return "rolled back" }
+
+func (g engineGoal) Wanted(a *agentsv1.Agent) (bool, bool) {
+	v := g.version(a)
+	from := g.eu.Spec.FromVersions
 	return v != g.target && (len(from) == 0 || slices.Contains(from, v)), false
 }
 
-func (g engineGoal) start(a *agentsv1.Agent) { a.Spec.Engine.Version = g.target }
+func (g engineGoal) Start(a *agentsv1.Agent) { a.Spec.Engine.Version = g.target }
 
-func (g engineGoal) healthy(a *agentsv1.Agent) bool {
-	return ready(a) && a.Status.EngineVersion == g.target
+func (g engineGoal) Healthy(a *agentsv1.Agent) bool {
+	return controllers.RolloutAgentReady(a) && a.Status.EngineVersion == g.target
 }
 
-func (g engineGoal) rollback(a *agentsv1.Agent, cid string, now metav1.Time) (string, string) {
+func (g engineGoal) Rollback(a *agentsv1.Agent, cid string, now metav1.Time) (string, string) {
 	prev := a.Annotations[agentsv1.AnnotationUpgradePreviousVersion]
 	a.Spec.Engine.Version = prev
 	if cid != "" {
@@ -61,4 +50,12 @@ func (g engineGoal) rollback(a *agentsv1.Agent, cid string, now metav1.Time) (st
 		a.Spec.RestoreRequestedAt = &now
 	}
 	return agentsv1.AgentUpgradeRolledBack, fmt.Sprintf("back to %s with the workspace of snapshot %s", describeVersion(prev), cid)
+}
+
+// describeVersion names a spec.engine.version for people ("" is the platform default).
+func describeVersion(v string) string {
+	if v == "" {
+		return "the default version"
+	}
+	return v
 }

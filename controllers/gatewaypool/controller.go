@@ -76,28 +76,26 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := gp.DeepCopy()
-	pass := &poolPass{}
-	defer func() {
-		conflict, err := r.patchStatus(ctx, gp, before, pass)
-		switch {
-		case err != nil && reterr == nil:
-			reterr = err
-		case conflict:
-			res = ctrl.Result{RequeueAfter: controllers.StaleCacheRetry} // again on fresh data
-		}
-	}()
-	gp.Status.ObservedGeneration = gp.Generation
+	pass := &poolPass{unsupported: !supported}
+	defer func() { controllers.PatchStatus(ctx, r.Client, gp, before, r.statusStep(gp, pass), &res, &reterr) }()
 	if !supported {
-		r.reconcileUnsupported(gp)
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil // the runtime keeps no warm gateways; the pool says so
 	}
 	return r.reconcileNormal(ctx, gp, pooler, pass), nil
 }
 
-// poolPass is what one pass learnt of the runtime's pool, for patchStatus.
+// poolPass is what one pass learnt of the runtime's pool: the status is computed from it
+// (computeStatus) and, once written, the runtime's claims are taken as applied.
 type poolPass struct {
-	seen *poolSeen
-	st   runtime.PoolStatus
+	// unsupported: the runtime keeps no pools.
+	unsupported bool
+	// version is the engine version of spec.engineVersion; offered: the platform offers it.
+	version string
+	offered bool
+	// setErr: the runtime refused the pool.
+	setErr error
+	seen   *poolSeen
+	st     runtime.PoolStatus
 }
 
 // reconcileDelete removes the pool of a GatewayPool that is gone and forgets its accounting.
@@ -108,64 +106,26 @@ func (r *Reconciler) reconcileDelete(name string, pooler runtime.Pooler) {
 	r.forget(name)
 }
 
-// reconcileUnsupported: the runtime keeps no warm gateways; the pool says so.
-func (r *Reconciler) reconcileUnsupported(gp *agentsv1.GatewayPool) {
-	name := "no runtime"
-	if r.Runtime != nil {
-		name = "the " + r.Runtime.Name() + " runtime"
-	}
-	gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas, gp.Status.EngineVersion = 0, 0, 0, ""
-	setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonRuntimeUnsupported,
-		fmt.Sprintf("agents run on %s here, which keeps no warm gateways: agents start cold (warm pools need the local runtime)", name))
-}
-
-// reconcileNormal sets the runtime's pool from the spec and computes the status from what the
-// runtime observes; it returns when to look again.
+// reconcileNormal sets the runtime's pool from the spec and records what the runtime observes
+// in pass; it returns when to look again.
 func (r *Reconciler) reconcileNormal(ctx context.Context, gp *agentsv1.GatewayPool, pooler runtime.Pooler, pass *poolPass) ctrl.Result {
-	version, offered := r.Versions.Resolve(gp.Spec.EngineVersion)
+	pass.version, pass.offered = r.Versions.Resolve(gp.Spec.EngineVersion)
 	seen := r.seenFor(gp, pooler.PoolStatus(gp.Name))
 	pass.seen = seen
-	gp.Status.EngineVersion = version
-	if !offered {
+	if !pass.offered {
 		pooler.RemovePool(gp.Name)
 		seen.applied, seen.counted, seen.lastSeq = 0, 0, 0
-		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas = 0, 0, 0
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", version))
 		return ctrl.Result{}
 	}
-	spec := runtime.PoolSpec{Version: version, Size: int(gp.Spec.Replicas), Namespaces: gp.Spec.Workspaces}
-	if err := pooler.SetPool(ctx, gp.Name, spec); errors.Is(err, runtime.ErrPoolNoNamespaces) {
-		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas = 0, 0, 0
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolNoWorkspaces, fmt.Sprintf(
-			"the %s runtime boots warm gateways in the namespaces of the agents that claim them and spec.workspaces names none: the pool keeps no gateway, agents start cold", r.Runtime.Name()))
-		return ctrl.Result{}
-	} else if err != nil {
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFailed, controllers.Truncate(err.Error()))
+	spec := runtime.PoolSpec{Version: pass.version, Size: int(gp.Spec.Replicas), Namespaces: gp.Spec.Workspaces}
+	if pass.setErr = pooler.SetPool(ctx, gp.Name, spec); pass.setErr != nil {
 		return ctrl.Result{}
 	}
 	st := pooler.PoolStatus(gp.Name)
 	pass.st = st
 	r.observeClaims(gp, seen, st)
-	gp.Status.Ready, gp.Status.Booting = int32(st.Ready), int32(st.Booting)
-	gp.Status.Replicas = gp.Status.Ready + gp.Status.Booting
-	if delta := st.Claimed - seen.applied; delta > 0 {
-		gp.Status.Claimed += delta
-	}
-	// What the runtime keeps in all: spec.replicas per workspace on the kube runtime.
-	want := st.Size
-	switch {
-	case want == 0:
-		setPoolReady(gp, metav1.ConditionTrue, agentsv1.ReasonPoolReady, "the pool keeps no gateway (spec.replicas is 0): agents start cold")
-	case st.Ready >= want:
-		setPoolReady(gp, metav1.ConditionTrue, agentsv1.ReasonPoolReady, fmt.Sprintf("%d gateways of engine %s are booted and idle", st.Ready, version))
-	case st.Failures > 0:
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolMembersFailing,
-			controllers.Truncate(fmt.Sprintf("%d of %d gateways ready; %d failed in a row, the last: %s", st.Ready, want, st.Failures, st.LastFailure)))
-	default:
-		setPoolReady(gp, metav1.ConditionFalse, agentsv1.ReasonPoolFilling, fmt.Sprintf("%d of %d gateways ready, %d booting", st.Ready, want, st.Booting))
-	}
 	var res ctrl.Result
-	if st.Ready < want {
+	if st.Ready < st.Size {
 		res.RequeueAfter = poolRetry
 	}
 	if !st.RetryAt.IsZero() {
@@ -177,22 +137,79 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, gp *agentsv1.GatewayPo
 	return res
 }
 
-// patchStatus, deferred by Reconcile, patches the status when it changed (optimistic lock:
-// status.claimed adds to what the object holds) and then takes the runtime's claims as
-// applied. conflict reports a status written meanwhile: the pass runs again on fresh data.
-func (r *Reconciler) patchStatus(ctx context.Context, gp, before *agentsv1.GatewayPool, pass *poolPass) (conflict bool, err error) {
-	if _, err := controllers.PatchStatusIfChanged(ctx, r.Client, gp, before); err != nil {
-		if apierrors.IsConflict(err) {
-			return true, nil
+// statusStep computes the status from what the pass learnt and, once it is written (with
+// optimistic lock: status.claimed adds to what the object holds; a conflict runs the pass again
+// on fresh data), takes the runtime's claims as applied.
+func (r *Reconciler) statusStep(gp *agentsv1.GatewayPool, pass *poolPass) controllers.StatusStep {
+	return controllers.StatusStep{
+		Compute: func(bool) bool {
+			r.computeStatus(gp, pass)
+			return true
+		},
+		Written: func(bool) {
+			if pass.seen != nil {
+				r.mu.Lock()
+				pass.seen.applied = max(pass.seen.applied, pass.st.Claimed)
+				r.mu.Unlock()
+			}
+		},
+		RequeueOnConflict: true,
+	}
+}
+
+// computeStatus is the one place the pool's status is made: the generation, the engine
+// version, the counts of gateways and claims, and the Ready condition.
+func (r *Reconciler) computeStatus(gp *agentsv1.GatewayPool, pass *poolPass) {
+	gp.Status.ObservedGeneration = gp.Generation
+	switch {
+	case pass.unsupported:
+		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas, gp.Status.EngineVersion = 0, 0, 0, ""
+	case !pass.offered || errors.Is(pass.setErr, runtime.ErrPoolNoNamespaces):
+		gp.Status.Ready, gp.Status.Booting, gp.Status.Replicas, gp.Status.EngineVersion = 0, 0, 0, pass.version
+	case pass.setErr != nil:
+		gp.Status.EngineVersion = pass.version // the counts stay as they were
+	default:
+		gp.Status.EngineVersion = pass.version
+		gp.Status.Ready, gp.Status.Booting = int32(pass.st.Ready), int32(pass.st.Booting)
+		gp.Status.Replicas = gp.Status.Ready + gp.Status.Booting
+		if delta := pass.st.Claimed - pass.seen.applied; delta > 0 {
+			gp.Status.Claimed += delta
 		}
-		return false, err
 	}
-	if pass.seen != nil {
-		r.mu.Lock()
-		pass.seen.applied = max(pass.seen.applied, pass.st.Claimed)
-		r.mu.Unlock()
+	meta.SetStatusCondition(&gp.Status.Conditions, r.computeReadyCondition(gp, pass))
+}
+
+// computeReadyCondition: the pool keeps as many booted, idle gateways as it should (what the
+// runtime keeps in all: spec.replicas per workspace on the kube runtime), or why not.
+func (r *Reconciler) computeReadyCondition(gp *agentsv1.GatewayPool, pass *poolPass) metav1.Condition {
+	c := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: gp.Generation}
+	st, want := pass.st, pass.st.Size
+	switch {
+	case pass.unsupported:
+		name := "no runtime"
+		if r.Runtime != nil {
+			name = "the " + r.Runtime.Name() + " runtime"
+		}
+		c.Reason, c.Message = agentsv1.ReasonRuntimeUnsupported,
+			fmt.Sprintf("agents run on %s here, which keeps no warm gateways: agents start cold (warm pools need the local runtime)", name)
+	case !pass.offered:
+		c.Reason, c.Message = agentsv1.ReasonInvalidVersion, fmt.Sprintf("engine version %q is not offered", pass.version)
+	case errors.Is(pass.setErr, runtime.ErrPoolNoNamespaces):
+		c.Reason, c.Message = agentsv1.ReasonPoolNoWorkspaces, fmt.Sprintf(
+			"the %s runtime boots warm gateways in the namespaces of the agents that claim them and spec.workspaces names none: the pool keeps no gateway, agents start cold", r.Runtime.Name())
+	case pass.setErr != nil:
+		c.Reason, c.Message = agentsv1.ReasonPoolFailed, controllers.Truncate(pass.setErr.Error())
+	case want == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonPoolReady, "the pool keeps no gateway (spec.replicas is 0): agents start cold"
+	case st.Ready >= want:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, agentsv1.ReasonPoolReady, fmt.Sprintf("%d gateways of engine %s are booted and idle", st.Ready, pass.version)
+	case st.Failures > 0:
+		c.Reason, c.Message = agentsv1.ReasonPoolMembersFailing,
+			controllers.Truncate(fmt.Sprintf("%d of %d gateways ready; %d failed in a row, the last: %s", st.Ready, want, st.Failures, st.LastFailure))
+	default:
+		c.Reason, c.Message = agentsv1.ReasonPoolFilling, fmt.Sprintf("%d of %d gateways ready, %d booting", st.Ready, want, st.Booting)
 	}
-	return false, nil
+	return c
 }
 
 // seenFor returns the accounting of gp's pool, started anew for a new object of the name
@@ -253,12 +270,6 @@ func (r *Reconciler) forget(name string) {
 	if r.metrics != nil {
 		r.metrics.forget(name)
 	}
-}
-
-func setPoolReady(gp *agentsv1.GatewayPool, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&gp.Status.Conditions, metav1.Condition{
-		Type: agentsv1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: gp.Generation,
-	})
 }
 
 // SetupWithManager registers the controller: GatewayPools (spec changes, the scale

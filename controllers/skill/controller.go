@@ -39,17 +39,13 @@ type Reconciler struct {
 
 // Reconcile converges one Skill's status in the form of every reconciler here
 // (controllers/doc.go). A Skill holds no finalizer.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	sk := &agentsv1.Skill{}
 	if err := r.Get(ctx, req.NamespacedName, sk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	before := sk.DeepCopy()
-	defer func() {
-		if err := r.patchStatus(ctx, sk, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
-		}
-	}()
+	defer func() { controllers.PatchStatus(ctx, r.Client, sk, before, statusStep(sk), &res, &reterr) }()
 	return r.reconcileNormal(ctx, sk)
 }
 
@@ -72,18 +68,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, sk *agentsv1.Skill) (c
 	return ctrl.Result{}, nil
 }
 
-// patchStatus acknowledges the generation once the bundle was checked (not converged while
+// statusStep acknowledges the generation once the bundle was checked (not converged while
 // storage is unavailable) and writes the status when it changed; a pass that failed writes
 // nothing.
-func (r *Reconciler) patchStatus(ctx context.Context, sk, before *agentsv1.Skill, passOK bool) error {
-	if !passOK {
-		return nil
-	}
-	if ready := meta.FindStatusCondition(sk.Status.Conditions, agentsv1.ConditionReady); ready == nil || ready.Reason != agentsv1.ReasonStorageUnavailable {
-		sk.Status.ObservedGeneration = sk.Generation
-	}
-	_, err := controllers.PatchStatusIfChanged(ctx, r.Client, sk, before)
-	return err
+func statusStep(sk *agentsv1.Skill) controllers.StatusStep {
+	return controllers.StatusStep{Compute: func(passOK bool) bool {
+		if !passOK {
+			return false
+		}
+		if ready := meta.FindStatusCondition(sk.Status.Conditions, agentsv1.ConditionReady); ready == nil || ready.Reason != agentsv1.ReasonStorageUnavailable {
+			sk.Status.ObservedGeneration = sk.Generation
+		}
+		return true
+	}}
 }
 
 // attachedAgents are the agents (not being deleted) whose spec.skills hold one of the skill's

@@ -86,8 +86,10 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=agentplane.io,resources=agenttemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch
 
-// Reconcile archives a new Snapshot, keeps the retention, and cleans up on delete.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+// Reconcile archives a new Snapshot, keeps the retention, and cleans up on delete, in the
+// form of every reconciler here (controllers/doc.go). A pending Snapshot's pass reads it live
+// before it acts (readPending).
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, reterr error) {
 	snap := &agentsv1.Snapshot{}
 	if err := r.Get(ctx, req.NamespacedName, snap); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -95,53 +97,71 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if snap.DeletionTimestamp != nil {
 		return r.reconcileDelete(ctx, snap)
 	}
-	if snap.Status.Phase == agentsv1.SnapshotCompleted || snap.Status.Phase == agentsv1.SnapshotFailed {
-		// Never archived again; an agent that is gone takes its snapshots along (as the
-		// garbage collector would, where none runs) and the history keeps its size.
-		if gone, err := r.ownerGone(ctx, snap); err != nil || gone {
-			if gone {
-				err = client.IgnoreNotFound(r.Delete(ctx, snap, client.Preconditions{UID: &snap.UID}))
-			}
-			return ctrl.Result{}, err
-		}
-		if snap.Status.Phase == agentsv1.SnapshotFailed {
-			return ctrl.Result{}, nil
-		}
-		return ctrl.Result{}, r.applyRetention(ctx, snap)
+	if finished(snap) {
+		return ctrl.Result{}, r.reconcileFinished(ctx, snap)
 	}
-	// The cache may not show yet the status an earlier pass wrote: archive only what the API
-	// server says is still pending, so a Snapshot is never archived twice (the event of the
-	// write that changed it brings it back).
-	live := &agentsv1.Snapshot{}
-	if err := r.APIReader.Get(ctx, req.NamespacedName, live); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if live.DeletionTimestamp != nil || live.Status.Phase == agentsv1.SnapshotCompleted || live.Status.Phase == agentsv1.SnapshotFailed {
-		return ctrl.Result{}, nil
-	}
-	snap = live
-	agent := &agentsv1.Agent{}
-	err := r.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: snap.Spec.AgentRef.Name}, agent)
-	if err != nil && !apierrors.IsNotFound(err) {
+	snap, agent, err := r.readPending(ctx, req.NamespacedName)
+	if err != nil || snap == nil {
 		return ctrl.Result{}, err
-	}
-	if err != nil || agent.DeletionTimestamp != nil {
-		agent = nil
 	}
 	if err := r.adopt(ctx, snap, agent); err != nil {
 		return ctrl.Result{}, err
 	}
-
 	// Deletions of archives in this space wait until the status is written, so none can
 	// remove a blob this Put just wrote before the Snapshot naming it is recorded.
 	unlock := r.locks.rlock(storage.SnapshotSpace(snap.Namespace))
 	defer unlock()
 	before := snap.DeepCopy()
-	defer func() {
-		if err := r.patchStatus(ctx, snap, before, reterr == nil); err != nil && reterr == nil {
-			reterr = err
+	defer func() { controllers.PatchStatus(ctx, r.Client, snap, before, statusStep(snap), &res, &reterr) }()
+	return r.reconcileNormal(ctx, snap, agent)
+}
+
+// finished: the Snapshot completed or failed; it is never archived again.
+func finished(snap *agentsv1.Snapshot) bool {
+	return snap.Status.Phase == agentsv1.SnapshotCompleted || snap.Status.Phase == agentsv1.SnapshotFailed
+}
+
+// reconcileFinished: an agent that is gone takes its snapshots along (as the garbage
+// collector would, where none runs) and the history of completed ones keeps its size.
+func (r *Reconciler) reconcileFinished(ctx context.Context, snap *agentsv1.Snapshot) error {
+	if gone, err := r.ownerGone(ctx, snap); err != nil || gone {
+		if gone {
+			err = client.IgnoreNotFound(r.Delete(ctx, snap, client.Preconditions{UID: &snap.UID}))
 		}
-	}()
+		return err
+	}
+	if snap.Status.Phase == agentsv1.SnapshotFailed {
+		return nil
+	}
+	return r.applyRetention(ctx, snap)
+}
+
+// readPending reads the Snapshot live, and its agent (nil when it is gone or going). The cache
+// may not show yet the status an earlier pass wrote: only what the API server says is still
+// pending is archived, so a Snapshot is never archived twice (the event of the write that
+// changed it brings it back); a nil Snapshot has nothing to do.
+func (r *Reconciler) readPending(ctx context.Context, key client.ObjectKey) (*agentsv1.Snapshot, *agentsv1.Agent, error) {
+	snap := &agentsv1.Snapshot{}
+	if err := r.APIReader.Get(ctx, key, snap); err != nil {
+		return nil, nil, client.IgnoreNotFound(err)
+	}
+	if snap.DeletionTimestamp != nil || finished(snap) {
+		return nil, nil, nil
+	}
+	agent := &agentsv1.Agent{}
+	err := r.Get(ctx, client.ObjectKey{Namespace: snap.Namespace, Name: snap.Spec.AgentRef.Name}, agent)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, nil, err
+	}
+	if err != nil || agent.DeletionTimestamp != nil {
+		agent = nil
+	}
+	return snap, agent, nil
+}
+
+// reconcileNormal archives the agent's home (or relinks an archive storage holds) and
+// records the outcome in the status; it never writes it.
+func (r *Reconciler) reconcileNormal(ctx context.Context, snap *agentsv1.Snapshot, agent *agentsv1.Agent) (ctrl.Result, error) {
 	switch {
 	case agent == nil:
 		r.fail(snap, agentsv1.ReasonAgentNotFound, fmt.Sprintf("agent %q does not exist", snap.Spec.AgentRef.Name))
@@ -266,21 +286,22 @@ func StreamArchive(ctx context.Context, store storage.Store, space string, write
 // fail ends the Snapshot: phase failed, Ready=False with reason.
 func (r *Reconciler) fail(snap *agentsv1.Snapshot, reason, msg string) {
 	snap.Status.Phase = agentsv1.SnapshotFailed
-	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionFalse, reason, msg))
 	r.event(snap, corev1.EventTypeWarning, reason, "Archive", "%s", controllers.TruncateMessage(msg))
 }
 
 // pending keeps the Snapshot waiting with Ready=False and reason.
 func (r *Reconciler) pending(snap *agentsv1.Snapshot, reason, msg string) {
 	snap.Status.Phase = agentsv1.SnapshotPending
-	r.setReady(snap, metav1.ConditionFalse, reason, msg)
+	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionFalse, reason, msg))
 }
 
-func (r *Reconciler) setReady(snap *agentsv1.Snapshot, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(&snap.Status.Conditions, metav1.Condition{
+// computeReadyCondition is the Snapshot's Ready condition for what its archive came to.
+func computeReadyCondition(snap *agentsv1.Snapshot, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{
 		Type: agentsv1.ConditionReady, Status: status, ObservedGeneration: snap.Generation,
 		Reason: reason, Message: controllers.TruncateMessage(msg),
-	})
+	}
 }
 
 // backoff is the wait before the next attempt while storage is unreachable: as long as the
@@ -293,16 +314,20 @@ func (r *Reconciler) backoff(snap *agentsv1.Snapshot) time.Duration {
 	return controllers.RetryWait(since, r.RetryMin, r.RetryMax)
 }
 
-// patchStatus writes the status when it changed, without optimistic lock: no conflict may
+// statusStep writes the status when it changed, without optimistic lock: no conflict may
 // force a second archive. observedGeneration moves on a pass that converged: no error, and
 // storage was reached.
-func (r *Reconciler) patchStatus(ctx context.Context, snap, before *agentsv1.Snapshot, passOK bool) error {
-	c := meta.FindStatusCondition(snap.Status.Conditions, agentsv1.ConditionReady)
-	if passOK && (c == nil || c.Reason != agentsv1.ReasonStorageUnavailable) {
-		snap.Status.ObservedGeneration = snap.Generation
+func statusStep(snap *agentsv1.Snapshot) controllers.StatusStep {
+	return controllers.StatusStep{
+		Compute: func(passOK bool) bool {
+			c := meta.FindStatusCondition(snap.Status.Conditions, agentsv1.ConditionReady)
+			if passOK && (c == nil || c.Reason != agentsv1.ReasonStorageUnavailable) {
+				snap.Status.ObservedGeneration = snap.Generation
+			}
+			return true
+		},
+		Options: []controllers.StatusPatchOption{controllers.WithoutLock},
 	}
-	_, err := controllers.PatchStatusIfChanged(ctx, r.Client, snap, before, controllers.WithoutLock)
-	return err
 }
 
 func (r *Reconciler) event(snap *agentsv1.Snapshot, typ, reason, action, note string, args ...any) {

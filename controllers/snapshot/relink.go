@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -21,7 +22,7 @@ import (
 func (r *Reconciler) complete(ctx context.Context, snap *agentsv1.Snapshot, obj storage.Object, done string) {
 	now := metav1.NewTime(r.Clock.Now())
 	snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
-	r.setReady(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("%s %d bytes as %s", done, obj.Size, obj.CID))
+	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("%s %d bytes as %s", done, obj.Size, obj.CID)))
 	if err := snapshots.WriteLink(ctx, r.Store, snap); err != nil {
 		// The archive and the Snapshot are whole; only a lost Snapshot could not be relinked.
 		log.FromContext(ctx).Error(err, "storing the snapshot's link record failed", "cid", obj.CID)

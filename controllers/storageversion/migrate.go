@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/statuspatch"
 )
 
 // The migration lists and rewrites every kind (a new kind joins the list below;
@@ -239,15 +240,24 @@ func (m *Migrator) rewrite(ctx context.Context, obj *unstructured.Unstructured) 
 // setStoredVersions sets the CRD's status.storedVersions to storage alone, unless its storage
 // version changed meanwhile (another rollout: the next pass migrates to that one).
 func (m *Migrator) setStoredVersions(ctx context.Context, name, storage string) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := m.Reader.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
-			return err
-		}
-		if now := storageVersion(crd); now != storage {
-			return fmt.Errorf("the storage version changed from %s to %s during the migration", storage, now)
-		}
-		crd.Status.StoredVersions = []string{storage}
-		return m.Client.Status().Update(ctx, crd, client.FieldOwner(agentsv1.StorageMigrationFieldManager))
+	_, err := statuspatch.Run(ctx, statuspatch.Loop{
+		Read: func(ctx context.Context, _ int) (client.Object, error) {
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			return crd, m.Reader.Get(ctx, client.ObjectKey{Name: name}, crd)
+		},
+		Change: func(obj client.Object) (bool, error) {
+			crd := obj.(*apiextensionsv1.CustomResourceDefinition)
+			if now := storageVersion(crd); now != storage {
+				return false, fmt.Errorf("the storage version changed from %s to %s during the migration", storage, now)
+			}
+			crd.Status.StoredVersions = []string{storage}
+			return true, nil
+		},
+		// An update of the whole status: the read resourceVersion guards it as the patch would.
+		Write: func(ctx context.Context, obj client.Object, _ client.Patch) error {
+			return m.Client.Status().Update(ctx, obj, client.FieldOwner(agentsv1.StorageMigrationFieldManager))
+		},
+		Backoff: retry.DefaultRetry,
 	})
+	return err
 }

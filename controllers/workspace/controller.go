@@ -70,28 +70,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if ws.DeletionTimestamp != nil {
-		return ctrl.Result{}, r.reconcileDelete(ctx, ws)
+		return r.reconcileDelete(ctx, ws)
 	}
 	before := ws.DeepCopy()
 	pass := &workspacePass{}
-	defer func() {
-		if err := r.patchStatus(ctx, ws, before, pass); err != nil {
-			res, reterr = ctrl.Result{}, err
-		}
-	}()
+	defer func() { controllers.PatchStatus(ctx, r.Client, ws, before, statusStep(ctx, ws, pass), &res, &reterr) }()
 	return r.reconcileNormal(ctx, ws, pass)
 }
 
-// workspacePass tells patchStatus whether the pass computed the whole status: one that failed
+// workspacePass tells the status step whether the pass computed the whole status: one that failed
 // before (a list, a slot or storage write) writes nothing, a namespace that could not be made
 // is written (Ready says why) and returned as the pass's error.
 type workspacePass struct{ computed bool }
 
 // reconcileDelete shows the deletion in the phase.
-func (r *Reconciler) reconcileDelete(ctx context.Context, ws *agentsv1.Workspace) error {
+func (r *Reconciler) reconcileDelete(ctx context.Context, ws *agentsv1.Workspace) (res ctrl.Result, reterr error) {
 	before := ws.DeepCopy()
+	defer func() {
+		controllers.PatchStatus(ctx, r.Client, ws, before, statusStep(ctx, ws, &workspacePass{computed: true}), &res, &reterr)
+	}()
 	ws.Status.Phase = Terminating
-	return r.patchStatus(ctx, ws, before, &workspacePass{computed: true})
+	return ctrl.Result{}, nil
 }
 
 // reconcileNormal makes the namespace, settles the agent slots and the storage counts, and
@@ -247,18 +246,20 @@ func computeWorkspaceReady(ws *agentsv1.Workspace, nsErr error) metav1.Condition
 	return c
 }
 
-// patchStatus writes status only when it changed, so a pass that finds nothing new does not
-// trigger another. Without a lock: the patch holds only the fields this controller changed,
-// never the slots (the Limiter's, written with optimistic concurrency).
-func (r *Reconciler) patchStatus(ctx context.Context, ws, before *agentsv1.Workspace, pass *workspacePass) error {
-	if !pass.computed {
-		return nil
+// statusStep writes the status a pass computed whole (pass.computed), only when it changed,
+// so a pass that finds nothing new does not trigger another. Without a lock: the patch holds
+// only the fields this controller changed, never the slots (the Limiter's, written with
+// optimistic concurrency).
+func statusStep(ctx context.Context, ws *agentsv1.Workspace, pass *workspacePass) controllers.StatusStep {
+	return controllers.StatusStep{
+		Compute: func(bool) bool { return pass.computed },
+		Written: func(changed bool) {
+			if changed {
+				log.FromContext(ctx).V(1).Info("workspace status updated", "phase", ws.Status.Phase, "agents", ws.Status.Agents)
+			}
+		},
+		Options: []controllers.StatusPatchOption{controllers.WithoutLock},
 	}
-	if changed, err := controllers.PatchStatusIfChanged(ctx, r.Client, ws, before, controllers.WithoutLock); err != nil || !changed {
-		return err
-	}
-	log.FromContext(ctx).V(1).Info("workspace status updated", "phase", ws.Status.Phase, "agents", ws.Status.Agents)
-	return nil
 }
 
 // SetupWithManager registers the controller: Workspaces (their spec, and their slots when

@@ -4,6 +4,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
+	renderingrolloutctrl "github.com/agentplane/agentplane/controllers/renderingrollout"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
@@ -29,7 +30,7 @@ func (p *Platform) setupRenderingRollout() error {
 		return nil
 	}
 	mgr := p.Manager
-	return (&engineupgradectrl.RenderingReconciler{
+	return (&renderingrolloutctrl.Reconciler{
 		Client: mgr.GetClient(), Platform: r.PlatformRendering(),
 		Recorder: eventRecorder(mgr, "agentplane-renderingrollout"),
 	}).SetupWithManager(mgr)

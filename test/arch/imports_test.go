@@ -2,7 +2,8 @@
 // controllers) share vocabulary through api/v1alpha1 and behaviour through internal
 // packages, never through each other; the REST facade imports no adapter directly (it calls
 // operations); every test skip goes through testenv.Skip; every status write names its
-// field manager (one writer per status field); and no function is over 80 lines
+// field manager (one writer per status field) and, outside the reconcilers' one helper, is
+// the write of a statuspatch loop; and no function is over 80 lines
 // (declarative tables aside, each named with why).
 package arch
 

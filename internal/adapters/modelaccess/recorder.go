@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
+	"github.com/agentplane/agentplane/internal/statuspatch"
 )
 
 // DefaultFlushInterval is how often a replica writes the usage its proxy counted.
@@ -112,35 +113,32 @@ func (r *Recorder) Flush(ctx context.Context) {
 // A delta for a day older than the stored one is dropped; an object that is gone is no error
 // (its usage went with it).
 func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u modelproxy.Usage) (int64, error) {
-	var reader client.Reader = r.Client
-	var err error
-	for range 5 {
-		if err = reader.Get(ctx, key, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return 0, nil
+	var total int64
+	wrote, err := statuspatch.Run(ctx, statuspatch.Loop{
+		Read: func(ctx context.Context, conflicts int) (client.Object, error) {
+			var reader client.Reader = r.Client
+			if conflicts > 0 {
+				reader = r.APIReader // the cache was behind: read the stored object
 			}
-			return 0, err
-		}
-		before := obj.DeepCopyObject().(client.Object)
-		slot := usageOf(obj)
-		next, keep := addUsage(*slot, day, u, metav1.NewTime(r.now()))
-		if !keep {
-			return 0, nil
-		}
-		*slot = next
-		err = r.Client.Status().Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{}),
-			client.FieldOwner(agentsv1.ModelProxyFieldManager))
-		switch {
-		case err == nil:
-			return next.Tokens(), nil
-		case apierrors.IsNotFound(err):
-			return 0, nil
-		case !apierrors.IsConflict(err):
-			return 0, err
-		}
-		reader = r.APIReader // the cache was behind: read the stored object
+			return obj, reader.Get(ctx, key, obj)
+		},
+		Change: func(obj client.Object) (bool, error) {
+			slot := usageOf(obj)
+			next, keep := addUsage(*slot, day, u, metav1.NewTime(r.now()))
+			if keep {
+				*slot, total = next, next.Tokens()
+			}
+			return keep, nil
+		},
+		Write: func(ctx context.Context, obj client.Object, patch client.Patch) error {
+			return r.Client.Status().Patch(ctx, obj, patch, client.FieldOwner(agentsv1.ModelProxyFieldManager))
+		},
+		Backoff: wait.Backoff{Steps: 5},
+	})
+	if !wrote {
+		return 0, client.IgnoreNotFound(err)
 	}
-	return 0, err
+	return total, nil
 }
 
 // addUsage is cur with u counted on day: a newer day starts from zero, an older one is

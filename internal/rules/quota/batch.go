@@ -2,16 +2,17 @@ package quota
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/statuspatch"
 )
 
 // batchTimeout bounds one batch's read-mutate-write rounds (40 conflicts at most).
@@ -87,55 +88,51 @@ func (l *Limiter) drain(ctx context.Context, key client.ObjectKey, newHolder fun
 // write applies batch to the holder and writes it once. It sets each op's own error and
 // returns an error that fails them all (a read or write that did not work out).
 func (l *Limiter) write(ctx context.Context, key client.ObjectKey, newHolder func() holder, batch []*op) error {
-	backoff := wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: 40, Cap: 500 * time.Millisecond}
-	var lastErr error
-	for backoff.Steps > 0 {
-		h := newHolder()
-		remembered, err := l.read(ctx, key, h)
-		if err != nil {
-			return err
-		}
-		base := h.object().DeepCopyObject().(client.Object)
-		changed, settled := false, true
-		for _, o := range batch {
-			c, err := o.mutate(h)
-			o.err = err
-			changed = changed || c
-			settled = settled && err == nil && c
-		}
-		if !settled && remembered {
-			// A refusal or a no-op is decided on the API server's copy, never on a remembered
-			// one that another writer may have outdated (it would not conflict).
-			l.last.Delete(key)
-			continue
-		}
-		if !changed {
-			return nil
-		}
+	var h holder
+	var remembered bool
+	_, err := statuspatch.Run(ctx, statuspatch.Loop{
+		Read: func(ctx context.Context, _ int) (client.Object, error) {
+			h = newHolder()
+			var err error
+			remembered, err = l.read(ctx, key, h)
+			return h.object(), err
+		},
+		Change: func(client.Object) (bool, error) {
+			changed, settled := false, true
+			for _, o := range batch {
+				c, err := o.mutate(h)
+				o.err = err
+				changed = changed || c
+				settled = settled && err == nil && c
+			}
+			if !settled && remembered {
+				// A refusal or a no-op is decided on the API server's copy, never on a
+				// remembered one that another writer may have outdated (it would not conflict).
+				l.last.Delete(key)
+				return false, statuspatch.ErrReread
+			}
+			return changed, nil
+		},
 		// A merge patch of what the batch changed, guarded by the read resourceVersion like
 		// an update (the API server accepts one write per resourceVersion, which keeps the
 		// limits), carries the quota's fields only: the status's other fields have writers
 		// of their own (agentsv1.StatusFieldManagers).
-		err = l.Writer.Status().Patch(ctx, h.object(), client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
-			client.FieldOwner(agentsv1.QuotaFieldManager))
-		if err == nil {
-			if h.remembered() {
-				l.last.Store(key, h.object().DeepCopyObject())
+		Write: func(ctx context.Context, obj client.Object, patch client.Patch) error {
+			err := l.Writer.Status().Patch(ctx, obj, patch, client.FieldOwner(agentsv1.QuotaFieldManager))
+			switch {
+			case err != nil:
+				l.last.Delete(key)
+			case h.remembered():
+				l.last.Store(key, obj.DeepCopyObject())
 			}
-			return nil
-		}
-		l.last.Delete(key)
-		if !apierrors.IsConflict(err) {
 			return err
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff.Step()):
-		}
+		},
+		Backoff: wait.Backoff{Duration: 5 * time.Millisecond, Factor: 1.5, Jitter: 1, Steps: 40, Cap: 500 * time.Millisecond},
+	})
+	if errors.Is(err, statuspatch.ErrContention) {
+		return fmt.Errorf("quota on %s: %w", key, err)
 	}
-	return fmt.Errorf("quota on %s: too much contention: %w", key, lastErr)
+	return err
 }
 
 // read fills h with the holder: the copy this Limiter last wrote (remembered), or the API

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/statuspatch"
 )
 
 // ErrLimitReached: every slot is taken.
@@ -149,29 +150,39 @@ func (l *Limiter) release(ctx context.Context, key client.ObjectKey, newHolder f
 // writes once, with the read resourceVersion, so it never drops a slot taken concurrently; on
 // a conflict it gives up (the caller retries later). It reports whether a slot was dropped.
 func (l *Limiter) PruneDomains(ctx context.Context, r client.Reader, agent client.ObjectKey, drop func(agentsv1.Reservation) (bool, error)) (bool, error) {
-	a := &agentsv1.Agent{}
-	if err := r.Get(ctx, agent, a); err != nil {
-		return false, client.IgnoreNotFound(err)
-	}
-	base := a.DeepCopy()
-	kept := a.Status.DomainReservations[:0:0]
-	for _, res := range a.Status.DomainReservations {
-		gone, err := drop(res)
-		if err != nil {
-			return false, err
-		}
-		if !gone {
-			kept = append(kept, res)
-		}
-	}
-	if len(kept) == len(a.Status.DomainReservations) {
-		return false, nil
-	}
-	a.Status.DomainReservations = kept
-	err := l.Writer.Status().Patch(ctx, a, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}),
-		client.FieldOwner(agentsv1.QuotaFieldManager))
+	gone := false // an agent that is gone has no slot to drop
+	wrote, err := statuspatch.Run(ctx, statuspatch.Loop{
+		Read: func(ctx context.Context, _ int) (client.Object, error) {
+			a := &agentsv1.Agent{}
+			err := r.Get(ctx, agent, a)
+			gone = apierrors.IsNotFound(err)
+			return a, client.IgnoreNotFound(err)
+		},
+		Change: func(obj client.Object) (bool, error) {
+			a := obj.(*agentsv1.Agent)
+			if gone {
+				return false, nil
+			}
+			kept := a.Status.DomainReservations[:0:0]
+			for _, res := range a.Status.DomainReservations {
+				gone, err := drop(res)
+				if err != nil {
+					return false, err
+				}
+				if !gone {
+					kept = append(kept, res)
+				}
+			}
+			changed := len(kept) != len(a.Status.DomainReservations)
+			a.Status.DomainReservations = kept
+			return changed, nil
+		},
+		Write: func(ctx context.Context, obj client.Object, patch client.Patch) error {
+			return l.Writer.Status().Patch(ctx, obj, patch, client.FieldOwner(agentsv1.QuotaFieldManager))
+		},
+	})
 	if apierrors.IsConflict(err) {
-		return false, nil
+		return false, nil // the caller retries later
 	}
-	return err == nil, err
+	return wrote, err
 }

@@ -1,4 +1,4 @@
-package engineupgrade
+package controllers
 
 import (
 	"fmt"
@@ -12,12 +12,12 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
-// upgradeView is what a pass observed of a rollout, after it acted.
-type upgradeView struct {
-	// invalid: why the rollout cannot run at all (the version is not offered).
-	invalid string
-	// invalidReason is the Ready reason of invalid (default InvalidVersion).
-	invalidReason string
+// RolloutView is what a pass observed of a rollout, after it acted.
+type RolloutView struct {
+	// Invalid: why the rollout cannot run at all (the version is not offered).
+	Invalid string
+	// InvalidReason is the Ready reason of Invalid (default InvalidVersion).
+	InvalidReason string
 	counts        agentsv1.UpgradeCounts
 	// failedAs says what happened to the failed agents ("rolled back").
 	failedAs string
@@ -31,10 +31,10 @@ const maxWaits = 5
 
 // view counts the selected agents: upgrading (the wave under way), upgraded and rolled back
 // by this policy, pending (the rest that still need the target).
-func (u *upgradeRun) view() upgradeView {
+func (u *Rollout) view() RolloutView {
 	var c agentsv1.UpgradeCounts
 	inWave := map[string]bool{}
-	if w := currentWave(u.eu); w != nil {
+	if w := currentWave(u.EU); w != nil {
 		for _, k := range w.Agents {
 			if _, ok := u.agents[k]; ok {
 				inWave[k] = true
@@ -43,11 +43,11 @@ func (u *upgradeRun) view() upgradeView {
 	}
 	for k, a := range u.agents {
 		m := markOf(a)
-		mine := m.policy == u.eu.Name
+		mine := m.policy == u.EU.Name
 		switch {
 		case inWave[k] && !(mine && (m.state == agentsv1.AgentUpgradeUpgraded || m.state == agentsv1.AgentUpgradeRolledBack)):
 			c.Upgrading++
-		case mine && m.state == agentsv1.AgentUpgradeUpgraded && u.goal.reached(a):
+		case mine && m.state == agentsv1.AgentUpgradeUpgraded && u.Goal.Reached(a):
 			c.Upgraded++
 		case mine && m.state == agentsv1.AgentUpgradeRolledBack:
 			c.RolledBack++
@@ -55,25 +55,22 @@ func (u *upgradeRun) view() upgradeView {
 			c.Pending++
 		}
 	}
-	failedAs := "rolled back"
-	if _, ok := u.goal.(renderingGoal); ok {
-		failedAs = "left on the new rendering"
-	}
+	failedAs := u.Goal.FailedAs()
 	waits := slices.Clone(u.waits)
-	if currentWave(u.eu) == nil && len(u.pending()) == 0 {
+	if currentWave(u.EU) == nil && len(u.pending()) == 0 {
 		waits = append(waits, u.unknownWaits()...)
 	}
 	sort.Strings(waits)
-	return upgradeView{counts: c, failedAs: failedAs, waits: waits}
+	return RolloutView{counts: c, failedAs: failedAs, waits: waits}
 }
 
 // unknownWaits say which agents the rollout counts pending but cannot take in a wave yet:
 // their status does not tell the goal whether they are to move.
-func (u *upgradeRun) unknownWaits() []string {
+func (u *Rollout) unknownWaits() []string {
 	var out []string
 	for k, a := range u.agents {
 		if u.unknown(a) {
-			out = append(out, k+": its status does not say yet whether it is on "+u.goal.String()+" ("+agentHealthSummary(a)+")")
+			out = append(out, k+": its status does not say yet whether it is on "+u.Goal.String()+" ("+agentHealthSummary(a)+")")
 		}
 	}
 	return out
@@ -92,15 +89,15 @@ func waitsMessage(waits []string) string {
 	return msg
 }
 
-// setUpgradeStatus computes the policy's phase, counts and Ready condition: the one place
+// SetRolloutStatus computes the policy's phase, counts and Ready condition: the one place
 // the status is made.
-func setUpgradeStatus(eu *agentsv1.EngineUpgrade, v upgradeView) {
+func SetRolloutStatus(eu *agentsv1.EngineUpgrade, v RolloutView) {
 	eu.Status.ObservedGeneration = eu.Generation
 	cond := metav1.Condition{Type: agentsv1.ConditionReady, Status: metav1.ConditionFalse, ObservedGeneration: eu.Generation}
-	if v.invalid != "" {
-		cond.Reason, cond.Message = agentsv1.ReasonInvalidVersion, v.invalid
-		if v.invalidReason != "" {
-			cond.Reason = v.invalidReason
+	if v.Invalid != "" {
+		cond.Reason, cond.Message = agentsv1.ReasonInvalidVersion, v.Invalid
+		if v.InvalidReason != "" {
+			cond.Reason = v.InvalidReason
 		}
 		meta.SetStatusCondition(&eu.Status.Conditions, cond)
 		return

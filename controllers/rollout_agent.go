@@ -1,4 +1,4 @@
-package engineupgrade
+package controllers
 
 import (
 	"context"
@@ -16,13 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
 )
 
 // advance moves the rollout on: the agents of the wave under way one step each, or, with no
 // wave under way, the next wave (unless the rollout is halted, paused or done).
-func (u *upgradeRun) advance(ctx context.Context) error {
-	eu := u.eu
+func (u *Rollout) advance(ctx context.Context) error {
+	eu := u.EU
 	if w := currentWave(eu); w != nil {
 		return u.advanceWave(ctx, w)
 	}
@@ -34,13 +33,13 @@ func (u *upgradeRun) advance(ctx context.Context) error {
 		return nil
 	}
 	n := waveSize(eu.Spec.WavePercent, len(pending)+u.unknowns()+u.upgradedHere())
-	w := startWave(eu, pending[:min(n, len(pending))], u.now)
+	w := startWave(eu, pending[:min(n, len(pending))], u.Now)
 	eu.Status.FailedAgents = nil
-	u.r.event(u.obj, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
-		"wave %d: %d agents to %s: %v", w.Index, len(w.Agents), u.goal, w.Agents)
+	u.event(u.Obj, nil, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+		"wave %d: %d agents to %s: %v", w.Index, len(w.Agents), u.Goal, w.Agents)
 	for _, k := range w.Agents {
-		u.r.event(u.agents[k], u.obj, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
-			"wave %d of %s %s moves the agent to %s", w.Index, kindOf(u.obj), eu.Name, u.goal)
+		u.event(u.agents[k], u.Obj, corev1.EventTypeNormal, agentsv1.EventWaveStarted, "StartWave",
+			"wave %d of %s %s moves the agent to %s", w.Index, kindOf(u.Obj), eu.Name, u.Goal)
 	}
 	// The wave is recorded (the status write) before any agent is touched.
 	u.wake = time.Millisecond
@@ -49,7 +48,7 @@ func (u *upgradeRun) advance(ctx context.Context) error {
 
 // advanceWave steps each agent of the wave; a wave whose agents all settled is Succeeded, or
 // Failed (and the rollout halted) when one was rolled back or could not be snapshotted.
-func (u *upgradeRun) advanceWave(ctx context.Context, w *agentsv1.UpgradeWave) error {
+func (u *Rollout) advanceWave(ctx context.Context, w *agentsv1.UpgradeWave) error {
 	settled, failed := 0, []string(nil)
 	for _, k := range w.Agents {
 		a, ok := u.agents[k]
@@ -74,8 +73,8 @@ func (u *upgradeRun) advanceWave(ctx context.Context, w *agentsv1.UpgradeWave) e
 	}
 	if len(failed) > 0 {
 		w.State = agentsv1.WaveFailed
-		u.eu.Status.FailedAgents = failed
-		u.eu.Status.HaltedGeneration = u.eu.Generation
+		u.EU.Status.FailedAgents = failed
+		u.EU.Status.HaltedGeneration = u.EU.Generation
 		return nil
 	}
 	w.State = agentsv1.WaveSucceeded
@@ -90,8 +89,8 @@ func (u *upgradeRun) advanceWave(ctx context.Context, w *agentsv1.UpgradeWave) e
 // is Ready; Upgrading -> RolledBack: not within the health timeout, the previous version and
 // a restore of the snapshot are set. Snapshotting -> Failed: the snapshot failed (the
 // version was never changed).
-func (u *upgradeRun) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
-	eu := u.eu
+func (u *Rollout) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
+	eu := u.EU
 	m := markOf(a)
 	if m.policy != eu.Name || m.wave != strconv.Itoa(int(w.Index)) {
 		if m.inFlight() { // another policy's upgrade: wait for it to settle
@@ -106,7 +105,7 @@ func (u *upgradeRun) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.Up
 			agentsv1.AnnotationUpgradeSnapshot:        "",
 			agentsv1.AnnotationUpgradeStartedAt:       "",
 		})
-		if err := u.r.Patch(ctx, a, patch); err != nil {
+		if err := u.Client.Patch(ctx, a, patch); err != nil {
 			return "", err
 		}
 		m = markOf(a)
@@ -122,17 +121,17 @@ func (u *upgradeRun) step(ctx context.Context, a *agentsv1.Agent, w *agentsv1.Up
 
 // snapshot takes the agent's Snapshot (one name per policy, wave and agent, so a restarted
 // manager finds it) and, once it completed, sets the target version.
-func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
+func (u *Rollout) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv1.UpgradeWave) (string, error) {
 	sn := &agentsv1.Snapshot{}
-	key := client.ObjectKey{Namespace: a.Namespace, Name: upgradeSnapshotName(a.Name, string(u.eu.UID), w.Index)}
-	err := u.r.Get(ctx, key, sn)
+	key := client.ObjectKey{Namespace: a.Namespace, Name: upgradeSnapshotName(a.Name, string(u.EU.UID), w.Index)}
+	err := u.Client.Get(ctx, key, sn)
 	if apierrors.IsNotFound(err) {
-		sn = newUpgradeSnapshot(a, key.Name, u.eu.Name, u.now)
-		if err := u.r.Create(ctx, sn); err != nil && !apierrors.IsAlreadyExists(err) {
+		sn = newUpgradeSnapshot(a, key.Name, u.EU.Name, u.Now)
+		if err := u.Client.Create(ctx, sn); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", err
 		}
 		u.waitOn(a, "snapshot %s asked for (due by %s)", sn.Name, u.snapshotDeadline(sn).UTC().Format(time.RFC3339))
-		u.wakeAfter(healthTimeout(u.eu))
+		u.wakeAfter(RolloutHealthTimeout(u.EU))
 		return agentsv1.AgentUpgradeSnapshotting, nil
 	}
 	if err != nil {
@@ -143,9 +142,9 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 		return u.snapshotFailed(ctx, a, "snapshot %s failed (%s)", sn.Name, snapshotSummary(sn))
 	case agentsv1.SnapshotCompleted:
 	default:
-		left := u.snapshotDeadline(sn).Sub(u.now)
+		left := u.snapshotDeadline(sn).Sub(u.Now)
 		if left <= 0 {
-			return u.snapshotFailed(ctx, a, "snapshot %s did not complete within %s (%s)", sn.Name, healthTimeout(u.eu), snapshotSummary(sn))
+			return u.snapshotFailed(ctx, a, "snapshot %s did not complete within %s (%s)", sn.Name, RolloutHealthTimeout(u.EU), snapshotSummary(sn))
 		}
 		u.waitOn(a, "snapshot %s: %s (due by %s)", sn.Name, snapshotSummary(sn), u.snapshotDeadline(sn).UTC().Format(time.RFC3339))
 		u.wakeAfter(left)
@@ -153,42 +152,42 @@ func (u *upgradeRun) snapshot(ctx context.Context, a *agentsv1.Agent, w *agentsv
 	}
 	err = u.mark(ctx, a, agentsv1.AgentUpgradeUpgrading, func(a *agentsv1.Agent) {
 		a.Annotations[agentsv1.AnnotationUpgradeSnapshot] = sn.Status.CID
-		a.Annotations[agentsv1.AnnotationUpgradeStartedAt] = u.now.UTC().Format(time.RFC3339)
-		u.goal.start(a)
+		a.Annotations[agentsv1.AnnotationUpgradeStartedAt] = u.Now.UTC().Format(time.RFC3339)
+		u.Goal.Start(a)
 	})
 	if err != nil {
 		return "", err
 	}
 	u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventSnapshotTaken, "Snapshot",
-		"%s: snapshot %s (%s) taken; moving to %s", agentKey(a), sn.Name, sn.Status.CID, u.goal)
-	u.wakeAfter(healthTimeout(u.eu))
+		"%s: snapshot %s (%s) taken; moving to %s", agentKey(a), sn.Name, sn.Status.CID, u.Goal)
+	u.wakeAfter(RolloutHealthTimeout(u.EU))
 	return agentsv1.AgentUpgradeUpgrading, nil
 }
 
 // checkHealth settles an upgrading agent: Upgraded once its gateway runs the target and is
 // Ready, rolled back once the health timeout passed without.
-func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string, error) {
-	if u.goal.healthy(a) {
+func (u *Rollout) checkHealth(ctx context.Context, a *agentsv1.Agent) (string, error) {
+	if u.Goal.Healthy(a) {
 		if err := u.mark(ctx, a, agentsv1.AgentUpgradeUpgraded, nil); err != nil {
 			return "", err
 		}
-		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs %s and is ready", agentKey(a), u.goal)
+		u.eventBoth(a, corev1.EventTypeNormal, agentsv1.EventUpgraded, "Upgrade", "%s runs %s and is ready", agentKey(a), u.Goal)
 		return agentsv1.AgentUpgradeUpgraded, nil
 	}
 	started, err := time.Parse(time.RFC3339, a.Annotations[agentsv1.AnnotationUpgradeStartedAt])
 	if err != nil {
-		started = u.now // a mangled mark: the timeout counts from now
+		started = u.Now // a mangled mark: the timeout counts from now
 	}
-	if left := started.Add(healthTimeout(u.eu)).Sub(u.now); left > 0 {
-		u.waitOn(a, "not yet healthy on %s: %s (due by %s)", u.goal, agentHealthSummary(a), started.Add(healthTimeout(u.eu)).UTC().Format(time.RFC3339))
+	if left := started.Add(RolloutHealthTimeout(u.EU)).Sub(u.Now); left > 0 {
+		u.waitOn(a, "not yet healthy on %s: %s (due by %s)", u.Goal, agentHealthSummary(a), started.Add(RolloutHealthTimeout(u.EU)).UTC().Format(time.RFC3339))
 		u.wakeAfter(left)
 		return agentsv1.AgentUpgradeUpgrading, nil
 	}
 	cid := a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	state, did := u.goal.rollback(a, cid, metav1.Time{Time: u.now})
+	state, did := u.Goal.Rollback(a, cid, metav1.Time{Time: u.Now})
 	setAnnotations(a, map[string]string{agentsv1.AnnotationUpgradeState: state})
-	if err := u.r.Patch(ctx, a, patch); err != nil {
+	if err := u.Client.Patch(ctx, a, patch); err != nil {
 		return "", err
 	}
 	reason := agentsv1.EventRolledBack
@@ -196,13 +195,13 @@ func (u *upgradeRun) checkHealth(ctx context.Context, a *agentsv1.Agent) (string
 		reason = agentsv1.EventHalted
 	}
 	u.eventBoth(a, corev1.EventTypeWarning, reason, "Rollback",
-		"%s was not healthy on %s within %s (%s): %s", agentKey(a), u.goal, healthTimeout(u.eu), agentHealthSummary(a), did)
+		"%s was not healthy on %s within %s (%s): %s", agentKey(a), u.Goal, RolloutHealthTimeout(u.EU), agentHealthSummary(a), did)
 	return state, nil
 }
 
 // snapshotFailed marks an agent whose snapshot failed or did not complete in time Failed (its
 // version or rendering was never changed): the wave fails and the rollout halts.
-func (u *upgradeRun) snapshotFailed(ctx context.Context, a *agentsv1.Agent, why string, args ...any) (string, error) {
+func (u *Rollout) snapshotFailed(ctx context.Context, a *agentsv1.Agent, why string, args ...any) (string, error) {
 	if err := u.mark(ctx, a, agentsv1.AgentUpgradeFailed, nil); err != nil {
 		return "", err
 	}
@@ -214,12 +213,12 @@ func (u *upgradeRun) snapshotFailed(ctx context.Context, a *agentsv1.Agent, why 
 // snapshotDeadline is when an agent's upgrade snapshot must have completed: the health
 // timeout after it was asked for (by this controller's clock; its creation time when the
 // request time is unreadable).
-func (u *upgradeRun) snapshotDeadline(sn *agentsv1.Snapshot) time.Time {
+func (u *Rollout) snapshotDeadline(sn *agentsv1.Snapshot) time.Time {
 	asked, err := time.Parse(time.RFC3339Nano, sn.Annotations[agentsv1.AnnotationSnapshotRequestedAt])
 	if err != nil {
 		asked = sn.CreationTimestamp.Time
 	}
-	return asked.Add(healthTimeout(u.eu))
+	return asked.Add(RolloutHealthTimeout(u.EU))
 }
 
 // snapshotSummary says where a Snapshot is: its phase and Ready condition.
@@ -229,40 +228,40 @@ func snapshotSummary(sn *agentsv1.Snapshot) string {
 		phase = "not started"
 	}
 	if c := meta.FindStatusCondition(sn.Status.Conditions, agentsv1.ConditionReady); c != nil && c.Message != "" {
-		return fmt.Sprintf("%s, %s: %s", phase, c.Reason, controllers.Truncate(c.Message))
+		return fmt.Sprintf("%s, %s: %s", phase, c.Reason, Truncate(c.Message))
 	}
 	return phase
 }
 
 // waitOn records what the wave under way waits for on agent a (the rollout's status says it).
-func (u *upgradeRun) waitOn(a *agentsv1.Agent, what string, args ...any) {
+func (u *Rollout) waitOn(a *agentsv1.Agent, what string, args ...any) {
 	u.waits = append(u.waits, agentKey(a)+": "+fmt.Sprintf(what, args...))
 }
 
 // mark writes the agent's upgrade state (and what change does to it) with optimistic lock.
-func (u *upgradeRun) mark(ctx context.Context, a *agentsv1.Agent, state string, change func(*agentsv1.Agent)) error {
+func (u *Rollout) mark(ctx context.Context, a *agentsv1.Agent, state string, change func(*agentsv1.Agent)) error {
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	setAnnotations(a, map[string]string{agentsv1.AnnotationUpgradeState: state})
 	if change != nil {
 		change(a)
 	}
-	return u.r.Patch(ctx, a, patch)
+	return u.Client.Patch(ctx, a, patch)
 }
 
 // eventBoth records an event on the policy and the same on the agent.
-func (u *upgradeRun) eventBoth(a *agentsv1.Agent, typ, reason, action, note string, args ...any) {
-	u.r.event(u.obj, a, typ, reason, action, note, args...)
-	u.r.event(a, u.obj, typ, reason, action, note, args...)
+func (u *Rollout) eventBoth(a *agentsv1.Agent, typ, reason, action, note string, args ...any) {
+	u.event(u.Obj, a, typ, reason, action, note, args...)
+	u.event(a, u.Obj, typ, reason, action, note, args...)
 }
 
-func (u *upgradeRun) wakeAfter(d time.Duration) {
+func (u *Rollout) wakeAfter(d time.Duration) {
 	if u.wake == 0 || d < u.wake {
 		u.wake = d
 	}
 }
 
-// ready: the agent runs and is Ready, as of its current spec.
-func ready(a *agentsv1.Agent) bool {
+// RolloutAgentReady: the agent runs and is Ready, as of its current spec.
+func RolloutAgentReady(a *agentsv1.Agent) bool {
 	return a.Status.ObservedGeneration == a.Generation &&
 		a.Status.Phase == agentsv1.AgentRunning && meta.IsStatusConditionTrue(a.Status.Conditions, agentsv1.ConditionReady)
 }
@@ -275,18 +274,10 @@ func kindOf(obj client.Object) string {
 	return "EngineUpgrade"
 }
 
-// describeVersion names a spec.engine.version for people ("" is the platform default).
-func describeVersion(v string) string {
-	if v == "" {
-		return "the default version"
-	}
-	return v
-}
-
 // agentHealthSummary says what the agent last reported: phase and the Ready reason.
 func agentHealthSummary(a *agentsv1.Agent) string {
 	if c := meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionReady); c != nil {
-		return fmt.Sprintf("phase %s, %s: %s", a.Status.Phase, c.Reason, controllers.Truncate(c.Message))
+		return fmt.Sprintf("phase %s, %s: %s", a.Status.Phase, c.Reason, Truncate(c.Message))
 	}
 	return fmt.Sprintf("phase %s", a.Status.Phase)
 }
