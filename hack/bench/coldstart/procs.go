@@ -43,10 +43,13 @@ func marked(marker string) []int {
 }
 
 // measure sums the usage of the processes marked with marker.
-func measure(marker string) usage {
+func measure(marker string) usage { return measurePids(marked(marker)) }
+
+// measurePids sums the usage of pids.
+func measurePids(pids []int) usage {
 	var u usage
 	tick := float64(100) // USER_HZ on Linux
-	for _, pid := range marked(marker) {
+	for _, pid := range pids {
 		p := strconv.Itoa(pid)
 		u.procs++
 		u.rssMiB += rss.MiB(p)

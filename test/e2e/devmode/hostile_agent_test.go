@@ -39,6 +39,11 @@ func TestHostileAgentLocal(t *testing.T) {
 	e2e.Eventually(t, "the victim's gateway to hold its secret", func() bool {
 		return breakout.HostRuns("environ", victimSecret)
 	})
+	// Its restart with the secret done before the attempts, whose end checks it still runs.
+	e2e.Eventually(t, "the victim to run again with its secret", func() bool {
+		r := p.Call("GET", "/v0/agents/"+victim, nil)
+		return r.Status == 200 && r.Obj("agent")["status"] == "running"
+	})
 
 	state := p.StateDir
 	victimHome := filepath.Join(state, "runtime", "agents", "dev", victim, "home")

@@ -76,7 +76,7 @@ func (a *agent) takeOverLocked(m *member, d runtime.Desired, engineDir string, t
 	a.st = state{
 		Port: m.port, PID: m.proc.pid, StartTime: m.proc.start,
 		EngineVersion: d.EngineVersion, EngineDir: engineDir, ConfigHash: d.ConfigHash(), RestartNonce: d.RestartNonce,
-		TokenHash: tokenHash(d.GatewayToken), Home: m.home,
+		TokenHash: tokenHash(d.GatewayToken), Home: m.home, Template: m.template,
 	}
 	a.home, a.loaded, a.prepared = m.home, true, true
 	a.env, a.token = nil, d.GatewayToken

@@ -74,6 +74,7 @@ type member struct {
 	port      int
 	token     string // the member's own gateway token (to redact its log)
 	proc      *process
+	template  string // the key of the template it is a copy of ("": booted)
 
 	// Guarded by Runtime.poolMu.
 	ready     bool

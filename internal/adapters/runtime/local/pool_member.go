@@ -14,30 +14,29 @@ import (
 )
 
 // startMember makes a member's dir and home, writes the engine's initial config with a random
-// token and no identity, and starts its gateway on a port of its own.
+// token and no identity, and starts its gateway on a port of its own. When its engine's template is ready (templates.go) the member is a copy of it instead
+// (startMemberCopy), and boots when the copy fails.
 func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, error) {
-	id := p.name + "-" + randomHex(4)
-	dir := filepath.Join(r.opts.StateDir, poolDirName, id)
-	m := &member{pool: p, id: id, dir: dir, home: filepath.Join(dir, homeDirName), token: randomHex(24), quit: make(chan struct{})}
+	if t, _ := r.template(version, engineDir); t != nil {
+		m, err := r.startMemberCopy(p, version, t)
+		if err == nil {
+			return m, nil
+		}
+		r.opts.Log.Info("a warm gateway could not be born from its engine's template: it boots", "pool", p.name, "error", err.Error())
+	}
+	m, err := r.newMember(p)
+	if err != nil {
+		return nil, err
+	}
 	fail := func(err error) (*member, error) {
 		r.destroyMember(m)
 		return nil, err
 	}
 	e := r.opts.Engine
-	if err := os.MkdirAll(filepath.Join(r.opts.StateDir, poolDirName), 0o700); err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fail(err)
-	}
-	if err := r.attachHome(m.home); err != nil {
-		return fail(err)
-	}
 	if err := r.freshHome(m.home, m.token); err != nil {
 		return fail(err)
 	}
-	var err error
-	if m.port, err = r.allocatePort(memberKey(id), 0); err != nil {
+	if m.port, err = r.allocatePort(memberKey(m.id), 0); err != nil {
 		return fail(err)
 	}
 	r.engineVersion(context.Background(), engineDir, m.home, version) // cached for the agents' Observed
@@ -51,14 +50,60 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if err != nil {
 		return fail(err)
 	}
-	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
+	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(m.dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
 		return fail(err)
 	}
 	if err := r.attach(m.proc, m.port, m.port, m.home); err != nil {
 		stopProcess(context.Background(), m.proc, 0, nil)
 		return fail(err)
 	}
-	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", id, "pid", m.proc.pid, "port", m.port)
+	r.opts.Log.Info("warm gateway started", "pool", p.name, "member", m.id, "pid", m.proc.pid, "port", m.port)
+	return m, nil
+}
+
+// newMember makes a new member's dir and home (attached), with a random token.
+func (r *Runtime) newMember(p *pool) (*member, error) {
+	id := p.name + "-" + randomHex(4)
+	dir := filepath.Join(r.opts.StateDir, poolDirName, id)
+	m := &member{pool: p, id: id, dir: dir, home: filepath.Join(dir, homeDirName), token: randomHex(24), quit: make(chan struct{})}
+	if err := os.MkdirAll(filepath.Join(r.opts.StateDir, poolDirName), 0o700); err != nil {
+		return nil, err
+	}
+	err := os.MkdirAll(dir, 0o700)
+	if err == nil {
+		err = r.attachHome(m.home)
+	}
+	if err != nil {
+		r.destroyMember(m)
+		return nil, err
+	}
+	return m, nil
+}
+
+// startMemberCopy makes a member whose gateway is a copy of template t, restarting on the
+// engine's initial config with the member's token and no identity; its supervisor sees it
+// ready once it serves that token, as a booted member.
+func (r *Runtime) startMemberCopy(p *pool, version string, t *templateMeta) (*member, error) {
+	m, err := r.newMember(p)
+	if err != nil {
+		return nil, err
+	}
+	e := r.opts.Engine
+	proc, port, err := r.restoreCopy(r.ccCtx, t, copyTarget{dir: m.dir, home: m.home, owner: memberKey(m.id), writeConfig: func() error {
+		cfg, err := e.InitialConfig(engine.Identity{}, m.token)
+		if err != nil {
+			return fmt.Errorf("initial engine config: %w", err)
+		}
+		return r.writeOwned(m.home, filepath.Clean(e.Layout().ConfigPath), cfg, 0o600)
+	}})
+	m.proc = proc
+	if err != nil {
+		r.destroyMember(m)
+		return nil, err
+	}
+	m.port, m.template = port, t.Key
+	r.engineVersion(context.Background(), t.EngineDir, m.home, version) // cached for the agents' Observed
+	r.opts.Log.Info("warm gateway born from its engine's template", "pool", p.name, "member", m.id, "pid", proc.pid, "port", port)
 	return m, nil
 }
 

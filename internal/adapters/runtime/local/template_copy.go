@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
@@ -111,56 +113,21 @@ func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime
 // the agent (its config and token, as a warm pool member's bind).
 func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runtime.Desired) error {
 	r := a.rt
-	c, err := a.prepareCopyLocked(m)
-	defer os.RemoveAll(c.images)
-	defer os.RemoveAll(c.work)
+	if err := a.prepareLocked(); err != nil {
+		return err
+	}
+	// The agent's config is written before the restore: the copy's gateway restarts on it
+	// once it has forgotten the template's identity (planReset), and sees no change of it
+	// before that (a reload of the template's gateway would race the restart).
+	p, port, err := r.restoreCopy(ctx, m, copyTarget{dir: a.dir, home: a.home, owner: a.key,
+		writeConfig: func() error { return a.writeAgentConfigLocked(a.home, d) }})
+	if p != nil {
+		a.proc = p // from here on forgetCopyLocked ends it
+	}
 	if err != nil {
 		return err
 	}
-	uid, root, run := c.uid, c.root, c.run
-	extra := []string{}
-	for _, mt := range templateMounts {
-		src := map[string]string{"home": a.home, "run": run, "log": c.log}[mt[1]]
-		extra = append(extra, "--external", "mnt["+mt[1]+"]:"+src)
-	}
-	images, work := c.images, c.work
-	procs := []string{} // not nil: the copy stays out of the template's cgroups
-	if cg := r.cg; cg != nil {
-		if procs, err = cg.join(uid); err != nil {
-			return fmt.Errorf("the agent's cgroup: %w", err)
-		}
-	}
-	// The agent's config before the restore: the copy's gateway restarts on it once it has
-	// forgotten the template's identity (planReset), and sees no change of it before that
-	// (a reload of the template's gateway would race the restart).
-	if err := a.writeAgentConfigLocked(a.home, d); err != nil {
-		return err
-	}
-	port, err := r.allocatePort(a.key, 0)
-	if err != nil {
-		return err
-	}
-	pid, err := r.ckpt.restoreFrom(ctx, images, root, work, procs, extra...)
-	if err != nil {
-		return err
-	}
-	st, err := readProcStat(pid)
-	if err != nil {
-		return fmt.Errorf("the restored gateway (pid %d) is gone: %w", pid, err)
-	}
-	p := adoptProcess(pid, st.start)
-	p.restored = true
-	a.proc = p // from here on forgetCopyLocked ends it
-	if err := a.planReset(run, pid); err != nil {
-		return err
-	}
-	if err := thawNodeTree(run, m.Procs); err != nil {
-		return err
-	}
-	if err := r.attach(p, port, templatePort, a.home); err != nil {
-		return err
-	}
-	a.st = state{Port: port, PID: pid, StartTime: st.start, EngineVersion: m.Version, EngineDir: m.EngineDir, Template: m.Key}
+	a.st = state{Port: port, PID: p.pid, StartTime: p.start, EngineVersion: m.Version, EngineDir: m.EngineDir, Template: m.Key}
 	if err := r.waitReborn(ctx, p, port, d.GatewayToken); err != nil {
 		return err
 	}
@@ -174,31 +141,89 @@ func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runti
 	return nil
 }
 
-// copyFiles are the files of a copy being made, in its agent dir (copyTemplateLocked).
+// copyTarget is where a copy of a template goes: an agent's dir and home, or a warm pool
+// member's (pool_member.go).
+type copyTarget struct {
+	dir, home string               // the dir of its files (copyFiles) and its home (made)
+	owner     types.NamespacedName // whose port the copy's door is
+	// writeConfig writes the gateway's config into home before the restore (the copy
+	// restarts on it).
+	writeConfig func() error
+}
+
+// restoreCopy restores a copy of template m for t: its files made (prepareCopy), the image
+// restored in t's cgroup with t's home, hooks' dir and log as its mounts, thawed with the
+// instance reset planned, and its door on a port of t's. It returns the copy's sandbox init
+// (also on an error once it was restored: the caller ends it) and the port; the copy then
+// restarts on t's config (waitReborn, or a pool member's supervisor).
+func (r *Runtime) restoreCopy(ctx context.Context, m *templateMeta, t copyTarget) (*process, int, error) {
+	c, err := r.prepareCopy(m, t.dir, t.home)
+	defer os.RemoveAll(c.images)
+	defer os.RemoveAll(c.work)
+	if err != nil {
+		return nil, 0, err
+	}
+	extra := []string{}
+	for _, mt := range templateMounts {
+		src := map[string]string{"home": t.home, "run": c.run, "log": c.log}[mt[1]]
+		extra = append(extra, "--external", "mnt["+mt[1]+"]:"+src)
+	}
+	procs := []string{} // not nil: the copy stays out of the template's cgroups
+	if cg := r.cg; cg != nil {
+		if procs, err = cg.join(c.uid); err != nil {
+			return nil, 0, fmt.Errorf("the copy's cgroup: %w", err)
+		}
+	}
+	if err := t.writeConfig(); err != nil {
+		return nil, 0, err
+	}
+	port, err := r.allocatePort(t.owner, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	pid, err := r.ckpt.restoreFrom(ctx, c.images, c.root, c.work, procs, extra...)
+	if err != nil {
+		return nil, 0, err
+	}
+	st, err := readProcStat(pid)
+	if err != nil {
+		return nil, 0, fmt.Errorf("the restored gateway (pid %d) is gone: %w", pid, err)
+	}
+	p := adoptProcess(pid, st.start)
+	p.restored = true
+	if err := r.planReset(c.run, pid); err != nil {
+		return p, 0, err
+	}
+	if err := thawNodeTree(c.run, m.Procs); err != nil {
+		return p, 0, err
+	}
+	if err := r.attach(p, port, templatePort, t.home); err != nil {
+		return p, 0, err
+	}
+	return p, port, nil
+}
+
+// copyFiles are the files of a copy being made, in its dir (restoreCopy).
 type copyFiles struct {
-	uid                          int // the agent's sandbox uid
+	uid                          int // the copy's sandbox uid
 	run, images, work, root, log string
 }
 
-// prepareCopyLocked makes what a copy of m is restored from and with: the agent's home (the
-// template's copied and given to the agent's uid), the hooks' dir, an empty log, the sandbox's
-// root and the image rewritten for the agent's uid.
-func (a *agent) prepareCopyLocked(m *templateMeta) (copyFiles, error) {
-	r := a.rt
-	c := copyFiles{run: filepath.Join(a.dir, copyRunName), images: filepath.Join(a.dir, copyImageName), work: filepath.Join(a.dir, copyWorkName),
-		root: filepath.Join(a.dir, sandboxRootName), log: filepath.Join(a.dir, logFileName)}
-	if err := a.prepareLocked(); err != nil {
-		return c, err
-	}
+// prepareCopy makes in dir what a copy of m is restored from and with: its home (the
+// template's copied into home and given to the copy's uid), the hooks' dir, an empty log, the
+// sandbox's root and the image rewritten for the copy's uid.
+func (r *Runtime) prepareCopy(m *templateMeta, dir, home string) (copyFiles, error) {
+	c := copyFiles{run: filepath.Join(dir, copyRunName), images: filepath.Join(dir, copyImageName), work: filepath.Join(dir, copyWorkName),
+		root: filepath.Join(dir, sandboxRootName), log: filepath.Join(dir, logFileName)}
 	tdir := r.templateDir(m.Key)
-	if err := copyTree(filepath.Join(tdir, tplHome), a.home); err != nil {
+	if err := copyTree(filepath.Join(tdir, tplHome), home); err != nil {
 		return c, fmt.Errorf("copy the template's home: %w", err)
 	}
 	var err error
-	if c.uid, err = r.sbx.uids.of(a.home); err != nil {
+	if c.uid, err = r.sbx.uids.of(home); err != nil {
 		return c, err
 	}
-	if err := ownTree(a.home, ".", c.uid); err != nil {
+	if err := ownTree(home, ".", c.uid); err != nil {
 		return c, err
 	}
 	if err := makeTemplateDir(c.run, c.uid); err != nil {
@@ -262,8 +287,8 @@ func (r *Runtime) waitReborn(ctx context.Context, p *process, port int, token st
 
 // planReset writes the thaw plan of the copy whose sandbox's init is init (its hooks' dir
 // run): the engine's instance reset, in the gateway's own process (init's Node child).
-func (a *agent) planReset(run string, init int) error {
-	ir, ok := a.rt.opts.Engine.(engine.InstanceResetter)
+func (r *Runtime) planReset(run string, init int) error {
+	ir, ok := r.opts.Engine.(engine.InstanceResetter)
 	if !ok {
 		return nil
 	}

@@ -20,7 +20,7 @@ import (
 // realTemplates builds a fixture over the real engine whose runtime gives new agents copies
 // of their engine's template, with the checkout's reseed addon (make sandbox-packages) unless
 // $AGENTPLANE_RESEED names one.
-func realTemplates(t *testing.T) *fixture {
+func realTemplates(t *testing.T, mutate ...func(*local.Options)) *fixture {
 	t.Helper()
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {
@@ -33,11 +33,11 @@ func realTemplates(t *testing.T) *fixture {
 		}
 		t.Setenv(local.ReseedEnv, p)
 	}
-	return checkpointing(t, func(o *local.Options) {
+	return checkpointing(t, append([]func(*local.Options){func(o *local.Options) {
 		o.EngineDirs = map[string]string{version: dir}
 		o.HealthInterval = 100 * time.Millisecond
 		o.Templates = true
-	})
+	}}, mutate...)...)
 }
 
 // waitTemplate waits until the engine's template is ready.
@@ -208,4 +208,50 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 		t.Fatalf("an agent of a broken template = %+v, want a cold start that says the template could not be restored", o)
 	}
 	waitStatus(t, o.Endpoint, "tok-broken", 404)
+}
+
+// TestPoolMembersAreBornFromTheTemplate: once its engine's template is ready, a warm pool's
+// members are copies of it: an agent that claims one gets a gateway in the copies' layout
+// (home at /home/node, its own uid), serving its token and no other, whose engine forgot the
+// template's identity (two claims, two instances), and that keeps the layout through a
+// restart. Nothing is left after the runtime's Shutdown.
+func TestPoolMembersAreBornFromTheTemplate(t *testing.T) {
+	stateDir := t.TempDir()
+	t.Cleanup(func() { checkNoLeftovers(t, stateDir) }) // after the fixture's Shutdown
+	f := realTemplates(t, func(o *local.Options) { o.StateDir = stateDir })
+	if ok, why := f.rt.TemplateReady(version); ok || !strings.Contains(why, "being made") {
+		t.Fatalf("template = %v %q, want one being made", ok, why)
+	}
+	waitTemplate(t, f)
+	setPool(t, f, 1)
+	ctx := context.Background()
+	seen := map[string]bool{}
+	for i := range 2 {
+		waitPool(t, f, readyN(1))
+		a, tok := newAgent("pool-copy-"+strconv.Itoa(i)), "tok-pool-copy-"+strconv.Itoa(i)
+		o := ensure(t, f, a, desired(tok))
+		if o.ClaimedFrom == "" || o.Phase != runtime.PhaseRunning {
+			t.Fatalf("agent %d = %+v, want a claim of the pool's member", i, o)
+		}
+		waitStatus(t, o.Endpoint, tok, 404)
+		res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"/bin/sh", "-c", "id -u; echo $HOME"}, Timeout: time.Minute})
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec in agent %d: %v %+v", i, err, res)
+		}
+		if out := strings.Fields(string(res.Stdout)); len(out) != 2 || out[0] == "0" || out[1] != "/home/node" {
+			t.Fatalf("agent %d's member is not a copy of the template: exec printed %q", i, res.Stdout)
+		}
+		id := strings.Fields(instanceOf(t, f, a))[0]
+		if seen[id] {
+			t.Fatalf("two claimed copies share their engine's HMAC key %s", id)
+		}
+		seen[id] = true
+	}
+	a, d := newAgent("pool-copy-0"), desired("tok-pool-copy-0")
+	d.RestartNonce = "again"
+	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-pool-copy-0", 404)
+	res, err := f.rt.Exec(ctx, a, runtime.ExecRequest{Argv: []string{"/bin/sh", "-c", "echo $HOME"}, Timeout: time.Minute})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "/home/node" {
+		t.Fatalf("a claimed copy restarted left its layout: %v %q", err, res.Stdout)
+	}
 }
