@@ -356,3 +356,21 @@ type Inventory interface {
 	// Homes lists every agent home the runtime keeps, sorted by namespace and name.
 	Homes(ctx context.Context) ([]Home, error)
 }
+
+// Meter is a Runtime that can tell what an agent's gateway uses now (the local runtime's
+// cgroups). A runtime without it, or an agent it cannot measure, reads as not available.
+type Meter interface {
+	// Usage is what the agent's gateway and its commands use now; ok is false when the
+	// runtime cannot tell (no gateway of the agent's runs here, no cgroups).
+	Usage(agent *agentsv1.Agent) (u ResourceUsage, ok bool)
+}
+
+// ResourceUsage is an agent's memory and CPU as its runtime measures them.
+type ResourceUsage struct {
+	// MemoryBytes is the memory in use now; MemoryLimitBytes its limit (0: none known).
+	MemoryBytes, MemoryLimitBytes int64
+	// CPUSeconds is the CPU time used since the cgroup was made (a rate needs two samples);
+	// CPUKnown is false when the runtime cannot read it (a v1 host without cpuacct beside cpu).
+	CPUSeconds float64
+	CPUKnown   bool
+}
