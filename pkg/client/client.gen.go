@@ -568,6 +568,57 @@ type File struct {
 	Vectorized    bool              `json:"vectorized"`
 }
 
+// Fleet defines model for Fleet.
+type Fleet struct {
+	Agents    []FleetAgent   `json:"agents"`
+	At        time.Time      `json:"at"`
+	Metrics   string         `json:"metrics"`
+	Pools     []FleetPool    `json:"pools"`
+	Workspace FleetWorkspace `json:"workspace"`
+}
+
+// FleetAgent defines model for FleetAgent.
+type FleetAgent struct {
+	Asleep            bool       `json:"asleep"`
+	CpuPercent        *float32   `json:"cpuPercent,omitempty"`
+	EngineVersion     *string    `json:"engineVersion,omitempty"`
+	Id                string     `json:"id"`
+	MemoryBytes       *int64     `json:"memoryBytes,omitempty"`
+	MemoryLimitBytes  *int64     `json:"memoryLimitBytes,omitempty"`
+	Name              string     `json:"name"`
+	NextWakeAt        *time.Time `json:"nextWakeAt,omitempty"`
+	Phase             string     `json:"phase"`
+	Rendering         *string    `json:"rendering,omitempty"`
+	RequestsPerMinute *int64     `json:"requestsPerMinute,omitempty"`
+	RequestsToday     int64      `json:"requestsToday"`
+	Restarts          int32      `json:"restarts"`
+	TokensLeft        *int64     `json:"tokensLeft,omitempty"`
+	TokensPerDay      *int64     `json:"tokensPerDay,omitempty"`
+	TokensToday       int64      `json:"tokensToday"`
+}
+
+// FleetPool defines model for FleetPool.
+type FleetPool struct {
+	Booting       int32   `json:"booting"`
+	Claimed       int64   `json:"claimed"`
+	Desired       int32   `json:"desired"`
+	EngineVersion *string `json:"engineVersion,omitempty"`
+	Healthy       bool    `json:"healthy"`
+	Name          string  `json:"name"`
+	Ready         int32   `json:"ready"`
+	Replicas      int32   `json:"replicas"`
+}
+
+// FleetWorkspace defines model for FleetWorkspace.
+type FleetWorkspace struct {
+	Name              string `json:"name"`
+	RequestsPerMinute *int64 `json:"requestsPerMinute,omitempty"`
+	RequestsToday     int64  `json:"requestsToday"`
+	TokensLeft        *int64 `json:"tokensLeft,omitempty"`
+	TokensPerDay      *int64 `json:"tokensPerDay,omitempty"`
+	TokensToday       int64  `json:"tokensToday"`
+}
+
 // InstallSkillRequest defines model for InstallSkillRequest.
 type InstallSkillRequest struct {
 	// Version A version (default: the registry's latest).
@@ -1067,6 +1118,18 @@ type GetAgentVersionsParams struct {
 
 // InstallSkillParams defines parameters for InstallSkill.
 type InstallSkillParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// GetFleetParams defines parameters for GetFleet.
+type GetFleetParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// StreamFleetParams defines parameters for StreamFleet.
+type StreamFleetParams struct {
 	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
@@ -2168,6 +2231,22 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v0/clawhub/{slug}/install (the `InstallSkill` operationId).
 	InstallSkill(ctx context.Context, slug string, params *InstallSkillParams, body InstallSkillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetFleet The workspace's fleet (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+	GetFleet(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamFleet Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+	//
+	// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+	StreamFleet(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListIssues List reported issues (internal accounts)
 	//
@@ -3279,6 +3358,42 @@ func (c *Client) InstallSkillWithBody(ctx context.Context, slug string, params *
 // Corresponds with POST /v0/clawhub/{slug}/install (the `InstallSkill` operationId).
 func (c *Client) InstallSkill(ctx context.Context, slug string, params *InstallSkillParams, body InstallSkillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewInstallSkillRequest(c.Server, slug, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetFleet The workspace's fleet (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+func (c *Client) GetFleet(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFleetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamFleet Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+//
+// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+func (c *Client) StreamFleet(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamFleetRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6081,6 +6196,90 @@ func NewInstallSkillRequestWithBody(server string, slug string, params *InstallS
 	return req, nil
 }
 
+// NewGetFleetRequest constructs an http.Request for the GetFleet method
+func NewGetFleetRequest(server string, params *GetFleetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/fleet")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewStreamFleetRequest constructs an http.Request for the StreamFleet method
+func NewStreamFleetRequest(server string, params *StreamFleetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/fleet/stream")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListIssuesRequest constructs an http.Request for the ListIssues method
 func NewListIssuesRequest(server string, params *ListIssuesParams) (*http.Request, error) {
 	var err error
@@ -7494,6 +7693,26 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v0/clawhub/{slug}/install (the `InstallSkill` operationId).
 	InstallSkillWithResponse(ctx context.Context, slug string, params *InstallSkillParams, body InstallSkillJSONRequestBody, reqEditors ...RequestEditorFn) (*InstallSkillResponse, error)
+
+	// GetFleetWithResponse The workspace's fleet (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+	GetFleetWithResponse(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*GetFleetResponse, error)
+
+	// StreamFleetWithResponse Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+	StreamFleetWithResponse(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*StreamFleetResponse, error)
 
 	// ListIssuesWithResponse List reported issues (internal accounts)
 	//
@@ -14561,6 +14780,254 @@ func (r InstallSkillResponse) ContentType() string {
 	return ""
 }
 
+// GetFleetResponse200Headers the declared response headers of an HTTP 200 response for GetFleet
+type GetFleetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse401Headers the declared response headers of an HTTP 401 response for GetFleet
+type GetFleetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse403Headers the declared response headers of an HTTP 403 response for GetFleet
+type GetFleetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse429Headers the declared response headers of an HTTP 429 response for GetFleet
+type GetFleetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse500Headers the declared response headers of an HTTP 500 response for GetFleet
+type GetFleetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse503Headers the declared response headers of an HTTP 503 response for GetFleet
+type GetFleetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type GetFleetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Fleet
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFleetResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetFleetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetFleetResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFleetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetFleetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetFleetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetFleetResponse) GetJSON200() *Fleet {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetFleetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetFleetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFleetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetFleetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetFleetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetFleetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFleetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFleetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFleetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamFleetResponse200Headers the declared response headers of an HTTP 200 response for StreamFleet
+type StreamFleetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse401Headers the declared response headers of an HTTP 401 response for StreamFleet
+type StreamFleetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse403Headers the declared response headers of an HTTP 403 response for StreamFleet
+type StreamFleetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse429Headers the declared response headers of an HTTP 429 response for StreamFleet
+type StreamFleetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse500Headers the declared response headers of an HTTP 500 response for StreamFleet
+type StreamFleetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse503Headers the declared response headers of an HTTP 503 response for StreamFleet
+type StreamFleetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type StreamFleetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamFleetResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamFleetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *StreamFleetResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StreamFleetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *StreamFleetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamFleetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StreamFleetResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StreamFleetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StreamFleetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StreamFleetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StreamFleetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StreamFleetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamFleetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamFleetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamFleetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamFleetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListIssuesResponse200Headers the declared response headers of an HTTP 200 response for ListIssues
 type ListIssuesResponse200Headers struct {
 	StrictTransportSecurity *string
@@ -17825,6 +18292,38 @@ func (c *ClientWithResponses) InstallSkillWithResponse(ctx context.Context, slug
 		return nil, err
 	}
 	return ParseInstallSkillResponse(rsp)
+}
+
+// GetFleetWithResponse The workspace's fleet (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+func (c *ClientWithResponses) GetFleetWithResponse(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*GetFleetResponse, error) {
+	rsp, err := c.GetFleet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFleetResponse(rsp)
+}
+
+// StreamFleetWithResponse Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+func (c *ClientWithResponses) StreamFleetWithResponse(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*StreamFleetResponse, error) {
+	rsp, err := c.StreamFleet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamFleetResponse(rsp)
 }
 
 // ListIssuesWithResponse List reported issues (internal accounts)
@@ -27420,6 +27919,341 @@ func ParseInstallSkillResponse(rsp *http.Response) (*InstallSkillResponse, error
 		response.Headers502 = &headers
 	case rsp.StatusCode == 503:
 		var headers InstallSkillResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetFleetResponse parses an HTTP response from a GetFleetWithResponse call
+func ParseGetFleetResponse(rsp *http.Response) (*GetFleetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFleetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Fleet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFleetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetFleetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetFleetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFleetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetFleetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetFleetResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamFleetResponse parses an HTTP response from a StreamFleetWithResponse call
+func ParseStreamFleetResponse(rsp *http.Response) (*StreamFleetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamFleetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamFleetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers StreamFleetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers StreamFleetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers StreamFleetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers StreamFleetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamFleetResponse503Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
