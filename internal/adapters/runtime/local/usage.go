@@ -97,5 +97,46 @@ func (c *cgroups) usage(uid int) (runtime.ResourceUsage, bool) {
 			}
 		}
 	}
+	if measured && !u.CPUKnown {
+		u.CPUSeconds, u.CPUKnown = c.procsCPU(uid)
+	}
 	return u, measured
+}
+
+// userHZ is the unit of /proc/<pid>/stat's times (USER_HZ, 100 on every Linux ABI).
+const userHZ = 100
+
+// procsCPU is the CPU time of the processes in uid's memory cgroup and of their children
+// they waited for (v1 hosts whose cpuacct is not mounted with cpu). A process that ended
+// takes its time with it: the rate over such a drop is not computed.
+func (c *cgroups) procsCPU(uid int) (float64, bool) {
+	for _, parent := range c.dirs {
+		if filepath.Base(filepath.Dir(parent)) != "memory" {
+			continue
+		}
+		raw, err := os.ReadFile(filepath.Join(parent, cgroupName(uid), "cgroup.procs"))
+		if err != nil {
+			return 0, false
+		}
+		var ticks int64
+		for _, pid := range strings.Fields(string(raw)) {
+			st, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+			if err != nil {
+				continue // ended meanwhile
+			}
+			// The fields after the command's closing parenthesis: state is the 3rd field,
+			// utime, stime, cutime and cstime the 14th to 17th.
+			i := strings.LastIndexByte(string(st), ')')
+			f := strings.Fields(string(st[i+1:]))
+			if i < 0 || len(f) < 15 {
+				continue
+			}
+			for _, v := range f[11:15] {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				ticks += n
+			}
+		}
+		return float64(ticks) / userHZ, true
+	}
+	return 0, false
 }
