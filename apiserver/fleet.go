@@ -252,4 +252,5 @@ func (s *Server) fleetRoutes() {
 	read := access{scope: auth.ScopeAgentsRead, perm: auth.PermRead}
 	s.handle("GET /v0/fleet", read, s.getFleet)
 	s.handle("GET /v0/fleet/stream", read, s.fleetStream)
+	s.limitRoutes()
 }

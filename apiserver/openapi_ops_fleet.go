@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/internal/ops"
 )
 
 // fleetOps: the workspace's fleet (the console's fleet view).
@@ -33,6 +34,34 @@ func fleetOps() map[string]*openapi.Op {
 				Also: map[string]*openapi.Schema{"text/event-stream": openapi.Describe(openapi.String(),
 					"Server-sent events: `event: snapshot`, then `event: update` (JSON data), `: keep-alive` comments.")},
 			}},
+		},
+		"PUT /v0/agents/{agentId}/budget": {
+			ID: "putAgentBudget", Tag: "agents", Summary: "Set the agent's model budget (an addition beyond the contract)",
+			Description: "Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is " +
+				"unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API " +
+				"server validates the values: a negative one is refused with its message (`Validation failed: ...`).",
+			Body: budgetRequest{},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The budget as set.",
+				openapi.Props{"agentId": openapi.String(), "budget": openapi.Props{"requestsPerMinute": openapi.Integer(), "tokensPerDay": openapi.Integer()}})},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget), notFoundAgent},
+		},
+		"PUT /v0/workspace/budget": {
+			ID: "putWorkspaceBudget", Tag: "agents", Summary: "Set the workspace's model budget (an addition beyond the contract)",
+			Description: "As an agent's budget, for all the workspace's agents together. Admins and owners only.",
+			Body:        budgetRequest{},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The budget as set.",
+				openapi.Props{"workspace": openapi.String(), "budget": openapi.Props{"requestsPerMinute": openapi.Integer(), "tokensPerDay": openapi.Integer()}})},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget)},
+		},
+		"PUT /v0/agents/{agentId}/resources": {
+			ID: "putAgentResources", Tag: "agents", Summary: "Set the agent's memory limit (an addition beyond the contract)",
+			Description: "`memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the " +
+				"platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap " +
+				"follows). Admins and owners only.",
+			Body: resourcesRequest{},
+			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The limit as set (`\"\"`: the default).",
+				openapi.Props{"agentId": openapi.String(), "memoryLimit": openapi.String()})},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidMemoryLimit), notFoundAgent},
 		},
 	}
 }
