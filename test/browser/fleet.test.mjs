@@ -108,7 +108,7 @@ test('an agent that changes phase is updated live, on the same stream', async ()
 });
 
 test("an agent's chart", async () => {
-  await page.getByRole('button', { name: 'Chart for fleet-beta' }).click();
+  await page.getByRole('button', { name: 'Select fleet-beta' }).click();
   await page.getByText('Agent fleet-beta: tokens today and memory').waitFor({ timeout: T });
   await page.locator('.chart canvas').nth(1).waitFor({ timeout: T });
   // Where the runtime measures the agent's memory (cgroups: root), its CPU rate follows from
@@ -118,6 +118,46 @@ test("an agent's chart", async () => {
   }
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: path.join(SHOTS, 'fleet.png'), fullPage: true });
+});
+
+test('budgets and limits: set from the console, refused with the REST door\'s own words', async () => {
+  const toast = (text) => page.locator('#toasts').getByText(text).first().waitFor({ timeout: T });
+  const beta = ids['fleet-beta'];
+  await page.getByRole('heading', { name: 'Agent: fleet-beta' }).waitFor({ timeout: T });
+  const tokens = page.getByLabel('Agent tokens per day (0: unlimited)');
+  await tokens.fill('5000');
+  await page.getByRole('button', { name: 'Save agent budget' }).click();
+  await toast('Agent budget saved');
+  await cell('fleet-beta', 'budget').getByText('5,000 of 5,000').waitFor({ timeout: T }); // back through the stream
+
+  // A refusal reads as the REST door words it (here the API server's validation).
+  const refused = await api('PUT', `/v0/agents/${beta}/budget`, { tokensPerDay: -1, requestsPerMinute: 0 });
+  assert.equal(refused.status, 400);
+  await tokens.fill('-1');
+  await page.getByRole('button', { name: 'Save agent budget' }).click();
+  await page.getByRole('alert').filter({ hasText: `400 ${refused.body.error}` }).waitFor({ timeout: T });
+
+  const mem = page.getByLabel('Memory limit (e.g. 1Gi; empty: the platform default)');
+  const badMem = await api('PUT', `/v0/agents/${beta}/resources`, { memoryLimit: 'lots' });
+  assert.equal(badMem.status, 400);
+  await mem.fill('lots');
+  await page.getByRole('button', { name: 'Save memory limit' }).click();
+  await page.getByRole('alert').filter({ hasText: `400 ${badMem.body.error}` }).waitFor({ timeout: T });
+  await mem.fill('1Gi');
+  await page.getByRole('button', { name: 'Save memory limit' }).click();
+  await toast('Memory limit 1Gi saved: the gateway restarts with it');
+  if ((await cell('fleet-gamma', 'memory').textContent()) !== 'n/a') {
+    // Measured (cgroups): the restarted gateway's cgroup has the new limit.
+    await cell('fleet-beta', 'memory').getByText(/of 1,024 MiB$/).waitFor({ timeout: T });
+  }
+
+  await page.getByLabel('Workspace tokens per day (0: unlimited)').fill('100000');
+  await page.getByRole('button', { name: 'Save workspace budget' }).click();
+  await toast('Workspace budget saved');
+  await page.getByText('100,000 of 100,000 tokens').waitFor({ timeout: T });
+  const { body } = await api('GET', '/v0/fleet');
+  assert.equal(body.workspace.tokensPerDay, 100000);
+  assert.equal(body.agents.find((a) => a.id === beta).tokensPerDay, 5000);
 });
 
 test('accessibility: axe-core finds no serious or critical violation on the fleet page', async () => {

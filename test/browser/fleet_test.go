@@ -83,7 +83,7 @@ func TestFleetInChromium(t *testing.T) {
 		t.Fatalf("the fleet's browser test failed (%v); see its output above", runErr)
 	}
 	if !regexp.MustCompile(`(?m)^ℹ fail 0$`).MatchString(stdout.String()) ||
-		!regexp.MustCompile(`(?m)^ℹ pass 7$`).MatchString(stdout.String()) {
+		!regexp.MustCompile(`(?m)^ℹ pass 8$`).MatchString(stdout.String()) {
 		t.Fatalf("not every fleet browser test ran and passed:\n%s", stdout.String())
 	}
 	shot := filepath.Join(shots, "fleet.png")

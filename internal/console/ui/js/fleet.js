@@ -5,6 +5,7 @@
 import { h, fill, field, badge, when } from './dom.js';
 import { token, ApiError } from './api.js';
 import { showError } from './ui.js';
+import { limitsPanel } from './limits.js';
 
 const ROW_H = 40; // px: every row has one line, so the window is arithmetic
 const OVERSCAN = 10;
@@ -116,7 +117,8 @@ export async function fleetPage(main, signal) {
   const fleet = new Fleet();
   const view = { sort: 'name', dir: 1, text: '', phase: '', selected: null, list: [] };
   const ui = build(view);
-  fill(main, h('h1', {}, 'Fleet'), ui.summary, ui.charts, ui.tablePanel, ui.pools);
+  const limits = limitsPanel();
+  fill(main, h('h1', {}, 'Fleet'), ui.summary, ui.charts, ui.tablePanel, limits.panel, ui.pools);
 
   let scheduled = false;
   const render = () => {
@@ -140,6 +142,7 @@ export async function fleetPage(main, signal) {
     recompute(fleet, view);
     render();
     if (fleet.sample()) charts?.update(fleet, view);
+    limits.show(fleet, view.selected);
     document.dispatchEvent(new CustomEvent('fleet:' + name, { detail: { agents: fleet.rows.size } }));
     if (first) {
       first = false;
@@ -147,7 +150,7 @@ export async function fleetPage(main, signal) {
       loadCharts(ui).then(c => { charts = c; c?.update(fleet, view); }).catch(err => showError(err, 'Charts'));
     }
   };
-  ui.select = (id) => { view.selected = id; charts?.update(fleet, view); };
+  ui.select = (id) => { view.selected = id; ui.selected = id; render(); charts?.update(fleet, view); limits.show(fleet, id); };
   follow(signal, onEvent, ui);
 }
 
@@ -207,7 +210,7 @@ function build(view) {
   headers(view, ui);
   ui.wsChart = h('div', { class: 'chart' });
   ui.agentChart = h('div', { class: 'chart' });
-  ui.agentCaption = h('figcaption', {}, 'One agent: choose “Chart” on its row');
+  ui.agentCaption = h('figcaption', {}, 'One agent: choose “Select” on its row');
   ui.charts = h('section', { class: 'panel', 'aria-labelledby': 'fleet-charts' },
     h('h2', { id: 'fleet-charts' }, 'Usage since this page opened'),
     h('div', { class: 'grid' },
@@ -229,7 +232,7 @@ function headers(view, ui) {
           ui.onChange();
         },
       }, name, sorted ? (view.dir > 0 ? ' ▲' : ' ▼') : ''));
-  }), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Chart')));
+  }), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Select')));
 }
 
 // paint renders the summary, the rows in view and the pools.
@@ -266,7 +269,7 @@ function paint(fleet, view, ui) {
 function rowOf(r, i, ui) {
   return h('tr', { 'aria-rowindex': String(i + 2), 'data-id': r.id },
     COLUMNS.map(([key, , cell]) => h('td', { 'data-col': key }, cell(r))),
-    h('td', {}, h('button', { type: 'button', class: 'secondary small', 'aria-label': `Chart for ${r.name || r.id}`, onclick: () => ui.select(r.id) }, 'Chart')));
+    h('td', {}, h('button', { type: 'button', class: 'secondary small', 'aria-label': `Select ${r.name || r.id}`, 'aria-pressed': String(ui.selected === r.id), onclick: () => ui.select(r.id) }, 'Select')));
 }
 
 function paintPools(fleet, ui) {
