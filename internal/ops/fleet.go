@@ -128,17 +128,24 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 	if sample {
 		w.sampledAt = now
 	}
-	seen := make(map[types.UID]bool, len(list.Items))
+	live := make([]*agentsv1.Agent, 0, len(list.Items))
 	for i := range list.Items {
 		a := &list.Items[i]
-		if a.DeletionTimestamp != nil || (w.t.OnlyAgent != "" && a.Name != w.t.OnlyAgent) {
-			continue
+		if a.DeletionTimestamp == nil && (w.t.OnlyAgent == "" || a.Name == w.t.OnlyAgent) {
+			live = append(live, a)
 		}
+	}
+	if sample {
+		use := meter.Usage(ctx, w.t.Namespace, live)
+		for _, a := range live {
+			u, ok := use[a.Name]
+			w.measure(a.UID, u, ok, now)
+		}
+	}
+	seen := make(map[types.UID]bool, len(live))
+	for _, a := range live {
 		seen[a.UID] = true
 		row := fleetAgent(a, now)
-		if sample {
-			w.measure(meter, a, now)
-		}
 		if u, ok := w.usage[a.UID]; ok {
 			row.Measured, row.MemoryBytes, row.MemoryLimitBytes = u.Measured, u.MemoryBytes, u.MemoryLimitBytes
 			row.CPUPercent, row.CPUKnown = u.CPUPercent, u.CPUKnown
@@ -163,23 +170,26 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 	return f, nil
 }
 
-// measure reads a's memory and CPU from the runtime into w.usage.
-func (w *FleetWatch) measure(m runtime.Meter, a *agentsv1.Agent, now time.Time) {
-	u, ok := m.Usage(a)
+// measure records an agent's reading (ok false: not available) into w.usage: the runtime's
+// CPU rate, or one from its CPU time since the last reading.
+func (w *FleetWatch) measure(uid types.UID, u runtime.ResourceUsage, ok bool, now time.Time) {
 	if !ok {
-		delete(w.samples, a.UID)
-		w.usage[a.UID] = FleetAgent{}
+		delete(w.samples, uid)
+		w.usage[uid] = FleetAgent{}
 		return
 	}
 	row := FleetAgent{Measured: true, MemoryBytes: u.MemoryBytes, MemoryLimitBytes: u.MemoryLimitBytes}
-	if u.CPUKnown {
-		if prev, had := w.samples[a.UID]; had && now.After(prev.at) && u.CPUSeconds >= prev.seconds {
+	switch {
+	case u.CPURateKnown:
+		row.CPUPercent, row.CPUKnown = 100*u.CPUCores, true
+	case u.CPUKnown:
+		if prev, had := w.samples[uid]; had && now.After(prev.at) && u.CPUSeconds >= prev.seconds {
 			row.CPUPercent = 100 * (u.CPUSeconds - prev.seconds) / now.Sub(prev.at).Seconds()
 			row.CPUKnown = true
 		}
-		w.samples[a.UID] = cpuSample{at: now, seconds: u.CPUSeconds}
+		w.samples[uid] = cpuSample{at: now, seconds: u.CPUSeconds}
 	}
-	w.usage[a.UID] = row
+	w.usage[uid] = row
 }
 
 // pools are the GatewayPools that serve the workspace: those naming it, and those naming no

@@ -19,13 +19,20 @@ type meterRuntime struct {
 	cpuStep float64
 }
 
-func (m *meterRuntime) Usage(a *agentsv1.Agent) (runtime.ResourceUsage, bool) {
-	u, ok := m.use[a.Name]
-	if ok && u.CPUKnown {
-		u.CPUSeconds += m.cpuStep
-		m.use[a.Name] = u
+func (m *meterRuntime) Usage(_ context.Context, _ string, agents []*agentsv1.Agent) map[string]runtime.ResourceUsage {
+	out := map[string]runtime.ResourceUsage{}
+	for _, a := range agents {
+		u, ok := m.use[a.Name]
+		if !ok {
+			continue
+		}
+		if u.CPUKnown {
+			u.CPUSeconds += m.cpuStep
+			m.use[a.Name] = u
+		}
+		out[a.Name] = u
 	}
-	return u, ok
+	return out
 }
 
 func fleetAgentObj(ns, name string, phase agentsv1.AgentPhase, created time.Time) *agentsv1.Agent {
@@ -108,5 +115,19 @@ func TestFleetWithoutAMeterSaysNotAvailable(t *testing.T) {
 	}
 	if f.Metered || len(f.Agents) != 1 || f.Agents[0].Measured || f.Agents[0].Phase != agentsv1.AgentStarting {
 		t.Fatalf("fleet: %+v", f)
+	}
+}
+
+func TestFleetTakesARuntimesOwnCPURate(t *testing.T) {
+	rt := &meterRuntime{use: map[string]runtime.ResourceUsage{
+		"pod": {MemoryBytes: 300 << 20, MemoryLimitBytes: 2 << 30, CPUCores: 0.25, CPURateKnown: true},
+	}}
+	o, _ := fakeOps(Deps{Runtime: rt}, fleetAgentObj("ws", "pod", agentsv1.AgentRunning, time.Now()))
+	f, err := o.Fleet(context.Background(), Tenant{Namespace: "ws"}, "ws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := f.Agents[0]; !a.Measured || !a.CPUKnown || a.CPUPercent != 25 || a.MemoryLimitBytes != 2<<30 {
+		t.Fatalf("a rate from the first reading: %+v", a)
 	}
 }

@@ -357,12 +357,14 @@ type Inventory interface {
 	Homes(ctx context.Context) ([]Home, error)
 }
 
-// Meter is a Runtime that can tell what an agent's gateway uses now (the local runtime's
-// cgroups). A runtime without it, or an agent it cannot measure, reads as not available.
+// Meter is a Runtime that can tell what agents' gateways use now (the local runtime's cgroups,
+// the kube runtime's metrics API when the cluster serves it).
 type Meter interface {
-	// Usage is what the agent's gateway and its commands use now; ok is false when the
-	// runtime cannot tell (no gateway of the agent's runs here, no cgroups).
-	Usage(agent *agentsv1.Agent) (u ResourceUsage, ok bool)
+	// Usage measures agents, all of namespace, now: each agent the runtime can measure has an
+	// entry under its name; the others (no gateway of theirs runs here, no cgroups, no
+	// metrics API) read as not available. It is one call for many agents: a runtime reads
+	// what it needs once per call, not once per agent.
+	Usage(ctx context.Context, namespace string, agents []*agentsv1.Agent) map[string]ResourceUsage
 }
 
 // ResourceUsage is an agent's memory and CPU as its runtime measures them.
@@ -373,4 +375,8 @@ type ResourceUsage struct {
 	// CPUKnown is false when the runtime cannot read it (a v1 host without cpuacct beside cpu).
 	CPUSeconds float64
 	CPUKnown   bool
+	// CPUCores is a rate the runtime measured itself (the metrics API's, over its window), in
+	// cores; CPURateKnown says it is set.
+	CPUCores     float64
+	CPURateKnown bool
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,15 +15,25 @@ import (
 
 var _ runtime.Meter = (*Runtime)(nil)
 
-// Usage reads the agent's cgroup (runtime.Meter): memory in use and its limit, CPU time.
-// Only an agent this runtime supervises, with a uid allocated and cgroups in use, is
-// measured; reading never allocates a uid nor starts anything.
-func (r *Runtime) Usage(ag *agentsv1.Agent) (runtime.ResourceUsage, bool) {
+// Usage reads the agents' cgroups (runtime.Meter): memory in use and its limit, CPU time.
+// Only an agent this runtime supervises, with a running gateway, a uid allocated and cgroups
+// in use, is measured; reading never allocates a uid nor starts anything.
+func (r *Runtime) Usage(_ context.Context, namespace string, agents []*agentsv1.Agent) map[string]runtime.ResourceUsage {
+	out := map[string]runtime.ResourceUsage{}
 	if r.cg == nil || r.sbx == nil {
-		return runtime.ResourceUsage{}, false
+		return out
 	}
+	for _, ag := range agents {
+		if u, ok := r.usageOf(types.NamespacedName{Namespace: namespace, Name: ag.Name}); ok {
+			out[ag.Name] = u
+		}
+	}
+	return out
+}
+
+func (r *Runtime) usageOf(key types.NamespacedName) (runtime.ResourceUsage, bool) {
 	r.mu.Lock()
-	a := r.agents[types.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}]
+	a := r.agents[key]
 	r.mu.Unlock()
 	if a == nil {
 		return runtime.ResourceUsage{}, false
