@@ -10,7 +10,7 @@ import (
 // fleetOps: the workspace's fleet (the console's fleet view).
 func fleetOps() map[string]*openapi.Op {
 	const about = "Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now " +
-		"(from the runtime: the local runtime's cgroups; `memoryBytes` and `cpuPercent` are absent where the runtime " +
+		"(from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime " +
 		"does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy " +
 		"with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the " +
 		"rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the " +
