@@ -31,7 +31,7 @@ var _ = Describe("Budgets and limits", Ordered, func() {
 		agent = newAgentIn(admin, "limited")
 	})
 
-	It("sets and clears an agent's budget; the API server refuses a negative one", func() {
+	It("sets and clears an agent's budget; kube-apiserver refuses a negative one", func() {
 		r := call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{"tokensPerDay": 5000, "requestsPerMinute": 30})
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(r.Body["budget"]).To(Equal(map[string]any{"tokensPerDay": 5000.0, "requestsPerMinute": 30.0}))

@@ -38,8 +38,8 @@ func fleetOps() map[string]*openapi.Op {
 		"PUT /v0/agents/{agentId}/budget": {
 			ID: "putAgentBudget", Tag: "agents", Summary: "Set the agent's model budget (an addition beyond the contract)",
 			Description: "Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is " +
-				"unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API " +
-				"server validates the values: a negative one is refused with its message (`Validation failed: ...`).",
+				"unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver " +
+				"validates the values: a negative one is refused with its message (`Validation failed: ...`).",
 			Body: budgetRequest{},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The budget as set.",
 				openapi.Props{"agentId": openapi.String(), "budget": openapi.Props{"requestsPerMinute": openapi.Integer(), "tokensPerDay": openapi.Integer()}})},

@@ -1897,7 +1897,7 @@ type ClientInterface interface {
 
 	// PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1906,7 +1906,7 @@ type ClientInterface interface {
 
 	// PutAgentBudget Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2577,7 +2577,7 @@ func (c *Client) GetAgent(ctx context.Context, agentId string, params *GetAgentP
 
 // PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2596,7 +2596,7 @@ func (c *Client) PutAgentBudgetWithBody(ctx context.Context, agentId string, par
 
 // PutAgentBudget Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -7660,7 +7660,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7669,7 +7669,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -18530,7 +18530,7 @@ func (c *ClientWithResponses) GetAgentWithResponse(ctx context.Context, agentId 
 
 // PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18545,7 +18545,7 @@ func (c *ClientWithResponses) PutAgentBudgetWithBodyWithResponse(ctx context.Con
 
 // PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. The API server validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
