@@ -26,6 +26,7 @@ func (s *Server) routes() {
 	s.handle("GET /v0/me", access{scope: auth.ScopeAgentsRead, gateway: true}, s.whoami)
 
 	s.agentRoutes()
+	s.fleetRoutes()
 	s.secretRoutes()
 
 	// Issues: closed beta, internal accounts only (404 for everyone else).

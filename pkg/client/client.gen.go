@@ -429,6 +429,12 @@ type AttachedSkill struct {
 	Version     string    `json:"version"`
 }
 
+// BudgetRequest defines model for BudgetRequest.
+type BudgetRequest struct {
+	RequestsPerMinute *int64 `json:"requestsPerMinute,omitempty"`
+	TokensPerDay      *int64 `json:"tokensPerDay,omitempty"`
+}
+
 // Channel defines model for Channel.
 type Channel struct {
 	AllowFrom     []string `json:"allowFrom"`
@@ -568,6 +574,57 @@ type File struct {
 	Vectorized    bool              `json:"vectorized"`
 }
 
+// Fleet defines model for Fleet.
+type Fleet struct {
+	Agents    []FleetAgent   `json:"agents"`
+	At        time.Time      `json:"at"`
+	Metrics   string         `json:"metrics"`
+	Pools     []FleetPool    `json:"pools"`
+	Workspace FleetWorkspace `json:"workspace"`
+}
+
+// FleetAgent defines model for FleetAgent.
+type FleetAgent struct {
+	Asleep            bool       `json:"asleep"`
+	CpuPercent        *float32   `json:"cpuPercent,omitempty"`
+	EngineVersion     *string    `json:"engineVersion,omitempty"`
+	Id                string     `json:"id"`
+	MemoryBytes       *int64     `json:"memoryBytes,omitempty"`
+	MemoryLimitBytes  *int64     `json:"memoryLimitBytes,omitempty"`
+	Name              string     `json:"name"`
+	NextWakeAt        *time.Time `json:"nextWakeAt,omitempty"`
+	Phase             string     `json:"phase"`
+	Rendering         *string    `json:"rendering,omitempty"`
+	RequestsPerMinute *int64     `json:"requestsPerMinute,omitempty"`
+	RequestsToday     int64      `json:"requestsToday"`
+	Restarts          int32      `json:"restarts"`
+	TokensLeft        *int64     `json:"tokensLeft,omitempty"`
+	TokensPerDay      *int64     `json:"tokensPerDay,omitempty"`
+	TokensToday       int64      `json:"tokensToday"`
+}
+
+// FleetPool defines model for FleetPool.
+type FleetPool struct {
+	Booting       int32   `json:"booting"`
+	Claimed       int64   `json:"claimed"`
+	Desired       int32   `json:"desired"`
+	EngineVersion *string `json:"engineVersion,omitempty"`
+	Healthy       bool    `json:"healthy"`
+	Name          string  `json:"name"`
+	Ready         int32   `json:"ready"`
+	Replicas      int32   `json:"replicas"`
+}
+
+// FleetWorkspace defines model for FleetWorkspace.
+type FleetWorkspace struct {
+	Name              string `json:"name"`
+	RequestsPerMinute *int64 `json:"requestsPerMinute,omitempty"`
+	RequestsToday     int64  `json:"requestsToday"`
+	TokensLeft        *int64 `json:"tokensLeft,omitempty"`
+	TokensPerDay      *int64 `json:"tokensPerDay,omitempty"`
+	TokensToday       int64  `json:"tokensToday"`
+}
+
 // InstallSkillRequest defines model for InstallSkillRequest.
 type InstallSkillRequest struct {
 	// Version A version (default: the registry's latest).
@@ -606,6 +663,11 @@ type Payload struct {
 // ResetRequest defines model for ResetRequest.
 type ResetRequest struct {
 	SnapshotCid string `json:"snapshotCid"`
+}
+
+// ResourcesRequest defines model for ResourcesRequest.
+type ResourcesRequest struct {
+	MemoryLimit *string `json:"memoryLimit,omitempty"`
 }
 
 // RestartRequest defines model for RestartRequest.
@@ -776,6 +838,12 @@ type GetAgentParams struct {
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
 
+// PutAgentBudgetParams defines parameters for PutAgentBudget.
+type PutAgentBudgetParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
 // ListChannelsParams defines parameters for ListChannels.
 type ListChannelsParams struct {
 	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
@@ -929,6 +997,12 @@ type CreatePlatformTokenParams struct {
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
 
+// PutAgentResourcesParams defines parameters for PutAgentResources.
+type PutAgentResourcesParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
 // RestartAgentParams defines parameters for RestartAgent.
 type RestartAgentParams struct {
 	// Wait `false` answers 202 at once instead of waiting for the controller.
@@ -1071,6 +1145,18 @@ type InstallSkillParams struct {
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
 
+// GetFleetParams defines parameters for GetFleet.
+type GetFleetParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// StreamFleetParams defines parameters for StreamFleet.
+type StreamFleetParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
 // ListIssuesParams defines parameters for ListIssues.
 type ListIssuesParams struct {
 	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
@@ -1118,6 +1204,12 @@ type ListSkillsParams struct {
 
 // ListTemplatesParams defines parameters for ListTemplates.
 type ListTemplatesParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// PutWorkspaceBudgetParams defines parameters for PutWorkspaceBudget.
+type PutWorkspaceBudgetParams struct {
 	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
 	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
 }
@@ -1233,6 +1325,9 @@ type GetFileParamsNetwork string
 // CreateAgentJSONRequestBody defines body for CreateAgent for application/json ContentType.
 type CreateAgentJSONRequestBody = CreateAgentRequest
 
+// PutAgentBudgetJSONRequestBody defines body for PutAgentBudget for application/json ContentType.
+type PutAgentBudgetJSONRequestBody = BudgetRequest
+
 // SetupChannelJSONRequestBody defines body for SetupChannel for application/json ContentType.
 type SetupChannelJSONRequestBody = ChannelRequest
 
@@ -1253,6 +1348,9 @@ type PatchDomainJSONRequestBody = DomainRequest
 
 // UploadAgentFileJSONRequestBody defines body for UploadAgentFile for application/json ContentType.
 type UploadAgentFileJSONRequestBody UploadAgentFileJSONBody
+
+// PutAgentResourcesJSONRequestBody defines body for PutAgentResources for application/json ContentType.
+type PutAgentResourcesJSONRequestBody = ResourcesRequest
 
 // RestartAgentJSONRequestBody defines body for RestartAgent for application/json ContentType.
 type RestartAgentJSONRequestBody = RestartRequest
@@ -1280,6 +1378,9 @@ type CreateIssueJSONRequestBody = IssueRequest
 
 // CreateSecretJSONRequestBody defines body for CreateSecret for application/json ContentType.
 type CreateSecretJSONRequestBody = CreateSecretRequest
+
+// PutWorkspaceBudgetJSONRequestBody defines body for PutWorkspaceBudget for application/json ContentType.
+type PutWorkspaceBudgetJSONRequestBody = BudgetRequest
 
 // UploadFileMultipartRequestBody defines body for UploadFile for multipart/form-data ContentType.
 type UploadFileMultipartRequestBody UploadFileMultipartBody
@@ -1794,6 +1895,24 @@ type ClientInterface interface {
 	// Corresponds with GET /v0/agents/{agentId} (the `GetAgent` operationId).
 	GetAgent(ctx context.Context, agentId string, params *GetAgentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
+	//
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+	PutAgentBudgetWithBody(ctx context.Context, agentId string, params *PutAgentBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutAgentBudget Set the agent's model budget (an addition beyond the contract)
+	//
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+	PutAgentBudget(ctx context.Context, agentId string, params *PutAgentBudgetParams, body PutAgentBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListChannels An agent's channels, one per chat network
 	//
 	// Corresponds with GET /v0/agents/{agentId}/channels (the `ListChannels` operationId).
@@ -1986,6 +2105,24 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/platform/token (the `CreatePlatformToken` operationId).
 	CreatePlatformToken(ctx context.Context, agentId string, params *CreatePlatformTokenParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// PutAgentResourcesWithBody Set the agent's memory limit (an addition beyond the contract)
+	//
+	// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+	PutAgentResourcesWithBody(ctx context.Context, agentId string, params *PutAgentResourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutAgentResources Set the agent's memory limit (an addition beyond the contract)
+	//
+	// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+	PutAgentResources(ctx context.Context, agentId string, params *PutAgentResourcesParams, body PutAgentResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RestartAgentWithBody Restart an agent, optionally on another engine version
 	//
 	// Takes any type of body and a specified content type.
@@ -2169,6 +2306,22 @@ type ClientInterface interface {
 	// Corresponds with POST /v0/clawhub/{slug}/install (the `InstallSkill` operationId).
 	InstallSkill(ctx context.Context, slug string, params *InstallSkillParams, body InstallSkillJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetFleet The workspace's fleet (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+	GetFleet(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StreamFleet Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+	//
+	// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+	StreamFleet(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListIssues List reported issues (internal accounts)
 	//
 	// Corresponds with GET /v0/issues (the `ListIssues` operationId).
@@ -2230,6 +2383,24 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v0/templates (the `ListTemplates` operationId).
 	ListTemplates(ctx context.Context, params *ListTemplatesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWorkspaceBudgetWithBody Set the workspace's model budget (an addition beyond the contract)
+	//
+	// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+	PutWorkspaceBudgetWithBody(ctx context.Context, params *PutWorkspaceBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PutWorkspaceBudget Set the workspace's model budget (an addition beyond the contract)
+	//
+	// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+	PutWorkspaceBudget(ctx context.Context, params *PutWorkspaceBudgetParams, body PutWorkspaceBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// TestAuthentication Check a token (the pinata SDK's auth check)
 	//
@@ -2394,6 +2565,44 @@ func (c *Client) DeleteAgent(ctx context.Context, agentId string, params *Delete
 // Corresponds with GET /v0/agents/{agentId} (the `GetAgent` operationId).
 func (c *Client) GetAgent(ctx context.Context, agentId string, params *GetAgentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetAgentRequest(c.Server, agentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
+//
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+func (c *Client) PutAgentBudgetWithBody(ctx context.Context, agentId string, params *PutAgentBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAgentBudgetRequestWithBody(c.Server, agentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutAgentBudget Set the agent's model budget (an addition beyond the contract)
+//
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+func (c *Client) PutAgentBudget(ctx context.Context, agentId string, params *PutAgentBudgetParams, body PutAgentBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAgentBudgetRequest(c.Server, agentId, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2856,6 +3065,44 @@ func (c *Client) CreatePlatformToken(ctx context.Context, agentId string, params
 	return c.Client.Do(req)
 }
 
+// PutAgentResourcesWithBody Set the agent's memory limit (an addition beyond the contract)
+//
+// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+func (c *Client) PutAgentResourcesWithBody(ctx context.Context, agentId string, params *PutAgentResourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAgentResourcesRequestWithBody(c.Server, agentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutAgentResources Set the agent's memory limit (an addition beyond the contract)
+//
+// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+func (c *Client) PutAgentResources(ctx context.Context, agentId string, params *PutAgentResourcesParams, body PutAgentResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutAgentResourcesRequest(c.Server, agentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // RestartAgentWithBody Restart an agent, optionally on another engine version
 //
 // Takes any type of body and a specified content type.
@@ -3289,6 +3536,42 @@ func (c *Client) InstallSkill(ctx context.Context, slug string, params *InstallS
 	return c.Client.Do(req)
 }
 
+// GetFleet The workspace's fleet (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+func (c *Client) GetFleet(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetFleetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StreamFleet Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+//
+// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+func (c *Client) StreamFleet(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStreamFleetRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListIssues List reported issues (internal accounts)
 //
 // Corresponds with GET /v0/issues (the `ListIssues` operationId).
@@ -3441,6 +3724,44 @@ func (c *Client) ListSkills(ctx context.Context, params *ListSkillsParams, reqEd
 // Corresponds with GET /v0/templates (the `ListTemplates` operationId).
 func (c *Client) ListTemplates(ctx context.Context, params *ListTemplatesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListTemplatesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWorkspaceBudgetWithBody Set the workspace's model budget (an addition beyond the contract)
+//
+// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+func (c *Client) PutWorkspaceBudgetWithBody(ctx context.Context, params *PutWorkspaceBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWorkspaceBudgetRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PutWorkspaceBudget Set the workspace's model budget (an addition beyond the contract)
+//
+// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+func (c *Client) PutWorkspaceBudget(ctx context.Context, params *PutWorkspaceBudgetParams, body PutWorkspaceBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPutWorkspaceBudgetRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3857,6 +4178,68 @@ func NewGetAgentRequest(server string, agentId string, params *GetAgentParams) (
 	if err != nil {
 		return nil, err
 	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPutAgentBudgetRequest calls the generic PutAgentBudget builder with application/json body
+func NewPutAgentBudgetRequest(server string, agentId string, params *PutAgentBudgetParams, body PutAgentBudgetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutAgentBudgetRequestWithBody(server, agentId, params, "application/json", bodyReader)
+}
+
+// NewPutAgentBudgetRequestWithBody constructs an http.Request for the PutAgentBudget method, with any body, and a specified content type
+func NewPutAgentBudgetRequestWithBody(server string, agentId string, params *PutAgentBudgetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/budget", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	if params != nil {
 
@@ -5006,6 +5389,68 @@ func NewCreatePlatformTokenRequest(server string, agentId string, params *Create
 	return req, nil
 }
 
+// NewPutAgentResourcesRequest calls the generic PutAgentResources builder with application/json body
+func NewPutAgentResourcesRequest(server string, agentId string, params *PutAgentResourcesParams, body PutAgentResourcesJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutAgentResourcesRequestWithBody(server, agentId, params, "application/json", bodyReader)
+}
+
+// NewPutAgentResourcesRequestWithBody constructs an http.Request for the PutAgentResources method, with any body, and a specified content type
+func NewPutAgentResourcesRequestWithBody(server string, agentId string, params *PutAgentResourcesParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/resources", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewRestartAgentRequest calls the generic RestartAgent builder with application/json body
 func NewRestartAgentRequest(server string, agentId string, params *RestartAgentParams, body RestartAgentJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6081,6 +6526,90 @@ func NewInstallSkillRequestWithBody(server string, slug string, params *InstallS
 	return req, nil
 }
 
+// NewGetFleetRequest constructs an http.Request for the GetFleet method
+func NewGetFleetRequest(server string, params *GetFleetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/fleet")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewStreamFleetRequest constructs an http.Request for the StreamFleet method
+func NewStreamFleetRequest(server string, params *StreamFleetParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/fleet/stream")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 // NewListIssuesRequest constructs an http.Request for the ListIssues method
 func NewListIssuesRequest(server string, params *ListIssuesParams) (*http.Request, error) {
 	var err error
@@ -6431,6 +6960,61 @@ func NewListTemplatesRequest(server string, params *ListTemplatesParams) (*http.
 	if err != nil {
 		return nil, err
 	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewPutWorkspaceBudgetRequest calls the generic PutWorkspaceBudget builder with application/json body
+func NewPutWorkspaceBudgetRequest(server string, params *PutWorkspaceBudgetParams, body PutWorkspaceBudgetJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewPutWorkspaceBudgetRequestWithBody(server, params, "application/json", bodyReader)
+}
+
+// NewPutWorkspaceBudgetRequestWithBody constructs an http.Request for the PutWorkspaceBudget method, with any body, and a specified content type
+func NewPutWorkspaceBudgetRequestWithBody(server string, params *PutWorkspaceBudgetParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/workspace/budget")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	if params != nil {
 
@@ -7074,6 +7658,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v0/agents/{agentId} (the `GetAgent` operationId).
 	GetAgentWithResponse(ctx context.Context, agentId string, params *GetAgentParams, reqEditors ...RequestEditorFn) (*GetAgentResponse, error)
 
+	// PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
+	//
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+	PutAgentBudgetWithBodyWithResponse(ctx context.Context, agentId string, params *PutAgentBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAgentBudgetResponse, error)
+
+	// PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
+	//
+	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+	PutAgentBudgetWithResponse(ctx context.Context, agentId string, params *PutAgentBudgetParams, body PutAgentBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAgentBudgetResponse, error)
+
 	// ListChannelsWithResponse An agent's channels, one per chat network
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7290,6 +7892,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/platform/token (the `CreatePlatformToken` operationId).
 	CreatePlatformTokenWithResponse(ctx context.Context, agentId string, params *CreatePlatformTokenParams, reqEditors ...RequestEditorFn) (*CreatePlatformTokenResponse, error)
 
+	// PutAgentResourcesWithBodyWithResponse Set the agent's memory limit (an addition beyond the contract)
+	//
+	// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+	PutAgentResourcesWithBodyWithResponse(ctx context.Context, agentId string, params *PutAgentResourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAgentResourcesResponse, error)
+
+	// PutAgentResourcesWithResponse Set the agent's memory limit (an addition beyond the contract)
+	//
+	// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+	PutAgentResourcesWithResponse(ctx context.Context, agentId string, params *PutAgentResourcesParams, body PutAgentResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAgentResourcesResponse, error)
+
 	// RestartAgentWithBodyWithResponse Restart an agent, optionally on another engine version
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -7495,6 +8115,26 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/clawhub/{slug}/install (the `InstallSkill` operationId).
 	InstallSkillWithResponse(ctx context.Context, slug string, params *InstallSkillParams, body InstallSkillJSONRequestBody, reqEditors ...RequestEditorFn) (*InstallSkillResponse, error)
 
+	// GetFleetWithResponse The workspace's fleet (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+	GetFleetWithResponse(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*GetFleetResponse, error)
+
+	// StreamFleetWithResponse Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+	//
+	// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+	//
+	// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+	StreamFleetWithResponse(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*StreamFleetResponse, error)
+
 	// ListIssuesWithResponse List reported issues (internal accounts)
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -7568,6 +8208,24 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v0/templates (the `ListTemplates` operationId).
 	ListTemplatesWithResponse(ctx context.Context, params *ListTemplatesParams, reqEditors ...RequestEditorFn) (*ListTemplatesResponse, error)
+
+	// PutWorkspaceBudgetWithBodyWithResponse Set the workspace's model budget (an addition beyond the contract)
+	//
+	// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+	PutWorkspaceBudgetWithBodyWithResponse(ctx context.Context, params *PutWorkspaceBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWorkspaceBudgetResponse, error)
+
+	// PutWorkspaceBudgetWithResponse Set the workspace's model budget (an addition beyond the contract)
+	//
+	// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+	PutWorkspaceBudgetWithResponse(ctx context.Context, params *PutWorkspaceBudgetParams, body PutWorkspaceBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWorkspaceBudgetResponse, error)
 
 	// TestAuthenticationWithResponse Check a token (the pinata SDK's auth check)
 	//
@@ -8345,6 +9003,187 @@ func (r GetAgentResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetAgentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutAgentBudgetResponse200Headers the declared response headers of an HTTP 200 response for PutAgentBudget
+type PutAgentBudgetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse400Headers the declared response headers of an HTTP 400 response for PutAgentBudget
+type PutAgentBudgetResponse400Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse401Headers the declared response headers of an HTTP 401 response for PutAgentBudget
+type PutAgentBudgetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse403Headers the declared response headers of an HTTP 403 response for PutAgentBudget
+type PutAgentBudgetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse404Headers the declared response headers of an HTTP 404 response for PutAgentBudget
+type PutAgentBudgetResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse413Headers the declared response headers of an HTTP 413 response for PutAgentBudget
+type PutAgentBudgetResponse413Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse429Headers the declared response headers of an HTTP 429 response for PutAgentBudget
+type PutAgentBudgetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse500Headers the declared response headers of an HTTP 500 response for PutAgentBudget
+type PutAgentBudgetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentBudgetResponse503Headers the declared response headers of an HTTP 503 response for PutAgentBudget
+type PutAgentBudgetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type PutAgentBudgetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		AgentId string `json:"agentId"`
+		Budget  struct {
+			RequestsPerMinute int `json:"requestsPerMinute"`
+			TokensPerDay      int `json:"tokensPerDay"`
+		} `json:"budget"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorV0
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutAgentBudgetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutAgentBudgetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutAgentBudgetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutAgentBudgetResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PutAgentBudgetResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutAgentBudgetResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutAgentBudgetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PutAgentBudgetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutAgentBudgetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON200() *struct {
+	AgentId string `json:"agentId"`
+	Budget  struct {
+		RequestsPerMinute int `json:"requestsPerMinute"`
+		TokensPerDay      int `json:"tokensPerDay"`
+	} `json:"budget"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON400() *ErrorV0 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON413() *ErrorV0 {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutAgentBudgetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutAgentBudgetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutAgentBudgetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutAgentBudgetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutAgentBudgetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -11502,6 +12341,181 @@ func (r CreatePlatformTokenResponse) ContentType() string {
 	return ""
 }
 
+// PutAgentResourcesResponse200Headers the declared response headers of an HTTP 200 response for PutAgentResources
+type PutAgentResourcesResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse400Headers the declared response headers of an HTTP 400 response for PutAgentResources
+type PutAgentResourcesResponse400Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse401Headers the declared response headers of an HTTP 401 response for PutAgentResources
+type PutAgentResourcesResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse403Headers the declared response headers of an HTTP 403 response for PutAgentResources
+type PutAgentResourcesResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse404Headers the declared response headers of an HTTP 404 response for PutAgentResources
+type PutAgentResourcesResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse413Headers the declared response headers of an HTTP 413 response for PutAgentResources
+type PutAgentResourcesResponse413Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse429Headers the declared response headers of an HTTP 429 response for PutAgentResources
+type PutAgentResourcesResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse500Headers the declared response headers of an HTTP 500 response for PutAgentResources
+type PutAgentResourcesResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutAgentResourcesResponse503Headers the declared response headers of an HTTP 503 response for PutAgentResources
+type PutAgentResourcesResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type PutAgentResourcesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		AgentId     string `json:"agentId"`
+		MemoryLimit string `json:"memoryLimit"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorV0
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutAgentResourcesResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutAgentResourcesResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutAgentResourcesResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutAgentResourcesResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *PutAgentResourcesResponse404Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutAgentResourcesResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutAgentResourcesResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PutAgentResourcesResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutAgentResourcesResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON200() *struct {
+	AgentId     string `json:"agentId"`
+	MemoryLimit string `json:"memoryLimit"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON400() *ErrorV0 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON413() *ErrorV0 {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutAgentResourcesResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutAgentResourcesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutAgentResourcesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutAgentResourcesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutAgentResourcesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // RestartAgentResponse200Headers the declared response headers of an HTTP 200 response for RestartAgent
 type RestartAgentResponse200Headers struct {
 	StrictTransportSecurity *string
@@ -14561,6 +15575,254 @@ func (r InstallSkillResponse) ContentType() string {
 	return ""
 }
 
+// GetFleetResponse200Headers the declared response headers of an HTTP 200 response for GetFleet
+type GetFleetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse401Headers the declared response headers of an HTTP 401 response for GetFleet
+type GetFleetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse403Headers the declared response headers of an HTTP 403 response for GetFleet
+type GetFleetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse429Headers the declared response headers of an HTTP 429 response for GetFleet
+type GetFleetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse500Headers the declared response headers of an HTTP 500 response for GetFleet
+type GetFleetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetFleetResponse503Headers the declared response headers of an HTTP 503 response for GetFleet
+type GetFleetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type GetFleetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Fleet
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetFleetResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetFleetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetFleetResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetFleetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetFleetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetFleetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetFleetResponse) GetJSON200() *Fleet {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetFleetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetFleetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetFleetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetFleetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetFleetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetFleetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetFleetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetFleetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetFleetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// StreamFleetResponse200Headers the declared response headers of an HTTP 200 response for StreamFleet
+type StreamFleetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse401Headers the declared response headers of an HTTP 401 response for StreamFleet
+type StreamFleetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse403Headers the declared response headers of an HTTP 403 response for StreamFleet
+type StreamFleetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse429Headers the declared response headers of an HTTP 429 response for StreamFleet
+type StreamFleetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse500Headers the declared response headers of an HTTP 500 response for StreamFleet
+type StreamFleetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// StreamFleetResponse503Headers the declared response headers of an HTTP 503 response for StreamFleet
+type StreamFleetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type StreamFleetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *map[string]interface{}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *StreamFleetResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *StreamFleetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *StreamFleetResponse403Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *StreamFleetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *StreamFleetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StreamFleetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StreamFleetResponse) GetJSON200() *map[string]interface{} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r StreamFleetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StreamFleetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r StreamFleetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r StreamFleetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r StreamFleetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StreamFleetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StreamFleetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StreamFleetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StreamFleetResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ListIssuesResponse200Headers the declared response headers of an HTTP 200 response for ListIssues
 type ListIssuesResponse200Headers struct {
 	StrictTransportSecurity *string
@@ -15728,6 +16990,172 @@ func (r ListTemplatesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListTemplatesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// PutWorkspaceBudgetResponse200Headers the declared response headers of an HTTP 200 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse400Headers the declared response headers of an HTTP 400 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse400Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse401Headers the declared response headers of an HTTP 401 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse403Headers the declared response headers of an HTTP 403 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse413Headers the declared response headers of an HTTP 413 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse413Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse429Headers the declared response headers of an HTTP 429 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse500Headers the declared response headers of an HTTP 500 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// PutWorkspaceBudgetResponse503Headers the declared response headers of an HTTP 503 response for PutWorkspaceBudget
+type PutWorkspaceBudgetResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type PutWorkspaceBudgetResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Budget struct {
+			RequestsPerMinute int `json:"requestsPerMinute"`
+			TokensPerDay      int `json:"tokensPerDay"`
+		} `json:"budget"`
+		Workspace string `json:"workspace"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorV0
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *InternalErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *PutWorkspaceBudgetResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *PutWorkspaceBudgetResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutWorkspaceBudgetResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *PutWorkspaceBudgetResponse403Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *PutWorkspaceBudgetResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutWorkspaceBudgetResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *PutWorkspaceBudgetResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutWorkspaceBudgetResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON200() *struct {
+	Budget struct {
+		RequestsPerMinute int `json:"requestsPerMinute"`
+		TokensPerDay      int `json:"tokensPerDay"`
+	} `json:"budget"`
+	Workspace string `json:"workspace"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON400() *ErrorV0 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON413() *ErrorV0 {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON500() *InternalErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r PutWorkspaceBudgetResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r PutWorkspaceBudgetResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PutWorkspaceBudgetResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PutWorkspaceBudgetResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PutWorkspaceBudgetResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -17100,6 +18528,36 @@ func (c *ClientWithResponses) GetAgentWithResponse(ctx context.Context, agentId 
 	return ParseGetAgentResponse(rsp)
 }
 
+// PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
+//
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+func (c *ClientWithResponses) PutAgentBudgetWithBodyWithResponse(ctx context.Context, agentId string, params *PutAgentBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAgentBudgetResponse, error) {
+	rsp, err := c.PutAgentBudgetWithBody(ctx, agentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAgentBudgetResponse(rsp)
+}
+
+// PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
+//
+// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/agents/{agentId}/budget (the `PutAgentBudget` operationId).
+func (c *ClientWithResponses) PutAgentBudgetWithResponse(ctx context.Context, agentId string, params *PutAgentBudgetParams, body PutAgentBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAgentBudgetResponse, error) {
+	rsp, err := c.PutAgentBudget(ctx, agentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAgentBudgetResponse(rsp)
+}
+
 // ListChannelsWithResponse An agent's channels, one per chat network
 //
 // Returns a wrapper object for the known response body format(s).
@@ -17472,6 +18930,36 @@ func (c *ClientWithResponses) CreatePlatformTokenWithResponse(ctx context.Contex
 	return ParseCreatePlatformTokenResponse(rsp)
 }
 
+// PutAgentResourcesWithBodyWithResponse Set the agent's memory limit (an addition beyond the contract)
+//
+// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+func (c *ClientWithResponses) PutAgentResourcesWithBodyWithResponse(ctx context.Context, agentId string, params *PutAgentResourcesParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutAgentResourcesResponse, error) {
+	rsp, err := c.PutAgentResourcesWithBody(ctx, agentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAgentResourcesResponse(rsp)
+}
+
+// PutAgentResourcesWithResponse Set the agent's memory limit (an addition beyond the contract)
+//
+// `memoryLimit` is a quantity (`1Gi`, `512Mi`) of at least 256 MiB; an empty one returns the agent to the platform's default. The gateway restarts with it (kube: its pod's limit; local: its cgroup's, and the Node heap follows). Admins and owners only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/agents/{agentId}/resources (the `PutAgentResources` operationId).
+func (c *ClientWithResponses) PutAgentResourcesWithResponse(ctx context.Context, agentId string, params *PutAgentResourcesParams, body PutAgentResourcesJSONRequestBody, reqEditors ...RequestEditorFn) (*PutAgentResourcesResponse, error) {
+	rsp, err := c.PutAgentResources(ctx, agentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutAgentResourcesResponse(rsp)
+}
+
 // RestartAgentWithBodyWithResponse Restart an agent, optionally on another engine version
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -17827,6 +19315,38 @@ func (c *ClientWithResponses) InstallSkillWithResponse(ctx context.Context, slug
 	return ParseInstallSkillResponse(rsp)
 }
 
+// GetFleetWithResponse The workspace's fleet (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/fleet (the `GetFleet` operationId).
+func (c *ClientWithResponses) GetFleetWithResponse(ctx context.Context, params *GetFleetParams, reqEditors ...RequestEditorFn) (*GetFleetResponse, error) {
+	rsp, err := c.GetFleet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetFleetResponse(rsp)
+}
+
+// StreamFleetWithResponse Follow the workspace's fleet as server-sent events (an addition beyond the contract)
+//
+// Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now (from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the manager's cache: no secret, no request to a gateway.
+//
+// One stream for the whole fleet: `event: snapshot` with the fleet as `GET /v0/fleet` answers it, then, at most every second and only when something changed, `event: update` with `at`, `workspace`, `pools`, `metrics`, the `agents` whose row changed (whole rows) and the ids of those `removed`; a comment `: keep-alive` every 15 s; `event: error` before the stream closes on a failure.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/fleet/stream (the `StreamFleet` operationId).
+func (c *ClientWithResponses) StreamFleetWithResponse(ctx context.Context, params *StreamFleetParams, reqEditors ...RequestEditorFn) (*StreamFleetResponse, error) {
+	rsp, err := c.StreamFleet(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStreamFleetResponse(rsp)
+}
+
 // ListIssuesWithResponse List reported issues (internal accounts)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -17959,6 +19479,36 @@ func (c *ClientWithResponses) ListTemplatesWithResponse(ctx context.Context, par
 		return nil, err
 	}
 	return ParseListTemplatesResponse(rsp)
+}
+
+// PutWorkspaceBudgetWithBodyWithResponse Set the workspace's model budget (an addition beyond the contract)
+//
+// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+func (c *ClientWithResponses) PutWorkspaceBudgetWithBodyWithResponse(ctx context.Context, params *PutWorkspaceBudgetParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutWorkspaceBudgetResponse, error) {
+	rsp, err := c.PutWorkspaceBudgetWithBody(ctx, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWorkspaceBudgetResponse(rsp)
+}
+
+// PutWorkspaceBudgetWithResponse Set the workspace's model budget (an addition beyond the contract)
+//
+// As an agent's budget, for all the workspace's agents together. Admins and owners only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v0/workspace/budget (the `PutWorkspaceBudget` operationId).
+func (c *ClientWithResponses) PutWorkspaceBudgetWithResponse(ctx context.Context, params *PutWorkspaceBudgetParams, body PutWorkspaceBudgetJSONRequestBody, reqEditors ...RequestEditorFn) (*PutWorkspaceBudgetResponse, error) {
+	rsp, err := c.PutWorkspaceBudget(ctx, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePutWorkspaceBudgetResponse(rsp)
 }
 
 // TestAuthenticationWithResponse Check a token (the pinata SDK's auth check)
@@ -18979,6 +20529,250 @@ func ParseGetAgentResponse(rsp *http.Response) (*GetAgentResponse, error) {
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers GetAgentResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutAgentBudgetResponse parses an HTTP response from a PutAgentBudgetWithResponse call
+func ParsePutAgentBudgetResponse(rsp *http.Response) (*PutAgentBudgetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutAgentBudgetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			AgentId string `json:"agentId"`
+			Budget  struct {
+				RequestsPerMinute int `json:"requestsPerMinute"`
+				TokensPerDay      int `json:"tokensPerDay"`
+			} `json:"budget"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutAgentBudgetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutAgentBudgetResponse400Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutAgentBudgetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutAgentBudgetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers PutAgentBudgetResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutAgentBudgetResponse413Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutAgentBudgetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PutAgentBudgetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutAgentBudgetResponse503Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -23263,6 +25057,247 @@ func ParseCreatePlatformTokenResponse(rsp *http.Response) (*CreatePlatformTokenR
 	return response, nil
 }
 
+// ParsePutAgentResourcesResponse parses an HTTP response from a PutAgentResourcesWithResponse call
+func ParsePutAgentResourcesResponse(rsp *http.Response) (*PutAgentResourcesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutAgentResourcesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			AgentId     string `json:"agentId"`
+			MemoryLimit string `json:"memoryLimit"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutAgentResourcesResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutAgentResourcesResponse400Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutAgentResourcesResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutAgentResourcesResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers PutAgentResourcesResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutAgentResourcesResponse413Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutAgentResourcesResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PutAgentResourcesResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutAgentResourcesResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseRestartAgentResponse parses an HTTP response from a RestartAgentWithResponse call
 func ParseRestartAgentResponse(rsp *http.Response) (*RestartAgentResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -27440,6 +29475,341 @@ func ParseInstallSkillResponse(rsp *http.Response) (*InstallSkillResponse, error
 	return response, nil
 }
 
+// ParseGetFleetResponse parses an HTTP response from a GetFleetWithResponse call
+func ParseGetFleetResponse(rsp *http.Response) (*GetFleetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetFleetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Fleet
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetFleetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetFleetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetFleetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetFleetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetFleetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetFleetResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStreamFleetResponse parses an HTTP response from a StreamFleetWithResponse call
+func ParseStreamFleetResponse(rsp *http.Response) (*StreamFleetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StreamFleetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest map[string]interface{}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	case rsp.StatusCode == 200:
+		// Content-type (text/event-stream) unsupported
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers StreamFleetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers StreamFleetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers StreamFleetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 429:
+		var headers StreamFleetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers StreamFleetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers StreamFleetResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListIssuesResponse parses an HTTP response from a ListIssuesWithResponse call
 func ParseListIssuesResponse(rsp *http.Response) (*ListIssuesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -28987,6 +31357,226 @@ func ParseListTemplatesResponse(rsp *http.Response) (*ListTemplatesResponse, err
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers ListTemplatesResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParsePutWorkspaceBudgetResponse parses an HTTP response from a PutWorkspaceBudgetWithResponse call
+func ParsePutWorkspaceBudgetResponse(rsp *http.Response) (*PutWorkspaceBudgetResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PutWorkspaceBudgetResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Budget struct {
+				RequestsPerMinute int `json:"requestsPerMinute"`
+				TokensPerDay      int `json:"tokensPerDay"`
+			} `json:"budget"`
+			Workspace string `json:"workspace"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest InternalErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers PutWorkspaceBudgetResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers PutWorkspaceBudgetResponse400Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutWorkspaceBudgetResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers PutWorkspaceBudgetResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 413:
+		var headers PutWorkspaceBudgetResponse413Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutWorkspaceBudgetResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers PutWorkspaceBudgetResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutWorkspaceBudgetResponse503Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

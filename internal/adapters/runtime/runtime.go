@@ -356,3 +356,27 @@ type Inventory interface {
 	// Homes lists every agent home the runtime keeps, sorted by namespace and name.
 	Homes(ctx context.Context) ([]Home, error)
 }
+
+// Meter is a Runtime that can tell what agents' gateways use now (the local runtime's cgroups,
+// the kube runtime's metrics API when the cluster serves it).
+type Meter interface {
+	// Usage measures agents, all of namespace, now: each agent the runtime can measure has an
+	// entry under its name; the others (no gateway of theirs runs here, no cgroups, no
+	// metrics API) read as not available. It is one call for many agents: a runtime reads
+	// what it needs once per call, not once per agent.
+	Usage(ctx context.Context, namespace string, agents []*agentsv1.Agent) map[string]ResourceUsage
+}
+
+// ResourceUsage is an agent's memory and CPU as its runtime measures them.
+type ResourceUsage struct {
+	// MemoryBytes is the memory in use now; MemoryLimitBytes its limit (0: none known).
+	MemoryBytes, MemoryLimitBytes int64
+	// CPUSeconds is the CPU time used since the cgroup was made (a rate needs two samples);
+	// CPUKnown is false when the runtime cannot read it (a v1 host without cpuacct beside cpu).
+	CPUSeconds float64
+	CPUKnown   bool
+	// CPUCores is a rate the runtime measured itself (the metrics API's, over its window), in
+	// cores; CPURateKnown says it is set.
+	CPUCores     float64
+	CPURateKnown bool
+}

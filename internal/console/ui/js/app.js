@@ -4,6 +4,7 @@ import { token, get, post, agentPath } from './api.js';
 import { showError, clearError, action, toast } from './ui.js';
 import { agentPage } from './agent.js';
 import { filesPage } from './files.js';
+import { fleetPage } from './fleet.js';
 
 const main = document.getElementById('main');
 
@@ -118,6 +119,7 @@ async function route() {
     else if (parts[0] === 'agents' && parts.length === 1) await agentList(signal);
     else if (parts[0] === 'agents') await agentPage(main, parts[1], signal, every);
     else if (parts[0] === 'files') await filesPage(main, signal);
+    else if (parts[0] === 'fleet') await fleetPage(main, signal);
     else fill(main, h('h1', {}, 'Not found'), h('p', {}, 'This console page does not exist.'));
   } catch (err) {
     if (err.name === 'AbortError') return;
