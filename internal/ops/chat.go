@@ -88,7 +88,7 @@ func (o *Ops) StartChat(ctx context.Context, t Tenant, agentID string, req ChatR
 // during the turn, the refusal (refused); it keeps the turn in the transcript and ends with
 // done. A failure once the stream began is an error event; emit's own error ends the turn.
 func (c *ChatTurn) Run(ctx context.Context, emit func(ChatEvent) error) error {
-	o, a := c.o, c.agent
+	o := c.o
 	a, err := c.wake(ctx, emit)
 	if err != nil {
 		return err
