@@ -110,12 +110,12 @@ func (o *Ops) ListConversations(ctx context.Context, t Tenant, agentID string) (
 
 // GetConversation returns one of the agent's conversations.
 func (o *Ops) GetConversation(ctx context.Context, t Tenant, agentID, id string) (*Conversation, error) {
-	if !conversationIDRE.MatchString(id) {
-		return nil, Fail(NotFound, MsgConversationNotFound)
-	}
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
+	}
+	if !conversationIDRE.MatchString(id) {
+		return nil, Fail(NotFound, MsgConversationNotFound)
 	}
 	if o.d.Runtime == nil || o.d.Engine == nil {
 		return nil, Fail(Internal, MsgChatFailed)
