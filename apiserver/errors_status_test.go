@@ -145,6 +145,7 @@ var routeBodies = map[string]any{
 	"POST /v0/agents/{agentId}/skills":               map[string]any{"skillCids": []string{"bafkreifjjcie6lypi6ny7amxnfftagclbuxndqonfipmb64f2km2devei4"}},
 	"POST /v0/agents/{agentId}/channels/{channel}":   map[string]any{"botToken": "123:abc"},
 	"POST /v0/agents/{agentId}/gateway-token/rotate": nil,
+	"POST /v0/agents/{agentId}/chat":                 map[string]any{"message": "hi"},
 }
 
 // objectParams are the path parameters that name an object the handler looks up.

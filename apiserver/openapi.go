@@ -45,7 +45,7 @@ var contractMessages = []string{
 
 // operations are every documented operation by "METHOD /path".
 func operations() (map[string]*openapi.Op, error) {
-	return openapi.Collect(metaOps(), agentOps(), agentMoreOps(), fleetOps(), engineOps(), secretOps(), fileOps(), domainOps(), snapshotOps(), skillOps(), channelOps())
+	return openapi.Collect(metaOps(), agentOps(), agentMoreOps(), fleetOps(), engineOps(), secretOps(), fileOps(), domainOps(), snapshotOps(), skillOps(), channelOps(), chatOps())
 }
 
 // routeKey is how ops are keyed: "GET /v0/agents".

@@ -108,15 +108,16 @@ func pathParams() map[string]*openapi.Parameter {
 		return &openapi.Parameter{Name: name, In: "path", Required: true, Description: description, Schema: openapi.String()}
 	}
 	out := map[string]*openapi.Parameter{
-		"agentId":  param("agentId", "The agent's id (`agt-…`); an agent of another workspace is not found."),
-		"secretId": param("secretId", "The secret's id (`sec-…`), as GET /v0/secrets lists it."),
-		"domainId": param("domainId", "The domain's id (`dom-…`)."),
-		"skillId":  param("skillId", "The Skill's id, as GET /v0/skills lists it (detach also takes a bundle CID the agent attaches)."),
-		"slug":     param("slug", "The skill's ClawHub slug."),
-		"channel":  param("channel", "The chat network; any other value answers 400 `"+ops.MsgUnsupportedChannel+"`."),
-		"network":  param("network", "`public` or `private`; any other value does not match (404)."),
-		"id":       param("id", "The file's id, as the upload answered it."),
-		"cid":      param("cid", "The file's CID."),
+		"agentId":        param("agentId", "The agent's id (`agt-…`); an agent of another workspace is not found."),
+		"secretId":       param("secretId", "The secret's id (`sec-…`), as GET /v0/secrets lists it."),
+		"conversationId": param("conversationId", "A conversation's id (`cnv-…`), as GET /v0/agents/{agentId}/chat/conversations lists it."),
+		"domainId":       param("domainId", "The domain's id (`dom-…`)."),
+		"skillId":        param("skillId", "The Skill's id, as GET /v0/skills lists it (detach also takes a bundle CID the agent attaches)."),
+		"slug":           param("slug", "The skill's ClawHub slug."),
+		"channel":        param("channel", "The chat network; any other value answers 400 `"+ops.MsgUnsupportedChannel+"`."),
+		"network":        param("network", "`public` or `private`; any other value does not match (404)."),
+		"id":             param("id", "The file's id, as the upload answered it."),
+		"cid":            param("cid", "The file's CID."),
 	}
 	out["channel"].Schema = openapi.EnumOf(channels...)
 	out["network"].Schema = openapi.EnumOf("public", "private")

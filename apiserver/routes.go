@@ -79,6 +79,16 @@ func (s *Server) agentRoutes() {
 	uploads := wake(own(write))
 	uploads.maxBody = s.agentUploadLimit()*4/3 + uploadBodyOverheadBytes
 	s.handle("POST /v0/agents/{agentId}/files/upload", uploads, s.uploadAgentFile)
+	s.chatRoutes(read, access{scope: auth.ScopeAgentsExec, perm: auth.PermWrite})
+}
+
+// chatRoutes: talking to an agent (apiserver/chat.go). A turn wakes a sleeping agent itself,
+// reporting it in its stream; reading conversations wakes none. A turn may make the agent
+// run its tools: it needs what console commands need.
+func (s *Server) chatRoutes(read, talk access) {
+	s.handle("POST /v0/agents/{agentId}/chat", talk, s.chat)
+	s.handle("GET /v0/agents/{agentId}/chat/conversations", read, s.listConversations)
+	s.handle("GET /v0/agents/{agentId}/chat/conversations/{conversationId}", read, s.getConversation)
 }
 
 // secretRoutes: workspace secrets and their attachment to agents.

@@ -38,7 +38,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&devLogs, "log-dev", false, "human-readable console logs instead of JSON")
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1 = debug)")
 	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand(),
-		newAgentsCommand(), newSecretsCommand(), newSnapshotsCommand(), newLogsCommand(),
+		newAgentsCommand(), newSecretsCommand(), newSnapshotsCommand(), newLogsCommand(), newChatCommand(),
 		newMigrateStorageCommand(), newDoctorCommand())
 	return root
 }

@@ -54,6 +54,9 @@ type Deps struct {
 	Files storage.Store
 	// ClawHubURL is the skill registry installs download from ("" = https://clawhub.ai).
 	ClawHubURL string
+	// ModelMeter is the model proxy's count of each agent's usage, which chat turns report
+	// (nil: no proxy).
+	ModelMeter ModelMeter
 	// Domains configure the domain operations (brand, apps domain, verification key); they
 	// must agree with the domain controller's settings.
 	Domains DomainOptions
@@ -68,6 +71,8 @@ type Ops struct {
 	activity activityStamps
 	// auth is authentication's bounded reads (AuthLookup).
 	auth authLookup
+	// chats serializes each agent's conversation index writes (chat_store.go).
+	chats chatLocks
 }
 
 // New returns the operations over d.

@@ -293,6 +293,7 @@ func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener n
 	}
 	if proxy != nil {
 		opts.ModelProxy = proxy
+		opts.Deps.ModelMeter = proxy
 	}
 	p.API = apiserver.New(opts)
 	return mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady})

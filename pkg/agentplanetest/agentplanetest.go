@@ -53,6 +53,7 @@ type options struct {
 	engineDirs       []string
 	provisionTimeout time.Duration
 	clawHubURL       string
+	modelUpstreams   map[string]string
 	log              *logr.Logger
 }
 
@@ -74,6 +75,21 @@ func WithClawHubURL(url string) Option {
 	return func(o *options) { o.clawHubURL = url }
 }
 
+// WithModelProviders points the platform's model proxy at fake model providers (provider ->
+// origin, such as "openai" -> a test server's URL): agents that hold a provider's key call it
+// through the proxy, which meters their usage and enforces their budgets (default: the
+// providers' real origins).
+func WithModelProviders(upstreams map[string]string) Option {
+	return func(o *options) {
+		if o.modelUpstreams == nil {
+			o.modelUpstreams = map[string]string{}
+		}
+		for k, v := range upstreams {
+			o.modelUpstreams[k] = v
+		}
+	}
+}
+
 // WithLogger sets the platform's logger (default: controller-runtime's, ctrl.Log). A logger
 // bound to one test (testr) must not outlive it: the platform is shared until its last Stop.
 func WithLogger(l logr.Logger) Option {
@@ -82,7 +98,7 @@ func WithLogger(l logr.Logger) Option {
 
 // fingerprint is what two Starts on one API server must agree on.
 func (o options) fingerprint() string {
-	return fmt.Sprintf("engines=%q provision=%s clawhub=%q", o.engineDirs, o.provisionTimeout, o.clawHubURL)
+	return fmt.Sprintf("engines=%q provision=%s clawhub=%q models=%v", o.engineDirs, o.provisionTimeout, o.clawHubURL, o.modelUpstreams)
 }
 
 // Platform is a handle on agentplane running in this process. Its methods are safe for
@@ -182,6 +198,7 @@ func platformOptions(ctx context.Context, o options, stateDir string) (platform.
 	po := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		ProvisionTimeout: o.provisionTimeout, ClawHubURL: o.clawHubURL, Log: ctrl.Log.WithName("agentplane"),
+		ModelProxy: platform.ModelProxyOptions{Upstreams: o.modelUpstreams},
 		// Several platforms (one per API server) may run in one process.
 		SkipNameValidation: true,
 	}

@@ -1,7 +1,8 @@
 // Package client is a Go client of agentplane's REST facade (/v0 and /v3), generated from the
 // facade's OpenAPI document (docs/openapi.json, `make client`) with oapi-codegen. This file
 // adds what the generator does not make: New (base URL and bearer token), Error (the contract's
-// error message of an answer that is not 2xx) and Logs (an agent's gateway log, tail or follow).
+// error message of an answer that is not 2xx), Logs (an agent's gateway log, tail or follow)
+// and, in chat.go, Chat (a turn of a conversation with an agent, streamed).
 //
 //	c, err := client.New("http://127.0.0.1:8080", os.Getenv("AGENTPLANE_TOKEN"))
 //	res, err := client.Checked(c.ListAgentsWithResponse(ctx, nil))
@@ -26,7 +27,7 @@ import (
 )
 
 // Agentplane is a client of one facade with one token: every generated operation
-// (ListAgentsWithResponse, CreateSecretWithResponse, ...) and Logs.
+// (ListAgentsWithResponse, CreateSecretWithResponse, ...), Logs and Chat.
 type Agentplane struct {
 	*ClientWithResponses
 	raw *Client

@@ -463,9 +463,56 @@ type ChannelRequest struct {
 // ChannelRequestDmPolicy Who may message the agent directly (new channels: `pairing`).
 type ChannelRequestDmPolicy string
 
+// ChatMessage defines model for ChatMessage.
+type ChatMessage struct {
+	At      time.Time   `json:"at"`
+	Error   *string     `json:"error,omitempty"`
+	Refused *string     `json:"refused,omitempty"`
+	Role    string      `json:"role"`
+	Text    string      `json:"text"`
+	Tools   *[]ChatTool `json:"tools,omitempty"`
+	Usage   *TurnUsage  `json:"usage,omitempty"`
+}
+
+// ChatRequest defines model for ChatRequest.
+type ChatRequest struct {
+	// ConversationId A conversation of the agent to continue; absent: a new one.
+	ConversationId *string `json:"conversationId,omitempty"`
+
+	// Message The user's text (at most 32 KiB).
+	Message string `json:"message"`
+}
+
+// ChatTool defines model for ChatTool.
+type ChatTool struct {
+	Arguments *string `json:"arguments,omitempty"`
+	Id        *string `json:"id,omitempty"`
+	Name      string  `json:"name"`
+	Result    *string `json:"result,omitempty"`
+}
+
 // ConfigRequest defines model for ConfigRequest.
 type ConfigRequest struct {
 	Config map[string]interface{} `json:"config"`
+}
+
+// Conversation defines model for Conversation.
+type Conversation struct {
+	CreatedAt time.Time     `json:"createdAt"`
+	Id        string        `json:"id"`
+	Messages  []ChatMessage `json:"messages"`
+	Title     string        `json:"title"`
+	Turns     int           `json:"turns"`
+	UpdatedAt time.Time     `json:"updatedAt"`
+}
+
+// ConversationSummary defines model for ConversationSummary.
+type ConversationSummary struct {
+	CreatedAt time.Time `json:"createdAt"`
+	Id        string    `json:"id"`
+	Title     string    `json:"title"`
+	Turns     int       `json:"turns"`
+	UpdatedAt time.Time `json:"updatedAt"`
 }
 
 // CreateAgentRequest defines model for CreateAgentRequest.
@@ -760,6 +807,14 @@ type Template struct {
 	Vibe            *string  `json:"vibe,omitempty"`
 }
 
+// TurnUsage defines model for TurnUsage.
+type TurnUsage struct {
+	InputTokens  int64 `json:"inputTokens"`
+	Metered      bool  `json:"metered"`
+	OutputTokens int64 `json:"outputTokens"`
+	Requests     int64 `json:"requests"`
+}
+
 // UpdateSkillRequest defines model for UpdateSkillRequest.
 type UpdateSkillRequest struct {
 	// ExpectedVersion The version the caller believes is installed.
@@ -873,6 +928,24 @@ type SetupChannelParamsWait string
 
 // SetupChannelParamsChannel defines parameters for SetupChannel.
 type SetupChannelParamsChannel string
+
+// ChatParams defines parameters for Chat.
+type ChatParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// ListConversationsParams defines parameters for ListConversations.
+type ListConversationsParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
+
+// GetConversationParams defines parameters for GetConversation.
+type GetConversationParams struct {
+	// XAgentplaneWorkspace The workspace the token must belong to; a token of another workspace is refused with 401.
+	XAgentplaneWorkspace *Workspace `json:"X-Agentplane-Workspace,omitempty"`
+}
 
 // GetConfigParams defines parameters for GetConfig.
 type GetConfigParams struct {
@@ -1330,6 +1403,9 @@ type PutAgentBudgetJSONRequestBody = BudgetRequest
 
 // SetupChannelJSONRequestBody defines body for SetupChannel for application/json ContentType.
 type SetupChannelJSONRequestBody = ChannelRequest
+
+// ChatJSONRequestBody defines body for Chat for application/json ContentType.
+type ChatJSONRequestBody = ChatRequest
 
 // PutConfigJSONRequestBody defines body for PutConfig for application/json ContentType.
 type PutConfigJSONRequestBody = ConfigRequest
@@ -1940,6 +2016,36 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v0/agents/{agentId}/channels/{channel} (the `SetupChannel` operationId).
 	SetupChannel(ctx context.Context, agentId string, channel SetupChannelParamsChannel, params *SetupChannelParams, body SetupChannelJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ChatWithBody Send the agent a message and stream its reply (an addition beyond the contract)
+	//
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+	ChatWithBody(ctx context.Context, agentId string, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// Chat Send the agent a message and stream its reply (an addition beyond the contract)
+	//
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+	Chat(ctx context.Context, agentId string, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListConversations List the agent's conversations, the latest first (an addition beyond the contract)
+	//
+	// Never wakes a sleeping agent: a runtime that cannot read its home then answers none, with `asleep` true.
+	//
+	// Corresponds with GET /v0/agents/{agentId}/chat/conversations (the `ListConversations` operationId).
+	ListConversations(ctx context.Context, agentId string, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetConversation Read one conversation's transcript (an addition beyond the contract)
+	//
+	// Corresponds with GET /v0/agents/{agentId}/chat/conversations/{conversationId} (the `GetConversation` operationId).
+	GetConversation(ctx context.Context, agentId string, conversationId string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetConfig Read the agent's engine config
 	//
@@ -2671,6 +2777,76 @@ func (c *Client) SetupChannelWithBody(ctx context.Context, agentId string, chann
 // Corresponds with POST /v0/agents/{agentId}/channels/{channel} (the `SetupChannel` operationId).
 func (c *Client) SetupChannel(ctx context.Context, agentId string, channel SetupChannelParamsChannel, params *SetupChannelParams, body SetupChannelJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetupChannelRequest(c.Server, agentId, channel, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ChatWithBody Send the agent a message and stream its reply (an addition beyond the contract)
+//
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+func (c *Client) ChatWithBody(ctx context.Context, agentId string, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequestWithBody(c.Server, agentId, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// Chat Send the agent a message and stream its reply (an addition beyond the contract)
+//
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+func (c *Client) Chat(ctx context.Context, agentId string, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewChatRequest(c.Server, agentId, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListConversations List the agent's conversations, the latest first (an addition beyond the contract)
+//
+// Never wakes a sleeping agent: a runtime that cannot read its home then answers none, with `asleep` true.
+//
+// Corresponds with GET /v0/agents/{agentId}/chat/conversations (the `ListConversations` operationId).
+func (c *Client) ListConversations(ctx context.Context, agentId string, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListConversationsRequest(c.Server, agentId, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetConversation Read one conversation's transcript (an addition beyond the contract)
+//
+// Corresponds with GET /v0/agents/{agentId}/chat/conversations/{conversationId} (the `GetConversation` operationId).
+func (c *Client) GetConversation(ctx context.Context, agentId string, conversationId string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetConversationRequest(c.Server, agentId, conversationId, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4441,6 +4617,173 @@ func NewSetupChannelRequestWithBody(server string, agentId string, channel Setup
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewChatRequest calls the generic Chat builder with application/json body
+func NewChatRequest(server string, agentId string, params *ChatParams, body ChatJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewChatRequestWithBody(server, agentId, params, "application/json", bodyReader)
+}
+
+// NewChatRequestWithBody constructs an http.Request for the Chat method, with any body, and a specified content type
+func NewChatRequestWithBody(server string, agentId string, params *ChatParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/chat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewListConversationsRequest constructs an http.Request for the ListConversations method
+func NewListConversationsRequest(server string, agentId string, params *ListConversationsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/chat/conversations", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.XAgentplaneWorkspace != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Agentplane-Workspace", *params.XAgentplaneWorkspace, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("X-Agentplane-Workspace", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
+// NewGetConversationRequest constructs an http.Request for the GetConversation method
+func NewGetConversationRequest(server string, agentId string, conversationId string, params *GetConversationParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agentId", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "conversationId", conversationId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v0/agents/%s/chat/conversations/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
 
 	if params != nil {
 
@@ -7708,6 +8051,40 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v0/agents/{agentId}/channels/{channel} (the `SetupChannel` operationId).
 	SetupChannelWithResponse(ctx context.Context, agentId string, channel SetupChannelParamsChannel, params *SetupChannelParams, body SetupChannelJSONRequestBody, reqEditors ...RequestEditorFn) (*SetupChannelResponse, error)
 
+	// ChatWithBodyWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
+	//
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+	ChatWithBodyWithResponse(ctx context.Context, agentId string, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+
+	// ChatWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
+	//
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+	ChatWithResponse(ctx context.Context, agentId string, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error)
+
+	// ListConversationsWithResponse List the agent's conversations, the latest first (an addition beyond the contract)
+	//
+	// Never wakes a sleeping agent: a runtime that cannot read its home then answers none, with `asleep` true.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/agents/{agentId}/chat/conversations (the `ListConversations` operationId).
+	ListConversationsWithResponse(ctx context.Context, agentId string, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error)
+
+	// GetConversationWithResponse Read one conversation's transcript (an addition beyond the contract)
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v0/agents/{agentId}/chat/conversations/{conversationId} (the `GetConversation` operationId).
+	GetConversationWithResponse(ctx context.Context, agentId string, conversationId string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*GetConversationResponse, error)
+
 	// GetConfigWithResponse Read the agent's engine config
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -9748,6 +10125,493 @@ func (r SetupChannelResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetupChannelResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ChatResponse200Headers the declared response headers of an HTTP 200 response for Chat
+type ChatResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse400Headers the declared response headers of an HTTP 400 response for Chat
+type ChatResponse400Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse401Headers the declared response headers of an HTTP 401 response for Chat
+type ChatResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse403Headers the declared response headers of an HTTP 403 response for Chat
+type ChatResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse404Headers the declared response headers of an HTTP 404 response for Chat
+type ChatResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse409Headers the declared response headers of an HTTP 409 response for Chat
+type ChatResponse409Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse413Headers the declared response headers of an HTTP 413 response for Chat
+type ChatResponse413Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse429Headers the declared response headers of an HTTP 429 response for Chat
+type ChatResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse500Headers the declared response headers of an HTTP 500 response for Chat
+type ChatResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ChatResponse503Headers the declared response headers of an HTTP 503 response for Chat
+type ChatResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type ChatResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *string
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *ErrorV0
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorV0
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ChatResponse200Headers
+	// Headers400 the parsed response headers for an HTTP 400 response
+	Headers400 *ChatResponse400Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ChatResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ChatResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ChatResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *ChatResponse409Headers
+	// Headers413 the parsed response headers for an HTTP 413 response
+	Headers413 *ChatResponse413Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ChatResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ChatResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ChatResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ChatResponse) GetJSON200() *string {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ChatResponse) GetJSON400() *ErrorV0 {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ChatResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ChatResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ChatResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ChatResponse) GetJSON409() *ErrorV0 {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ChatResponse) GetJSON413() *ErrorV0 {
+	return r.JSON413
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ChatResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ChatResponse) GetJSON500() *ErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ChatResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ChatResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ChatResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ChatResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ChatResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListConversationsResponse200Headers the declared response headers of an HTTP 200 response for ListConversations
+type ListConversationsResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse401Headers the declared response headers of an HTTP 401 response for ListConversations
+type ListConversationsResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse403Headers the declared response headers of an HTTP 403 response for ListConversations
+type ListConversationsResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse404Headers the declared response headers of an HTTP 404 response for ListConversations
+type ListConversationsResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse429Headers the declared response headers of an HTTP 429 response for ListConversations
+type ListConversationsResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse500Headers the declared response headers of an HTTP 500 response for ListConversations
+type ListConversationsResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// ListConversationsResponse503Headers the declared response headers of an HTTP 503 response for ListConversations
+type ListConversationsResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type ListConversationsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Asleep        bool                  `json:"asleep"`
+		Conversations []ConversationSummary `json:"conversations"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ListConversationsResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListConversationsResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *ListConversationsResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *ListConversationsResponse404Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListConversationsResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *ListConversationsResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ListConversationsResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListConversationsResponse) GetJSON200() *struct {
+	Asleep        bool                  `json:"asleep"`
+	Conversations []ConversationSummary `json:"conversations"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListConversationsResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListConversationsResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListConversationsResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ListConversationsResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r ListConversationsResponse) GetJSON500() *ErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListConversationsResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListConversationsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListConversationsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListConversationsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListConversationsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// GetConversationResponse200Headers the declared response headers of an HTTP 200 response for GetConversation
+type GetConversationResponse200Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse401Headers the declared response headers of an HTTP 401 response for GetConversation
+type GetConversationResponse401Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse403Headers the declared response headers of an HTTP 403 response for GetConversation
+type GetConversationResponse403Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse404Headers the declared response headers of an HTTP 404 response for GetConversation
+type GetConversationResponse404Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse409Headers the declared response headers of an HTTP 409 response for GetConversation
+type GetConversationResponse409Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse429Headers the declared response headers of an HTTP 429 response for GetConversation
+type GetConversationResponse429Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse500Headers the declared response headers of an HTTP 500 response for GetConversation
+type GetConversationResponse500Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+// GetConversationResponse503Headers the declared response headers of an HTTP 503 response for GetConversation
+type GetConversationResponse503Headers struct {
+	StrictTransportSecurity *string
+	XRequestId              *string
+}
+
+type GetConversationResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Conversation Conversation `json:"conversation"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *UnauthorizedV0
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorV0
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *ErrorV0
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *ErrorV0
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *ErrorV0
+	// JSON500 the response for an HTTP 500 `application/json` response
+	JSON500 *ErrorV0
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *UnavailableV0
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetConversationResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetConversationResponse401Headers
+	// Headers403 the parsed response headers for an HTTP 403 response
+	Headers403 *GetConversationResponse403Headers
+	// Headers404 the parsed response headers for an HTTP 404 response
+	Headers404 *GetConversationResponse404Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *GetConversationResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetConversationResponse429Headers
+	// Headers500 the parsed response headers for an HTTP 500 response
+	Headers500 *GetConversationResponse500Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *GetConversationResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetConversationResponse) GetJSON200() *struct {
+	Conversation Conversation `json:"conversation"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetConversationResponse) GetJSON401() *UnauthorizedV0 {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetConversationResponse) GetJSON403() *ErrorV0 {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetConversationResponse) GetJSON404() *ErrorV0 {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r GetConversationResponse) GetJSON409() *ErrorV0 {
+	return r.JSON409
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetConversationResponse) GetJSON429() *ErrorV0 {
+	return r.JSON429
+}
+
+// GetJSON500 returns the response for an HTTP 500 `application/json` response
+func (r GetConversationResponse) GetJSON500() *ErrorV0 {
+	return r.JSON500
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetConversationResponse) GetJSON503() *UnavailableV0 {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetConversationResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetConversationResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetConversationResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetConversationResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -18614,6 +19478,64 @@ func (c *ClientWithResponses) SetupChannelWithResponse(ctx context.Context, agen
 	return ParseSetupChannelResponse(rsp)
 }
 
+// ChatWithBodyWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
+//
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, agentId string, params *ChatParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.ChatWithBody(ctx, agentId, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChatResponse(rsp)
+}
+
+// ChatWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
+//
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v0/agents/{agentId}/chat (the `Chat` operationId).
+func (c *ClientWithResponses) ChatWithResponse(ctx context.Context, agentId string, params *ChatParams, body ChatJSONRequestBody, reqEditors ...RequestEditorFn) (*ChatResponse, error) {
+	rsp, err := c.Chat(ctx, agentId, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseChatResponse(rsp)
+}
+
+// ListConversationsWithResponse List the agent's conversations, the latest first (an addition beyond the contract)
+//
+// Never wakes a sleeping agent: a runtime that cannot read its home then answers none, with `asleep` true.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/agents/{agentId}/chat/conversations (the `ListConversations` operationId).
+func (c *ClientWithResponses) ListConversationsWithResponse(ctx context.Context, agentId string, params *ListConversationsParams, reqEditors ...RequestEditorFn) (*ListConversationsResponse, error) {
+	rsp, err := c.ListConversations(ctx, agentId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListConversationsResponse(rsp)
+}
+
+// GetConversationWithResponse Read one conversation's transcript (an addition beyond the contract)
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v0/agents/{agentId}/chat/conversations/{conversationId} (the `GetConversation` operationId).
+func (c *ClientWithResponses) GetConversationWithResponse(ctx context.Context, agentId string, conversationId string, params *GetConversationParams, reqEditors ...RequestEditorFn) (*GetConversationResponse, error) {
+	rsp, err := c.GetConversation(ctx, agentId, conversationId, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetConversationResponse(rsp)
+}
+
 // GetConfigWithResponse Read the agent's engine config
 //
 // Returns a wrapper object for the known response body format(s).
@@ -21532,6 +22454,677 @@ func ParseSetupChannelResponse(rsp *http.Response) (*SetupChannelResponse, error
 		response.Headers500 = &headers
 	case rsp.StatusCode == 503:
 		var headers SetupChannelResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseChatResponse parses an HTTP response from a ChatWithResponse call
+func ParseChatResponse(rsp *http.Response) (*ChatResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ChatResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest string
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ChatResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 400:
+		var headers ChatResponse400Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers400 = &headers
+	case rsp.StatusCode == 401:
+		var headers ChatResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ChatResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ChatResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers ChatResponse409Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 413:
+		var headers ChatResponse413Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers413 = &headers
+	case rsp.StatusCode == 429:
+		var headers ChatResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ChatResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ChatResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListConversationsResponse parses an HTTP response from a ListConversationsWithResponse call
+func ParseListConversationsResponse(rsp *http.Response) (*ListConversationsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListConversationsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Asleep        bool                  `json:"asleep"`
+			Conversations []ConversationSummary `json:"conversations"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ListConversationsResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers ListConversationsResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers ListConversationsResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers ListConversationsResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListConversationsResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers ListConversationsResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers ListConversationsResponse503Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetConversationResponse parses an HTTP response from a GetConversationWithResponse call
+func ParseGetConversationResponse(rsp *http.Response) (*GetConversationResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetConversationResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Conversation Conversation `json:"conversation"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest UnauthorizedV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest ErrorV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest UnavailableV0
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetConversationResponse200Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetConversationResponse401Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 403:
+		var headers GetConversationResponse403Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers403 = &headers
+	case rsp.StatusCode == 404:
+		var headers GetConversationResponse404Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers404 = &headers
+	case rsp.StatusCode == 409:
+		var headers GetConversationResponse409Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetConversationResponse429Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 500:
+		var headers GetConversationResponse500Headers
+		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.StrictTransportSecurity = &value
+		}
+		if values := rsp.Header.Values("X-Request-Id"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Request-Id", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XRequestId = &value
+		}
+		response.Headers500 = &headers
+	case rsp.StatusCode == 503:
+		var headers GetConversationResponse503Headers
 		if values := rsp.Header.Values("Strict-Transport-Security"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Strict-Transport-Security", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {

@@ -128,11 +128,11 @@ test('logs: the last lines, then follow while the gateway restarts', async () =>
   await panel.getByRole('button', { name: 'Follow' }).click();
   await panel.getByText('Following…').waitFor({ timeout: T });
   await panel.getByRole('log').filter({ hasText: lines[lines.length - 1] }).waitFor({ timeout: T });
-  const readies = () => page.evaluate(() => (document.querySelector('[role=log]').textContent.match(/\[gateway\] ready/g) || []).length);
+  const readies = () => page.evaluate(() => (document.querySelector('[role=log][aria-label="Gateway logs"]').textContent.match(/\[gateway\] ready/g) || []).length);
   const before = await readies();
   await page.getByRole('region', { name: 'Status' }).getByRole('button', { name: 'Restart' }).click();
   await page.locator('#toasts').getByText('Restarted').waitFor({ timeout: T });
-  await page.waitForFunction((n) => (document.querySelector('[role=log]').textContent.match(/\[gateway\] ready/g) || []).length > n, before, { timeout: T });
+  await page.waitForFunction((n) => (document.querySelector('[role=log][aria-label="Gateway logs"]').textContent.match(/\[gateway\] ready/g) || []).length > n, before, { timeout: T });
   assert.ok((await readies()) > before, 'the restarted gateway\'s lines arrived while following');
   await panel.getByRole('button', { name: 'Stop following' }).click();
   await panel.getByText('Stopped following.').waitFor({ timeout: T });

@@ -82,6 +82,7 @@ type Proxy struct {
 	log       logr.Logger
 	m         *metrics
 	ledger    *ledger
+	meter     meter
 	rp        *httputil.ReverseProxy
 	bodies    *semaphore.Weighted
 	maxBody   int64
@@ -265,6 +266,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	res, ref := p.ledger.admit(&ex.grant, now, tokens)
 	if ref != nil {
 		p.m.refusals.WithLabelValues(ref.scope, ref.kind).Inc()
+		p.meter.update(ex.grant.Agent, func(r *Reading) { r.Refusals++; r.LastRefusal = ref.Error() })
 		ex.code = http.StatusTooManyRequests
 		secs := int64((ref.retryAfter + time.Second - 1) / time.Second)
 		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
@@ -272,6 +274,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 		return false
 	}
 	ex.res = res
+	p.meter.update(ex.grant.Agent, func(r *Reading) { r.InFlight++ })
 	return true
 }
 
@@ -280,6 +283,12 @@ func (p *Proxy) settle(ex *exchange, in, out int64) {
 	if ex.res == nil || !p.ledger.settle(ex.res, in, out) {
 		return
 	}
+	p.meter.update(ex.grant.Agent, func(r *Reading) {
+		r.InFlight--
+		r.Spent.Requests++
+		r.Spent.InputTokens += in
+		r.Spent.OutputTokens += out
+	})
 	if in > 0 {
 		ex.route.in.Add(float64(in))
 	}

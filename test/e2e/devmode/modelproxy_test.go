@@ -13,6 +13,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	apclient "github.com/agentplane/agentplane/pkg/client"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
@@ -88,6 +89,7 @@ func checkModelProxy(t *testing.T, p *e2e.Platform, llm *providertest.Provider, 
 	if strings.Contains(p.Log.String(), key) {
 		t.Fatal("the provider key appears in the platform's log")
 	}
+	checkPlatformChat(t, p, id)
 	k8s := p.KubeClient()
 	e2e.Eventually(t, "the proxy's usage in the agent's status", func() bool {
 		a := &agentsv1.Agent{}
@@ -124,4 +126,45 @@ func chatTurn(t *testing.T, endpoint, token string) []string {
 		}
 	}
 	return lines
+}
+
+// checkPlatformChat talks to the agent through the platform (POST /v0/agents/{id}/chat, the
+// Go client): the facade reaches the real gateway's chat endpoint with the agent's token, the
+// engine calls the fake provider through the proxy, and the turn streams the reply with the
+// proxy's count of it; a second turn continues the conversation the platform kept.
+func checkPlatformChat(t *testing.T, p *e2e.Platform, id string) {
+	c, err := apclient.New(p.URL, p.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conversation := ""
+	for turn := 1; turn <= 2; turn++ {
+		ctx, cancel := context.WithTimeout(context.Background(), e2e.EventBound)
+		var text strings.Builder
+		var usage *apclient.TurnUsage
+		var failed []string
+		err := c.Chat(ctx, id, conversation, "ping", func(ev apclient.ChatEvent) {
+			switch ev.Type {
+			case "conversation":
+				conversation = ev.Conversation.Id
+			case "text":
+				text.WriteString(ev.Text)
+			case "usage":
+				usage = ev.Usage
+			case "error", "refused":
+				failed = append(failed, ev.Type+": "+ev.Message)
+			}
+		})
+		cancel()
+		if err != nil || len(failed) > 0 || !strings.Contains(text.String(), providertest.Reply) || usage == nil || !usage.Metered || usage.Requests < 1 {
+			t.Fatalf("turn %d through the platform: %v %v, text %q, usage %+v", turn, err, failed, text.String(), usage)
+		}
+	}
+	got, err := apclient.Decoded[struct {
+		Conversation apclient.Conversation `json:"conversation"`
+	}](c.GetConversationWithResponse(context.Background(), id, conversation, &apclient.GetConversationParams{}))
+	if err != nil || got.Conversation.Turns != 2 || len(got.Conversation.Messages) != 4 {
+		t.Fatalf("the kept conversation: %v %+v", err, got.Conversation)
+	}
+	t.Logf("two chat turns through the platform reached the real gateway and the provider (conversation %s)", conversation)
 }

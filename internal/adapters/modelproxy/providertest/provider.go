@@ -20,6 +20,11 @@ const (
 	OutputTokens = 15
 	// Reply is the text of every answer.
 	Reply = "pong from the fake provider"
+	// ToolPrompt in a streamed chat completion's last message makes the answer call the tool
+	// ToolName with ToolArguments before its text.
+	ToolPrompt    = "use a tool"
+	ToolName      = "read_notes"
+	ToolArguments = `{"file":"notes.md"}`
 )
 
 // Request is what the fake received.
@@ -72,8 +77,11 @@ func (p *Provider) Requests() []Request {
 
 func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		Model  string `json:"model"`
-		Stream bool   `json:"stream"`
+		Model    string `json:"model"`
+		Stream   bool   `json:"stream"`
+		Messages []struct {
+			Content any `json:"content"`
+		} `json:"messages"`
 	}
 	raw, _ := io.ReadAll(r.Body)
 	_ = json.Unmarshal(raw, &body)
@@ -94,6 +102,13 @@ func (p *Provider) serve(w http.ResponseWriter, r *http.Request) {
 			"content":     []any{map[string]any{"type": "text", "text": Reply}},
 			"stop_reason": "end_turn", "usage": map[string]any{"input_tokens": InputTokens, "output_tokens": OutputTokens},
 		})
+	case strings.HasSuffix(r.URL.Path, "/chat/completions") && body.Stream:
+		tool := false
+		if n := len(body.Messages); n > 0 {
+			last, _ := body.Messages[n-1].Content.(string)
+			tool = strings.Contains(last, ToolPrompt)
+		}
+		openaiStream(w, body.Model, tool, gate)
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		writeJSON(w, map[string]any{
 			"id": "chatcmpl-fake", "object": "chat.completion", "model": body.Model,
@@ -138,6 +153,48 @@ func anthropicStream(w http.ResponseWriter, model string, gate <-chan struct{}) 
 			<-gate
 		}
 	}
+}
+
+// openaiStream writes a chat completions stream: the role, with tool a tool call (its name,
+// then its arguments in two fragments), the text in word-sized deltas, the finish, a usage
+// chunk and [DONE]; each chunk flushed on its own. A non-nil gate holds the stream after its
+// first chunk until it closes.
+func openaiStream(w http.ResponseWriter, model string, tool bool, gate <-chan struct{}) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	chunk := func(delta map[string]any, finish any) map[string]any {
+		return map[string]any{"id": "chatcmpl-fake", "object": "chat.completion.chunk", "model": model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
+	}
+	chunks := []map[string]any{chunk(map[string]any{"role": "assistant", "content": ""}, nil)}
+	if tool {
+		half := len(ToolArguments) / 2
+		call := func(fn map[string]any) map[string]any {
+			c := map[string]any{"index": 0, "function": fn}
+			if fn["name"] != nil {
+				c["id"], c["type"] = "call_fake", "function"
+			}
+			return chunk(map[string]any{"tool_calls": []any{c}}, nil)
+		}
+		chunks = append(chunks, call(map[string]any{"name": ToolName, "arguments": ""}),
+			call(map[string]any{"arguments": ToolArguments[:half]}), call(map[string]any{"arguments": ToolArguments[half:]}))
+	}
+	for _, word := range strings.SplitAfter(Reply, " ") {
+		chunks = append(chunks, chunk(map[string]any{"content": word}, nil))
+	}
+	chunks = append(chunks, chunk(map[string]any{}, "stop"), map[string]any{"id": "chatcmpl-fake",
+		"object": "chat.completion.chunk", "model": model, "choices": []any{},
+		"usage": map[string]any{"prompt_tokens": InputTokens, "completion_tokens": OutputTokens, "total_tokens": InputTokens + OutputTokens}})
+	for i, c := range chunks {
+		b, _ := json.Marshal(c)
+		fmt.Fprintf(w, "data: %s\n\n", b)
+		http.NewResponseController(w).Flush()
+		if i == 0 && gate != nil {
+			<-gate
+		}
+	}
+	fmt.Fprint(w, "data: [DONE]\n\n")
+	http.NewResponseController(w).Flush()
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

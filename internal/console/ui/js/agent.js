@@ -4,6 +4,7 @@ import { h, fill, field, badge, when } from './dom.js';
 import { get, post, put, del, agentPath, streamLogs, ApiError } from './api.js';
 import { action, section, showError, clearError, toast } from './ui.js';
 import { partPanels } from './parts.js';
+import { chatPanel } from './chat.js';
 
 function statusPanel(box, a) {
   const rows = [
@@ -151,6 +152,7 @@ export async function agentPage(main, id, signal, every) {
         act('Restart', '/restart', 'Restarted'), act('Suspend', '/suspend', 'Suspended'),
         act('Resume', '/resume', 'Resumed'), remove)),
       consolePanel(id),
+      chatPanel(id, signal),
       configPanel(id),
       logsPanel(id, signal),
       ...partPanels(id, signal)));

@@ -257,6 +257,7 @@ func (g *gateway) routes() http.Handler {
 	mux.HandleFunc("POST /tools/invoke", g.toolsInvoke)
 	mux.HandleFunc("POST /__fakeclaw/rpc", g.rpc)
 	mux.HandleFunc("/api/", notFound)
+	mux.HandleFunc("POST /v1/chat/completions", g.chat)
 	mux.HandleFunc("/v1/", notFound)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -11,7 +11,9 @@
 //	                     [--token T] [--allow-unconfigured]
 //	    Serves GET /healthz (/health) {"ok":true,"status":"live"}, /readyz (/ready), /startupz
 //	    (/startup), POST /tools/invoke (401 on a wrong bearer token, 404 for an unknown tool,
-//	    200 for sessions_list), 404 for /api/* and /v1/*, and the Control UI's 200 HTML for any
+//	    200 for sessions_list), POST /v1/chat/completions when the config enables it (streamed
+//	    turns relayed from the configured provider, chat.go), 404 for /api/* and the rest of
+//	    /v1/*, and the Control UI's 200 HTML for any
 //	    other GET. The token is resolved per request, config first like openclaw (--token >
 //	    gateway.auth.token in the config, plain, "${VAR}" or an env SecretRef >
 //	    OPENCLAW_GATEWAY_TOKEN), so rotating it in the config applies without a restart, like
