@@ -38,8 +38,17 @@ func copyOptions(state, engineDir, version, cache, templates string) local.Optio
 	}
 }
 
-// makeTemplate makes the engine's template in templates (untimed).
+// makeTemplate makes the engine's template in templates (untimed). The reseed addon is
+// $AGENTPLANE_RESEED, else the checkout's bin/ (make sandbox-packages builds it): `go run`
+// runs this program from a temporary dir, where the runtime's own default does not find it.
 func makeTemplate(ctx context.Context, engineDir, version, cache, templates string) error {
+	if os.Getenv(local.ReseedEnv) == "" {
+		if p, err := filepath.Abs(filepath.Join("bin", local.ReseedName)); err == nil {
+			if _, err := os.Stat(p); err == nil {
+				_ = os.Setenv(local.ReseedEnv, p)
+			}
+		}
+	}
 	state, err := os.MkdirTemp("", "agentplane-bench-coldstart-template-")
 	if err != nil {
 		return err
