@@ -52,42 +52,48 @@ export const del = (p) => api('DELETE', p);
 
 export const agentPath = (id, rest = '') => `/v0/agents/${encodeURIComponent(id)}${rest}`;
 
-// streamLogs follows GET /v0/agents/{id}/logs?follow=true (Server-Sent Events) with fetch (an
-// EventSource cannot send the Authorization header). onLine gets each `data:` line, onError
-// the message of an `event: error`; it resolves when the stream ends (`event: end`, or the
-// server closes) and rejects with ApiError when the route refuses.
-export async function streamLogs(id, { signal, onLine, onError, tail = 100 }) {
-  const resp = await fetch(agentPath(id, `/logs?follow=true&tail=${tail}`), {
-    headers: { Authorization: `Bearer ${token.get()}`, Accept: 'text/event-stream' }, signal,
+// sse reads a Server-Sent Events stream with fetch (an EventSource cannot send the
+// Authorization header): path requested with init and the bearer token, onEvent(name, data,
+// stop) called per event (its data lines joined; null when it had none). It resolves when the
+// stream ends or stop() is called, and rejects with ApiError when the route refuses.
+export async function sse(path, init, onEvent) {
+  const resp = await fetch(path, {
+    ...init, headers: { ...init.headers, Authorization: `Bearer ${token.get()}`, Accept: 'text/event-stream' },
   });
   if (!resp.ok) {
-    let data = null;
-    try { data = await resp.json(); } catch { /* not JSON */ }
-    throw new ApiError(resp.status, messageOf(resp.status, data, resp.statusText), data);
+    let body = null;
+    try { body = await resp.json(); } catch { /* not JSON */ }
+    throw new ApiError(resp.status, messageOf(resp.status, body, resp.statusText), body);
   }
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '';
-  let event = 'message';
-  let data = [];
-  for (;;) {
+  let buf = '', event = 'message', data = [], stopped = false;
+  const stop = () => { stopped = true; reader.cancel().catch(() => {}); };
+  while (!stopped) {
     const { value, done } = await reader.read();
     if (done) return;
     buf += value;
     let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
+    while (!stopped && (nl = buf.indexOf('\n')) >= 0) {
       const line = buf.slice(0, nl).replace(/\r$/, '');
       buf = buf.slice(nl + 1);
       if (line === '') {
-        if (data.length) {
-          const text = data.join('\n');
-          if (event === 'error') onError(text);
-          else if (event === 'end') { reader.cancel().catch(() => {}); return; }
-          else onLine(text);
-        } else if (event === 'end') { reader.cancel().catch(() => {}); return; }
+        onEvent(event, data.length ? data.join('\n') : null, stop);
         event = 'message';
         data = [];
       } else if (line.startsWith('event:')) event = line.slice(6).trim();
       else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
     }
   }
+}
+
+// streamLogs follows GET /v0/agents/{id}/logs?follow=true. onLine gets each `data:` line,
+// onError the message of an `event: error`; it resolves when the stream ends (`event: end`,
+// or the server closes) and rejects with ApiError when the route refuses.
+export function streamLogs(id, { signal, onLine, onError, tail = 100 }) {
+  return sse(agentPath(id, `/logs?follow=true&tail=${tail}`), { signal }, (event, text, stop) => {
+    if (event === 'end') stop();
+    else if (text === null) return;
+    else if (event === 'error') onError(text);
+    else onLine(text);
+  });
 }

@@ -4,41 +4,14 @@
 // turn's model usage as the proxy counted it, a budget's refusal. Conversations are listed,
 // reopened and started from the pane. Everything is rendered as text.
 import { h, fill, field, when } from './dom.js';
-import { get, agentPath, token, ApiError } from './api.js';
+import { get, agentPath, sse } from './api.js';
 import { section, showError, clearError } from './ui.js';
 
 // streamChat posts one message and calls onEvent(type, data) for each event of the turn; it
 // resolves when the stream ends and rejects with ApiError when the route refuses the turn.
-async function streamChat(id, body, { signal, onEvent }) {
-  const resp = await fetch(agentPath(id, '/chat'), {
-    method: 'POST', signal, body: JSON.stringify(body),
-    headers: { Authorization: `Bearer ${token.get()}`, 'Content-Type': 'application/json', Accept: 'text/event-stream' },
-  });
-  if (!resp.ok) {
-    let data = null;
-    try { data = await resp.json(); } catch { /* not JSON */ }
-    throw new ApiError(resp.status, (data && typeof data.error === 'string' && data.error) || resp.statusText, data);
-  }
-  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '';
-  let event = 'message';
-  let data = '';
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buf += value;
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, '');
-      buf = buf.slice(nl + 1);
-      if (line === '') {
-        if (data) onEvent(event, JSON.parse(data));
-        event = 'message';
-        data = '';
-      } else if (line.startsWith('event:')) event = line.slice(6).trim();
-      else if (line.startsWith('data:')) data += line.slice(5).replace(/^ /, '');
-    }
-  }
+function streamChat(id, body, { signal, onEvent }) {
+  return sse(agentPath(id, '/chat'), { method: 'POST', signal, body: JSON.stringify(body), headers: { 'Content-Type': 'application/json' } },
+    (event, text) => { if (text !== null) onEvent(event, JSON.parse(text)); });
 }
 
 const usageText = (u) => (u && u.metered

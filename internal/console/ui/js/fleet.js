@@ -3,7 +3,7 @@
 // view are in the DOM (a thousand agents render as a screenful), and the charts (uPlot,
 // vendored from npm by hack/vendor-uplot.sh) load after the first paint.
 import { h, fill, field, badge, when } from './dom.js';
-import { token, ApiError } from './api.js';
+import { sse, ApiError } from './api.js';
 import { showError } from './ui.js';
 import { limitsPanel } from './limits.js';
 
@@ -39,36 +39,6 @@ function sleepText(r) {
 function renderingText(r) {
   if (!r.rendering) return 'n/a';
   return r.rendering === 'Outdated' ? h('span', { class: 'bad' }, 'outdated') : 'current';
-}
-
-// streamEvents reads a server-sent event stream with the Authorization header (an
-// EventSource cannot send it), calling onEvent(name, data) per event.
-async function streamEvents(path, { signal, onEvent }) {
-  const resp = await fetch(path, { headers: { Authorization: `Bearer ${token.get()}`, Accept: 'text/event-stream' }, signal });
-  if (!resp.ok) {
-    let body = null;
-    try { body = await resp.json(); } catch { /* not JSON */ }
-    const e = body && body.error;
-    throw new ApiError(resp.status, typeof e === 'string' ? e : resp.statusText, body);
-  }
-  const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = '', event = 'message', data = [];
-  for (;;) {
-    const { value, done } = await reader.read();
-    if (done) return;
-    buf += value;
-    let nl;
-    while ((nl = buf.indexOf('\n')) >= 0) {
-      const line = buf.slice(0, nl).replace(/\r$/, '');
-      buf = buf.slice(nl + 1);
-      if (line === '') {
-        if (data.length) onEvent(event, data.join('\n'));
-        event = 'message';
-        data = [];
-      } else if (line.startsWith('event:')) event = line.slice(6).trim();
-      else if (line.startsWith('data:')) data.push(line.slice(5).replace(/^ /, ''));
-    }
-  }
 }
 
 // The fleet's state: rows by id, their history for the charts, and the view's settings.
@@ -159,7 +129,7 @@ async function follow(signal, onEvent, ui) {
   for (let wait = 1000; !signal.aborted;) {
     try {
       ui.live.textContent = 'Connecting…';
-      await streamEvents('/v0/fleet/stream', { signal, onEvent: (n, d) => { ui.live.textContent = 'Live'; onEvent(n, d); } });
+      await sse('/v0/fleet/stream', { signal }, (n, d) => { if (d === null) return; ui.live.textContent = 'Live'; onEvent(n, d); });
     } catch (err) {
       if (err.name === 'AbortError' || signal.aborted) return;
       if (err instanceof ApiError && err.status >= 400 && err.status < 500) { ui.live.textContent = 'Stopped'; showError(err, 'Fleet'); return; }
