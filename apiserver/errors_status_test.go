@@ -146,6 +146,8 @@ var routeBodies = map[string]any{
 	"POST /v0/agents/{agentId}/channels/{channel}":   map[string]any{"botToken": "123:abc"},
 	"POST /v0/agents/{agentId}/gateway-token/rotate": nil,
 	"POST /v0/agents/{agentId}/chat":                 map[string]any{"message": "hi"},
+	"PUT /v0/agents/{agentId}/budget":                map[string]any{"tokensPerDay": 1000},
+	"PUT /v0/agents/{agentId}/resources":             map[string]any{"memoryLimit": "512Mi"},
 }
 
 // objectParams are the path parameters that name an object the handler looks up.

@@ -83,6 +83,7 @@ type FleetWatch struct {
 	sampledAt time.Time
 	samples   map[types.UID]cpuSample
 	usage     map[types.UID]FleetAgent // the last resource readings, between samples
+	read      bool                     // a first read was answered
 }
 
 type cpuSample struct {
@@ -116,8 +117,15 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 		return Fleet{}, err
 	}
 	f := Fleet{At: now, Workspace: FleetWorkspace{Name: w.workspace}}
+	// The first read checks kube-apiserver (a live read of the workspace): a fleet is not
+	// answered from the cache alone while it is down (503, as every route); later reads of a
+	// stream are the cache's.
+	reader := client.Reader(c)
+	if !w.read {
+		reader = w.o.d.APIReader
+	}
 	var ws agentsv1.Workspace
-	if err := c.Get(ctx, client.ObjectKey{Name: w.workspace}, &ws); err == nil {
+	if err := reader.Get(ctx, client.ObjectKey{Name: w.workspace}, &ws); err == nil {
 		f.Workspace.ModelUse = modelUse(ws.Spec.Budget, ws.Status.Usage, now)
 	} else if client.IgnoreNotFound(err) != nil {
 		return Fleet{}, err
@@ -167,6 +175,7 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 		return Fleet{}, err
 	}
 	f.Pools = pools
+	w.read = true
 	return f, nil
 }
 

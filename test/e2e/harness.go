@@ -126,27 +126,30 @@ func buildAgentplane(dir string) (bin, probe string, err error) {
 			return "", "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
 		}
 	}
-	// The reseed addon beside the binary, as in bin/ (make sandbox-packages builds it): new
-	// agents' gateways are born from templates (agentplane dev's default) where the host can.
-	if addon := filepath.Join(testenv.RepoRoot(), "bin", local.ReseedName); fileExists(addon) {
-		if err := copyFile(addon, filepath.Join(dir, local.ReseedName)); err != nil {
+	// CRIU and the reseed addon beside the binary, as make run has them in bin/ (make
+	// sandbox-packages builds them): the platform checkpoints suspended gateways and gives new
+	// agents copies of their engine's template (agentplane dev's defaults) where the host can.
+	for _, name := range []string{"criu", local.ReseedName} {
+		src, err := filepath.EvalSymlinks(filepath.Join(testenv.RepoRoot(), "bin", name))
+		if err != nil {
+			continue // not built: the platform says what it does without
+		}
+		if err := os.Symlink(src, filepath.Join(dir, name)); err != nil {
 			return "", "", err
 		}
 	}
 	return bin, probe, nil
 }
 
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
+// GatewayTemplates reports whether the platforms StartDev starts give new agents copies of
+// their engine's template: as root, with CRIU and the reseed addon in the checkout's bin/.
+func GatewayTemplates() bool {
+	for _, name := range []string{"criu", local.ReseedName} {
+		if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", name)); err != nil {
+			return false
+		}
 	}
-	return os.WriteFile(dst, b, 0o755)
+	return os.Geteuid() == 0
 }
 
 // Main runs a package's end-to-end tests (its TestMain: os.Exit(e2e.Main(m))) and then

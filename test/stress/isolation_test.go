@@ -20,7 +20,7 @@ import (
 
 // objectParams are the route parameters (and body members) that name an object of a
 // workspace; the others (network, channel, slug) name no tenant's object.
-var objectParams = []string{"agentId", "secretId", "domainId", "skillId", "id", "cid", "snapshotCid", "skillCid"}
+var objectParams = []string{"agentId", "secretId", "domainId", "skillId", "id", "cid", "snapshotCid", "skillCid", "conversationId"}
 
 // TestWorkspaceIsolation calls every registered route with a token of workspace A (and with
 // the gateway token of A's agent) naming workspace B's objects: B's agent, secret, domain,

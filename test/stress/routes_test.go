@@ -2,6 +2,8 @@ package stress
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base32"
 	"encoding/base64"
 	"fmt"
 	"mime/multipart"
@@ -30,7 +32,11 @@ func populate(t *testing.T, ws, tok string) ids {
 		t.Fatal(err)
 	}
 	agent := newAgent(t, mainURL, tok, ws+" agent")
-	id := ids{"agentId": agent, "network": "public", "channel": "telegram", "slug": ws + "-skill"}
+	// No conversation is made (a chat turn needs the engine's chat endpoint turned on): its
+	// id, well-formed and the workspace's own, names one that the agent does not have.
+	sum := sha256.Sum256([]byte(ws))
+	conv := "cnv-" + strings.ToLower(base32.StdEncoding.EncodeToString(sum[:]))[:16]
+	id := ids{"agentId": agent, "network": "public", "channel": "telegram", "slug": ws + "-skill", "conversationId": conv}
 	r := expect(t, call(mainURL, "POST", "/v0/secrets", tok, map[string]any{
 		"name": strings.ToUpper(strings.ReplaceAll(ws, "-", "_")) + "_KEY", "value": remember("secret value", ws+"-secret-value-"+stamp()),
 	}), 201, "create secret")
@@ -115,6 +121,10 @@ var bodies = map[string]func(id ids) any{
 		return map[string]any{"name": "sweep", "schedule": map[string]any{"kind": "every", "everyMs": 3600000},
 			"payload": map[string]any{"kind": "systemEvent", "text": "sweep"}}
 	},
+	"POST /v0/agents/{agentId}/chat":     func(ids) any { return map[string]any{"message": "route sweep"} },
+	"PUT /v0/agents/{agentId}/budget":    func(ids) any { return map[string]any{"tokensPerDay": 1000000} },
+	"PUT /v0/agents/{agentId}/resources": func(ids) any { return map[string]any{"memoryLimit": "1Gi"} },
+	"PUT /v0/workspace/budget":           func(ids) any { return map[string]any{"tokensPerDay": 10000000} },
 	"POST /v3/files/{network}/signature/{cid}": func(ids) any {
 		return map[string]any{"signature": "0x" + strings.Repeat("00", 65), "address": "0x" + strings.Repeat("00", 20)}
 	},

@@ -38,9 +38,10 @@ func TestHostileAgentLocal(t *testing.T) {
 	sec := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").Obj("secret")
 	victim := e2e.CreateRunning(t, p, map[string]any{"name": "victim"})["id"].(string)
 	e2e.Must(t, p.Call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
-	// As root (CRIU, the reseed addon: make test's machine) a new agent's gateway is a copy of
-	// its engine's template, once that is made: the attacks run from inside such a copy.
-	copies := os.Geteuid() == 0
+	// Where the platform makes templates (root, CRIU and the reseed addon: make test's
+	// machine) a new agent's gateway is a copy of its engine's template once that is made:
+	// the attacks run from inside such a copy.
+	copies := e2e.GatewayTemplates()
 	if copies {
 		e2e.Eventually(t, "the engine's template", func() bool {
 			m, _ := filepath.Glob(filepath.Join(e2e.SharedTemplateDir(t), "*", "template.json"))
