@@ -21,7 +21,7 @@ type answer struct {
 //     becomes), and no other 5xx status at all;
 //   - every error (4xx, 5xx) is JSON in the envelope of the route's family: /v0
 //     {"error": "<string>"}, /v3 {"error": {"code": <the HTTP status>, "message": "<string>"}};
-//   - success bodies are JSON; the only redirect is the mux's to the clean form of the path.
+//   - success bodies are JSON (a stream's events' data are); the only redirect is the mux's to the clean form of the path.
 func checkAnswer(op operation, ans answer) error {
 	switch {
 	case ans.status >= 300 && ans.status < 400:
@@ -30,6 +30,14 @@ func checkAnswer(op operation, ans answer) error {
 		if (ans.status != http.StatusTemporaryRedirect && ans.status != http.StatusMovedPermanently) ||
 			!strings.HasPrefix(loc, "/") || strings.Contains(loc, "/../") || strings.Contains(loc, "//") {
 			return fmt.Errorf("redirect %d to %q", ans.status, loc)
+		}
+		return nil
+	case ans.status < 300 && strings.HasPrefix(ans.header.Get("Content-Type"), "text/event-stream"):
+		// A stream (read up to its first event): each event's data is JSON.
+		for _, line := range strings.Split(string(ans.body), "\n") {
+			if data, ok := strings.CutPrefix(line, "data:"); ok && !json.Valid([]byte(data)) {
+				return fmt.Errorf("status %d: an event's data is not JSON: %.200q", ans.status, data)
+			}
 		}
 		return nil
 	case ans.status < 300:

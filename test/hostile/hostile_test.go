@@ -1,6 +1,7 @@
 package hostile
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -108,11 +109,29 @@ func send(client *http.Client, fix *fixture, op operation, a attempt) (answer, e
 		return answer{}, fmt.Errorf("no answer (dropped connection?): %w", err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
+	raw, err := readAnswer(resp)
 	if err != nil {
 		return answer{}, fmt.Errorf("answer %d cut short: %w", resp.StatusCode, err)
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: raw}, nil
+}
+
+// readAnswer reads an answer's body; of a stream of server-sent events (which may not end:
+// the fleet's), up to the end of its first event.
+func readAnswer(resp *http.Response) ([]byte, error) {
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return io.ReadAll(resp.Body)
+	}
+	var out []byte
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		out = append(append(out, sc.Bytes()...), '\n')
+		if sc.Text() == "" && strings.Contains(string(out), "data:") {
+			return out, nil
+		}
+	}
+	return out, sc.Err()
 }
 
 // healthy checks that GET /healthz answers 200 {"status":"ok"}.
