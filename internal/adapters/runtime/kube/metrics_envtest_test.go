@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
@@ -59,14 +60,15 @@ func TestUsageReadsTheMetricsAPIWhereServed(t *testing.T) {
 			map[string]any{"name": kube.ContainerGateway, "usage": map[string]any{"cpu": "250m", "memory": "300Mi"}},
 		},
 	}}
-	// The API is served once the CRD is established: create until it takes the object.
-	deadline := time.Now().Add(testenv.EventBound)
-	for err := env.Client.Create(ctx, pm); err != nil; err = env.Client.Create(ctx, pm) {
-		if time.Now().After(deadline) {
-			t.Fatalf("PodMetrics never served: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // polling for the API to be served, not a sync by time
+	// The API is served once the CRD is established and discovered.
+	if err := envtest.WaitForCRDs(env.Config, []*apiextensionsv1.CustomResourceDefinition{crd},
+		envtest.CRDInstallOptions{MaxTime: testenv.EventBound, PollInterval: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("PodMetrics never served: %v", err)
 	}
+	if err := env.Client.Create(ctx, pm); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(testenv.EventBound)
 	// The reader's REST mapper learns the new kind on its own (polled, not slept on).
 	var got map[string]runtime.ResourceUsage
 	for got = r.Usage(ctx, a.Namespace, []*agentsv1.Agent{a, other}); len(got) == 0 && time.Now().Before(deadline); {
