@@ -1,7 +1,6 @@
 package hostile
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // Environment overrides.
@@ -109,29 +110,11 @@ func send(client *http.Client, fix *fixture, op operation, a attempt) (answer, e
 		return answer{}, fmt.Errorf("no answer (dropped connection?): %w", err)
 	}
 	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
+	raw, err := testenv.ReadAnswer(resp)
 	if err != nil {
 		return answer{}, fmt.Errorf("answer %d cut short: %w", resp.StatusCode, err)
 	}
 	return answer{status: resp.StatusCode, header: resp.Header, body: raw}, nil
-}
-
-// readAnswer reads an answer's body; of a stream of server-sent events (which may not end:
-// the fleet's), up to the end of its first event.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return io.ReadAll(resp.Body)
-	}
-	var out []byte
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		out = append(append(out, sc.Bytes()...), '\n')
-		if sc.Text() == "" && strings.Contains(string(out), "data:") {
-			return out, nil
-		}
-	}
-	return out, sc.Err()
 }
 
 // healthy checks that GET /healthz answers 200 {"status":"ok"}.

@@ -1,7 +1,6 @@
 package stress
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -19,6 +18,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/cid"
 	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
@@ -116,7 +116,7 @@ func callWithID(timeout time.Duration, base, method, path, tok string, body any,
 		return reply{Err: err, Took: time.Since(start)}
 	}
 	defer resp.Body.Close()
-	raw, err := readAnswer(resp)
+	raw, err := testenv.ReadAnswer(resp)
 	r := reply{Status: resp.StatusCode, Raw: string(raw), Err: err, Took: time.Since(start)}
 	_ = json.Unmarshal(raw, &r.Body)
 	if r.Status >= 300 {
@@ -125,24 +125,6 @@ func callWithID(timeout time.Duration, base, method, path, tok string, body any,
 		received.Unlock()
 	}
 	return r
-}
-
-// readAnswer reads an answer's body; of a stream of server-sent events (which may not end:
-// the fleet's), its first event only.
-func readAnswer(resp *http.Response) ([]byte, error) {
-	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		return io.ReadAll(resp.Body)
-	}
-	var out []byte
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		out = append(append(out, sc.Bytes()...), '\n')
-		if sc.Text() == "" && strings.Contains(string(out), "data:") {
-			return out, nil
-		}
-	}
-	return out, sc.Err()
 }
 
 // rawBody is a request body sent with its own content type (multipart uploads).
