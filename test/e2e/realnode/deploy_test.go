@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -272,8 +273,8 @@ func (d *deployment) leader(ctx context.Context) (corev1.Pod, bool) {
 
 // client is the facade through the API Service's ClusterIP (kube-proxy), with a token of the
 // workspace demo.
-func (d *deployment) client(ctx context.Context) *e2e.Platform {
-	d.t.Helper()
+func (d *deployment) client(ctx context.Context, t *testing.T) *e2e.Platform {
+	t.Helper()
 	if d.facade == nil {
 		token := createTokenIn(d.t, d.bin, d.cl.Kubeconfig)
 		var svc corev1.Service
@@ -282,15 +283,18 @@ func (d *deployment) client(ctx context.Context) *e2e.Platform {
 		}
 		d.facade = e2e.Remote(d.t, "http://"+svc.Spec.ClusterIP, token)
 	}
-	d.waitFacade()
+	d.waitFacade(t)
 	return d.facade
 }
 
 // waitFacade waits until the facade answers through its Service (kube-proxy programs a new
-// Service, or new endpoints, a moment after the pods are ready).
-func (d *deployment) waitFacade() {
-	d.t.Helper()
-	hc := &http.Client{Timeout: 2 * time.Second}
+// Service, or new endpoints, a moment after the pods are ready). Each try opens a new
+// connection: one opened before kube-proxy's rule was in place left through the host's default
+// route (whatever answers there, a proxy's 404 on this machine), and a kept-alive one would stay
+// there. Only the facade's own answer counts (its request id header).
+func (d *deployment) waitFacade(t *testing.T) {
+	t.Helper()
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	var last string
 	if e2e.Within(e2e.EventBound, func() bool {
 		resp, err := hc.Get(d.facade.URL + "/healthz")
@@ -298,13 +302,14 @@ func (d *deployment) waitFacade() {
 			last = err.Error()
 			return false
 		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		resp.Body.Close()
-		last = resp.Status
-		return resp.StatusCode == http.StatusOK
+		last = fmt.Sprintf("%s %q (server %q)", resp.Status, body, resp.Header.Get("Server"))
+		return resp.StatusCode == http.StatusOK && resp.Header.Get("X-Request-Id") != ""
 	}) {
 		return
 	}
-	d.t.Fatalf("timed out after %s waiting for the facade to answer through its Service (last: %s)\n%s",
+	t.Fatalf("timed out after %s waiting for the facade to answer through its Service (last: %s)\n%s",
 		e2e.EventBound, last, serviceState(d.k8s, deployNamespace, "agentplane-api"))
 }
 
@@ -360,7 +365,7 @@ func checkNotAdmin(ctx context.Context, t *testing.T, k8s client.Client, sa stri
 // install left running), expects it on the real node, seals a secret with the deployment's key,
 // execs in it, snapshots it onto the storage claim and deletes it.
 func checkDeployedAgent(ctx context.Context, t *testing.T, d *deployment) {
-	p, k8s := d.client(ctx), d.k8s
+	p, k8s := d.client(ctx, t), d.k8s
 	id := d.agent
 	d.agent = ""
 	if id == "" {

@@ -48,7 +48,7 @@ func checkFailover(ctx context.Context, t *testing.T, d *deployment) {
 		})
 		holder := d.holder(ctx, t)
 		other := d.otherPod(ctx, t, leader)
-		poll := pollFacade("http://"+other.Status.PodIP+":8080", d.client(ctx).Token)
+		poll := pollFacade("http://"+other.Status.PodIP+":8080", d.client(ctx, t).Token)
 		start := time.Now()
 		c.stop(ctx, t, leader)
 		for h := holder; h == holder || h == ""; h = d.holder(ctx, t) {

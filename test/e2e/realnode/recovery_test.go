@@ -28,7 +28,7 @@ import (
 // the orphan home (exit status 1); the Agent re-created by name (as from a newer backup or
 // its manifest) runs on the same home with its files, and doctor no longer reports it.
 func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
-	p := d.client(ctx)
+	p := d.client(ctx, t)
 	id := e2e.CreateRunning(t, p, map[string]any{"name": "Lost"})["id"].(string)
 	base := "/v0/agents/" + id
 	e2e.Eventually(t, "the agent to run", func() bool {
@@ -65,7 +65,7 @@ func checkLostAgent(ctx context.Context, t *testing.T, d *deployment) {
 
 	d.scaleManager(ctx, t, replicas)
 	d.waitAvailable(ctx, images.ManagerImage)
-	d.waitFacade()
+	d.waitFacade(t)
 	again := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Name: saved.Name, Namespace: saved.Namespace,
 		Labels: saved.Labels, Annotations: saved.Annotations}, Spec: saved.Spec}
 	if err := d.k8s.Create(ctx, again); err != nil {

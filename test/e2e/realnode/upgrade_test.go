@@ -103,7 +103,7 @@ const taskFile = "task.out"
 
 func startFleet(ctx context.Context, t *testing.T, d *deployment) *fleet {
 	t.Helper()
-	f := &fleet{d: d, p: d.client(ctx)}
+	f := &fleet{d: d, p: d.client(ctx, t)}
 	for _, name := range []string{"Running", "Asleep", "Busy"} {
 		f.ids = append(f.ids, createOnPrevious(t, f.p, name))
 	}
