@@ -58,6 +58,8 @@ type fleetAgentView struct {
 	EngineVersion string `json:"engineVersion,omitempty"`
 	Rendering     string `json:"rendering,omitempty"`
 	Restarts      int32  `json:"restarts"`
+	// ErrorsLastHour counts the agent's Warning events of the last hour.
+	ErrorsLastHour int64 `json:"errorsLastHour"`
 }
 
 type fleetPoolView struct {
@@ -84,7 +86,7 @@ func viewModelUse(m ops.ModelUse) modelUseView {
 func viewFleetAgent(a ops.FleetAgent) fleetAgentView {
 	v := fleetAgentView{ID: a.ID, Name: a.Name, Phase: string(a.Phase), Asleep: a.Asleep, NextWakeAt: a.NextWakeAt,
 		modelUseView: viewModelUse(a.ModelUse), EngineVersion: a.EngineVersion, Rendering: string(a.Rendering),
-		Restarts: a.Restarts}
+		Restarts: a.Restarts, ErrorsLastHour: a.Errors}
 	if a.Measured {
 		mem := a.MemoryBytes >> 20 << 20 // MiB: a byte's change is no update
 		v.MemoryBytes, v.MemoryLimitBytes = &mem, a.MemoryLimitBytes

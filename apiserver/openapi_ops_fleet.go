@@ -13,9 +13,11 @@ func fleetOps() map[string]*openapi.Op {
 		"(from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime " +
 		"does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy " +
 		"with the daily token budget and what is left of it (`tokensLeft` absent: unlimited), the engine version, the " +
-		"rendering (`Current`, `Outdated`, or absent on a runtime without renderings) and the crash count; the " +
-		"workspace's own usage and budget; and the warm gateway pools that serve the workspace. Read from the " +
-		"manager's cache: no secret, no request to a gateway."
+		"rendering (`Current`, `Outdated`, or absent on a runtime without renderings), the crash count and " +
+		"`errorsLastHour` (the agent's Warning events of the last hour: gateway crashes, the agent not running, a failed " +
+		"restore, skill or rollout; a series counts each time); the workspace's own usage and budget; and the warm gateway " +
+		"pools that serve the workspace. Read from the manager's cache and one list of the workspace's Warning events: no " +
+		"secret, no request to a gateway."
 	return map[string]*openapi.Op{
 		"GET /v0/fleet": {
 			ID: "getFleet", Tag: "agents", Summary: "The workspace's fleet (an addition beyond the contract)",

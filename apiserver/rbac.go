@@ -4,6 +4,7 @@ package apiserver
 // these objects (controller-gen collects the markers into config/rbac/role.yaml).
 //
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
 // +kubebuilder:rbac:groups=agentplane.io,resources=workspaces/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentplane.io,resources=apikeys,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents;agentsecrets;skills;channels;domains;snapshots;files,verbs=get;list;watch;create;update;patch;delete

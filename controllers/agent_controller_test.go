@@ -46,6 +46,7 @@ func startAgentManager() func() {
 		},
 		Env:        &agentctrl.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
 		ModelProxy: testModelProxy{},
+		Recorder:   mgr.GetEventRecorder("agent-test"),
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	return startManager(mgr)
@@ -162,6 +163,8 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		ready := condition(got, agentsv1.AgentGatewayReady)
 		Expect(ready.Reason).To(Equal("CrashLoopBackOff"))
 		Expect(got.Status.Restarts).To(Equal(int32(3)))
+		// The crashes are a Warning event (the fleet view's errors of the last hour).
+		Eventually(eventReasons(agentsv1.KindAgent, a.Name)).Should(ContainElement(agentsv1.EventGatewayCrashed))
 
 		By("not rewriting status while nothing changes (no hot loop)")
 		// Every pass for the last pod update has ended once a pass that began after it has

@@ -125,6 +125,10 @@ const (
 	ReasonWaitingForAgent = "WaitingForAgent"
 )
 
+// EventGatewayCrashed is the reason of the Warning event an agent gets when the runtime saw
+// its gateway exit and restarted it (status.restarts grew).
+const EventGatewayCrashed = "GatewayCrashed"
+
 // Labels, annotations and keys of an agent's objects.
 const (
 	// LabelGatewayTokenOf marks the core Secret holding an agent's gateway token (value: the

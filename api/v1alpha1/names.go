@@ -33,3 +33,6 @@ func GatewayTokenSecretName(agent string) string { return agent + "-gateway-toke
 
 // EnvSecretName is the derived Secret with the environment of the agent named agent (kube).
 func EnvSecretName(agent string) string { return agent + "-env" }
+
+// KindAgent is the Agent kind, as owner references and events name it.
+const KindAgent = "Agent"

@@ -308,6 +308,7 @@ func (r *Reconciler) statusStep(ctx context.Context, agent, before *agentsv1.Age
 				r.written.store(agent.UID, sum, before.ResourceVersion, base)
 				observeFirstRunning(agent, before, now)
 				r.announcePhase(ctx, agent, before)
+				r.announceCrash(agent, before)
 			}
 		},
 	}
@@ -324,6 +325,15 @@ func (r *Reconciler) announcePhase(ctx context.Context, agent, before *agentsv1.
 		}
 		r.event(agent, typ, "Phase"+phaseEventSuffix(agent.Status.Phase), "Reconcile", "agent is %s: %s", agent.Status.Phase, gatewayMessage(agent))
 		log.FromContext(ctx).Info("agent phase changed", "from", before.Status.Phase, "to", agent.Status.Phase)
+	}
+}
+
+// announceCrash records the gateway's crashes seen since the last status as a Warning event
+// (the fleet view counts an agent's warnings of the last hour as its errors).
+func (r *Reconciler) announceCrash(agent, before *agentsv1.Agent) {
+	if n := agent.Status.Restarts - before.Status.Restarts; n > 0 {
+		r.event(agent, corev1.EventTypeWarning, agentsv1.EventGatewayCrashed, "Reconcile",
+			"the gateway exited and was restarted (%d crash(es), %d in all): %s", n, agent.Status.Restarts, gatewayMessage(agent))
 	}
 }
 

@@ -190,7 +190,7 @@ func (r *Reconciler) failed(ch *agentsv1.Channel, err error) (ctrl.Result, error
 // orphaned handles a Channel whose agent does not exist or is being deleted: a Channel the
 // agent owns is deleted with it (also where no garbage collector runs); another one waits.
 func (r *Reconciler) orphaned(ctx context.Context, ch *agentsv1.Channel) (ctrl.Result, error) {
-	if owner := metav1.GetControllerOf(ch); owner != nil && owner.Kind == "Agent" && owner.Name == ch.Spec.AgentRef.Name {
+	if owner := metav1.GetControllerOf(ch); owner != nil && owner.Kind == agentsv1.KindAgent && owner.Name == ch.Spec.AgentRef.Name {
 		live := &agentsv1.Agent{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: owner.Name}, live)
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -56,7 +56,7 @@ func (r *Reconciler) applyRetention(ctx context.Context, snap *agentsv1.Snapshot
 // exists; a Snapshot without such a reference (never adopted) is never orphaned.
 func (r *Reconciler) ownerGone(ctx context.Context, snap *agentsv1.Snapshot) (bool, error) {
 	for _, ref := range snap.OwnerReferences {
-		if ref.Kind != "Agent" || ref.APIVersion != agentsv1.GroupVersion.String() {
+		if ref.Kind != agentsv1.KindAgent || ref.APIVersion != agentsv1.GroupVersion.String() {
 			continue
 		}
 		agent := &agentsv1.Agent{}

@@ -175,7 +175,7 @@ func (o *Ops) domainFromRequest(ctx context.Context, t Tenant, plan agentsv1.Pla
 			Labels:     map[string]string{agentsv1.LabelAgent: agent.Name},
 			Finalizers: []string{agentsv1.DomainFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: agentsv1.GroupVersion.String(), Kind: "Agent", Name: agent.Name, UID: agent.UID,
+				APIVersion: agentsv1.GroupVersion.String(), Kind: agentsv1.KindAgent, Name: agent.Name, UID: agent.UID,
 			}},
 		},
 		Spec: agentsv1.DomainSpec{AgentRef: agentsv1.LocalObjectReference{Name: agent.Name}, TargetPort: port},

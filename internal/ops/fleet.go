@@ -15,7 +15,8 @@ import (
 
 // Fleet is a workspace's agents as the fleet view shows them: what each runs, sleeps, uses
 // and spends, with the workspace's totals and the warm pools that serve it. It is read from
-// the manager's informer cache (no request to the API server per agent) and the runtime.
+// the manager's informer cache (no request to the API server per agent), the runtime, and one
+// list of the namespace's Warning events (the agents' errors in the last hour).
 type Fleet struct {
 	At time.Time
 	// Workspace is the workspace's model usage today and its budget.
@@ -61,6 +62,8 @@ type FleetAgent struct {
 	// Rendering is Current, Outdated or "" (a runtime without renderings).
 	Rendering agentsv1.AgentRendering
 	Restarts  int32
+	// Errors is how many Warning events the agent had in the last hour (ErrorWindow).
+	Errors    int64
 	CreatedAt time.Time
 }
 
@@ -74,7 +77,8 @@ type FleetPool struct {
 }
 
 // FleetWatch reads a workspace's fleet over and over (a stream's lifetime): it keeps the last
-// CPU samples so each read has CPU rates, and reads the runtime at most every resourceEvery.
+// CPU samples so each read has CPU rates, and reads the runtime and counts the agents'
+// warnings (one live list of the namespace's Warning events) at most every resourceEvery.
 type FleetWatch struct {
 	o         *Ops
 	t         Tenant
@@ -83,6 +87,8 @@ type FleetWatch struct {
 	sampledAt time.Time
 	samples   map[types.UID]cpuSample
 	usage     map[types.UID]FleetAgent // the last resource readings, between samples
+	errorsAt  time.Time                // when the agents' warnings were last counted
+	errors    map[string]int64         // the last count, by agent name
 	read      bool                     // a first read was answered
 }
 
@@ -143,6 +149,13 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 			live = append(live, a)
 		}
 	}
+	if !w.read || now.Sub(w.errorsAt) >= w.every {
+		errs, err := warningsByAgent(ctx, w.o.d.APIReader, w.t.Namespace, now)
+		if err != nil {
+			return Fleet{}, err
+		}
+		w.errors, w.errorsAt = errs, now
+	}
 	if sample {
 		use := meter.Usage(ctx, w.t.Namespace, live)
 		for _, a := range live {
@@ -154,6 +167,7 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 	for _, a := range live {
 		seen[a.UID] = true
 		row := fleetAgent(a, now)
+		row.Errors = w.errors[a.Name]
 		if u, ok := w.usage[a.UID]; ok {
 			row.Measured, row.MemoryBytes, row.MemoryLimitBytes = u.Measured, u.MemoryBytes, u.MemoryLimitBytes
 			row.CPUPercent, row.CPUKnown = u.CPUPercent, u.CPUKnown

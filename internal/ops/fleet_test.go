@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -129,5 +131,58 @@ func TestFleetTakesARuntimesOwnCPURate(t *testing.T) {
 	}
 	if a := f.Agents[0]; !a.Measured || !a.CPUKnown || a.CPUPercent != 25 || a.MemoryLimitBytes != 2<<30 {
 		t.Fatalf("a rate from the first reading: %+v", a)
+	}
+}
+
+// agentEvent is an event about the agent named agent of namespace ns, last seen at last.
+func agentEvent(ns, name, agent, typ string, last time.Time, series int32) *eventsv1.Event {
+	e := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Regarding:  corev1.ObjectReference{Kind: agentsv1.KindAgent, Namespace: ns, Name: agent},
+		Type:       typ, Reason: "R", EventTime: metav1.NewMicroTime(last),
+	}
+	if series > 0 {
+		e.EventTime = metav1.NewMicroTime(last.Add(-3 * time.Hour))
+		e.Series = &eventsv1.EventSeries{Count: series, LastObservedTime: metav1.NewMicroTime(last)}
+	}
+	return e
+}
+
+func TestFleetCountsEachAgentsWarningsOfTheLastHour(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := now
+	o, c := fakeOps(Deps{Now: func() time.Time { return clock }},
+		fleetAgentObj("ws", "crashy", agentsv1.AgentRunning, now.Add(-2*time.Hour)),
+		fleetAgentObj("ws", "calm", agentsv1.AgentRunning, now.Add(-time.Hour)),
+		agentEvent("ws", "e1", "crashy", corev1.EventTypeWarning, now.Add(-10*time.Minute), 0),
+		agentEvent("ws", "e2", "crashy", corev1.EventTypeWarning, now.Add(-time.Minute), 3),    // a series: 3
+		agentEvent("ws", "e3", "crashy", corev1.EventTypeWarning, now.Add(-61*time.Minute), 0), // too old
+		agentEvent("ws", "e4", "calm", corev1.EventTypeNormal, now.Add(-time.Minute), 0),       // not an error
+		agentEvent("other", "e5", "calm", corev1.EventTypeWarning, now.Add(-time.Minute), 0),   // another workspace's
+	)
+	w := o.WatchFleet(Tenant{Namespace: "ws"}, "ws", 5*time.Second)
+	f, err := w.Next(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Agents[0].ID != "crashy" || f.Agents[0].Errors != 4 || f.Agents[1].Errors != 0 {
+		t.Fatalf("errors: %+v", f.Agents)
+	}
+	// A new warning counts at the next count, not between counts.
+	if err := c.Create(context.Background(), agentEvent("ws", "e6", "calm", corev1.EventTypeWarning, now, 0)); err != nil {
+		t.Fatal(err)
+	}
+	clock = now.Add(time.Second)
+	if f, _ = w.Next(context.Background()); f.Agents[1].Errors != 0 {
+		t.Errorf("counted between counts: %+v", f.Agents[1])
+	}
+	clock = now.Add(5 * time.Second)
+	if f, _ = w.Next(context.Background()); f.Agents[1].Errors != 1 {
+		t.Errorf("the new warning: %+v", f.Agents[1])
+	}
+	// An hour on, the old ones have left the window (the series' last at -1 min is gone too).
+	clock = now.Add(time.Hour)
+	if f, _ = w.Next(context.Background()); f.Agents[0].Errors != 0 || f.Agents[1].Errors != 1 {
+		t.Errorf("an hour later: %+v", f.Agents)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/scheme"
+	eventsv1 "k8s.io/api/events/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -29,7 +30,9 @@ func wantFail(t *testing.T, what string, err error, code Code, msg string) {
 // versions 1.0 (default) and 1.1.
 func fakeOps(d Deps, objs ...client.Object) (*Ops, client.Client) {
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
-		WithStatusSubresource(&agentsv1.Agent{}, &agentsv1.Skill{}, &agentsv1.Snapshot{}).Build()
+		WithStatusSubresource(&agentsv1.Agent{}, &agentsv1.Skill{}, &agentsv1.Snapshot{}).
+		WithIndex(&eventsv1.Event{}, EventTypeField, func(o client.Object) []string { return []string{o.(*eventsv1.Event).Type} }).
+		Build()
 	d.Client = c
 	if d.Admission == nil {
 		d.Admission = &admission.Admitter{Client: c, Versions: engine.Versions{Default: "1.0", Available: []string{"1.0", "1.1"}}}

@@ -93,7 +93,7 @@ func newSnapshot(a *agentsv1.Agent, now time.Time) *agentsv1.Snapshot {
 			Namespace:    a.Namespace,
 			Annotations:  map[string]string{agentsv1.AnnotationSnapshotRequestedAt: now.UTC().Format(time.RFC3339Nano)},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: agentsv1.GroupVersion.String(), Kind: "Agent", Name: a.Name, UID: a.UID,
+				APIVersion: agentsv1.GroupVersion.String(), Kind: agentsv1.KindAgent, Name: a.Name, UID: a.UID,
 			}},
 		},
 		Spec: agentsv1.SnapshotSpec{AgentRef: agentsv1.LocalObjectReference{Name: a.Name}},

@@ -24,6 +24,7 @@ const COLUMNS = [
   ['engine', 'Engine', r => r.engineVersion || '', r => r.engineVersion || ''],
   ['rendering', 'Rendering', r => renderingText(r), r => r.rendering || ''],
   ['restarts', 'Crashes', r => String(r.restarts ?? 0), r => r.restarts ?? 0],
+  ['errors', 'Errors (1 h)', r => errorsText(r), r => r.errorsLastHour ?? 0],
 ];
 
 const num = n => (n ?? 0).toLocaleString('en-US');
@@ -35,6 +36,10 @@ function memText(r) {
 function sleepText(r) {
   if (!r.asleep) return 'awake';
   return r.nextWakeAt ? `asleep, wakes ${when(r.nextWakeAt)}` : 'asleep';
+}
+function errorsText(r) {
+  const n = r.errorsLastHour ?? 0;
+  return n ? h('span', { class: 'bad' }, num(n)) : '0';
 }
 function renderingText(r) {
   if (!r.rendering) return 'n/a';
@@ -164,7 +169,7 @@ function build(view) {
   ui.totals = h('dl', { class: 'kv' });
   ui.summary = h('section', { class: 'panel', 'aria-labelledby': 'fleet-sum' },
     h('h2', { id: 'fleet-sum' }, 'Workspace ', ui.live), ui.totals,
-    h('p', { class: 'muted' }, 'Tokens count input plus output through the model proxy today (UTC); the platform keeps no prices, so spend is in tokens. Errors per hour are not shown: the platform keeps no per-agent error history (Crashes counts gateway restarts).'));
+    h('p', { class: 'muted' }, 'Tokens count input plus output through the model proxy today (UTC); the platform keeps no prices, so spend is in tokens. Crashes count the gateway's restarts since it was created; Errors (1 h) count the agent's warning events of the last hour (a crash, the agent not running, a failed restore, skill or rollout).'));
   const text = field('Filter by name, id or engine', { type: 'search', name: 'fleet-filter', autocomplete: 'off' });
   const phase = field('Phase', { name: 'fleet-phase' }, 'select');
   for (const [v, l] of [['', 'All'], ['running', 'running'], ['starting', 'starting'], ['not_running', 'not_running'], ['suspended', 'suspended'], ['asleep', 'asleep']]) phase.input.append(h('option', { value: v }, l));
