@@ -11,6 +11,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +32,7 @@ type fleetEvent struct {
 type fleetStream struct {
 	mu     sync.Mutex
 	events []fleetEvent
+	ended  chan struct{} // closed when the facade ends the stream (or ctx does)
 }
 
 func (s *fleetStream) all() []fleetEvent {
@@ -48,8 +51,9 @@ func followFleet(ctx context.Context, tok string) *fleetStream {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(resp.StatusCode).To(Equal(200))
 	Expect(resp.Header.Get("Content-Type")).To(Equal("text/event-stream"))
-	s := &fleetStream{}
+	s := &fleetStream{ended: make(chan struct{})}
 	go func() {
+		defer close(s.ended)
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -159,6 +163,68 @@ var _ = Describe("Fleet", Ordered, func() {
 			g.Expect(row).To(HaveKeyWithValue("tokensLeft", BeNumerically("==", 750)))
 			g.Expect(r.Body["workspace"]).To(HaveKeyWithValue("tokensLeft", BeNumerically("==", 5000)))
 		}).Should(Succeed())
+	})
+
+	It("counts the agent's Warning events of the last hour as its errors", func() {
+		errorsOf := func() float64 {
+			r := call("GET", "/v0/fleet", reader, nil)
+			Expect(r.Status).To(Equal(200), r.Raw)
+			n, ok := fleetRow(r.Body, agent)["errorsLastHour"].(float64)
+			Expect(ok).To(BeTrue(), r.Raw)
+			return n
+		}
+		base := errorsOf()
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
+		now := time.Now()
+		event := func(name, typ string, at time.Time, series int32) *eventsv1.Event {
+			e := &eventsv1.Event{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ws, Name: name},
+				Regarding: corev1.ObjectReference{APIVersion: agentsv1.GroupVersion.String(), Kind: agentsv1.KindAgent,
+					Namespace: ws, Name: agent, UID: a.UID},
+				Type: typ, Reason: agentsv1.EventGatewayCrashed, Action: "Reconcile", Note: "test",
+				EventTime: metav1.NewMicroTime(at), ReportingController: "agentplane.io/test", ReportingInstance: "test",
+			}
+			if series > 0 {
+				e.Series = &eventsv1.EventSeries{Count: series, LastObservedTime: metav1.NewMicroTime(at.Add(time.Second))}
+			}
+			return e
+		}
+		for _, e := range []*eventsv1.Event{
+			event("fleet-crash-now", corev1.EventTypeWarning, now, 0),
+			event("fleet-crash-series", corev1.EventTypeWarning, now.Add(-10*time.Minute), 2),
+			event("fleet-crash-old", corev1.EventTypeWarning, now.Add(-2*time.Hour), 0),
+			event("fleet-normal", corev1.EventTypeNormal, now, 0),
+		} {
+			Expect(k8sClient.Create(ctx, e)).To(Succeed())
+		}
+		// Counted again at the next reading of a new request: kube-apiserver's own field
+		// selector (type=Warning) picks the warnings.
+		Eventually(errorsOf).Should(Equal(base + 3))
+	})
+
+	It("ends a stream whose token is revoked meanwhile", func() {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		// A stream of a valid token, opened first: it has been checked at least as often as
+		// the revoked one when that one ends, and must still be open.
+		kept := followFleet(sctx, reader)
+		Eventually(func() []fleetEvent { return kept.all() }).ShouldNot(BeEmpty())
+		tok := token(ws, "val", agentsv1.RoleViewer, auth.ScopeAgentsRead)
+		s := followFleet(sctx, tok)
+		Eventually(func() []fleetEvent { return s.all() }).ShouldNot(BeEmpty())
+		claims, err := plat.Signer.Parse(tok)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			key := &agentsv1.ApiKey{}
+			if err := k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: claims.ID}, key); err != nil {
+				return err
+			}
+			key.Spec.Revoked = true
+			return k8sClient.Update(ctx, key)
+		})).To(Succeed())
+		Eventually(s.ended).Should(BeClosed())
+		Expect(kept.ended).NotTo(BeClosed(), "a valid token's stream ended too")
 	})
 
 	It("streams a snapshot, then only the agents that changed: a suspended agent becomes asleep", func() {

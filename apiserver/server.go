@@ -48,6 +48,37 @@ type Options struct {
 	Logs LogOptions
 	// RateLimits bound each client address and each credential (zero: the defaults).
 	RateLimits RateLimitOptions
+	// CredentialRecheck is how often a stream (logs, fleet, chat) checks its caller's
+	// credential again: one revoked, expired or stripped of its scope or role meanwhile ends the
+	// stream (0: DefaultCredentialRecheck).
+	CredentialRecheck time.Duration
+}
+
+// DefaultCredentialRecheck is how often a stream checks its caller's credential again.
+const DefaultCredentialRecheck = 5 * time.Second
+
+// recheckCredential authenticates a stream's request again every CredentialRecheck until ctx
+// ends, and ends the stream (cancel) once its credential is refused. A check that fails for
+// another reason (kube-apiserver unavailable: a 5xx) keeps the stream: the next one decides.
+func (s *Server) recheckCredential(ctx context.Context, cancel context.CancelFunc, r *http.Request, a access) {
+	t := time.NewTicker(s.opts.CredentialRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, err := s.authenticate(r, a)
+			if err == nil {
+				continue
+			}
+			if e := httpError(err); e.Status < 500 && ctx.Err() == nil {
+				logr.FromContextOrDiscard(ctx).Info("stream ended: its credential was refused", "path", r.URL.Path, "status", e.Status, "error", e.Message)
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // Server is the REST facade. It is an http.Handler.
@@ -77,6 +108,9 @@ func New(opts Options) *Server {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.CredentialRecheck <= 0 {
+		opts.CredentialRecheck = DefaultCredentialRecheck
 	}
 	if opts.APIReader == nil {
 		opts.APIReader = opts.Client
@@ -135,6 +169,9 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 			s.tooManyRequests(w, r, wait)
 			return
 		}
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		r = r.WithContext(ctx)
 		var resp *Response
 		if err == nil && a.wakes {
 			err = s.awaken(r, caller)
@@ -150,6 +187,9 @@ func (s *Server) handle(pattern string, a access, h Handler) {
 			w.Header()[k] = v
 		}
 		if resp.Stream != nil {
+			if !a.public {
+				go s.recheckCredential(ctx, cancel, r, a)
+			}
 			resp.Stream(w)
 			return
 		}
