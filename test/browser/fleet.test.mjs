@@ -42,6 +42,7 @@ before(async () => {
   context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
   page = await context.newPage();
   page.on('request', (req) => requests.push(new globalThis.URL(req.url()).pathname));
+  page.on('pageerror', (e) => console.log(`the page threw: ${e.message}`)); // a broken module shows no page at all
 });
 
 after(async () => {

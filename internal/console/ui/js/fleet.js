@@ -169,7 +169,7 @@ function build(view) {
   ui.totals = h('dl', { class: 'kv' });
   ui.summary = h('section', { class: 'panel', 'aria-labelledby': 'fleet-sum' },
     h('h2', { id: 'fleet-sum' }, 'Workspace ', ui.live), ui.totals,
-    h('p', { class: 'muted' }, 'Tokens count input plus output through the model proxy today (UTC); the platform keeps no prices, so spend is in tokens. Crashes count the gateway's restarts since it was created; Errors (1 h) count the agent's warning events of the last hour (a crash, the agent not running, a failed restore, skill or rollout).'));
+    h('p', { class: 'muted' }, "Tokens count input plus output through the model proxy today (UTC); the platform keeps no prices, so spend is in tokens. Crashes count the gateway's restarts since it was created; Errors (1 h) count the agent's warning events of the last hour (a crash, the agent not running, a failed restore, skill or rollout)."));
   const text = field('Filter by name, id or engine', { type: 'search', name: 'fleet-filter', autocomplete: 'off' });
   const phase = field('Phase', { name: 'fleet-phase' }, 'select');
   for (const [v, l] of [['', 'All'], ['running', 'running'], ['starting', 'starting'], ['not_running', 'not_running'], ['suspended', 'suspended'], ['asleep', 'asleep']]) phase.input.append(h('option', { value: v }, l));
