@@ -9,7 +9,8 @@ type InstanceResetter interface {
 }
 
 // InstanceReset is how a restored gateway forgets its template's identity: the statements
-// run on its state database, then the signal that restarts the gateway in its own process,
+// run on its state database (by the template's own process before its dump, so no copy holds
+// what they delete), then the signal that restarts each copy's gateway in its own process,
 // which makes what they deleted anew (and reads its config afresh).
 type InstanceReset struct {
 	// DB is the state database (SQLite), relative to the home.

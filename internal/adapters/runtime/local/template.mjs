@@ -34,25 +34,39 @@ if (dir && addon) {
   crypto.randomUUID = (options) => randomUUID({ ...options, disableEntropyCache: true });
   if (globalThis.crypto?.randomUUID) globalThis.crypto.randomUUID = () => crypto.randomUUID();
 
-  // A copy's gateway process then forgets the template's identity as the manager says in
-  // thaw.json (engine.InstanceReset): statements on its state database, then the signal
-  // that restarts it in-process.
-  const forget = () => {
-    let plan;
+  // The manager's plans for this process (engine.InstanceReset): freeze.json before the
+  // dump, thaw.json in each copy; null when there is none.
+  const plan = (name) => {
+    let p;
     try {
-      plan = JSON.parse(fs.readFileSync(`${dir}/thaw.json`, 'utf8'));
+      p = JSON.parse(fs.readFileSync(`${dir}/${name}`, 'utf8'));
     } catch (e) {
-      if (e.code === 'ENOENT') return;
+      if (e.code === 'ENOENT') return null;
       throw e;
     }
-    if (plan.pid !== process.pid) return;
-    if (plan.db) {
-      const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
-      const db = new DatabaseSync(plan.db);
-      for (const q of plan.sql) db.exec(q);
+    return p.pid === process.pid ? p : null;
+  };
+  // The template's gateway forgets its instance before the dump (statements on its state
+  // database), while its threads are held: the engine's own connections are then idle and
+  // the same SQLite in this process coordinates with them. In a copy this connection would
+  // not: the engine's connections, restored from the image, know the template's database
+  // file, not the copy's, so SQLite's locks would not order their writes against it.
+  const forgetInstance = () => {
+    const p = plan('freeze.json');
+    if (!p?.db) return;
+    const { DatabaseSync } = process.getBuiltinModule('node:sqlite');
+    const db = new DatabaseSync(p.db, { timeout: 5000 });
+    try {
+      for (const q of p.sql) db.exec(q);
+    } finally {
       db.close();
     }
-    if (plan.signal) setImmediate(() => process.kill(process.pid, plan.signal));
+  };
+  // A copy's gateway process then restarts in-process on the agent's config (thaw.json's
+  // signal), and makes its own identity.
+  const restart = () => {
+    const p = plan('thaw.json');
+    if (p?.signal) setImmediate(() => process.kill(process.pid, p.signal));
   };
 
   const channel = new BroadcastChannel('agentplane-template');
@@ -75,6 +89,12 @@ if (dir && addon) {
       while ((frozen = Atomics.load(flag, 1)) < workers && Date.now() < deadline) {
         Atomics.wait(flag, 1, frozen, deadline - Date.now());
       }
+      try {
+        forgetInstance();
+      } catch (e) {
+        process.stderr.write(`agentplane: the template could not forget its instance: ${e.message}\n`);
+        process.exit(71);
+      }
       drop();
       const ack = fs.openSync(`${dir}/frozen`, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
       fs.writeSync(ack, 'y');
@@ -89,7 +109,7 @@ if (dir && addon) {
         process.exit(70);
       }
       drop();
-      forget();
+      restart();
       Atomics.store(flag, 0, 1);
       Atomics.notify(flag, 0);
     });

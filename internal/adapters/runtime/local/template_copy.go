@@ -292,25 +292,50 @@ func (r *Runtime) waitReborn(ctx context.Context, p *process, port int, token st
 }
 
 // planReset writes the thaw plan of the copy whose sandbox's init is init (its hooks' dir
-// run): the engine's instance reset, in the gateway's own process (init's Node child).
+// run): the restart that ends the engine's instance reset, in the gateway's own process
+// (init's Node child). The reset's statements ran in the template before its dump
+// (planForget).
 func (r *Runtime) planReset(run string, init int) error {
 	ir, ok := r.opts.Engine.(engine.InstanceResetter)
 	if !ok {
 		return nil
 	}
+	pid, err := gatewayNodePID(init)
+	if err != nil {
+		return fmt.Errorf("the restored sandbox: %w", err)
+	}
+	return writeHookPlan(run, thawPlanName, hookPlan{PID: pid, Signal: ir.InstanceReset().Signal})
+}
+
+// planForget writes the freeze plan of the template whose sandbox's init is init (its hooks'
+// dir run): the engine's instance reset's statements on its state database, run by the
+// gateway's own process once its threads are held, before the dump. So no copy restores the
+// template's identity, and no statement runs in a copy beside the engine's restored database
+// connections (which know the template's file: SQLite would not order their writes against a
+// new connection's, and the database could be corrupted).
+func (r *Runtime) planForget(run string, init int) error {
+	ir, ok := r.opts.Engine.(engine.InstanceResetter)
+	if !ok {
+		return nil
+	}
 	reset := ir.InstanceReset()
+	pid, err := gatewayNodePID(init)
+	if err != nil {
+		return fmt.Errorf("the template's sandbox: %w", err)
+	}
+	return writeHookPlan(run, freezePlanName, hookPlan{PID: pid, DB: path.Join(templateHome, reset.DB), SQL: reset.SQL})
+}
+
+// gatewayNodePID is the pid, in its sandbox's PID namespace, of the gateway's own process:
+// init's Node child that runs the hooks.
+func gatewayNodePID(init int) (int, error) {
 	hooked := hookedNodeProcesses(init)
 	for _, c := range childPIDs(init) {
-		if !slices.Contains(hooked, c) {
-			continue
+		if slices.Contains(hooked, c) {
+			return nsPID(c)
 		}
-		inner, err := nsPID(c)
-		if err != nil {
-			return err
-		}
-		return writeThawPlan(run, thawPlan{PID: inner, DB: path.Join(templateHome, reset.DB), SQL: reset.SQL, Signal: reset.Signal})
 	}
-	return errors.New("the restored sandbox runs no gateway")
+	return 0, errors.New("no gateway runs in it")
 }
 
 // forgetCopyLocked undoes a copy that failed: its gateway ended, its port released, its dir

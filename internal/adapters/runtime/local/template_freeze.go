@@ -154,23 +154,29 @@ func readAcks(ctx context.Context, f *os.File, n int) ([]byte, error) {
 	return got, nil
 }
 
-// thawPlan is what the hooks of a copy's gateway process do once thawed (thaw.json): the
-// engine's instance reset (engine.InstanceReset), in the process whose pid (in the sandbox)
-// is PID.
-type thawPlan struct {
+// hookPlan is what the hooks (template.mjs) of the process whose pid (in its sandbox) is PID
+// do: at the template's freeze (freezePlanName), the engine's instance reset's statements SQL
+// on its database DB; at a copy's thaw (thawPlanName), the signal that restarts it.
+type hookPlan struct {
 	PID    int      `json:"pid"`
 	DB     string   `json:"db,omitempty"`
 	SQL    []string `json:"sql,omitempty"`
 	Signal string   `json:"signal,omitempty"`
 }
 
-// writeThawPlan writes the thaw plan of the copy whose template dir is dir.
-func writeThawPlan(dir string, p thawPlan) error {
+// The plans' files in a template's (or copy's) hooks' dir.
+const (
+	freezePlanName = "freeze.json"
+	thawPlanName   = "thaw.json"
+)
+
+// writeHookPlan writes the plan name into the hooks' dir dir.
+func writeHookPlan(dir, name string, p hookPlan) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "thaw.json"), b, 0o644)
+	return writeFileAtomic(filepath.Join(dir, name), b, 0o644)
 }
 
 // nsPID is the pid of the host's process pid in its own PID namespace (NSpid's last field).

@@ -3,6 +3,7 @@ package local_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,13 +66,15 @@ func instanceOf(t *testing.T, f *fixture, a *agentsv1.Agent) string {
 const db = new DatabaseSync(process.env.HOME + '/.openclaw/state/openclaw.sqlite', { readOnly: true });
 const key = db.prepare('SELECT hex(hmac_key) AS k FROM config_revision_keys').all().map((r) => r.k).join(',');
 const boots = db.prepare('SELECT boot_id AS b FROM gateway_boot_lifecycle').all().map((r) => r.b).join(',');
+const check = db.prepare('PRAGMA integrity_check').all().map((r) => Object.values(r)[0]).join('; ');
+if (check !== 'ok') { console.error('integrity_check: ' + check); process.exit(3); }
 console.log(key + ' ' + boots);`
 	var out string
 	deadline := time.Now().Add(eventBound)
 	for {
 		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"node", "-e", read}, Timeout: time.Minute})
 		if err != nil || res.ExitCode != 0 {
-			t.Fatalf("read the copy's state: %v %+v", err, res)
+			t.Fatalf("read the copy's state (its database must be sound): %v %+v %s", err, res, res.Stderr)
 		}
 		if out = strings.TrimSpace(string(res.Stdout)); len(strings.Fields(out)) == 2 {
 			return out
@@ -81,6 +84,26 @@ console.log(key + ' ' + boots);`
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// templateInstanceRows counts, in the template's own state database (the one every copy's
+// home starts from), the rows of the engine's instance reset's tables: the template forgot
+// its instance before its dump, so none are left for a copy to restore.
+func templateInstanceRows(t *testing.T, f *fixture) string {
+	t.Helper()
+	dbs, _ := filepath.Glob(filepath.Join(f.opts.StateDir, "templates", "*", "home", ".openclaw", "state", "openclaw.sqlite"))
+	if len(dbs) != 1 {
+		t.Fatalf("the template's state databases: %v", dbs)
+	}
+	const count = `const { DatabaseSync } = require('node:sqlite');
+const db = new DatabaseSync(process.argv[1], { readOnly: true });
+console.log(['device_identities', 'config_revision_keys', 'gateway_boot_lifecycle']
+  .map((t) => t + '=' + db.prepare('SELECT count(*) AS n FROM ' + t).get().n).join(' '));`
+	out, err := exec.Command(filepath.Join(os.Getenv("AGENTPLANE_ENGINE_DIR"), "bin", "node"), "-e", count, dbs[0]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("read the template's state database: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(string(out))
 }
 
 // mountedFrom are the processes that see a mount of a dir under the agent dir dir (a
@@ -121,6 +144,9 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 		t.Fatalf("the first agent = %+v, want a cold start because the template is being made", o)
 	}
 	waitTemplate(t, f)
+	if rows := templateInstanceRows(t, f); rows != "device_identities=0 config_revision_keys=0 gateway_boot_lifecycle=0" {
+		t.Fatalf("the template's image keeps its instance's rows: %s", rows)
+	}
 	ctx := context.Background()
 	seen := map[string]string{}
 	pids := map[int]bool{}

@@ -243,6 +243,9 @@ func (r *Runtime) buildTemplate(ctx context.Context, key, version, engineDir str
 	if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU) {
 		return nil, fmt.Errorf("the template gateway stayed busy for %s", settleBound)
 	}
+	if err := r.planForget(run, init.pid); err != nil {
+		return nil, err
+	}
 	if m.Procs, err = freezeNodeTree(ctx, init.pid, run); err != nil {
 		return nil, err
 	}
