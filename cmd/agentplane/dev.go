@@ -61,7 +61,7 @@ agents there as StatefulSets. That cluster is fresh at every start.`,
 	fl.StringSliceVar(&f.engineDirs, "engine-dir", nil, "OpenClaw install dir with bin/openclaw (hack/install-engine.sh); repeat for several versions")
 	fl.StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest installed)")
 	fl.StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <state-dir>/runtime/compile-cache)")
-	fl.BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", false, gatewayTemplatesUsage)
+	fl.BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", true, gatewayTemplatesUsage)
 	fl.StringVar(&o.Runtime.TemplateDir, "template-dir", "", templateDirUsage+" (default <state-dir>/runtime/templates)")
 	fl.StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "contain each local agent in a bubblewrap sandbox: auto (when this host can; otherwise serve one workspace only), required (refuse to start without) or off (one workspace only)")
 	fl.StringSliceVar(&o.Runtime.ReadOnlyPaths, "sandbox-ro-path", nil, "a further host path every local agent's sandbox shows read-only (repeatable)")
@@ -138,7 +138,7 @@ func serveDev(ctx context.Context, out io.Writer, f devFlags, o platform.Options
 			if ok, why := e.Checkpoints(); !ok {
 				fmt.Fprintf(out, "NOTE: suspended agents are stopped and start cold on resume (no checkpoints: %s).\n\n", why)
 			}
-			if ok, why := e.Templates(); !ok && f.runtime == platform.RuntimeLocal && o.Runtime.GatewayTemplates {
+			if ok, why := e.Templates(); !ok && f.runtime == platform.RuntimeLocal {
 				fmt.Fprintf(out, "NOTE: new agents' gateways boot cold (no gateway templates: %s).\n\n", why)
 			}
 			return e.Wait()

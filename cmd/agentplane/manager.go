@@ -35,7 +35,7 @@ const compileCacheDirUsage = "with the local runtime: where each engine's compil
 const templateDirUsage = "with the local runtime and --gateway-templates: where the engines' template gateways are kept (about 700 MB each); platforms on one host may share one"
 
 // gatewayTemplatesUsage is the --gateway-templates flag's help.
-const gatewayTemplatesUsage = "with the local runtime (root, CRIU and the reseed addon): give each new agent without secrets of its own a copy of its engine's template gateway (booted once, checkpointed, restored into the agent's sandbox with its own uid, cgroup, network and randomness) instead of booting one"
+const gatewayTemplatesUsage = "with the local runtime (root, CRIU and the reseed addon; false to boot every gateway): give each new agent without secrets of its own a copy of its engine's template gateway (booted once, checkpointed, restored into the agent's sandbox with its own uid, cgroup, network and randomness) instead of booting one"
 
 func newManagerCommand() *cobra.Command {
 	m := &managerFlags{o: platform.Options{Runtime: platform.RuntimeOptions{Name: platform.RuntimeKube}}}
@@ -134,7 +134,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Runtime.StateDir, "runtime-dir", "", "where --runtime local keeps the agents' homes (default ./agentplane-runtime)")
 	cmd.Flags().StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "with --runtime local: contain each agent in a bubblewrap sandbox: auto, required or off (without one, one workspace only)")
 	cmd.Flags().StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <runtime-dir>/compile-cache)")
-	cmd.Flags().BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", false, gatewayTemplatesUsage)
+	cmd.Flags().BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", true, gatewayTemplatesUsage)
 	cmd.Flags().StringVar(&o.Runtime.TemplateDir, "template-dir", "", templateDirUsage+" (default <runtime-dir>/templates)")
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{engine.PinnedVersion}, "engine versions agents may run (kube runtime; their images must exist)")

@@ -141,6 +141,17 @@ func buildAgentplane(dir string) (bin, probe string, err error) {
 	return bin, probe, nil
 }
 
+// GatewayTemplates reports whether the platforms StartDev starts give new agents copies of
+// their engine's template: as root, with CRIU and the reseed addon in the checkout's bin/.
+func GatewayTemplates() bool {
+	for _, name := range []string{"criu", local.ReseedName} {
+		if _, err := os.Stat(filepath.Join(testenv.RepoRoot(), "bin", name)); err != nil {
+			return false
+		}
+	}
+	return os.Geteuid() == 0
+}
+
 // Main runs a package's end-to-end tests (its TestMain: os.Exit(e2e.Main(m))) and then
 // removes what they shared: the build of BuildAgentplane and the compile caches beside it.
 func Main(m *testing.M) int {

@@ -21,8 +21,8 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
-// A gateway born from its engine's template (--gateway-templates: root, CRIU and the reseed
-// addon): the template is made once before the rounds, untimed, as a manager makes it
+// A gateway born from its engine's template (the binaries' default as root with CRIU and the
+// reseed addon): the template is made once before the rounds, untimed, as a manager makes it
 // once per engine; each round restores a copy in a fresh runtime sharing its dir. A copy's
 // processes carry the template's marker, not the agent's: they are found by the agent's
 // cgroup (their CPU time counts from the restore: the kernel's counters are not restored);

@@ -11,9 +11,10 @@
 //     every default of local.Options, the engine's compile cache warmed once before the first
 //     round as a long-running manager has it): the time from the first Ensure to the runtime's
 //     Running (create-to-running: what the REST create waits for) and to /readyz answering
-//     {"ready":true}, as for the bare engine. This is a cold boot, the binaries' default;
+//     {"ready":true}, as for the bare engine. This is a cold boot: the binaries give a new
+//     agent with secrets of its own one, and every agent where templates are off;
 //   - copy (-templates, the default): an agent born from its engine's template, as the
-//     binaries give every new agent without secrets of its own with --gateway-templates (copy.go):
+//     binaries give every other new agent as root with CRIU and the reseed addon (copy.go):
 //     the same times, and its CPU time as its processes' (found by its cgroup) plus this
 //     process's and its children's during the create (the runtime's work, CRIU's restore).
 //
@@ -85,7 +86,7 @@ func main() {
 	n := flag.Int("n", 3, "rounds (one bare engine and one agent each, in alternating order)")
 	idle := flag.Duration("idle", 60*time.Second, "quiet time before the idle usage is read")
 	jsonOut := report.Flag()
-	flag.BoolVar(&withCopy, "templates", true, "also measure an agent born from its engine's template (root, CRIU and the reseed addon; --gateway-templates)")
+	flag.BoolVar(&withCopy, "templates", true, "also measure an agent born from its engine's template (root, CRIU and the reseed addon; the binaries' default)")
 	flag.StringVar(&keepLogs, "logs", "", "copy each start's gateway log into this dir")
 	flag.BoolVar(&trace, "trace", false, "run both with the engine's startup trace (OPENCLAW_GATEWAY_STARTUP_TRACE=1)")
 	flag.Parse()

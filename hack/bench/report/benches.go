@@ -10,7 +10,7 @@ import (
 // benches is every benchmark of the report, in the order of its tables.
 var benches = []bench{
 	program("coldstart", "Agent create and idle memory vs the bare engine (local runtime, real OpenClaw)",
-		"The bare engine started by hand with its defaults, against an agent of the local runtime as the manager ships it: booted cold (the binaries' default) and born from its engine's template (--gateway-templates, as root with CRIU; the template made once before the rounds), each first in turn, in one run.",
+		"The bare engine started by hand with its defaults, against an agent of the local runtime as the manager ships it: booted cold (an agent with secrets of its own) and born from its engine's template (every other new agent, as root with CRIU; the template made once before the rounds), each first in turn, in one run.",
 		"./hack/bench/coldstart"),
 	program("sandbox", "Local agent sandbox (bubblewrap), real OpenClaw",
 		"The same runtime with and without its sandbox, alternating, each from a fresh state dir.",

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/test/e2e"
@@ -35,7 +38,23 @@ func TestHostileAgentLocal(t *testing.T) {
 	sec := e2e.Must(t, p.Call("POST", "/v0/secrets", map[string]string{"name": "VICTIM_SECRET", "value": victimSecret}), 201, "create secret").Obj("secret")
 	victim := e2e.CreateRunning(t, p, map[string]any{"name": "victim"})["id"].(string)
 	e2e.Must(t, p.Call("POST", "/v0/agents/"+victim+"/secrets", map[string]any{"secretIds": []string{sec["id"].(string)}}), 200, "attach")
+	// Where the platform makes templates (root, CRIU and the reseed addon: make test's
+	// machine) a new agent's gateway is a copy of its engine's template once that is made:
+	// the attacks run from inside such a copy.
+	copies := e2e.GatewayTemplates()
+	if copies {
+		e2e.Eventually(t, "the engine's template", func() bool {
+			m, _ := filepath.Glob(filepath.Join(e2e.SharedTemplateDir(t), "*", "template.json"))
+			return len(m) > 0
+		})
+	}
 	attacker := e2e.CreateRunning(t, p, map[string]any{"name": "attacker"})["id"].(string)
+	if copies {
+		c := meta.FindStatusCondition(e2e.GetAgent(t, p.KubeClient(), attacker).Status.Conditions, agentsv1.AgentGatewayReady)
+		if c == nil || !strings.Contains(c.Message, "born from its engine's template") {
+			t.Fatalf("the attacker's gateway is not a copy of its engine's template: %+v", c)
+		}
+	}
 	e2e.Eventually(t, "the victim's gateway to hold its secret", func() bool {
 		return breakout.HostRuns("environ", victimSecret)
 	})

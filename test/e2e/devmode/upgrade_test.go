@@ -53,12 +53,12 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	// each with a file in its workspace.
 	groups := []string{"wave-1", "wave-2", "rollback"}
 	ids := createAgentsAtOnce(t, p, "Upgrade ", groups)
-	type agent struct{ id, workspace string }
+	type agent struct{ id string }
 	agents := map[string]agent{}
 	for i, group := range groups {
 		id := ids[i]
-		r := e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo " + group + " > before.txt; pwd"}), 200, "write before.txt")
-		agents[group] = agent{id: id, workspace: strings.TrimSpace(r.Str("stdout"))}
+		e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/console/exec", map[string]string{"command": "echo " + group + " > before.txt"}), 200, "write before.txt")
+		agents[group] = agent{id: id}
 		label := "waves"
 		if group == "rollback" {
 			label = "rollback"
@@ -103,7 +103,9 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 		snapCID = a.Annotations[agentsv1.AnnotationUpgradeSnapshot]
 		return a.Annotations[agentsv1.AnnotationUpgradeState] == agentsv1.AgentUpgradeUpgrading && a.Spec.Engine.Version == brokenVersion
 	})
-	if err := os.WriteFile(filepath.Join(rb.workspace, "after.txt"), []byte("written after the snapshot\n"), 0o644); err != nil {
+	// Written on the host, in the agent's home (its gateway may be down meanwhile).
+	rbWorkspace := filepath.Join(p.StateDir, "runtime", "agents", "dev", rb.id, "home", ".openclaw", "workspace")
+	if err := os.WriteFile(filepath.Join(rbWorkspace, "after.txt"), []byte("written after the snapshot\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
