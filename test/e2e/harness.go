@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -288,22 +287,8 @@ func Tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// Alive reports whether pid runs: it exists and has not exited. A process that exited but is
-// not reaped yet (a zombie) does not run: a gateway born from a template is, once restored,
-// the child of the host's init, which reaps it a moment later.
-func Alive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command's closing parenthesis: "pid (comm) S ...".
-	rest := string(b[bytes.LastIndexByte(b, ')')+1:])
-	f := strings.Fields(rest)
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
+// Alive reports whether pid runs (testenv.Running: a zombie does not).
+func Alive(pid int) bool { return testenv.Running(pid) }
 
 // Must fails the test when r is not the expected status.
 func Must(t testing.TB, r Reply, status int, what string) Reply {

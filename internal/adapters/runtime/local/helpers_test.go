@@ -23,6 +23,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // version is the key of the fake engine in EngineDirs; fakeVersion what it reports.
@@ -165,20 +166,6 @@ func gatewayPID(t *testing.T, f *fixture, a *agentsv1.Agent) int {
 	return pid
 }
 
-// alive: the pid runs and is not a zombie.
-func alive(pid int) bool {
-	if pid <= 0 || syscall.Kill(pid, 0) != nil {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
 // waitGone waits until pid no longer runs.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
@@ -223,3 +210,6 @@ func waitStatus(t *testing.T, endpoint, token string, want int) {
 }
 
 func syscallKill(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+
+// alive: the pid runs and is not a zombie.
+var alive = testenv.Running
