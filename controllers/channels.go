@@ -50,7 +50,7 @@ func ChannelPlugin(t agentsv1.ChannelType) string {
 }
 
 // ChannelEnabled is spec.enabled (default true).
-func ChannelEnabled(ch *agentsv1.Channel) bool { return ch.Spec.Enabled == nil || *ch.Spec.Enabled }
+func ChannelEnabled(ch *agentsv1.Channel) bool { return ch.IsEnabled() }
 
 // EffectiveChannels returns, per type, the Channel of agent that counts: the oldest one not
 // being deleted (a younger Channel of the same type is a duplicate and ignored).
@@ -66,25 +66,8 @@ func AgentChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) 
 	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
 		return nil, nil, err
 	}
-	out := map[agentsv1.ChannelType]*agentsv1.Channel{}
-	var deleting []*agentsv1.Channel
-	for i := range list.Items {
-		ch := &list.Items[i]
-		if ch.DeletionTimestamp != nil {
-			deleting = append(deleting, ch)
-			continue
-		}
-		if cur, ok := out[ch.Spec.Type]; !ok || OlderChannel(ch, cur) {
-			out[ch.Spec.Type] = ch
-		}
-	}
+	out, deleting := list.Effective()
 	return out, deleting, nil
-}
-
-// OlderChannel orders Channels by creation time, then name.
-func OlderChannel(a, b *agentsv1.Channel) bool {
-	return a.CreationTimestamp.Before(&b.CreationTimestamp) ||
-		a.CreationTimestamp.Equal(&b.CreationTimestamp) && a.Name < b.Name
 }
 
 // ReadSecretKey reads one key of a core Secret live ("" when the Secret or key is missing).

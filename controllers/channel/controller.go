@@ -330,7 +330,7 @@ func (r *Reconciler) olderSibling(ctx context.Context, ch *agentsv1.Channel) (st
 	}
 	for i := range list.Items {
 		o := &list.Items[i]
-		if o.UID != ch.UID && o.DeletionTimestamp == nil && o.Spec.Type == ch.Spec.Type && controllers.OlderChannel(o, ch) {
+		if o.UID != ch.UID && o.DeletionTimestamp == nil && o.Spec.Type == ch.Spec.Type && o.OlderThan(ch) {
 			return o.Name, nil
 		}
 	}
