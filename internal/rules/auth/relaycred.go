@@ -1,0 +1,75 @@
+package auth
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"strings"
+)
+
+// The Telegram relay token is what an agent's gateway uses in place of its bot token when the
+// platform relays the channel: "<bot id>:" + base64url("<namespace>/<agent>") +
+// base64url(HMAC-SHA256(gateway token, label || bot id || namespace/agent)), the MAC always
+// 43 characters. It has a bot token's shape (digits, a colon, [A-Za-z0-9_-]), so the engine
+// reads the bot's id from it as from the real one; Telegram refuses it, the relay swaps it
+// for the real token. Like the model-proxy credential it names its agent, is derived from the
+// gateway token (rotating the token rotates it) and is stored nowhere.
+const relayCredLabel = "agentplane telegram relay v1\x00"
+
+// relayMACLen is the length of the MAC's unpadded base64url form.
+var relayMACLen = base64.RawURLEncoding.EncodedLen(sha256.Size)
+
+// BotID is the bot's id, the digits before a Telegram bot token's colon ("" when the token has
+// none).
+func BotID(botToken string) string {
+	id, _, ok := strings.Cut(botToken, ":")
+	if !ok || id == "" || strings.Trim(id, "0123456789") != "" {
+		return ""
+	}
+	return id
+}
+
+// NewTelegramRelayToken derives the relay token of agent namespace/name for the bot botID.
+func NewTelegramRelayToken(botID, namespace, name, gatewayToken string) string {
+	id := namespace + "/" + name
+	return botID + ":" + base64.RawURLEncoding.EncodeToString([]byte(id)) +
+		base64.RawURLEncoding.EncodeToString(relayMAC(botID, id, gatewayToken))
+}
+
+// ParseTelegramRelayToken returns the bot and the agent a relay token names (not yet
+// verified).
+func ParseTelegramRelayToken(tok string) (botID, namespace, name string, ok bool) {
+	botID = BotID(tok)
+	if botID == "" {
+		return "", "", "", false
+	}
+	rest := tok[len(botID)+1:]
+	if len(rest) <= relayMACLen {
+		return "", "", "", false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(rest[:len(rest)-relayMACLen])
+	if err != nil {
+		return "", "", "", false
+	}
+	namespace, name, found := strings.Cut(string(id), "/")
+	if !found || namespace == "" || name == "" {
+		return "", "", "", false
+	}
+	return botID, namespace, name, true
+}
+
+// VerifyTelegramRelayToken reports whether tok is the current relay token of namespace/name
+// for botID under gatewayToken (constant time).
+func VerifyTelegramRelayToken(tok, botID, namespace, name, gatewayToken string) bool {
+	if gatewayToken == "" || botID == "" {
+		return false
+	}
+	return hmac.Equal([]byte(tok), []byte(NewTelegramRelayToken(botID, namespace, name, gatewayToken)))
+}
+
+func relayMAC(botID, id, key string) []byte {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write([]byte(relayCredLabel))
+	m.Write([]byte(botID + "\x00" + id))
+	return m.Sum(nil)
+}
