@@ -1,0 +1,87 @@
+package channelrelay
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/rules/auth"
+)
+
+// ClusterAuthorizer implements Authorizer from the manager's cache: a relay token is good while
+// its agent exists (and is not being deleted), the token matches the agent's current gateway
+// token, and the agent's Telegram channel is enabled with a bot token of the bot the relay
+// token names. Removing or disabling the channel, rotating the gateway token or deleting the
+// agent refuses the next call.
+type ClusterAuthorizer struct {
+	// Cache reads Agents, Channels and the platform's Secrets (gateway tokens).
+	Cache client.Reader
+	// APIReader reads a channel's token Secret (users' Secrets are not cached).
+	APIReader client.Reader
+}
+
+var _ Authorizer = (*ClusterAuthorizer)(nil)
+
+// AuthorizeTelegram implements Authorizer.
+func (a *ClusterAuthorizer) AuthorizeTelegram(ctx context.Context, relayToken string) (Grant, error) {
+	bot, ns, name, ok := auth.ParseTelegramRelayToken(relayToken)
+	if !ok {
+		return Grant{}, ErrUnauthorized
+	}
+	agent := &agentsv1.Agent{}
+	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, agent); err != nil {
+		return Grant{}, unauthorizedIfMissing(err)
+	}
+	if agent.DeletionTimestamp != nil || agent.Status.GatewayTokenSecret == "" {
+		return Grant{}, ErrUnauthorized
+	}
+	gw := &corev1.Secret{}
+	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: agent.Status.GatewayTokenSecret}, gw); err != nil {
+		return Grant{}, unauthorizedIfMissing(err)
+	}
+	if !auth.VerifyTelegramRelayToken(relayToken, bot, ns, name, string(gw.Data[agentsv1.GatewayTokenDataKey])) {
+		return Grant{}, ErrUnauthorized
+	}
+	real, err := TelegramBotToken(ctx, a.Cache, a.APIReader, agent)
+	if err != nil {
+		return Grant{}, err
+	}
+	if real == "" || auth.BotID(real) != bot {
+		return Grant{}, ErrUnauthorized
+	}
+	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: real}, nil
+}
+
+// TelegramBotToken is the bot token of agent's enabled Telegram channel ("" when it has none,
+// or its token Secret or key is missing).
+func TelegramBotToken(ctx context.Context, cache, apiReader client.Reader, agent *agentsv1.Agent) (string, error) {
+	var list agentsv1.ChannelList
+	if err := cache.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
+		return "", fmt.Errorf("list the channels of %s/%s: %w", agent.Namespace, agent.Name, err)
+	}
+	chans, _ := list.Effective()
+	ch := chans[agentsv1.ChannelTelegram]
+	if ch == nil || !ch.IsEnabled() || ch.Spec.BotTokenRef == nil {
+		return "", nil
+	}
+	sec := &corev1.Secret{}
+	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.BotTokenRef.Name}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", fmt.Errorf("read the bot token of channel %s/%s: %w", ch.Namespace, ch.Name, err)
+	}
+	return string(sec.Data[ch.Spec.BotTokenRef.Key]), nil
+}
+
+func unauthorizedIfMissing(err error) error {
+	if apierrors.IsNotFound(err) {
+		return ErrUnauthorized
+	}
+	return err
+}

@@ -1,0 +1,206 @@
+// Package channelrelay puts the platform between its agents and their chat channels. For
+// Telegram it is the Bot API origin of every agent's gateway (the engine's
+// channels.telegram.apiRoot): a gateway calls it with a relay token of the bot token's shape
+// (auth.NewTelegramRelayToken), the relay swaps it for the bot's real token and forwards the
+// call to Telegram, so the real token never reaches the agent. And while an agent sleeps, the
+// relay's watch (watch.go) long-polls its bot for it and wakes the agent when a message
+// waits; the gateway then fetches it from Telegram itself, through the relay, from the offset
+// it stored: nothing is taken off Telegram's queue for it, so nothing is lost or doubled.
+//
+// Routes (under the facade's /relay/ and the model proxy's own listener):
+//
+//	/relay/telegram/bot<relay token>/<method>         any Bot API method but those below
+//	/relay/telegram/file/bot<relay token>/<file path> file downloads
+//
+// setWebhook, logOut and close answer 403: they would take the bot's updates away from the
+// platform (a webhook elsewhere, another Bot API server).
+package channelrelay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultTelegramAPI is Telegram's Bot API origin.
+const DefaultTelegramAPI = "https://api.telegram.org"
+
+// AgentKey names an agent.
+type AgentKey = types.NamespacedName
+
+// Grant is what a good relay token stands for.
+type Grant struct {
+	Agent    types.NamespacedName
+	BotToken string // the bot's real token
+}
+
+// ErrUnauthorized is what an Authorizer returns for a token it does not know, or that is no
+// longer good (the agent, its channel or its gateway token changed): the relay answers 401,
+// as Telegram does for a bad token. Any other error answers 503.
+var ErrUnauthorized = errors.New("channelrelay: unauthorized relay token")
+
+// Authorizer maps a relay token to its grant.
+type Authorizer interface {
+	AuthorizeTelegram(ctx context.Context, relayToken string) (Grant, error)
+}
+
+// Options configure a Relay.
+type Options struct {
+	Authorizer Authorizer
+	// TelegramAPI is the Bot API origin the relay forwards to (default DefaultTelegramAPI;
+	// tests and self-hosted Bot API servers set another).
+	TelegramAPI string
+	Transport   http.RoundTripper // default: http.DefaultTransport
+	Log         logr.Logger
+	// Polled, when set, is told each time an agent's gateway asks for its updates (the watch
+	// stops polling for an agent whose gateway does).
+	Polled func(types.NamespacedName)
+}
+
+// Relay is the channel relay, an http.Handler mounted at "/relay/".
+type Relay struct {
+	opts  Options
+	api   *url.URL
+	proxy *httputil.ReverseProxy
+	mux   *http.ServeMux
+}
+
+// New builds a Relay.
+func New(o Options) (*Relay, error) {
+	if o.Authorizer == nil {
+		return nil, errors.New("channelrelay: no authorizer")
+	}
+	if o.TelegramAPI == "" {
+		o.TelegramAPI = DefaultTelegramAPI
+	}
+	api, err := url.Parse(strings.TrimSuffix(o.TelegramAPI, "/"))
+	if err != nil || api.Scheme == "" || api.Host == "" {
+		return nil, errors.New("channelrelay: the Telegram API origin must be an absolute URL")
+	}
+	if o.Transport == nil {
+		o.Transport = http.DefaultTransport
+	}
+	r := &Relay{opts: o, api: api, mux: http.NewServeMux()}
+	r.proxy = &httputil.ReverseProxy{
+		Rewrite:       func(*httputil.ProxyRequest) {}, // the handler sets the outbound URL
+		Transport:     o.Transport,
+		FlushInterval: -1,
+		ErrorHandler:  r.upstreamError,
+	}
+	r.mux.HandleFunc("/relay/telegram/{bot}/{method}", r.telegramMethod)
+	r.mux.HandleFunc("GET /relay/telegram/file/{bot}/{path...}", r.telegramFile)
+	return r, nil
+}
+
+func (r *Relay) ServeHTTP(w http.ResponseWriter, req *http.Request) { r.mux.ServeHTTP(w, req) }
+
+// refused are the Bot API methods an agent may not call through the relay (lower case: the
+// Bot API's method names are case-insensitive).
+var refused = map[string]bool{"setwebhook": true, "logout": true, "close": true}
+
+// methodName is a Bot API method's name; filePath a file's path on Telegram.
+var (
+	methodName = regexp.MustCompile(`^[A-Za-z]{1,64}$`)
+	filePath   = regexp.MustCompile(`^[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*$`)
+)
+
+func (r *Relay) telegramMethod(w http.ResponseWriter, req *http.Request) {
+	method := req.PathValue("method")
+	if !methodName.MatchString(method) {
+		telegramError(w, http.StatusNotFound, "Not Found: method not found")
+		return
+	}
+	g, ok := r.authorize(w, req)
+	if !ok {
+		return
+	}
+	if refused[strings.ToLower(method)] {
+		telegramError(w, http.StatusForbidden, "Forbidden: "+method+" is the platform's (agentplane relays this bot)")
+		return
+	}
+	if strings.EqualFold(method, "getUpdates") && r.opts.Polled != nil {
+		r.opts.Polled(g.Agent)
+	}
+	r.forward(w, req, g, "/bot"+g.BotToken+"/"+method)
+}
+
+func (r *Relay) telegramFile(w http.ResponseWriter, req *http.Request) {
+	p := req.PathValue("path")
+	if !filePath.MatchString(p) || slices.Contains(strings.Split(p, "/"), "..") {
+		telegramError(w, http.StatusNotFound, "Not Found: file not found")
+		return
+	}
+	g, ok := r.authorize(w, req)
+	if !ok {
+		return
+	}
+	r.forward(w, req, g, "/file/bot"+g.BotToken+"/"+p)
+}
+
+// authorize answers for a request whose relay token is not good.
+func (r *Relay) authorize(w http.ResponseWriter, req *http.Request) (Grant, bool) {
+	tok, ok := strings.CutPrefix(req.PathValue("bot"), "bot")
+	if !ok {
+		telegramError(w, http.StatusNotFound, "Not Found")
+		return Grant{}, false
+	}
+	g, err := r.opts.Authorizer.AuthorizeTelegram(req.Context(), tok)
+	switch {
+	case errors.Is(err, ErrUnauthorized):
+		telegramError(w, http.StatusUnauthorized, "Unauthorized")
+		return Grant{}, false
+	case err != nil:
+		r.opts.Log.Error(err, "cannot authorize a relay token")
+		telegramError(w, http.StatusServiceUnavailable, "Service Unavailable: the platform cannot read the channel now")
+		return Grant{}, false
+	}
+	return g, true
+}
+
+type grantKey struct{}
+
+// forward sends req to Telegram at path (which holds the real token), streaming both ways.
+func (r *Relay) forward(w http.ResponseWriter, req *http.Request, g Grant, path string) {
+	out := req.Clone(context.WithValue(req.Context(), grantKey{}, g))
+	out.URL = &url.URL{Scheme: r.api.Scheme, Host: r.api.Host, Path: r.api.Path + path, RawQuery: req.URL.RawQuery}
+	out.Host = r.api.Host
+	out.RequestURI = ""
+	for _, h := range []string{"Authorization", "Cookie", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"} {
+		out.Header.Del(h)
+	}
+	start := time.Now()
+	r.proxy.ServeHTTP(w, out)
+	r.opts.Log.V(1).Info("relayed", "channel", "telegram", "agent", g.Agent.String(), "method", req.PathValue("method"), "duration", time.Since(start).Round(time.Millisecond))
+}
+
+// upstreamError answers a request Telegram could not be asked. The transport's error names the
+// URL, which holds the real token: only its cause is logged.
+func (r *Relay) upstreamError(w http.ResponseWriter, req *http.Request, err error) {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	if req.Context().Err() != nil {
+		return // the gateway went away (a long poll cancelled)
+	}
+	g, _ := req.Context().Value(grantKey{}).(Grant)
+	r.opts.Log.Info("Telegram did not answer", "agent", g.Agent.String(), "error", err.Error())
+	telegramError(w, http.StatusBadGateway, "Bad Gateway: Telegram did not answer the platform's relay")
+}
+
+// telegramError answers as the Bot API does.
+func telegramError(w http.ResponseWriter, code int, description string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error_code": code, "description": description})
+}

@@ -1,0 +1,299 @@
+package channelrelay
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+)
+
+// Defaults of Watch.
+const (
+	// DefaultPollTimeout is the long poll's timeout, Telegram's own upper bound.
+	DefaultPollTimeout = 50 * time.Second
+	// DefaultRetry is the wait after a failed poll (it doubles up to a minute) and after a
+	// Conflict (another client, the woken gateway, polls the bot).
+	DefaultRetry = 5 * time.Second
+)
+
+// Watch wakes sleeping agents for their Telegram messages. For each agent that sleeps
+// (Suspended) with an enabled Telegram channel, it long-polls the bot's updates without an
+// offset, which confirms nothing to Telegram; once one waits, it wakes the agent
+// (spec.wakeRequestedAt, as a request that needs the gateway does) and stops. The woken gateway
+// fetches the update itself from the offset it stored. It runs on the leader only: two clients
+// polling one bot make Telegram end the older poll with a Conflict.
+type Watch struct {
+	Client    client.Client // reads Agents and Channels from the cache, patches spec.wakeRequestedAt
+	APIReader client.Reader // reads channels' token Secrets and the Agent before a wake
+	// TelegramAPI is the Bot API origin (default DefaultTelegramAPI).
+	TelegramAPI string
+	Transport   http.RoundTripper // default http.DefaultTransport
+	Recorder    events.EventRecorder
+	Clock       clock.Clock // default real
+	Log         logr.Logger
+	// PollTimeout and Retry: DefaultPollTimeout and DefaultRetry when zero.
+	PollTimeout, Retry time.Duration
+
+	mu    sync.Mutex
+	polls map[types.NamespacedName]*watchPoll
+	http  *http.Client
+}
+
+type watchPoll struct {
+	token  string
+	cancel context.CancelFunc
+}
+
+// SetupWithManager runs the watch as a controller of Agents (their Channels wake it too).
+func (w *Watch) SetupWithManager(mgr ctrl.Manager) error {
+	w.init()
+	return ctrl.NewControllerManagedBy(mgr).Named("channelrelay").
+		For(&agentsv1.Agent{}).
+		Watches(&agentsv1.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ch, ok := o.(*agentsv1.Channel)
+			if !ok || ch.Spec.AgentRef.Name == "" {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}}}
+		})).
+		Complete(w)
+}
+
+// init sets the defaults.
+func (w *Watch) init() {
+	if w.TelegramAPI == "" {
+		w.TelegramAPI = DefaultTelegramAPI
+	}
+	w.TelegramAPI = strings.TrimSuffix(w.TelegramAPI, "/")
+	if w.Transport == nil {
+		w.Transport = http.DefaultTransport
+	}
+	if w.Clock == nil {
+		w.Clock = clock.RealClock{}
+	}
+	if w.PollTimeout <= 0 {
+		w.PollTimeout = DefaultPollTimeout
+	}
+	if w.Retry <= 0 {
+		w.Retry = DefaultRetry
+	}
+	w.polls = map[types.NamespacedName]*watchPoll{}
+	w.http = &http.Client{Transport: w.Transport, Timeout: w.PollTimeout + 30*time.Second}
+}
+
+// Reconcile starts or stops the poll of one agent's bot.
+func (w *Watch) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	agent := &agentsv1.Agent{}
+	if err := w.Client.Get(ctx, req.NamespacedName, agent); err != nil {
+		w.stop(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !asleep(agent) {
+		w.stop(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	tok, err := TelegramBotToken(ctx, w.Client, w.APIReader, agent)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if tok == "" {
+		w.stop(req.NamespacedName)
+		return ctrl.Result{}, nil
+	}
+	w.start(req.NamespacedName, tok)
+	return ctrl.Result{}, nil
+}
+
+// Polled stops the poll of an agent whose gateway now asks for its updates (Options.Polled).
+func (w *Watch) Polled(agent types.NamespacedName) { w.stop(agent) }
+
+// Polling reports whether the watch polls the bot of agent now.
+func (w *Watch) Polling(agent types.NamespacedName) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.polls[agent] != nil
+}
+
+// asleep: the agent sleeps (not stopped, not being deleted) and no wake is pending.
+func asleep(a *agentsv1.Agent) bool {
+	c := meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended)
+	if c == nil || c.Status != metav1.ConditionTrue || a.Spec.Stopped || a.DeletionTimestamp != nil {
+		return false
+	}
+	wake := a.Spec.WakeRequestedAt
+	return wake == nil || !wake.After(c.LastTransitionTime.Time)
+}
+
+func (w *Watch) start(agent types.NamespacedName, token string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p := w.polls[agent]; p != nil {
+		if p.token == token {
+			return
+		}
+		p.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &watchPoll{token: token, cancel: cancel}
+	w.polls[agent] = p
+	go w.run(ctx, agent, p)
+}
+
+func (w *Watch) stop(agent types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p := w.polls[agent]; p != nil {
+		p.cancel()
+		delete(w.polls, agent)
+	}
+}
+
+// done forgets p once its loop ends by itself (a later poll of the agent may have replaced it).
+func (w *Watch) done(agent types.NamespacedName, p *watchPoll) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.polls[agent] == p {
+		p.cancel()
+		delete(w.polls, agent)
+	}
+}
+
+// stillAsleep reads the agent from the cache again before each poll: a poll must not race the
+// gateway of an agent woken meanwhile (Telegram would end the gateway's poll, whose engine
+// then waits 30 s or more before it polls again).
+func (w *Watch) stillAsleep(ctx context.Context, key types.NamespacedName) bool {
+	a := &agentsv1.Agent{}
+	return w.Client.Get(ctx, key, a) == nil && asleep(a)
+}
+
+// errConflict: another client polls the bot.
+var errConflict = errors.New("another client polls the bot's updates")
+
+func (w *Watch) run(ctx context.Context, agent types.NamespacedName, p *watchPoll) {
+	defer w.done(agent, p)
+	log := w.Log.WithValues("agent", agent.String())
+	wait := w.Retry
+	for ctx.Err() == nil && w.stillAsleep(ctx, agent) {
+		n, err := w.pending(ctx, p.token)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errConflict):
+			log.V(1).Info("the bot is polled by another client; polling again later")
+			wait = w.Retry
+		case err != nil:
+			log.Info("cannot poll the agent's Telegram bot; polling again later", "error", err.Error(), "retryIn", wait.String())
+		case n == 0:
+			wait = w.Retry
+			continue
+		default:
+			err = w.wake(ctx, agent)
+			if err == nil {
+				return
+			}
+			log.Error(err, "cannot wake the agent for its Telegram message; trying again later")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Clock.After(wait):
+		}
+		if err != nil && !errors.Is(err, errConflict) {
+			wait = min(2*wait, time.Minute)
+		}
+	}
+}
+
+// pending long-polls the bot's updates without an offset and returns how many wait. Errors
+// never name the request's URL, which holds the token.
+func (w *Watch) pending(ctx context.Context, token string) (int, error) {
+	body, _ := json.Marshal(map[string]any{"timeout": int(w.PollTimeout / time.Second), "limit": 1})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.TelegramAPI+"/bot"+token+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return 0, errors.New("cannot build the poll")
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.http.Do(req)
+	if err != nil {
+		var uerr interface{ Unwrap() error }
+		if errors.As(err, &uerr) && uerr.Unwrap() != nil {
+			err = uerr.Unwrap()
+		}
+		return 0, fmt.Errorf("getUpdates: %v", err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OK          bool              `json:"ok"`
+		ErrorCode   int               `json:"error_code"`
+		Description string            `json:"description"`
+		Result      []json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return 0, fmt.Errorf("getUpdates: HTTP %d, an unreadable answer", resp.StatusCode)
+	}
+	switch {
+	case resp.StatusCode == http.StatusConflict || out.ErrorCode == http.StatusConflict:
+		return 0, errConflict
+	case !out.OK:
+		return 0, fmt.Errorf("getUpdates: HTTP %d: %s", resp.StatusCode, out.Description)
+	}
+	return len(out.Result), nil
+}
+
+// wake asks for the agent's gateway (spec.wakeRequestedAt, later than any earlier request),
+// unless it no longer sleeps.
+func (w *Watch) wake(ctx context.Context, key types.NamespacedName) error {
+	var woken *agentsv1.Agent
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		a := &agentsv1.Agent{}
+		if err := w.APIReader.Get(ctx, key, a); err != nil {
+			return err
+		}
+		if !asleep(a) {
+			return nil
+		}
+		before := a.DeepCopy()
+		t := metav1.NewTime(w.Clock.Now().UTC().Truncate(time.Second))
+		if prev := a.Spec.WakeRequestedAt; prev != nil && !t.After(prev.Time) {
+			t = metav1.NewTime(prev.Add(time.Second))
+		}
+		a.Spec.WakeRequestedAt = &t
+		if err := w.Client.Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return err
+		}
+		woken = a
+		return nil
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err == nil && woken != nil {
+		w.Log.Info("woke a sleeping agent: its Telegram bot has an update waiting", "agent", key.String())
+		if w.Recorder != nil {
+			w.Recorder.Eventf(woken, nil, corev1.EventTypeNormal, "WokenByMessage", "Wake", "woken: its Telegram bot has an update waiting")
+		}
+	}
+	return err
+}
