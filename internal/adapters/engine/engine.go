@@ -114,6 +114,10 @@ type Channel struct {
 	AppTokenEnv string // env var holding the slack app token
 	DMPolicy    string
 	AllowFrom   []string
+	// APIRoot, when set, is the platform's channel relay (telegram): the channel calls its
+	// API there with BotToken, the agent's relay token, written in the config as it is (it is
+	// worthless outside the relay), instead of the bot token named by BotTokenEnv.
+	APIRoot, BotToken string
 }
 
 // ModelProvider is a model provider whose requests go through the platform's model proxy:

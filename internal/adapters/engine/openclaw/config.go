@@ -110,8 +110,13 @@ func (e *Engine) SetGatewayToken(config []byte, token string) ([]byte, error) {
 	return marshalConfig(cfg)
 }
 
+// RelayAPIRootSuffix ends the channel relay's Bot API root (channelrelay's route): a
+// channels.telegram.apiRoot with it is the platform's, taken out when the relay is off.
+const RelayAPIRootSuffix = "/relay/telegram"
+
 // SetChannel implements engine.Engine. It writes channels.<type> with the tokens as env
-// SecretRefs ({source:"env",provider:"default",id:ENV}), enabled, dmPolicy and allowFrom,
+// SecretRefs ({source:"env",provider:"default",id:ENV}) or, for a relayed telegram channel,
+// the relay's apiRoot and the agent's relay token, enabled, dmPolicy and allowFrom,
 // keeping any other keys the user set there, and trusts the channel's external plugin
 // (plugins.entries.<type>.enabled) for slack, discord and whatsapp.
 func (e *Engine) SetChannel(config []byte, ch engine.Channel) ([]byte, error) {
@@ -126,7 +131,14 @@ func (e *Engine) SetChannel(config []byte, ch engine.Channel) ([]byte, error) {
 	c["enabled"] = ch.Enabled
 	switch ch.Type {
 	case "telegram":
-		c["botToken"] = envRef(ch.BotTokenEnv)
+		if ch.APIRoot != "" {
+			c["botToken"], c["apiRoot"] = ch.BotToken, ch.APIRoot
+		} else {
+			c["botToken"] = envRef(ch.BotTokenEnv)
+			if root, _ := c["apiRoot"].(string); strings.HasSuffix(root, RelayAPIRootSuffix) {
+				delete(c, "apiRoot") // the platform's relay, no longer on
+			}
+		}
 		delete(c, "tokenFile")
 	case "slack":
 		c["mode"] = "socket"
@@ -194,7 +206,11 @@ func checkChannel(ch engine.Channel) error {
 	if !slices.Contains(channelTypes, ch.Type) {
 		return bad("unsupported type %q", ch.Type)
 	}
-	if ch.Type != "whatsapp" && !envNameRE.MatchString(ch.BotTokenEnv) {
+	if ch.APIRoot != "" {
+		if ch.Type != "telegram" || ch.BotToken == "" {
+			return bad("only telegram is relayed, with the agent's relay token")
+		}
+	} else if ch.Type != "whatsapp" && !envNameRE.MatchString(ch.BotTokenEnv) {
 		return bad("%s needs the bot token's env var name (A-Z, 0-9, _), got %q", ch.Type, ch.BotTokenEnv)
 	}
 	if ch.Type == "slack" && !envNameRE.MatchString(ch.AppTokenEnv) {

@@ -170,6 +170,30 @@ func TestSetChannel(t *testing.T) {
 	if want := map[string]any{"enabled": true, "botToken": ref("TG"), "groupPolicy": "open"}; !reflect.DeepEqual(at(m, "channels.telegram"), want) {
 		t.Fatalf("update: %#v", at(m, "channels.telegram"))
 	}
+	// Relayed: the relay's root and the relay token; off again, the platform's root goes and a
+	// user's own root (a self-hosted Bot API server) stays.
+	b, err = New().SetChannel(base, engine.Channel{Type: "telegram", Enabled: true, BotTokenEnv: "TG", APIRoot: "http://127.0.0.1:1/relay/telegram", BotToken: "1:relay"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"enabled": true, "botToken": "1:relay", "apiRoot": "http://127.0.0.1:1/relay/telegram"}; !reflect.DeepEqual(at(decode(t, b), "channels.telegram"), want) {
+		t.Fatalf("relayed: %#v", at(decode(t, b), "channels.telegram"))
+	}
+	if b, err = New().SetChannel(b, engine.Channel{Type: "telegram", Enabled: true, BotTokenEnv: "TG"}); err != nil || at(decode(t, b), "channels.telegram.apiRoot") != nil {
+		t.Fatalf("relay off: %v %s", err, b)
+	}
+	own := []byte(`{channels:{telegram:{apiRoot:"https://bots.example"}}}`)
+	if b, err = New().SetChannel(own, engine.Channel{Type: "telegram", Enabled: true, BotTokenEnv: "TG"}); err != nil || at(decode(t, b), "channels.telegram.apiRoot") != "https://bots.example" {
+		t.Fatalf("the user's apiRoot: %v %s", err, b)
+	}
+	for _, bad := range []engine.Channel{
+		{Type: "telegram", Enabled: true, APIRoot: "http://relay"},                     // no relay token
+		{Type: "discord", Enabled: true, APIRoot: "http://relay", BotToken: "1:relay"}, // not relayed
+	} {
+		if _, err := New().SetChannel(base, bad); err == nil {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
 	// A plugin entry with more than "enabled" is the user's: RemoveChannel keeps it.
 	b, err = New().RemoveChannel(user, "slack")
 	if err != nil || at(decode(t, b), "plugins.entries.slack.config") == nil {
