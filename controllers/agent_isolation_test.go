@@ -32,7 +32,7 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		mgr := newManager()
 		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
-			Admission: testAdmitter(mgr), ModelProxy: testModelProxy{},
+			Admission: testAdmitter(mgr), ModelProxy: testModelProxy{}, ChannelRelay: testChannelRelay{},
 		}).SetupWithManager(mgr)).To(Succeed())
 		stop = startManager(mgr)
 		agentWorkspace(ns, 10)
@@ -68,7 +68,7 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		Eventually(func() string { return desired("rc")().RuntimeClassName }, wait).Should(Equal("kata"))
 	})
 
-	It("names the providers whose keys the agent holds itself and its channels' types", func() {
+	It("names the providers whose keys the agent holds itself and its channels' types but those relayed", func() {
 		secret("openai-key", "openai")
 		secret("anthropic-key", "anthropic") // served by the model proxy: no egress of its own
 		createAgent(ns, "eg", func(a *agentsv1.Agent) {
@@ -76,16 +76,29 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		})
 		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"openai"}))
 
-		ch := &agentsv1.Channel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tg"},
+		// Telegram is relayed by the platform: the agent reaches it through the relay. Discord
+		// is not: the agent talks to it itself.
+		tg := &agentsv1.Channel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tg"},
 			Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "eg"}, Type: agentsv1.ChannelTelegram,
 				BotTokenRef: &agentsv1.SecretKeyReference{Name: "tg-tokens", Key: "bot"}}}
-		Expect(k8sClient.Create(ctx, ch)).To(Succeed())
-		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"openai", "telegram"}))
+		Expect(k8sClient.Create(ctx, tg)).To(Succeed())
+		dc := &agentsv1.Channel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dc"},
+			Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "eg"}, Type: agentsv1.ChannelDiscord,
+				BotTokenRef: &agentsv1.SecretKeyReference{Name: "dc-tokens", Key: "bot"}}}
+		Expect(k8sClient.Create(ctx, dc)).To(Succeed())
+		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"discord", "openai"}))
 
-		Expect(k8sClient.Delete(ctx, ch)).To(Succeed())
+		Expect(k8sClient.Delete(ctx, dc)).To(Succeed())
 		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"openai"}))
 	})
 })
+
+// testChannelRelay relays telegram, as the platform's relay does.
+type testChannelRelay struct{}
+
+func (testChannelRelay) TelegramAPIRoot() string {
+	return "http://agentplane-api.agentplane-system.svc/relay/telegram"
+}
 
 // testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
 func testAdmitter(mgr ctrl.Manager) *admission.Admitter {

@@ -20,7 +20,8 @@ import (
 )
 
 // addChannelEnv adds the tokens of agent's enabled Channels to env, read live from the
-// referenced core Secrets. A token whose Secret or key is missing is left out (the Channel
+// referenced core Secrets, but those of channels the platform relays (their config holds a
+// relay token instead). A token whose Secret or key is missing is left out (the Channel
 // controller reports it on the Channel): a broken channel never stops the agent.
 func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, env map[string]string) error {
 	chans, err := controllers.EffectiveChannels(ctx, e.Client, agent)
@@ -28,7 +29,7 @@ func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, en
 		return fmt.Errorf("list channels: %w", err)
 	}
 	for t, ch := range chans {
-		if !controllers.ChannelEnabled(ch) {
+		if !controllers.ChannelEnabled(ch) || relayed(e.ChannelRelay, t) {
 			continue
 		}
 		botEnv, appEnv := controllers.ChannelTokenEnv(t)

@@ -192,14 +192,23 @@ func (r *Reconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, en
 			continue
 		}
 		in.managed = append(in.managed, string(t))
-		if !channelRenderable(ch, env) {
-			continue
-		}
 		botEnv, appEnv := controllers.ChannelTokenEnv(t)
-		in.channels = append(in.channels, engine.Channel{
+		c := engine.Channel{
 			Type: string(t), Enabled: controllers.ChannelEnabled(ch), BotTokenEnv: botEnv, AppTokenEnv: appEnv,
 			DMPolicy: string(ch.Spec.DMPolicy), AllowFrom: ch.Spec.AllowFrom,
-		})
+		}
+		if relayed(r.ChannelRelay, t) {
+			if c.BotToken, err = r.relayToken(ctx, agent, ch, gatewayToken); err != nil {
+				return in, "", "", err
+			}
+			c.APIRoot = r.ChannelRelay.TelegramAPIRoot()
+			if c.Enabled && c.BotToken == "" {
+				continue // no bot token yet: not written (the Channel controller says why)
+			}
+		} else if !channelRenderable(ch, env) {
+			continue
+		}
+		in.channels = append(in.channels, c)
 		in.rendered = append(in.rendered, agentsv1.RenderedChannel{Type: t, Name: ch.Name, Generation: ch.Generation})
 	}
 	slices.Sort(in.managed)

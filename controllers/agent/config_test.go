@@ -3,6 +3,7 @@ package agent
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -150,5 +152,69 @@ func TestSyncConfigAfterLostStatusWrite(t *testing.T) {
 	sync(withToken)
 	if !telegram() {
 		t.Errorf("the stale status hash was trusted: the file lacks the channel: %s", rt.file)
+	}
+}
+
+type relayRoot string
+
+func (r relayRoot) TelegramAPIRoot() string { return string(r) }
+
+// TestSyncConfigRelaysTelegram: with the platform's channel relay, the telegram channel is
+// written with the relay's API root and the agent's relay token of the bot (derived from the
+// gateway token), never the bot token, and the environment gets no token; a gateway token
+// rotation rotates the relay token; a channel whose token Secret is missing is not written.
+func TestSyncConfigRelaysTelegram(t *testing.T) {
+	const bot = "123456789:real-bot-token"
+	ch := &agentsv1.Channel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-telegram", Generation: 1},
+		Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelTelegram,
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}},
+	}
+	tokens := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "t"}, Data: map[string][]byte{"bot": []byte(bot)}}
+	for _, withSecret := range []bool{true, false} {
+		objs := []client.Object{ch.DeepCopy()}
+		if withSecret {
+			objs = append(objs, tokens.DeepCopy())
+		}
+		c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
+			WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+				return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+			}).Build()
+		relay := relayRoot("http://127.0.0.1:8080/relay/telegram")
+		rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
+		r := &Reconciler{Client: c, APIReader: c, Runtime: rt, Engine: openclaw.New(), ChannelRelay: relay}
+		agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
+
+		env := map[string]string{}
+		if err := (&SecretEnv{Client: c, APIReader: c, ChannelRelay: relay}).addChannelEnv(context.Background(), agent, env); err != nil || len(env) != 0 {
+			t.Fatalf("the environment of a relayed channel: %v %v", env, err)
+		}
+		if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
+			t.Fatal(err)
+		}
+		if !withSecret {
+			if bytes.Contains(rt.file, []byte("telegram")) || len(agent.Status.Config.Channels) != 0 {
+				t.Errorf("a channel without its bot token was written: %s (status %+v)", rt.file, agent.Status.Config)
+			}
+			continue
+		}
+		telegram := func() map[string]any {
+			var cfg struct {
+				Channels map[string]map[string]any `json:"channels"`
+			}
+			if err := json.Unmarshal(rt.file, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			return cfg.Channels["telegram"]
+		}
+		if tg := telegram(); tg["apiRoot"] != string(relay) || tg["botToken"] != auth.NewTelegramRelayToken("123456789", "ws", "a1", "gw-token") || bytes.Contains(rt.file, []byte(bot)) {
+			t.Fatalf("the relayed channel: %s", rt.file)
+		}
+		if _, err := r.syncConfig(context.Background(), agent, env, "rotated"); err != nil {
+			t.Fatal(err)
+		}
+		if telegram()["botToken"] != auth.NewTelegramRelayToken("123456789", "ws", "a1", "rotated") {
+			t.Errorf("the relay token did not follow the gateway token: %s", rt.file)
+		}
 	}
 }

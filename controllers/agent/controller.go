@@ -82,6 +82,9 @@ type Reconciler struct {
 	// ModelProxy routes the keys of model providers it knows through the platform's model
 	// proxy (nil: every attached secret reaches the agent's environment).
 	ModelProxy ModelProxy
+	// ChannelRelay relays the channels it serves (nil: their tokens reach the agent's
+	// environment).
+	ChannelRelay ChannelRelay
 
 	written writtenStatus
 	// rendered holds the inputs hash of each agent's last config render and unpacked the

@@ -29,6 +29,8 @@ type SecretEnv struct {
 	// ModelProxy keeps the keys of the providers it serves out of the environment (the
 	// agent's config points those providers at the proxy instead).
 	ModelProxy ModelProxy
+	// ChannelRelay keeps the tokens of the channels it relays out of the environment.
+	ChannelRelay ChannelRelay
 }
 
 // Resolve implements EnvResolver.

@@ -26,7 +26,8 @@ func (r *Reconciler) runtimeClassName(ctx context.Context, agent *agentsv1.Agent
 // egressNames are what agent talks to outside the cluster (runtime.Desired.Egress): the
 // providers of its attached secrets that the model proxy does not serve (the agent holds
 // those keys and calls the provider itself; a proxied provider is reached through the
-// proxy) and the types of its enabled Channels. Sorted, without duplicates; read from the
+// proxy) and the types of its enabled Channels that the platform does not relay (a relayed
+// channel is reached through the relay). Sorted, without duplicates; read from the
 // cache.
 func (r *Reconciler) egressNames(ctx context.Context, agent *agentsv1.Agent) ([]string, error) {
 	set := map[string]bool{}
@@ -47,7 +48,7 @@ func (r *Reconciler) egressNames(ctx context.Context, agent *agentsv1.Agent) ([]
 		return nil, err
 	}
 	for t, ch := range channels {
-		if controllers.ChannelEnabled(ch) {
+		if controllers.ChannelEnabled(ch) && !relayed(r.ChannelRelay, t) {
 			set[string(t)] = true
 		}
 	}

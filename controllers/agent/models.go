@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
@@ -20,6 +21,36 @@ type ModelProxy interface {
 	// BaseURL is the engine's baseUrl for provider through the proxy; false: the proxy does
 	// not serve the provider (its secret reaches the agent's environment as any other).
 	BaseURL(provider string) (string, bool)
+}
+
+// ChannelRelay is the platform's channel relay as the controllers see it
+// (internal/adapters/channelrelay): a relayed channel's token stays in the platform, the
+// agent's config points the channel at the relay with a relay token instead.
+type ChannelRelay interface {
+	// TelegramAPIRoot is the Bot API root agents reach the relay at.
+	TelegramAPIRoot() string
+}
+
+// relayed reports whether the platform relays channels of type t (only telegram so far).
+func relayed(r ChannelRelay, t agentsv1.ChannelType) bool {
+	return r != nil && t == agentsv1.ChannelTelegram
+}
+
+// relayToken is the token agent's gateway uses for its relayed Telegram channel ch: the relay
+// token of the bot its token names, "" when the channel has no usable bot token.
+func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel, gatewayToken string) (string, error) {
+	if ch.Spec.BotTokenRef == nil || gatewayToken == "" {
+		return "", nil
+	}
+	tok, err := controllers.ReadSecretKey(ctx, r.apiReader(), ch.Namespace, ch.Spec.BotTokenRef)
+	if err != nil {
+		return "", fmt.Errorf("channel %s: %w", ch.Name, err)
+	}
+	bot := auth.BotID(tok)
+	if bot == "" {
+		return "", nil
+	}
+	return auth.NewTelegramRelayToken(bot, agent.Namespace, agent.Name, gatewayToken), nil
 }
 
 // proxied reports whether sec's key stays in the model proxy instead of the agent.

@@ -180,8 +180,10 @@ func latest(ts ...time.Time) time.Time {
 // losesMessagesAsleep: the agent has a channel whose messages are lost while no gateway is
 // connected. Telegram keeps updates for the bot (about 24 h) and the engine fetches them from
 // its stored offset on start (deleteWebhook with drop_pending_updates false, verified in
-// openclaw 2026.9.6); Slack's Socket Mode and Discord's gateway deliver only to a connected
-// client, and WhatsApp's web session is not verified, so those agents are not idled.
+// openclaw 2026.9.6); with the channel relay on, its watch also wakes the agent for them
+// (internal/adapters/channelrelay). Slack's Socket Mode and Discord's gateway deliver only to
+// a connected client, and WhatsApp's web session is not verified, so those agents are not
+// idled.
 func losesMessagesAsleep(agent *agentsv1.Agent) bool {
 	if agent.Status.Config == nil {
 		return false
