@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -172,7 +173,34 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(call("GET", "/v0/agents/"+freeAgent+"/channels", freeTok, nil).Status).To(Equal(200))
 	})
 
-	It("sets up telegram with the token only in the gateway's environment", func() {
+	// relayToken is the relay token the agent's config holds for its telegram channel, which
+	// points at the platform's relay: the bot token itself is never in the config.
+	relayToken := func() string {
+		GinkgoHelper()
+		_, cfg := engineConfig(tok, agent)
+		tg := channelConfig(cfg, "telegram")
+		Expect(tg).To(HaveKeyWithValue("apiRoot", baseURL+"/relay/telegram"))
+		rt, _ := tg["botToken"].(string)
+		Expect(rt).To(HavePrefix("123456789:"), "the relay token keeps the bot's id")
+		Expect(rt).NotTo(Or(Equal(tg1), Equal(tg2)))
+		return rt
+	}
+	// getMe asks the bot about itself through the relay with the relay token rt, and returns
+	// the relay's status and the token Telegram got (when it got the call).
+	getMe := func(rt string) (int, string) {
+		GinkgoHelper()
+		before := len(telegram.Calls())
+		resp, err := http.Get(baseURL + "/relay/telegram/bot" + rt + "/getMe")
+		Expect(err).NotTo(HaveOccurred())
+		resp.Body.Close()
+		if calls := telegram.Calls(); len(calls) > before {
+			return resp.StatusCode, calls[len(calls)-1].Token
+		}
+		return resp.StatusCode, ""
+	}
+
+	It("sets up telegram through the platform's relay: the bot token stays in the platform", func() {
+		telegram.SetToken(tg1)
 		r := call("POST", channelPath("telegram"), tok, map[string]any{"botToken": tg1, "dmPolicy": "allowlist", "allowFrom": []string{"12345"}})
 		Expect(r.Status).To(Equal(201), r.Raw)
 		Expect(r.Raw).NotTo(ContainSubstring(tg1))
@@ -183,11 +211,12 @@ var _ = Describe("Channels", Ordered, func() {
 		raw, cfg := engineConfig(tok, agent)
 		Expect(raw).NotTo(ContainSubstring(tg1))
 		tg := channelConfig(cfg, "telegram")
-		Expect(tg).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
 		Expect(tg).To(HaveKeyWithValue("enabled", true))
 		Expect(tg).To(HaveKeyWithValue("dmPolicy", "allowlist"))
 		Expect(tg).To(HaveKeyWithValue("allowFrom", []any{"12345"}))
-		Expect(call("GET", base+"/config", tok, nil).Raw).NotTo(ContainSubstring(tg1))
+		rt := relayToken()
+		shown := call("GET", base+"/config", tok, nil).Raw
+		Expect(shown).NotTo(Or(ContainSubstring(tg1), ContainSubstring(rt)))
 
 		ch := &agentsv1.Channel{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-telegram"}, ch)).To(Succeed())
@@ -202,7 +231,12 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, sec)).To(Succeed())
 		Expect(string(sec.Data["botToken"])).To(Equal(tg1))
 
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg1))
+		// The gateway calls Telegram through the relay, which swaps in the bot token; the
+		// gateway's environment holds neither.
+		status, got := getMe(rt)
+		Expect(status).To(Equal(200))
+		Expect(got).To(Equal(tg1))
+		Expect(gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN")).To(BeEmpty())
 
 		list := call("GET", base+"/channels", tok, nil)
 		Expect(list.Status).To(Equal(200), list.Raw)
@@ -218,6 +252,7 @@ var _ = Describe("Channels", Ordered, func() {
 	})
 
 	It("keeps the stored token on an update without one", func() {
+		rt := relayToken()
 		r := call("POST", channelPath("telegram"), tok, map[string]any{"dmPolicy": "pairing", "allowFrom": []string{}})
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg1[len(tg1)-4:]))
@@ -225,28 +260,34 @@ var _ = Describe("Channels", Ordered, func() {
 		tg := channelConfig(cfg, "telegram")
 		Expect(tg).To(HaveKeyWithValue("dmPolicy", "pairing"))
 		Expect(tg).NotTo(HaveKey("allowFrom"))
-		Expect(tg).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
-		Expect(gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN")).To(Equal(tg1))
+		Expect(relayToken()).To(Equal(rt))
+		status, got := getMe(rt)
+		Expect([]any{status, got}).To(Equal([]any{200, tg1}))
 	})
 
-	It("brings a new token into the gateway's environment", func() {
+	It("relays with a new token of the same bot at once, under the same relay token", func() {
+		rt := relayToken()
+		telegram.SetToken(tg2) // revoked in BotFather: the old token no longer works
 		r := call("POST", channelPath("telegram"), tok, map[string]any{"botToken": tg2})
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("botTokenHint", "****"+tg2[len(tg2)-4:]))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg2))
+		status, got := getMe(rt)
+		Expect([]any{status, got}).To(Equal([]any{200, tg2}))
+		Expect(relayToken()).To(Equal(rt))
 		raw, _ := engineConfig(tok, agent)
 		Expect(raw).NotTo(ContainSubstring(tg2))
 	})
 
-	It("disables a channel: the config keeps it, the environment drops its token", func() {
+	It("disables a channel: the config keeps it, the relay refuses its token", func() {
+		rt := relayToken()
 		r := call("POST", channelPath("telegram"), tok, map[string]any{"enabled": false})
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("enabled", false))
 		_, cfg := engineConfig(tok, agent)
 		Expect(channelConfig(cfg, "telegram")).To(HaveKeyWithValue("enabled", false))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(BeEmpty())
+		Eventually(func() []any { s, got := getMe(rt); return []any{s, got} }).Should(Equal([]any{401, ""}))
 		Expect(call("POST", channelPath("telegram"), tok, map[string]any{"enabled": true}).Status).To(Equal(200))
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(Equal(tg2))
+		Eventually(func() []any { s, got := getMe(rt); return []any{s, got} }).Should(Equal([]any{200, tg2}))
 	})
 
 	It("keeps the channels the platform renders when the config is written whole", func() {
@@ -262,7 +303,7 @@ var _ = Describe("Channels", Ordered, func() {
 			Expect(r.Status).To(Equal(200), r.Raw)
 			// The answer is the file as rendered: the user's keys and the platform's channel.
 			Expect(r.Body["config"]).To(HaveKeyWithValue("tools", HaveKeyWithValue("profile", "coding")))
-			Expect(channelConfig(r.Body["config"].(map[string]any), "telegram")).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_TELEGRAM_BOT_TOKEN")))
+			Expect(channelConfig(r.Body["config"].(map[string]any), "telegram")).To(HaveKeyWithValue("apiRoot", baseURL+"/relay/telegram"))
 
 			a := &agentsv1.Agent{}
 			Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
@@ -316,6 +357,7 @@ var _ = Describe("Channels", Ordered, func() {
 	})
 
 	It("removes channels from the config, the environment and the cluster", func() {
+		rt := relayToken()
 		r := call("DELETE", channelPath("telegram"), tok, nil)
 		Expect(r.Status).To(Equal(200), r.Raw)
 		Expect(r.Body).To(HaveKeyWithValue("deleted", true))
@@ -326,7 +368,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "channel: %v", err)
 		err = k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent + "-channel-telegram"}, &corev1.Secret{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "token secret: %v", err)
-		Eventually(func() string { return gatewayEnv(tok, agent, "AGENTPLANE_TELEGRAM_BOT_TOKEN") }).Should(BeEmpty())
+		Eventually(func() int { s, _ := getMe(rt); return s }).Should(Equal(401))
 		list := call("GET", base+"/channels", tok, nil)
 		Expect(list.Body["channels"]).To(HaveKeyWithValue("telegram", HaveKeyWithValue("configured", false)))
 

@@ -198,6 +198,20 @@ func (s *Server) limitModelProxy(h http.Handler) http.Handler {
 	})
 }
 
+// limitRefused puts a handler whose every call carries its credential (the channel relay's
+// token is in its path) under the per-address limit as the model proxy's calls with a
+// credential are: a call it refuses (401, 403 or 404) spends the address's bucket.
+func (s *Server) limitRefused(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := clientAddress(r)
+		sw := &statusWriter{ResponseWriter: w}
+		h.ServeHTTP(sw, r)
+		if sw.status == http.StatusUnauthorized || sw.status == http.StatusForbidden || sw.status == http.StatusNotFound {
+			s.limits.address.delay(addr, time.Now())
+		}
+	})
+}
+
 // hasModelCredential tells whether r carries a credential in one of the places the providers'
 // clients put it (the model proxy reads the same ones).
 func hasModelCredential(r *http.Request) bool {

@@ -44,6 +44,9 @@ type Options struct {
 	// ModelProxy, when set, serves agents' model-provider calls under /llm/ (it
 	// authenticates agents itself: their proxy credentials are not REST tokens).
 	ModelProxy http.Handler
+	// ChannelRelay, when set, serves agents' channel API calls under /relay/ (the relay token
+	// is in the path; refused calls spend the caller's address bucket).
+	ChannelRelay http.Handler
 	// Logs bounds the followers of agents' gateway logs (DefaultLogOptions).
 	Logs LogOptions
 	// RateLimits bound each client address and each credential (zero: the defaults).
@@ -127,6 +130,9 @@ func New(opts Options) *Server {
 	s.routes()
 	if opts.ModelProxy != nil {
 		s.mux.Handle("/llm/", s.limitModelProxy(opts.ModelProxy))
+	}
+	if opts.ChannelRelay != nil {
+		s.mux.Handle("/relay/", s.limitRefused(opts.ChannelRelay))
 	}
 	s.handler = s.observe()
 	return s

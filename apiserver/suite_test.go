@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
@@ -44,8 +45,10 @@ var (
 	// runtimeStateDir is the main platform's local runtime state dir (warm gateways in pool/).
 	runtimeStateDir string
 	// llm is the fake model provider behind the main platform's model proxy.
-	llm     *providertest.Provider
-	baseURL string
+	llm *providertest.Provider
+	// telegram is the Bot API the channel relay calls (channels_test.go).
+	telegram *faketelegram.Server
+	baseURL  string
 )
 
 func TestAPIServer(t *testing.T) {
@@ -66,6 +69,7 @@ var _ = BeforeSuite(func() {
 	fake, err := fakeclaw.EngineDir()
 	Expect(err).NotTo(HaveOccurred())
 	llm = providertest.New()
+	telegram = faketelegram.New("123456789:suite-bot-token")
 	runtimeStateDir = GinkgoT().TempDir()
 	plat, baseURL, platStopped = startPlatformWith(ctx, env.Config, platform.Options{
 		Runtime: platform.RuntimeOptions{
@@ -87,6 +91,7 @@ var _ = BeforeSuite(func() {
 		ModelProxy: platform.ModelProxyOptions{
 			Upstreams: map[string]string{"anthropic": llm.URL, "openai": llm.URL}, FlushInterval: 300 * time.Millisecond,
 		},
+		ChannelRelay: platform.ChannelRelayOptions{TelegramAPI: telegram.URL},
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{
@@ -103,6 +108,9 @@ var _ = AfterSuite(func() {
 	}
 	if llm != nil {
 		llm.Close()
+	}
+	if telegram != nil {
+		telegram.Close()
 	}
 	if env != nil {
 		Expect(env.Stop()).To(Succeed())

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
+	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
 	"github.com/agentplane/agentplane/internal/adapters/clawhub"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
@@ -176,6 +177,8 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
+	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram bot tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
+	f.StringVar(&o.ChannelRelay.TelegramAPI, "telegram-api-url", channelrelay.DefaultTelegramAPI, "the Telegram Bot API origin the channel relay calls (a self-hosted Bot API server, tests)")
 	addIsolationFlags(f, o)
 	addRateLimitFlags(f, o)
 }

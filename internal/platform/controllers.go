@@ -39,8 +39,9 @@ func (p *Platform) setupControllers() error {
 			Env: &agentctrl.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube, ModelProxy: p.controllersModelProxy(),
+				ChannelRelay: p.controllersChannelRelay(),
 			},
-			ModelProxy: p.controllersModelProxy(),
+			ModelProxy: p.controllersModelProxy(), ChannelRelay: p.controllersChannelRelay(),
 		}
 		if err := r.SetupWithManager(mgr); err != nil {
 			return err
@@ -57,6 +58,9 @@ func (p *Platform) setupControllers() error {
 		return err
 	}
 	if err := p.setupChannels(); err != nil {
+		return err
+	}
+	if err := p.setupChannelWatch(); err != nil {
 		return err
 	}
 	if err := p.setupAgentMetrics(); err != nil {

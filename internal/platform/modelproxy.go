@@ -76,8 +76,9 @@ func (p *Platform) controllersModelProxy() agentctrl.ModelProxy {
 }
 
 // setupModelProxy builds the proxy the facade serves and its usage recorder (every replica),
-// and serves it on own too (nil: only the facade serves it).
-func (p *Platform) setupModelProxy(own net.Listener) (*modelproxy.Proxy, error) {
+// and serves it on own too (nil: only the facade serves it), with the channel relay (nil:
+// none) beside it.
+func (p *Platform) setupModelProxy(own net.Listener, relay http.Handler) (*modelproxy.Proxy, error) {
 	if p.opts.ModelProxy.Disabled {
 		return nil, nil
 	}
@@ -96,12 +97,18 @@ func (p *Platform) setupModelProxy(own net.Listener) (*modelproxy.Proxy, error) 
 		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"),
 	})
 	if err == nil && own != nil {
-		err = mgr.Add(&proxyListener{l: own, h: proxy})
+		mux := http.NewServeMux()
+		mux.Handle("/llm/", proxy)
+		if relay != nil {
+			mux.Handle("/relay/", relay)
+		}
+		err = mgr.Add(&proxyListener{l: own, h: mux})
 	}
 	return proxy, err
 }
 
-// proxyListener serves the model proxy alone on a listener of its own (every replica).
+// proxyListener serves the model proxy (and the channel relay) alone on a listener of its own
+// (every replica).
 type proxyListener struct {
 	l net.Listener
 	h http.Handler

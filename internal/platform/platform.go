@@ -27,6 +27,7 @@ import (
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	domainctrl "github.com/agentplane/agentplane/controllers/domain"
+	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
@@ -94,6 +95,8 @@ type Options struct {
 	APIBurst int
 	// ModelProxy keeps model-provider keys out of the agents.
 	ModelProxy ModelProxyOptions
+	// ChannelRelay keeps the channels' tokens out of the agents and wakes them for messages.
+	ChannelRelay ChannelRelayOptions
 	// RateLimits bound the facade's requests per client address and per credential (zero:
 	// apiserver's defaults; a negative rate turns a limit off).
 	RateLimits apiserver.RateLimitOptions
@@ -114,6 +117,8 @@ type Platform struct {
 	runtime  runtime.Runtime
 	// modelBase is where agents reach the model proxy ("" : provider keys go to their env).
 	modelBase string
+	// channelWatch wakes sleeping agents for their messages (nil: not on this replica).
+	channelWatch *channelrelay.Watch
 	// facade is where local agents reach the REST facade on this host's loopback (their
 	// platform tokens; "": none), the facade's own listener.
 	facade   string
@@ -277,7 +282,11 @@ func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener n
 	if err := p.warmFacadeCache(ctx); err != nil {
 		return err
 	}
-	proxy, err := p.setupModelProxy(proxyListener)
+	relay, err := p.setupChannelRelay()
+	if err != nil {
+		return err
+	}
+	proxy, err := p.setupModelProxy(proxyListener, relay)
 	if err != nil {
 		return err
 	}
@@ -294,6 +303,9 @@ func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener n
 	if proxy != nil {
 		opts.ModelProxy = proxy
 		opts.Deps.ModelMeter = proxy
+	}
+	if relay != nil {
+		opts.ChannelRelay = relay
 	}
 	p.API = apiserver.New(opts)
 	return mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady})
