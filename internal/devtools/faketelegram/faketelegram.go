@@ -135,6 +135,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.calls = append(s.calls, Call{Method: method, Token: tok, Params: params})
 	s.notify()
 	good := tok == s.Token
+	var mine chan struct{}
+	if good && method == "getUpdates" { // this poll is the bot's current one once recorded
+		if s.poll != nil {
+			close(s.poll) // the older poll ends with a Conflict
+		}
+		mine = make(chan struct{})
+		s.poll = mine
+	}
 	s.mu.Unlock()
 	if !good {
 		answer(w, http.StatusUnauthorized, nil, "Unauthorized")
@@ -144,7 +152,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case "getMe":
 		answer(w, 200, map[string]any{"id": s.BotID, "is_bot": true, "first_name": "Fake", "username": "fake_agentplane_bot"}, "")
 	case "getUpdates":
-		s.getUpdates(w, r, params)
+		s.getUpdates(w, r, params, mine)
 	case "sendMessage":
 		s.mu.Lock()
 		s.msgID++
@@ -162,7 +170,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 
 // getUpdates: confirm below offset, answer what waits (up to limit), else wait up to timeout;
 // a newer call ends this one with 409.
-func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string]any) {
+func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string]any, mine chan struct{}) {
 	offset, hasOffset := number(p["offset"])
 	limit, ok := number(p["limit"])
 	if !ok || limit <= 0 || limit > 100 {
@@ -170,13 +178,6 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string
 	}
 	timeout, _ := number(p["timeout"])
 	deadline := time.After(time.Duration(timeout) * time.Second)
-	s.mu.Lock()
-	if s.poll != nil {
-		close(s.poll) // the older poll ends with a Conflict
-	}
-	mine := make(chan struct{})
-	s.poll = mine
-	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		if s.poll == mine {
@@ -218,6 +219,8 @@ func (s *Server) getUpdates(w http.ResponseWriter, r *http.Request, p map[string
 
 func number(v any) (int64, bool) {
 	switch n := v.(type) {
+	case int64:
+		return n, true
 	case float64:
 		return int64(n), true
 	case string:
