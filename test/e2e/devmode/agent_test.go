@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/test/e2e"
 )
 
@@ -20,7 +21,10 @@ import (
 func TestRealEngineAgentLifecycle(t *testing.T) {
 	llm := providertest.New()
 	t.Cleanup(llm.Close)
-	p := e2e.StartDev(t, e2e.EngineDir(t), "--model-proxy-upstream", "anthropic="+llm.URL, "--usage-flush-interval", "1s")
+	tg := faketelegram.New("123456789:AAe2e-bot-token-" + strconv.FormatInt(time.Now().UnixNano(), 36))
+	t.Cleanup(tg.Close)
+	p := e2e.StartDev(t, e2e.EngineDir(t), "--model-proxy-upstream", "anthropic="+llm.URL, "--usage-flush-interval", "1s",
+		"--telegram-api-url", tg.URL)
 
 	// Create: waits for provisioning and answers the running agent.
 	start := time.Now()
@@ -77,8 +81,6 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 
 	t.Run("files upload", func(t *testing.T) { e2e.CheckUpload(t, p, base) })
 
-	t.Run("channels", func(t *testing.T) { checkChannels(t, p, base) })
-
 	t.Run("snapshots", func(t *testing.T) { e2e.CheckSnapshots(t, p, base) })
 
 	t.Run("gateway token rotation", func(t *testing.T) {
@@ -102,6 +104,8 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	})
 
 	t.Run("provider keys stay in the model proxy", func(t *testing.T) { checkModelProxy(t, p, llm, id, endpoint) })
+
+	t.Run("telegram through the relay, asleep too", func(t *testing.T) { checkTelegram(t, p, tg, base) })
 
 	t.Run("restart and unknown version", func(t *testing.T) {
 		bad := p.Call("POST", base+"/restart", map[string]string{"version": "1999.1.1"})
