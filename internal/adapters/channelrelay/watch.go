@@ -59,6 +59,9 @@ type Watch struct {
 	mu    sync.Mutex
 	polls map[types.NamespacedName]*watchPoll
 	http  *http.Client
+	// base ends every poll when the manager stops (Start); nil before.
+	base context.Context
+	wg   sync.WaitGroup
 }
 
 type watchPoll struct {
@@ -66,9 +69,13 @@ type watchPoll struct {
 	cancel context.CancelFunc
 }
 
-// SetupWithManager runs the watch as a controller of Agents (their Channels wake it too).
+// SetupWithManager runs the watch as a controller of Agents (their Channels wake it too), and
+// ends its polls when the manager stops.
 func (w *Watch) SetupWithManager(mgr ctrl.Manager) error {
 	w.init()
+	if err := mgr.Add(w); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).Named("channelrelay").
 		For(&agentsv1.Agent{}).
 		Watches(&agentsv1.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -102,6 +109,26 @@ func (w *Watch) init() {
 	w.polls = map[types.NamespacedName]*watchPoll{}
 	w.http = &http.Client{Transport: w.Transport, Timeout: w.PollTimeout + 30*time.Second}
 }
+
+// Start implements manager.Runnable: the polls live until ctx ends, then Start stops them and
+// waits for them.
+func (w *Watch) Start(ctx context.Context) error {
+	w.mu.Lock()
+	w.base = ctx
+	w.mu.Unlock()
+	<-ctx.Done()
+	w.mu.Lock()
+	for key, p := range w.polls {
+		p.cancel()
+		delete(w.polls, key)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+	return nil
+}
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable: polls run on the leader.
+func (w *Watch) NeedLeaderElection() bool { return true }
 
 // Reconcile starts or stops the poll of one agent's bot.
 func (w *Watch) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -155,10 +182,21 @@ func (w *Watch) start(agent types.NamespacedName, token string) {
 		}
 		p.cancel()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	base := w.base
+	if base == nil {
+		base = context.Background() // not run by a manager (tests call Reconcile)
+	}
+	if base.Err() != nil {
+		return // the manager stops
+	}
+	ctx, cancel := context.WithCancel(base)
 	p := &watchPoll{token: token, cancel: cancel}
 	w.polls[agent] = p
-	go w.run(ctx, agent, p)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.run(ctx, agent, p)
+	}()
 }
 
 func (w *Watch) stop(agent types.NamespacedName) {

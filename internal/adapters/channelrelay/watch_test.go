@@ -140,3 +140,29 @@ func TestWatchStopsWhenTheGatewayPolls(t *testing.T) {
 		t.Fatal("still polling after the gateway asked for its updates")
 	}
 }
+
+// The manager's stop ends every poll and waits for it.
+func TestWatchStopsItsPollsWithTheManager(t *testing.T) {
+	tg := faketelegram.New(realToken)
+	defer tg.Close()
+	w, _ := newWatch(t, tg.URL, sleeping("asleep", time.Now()), telegramChannel("asleep", true), tokenSecret("asleep"))
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan error)
+	go func() { started <- w.Start(ctx) }()
+	eventually(t, "the watch to start", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.base != nil
+	})
+	if _, err := w.Reconcile(context.Background(), ctrl.Request{NamespacedName: key("asleep")}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the watch to poll", func() bool { return len(tg.Calls()) > 0 })
+	cancel()
+	if err := <-started; err != nil || w.Polling(key("asleep")) {
+		t.Fatalf("after the stop: %v, polling %v", err, w.Polling(key("asleep")))
+	}
+	if _, err := w.Reconcile(context.Background(), ctrl.Request{NamespacedName: key("asleep")}); err != nil || w.Polling(key("asleep")) {
+		t.Fatalf("a poll started after the stop (%v)", err)
+	}
+}
