@@ -216,5 +216,21 @@ func TestSyncConfigRelaysTelegram(t *testing.T) {
 		if telegram()["botToken"] != auth.NewTelegramRelayToken("123456789", "ws", "a1", "rotated") {
 			t.Errorf("the relay token did not follow the gateway token: %s", rt.file)
 		}
+		// A token without a bot id (the REST door does not insist on one) is relayed too: the
+		// channel is written, so its setup does not wait for a render that never comes.
+		sec := tokens.DeepCopy()
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(sec), sec); err != nil {
+			t.Fatal(err)
+		}
+		sec.Data["bot"] = []byte("not-a-telegram-token")
+		if err := c.Update(context.Background(), sec); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.syncConfig(context.Background(), agent, env, "rotated"); err != nil {
+			t.Fatal(err)
+		}
+		if telegram()["botToken"] != auth.NewTelegramRelayToken("0", "ws", "a1", "rotated") {
+			t.Errorf("a token without a bot id: %s", rt.file)
+		}
 	}
 }

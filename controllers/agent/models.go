@@ -37,7 +37,7 @@ func relayed(r ChannelRelay, t agentsv1.ChannelType) bool {
 }
 
 // relayToken is the token agent's gateway uses for its relayed Telegram channel ch: the relay
-// token of the bot its token names, "" when the channel has no usable bot token.
+// token of the bot its token names, "" when the channel has no bot token.
 func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel, gatewayToken string) (string, error) {
 	if ch.Spec.BotTokenRef == nil || gatewayToken == "" {
 		return "", nil
@@ -46,11 +46,10 @@ func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *
 	if err != nil {
 		return "", fmt.Errorf("channel %s: %w", ch.Name, err)
 	}
-	bot := auth.BotID(tok)
-	if bot == "" {
+	if tok == "" {
 		return "", nil
 	}
-	return auth.NewTelegramRelayToken(bot, agent.Namespace, agent.Name, gatewayToken), nil
+	return auth.NewTelegramRelayToken(auth.RelayBotID(tok), agent.Namespace, agent.Name, gatewayToken), nil
 }
 
 // proxied reports whether sec's key stays in the model proxy instead of the agent.

@@ -51,7 +51,7 @@ func (a *ClusterAuthorizer) AuthorizeTelegram(ctx context.Context, relayToken st
 	if err != nil {
 		return Grant{}, err
 	}
-	if real == "" || auth.BotID(real) != bot {
+	if real == "" || auth.RelayBotID(real) != bot {
 		return Grant{}, ErrUnauthorized
 	}
 	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: real}, nil

@@ -29,6 +29,15 @@ func BotID(botToken string) string {
 	return id
 }
 
+// RelayBotID is the bot id a relay token for botToken carries: BotID, or "0" for a token
+// without one (Telegram's tokens all have one; the engine reads none from "0:").
+func RelayBotID(botToken string) string {
+	if id := BotID(botToken); id != "" {
+		return id
+	}
+	return "0"
+}
+
 // NewTelegramRelayToken derives the relay token of agent namespace/name for the bot botID.
 func NewTelegramRelayToken(botID, namespace, name, gatewayToken string) string {
 	id := namespace + "/" + name

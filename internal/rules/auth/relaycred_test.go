@@ -37,6 +37,12 @@ func TestTelegramRelayToken(t *testing.T) {
 	if BotID("42:secret") != "42" || BotID("secret") != "" || BotID("x2:secret") != "" {
 		t.Error("BotID")
 	}
+	if RelayBotID("42:secret") != "42" || RelayBotID("secret") != "0" {
+		t.Error("RelayBotID")
+	}
+	if _, _, _, ok := ParseTelegramRelayToken(NewTelegramRelayToken(RelayBotID("secret"), "ns", "a", "gw")); !ok {
+		t.Error("the relay token of a token without a bot id does not parse")
+	}
 }
 
 func flip(c byte) string {
