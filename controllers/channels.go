@@ -1,11 +1,6 @@
 package controllers
 
 import (
-	"context"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -47,39 +42,6 @@ func ChannelPlugin(t agentsv1.ChannelType) string {
 		return "@openclaw/" + string(t)
 	}
 	return ""
-}
-
-// ChannelEnabled is spec.enabled (default true).
-func ChannelEnabled(ch *agentsv1.Channel) bool { return ch.IsEnabled() }
-
-// EffectiveChannels returns, per type, the Channel of agent that counts: the oldest one not
-// being deleted (a younger Channel of the same type is a duplicate and ignored).
-func EffectiveChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, error) {
-	out, _, err := AgentChannels(ctx, c, agent)
-	return out, err
-}
-
-// AgentChannels returns the effective Channels of agent (EffectiveChannels) and those being
-// deleted.
-func AgentChannels(ctx context.Context, c client.Reader, agent *agentsv1.Agent) (map[agentsv1.ChannelType]*agentsv1.Channel, []*agentsv1.Channel, error) {
-	var list agentsv1.ChannelList
-	if err := c.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
-		return nil, nil, err
-	}
-	out, deleting := list.Effective()
-	return out, deleting, nil
-}
-
-// ReadSecretKey reads one key of a core Secret live ("" when the Secret or key is missing).
-func ReadSecretKey(ctx context.Context, r client.Reader, namespace string, ref *agentsv1.SecretKeyReference) (string, error) {
-	sec := &corev1.Secret{}
-	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", err
-	}
-	return string(sec.Data[ref.Key]), nil
 }
 
 // ChannelChanged passes creations, deletions and updates that change the spec or start the

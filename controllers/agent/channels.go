@@ -17,6 +17,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // addChannelEnv adds the tokens of agent's enabled Channels to env, read live from the
@@ -24,12 +25,12 @@ import (
 // relay token instead). A token whose Secret or key is missing is left out (the Channel
 // controller reports it on the Channel): a broken channel never stops the agent.
 func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, env map[string]string) error {
-	chans, err := controllers.EffectiveChannels(ctx, e.Client, agent)
+	chans, err := channels.Effective(ctx, e.Client, agent)
 	if err != nil {
 		return fmt.Errorf("list channels: %w", err)
 	}
 	for t, ch := range chans {
-		if !controllers.ChannelEnabled(ch) || relayed(e.ChannelRelay, t) {
+		if !ch.IsEnabled() || relayed(e.ChannelRelay, t) {
 			continue
 		}
 		botEnv, appEnv := controllers.ChannelTokenEnv(t)
@@ -40,7 +41,7 @@ func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, en
 			if tok.name == "" || tok.ref == nil {
 				continue
 			}
-			v, err := controllers.ReadSecretKey(ctx, e.APIReader, ch.Namespace, tok.ref)
+			v, err := channels.ReadSecretKey(ctx, e.APIReader, ch.Namespace, tok.ref)
 			if err != nil {
 				return fmt.Errorf("channel %s: %w", ch.Name, err)
 			}

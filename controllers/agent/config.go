@@ -24,6 +24,7 @@ import (
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // configInputs is what an agent's engine config file is rendered from.
@@ -177,7 +178,7 @@ func (r *Reconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, en
 	if in.models, err = r.proxiedProviders(ctx, agent, gatewayToken); err != nil {
 		return in, "", "", err
 	}
-	chans, deleting, err := controllers.AgentChannels(ctx, r.Client, agent)
+	chans, deleting, err := channels.Of(ctx, r.Client, agent)
 	if err != nil {
 		return in, "", "", fmt.Errorf("list channels: %w", err)
 	}
@@ -194,7 +195,7 @@ func (r *Reconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, en
 		in.managed = append(in.managed, string(t))
 		botEnv, appEnv := controllers.ChannelTokenEnv(t)
 		c := engine.Channel{
-			Type: string(t), Enabled: controllers.ChannelEnabled(ch), BotTokenEnv: botEnv, AppTokenEnv: appEnv,
+			Type: string(t), Enabled: ch.IsEnabled(), BotTokenEnv: botEnv, AppTokenEnv: appEnv,
 			DMPolicy: string(ch.Spec.DMPolicy), AllowFrom: ch.Spec.AllowFrom,
 		}
 		if relayed(r.ChannelRelay, t) {
@@ -248,7 +249,7 @@ func channelRenderable(ch *agentsv1.Channel, env map[string]string) bool {
 	if controllers.ChannelPlugin(ch.Spec.Type) != "" && !meta.IsStatusConditionTrue(ch.Status.Conditions, agentsv1.ChannelPluginInstalled) {
 		return false
 	}
-	if !controllers.ChannelEnabled(ch) {
+	if !ch.IsEnabled() {
 		return true
 	}
 	bot, app := controllers.ChannelTokenEnv(ch.Spec.Type)

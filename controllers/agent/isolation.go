@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // runtimeClassName is the RuntimeClass of agent's gateway pod: its own spec.runtimeClassName,
@@ -43,12 +43,12 @@ func (r *Reconciler) egressNames(ctx context.Context, agent *agentsv1.Agent) ([]
 			set[sec.Spec.Provider] = true
 		}
 	}
-	channels, err := controllers.EffectiveChannels(ctx, r.Client, agent)
+	chans, err := channels.Effective(ctx, r.Client, agent)
 	if err != nil {
 		return nil, err
 	}
-	for t, ch := range channels {
-		if controllers.ChannelEnabled(ch) && !relayed(r.ChannelRelay, t) {
+	for t, ch := range chans {
+		if ch.IsEnabled() && !relayed(r.ChannelRelay, t) {
 			set[string(t)] = true
 		}
 	}

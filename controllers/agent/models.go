@@ -10,9 +10,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // ModelProxy is the platform's model proxy as the controllers see it: which providers it
@@ -42,7 +42,7 @@ func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *
 	if ch.Spec.BotTokenRef == nil || gatewayToken == "" {
 		return "", nil
 	}
-	tok, err := controllers.ReadSecretKey(ctx, r.apiReader(), ch.Namespace, ch.Spec.BotTokenRef)
+	tok, err := channels.ReadSecretKey(ctx, r.apiReader(), ch.Namespace, ch.Spec.BotTokenRef)
 	if err != nil {
 		return "", fmt.Errorf("channel %s: %w", ch.Name, err)
 	}

@@ -31,6 +31,7 @@ import (
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // Requeue intervals of the Channel controller.
@@ -306,7 +307,7 @@ func (r *Reconciler) readHints(ctx context.Context, ch *agentsv1.Channel) (strin
 			}
 			continue
 		}
-		v, err := controllers.ReadSecretKey(ctx, r.APIReader, ch.Namespace, tok.ref)
+		v, err := channels.ReadSecretKey(ctx, r.APIReader, ch.Namespace, tok.ref)
 		if err != nil {
 			return "", err
 		}

@@ -2,7 +2,6 @@ package channelrelay
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,6 +10,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/rules/auth"
+	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
 // ClusterAuthorizer implements Authorizer from the manager's cache: a relay token is good while
@@ -60,23 +60,8 @@ func (a *ClusterAuthorizer) AuthorizeTelegram(ctx context.Context, relayToken st
 // TelegramBotToken is the bot token of agent's enabled Telegram channel ("" when it has none,
 // or its token Secret or key is missing).
 func TelegramBotToken(ctx context.Context, cache, apiReader client.Reader, agent *agentsv1.Agent) (string, error) {
-	var list agentsv1.ChannelList
-	if err := cache.List(ctx, &list, client.InNamespace(agent.Namespace), client.MatchingFields{agentsv1.IndexAgentRef: agent.Name}); err != nil {
-		return "", fmt.Errorf("list the channels of %s/%s: %w", agent.Namespace, agent.Name, err)
-	}
-	chans, _ := list.Effective()
-	ch := chans[agentsv1.ChannelTelegram]
-	if ch == nil || !ch.IsEnabled() || ch.Spec.BotTokenRef == nil {
-		return "", nil
-	}
-	sec := &corev1.Secret{}
-	if err := apiReader.Get(ctx, client.ObjectKey{Namespace: ch.Namespace, Name: ch.Spec.BotTokenRef.Name}, sec); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", fmt.Errorf("read the bot token of channel %s/%s: %w", ch.Namespace, ch.Name, err)
-	}
-	return string(sec.Data[ch.Spec.BotTokenRef.Key]), nil
+	_, toks, err := channels.EnabledTokens(ctx, cache, apiReader, agent, agentsv1.ChannelTelegram)
+	return toks.Bot, err
 }
 
 func unauthorizedIfMissing(err error) error {
