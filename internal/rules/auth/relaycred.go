@@ -82,3 +82,53 @@ func relayMAC(botID, id, key string) []byte {
 	m.Write([]byte(botID + "\x00" + id))
 	return m.Sum(nil)
 }
+
+// The Slack relay token is what an agent's gateway uses, in place of its bot token and as its
+// relay websocket's bearer token, when the platform relays its Slack channel:
+// "xoxb-agentplane." + base64url("<namespace>/<agent>") + "." + base64url(HMAC-SHA256(gateway
+// token, label || namespace/agent)). Slack refuses it; the relay swaps it for the bot token on
+// the way to Slack's Web API and knows the agent by it on the relay websocket.
+const (
+	slackRelayLabel  = "agentplane slack relay v1\x00"
+	slackRelayPrefix = "xoxb-agentplane."
+)
+
+// NewSlackRelayToken derives the Slack relay token of agent namespace/name.
+func NewSlackRelayToken(namespace, name, gatewayToken string) string {
+	id := namespace + "/" + name
+	m := hmac.New(sha256.New, []byte(gatewayToken))
+	m.Write([]byte(slackRelayLabel))
+	m.Write([]byte(id))
+	return slackRelayPrefix + base64.RawURLEncoding.EncodeToString([]byte(id)) + "." +
+		base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// ParseSlackRelayToken returns the agent a Slack relay token names (not yet verified).
+func ParseSlackRelayToken(tok string) (namespace, name string, ok bool) {
+	rest, found := strings.CutPrefix(tok, slackRelayPrefix)
+	if !found {
+		return "", "", false
+	}
+	enc, mac, found := strings.Cut(rest, ".")
+	if !found || len(mac) != relayMACLen {
+		return "", "", false
+	}
+	id, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", "", false
+	}
+	namespace, name, found = strings.Cut(string(id), "/")
+	if !found || namespace == "" || name == "" {
+		return "", "", false
+	}
+	return namespace, name, true
+}
+
+// VerifySlackRelayToken reports whether tok is the current Slack relay token of
+// namespace/name under gatewayToken (constant time).
+func VerifySlackRelayToken(tok, namespace, name, gatewayToken string) bool {
+	if gatewayToken == "" {
+		return false
+	}
+	return hmac.Equal([]byte(tok), []byte(NewSlackRelayToken(namespace, name, gatewayToken)))
+}

@@ -51,3 +51,32 @@ func flip(c byte) string {
 	}
 	return "A"
 }
+
+func TestSlackRelayToken(t *testing.T) {
+	tok := NewSlackRelayToken("team-a", "bot-agent", "gateway-token")
+	ns, name, ok := ParseSlackRelayToken(tok)
+	if !ok || ns != "team-a" || name != "bot-agent" {
+		t.Fatalf("parse: %q %q %v", ns, name, ok)
+	}
+	if !VerifySlackRelayToken(tok, "team-a", "bot-agent", "gateway-token") {
+		t.Fatal("its own token does not verify")
+	}
+	for name, c := range map[string]struct{ tok, ns, agent, key string }{
+		"another gateway token": {tok, "team-a", "bot-agent", "rotated"},
+		"another agent":         {tok, "team-a", "other", "gateway-token"},
+		"no gateway token":      {tok, "team-a", "bot-agent", ""},
+		"a changed MAC":         {tok[:len(tok)-1] + flip(tok[len(tok)-1]), "team-a", "bot-agent", "gateway-token"},
+		// the Telegram relay token of the same agent is not its Slack one
+		"a telegram relay token": {NewTelegramRelayToken("1", "team-a", "bot-agent", "gateway-token"), "team-a", "bot-agent", "gateway-token"},
+	} {
+		if VerifySlackRelayToken(c.tok, c.ns, c.agent, c.key) {
+			t.Errorf("%s: verified", name)
+		}
+	}
+	for _, bad := range []string{"", "xoxb-real-token", slackRelayPrefix, slackRelayPrefix + "dGVhbS1hL2E." + "short",
+		slackRelayPrefix + "%%%." + strings.Repeat("A", relayMACLen), slackRelayPrefix + "bm9zbGFzaA." + strings.Repeat("A", relayMACLen)} {
+		if _, _, ok := ParseSlackRelayToken(bad); ok {
+			t.Errorf("parsed %q", bad)
+		}
+	}
+}
