@@ -114,10 +114,14 @@ type Channel struct {
 	AppTokenEnv string // env var holding the slack app token
 	DMPolicy    string
 	AllowFrom   []string
-	// APIRoot, when set, is the platform's channel relay (telegram): the channel calls its
-	// API there with BotToken, the agent's relay token, written in the config as it is (it is
-	// worthless outside the relay), instead of the bot token named by BotTokenEnv.
+	// APIRoot, when set, is the platform's channel relay (telegram, slack): the channel calls
+	// its API there with BotToken, the agent's relay token, written in the config as it is (it
+	// is worthless outside the relay), instead of the bot token named by BotTokenEnv.
 	APIRoot, BotToken string
+	// RelayURL (slack, with APIRoot) is the relay's websocket: the platform holds the Slack
+	// app's Socket Mode connection and forwards the channel's events there; the gateway
+	// authenticates with BotToken and names itself GatewayID. The channel needs no app token.
+	RelayURL, GatewayID string
 }
 
 // ModelProvider is a model provider whose requests go through the platform's model proxy:
@@ -159,6 +163,9 @@ type Engine interface {
 	Name() string
 	// Layout is where the engine keeps its files in the agent's home.
 	Layout() Layout
+	// ChannelEnv is the environment a channel needs beside its config (a relayed channel's API
+	// origin where the engine reads it from the environment only); nil for none.
+	ChannelEnv(ch Channel) map[string]string
 	// Env is the environment every engine process of the agent gets (gateway and CLI).
 	// home is the agent's home directory as the process sees it; gatewayPort is the port the
 	// agent's gateway listens on (GatewayParams.Port), which CLI processes need to reach the

@@ -114,6 +114,22 @@ func (e *Engine) SetGatewayToken(config []byte, token string) ([]byte, error) {
 // channels.telegram.apiRoot with it is the platform's, taken out when the relay is off.
 const RelayAPIRootSuffix = "/relay/telegram"
 
+// SlackRelayPath ends the channel relay's Slack websocket URL (channelrelay's route): a
+// channels.slack.relay with it is the platform's, taken out when the relay is off.
+const SlackRelayPath = "/relay/slack/gateway"
+
+// SlackAPIURLEnv is the variable the Slack plugin reads its Web API origin from (every
+// client it builds, the Bolt app's included; openclaw 2026.9.6 has no config key for it).
+const SlackAPIURLEnv = "SLACK_API_URL"
+
+// ChannelEnv implements engine.Engine: a relayed Slack channel's Web API origin.
+func (e *Engine) ChannelEnv(ch engine.Channel) map[string]string {
+	if ch.Type == "slack" && ch.RelayURL != "" && ch.APIRoot != "" {
+		return map[string]string{SlackAPIURLEnv: ch.APIRoot}
+	}
+	return nil
+}
+
 // SetChannel implements engine.Engine. It writes channels.<type> with the tokens as env
 // SecretRefs ({source:"env",provider:"default",id:ENV}) or, for a relayed telegram channel,
 // the relay's apiRoot and the agent's relay token, enabled, dmPolicy and allowFrom,
@@ -141,9 +157,23 @@ func (e *Engine) SetChannel(config []byte, ch engine.Channel) ([]byte, error) {
 		}
 		delete(c, "tokenFile")
 	case "slack":
-		c["mode"] = "socket"
-		c["botToken"] = envRef(ch.BotTokenEnv)
-		c["appToken"] = envRef(ch.AppTokenEnv)
+		if ch.RelayURL != "" {
+			// relay mode: the platform holds the Socket Mode connection; the gateway takes
+			// the channel's events from the relay's websocket and calls the Web API at
+			// ChannelEnv's SLACK_API_URL with its relay token.
+			c["mode"], c["botToken"] = "relay", ch.BotToken
+			c["relay"] = map[string]any{"url": ch.RelayURL, "authToken": ch.BotToken, "gatewayId": ch.GatewayID}
+			delete(c, "appToken")
+		} else {
+			c["mode"] = "socket"
+			c["botToken"] = envRef(ch.BotTokenEnv)
+			c["appToken"] = envRef(ch.AppTokenEnv)
+			if relay, _ := c["relay"].(map[string]any); relay != nil {
+				if u, _ := relay["url"].(string); strings.HasSuffix(u, SlackRelayPath) {
+					delete(c, "relay") // the platform's relay, no longer on
+				}
+			}
+		}
 	case "discord":
 		c["token"] = envRef(ch.BotTokenEnv)
 	}
@@ -206,16 +236,28 @@ func checkChannel(ch engine.Channel) error {
 	if !slices.Contains(channelTypes, ch.Type) {
 		return bad("unsupported type %q", ch.Type)
 	}
-	if ch.APIRoot != "" {
-		if ch.Type != "telegram" || ch.BotToken == "" {
-			return bad("only telegram is relayed, with the agent's relay token")
+	switch {
+	case ch.APIRoot != "" && ch.Type == "slack":
+		if ch.BotToken == "" || ch.RelayURL == "" || ch.GatewayID == "" {
+			return bad("a relayed slack channel needs the agent's relay token, the relay's websocket and a gateway id")
 		}
-	} else if ch.Type != "whatsapp" && !envNameRE.MatchString(ch.BotTokenEnv) {
+		return checkPolicy(ch, bad)
+	case ch.RelayURL != "":
+		return bad("only slack takes a relay websocket, with its API root")
+	case ch.APIRoot != "":
+		if ch.Type != "telegram" || ch.BotToken == "" {
+			return bad("only telegram and slack are relayed, with the agent's relay token")
+		}
+	case ch.Type != "whatsapp" && !envNameRE.MatchString(ch.BotTokenEnv):
 		return bad("%s needs the bot token's env var name (A-Z, 0-9, _), got %q", ch.Type, ch.BotTokenEnv)
 	}
 	if ch.Type == "slack" && !envNameRE.MatchString(ch.AppTokenEnv) {
 		return bad("slack needs the app token's env var name (A-Z, 0-9, _), got %q", ch.AppTokenEnv)
 	}
+	return checkPolicy(ch, bad)
+}
+
+func checkPolicy(ch engine.Channel, bad func(string, ...any) error) error {
 	if ch.DMPolicy != "" && !slices.Contains(dmPolicies, ch.DMPolicy) {
 		return bad("dmPolicy must be one of %s, got %q", strings.Join(dmPolicies, ", "), ch.DMPolicy)
 	}

@@ -186,9 +186,36 @@ func TestSetChannel(t *testing.T) {
 	if b, err = New().SetChannel(own, engine.Channel{Type: "telegram", Enabled: true, BotTokenEnv: "TG"}); err != nil || at(decode(t, b), "channels.telegram.apiRoot") != "https://bots.example" {
 		t.Fatalf("the user's apiRoot: %v %s", err, b)
 	}
+	// Slack relayed: relay mode with the relay's websocket and the relay token for both the
+	// Web API and the websocket, no app token; its API origin is the environment's. Off again,
+	// socket mode with the tokens' references and the platform's relay gone.
+	slack := engine.Channel{Type: "slack", Enabled: true, BotTokenEnv: "SB", AppTokenEnv: "SA", DMPolicy: "open", AllowFrom: []string{"*"},
+		APIRoot: "http://127.0.0.1:1/relay/slack/api/", BotToken: "xoxb-relay", RelayURL: "ws://127.0.0.1:1" + SlackRelayPath, GatewayID: "ws/a"}
+	if b, err = New().SetChannel([]byte(`{channels:{slack:{appToken:"xapp-old",streaming:{mode:"off"}}}}`), slack); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"enabled": true, "mode": "relay", "botToken": "xoxb-relay", "dmPolicy": "open", "allowFrom": []any{"*"},
+		"streaming": map[string]any{"mode": "off"},
+		"relay":     map[string]any{"url": "ws://127.0.0.1:1/relay/slack/gateway", "authToken": "xoxb-relay", "gatewayId": "ws/a"}}
+	if got := at(decode(t, b), "channels.slack"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("slack relayed: %#v", got)
+	}
+	if env := New().ChannelEnv(slack); !reflect.DeepEqual(env, map[string]string{SlackAPIURLEnv: slack.APIRoot}) {
+		t.Fatalf("slack relayed env: %v", env)
+	}
+	unrelayed := engine.Channel{Type: "slack", Enabled: true, BotTokenEnv: "SB", AppTokenEnv: "SA"}
+	if b, err = New().SetChannel(b, unrelayed); err != nil || at(decode(t, b), "channels.slack.relay") != nil || at(decode(t, b), "channels.slack.mode") != "socket" ||
+		!reflect.DeepEqual(at(decode(t, b), "channels.slack.appToken"), ref("SA")) {
+		t.Fatalf("slack relay off: %v %s", err, b)
+	}
+	if env := New().ChannelEnv(unrelayed); env != nil {
+		t.Fatalf("unrelayed env: %v", env)
+	}
 	for _, bad := range []engine.Channel{
-		{Type: "telegram", Enabled: true, APIRoot: "http://relay"},                     // no relay token
-		{Type: "discord", Enabled: true, APIRoot: "http://relay", BotToken: "1:relay"}, // not relayed
+		{Type: "slack", Enabled: true, APIRoot: "http://relay", BotToken: "xoxb-relay"},                      // no websocket
+		{Type: "discord", Enabled: true, BotTokenEnv: "D", RelayURL: "ws://127.0.0.1:1/relay/slack/gateway"}, // only slack
+		{Type: "telegram", Enabled: true, APIRoot: "http://relay"},                                           // no relay token
+		{Type: "discord", Enabled: true, APIRoot: "http://relay", BotToken: "1:relay"},                       // not relayed
 	} {
 		if _, err := New().SetChannel(base, bad); err == nil {
 			t.Errorf("accepted %+v", bad)
