@@ -15,8 +15,8 @@ import (
 
 // ClusterAuthorizer implements Authorizer from the manager's cache: a relay token is good while
 // its agent exists (and is not being deleted), the token matches the agent's current gateway
-// token, and the agent's Telegram channel is enabled with a bot token of the bot the relay
-// token names. Removing or disabling the channel, rotating the gateway token or deleting the
+// token, and the agent's channel of the token's kind is enabled with a bot token (for Telegram,
+// of the bot the relay token names). Removing or disabling the channel, rotating the gateway token or deleting the
 // agent refuses the next call.
 type ClusterAuthorizer struct {
 	// Cache reads Agents, Channels and the platform's Secrets (gateway tokens).
@@ -33,18 +33,11 @@ func (a *ClusterAuthorizer) AuthorizeTelegram(ctx context.Context, relayToken st
 	if !ok {
 		return Grant{}, ErrUnauthorized
 	}
-	agent := &agentsv1.Agent{}
-	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, agent); err != nil {
-		return Grant{}, unauthorizedIfMissing(err)
+	agent, gw, err := a.agent(ctx, ns, name)
+	if err != nil {
+		return Grant{}, err
 	}
-	if agent.DeletionTimestamp != nil || agent.Status.GatewayTokenSecret == "" {
-		return Grant{}, ErrUnauthorized
-	}
-	gw := &corev1.Secret{}
-	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: agent.Status.GatewayTokenSecret}, gw); err != nil {
-		return Grant{}, unauthorizedIfMissing(err)
-	}
-	if !auth.VerifyTelegramRelayToken(relayToken, bot, ns, name, string(gw.Data[agentsv1.GatewayTokenDataKey])) {
+	if !auth.VerifyTelegramRelayToken(relayToken, bot, ns, name, gw) {
 		return Grant{}, ErrUnauthorized
 	}
 	real, err := TelegramBotToken(ctx, a.Cache, a.APIReader, agent)
@@ -55,6 +48,47 @@ func (a *ClusterAuthorizer) AuthorizeTelegram(ctx context.Context, relayToken st
 		return Grant{}, ErrUnauthorized
 	}
 	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: real}, nil
+}
+
+// AuthorizeSlack implements Authorizer: the agent's Slack channel must be enabled with a bot
+// token.
+func (a *ClusterAuthorizer) AuthorizeSlack(ctx context.Context, relayToken string) (Grant, error) {
+	ns, name, ok := auth.ParseSlackRelayToken(relayToken)
+	if !ok {
+		return Grant{}, ErrUnauthorized
+	}
+	agent, gw, err := a.agent(ctx, ns, name)
+	if err != nil {
+		return Grant{}, err
+	}
+	if !auth.VerifySlackRelayToken(relayToken, ns, name, gw) {
+		return Grant{}, ErrUnauthorized
+	}
+	_, toks, err := channels.EnabledTokens(ctx, a.Cache, a.APIReader, agent, agentsv1.ChannelSlack)
+	if err != nil {
+		return Grant{}, err
+	}
+	if toks.Bot == "" {
+		return Grant{}, ErrUnauthorized
+	}
+	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: toks.Bot}, nil
+}
+
+// agent reads the agent a relay token names and its gateway token (ErrUnauthorized when
+// either is missing or the agent is being deleted).
+func (a *ClusterAuthorizer) agent(ctx context.Context, ns, name string) (*agentsv1.Agent, string, error) {
+	agent := &agentsv1.Agent{}
+	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, agent); err != nil {
+		return nil, "", unauthorizedIfMissing(err)
+	}
+	if agent.DeletionTimestamp != nil || agent.Status.GatewayTokenSecret == "" {
+		return nil, "", ErrUnauthorized
+	}
+	gw := &corev1.Secret{}
+	if err := a.Cache.Get(ctx, client.ObjectKey{Namespace: ns, Name: agent.Status.GatewayTokenSecret}, gw); err != nil {
+		return nil, "", unauthorizedIfMissing(err)
+	}
+	return agent, string(gw.Data[agentsv1.GatewayTokenDataKey]), nil
 }
 
 // TelegramBotToken is the bot token of agent's enabled Telegram channel ("" when it has none,

@@ -7,13 +7,23 @@
 // waits; the gateway then fetches it from Telegram itself, through the relay, from the offset
 // it stored: nothing is taken off Telegram's queue for it, so nothing is lost or doubled.
 //
+// For Slack it is the router of the engine's relay mode (slack.go): the platform holds the
+// Slack app's Socket Mode connection, keeps what arrives in the agent's inbox, wakes a sleeping
+// agent and delivers the inbox over the gateway's relay websocket, where the gateway acks each
+// event once it stored it. The gateway calls the Web API through the relay with a relay token
+// (auth.NewSlackRelayToken), so neither of the app's tokens reaches the agent.
+//
 // Routes (under the facade's /relay/ and the model proxy's own listener):
 //
 //	/relay/telegram/bot<relay token>/<method>         any Bot API method but those below
 //	/relay/telegram/file/bot<relay token>/<file path> file downloads
+//	POST /relay/slack/api/<method>                    any Web API method but those below
+//	GET /relay/slack/gateway                          the gateway's relay websocket
 //
 // setWebhook, logOut and close answer 403: they would take the bot's updates away from the
-// platform (a webhook elsewhere, another Bot API server).
+// platform (a webhook elsewhere, another Bot API server). auth.revoke, apps.uninstall and
+// apps.connections.open answer relay_forbidden: they would end the bot's token or the app for
+// every agent, or open the app's socket, which is the platform's.
 package channelrelay
 
 import (
@@ -44,6 +54,17 @@ type Grant struct {
 	BotToken string // the bot's real token
 }
 
+type grantKey struct{}
+
+func withGrant(ctx context.Context, g Grant) context.Context {
+	return context.WithValue(ctx, grantKey{}, g)
+}
+
+func grantOf(ctx context.Context) (Grant, bool) {
+	g, ok := ctx.Value(grantKey{}).(Grant)
+	return g, ok
+}
+
 // ErrUnauthorized is what an Authorizer returns for a token it does not know, or that is no
 // longer good (the agent, its channel or its gateway token changed): the relay answers 401,
 // as Telegram does for a bad token. Any other error answers 503.
@@ -52,6 +73,7 @@ var ErrUnauthorized = errors.New("channelrelay: unauthorized relay token")
 // Authorizer maps a relay token to its grant.
 type Authorizer interface {
 	AuthorizeTelegram(ctx context.Context, relayToken string) (Grant, error)
+	AuthorizeSlack(ctx context.Context, relayToken string) (Grant, error)
 }
 
 // Options configure a Relay.
@@ -60,8 +82,13 @@ type Options struct {
 	// TelegramAPI is the Bot API origin the relay forwards to (default DefaultTelegramAPI;
 	// tests and self-hosted Bot API servers set another).
 	TelegramAPI string
-	Transport   http.RoundTripper // default: http.DefaultTransport
-	Log         logr.Logger
+	// SlackAPI is the Web API origin the relay forwards to (default DefaultSlackAPI).
+	SlackAPI string
+	// Slack routes the relayed Slack channels' events to their gateways (nil: the gateway
+	// websocket route answers 404).
+	Slack     *SlackRouter
+	Transport http.RoundTripper // default: http.DefaultTransport
+	Log       logr.Logger
 	// Polled, when set, is told each time an agent's gateway asks for its updates (the watch
 	// stops polling for an agent whose gateway does).
 	Polled func(types.NamespacedName)
@@ -69,10 +96,12 @@ type Options struct {
 
 // Relay is the channel relay, an http.Handler mounted at "/relay/".
 type Relay struct {
-	opts  Options
-	api   *url.URL
-	proxy *httputil.ReverseProxy
-	mux   *http.ServeMux
+	opts       Options
+	api        *url.URL
+	proxy      *httputil.ReverseProxy
+	slackAPI   *url.URL
+	slackProxy *httputil.ReverseProxy
+	mux        *http.ServeMux
 }
 
 // New builds a Relay.
@@ -87,18 +116,34 @@ func New(o Options) (*Relay, error) {
 	if err != nil || api.Scheme == "" || api.Host == "" {
 		return nil, errors.New("channelrelay: the Telegram API origin must be an absolute URL")
 	}
+	if o.SlackAPI == "" {
+		o.SlackAPI = DefaultSlackAPI
+	}
+	slackAPI, err := url.Parse(strings.TrimSuffix(o.SlackAPI, "/") + "/")
+	if err != nil || slackAPI.Scheme == "" || slackAPI.Host == "" {
+		return nil, errors.New("channelrelay: the Slack API origin must be an absolute URL")
+	}
 	if o.Transport == nil {
 		o.Transport = http.DefaultTransport
 	}
-	r := &Relay{opts: o, api: api, mux: http.NewServeMux()}
+	r := &Relay{opts: o, api: api, slackAPI: slackAPI, mux: http.NewServeMux()}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the handler sets the outbound URL
 		Transport:     o.Transport,
 		FlushInterval: -1,
 		ErrorHandler:  r.upstreamError,
 	}
+	r.slackProxy = &httputil.ReverseProxy{
+		Rewrite:      func(*httputil.ProxyRequest) {},
+		Transport:    o.Transport,
+		ErrorHandler: r.slackUpstreamError,
+	}
 	r.mux.HandleFunc("/relay/telegram/{bot}/{method}", r.telegramMethod)
 	r.mux.HandleFunc("GET /relay/telegram/file/{bot}/{path...}", r.telegramFile)
+	r.mux.HandleFunc("POST /relay/slack/api/{method}", r.slackCall)
+	if o.Slack != nil {
+		r.mux.Handle("GET "+SlackGatewayPath, o.Slack)
+	}
 	return r, nil
 }
 
@@ -167,11 +212,9 @@ func (r *Relay) authorize(w http.ResponseWriter, req *http.Request) (Grant, bool
 	return g, true
 }
 
-type grantKey struct{}
-
 // forward sends req to Telegram at path (which holds the real token), streaming both ways.
 func (r *Relay) forward(w http.ResponseWriter, req *http.Request, g Grant, path string) {
-	out := req.Clone(context.WithValue(req.Context(), grantKey{}, g))
+	out := req.Clone(withGrant(req.Context(), g))
 	out.URL = &url.URL{Scheme: r.api.Scheme, Host: r.api.Host, Path: r.api.Path + path, RawQuery: req.URL.RawQuery}
 	out.Host = r.api.Host
 	out.RequestURI = ""
@@ -193,7 +236,7 @@ func (r *Relay) upstreamError(w http.ResponseWriter, req *http.Request, err erro
 	if req.Context().Err() != nil {
 		return // the gateway went away (a long poll cancelled)
 	}
-	g, _ := req.Context().Value(grantKey{}).(Grant)
+	g, _ := grantOf(req.Context())
 	r.opts.Log.Info("Telegram did not answer", "agent", g.Agent.String(), "error", err.Error())
 	telegramError(w, http.StatusBadGateway, "Bad Gateway: Telegram did not answer the platform's relay")
 }

@@ -21,6 +21,9 @@ import (
 const (
 	realToken  = "123456789:AAreal-bot-token-never-in-the-agent"
 	relayToken = "123456789:relay-token-of-the-agent"
+
+	slackBotToken   = "xoxb-real-slack-bot-token-never-in-the-agent"
+	slackRelayToken = "xoxb-agentplane.relay-token-of-the-agent"
 )
 
 var agentKey = types.NamespacedName{Namespace: "team", Name: "agent"}
@@ -35,6 +38,16 @@ func (f fakeAuthorizer) AuthorizeTelegram(_ context.Context, tok string) (Grant,
 		return Grant{}, ErrUnauthorized
 	}
 	return Grant{Agent: agentKey, BotToken: realToken}, nil
+}
+
+func (f fakeAuthorizer) AuthorizeSlack(_ context.Context, tok string) (Grant, error) {
+	switch {
+	case f.err != nil:
+		return Grant{}, f.err
+	case tok != slackRelayToken:
+		return Grant{}, ErrUnauthorized
+	}
+	return Grant{Agent: agentKey, BotToken: slackBotToken}, nil
 }
 
 // logSink collects log lines.

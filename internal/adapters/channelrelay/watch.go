@@ -300,25 +300,40 @@ func (w *Watch) pending(ctx context.Context, token string) (int, error) {
 	return len(out.Result), nil
 }
 
-// wake asks for the agent's gateway (spec.wakeRequestedAt, later than any earlier request),
-// unless it no longer sleeps.
+// wake asks for the agent's gateway for its Telegram update.
 func (w *Watch) wake(ctx context.Context, key types.NamespacedName) error {
+	return wakeAgent(ctx, waker{Client: w.Client, APIReader: w.APIReader, Recorder: w.Recorder, Clock: w.Clock, Log: w.Log}, key,
+		"its Telegram bot has an update waiting")
+}
+
+// waker is what wakeAgent needs.
+type waker struct {
+	Client    client.Client
+	APIReader client.Reader
+	Recorder  events.EventRecorder
+	Clock     clock.Clock
+	Log       logr.Logger
+}
+
+// wakeAgent asks for the agent's gateway (spec.wakeRequestedAt, later than any earlier
+// request), unless it no longer sleeps, with the event WokenByMessage saying why.
+func wakeAgent(ctx context.Context, k waker, key types.NamespacedName, why string) error {
 	var woken *agentsv1.Agent
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		a := &agentsv1.Agent{}
-		if err := w.APIReader.Get(ctx, key, a); err != nil {
+		if err := k.APIReader.Get(ctx, key, a); err != nil {
 			return err
 		}
 		if !asleep(a) {
 			return nil
 		}
 		before := a.DeepCopy()
-		t := metav1.NewTime(w.Clock.Now().UTC().Truncate(time.Second))
+		t := metav1.NewTime(k.Clock.Now().UTC().Truncate(time.Second))
 		if prev := a.Spec.WakeRequestedAt; prev != nil && !t.After(prev.Time) {
 			t = metav1.NewTime(prev.Add(time.Second))
 		}
 		a.Spec.WakeRequestedAt = &t
-		if err := w.Client.Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := k.Client.Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}
 		woken = a
@@ -328,9 +343,9 @@ func (w *Watch) wake(ctx context.Context, key types.NamespacedName) error {
 		return nil
 	}
 	if err == nil && woken != nil {
-		w.Log.Info("woke a sleeping agent: its Telegram bot has an update waiting", "agent", key.String())
-		if w.Recorder != nil {
-			w.Recorder.Eventf(woken, nil, corev1.EventTypeNormal, "WokenByMessage", "Wake", "woken: its Telegram bot has an update waiting")
+		k.Log.Info("woke a sleeping agent: "+why, "agent", key.String())
+		if k.Recorder != nil {
+			k.Recorder.Eventf(woken, nil, corev1.EventTypeNormal, "WokenByMessage", "Wake", "woken: %s", why)
 		}
 	}
 	return err
