@@ -125,6 +125,10 @@ type ExecRequest struct {
 	Timeout time.Duration
 	// MaxOutput caps stdout and stderr each, in bytes (0 = DefaultMaxOutput).
 	MaxOutput int
+	// Network: the command reaches out (a registry) and runs only where it has the agent's
+	// way out; ErrNotRunning when the runtime cannot give it one now (local, in network
+	// namespaces: the gateway is down, and a command run then has no network at all).
+	Network bool
 }
 
 // StdinFile names the file ExecRequest.StdinFile makes of Stdin.

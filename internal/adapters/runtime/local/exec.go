@@ -56,6 +56,9 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		}
 		defer cn.close()
 	}
+	if req.Network && r.netns && ns == nil && cn == nil {
+		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s's gateway is not running: a command that needs the network runs in its network namespace", runtime.ErrNotRunning, key)
+	}
 	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
 		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s has no home on this host", runtime.ErrNotRunning, key)

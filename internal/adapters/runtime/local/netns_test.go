@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +15,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
@@ -111,6 +114,24 @@ func TestAgentNetworkIsItsOwn(t *testing.T) {
 		if out := viaProxy(tunnel, "http://"+opened+"/"); out != "opened service 200" {
 			t.Errorf("a destination a rule opens, through the egress proxy (tunnel %v): %q", tunnel, out)
 		}
+	}
+	// A command that needs the network (a plugin's install from the registry) runs in its
+	// gateway's namespace, with the way out; with the gateway down, where a command has no
+	// network at all, it is refused at once (ErrNotRunning) instead of failing after its own
+	// retries. A command that does not say so still runs there.
+	ctx := context.Background()
+	res, err := f.rt.Exec(ctx, newAgent("attacker"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", "curl -s --max-time 5 --noproxy '' -p -w ' %{http_code}' http://" + opened + "/"}, Network: true, Timeout: 20 * time.Second,
+	})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "opened service 200" {
+		t.Errorf("a command that needs the network, its gateway running: %v %q %q", err, res.Stdout, res.Stderr)
+	}
+	stoppedAgent(t, f, "stopped", nil)
+	if _, err := f.rt.Exec(ctx, newAgent("stopped"), runtime.ExecRequest{Argv: []string{"true"}, Network: true}); !errors.Is(err, runtime.ErrNotRunning) {
+		t.Errorf("a command that needs the network, its gateway down: %v, want ErrNotRunning", err)
+	}
+	if res := sh(t, f, "stopped", "true"); res.ExitCode != 0 {
+		t.Errorf("a command of a stopped agent: exit %d %q", res.ExitCode, res.Stderr)
 	}
 }
 
