@@ -116,6 +116,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Channel) 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
+		if !installed && agent.Status.Phase != agentsv1.AgentRunning {
+			// The install fetches the plugin from the registry through the gateway's network
+			// (on the local runtime a command run while the gateway is down has none): it waits
+			// for the gateway, and the agent's next phase reconciles the channel (Unknown: a
+			// setup request keeps waiting for the verdict).
+			setConfigured(ch, metav1.ConditionUnknown, agentsv1.ReasonChannelAgentNotReady,
+				fmt.Sprintf("installing plugin %s waits for agent %s's gateway to run", controllers.ChannelPlugin(ch.Spec.Type), agent.Name))
+			return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
+		}
 		if !installed {
 			unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
 			err = r.installPlugin(ctx, agent, ch.Spec.Type)
