@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -444,4 +446,38 @@ func processesRunning(cmdline string) []string {
 		}
 	}
 	return pids
+}
+
+// A gateway restored from its checkpoint gets its network namespace served again: its
+// commands reach the host services and, through the egress proxy, what a rule opens.
+func TestRestoredGatewayKeepsItsWayOut(t *testing.T) {
+	proxy := serveLoopback(t, "model proxy")
+	opened := serveLoopback(t, "opened service")
+	openedPort, _ := strconv.Atoi(opened[strings.LastIndexByte(opened, ':')+1:])
+	f := checkpointing(t, func(o *local.Options) {
+		o.HostServices = []string{proxy}
+		o.Egress = []local.EgressRule{{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Port: openedPort}}
+	})
+	if ok, why := f.rt.Networks(); !ok {
+		t.Fatalf("no network namespace per agent: %s", why)
+	}
+	a := newAgent("ckpt-net")
+	d := ckptDesired("tok-net")
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	way := func(when string) {
+		t.Helper()
+		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{
+			Argv:    []string{"sh", "-c", "curl -s --max-time 5 -w ' %{http_code}' http://" + proxy + "/; echo; curl -s --max-time 5 --noproxy '' -p -w ' %{http_code}' http://" + opened + "/"},
+			Network: true, Timeout: 30 * time.Second,
+		})
+		if err != nil || strings.TrimSpace(string(res.Stdout)) != "model proxy 200\nopened service 200" {
+			t.Fatalf("%s: the way out: %v %q %q", when, err, res.Stdout, res.Stderr)
+		}
+	}
+	way("started")
+	if r := suspendAndResume(t, f, a, d, nil); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonRestoredFromCheckpoint)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	way("restored")
 }

@@ -48,16 +48,12 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		defer ns.Close() // held until the command ended (nsenter opened it by number)
 		joinNet = nsPath(ns)
 	}
-	var cn *commandNet // an ordinary user's command: a namespace of its own, served (netns.go)
-	if ns == nil && gatewayPort != 0 && r.netns && r.sbx.helper != "" {
-		var err error
-		if cn, err = r.newCommandNet(dir, gatewayPort); err != nil {
-			return runtime.ExecResult{}, fmt.Errorf("%w: %v", runtime.ErrExec, err)
-		}
-		defer cn.close()
+	cn, err := r.execNet(key, dir, ns, gatewayPort, req.Network)
+	if err != nil {
+		return runtime.ExecResult{}, err
 	}
-	if req.Network && r.netns && ns == nil && cn == nil {
-		return runtime.ExecResult{}, fmt.Errorf("%w: agent %s's gateway is not running: a command that needs the network runs in its network namespace", runtime.ErrNotRunning, key)
+	if cn != nil {
+		defer cn.close()
 	}
 	home := homeOf(dir, st)
 	if _, err := os.Stat(home); err != nil {
@@ -115,6 +111,23 @@ func (r *Runtime) Exec(ctx context.Context, ag *agentsv1.Agent, req runtime.Exec
 		path: bin, args: args, dir: cwd, env: env, stdin: req.Stdin, sandboxed: r.sbx != nil,
 		timeout: req.Timeout, maxOutput: req.MaxOutput, started: r.trackExec(key), net: cn,
 	})
+}
+
+// execNet is the network namespace of an ordinary user's command, a namespace of its own
+// served as its gateway's is (netns.go; nil: none, as root the command joins ns). A command
+// that needs the network (network) and would get none, its gateway not running, is refused.
+func (r *Runtime) execNet(key types.NamespacedName, dir string, ns *os.File, gatewayPort int, network bool) (*commandNet, error) {
+	var cn *commandNet
+	if ns == nil && gatewayPort != 0 && r.netns && r.sbx.helper != "" {
+		var err error
+		if cn, err = r.newCommandNet(dir, gatewayPort); err != nil {
+			return nil, fmt.Errorf("%w: %v", runtime.ErrExec, err)
+		}
+	}
+	if network && r.netns && ns == nil && cn == nil {
+		return nil, fmt.Errorf("%w: agent %s's gateway is not running: a command that needs the network runs in its network namespace", runtime.ErrNotRunning, key)
+	}
+	return cn, nil
 }
 
 // execContext is the agent's state, attached secrets (none before the first Ensure of this
