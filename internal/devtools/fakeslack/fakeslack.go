@@ -439,6 +439,15 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if strings.HasPrefix(method, "chat.") {
+		s.chat(w, method, p)
+		return
+	}
+	s.answer(w, method, p)
+}
+
+// answer answers an authorized call of a method other than chat.*.
+func (s *Server) answer(w http.ResponseWriter, method string, p url.Values) {
 	o := s.opts
 	switch method {
 	case "apps.connections.open":
@@ -476,6 +485,14 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 			ch["name"] = "channel-" + strings.ToLower(id)
 		}
 		reply(w, map[string]any{"ok": true, "channel": ch})
+	default: // reactions.add, reactions.remove
+		reply(w, map[string]any{"ok": true})
+	}
+}
+
+// chat answers chat.postMessage, chat.update and chat.delete.
+func (s *Server) chat(w http.ResponseWriter, method string, p url.Values) {
+	switch method {
 	case "chat.postMessage":
 		ch := p.Get("channel")
 		if ch == "" {
@@ -509,8 +526,6 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 		default:
 			reply(w, map[string]any{"ok": true, "channel": ch, "ts": ts})
 		}
-	default: // reactions.add, reactions.remove
-		reply(w, map[string]any{"ok": true})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"mime/multipart"
 	"net/http"
 	"net/url"
@@ -62,7 +63,7 @@ func start(t *testing.T, s *Server, ack func(dm) bool) *client {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		if err := <-ran; err != nil && err != context.Canceled {
+		if err := <-ran; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("socketmode client: %v", err)
 		}
 	})
