@@ -2,6 +2,7 @@ package apiserver_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -86,10 +87,6 @@ func appendGatewayLog(agent string, lines ...string) {
 	Expect(f.Close()).To(Succeed())
 }
 
-func envRef(name string) map[string]any {
-	return map[string]any{"source": "env", "provider": "default", "id": name}
-}
-
 func channelOf(r reply) map[string]any {
 	c, _ := r.Body["channel"].(map[string]any)
 	return c
@@ -110,8 +107,8 @@ var _ = Describe("Channels", Ordered, func() {
 		stamp            = strconv.FormatInt(time.Now().UnixNano(), 36)
 		tg1              = "123456789:tg-first-" + stamp
 		tg2              = "123456789:tg-second-" + stamp
-		slackBot         = "xoxb-slack-bot-" + stamp
-		slackApp         = "xapp-slack-app-" + stamp
+		slackBot         = suiteSlackBot // the suite's fake Slack knows them
+		slackApp         = suiteSlackApp
 	)
 	channelPath := func(typ string) string { return base + "/channels/" + typ }
 
@@ -319,22 +316,38 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(raw).NotTo(ContainSubstring(tg2))
 	})
 
-	It("sets up slack: installs its plugin, trusts it and passes both tokens", func() {
+	It("sets up slack through the platform's relay: installs its plugin of the engine's version, holds the app's socket, keeps both tokens", func() {
 		r := call("POST", channelPath("slack"), tok, map[string]any{"botToken": slackBot, "appToken": slackApp, "dmPolicy": "open", "allowFrom": []string{"*"}})
 		Expect(r.Status).To(Equal(201), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("appTokenHint", "****"+slackApp[len(slackApp)-4:]))
-		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/slack"`))
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
+		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/slack@` + a.Status.EngineVersion + `"`))
 		raw, cfg := engineConfig(tok, agent)
 		Expect(raw).NotTo(Or(ContainSubstring(slackBot), ContainSubstring(slackApp)))
 		sl := channelConfig(cfg, "slack")
-		Expect(sl).To(HaveKeyWithValue("botToken", envRef("AGENTPLANE_SLACK_BOT_TOKEN")))
-		Expect(sl).To(HaveKeyWithValue("appToken", envRef("AGENTPLANE_SLACK_APP_TOKEN")))
-		Expect(sl).To(HaveKeyWithValue("mode", "socket"))
+		relayTok := auth.NewSlackRelayToken(ws, agent, call("GET", base+"/gateway-token", tok, nil).Body["token"].(string))
+		Expect(sl).To(HaveKeyWithValue("mode", "relay"))
+		Expect(sl).To(HaveKeyWithValue("botToken", relayTok))
+		Expect(sl).To(HaveKeyWithValue("relay", map[string]any{
+			"url": "ws" + strings.TrimPrefix(baseURL, "http") + "/relay/slack/gateway", "authToken": relayTok, "gatewayId": ws + "/" + agent,
+		}))
+		Expect(sl).NotTo(HaveKey("appToken"))
 		Expect(cfg).To(HaveKeyWithValue("plugins", HaveKeyWithValue("entries", HaveKeyWithValue("slack", HaveKeyWithValue("enabled", true)))))
 		Expect(channelConfig(cfg, "telegram")).NotTo(BeNil(), "setting up slack kept telegram")
 		Eventually(func() []string {
-			return []string{gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
-		}).Should(Equal([]string{slackBot, slackApp}))
+			return []string{gatewayEnv(tok, agent, "SLACK_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
+		}).Should(Equal([]string{baseURL + "/relay/slack/api/", "", ""}))
+		// The platform holds the app's socket; the agent's Web API calls reach Slack with the bot
+		// token.
+		Eventually(slack.Connections).Should(Equal(1))
+		req, _ := http.NewRequest("POST", baseURL+"/relay/slack/api/auth.test", nil)
+		req.Header.Set("Authorization", "Bearer "+relayTok)
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(string(body)).To(ContainSubstring(`"ok":true`))
 
 		// An update without tokens neither needs them nor reinstalls the plugin.
 		r = call("POST", channelPath("slack"), tok, map[string]any{"dmPolicy": "pairing"})
@@ -348,7 +361,7 @@ var _ = Describe("Channels", Ordered, func() {
 		r := call("POST", channelPath("whatsapp"), tok, map[string]any{"dmPolicy": "allowlist", "allowFrom": []string{"+15555550123"}})
 		Expect(r.Status).To(Equal(201), r.Raw)
 		Expect(channelOf(r)).NotTo(HaveKey("botTokenHint"))
-		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/whatsapp"`))
+		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(MatchRegexp(`"spec": "@openclaw/whatsapp@[0-9.]+`), "the plugin of the engine's version")
 		_, cfg := engineConfig(tok, agent)
 		Expect(channelConfig(cfg, "whatsapp")).To(Equal(map[string]any{"enabled": true, "dmPolicy": "allowlist", "allowFrom": []any{"+15555550123"}}))
 		Expect(call("DELETE", channelPath("whatsapp"), tok, nil).Status).To(Equal(200))
@@ -376,6 +389,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(r.Status).To(Equal(404), r.Raw)
 
 		Expect(call("DELETE", channelPath("slack"), tok, nil).Status).To(Equal(200))
+		Eventually(slack.Connections).Should(Equal(0), "the platform ends a removed channel's socket")
 		_, cfg = engineConfig(tok, agent)
 		Expect(cfg).NotTo(HaveKey("channels"))
 		// The channel plugins' entries went with their channels (the platform's lean entries,

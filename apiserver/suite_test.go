@@ -25,6 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/fakeslack"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
@@ -32,6 +33,12 @@ import (
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
+)
+
+// The suite's Slack app's tokens (the fake Slack knows them).
+const (
+	suiteSlackBot = "xoxb-suite-slack-bot-0123456789"
+	suiteSlackApp = "xapp-suite-slack-app-0123456789"
 )
 
 var (
@@ -48,7 +55,10 @@ var (
 	llm *providertest.Provider
 	// telegram is the Bot API the channel relay calls (channels_test.go).
 	telegram *faketelegram.Server
-	baseURL  string
+	// slack is the Slack the channel relay calls and holds the app's socket with
+	// (channels_test.go), with the suite's bot and app tokens.
+	slack   *fakeslack.Server
+	baseURL string
 )
 
 func TestAPIServer(t *testing.T) {
@@ -70,6 +80,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	llm = providertest.New()
 	telegram = faketelegram.New("123456789:suite-bot-token")
+	slack = fakeslack.New(fakeslack.Options{BotToken: suiteSlackBot, AppToken: suiteSlackApp})
 	runtimeStateDir = GinkgoT().TempDir()
 	plat, baseURL, platStopped = startPlatformWith(ctx, env.Config, platform.Options{
 		Runtime: platform.RuntimeOptions{
@@ -91,7 +102,7 @@ var _ = BeforeSuite(func() {
 		ModelProxy: platform.ModelProxyOptions{
 			Upstreams: map[string]string{"anthropic": llm.URL, "openai": llm.URL}, FlushInterval: 300 * time.Millisecond,
 		},
-		ChannelRelay: platform.ChannelRelayOptions{TelegramAPI: telegram.URL},
+		ChannelRelay: platform.ChannelRelayOptions{TelegramAPI: telegram.URL, SlackAPI: slack.APIURL(), Slack: true},
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{
@@ -108,6 +119,9 @@ var _ = AfterSuite(func() {
 	}
 	if llm != nil {
 		llm.Close()
+	}
+	if slack != nil {
+		slack.Close()
 	}
 	if telegram != nil {
 		telegram.Close()

@@ -93,12 +93,15 @@ var _ = Describe("Agent isolation", Ordered, func() {
 	})
 })
 
-// testChannelRelay relays telegram, as the platform's relay does.
+// testChannelRelay relays telegram, as the platform's relay does on the kube runtime (where
+// it cannot route Slack: the engine takes a plain websocket on loopback only).
 type testChannelRelay struct{}
 
 func (testChannelRelay) TelegramAPIRoot() string {
 	return "http://agentplane-api.agentplane-system.svc/relay/telegram"
 }
+
+func (testChannelRelay) SlackRelay() (string, string, bool) { return "", "", false }
 
 // testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
 func testAdmitter(mgr ctrl.Manager) *admission.Admitter {

@@ -177,8 +177,10 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
-	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram bot tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
+	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram and Slack tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
 	f.StringVar(&o.ChannelRelay.TelegramAPI, "telegram-api-url", channelrelay.DefaultTelegramAPI, "the Telegram Bot API origin the channel relay calls (a self-hosted Bot API server, tests)")
+	f.BoolVar(&o.ChannelRelay.Slack, "slack-relay", false, "relay Slack channels too (local runtime): the platform holds each Slack app's socket and wakes a sleeping agent for its messages; off by default until proven end to end on the real engine")
+	f.StringVar(&o.ChannelRelay.SlackAPI, "slack-api-url", channelrelay.DefaultSlackAPI, "the Slack Web API origin the channel relay calls (tests)")
 	addIsolationFlags(f, o)
 	addRateLimitFlags(f, o)
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,6 +18,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/channels"
 )
 
@@ -30,6 +32,11 @@ func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, en
 		return fmt.Errorf("list channels: %w", err)
 	}
 	for t, ch := range chans {
+		if ch.IsEnabled() && relayed(e.ChannelRelay, t) && e.Engine != nil {
+			c := engine.Channel{Type: string(t), Enabled: true}
+			relayChannel(e.ChannelRelay, agent, &c, "relay")
+			maps.Copy(env, e.Engine.ChannelEnv(c))
+		}
 		if !ch.IsEnabled() || relayed(e.ChannelRelay, t) {
 			continue
 		}

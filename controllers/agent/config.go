@@ -199,12 +199,17 @@ func (r *Reconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, en
 			DMPolicy: string(ch.Spec.DMPolicy), AllowFrom: ch.Spec.AllowFrom,
 		}
 		if relayed(r.ChannelRelay, t) {
-			if c.BotToken, err = r.relayToken(ctx, agent, ch, gatewayToken); err != nil {
+			if !pluginReady(ch) {
+				continue
+			}
+			tok, err := r.relayToken(ctx, agent, ch, gatewayToken)
+			if err != nil {
 				return in, "", "", err
 			}
-			c.APIRoot = r.ChannelRelay.TelegramAPIRoot()
-			if c.Enabled && c.BotToken == "" {
-				continue // no bot token yet: not written (the Channel controller says why)
+			if tok != "" {
+				relayChannel(r.ChannelRelay, agent, &c, tok)
+			} else if c.Enabled {
+				continue // no token yet: not written (the Channel controller says why)
 			}
 		} else if !channelRenderable(ch, env) {
 			continue
@@ -246,7 +251,7 @@ func (r *Reconciler) configInputs(ctx context.Context, agent *agentsv1.Agent, en
 // channel (an unknown plugin, or a token reference the gateway cannot resolve, would break
 // it). A disabled channel is written disabled: the environment drops its tokens.
 func channelRenderable(ch *agentsv1.Channel, env map[string]string) bool {
-	if controllers.ChannelPlugin(ch.Spec.Type) != "" && !meta.IsStatusConditionTrue(ch.Status.Conditions, agentsv1.ChannelPluginInstalled) {
+	if !pluginReady(ch) {
 		return false
 	}
 	if !ch.IsEnabled() {
@@ -259,6 +264,11 @@ func channelRenderable(ch *agentsv1.Channel, env map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// pluginReady: the channel's type needs no external plugin, or it is installed.
+func pluginReady(ch *agentsv1.Channel) bool {
+	return controllers.ChannelPlugin(ch.Spec.Type) == "" || meta.IsStatusConditionTrue(ch.Status.Conditions, agentsv1.ChannelPluginInstalled)
 }
 
 func renderedMessage(in configInputs) string {

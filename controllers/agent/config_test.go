@@ -155,9 +155,14 @@ func TestSyncConfigAfterLostStatusWrite(t *testing.T) {
 	}
 }
 
-type relayRoot string
+// testChannelRelay is the platform's relay on loopback (slack: it routes Slack too).
+type testChannelRelay struct{ slack bool }
 
-func (r relayRoot) TelegramAPIRoot() string { return string(r) }
+func (testChannelRelay) TelegramAPIRoot() string { return "http://127.0.0.1:8080/relay/telegram" }
+
+func (r testChannelRelay) SlackRelay() (string, string, bool) {
+	return "http://127.0.0.1:8080/relay/slack/api/", "ws://127.0.0.1:8080/relay/slack/gateway", r.slack
+}
 
 // TestSyncConfigRelaysTelegram: with the platform's channel relay, the telegram channel is
 // written with the relay's API root and the agent's relay token of the bot (derived from the
@@ -180,7 +185,7 @@ func TestSyncConfigRelaysTelegram(t *testing.T) {
 			WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
 				return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
 			}).Build()
-		relay := relayRoot("http://127.0.0.1:8080/relay/telegram")
+		relay := testChannelRelay{}
 		rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
 		r := &Reconciler{Client: c, APIReader: c, Runtime: rt, Engine: openclaw.New(), ChannelRelay: relay}
 		agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
@@ -207,7 +212,7 @@ func TestSyncConfigRelaysTelegram(t *testing.T) {
 			}
 			return cfg.Channels["telegram"]
 		}
-		if tg := telegram(); tg["apiRoot"] != string(relay) || tg["botToken"] != auth.NewTelegramRelayToken("123456789", "ws", "a1", "gw-token") || bytes.Contains(rt.file, []byte(bot)) {
+		if tg := telegram(); tg["apiRoot"] != relay.TelegramAPIRoot() || tg["botToken"] != auth.NewTelegramRelayToken("123456789", "ws", "a1", "gw-token") || bytes.Contains(rt.file, []byte(bot)) {
 			t.Fatalf("the relayed channel: %s", rt.file)
 		}
 		if _, err := r.syncConfig(context.Background(), agent, env, "rotated"); err != nil {
@@ -232,5 +237,90 @@ func TestSyncConfigRelaysTelegram(t *testing.T) {
 		if telegram()["botToken"] != auth.NewTelegramRelayToken("0", "ws", "a1", "rotated") {
 			t.Errorf("a token without a bot id: %s", rt.file)
 		}
+	}
+}
+
+// TestSyncConfigRelaysSlack: where the relay routes Slack, the slack channel is written in the
+// engine's relay mode (the relay's websocket, the agent's Slack relay token), the environment
+// gets the relay's Web API origin and neither of the app's tokens; until its plugin is
+// installed, or while it lacks its app token, it is not written; where the relay cannot route
+// Slack, the channel keeps Socket Mode with its tokens in the environment.
+func TestSyncConfigRelaysSlack(t *testing.T) {
+	const bot, app = "xoxb-real-bot", "xapp-real-app"
+	ch := &agentsv1.Channel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-slack", Generation: 1},
+		Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelSlack,
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}, AppTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "app"}},
+		Status: agentsv1.ChannelStatus{Conditions: []metav1.Condition{{Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: "Installed"}}},
+	}
+	for _, c := range []struct {
+		name      string
+		relay     testChannelRelay
+		installed bool
+		tokens    map[string][]byte
+		want      string // channels.slack.mode ("" : not written)
+	}{
+		{"relayed", testChannelRelay{slack: true}, true, map[string][]byte{"bot": []byte(bot), "app": []byte(app)}, "relay"},
+		{"plugin not installed", testChannelRelay{slack: true}, false, map[string][]byte{"bot": []byte(bot), "app": []byte(app)}, ""},
+		{"no app token", testChannelRelay{slack: true}, true, map[string][]byte{"bot": []byte(bot)}, ""},
+		{"not relayed", testChannelRelay{}, true, map[string][]byte{"bot": []byte(bot), "app": []byte(app)}, "socket"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			chc := ch.DeepCopy()
+			if !c.installed {
+				chc.Status.Conditions = nil
+			}
+			c1 := fake.NewClientBuilder().WithScheme(scheme.New()).
+				WithObjects(chc, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "t"}, Data: c.tokens}).
+				WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+					return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+				}).Build()
+			rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
+			r := &Reconciler{Client: c1, APIReader: c1, Runtime: rt, Engine: openclaw.New(), ChannelRelay: c.relay}
+			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
+			env := map[string]string{}
+			if err := (&SecretEnv{Client: c1, APIReader: c1, ChannelRelay: c.relay, Engine: openclaw.New()}).addChannelEnv(context.Background(), agent, env); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
+				t.Fatal(err)
+			}
+			var cfg struct {
+				Channels map[string]map[string]any `json:"channels"`
+			}
+			if err := json.Unmarshal(rt.file, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			sl := cfg.Channels["slack"]
+			if got, _ := sl["mode"].(string); got != c.want {
+				t.Fatalf("mode %q, want %q: %s", got, c.want, rt.file)
+			}
+			api, socket, _ := c.relay.SlackRelay()
+			switch c.want {
+			case "relay":
+				tok := auth.NewSlackRelayToken("ws", "a1", "gw-token")
+				relay, _ := sl["relay"].(map[string]any)
+				if sl["botToken"] != tok || relay["url"] != socket || relay["authToken"] != tok || relay["gatewayId"] != "ws/a1" || sl["appToken"] != nil {
+					t.Fatalf("the relayed channel: %s", rt.file)
+				}
+				if len(env) != 1 || env[openclaw.SlackAPIURLEnv] != api {
+					t.Fatalf("the environment of a relayed slack channel: %v", env)
+				}
+			case "socket":
+				if env[controllers.EnvSlackBotToken] != bot || env[controllers.EnvSlackAppToken] != app || env[openclaw.SlackAPIURLEnv] != "" {
+					t.Fatalf("the environment of an unrelayed slack channel: %v", env)
+				}
+			}
+			if bytes.Contains(rt.file, []byte(bot)) || bytes.Contains(rt.file, []byte(app)) {
+				t.Fatalf("a token in the config: %s", rt.file)
+			}
+			if c.want == "relay" || c.want == "" {
+				for k, v := range env {
+					if v == bot || v == app {
+						t.Fatalf("a token in the environment: %s", k)
+					}
+				}
+			}
+		})
 	}
 }

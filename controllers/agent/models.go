@@ -29,27 +29,72 @@ type ModelProxy interface {
 type ChannelRelay interface {
 	// TelegramAPIRoot is the Bot API root agents reach the relay at.
 	TelegramAPIRoot() string
+	// SlackRelay is where agents reach the relay for Slack: the Web API origin and the relay
+	// websocket of the engine's relay mode. ok is false where the relay cannot route Slack
+	// (the engine's relay client takes a plain ws:// websocket on loopback only).
+	SlackRelay() (api, websocket string, ok bool)
 }
 
-// relayed reports whether the platform relays channels of type t (only telegram so far).
+// relayed reports whether the platform relays channels of type t.
 func relayed(r ChannelRelay, t agentsv1.ChannelType) bool {
-	return r != nil && t == agentsv1.ChannelTelegram
+	if r == nil {
+		return false
+	}
+	switch t {
+	case agentsv1.ChannelTelegram:
+		return true
+	case agentsv1.ChannelSlack:
+		_, _, ok := r.SlackRelay()
+		return ok
+	}
+	return false
 }
 
-// relayToken is the token agent's gateway uses for its relayed Telegram channel ch: the relay
-// token of the bot its token names, "" when the channel has no bot token.
+// relayToken is the token agent's gateway uses for its relayed channel ch: for Telegram the
+// relay token of the bot its token names, for Slack the agent's Slack relay token; "" while
+// the channel lacks a token the relay needs (Slack: the bot and the app token).
 func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel, gatewayToken string) (string, error) {
-	if ch.Spec.BotTokenRef == nil || gatewayToken == "" {
+	if gatewayToken == "" {
 		return "", nil
 	}
-	tok, err := channels.ReadSecretKey(ctx, r.apiReader(), ch.Namespace, ch.Spec.BotTokenRef)
-	if err != nil {
-		return "", fmt.Errorf("channel %s: %w", ch.Name, err)
+	refs := []*agentsv1.SecretKeyReference{ch.Spec.BotTokenRef}
+	if ch.Spec.Type == agentsv1.ChannelSlack {
+		refs = append(refs, ch.Spec.AppTokenRef)
 	}
-	if tok == "" {
-		return "", nil
+	toks := make([]string, len(refs))
+	for i, ref := range refs {
+		if ref == nil {
+			return "", nil
+		}
+		tok, err := channels.ReadSecretKey(ctx, r.apiReader(), ch.Namespace, ref)
+		if err != nil || tok == "" {
+			return "", wrapChannel(ch, err)
+		}
+		toks[i] = tok
 	}
-	return auth.NewTelegramRelayToken(auth.RelayBotID(tok), agent.Namespace, agent.Name, gatewayToken), nil
+	if ch.Spec.Type == agentsv1.ChannelSlack {
+		return auth.NewSlackRelayToken(agent.Namespace, agent.Name, gatewayToken), nil
+	}
+	return auth.NewTelegramRelayToken(auth.RelayBotID(toks[0]), agent.Namespace, agent.Name, gatewayToken), nil
+}
+
+// relayChannel points c, agent's channel, at the relay with its relay token tok.
+func relayChannel(relay ChannelRelay, agent *agentsv1.Agent, c *engine.Channel, tok string) {
+	c.BotToken = tok
+	switch c.Type {
+	case string(agentsv1.ChannelTelegram):
+		c.APIRoot = relay.TelegramAPIRoot()
+	case string(agentsv1.ChannelSlack):
+		c.APIRoot, c.RelayURL, _ = relay.SlackRelay()
+		c.GatewayID = agent.Namespace + "/" + agent.Name
+	}
+}
+
+func wrapChannel(ch *agentsv1.Channel, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("channel %s: %w", ch.Name, err)
 }
 
 // proxied reports whether sec's key stays in the model proxy instead of the agent.

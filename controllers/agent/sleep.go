@@ -181,17 +181,20 @@ func latest(ts ...time.Time) time.Time {
 // connected. Telegram keeps updates for the bot (about 24 h) and the engine fetches them from
 // its stored offset on start (deleteWebhook with drop_pending_updates false, verified in
 // openclaw 2026.9.6); with the channel relay on, its watch also wakes the agent for them
-// (internal/adapters/channelrelay). Slack's Socket Mode and Discord's gateway deliver only to
-// a connected client, and WhatsApp's web session is not verified, so those agents are not
-// idled.
-func losesMessagesAsleep(agent *agentsv1.Agent) bool {
+// (internal/adapters/channelrelay). A relayed Slack channel's events wait in the relay's
+// inbox, which wakes the agent. Slack's own Socket Mode and Discord's gateway deliver only to
+// a connected client; WhatsApp redelivers what arrived offline, but the engine's plugin drops
+// (and marks read) every message older than about a minute on a fresh start (openclaw
+// 2026.9.6's @openclaw/whatsapp), so those agents are not idled.
+func losesMessagesAsleep(agent *agentsv1.Agent, relay ChannelRelay) bool {
 	if agent.Status.Config == nil {
 		return false
 	}
 	for _, c := range agent.Status.Config.Channels {
-		if c.Type != agentsv1.ChannelTelegram && !c.Removal {
-			return true
+		if c.Removal || c.Type == agentsv1.ChannelTelegram || (c.Type == agentsv1.ChannelSlack && relayed(relay, c.Type)) {
+			continue
 		}
+		return true
 	}
 	return false
 }
@@ -222,7 +225,7 @@ func (r *Reconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Agent) 
 	if err != nil {
 		return false, 0, err
 	}
-	if idle > 0 && losesMessagesAsleep(agent) {
+	if idle > 0 && losesMessagesAsleep(agent, r.ChannelRelay) {
 		idle = 0 // never idled: it would miss its channel's messages (spec.suspended still applies)
 	}
 	now := r.Clock.Now()

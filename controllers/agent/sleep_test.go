@@ -86,19 +86,24 @@ func TestLosesMessagesAsleep(t *testing.T) {
 		}
 		return a
 	}
+	slackRelay := &testChannelRelay{slack: true}
 	for _, c := range []struct {
-		a    *agentsv1.Agent
-		want bool
+		a     *agentsv1.Agent
+		relay ChannelRelay
+		want  bool
 	}{
-		{&agentsv1.Agent{}, false},
-		{with(), false},
-		{with(agentsv1.ChannelTelegram), false},
-		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), true},
-		{with(agentsv1.ChannelDiscord), true},
-		{with(agentsv1.ChannelWhatsApp), true},
+		{&agentsv1.Agent{}, nil, false},
+		{with(), nil, false},
+		{with(agentsv1.ChannelTelegram), nil, false},
+		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), nil, true},
+		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), &testChannelRelay{}, true}, // a relay that cannot route slack
+		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), slackRelay, false},
+		{with(agentsv1.ChannelSlack, agentsv1.ChannelDiscord), slackRelay, true},
+		{with(agentsv1.ChannelDiscord), nil, true},
+		{with(agentsv1.ChannelWhatsApp), slackRelay, true},
 	} {
-		if got := losesMessagesAsleep(c.a); got != c.want {
-			t.Errorf("losesMessagesAsleep(%v) = %v, want %v", c.a.Status.Config, got, c.want)
+		if got := losesMessagesAsleep(c.a, c.relay); got != c.want {
+			t.Errorf("losesMessagesAsleep(%v, %v) = %v, want %v", c.a.Status.Config, c.relay, got, c.want)
 		}
 	}
 }

@@ -1,7 +1,9 @@
 package platform
 
 import (
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
@@ -9,34 +11,80 @@ import (
 )
 
 // ChannelRelayOptions configure the channel relay (internal/adapters/channelrelay): agents call
-// their Telegram bot through the platform, which keeps the bot's token and wakes a sleeping
-// agent when a message waits for it. It is served where the model proxy is (its base URL,
-// under /relay/), so it is off when the model proxy is.
+// their Telegram bot and Slack app through the platform, which keeps their tokens, holds the
+// Slack app's socket and wakes a sleeping agent when a message waits for it. It is served
+// where the model proxy is (its base URL, under /relay/), so it is off when the model proxy
+// is. Slack is relayed when Slack is set, and only where agents reach that base on loopback
+// (the local runtime): the engine's Slack relay client takes a plain websocket only there.
 type ChannelRelayOptions struct {
 	// Disabled hands the channels' tokens to the agents' environment: their gateways call
-	// Telegram themselves, and a sleeping agent's messages wait for its next start.
+	// Telegram and Slack themselves, and a sleeping agent's messages wait for its next start
+	// (Telegram) or would be lost (Slack, whose agents are then not idled).
 	Disabled bool
 	// TelegramAPI is the Bot API origin the relay and its watch call (default
 	// https://api.telegram.org; tests, self-hosted Bot API servers).
 	TelegramAPI string
+	// SlackAPI is the Web API origin the relay and its Socket Mode connections call (default
+	// https://slack.com/api/; tests).
+	SlackAPI string
+	// Slack relays Slack channels (off by default until the engine's relay mode is proven end
+	// to end on the real engine: docs/SECURITY.md, "Channel relay").
+	Slack bool
 }
 
 // relayRoutes tells the controllers where an agent reaches the relay.
-type relayRoutes struct{ base string }
+type relayRoutes struct {
+	base  string
+	slack bool
+}
 
 // TelegramAPIRoot implements agentctrl.ChannelRelay.
 func (r relayRoutes) TelegramAPIRoot() string { return r.base + "/relay/telegram" }
+
+// SlackRelay implements agentctrl.ChannelRelay: only a base on loopback.
+func (r relayRoutes) SlackRelay() (string, string, bool) {
+	u, err := url.Parse(r.base)
+	if !r.slack || err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
+		return "", "", false
+	}
+	return r.base + "/relay/slack/api/", "ws://" + u.Host + channelrelay.SlackGatewayPath, true
+}
+
+// loopback is what the engine's Slack relay client counts as local: localhost, ::1, 127/8.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // controllersChannelRelay is the relay as the controllers see it (nil: none).
 func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 	if p.modelBase == "" || p.opts.ChannelRelay.Disabled {
 		return nil
 	}
-	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/")}
+	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack}
 }
 
-// setupChannelWatch registers the watch that wakes sleeping agents for their messages (on the
-// leader, beside the controllers).
+// slackRelayed reports whether the relay routes Slack.
+func (p *Platform) slackRelayed() bool {
+	r := p.controllersChannelRelay()
+	if r == nil {
+		return false
+	}
+	_, _, ok := r.SlackRelay()
+	return ok
+}
+
+// relayAuthorizer reads relay tokens' agents and channels from the manager.
+func (p *Platform) relayAuthorizer() channelrelay.Authorizer {
+	return &channelrelay.ClusterAuthorizer{Cache: p.Manager.GetClient(), APIReader: p.Manager.GetAPIReader()}
+}
+
+// setupChannelWatch registers what wakes sleeping agents for their messages (on the leader,
+// beside the controllers): the Telegram watch, and the Slack ingress, which holds the Slack
+// apps' sockets.
 func (p *Platform) setupChannelWatch() error {
 	if p.controllersChannelRelay() == nil {
 		return nil
@@ -46,7 +94,17 @@ func (p *Platform) setupChannelWatch() error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), TelegramAPI: p.opts.ChannelRelay.TelegramAPI,
 		Recorder: eventRecorder(mgr, "agentplane-channel-relay"), Log: p.opts.Log.WithName("channelwatch"),
 	}
-	return p.channelWatch.SetupWithManager(mgr)
+	if err := p.channelWatch.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if !p.slackRelayed() {
+		return nil
+	}
+	p.slackRouter = &channelrelay.SlackRouter{Authorizer: p.relayAuthorizer(), Log: p.opts.Log.WithName("slackrouter")}
+	return (&channelrelay.SlackIngress{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Router: p.slackRouter, SlackAPI: p.opts.ChannelRelay.SlackAPI,
+		Recorder: eventRecorder(mgr, "agentplane-channel-relay"), Log: p.opts.Log.WithName("slackingress"),
+	}).SetupWithManager(mgr)
 }
 
 // setupChannelRelay builds the relay the facade serves (nil: off).
@@ -54,10 +112,11 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 	if p.controllersChannelRelay() == nil {
 		return nil, nil
 	}
-	mgr := p.Manager
 	return channelrelay.New(channelrelay.Options{
-		Authorizer:  &channelrelay.ClusterAuthorizer{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader()},
+		Authorizer:  p.relayAuthorizer(),
 		TelegramAPI: p.opts.ChannelRelay.TelegramAPI,
+		SlackAPI:    p.opts.ChannelRelay.SlackAPI,
+		Slack:       p.slackRouter,
 		Log:         p.opts.Log.WithName("channelrelay"),
 		Polled: func(agent channelrelay.AgentKey) {
 			if p.channelWatch != nil { // this replica runs the watch

@@ -119,6 +119,8 @@ type Platform struct {
 	modelBase string
 	// channelWatch wakes sleeping agents for their messages (nil: not on this replica).
 	channelWatch *channelrelay.Watch
+	// slackRouter keeps relayed Slack agents' inboxes (nil: Slack not relayed here).
+	slackRouter *channelrelay.SlackRouter
 	// facade is where local agents reach the REST facade on this host's loopback (their
 	// platform tokens; "": none), the facade's own listener.
 	facade   string

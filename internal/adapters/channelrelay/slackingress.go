@@ -226,7 +226,7 @@ func (s *SlackIngress) serve(ctx context.Context, agent types.NamespacedName, sm
 		case evt := <-sm.Events:
 			switch evt.Type {
 			case socketmode.EventTypeInvalidAuth:
-				return errors.New("Slack refused the app token")
+				return errors.New("the app token is refused by Slack")
 			case socketmode.EventTypeEventsAPI:
 				s.handle(ctx, agent, sm, evt.Request)
 			case socketmode.EventTypeSlashCommand, socketmode.EventTypeInteractive:
