@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -44,15 +43,7 @@ type SlackIngress struct {
 	// Retry is the first wait after a connection that failed (it doubles up to a minute).
 	Retry time.Duration
 
-	mu      sync.Mutex
-	sockets map[types.NamespacedName]*slackSocket
-	base    context.Context
-	wg      sync.WaitGroup
-}
-
-type slackSocket struct {
-	toks   channels.Tokens
-	cancel context.CancelFunc
+	sockets loops[channels.Tokens]
 }
 
 // SetupWithManager runs the ingress as a controller of Agents (their Channels reconcile them
@@ -87,23 +78,12 @@ func (s *SlackIngress) init() {
 	if s.Retry <= 0 {
 		s.Retry = 2 * time.Second
 	}
-	s.sockets = map[types.NamespacedName]*slackSocket{}
 }
 
 // Start implements manager.Runnable: the connections live until ctx ends, then Start ends
 // them, waits for them and closes the router's gateway connections.
 func (s *SlackIngress) Start(ctx context.Context) error {
-	s.mu.Lock()
-	s.base = ctx
-	s.mu.Unlock()
-	<-ctx.Done()
-	s.mu.Lock()
-	for key, sk := range s.sockets {
-		sk.cancel()
-		delete(s.sockets, key)
-	}
-	s.mu.Unlock()
-	s.wg.Wait()
+	s.sockets.run(ctx)
 	s.Router.Close()
 	return nil
 }
@@ -126,7 +106,8 @@ func (s *SlackIngress) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 		s.stop(req.NamespacedName, ch == nil)
 		return ctrl.Result{}, nil
 	}
-	s.start(req.NamespacedName, toks)
+	key := req.NamespacedName
+	s.sockets.start(key, toks, func(ctx context.Context) { s.run(ctx, key, toks) })
 	// An agent put to sleep before its gateway acked what waits for it, or whose wake failed,
 	// is woken here (and again, with backoff, until the wake is asked for).
 	if asleep(agent) && s.Router.Pending(req.NamespacedName) > 0 {
@@ -137,46 +118,12 @@ func (s *SlackIngress) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 }
 
 // Connected reports whether the ingress holds agent's Socket Mode connection (or tries to).
-func (s *SlackIngress) Connected(agent types.NamespacedName) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sockets[agent] != nil
-}
-
-func (s *SlackIngress) start(agent types.NamespacedName, toks channels.Tokens) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sk := s.sockets[agent]; sk != nil {
-		if sk.toks == toks {
-			return
-		}
-		sk.cancel()
-	}
-	base := s.base
-	if base == nil {
-		base = context.Background() // not run by a manager (tests call Reconcile)
-	}
-	if base.Err() != nil {
-		return
-	}
-	ctx, cancel := context.WithCancel(base)
-	s.sockets[agent] = &slackSocket{toks: toks, cancel: cancel}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.run(ctx, agent, toks)
-	}()
-}
+func (s *SlackIngress) Connected(agent types.NamespacedName) bool { return s.sockets.has(agent) }
 
 // stop ends agent's connection; drop also forgets its inbox (its channel is gone, not merely
 // without a token for now).
 func (s *SlackIngress) stop(agent types.NamespacedName, drop bool) {
-	s.mu.Lock()
-	if sk := s.sockets[agent]; sk != nil {
-		sk.cancel()
-		delete(s.sockets, agent)
-	}
-	s.mu.Unlock()
+	s.sockets.stop(agent)
 	if drop {
 		s.Router.Drop(agent)
 	}

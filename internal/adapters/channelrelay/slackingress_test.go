@@ -49,9 +49,7 @@ func newSlackIngress(t *testing.T, api string, objs ...client.Object) (*SlackIng
 	stopped := make(chan error)
 	go func() { stopped <- s.Start(ctx) }()
 	eventually(t, "the ingress to start", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.base != nil
+		return s.sockets.started()
 	})
 	t.Cleanup(func() {
 		cancel()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -56,17 +55,8 @@ type Watch struct {
 	// PollTimeout and Retry: DefaultPollTimeout and DefaultRetry when zero.
 	PollTimeout, Retry time.Duration
 
-	mu    sync.Mutex
-	polls map[types.NamespacedName]*watchPoll
+	polls loops[string] // by bot token
 	http  *http.Client
-	// base ends every poll when the manager stops (Start); nil before.
-	base context.Context
-	wg   sync.WaitGroup
-}
-
-type watchPoll struct {
-	token  string
-	cancel context.CancelFunc
 }
 
 // SetupWithManager runs the watch as a controller of Agents (their Channels wake it too), and
@@ -106,24 +96,13 @@ func (w *Watch) init() {
 	if w.Retry <= 0 {
 		w.Retry = DefaultRetry
 	}
-	w.polls = map[types.NamespacedName]*watchPoll{}
 	w.http = &http.Client{Transport: w.Transport, Timeout: w.PollTimeout + 30*time.Second}
 }
 
 // Start implements manager.Runnable: the polls live until ctx ends, then Start stops them and
 // waits for them.
 func (w *Watch) Start(ctx context.Context) error {
-	w.mu.Lock()
-	w.base = ctx
-	w.mu.Unlock()
-	<-ctx.Done()
-	w.mu.Lock()
-	for key, p := range w.polls {
-		p.cancel()
-		delete(w.polls, key)
-	}
-	w.mu.Unlock()
-	w.wg.Wait()
+	w.polls.run(ctx)
 	return nil
 }
 
@@ -149,7 +128,8 @@ func (w *Watch) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 		w.stop(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	w.start(req.NamespacedName, tok)
+	key := req.NamespacedName
+	w.polls.start(key, tok, func(ctx context.Context) { w.run(ctx, key, tok) })
 	return ctrl.Result{}, nil
 }
 
@@ -157,11 +137,9 @@ func (w *Watch) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, e
 func (w *Watch) Polled(agent types.NamespacedName) { w.stop(agent) }
 
 // Polling reports whether the watch polls the bot of agent now.
-func (w *Watch) Polling(agent types.NamespacedName) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.polls[agent] != nil
-}
+func (w *Watch) Polling(agent types.NamespacedName) bool { return w.polls.has(agent) }
+
+func (w *Watch) stop(agent types.NamespacedName) { w.polls.stop(agent) }
 
 // asleep: the agent sleeps (not stopped, not being deleted) and no wake is pending.
 func asleep(a *agentsv1.Agent) bool {
@@ -171,51 +149,6 @@ func asleep(a *agentsv1.Agent) bool {
 	}
 	wake := a.Spec.WakeRequestedAt
 	return wake == nil || !wake.After(c.LastTransitionTime.Time)
-}
-
-func (w *Watch) start(agent types.NamespacedName, token string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p := w.polls[agent]; p != nil {
-		if p.token == token {
-			return
-		}
-		p.cancel()
-	}
-	base := w.base
-	if base == nil {
-		base = context.Background() // not run by a manager (tests call Reconcile)
-	}
-	if base.Err() != nil {
-		return // the manager stops
-	}
-	ctx, cancel := context.WithCancel(base)
-	p := &watchPoll{token: token, cancel: cancel}
-	w.polls[agent] = p
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		w.run(ctx, agent, p)
-	}()
-}
-
-func (w *Watch) stop(agent types.NamespacedName) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if p := w.polls[agent]; p != nil {
-		p.cancel()
-		delete(w.polls, agent)
-	}
-}
-
-// done forgets p once its loop ends by itself (a later poll of the agent may have replaced it).
-func (w *Watch) done(agent types.NamespacedName, p *watchPoll) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.polls[agent] == p {
-		p.cancel()
-		delete(w.polls, agent)
-	}
 }
 
 // stillAsleep reads the agent from the cache again before each poll: a poll must not race the
@@ -229,12 +162,11 @@ func (w *Watch) stillAsleep(ctx context.Context, key types.NamespacedName) bool 
 // errConflict: another client polls the bot.
 var errConflict = errors.New("another client polls the bot's updates")
 
-func (w *Watch) run(ctx context.Context, agent types.NamespacedName, p *watchPoll) {
-	defer w.done(agent, p)
+func (w *Watch) run(ctx context.Context, agent types.NamespacedName, token string) {
 	log := w.Log.WithValues("agent", agent.String())
 	wait := w.Retry
 	for ctx.Err() == nil && w.stillAsleep(ctx, agent) {
-		n, err := w.pending(ctx, p.token)
+		n, err := w.pending(ctx, token)
 		switch {
 		case ctx.Err() != nil:
 			return

@@ -150,9 +150,7 @@ func TestWatchStopsItsPollsWithTheManager(t *testing.T) {
 	started := make(chan error)
 	go func() { started <- w.Start(ctx) }()
 	eventually(t, "the watch to start", func() bool {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		return w.base != nil
+		return w.polls.started()
 	})
 	if _, err := w.Reconcile(context.Background(), ctrl.Request{NamespacedName: key("asleep")}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,105 @@
+package channelrelay
+
+import (
+	"context"
+	"sync"
+)
+
+// loops runs at most one background loop per agent, for one input (a token, a pair of
+// tokens): starting it again with the same input keeps it, with another replaces it. Every
+// loop ends when the manager stops (run), and none starts after.
+type loops[In comparable] struct {
+	mu      sync.Mutex
+	running map[AgentKey]*loop[In]
+	// base is run's context (nil before: loops started then live until stopped).
+	base context.Context
+	wg   sync.WaitGroup
+}
+
+type loop[In comparable] struct {
+	in     In
+	cancel context.CancelFunc
+}
+
+// run implements the manager's Runnable for its owner: the loops live until ctx ends, then run
+// ends them and waits for them.
+func (l *loops[In]) run(ctx context.Context) {
+	l.mu.Lock()
+	l.base = ctx
+	l.mu.Unlock()
+	<-ctx.Done()
+	l.mu.Lock()
+	for agent, lp := range l.running {
+		lp.cancel()
+		delete(l.running, agent)
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
+
+// started reports whether run has begun (tests wait for it).
+func (l *loops[In]) started() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.base != nil
+}
+
+// start runs fn for agent with in, unless it runs with in already; fn's loop is forgotten when
+// fn returns.
+func (l *loops[In]) start(agent AgentKey, in In, fn func(ctx context.Context)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running == nil {
+		l.running = map[AgentKey]*loop[In]{}
+	}
+	if lp := l.running[agent]; lp != nil {
+		if lp.in == in {
+			return
+		}
+		lp.cancel()
+	}
+	base := l.base
+	if base == nil {
+		base = context.Background() // not run by a manager (tests call Reconcile)
+	}
+	if base.Err() != nil {
+		return // the manager stops
+	}
+	ctx, cancel := context.WithCancel(base)
+	lp := &loop[In]{in: in, cancel: cancel}
+	l.running[agent] = lp
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer l.forget(agent, lp)
+		fn(ctx)
+	}()
+}
+
+// stop ends agent's loop.
+func (l *loops[In]) stop(agent AgentKey) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lp := l.running[agent]; lp != nil {
+		lp.cancel()
+		delete(l.running, agent)
+	}
+}
+
+// has reports whether agent's loop runs.
+func (l *loops[In]) has(agent AgentKey) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.running[agent] != nil
+}
+
+// forget drops lp once its loop ended by itself (a later loop of the agent may have replaced
+// it).
+func (l *loops[In]) forget(agent AgentKey, lp *loop[In]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running[agent] == lp {
+		lp.cancel()
+		delete(l.running, agent)
+	}
+}
