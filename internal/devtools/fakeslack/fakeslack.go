@@ -10,6 +10,7 @@
 package fakeslack
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -59,7 +60,7 @@ type Server struct {
 	mu       sync.Mutex
 	closed   bool
 	botToken string
-	changed  chan struct{} // closed and replaced on every change of the queue or connections
+	changed  chan struct{} // closed and replaced on every change: queue, connections, acks, calls, posts
 	tickets  map[string]bool
 	conns    []*sock     // open, in connection order
 	queue    []*envelope // not sent on an open connection, by seq
@@ -228,6 +229,25 @@ func (s *Server) Disconnect() {
 		c.wmu.Unlock()
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, "refresh_requested"), time.Now().Add(5*time.Second))
 		_ = c.ws.Close()
+	}
+}
+
+// Await returns once cond holds, checking it again after each change the fake sees (a
+// connection, an ack, a call, a post), or ctx's error when ctx ends first. cond may call the
+// Server's methods.
+func (s *Server) Await(ctx context.Context, cond func() bool) error {
+	for {
+		s.mu.Lock()
+		changed := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 
@@ -419,6 +439,7 @@ func (s *Server) api(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls[method]++
 	want := s.botToken
+	s.notify()
 	s.mu.Unlock()
 	switch method {
 	case "apps.connections.open":
@@ -502,6 +523,7 @@ func (s *Server) chat(w http.ResponseWriter, method string, p url.Values) {
 		s.mu.Lock()
 		post := Post{Channel: ch, Text: p.Get("text"), TS: s.nextTS(), ThreadTS: p.Get("thread_ts")}
 		s.posts = append(s.posts, post)
+		s.notify()
 		s.mu.Unlock()
 		reply(w, map[string]any{"ok": true, "channel": ch, "ts": post.TS, "message": s.message(post)})
 	case "chat.update", "chat.delete":
@@ -516,6 +538,7 @@ func (s *Server) chat(w http.ResponseWriter, method string, p url.Values) {
 				s.posts[i].Deleted = true
 			}
 			post = s.posts[i]
+			s.notify()
 		}
 		s.mu.Unlock()
 		switch {

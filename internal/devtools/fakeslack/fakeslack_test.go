@@ -95,14 +95,13 @@ func (c *client) hello(t *testing.T) {
 	}
 }
 
-// eventually waits until cond holds.
-func eventually(t *testing.T, what string, cond func() bool) {
+// eventually waits until cond, a condition on s, holds (s.Await: checked on each change).
+func eventually(t *testing.T, s *Server, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("never %s", what)
-		}
-		time.Sleep(time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := s.Await(ctx, cond); err != nil {
+		t.Fatalf("never %s: %v", what, err)
 	}
 }
 
@@ -128,7 +127,7 @@ func TestSocketMode(t *testing.T) {
 	if e := c.next(t).ev; e.Text != "after" || e.TimeStamp != ts2 || ts2 <= ts1 {
 		t.Fatalf("second event: %+v (first ts %s)", e, ts1)
 	}
-	eventually(t, "both acked", func() bool { return s.Unacked() == 0 && s.Acked() == 2 })
+	eventually(t, s, "both acked", func() bool { return s.Unacked() == 0 && s.Acked() == 2 })
 }
 
 // An envelope not acked when its connection closes comes again, as a retry, on the next one.
@@ -148,7 +147,7 @@ func TestRedeliveryAfterDisconnect(t *testing.T) {
 	if again.req.EnvelopeID != first.req.EnvelopeID || again.req.RetryAttempt != 1 || again.req.RetryReason == "" || again.ev.Text != "once more" {
 		t.Fatalf("redelivery: %+v %+v", again.req, again.ev)
 	}
-	eventually(t, "the retry acked", func() bool { return s.Unacked() == 0 && s.Acked() == 1 })
+	eventually(t, s, "the retry acked", func() bool { return s.Unacked() == 0 && s.Acked() == 1 })
 	if n := s.Connections(); n != 1 {
 		t.Fatalf("%d connections", n)
 	}
