@@ -93,32 +93,18 @@ const (
 	slackRelayPrefix = "xoxb-agentplane."
 )
 
+// slackRelayCred is the Slack relay token's form.
+var slackRelayCred = agentCredential{prefix: slackRelayPrefix, label: slackRelayLabel}
+
 // NewSlackRelayToken derives the Slack relay token of agent namespace/name.
 func NewSlackRelayToken(namespace, name, gatewayToken string) string {
-	id := namespace + "/" + name
-	m := hmac.New(sha256.New, []byte(gatewayToken))
-	m.Write([]byte(slackRelayLabel))
-	m.Write([]byte(id))
-	return slackRelayPrefix + base64.RawURLEncoding.EncodeToString([]byte(id)) + "." +
-		base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	return slackRelayCred.derive(namespace, name, gatewayToken)
 }
 
 // ParseSlackRelayToken returns the agent a Slack relay token names (not yet verified).
 func ParseSlackRelayToken(tok string) (namespace, name string, ok bool) {
-	rest, found := strings.CutPrefix(tok, slackRelayPrefix)
-	if !found {
-		return "", "", false
-	}
-	enc, mac, found := strings.Cut(rest, ".")
-	if !found || len(mac) != relayMACLen {
-		return "", "", false
-	}
-	id, err := base64.RawURLEncoding.DecodeString(enc)
-	if err != nil {
-		return "", "", false
-	}
-	namespace, name, found = strings.Cut(string(id), "/")
-	if !found || namespace == "" || name == "" {
+	namespace, name, mac, ok := slackRelayCred.parse(tok)
+	if !ok || len(mac) != relayMACLen {
 		return "", "", false
 	}
 	return namespace, name, true
@@ -127,8 +113,5 @@ func ParseSlackRelayToken(tok string) (namespace, name string, ok bool) {
 // VerifySlackRelayToken reports whether tok is the current Slack relay token of
 // namespace/name under gatewayToken (constant time).
 func VerifySlackRelayToken(tok, namespace, name, gatewayToken string) bool {
-	if gatewayToken == "" {
-		return false
-	}
-	return hmac.Equal([]byte(tok), []byte(NewSlackRelayToken(namespace, name, gatewayToken)))
+	return slackRelayCred.verify(tok, namespace, name, gatewayToken)
 }
