@@ -3,7 +3,26 @@ package channelrelay
 import (
 	"context"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
+
+// agentsOfChannels reconciles the agent of each Channel of type t that changes (the relay's
+// controllers are controllers of Agents).
+func agentsOfChannels(t agentsv1.ChannelType) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		ch, ok := o.(*agentsv1.Channel)
+		if !ok || ch.Spec.AgentRef.Name == "" || ch.Spec.Type != t {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}}}
+	})
+}
 
 // loops runs at most one background loop per agent, for one input (a token, a pair of
 // tokens): starting it again with the same input keeps it, with another replaces it. Every

@@ -15,8 +15,6 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/rules/channels"
@@ -55,13 +53,7 @@ func (s *SlackIngress) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("slackingress").
 		For(&agentsv1.Agent{}).
-		Watches(&agentsv1.Channel{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			ch, ok := o.(*agentsv1.Channel)
-			if !ok || ch.Spec.AgentRef.Name == "" || ch.Spec.Type != agentsv1.ChannelSlack {
-				return nil
-			}
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}}}
-		})).
+		Watches(&agentsv1.Channel{}, agentsOfChannels(agentsv1.ChannelSlack)).
 		Complete(s)
 }
 
