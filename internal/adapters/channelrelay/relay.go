@@ -226,19 +226,27 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, g Grant, path 
 	r.opts.Log.V(1).Info("relayed", "channel", "telegram", "agent", g.Agent.String(), "method", req.PathValue("method"), "duration", time.Since(start).Round(time.Millisecond))
 }
 
-// upstreamError answers a request Telegram could not be asked. The transport's error names the
-// URL, which holds the real token: only its cause is logged.
+// upstreamError answers a request Telegram could not be asked.
 func (r *Relay) upstreamError(w http.ResponseWriter, req *http.Request, err error) {
+	if r.upstreamFailed(req, "Telegram", err) {
+		telegramError(w, http.StatusBadGateway, "Bad Gateway: Telegram did not answer the platform's relay")
+	}
+}
+
+// upstreamFailed logs why channel could not be asked, and reports whether the caller is still
+// there to be answered. The transport's error names the URL, which may hold the real token
+// (Telegram's): only its cause is logged.
+func (r *Relay) upstreamFailed(req *http.Request, channel string, err error) bool {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		err = uerr.Err
 	}
 	if req.Context().Err() != nil {
-		return // the gateway went away (a long poll cancelled)
+		return false // the gateway went away (a long poll cancelled)
 	}
 	g, _ := grantOf(req.Context())
-	r.opts.Log.Info("Telegram did not answer", "agent", g.Agent.String(), "error", err.Error())
-	telegramError(w, http.StatusBadGateway, "Bad Gateway: Telegram did not answer the platform's relay")
+	r.opts.Log.Info(channel+" did not answer", "agent", g.Agent.String(), "error", err.Error())
+	return true
 }
 
 // telegramError answers as the Bot API does.

@@ -117,16 +117,9 @@ func slackForm(req *http.Request) (url.Values, string, error) {
 // slackUpstreamError answers a call Slack could not be asked (the Web API's shape; a non-200
 // answer makes the SDK retry).
 func (r *Relay) slackUpstreamError(w http.ResponseWriter, req *http.Request, err error) {
-	var uerr *url.Error
-	if errors.As(err, &uerr) {
-		err = uerr.Err
+	if r.upstreamFailed(req, "Slack", err) {
+		slackError(w, http.StatusBadGateway, "relay_upstream_unavailable")
 	}
-	if req.Context().Err() != nil {
-		return
-	}
-	g, _ := grantOf(req.Context())
-	r.opts.Log.Info("Slack did not answer", "agent", g.Agent.String(), "error", err.Error())
-	slackError(w, http.StatusBadGateway, "relay_upstream_unavailable")
 }
 
 // slackError answers as the Web API does: {"ok":false,"error":code}.
