@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -52,7 +53,7 @@ func (s *SlackIngress) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("slackingress").
-		For(&agentsv1.Agent{}).
+		For(&agentsv1.Agent{}, builder.WithPredicates(sleepChanged())).
 		Watches(&agentsv1.Channel{}, agentsOfChannels(agentsv1.ChannelSlack)).
 		Complete(s)
 }

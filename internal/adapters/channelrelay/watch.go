@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -65,7 +66,7 @@ func (w *Watch) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).Named("channelrelay").
-		For(&agentsv1.Agent{}).
+		For(&agentsv1.Agent{}, builder.WithPredicates(sleepChanged())).
 		Watches(&agentsv1.Channel{}, agentsOfChannels(agentsv1.ChannelTelegram)).
 		Complete(w)
 }
