@@ -2,6 +2,7 @@ package modelproxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -58,7 +59,7 @@ func (p *Proxy) readAll(w http.ResponseWriter, r *http.Request, ex *exchange) ([
 		if n > p.maxBody {
 			return nil, &http.MaxBytesError{Limit: p.maxBody}
 		}
-		if err := p.bodies.Acquire(ctx, n); err != nil {
+		if err := p.acquireBody(ctx, n); err != nil {
 			return nil, err
 		}
 		ex.held = n
@@ -70,7 +71,7 @@ func (p *Proxy) readAll(w http.ResponseWriter, r *http.Request, ex *exchange) ([
 	var buf bytes.Buffer
 	for {
 		step := min(bodyStep, p.maxBody+1-ex.held)
-		if err := p.bodies.Acquire(ctx, step); err != nil {
+		if err := p.acquireBody(ctx, step); err != nil {
 			return nil, err
 		}
 		ex.held += step
@@ -82,4 +83,15 @@ func (p *Proxy) readAll(w http.ResponseWriter, r *http.Request, ex *exchange) ([
 			return nil, err
 		}
 	}
+}
+
+// acquireBody takes n bytes of the body budget, waiting for room if it has none; a request
+// waiting counts in the bodies-waiting gauge meanwhile.
+func (p *Proxy) acquireBody(ctx context.Context, n int64) error {
+	if p.bodies.TryAcquire(n) {
+		return nil
+	}
+	p.m.bodiesWaiting.Inc()
+	defer p.m.bodiesWaiting.Dec()
+	return p.bodies.Acquire(ctx, n)
 }

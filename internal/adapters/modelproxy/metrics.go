@@ -13,6 +13,8 @@ type metrics struct {
 	refusals *prometheus.CounterVec   // scope, kind
 	latency  *prometheus.HistogramVec // provider
 	streams  prometheus.Gauge
+	// bodiesWaiting counts the requests waiting for room in the body budget.
+	bodiesWaiting prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -38,6 +40,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "agentplane_modelproxy_active_streams",
 			Help: "Provider responses being relayed now.",
 		}),
+		bodiesWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "agentplane_modelproxy_bodies_waiting",
+			Help: "Requests waiting for room to read their body (the proxy's bound on bodies held at once).",
+		}),
 	}
 	if reg != nil {
 		// Several proxies in one process (replicas in a test) share the series.
@@ -55,6 +61,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.streams, err = register(reg, m.streams); err != nil {
+			return nil, err
+		}
+		if m.bodiesWaiting, err = register(reg, m.bodiesWaiting); err != nil {
 			return nil, err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // streamsToTheCap is a provider whose chat streams send one chunk, wait for release, then
@@ -272,7 +273,12 @@ func TestBodiesWaitForRoom(t *testing.T) {
 		res.Body.Close()
 		second <- res.StatusCode
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// The second request is waiting for room (the gauge says so) before anything is judged.
+	for deadline := time.Now().Add(time.Minute); testutil.ToFloat64(p.m.bodiesWaiting) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never waited for room")
+		}
+	}
 	if n := seen(); n != 1 {
 		t.Fatalf("%d requests forwarded while the first body held the room", n)
 	}
@@ -283,7 +289,7 @@ func TestBodiesWaitForRoom(t *testing.T) {
 	}
 	close(release)
 	_, _ = io.Copy(io.Discard, first.Body)
-	if code := <-second; code != 200 || seen() != 2 {
+	if code := <-second; code != 200 || seen() != 2 || testutil.ToFloat64(p.m.bodiesWaiting) != 0 {
 		t.Errorf("the waiting request: %d, %d forwarded", code, seen())
 	}
 }
