@@ -279,11 +279,39 @@ func TestRaceSecretDeleteVersusAttach(t *testing.T) {
 			}
 		}
 		check()
-		time.Sleep(500 * time.Millisecond) // nothing lands late
+		// Nothing lands late: once the controllers have acted on what the doors wrote (the
+		// agent's and the secret's status observed their generations), the state still holds.
+		if err := eventually(time.Minute, 20*time.Millisecond, func() error {
+			return reconciled(ws, agent, id)
+		}); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
 		check()
 		if attached > 0 {
 			expect(t, call(mainURL, "DELETE", "/v0/agents/"+agent+"/secrets/"+id, tok, nil), 200, "detach")
 			expect(t, call(mainURL, "DELETE", "/v0/secrets/"+id, tok, nil), 200, "delete after detach")
 		}
 	}
+}
+
+// reconciled tells whether the agent's controller has observed the agent's generation and,
+// when the secret still exists, the secret's controller the secret's.
+func reconciled(ws, agent, secret string) error {
+	a := &agentsv1.Agent{}
+	if err := k8s.Get(bg(), client.ObjectKey{Namespace: ws, Name: agent}, a); err != nil {
+		return err
+	}
+	if a.Status.ObservedGeneration != a.Generation {
+		return fmt.Errorf("agent %s: status observed generation %d of %d", agent, a.Status.ObservedGeneration, a.Generation)
+	}
+	sec := &agentsv1.AgentSecret{}
+	switch err := k8s.Get(bg(), client.ObjectKey{Namespace: ws, Name: secret}, sec); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case sec.Status.ObservedGeneration != sec.Generation:
+		return fmt.Errorf("secret %s: status observed generation %d of %d", secret, sec.Status.ObservedGeneration, sec.Generation)
+	}
+	return nil
 }
