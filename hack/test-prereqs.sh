@@ -4,8 +4,9 @@
 #   - the control plane's lane: kube-apiserver and etcd, then the real node's Kubernetes
 #     binaries and kwok (they reuse the Kubernetes packages kube-apiserver's build compiled);
 #   - the other lane: the engine and Node (npm), the sandbox's packages and CRIU, the node's
-#     packages, chromium (apt, one install at a time), helm, promtool, kube-router, gVisor,
-#     then the generated files' check, go vet and the linters (make lint).
+#     packages, chromium (apt, one install at a time), helm, promtool, kube-router, gVisor.
+# The generated files' check, go vet and the linters run in the tests' light lane
+# (hack/test-all.sh), beside the heavy tests and yielding the CPU to them.
 # Everything is built before any test starts. Built beside the tests instead, the node's
 # binaries got a small share of the CPU (with the kernel's autogroups each gateway's session
 # weighs as much as the whole build) and held the node tier back: on a fresh machine they took
@@ -19,7 +20,7 @@ start=$SECONDS
 "$make" --no-print-directory envtest-assets kube-binaries &
 kube=$!
 trap 'kill $kube 2>/dev/null' INT TERM
-"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor verify-generated vet lint
+"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor
 other=$?
 wait $kube
 kube_rc=$?
