@@ -1,10 +1,10 @@
 package controllers
 
 import (
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // What the Agent controller (which renders an agent's channels into its engine config and
@@ -47,13 +47,5 @@ func ChannelPlugin(t agentsv1.ChannelType) string {
 // ChannelChanged passes creations, deletions and updates that change the spec or start the
 // deletion; status writes do not pass.
 func ChannelChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			if e.ObjectOld == nil || e.ObjectNew == nil {
-				return true
-			}
-			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
-				(e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
-		},
-	}
+	return watchfilter.Updates(watchfilter.SpecOrDeletion)
 }

@@ -6,12 +6,10 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -20,6 +18,7 @@ import (
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/channels"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // addChannelEnv adds the tokens of agent's enabled Channels to env, read live from the
@@ -92,15 +91,7 @@ func tokensToAgent(_ context.Context, o client.Object) []reconcile.Request {
 // channelRenderInputChanged passes what controllers.ChannelChanged passes and a change of the
 // PluginInstalled condition (a channel with an external plugin is rendered once it is in).
 func channelRenderInputChanged() predicate.Predicate {
-	return predicate.Or(controllers.ChannelChanged(), predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*agentsv1.Channel)
-			n, ok2 := e.ObjectNew.(*agentsv1.Channel)
-			return ok1 && ok2 && meta.IsStatusConditionTrue(o.Status.Conditions, agentsv1.ChannelPluginInstalled) !=
-				meta.IsStatusConditionTrue(n.Status.Conditions, agentsv1.ChannelPluginInstalled)
-		},
-	})
+	return predicate.Or(controllers.ChannelChanged(), watchfilter.OnlyUpdates(func(o, n *agentsv1.Channel) bool {
+		return watchfilter.ConditionFlipped(o.Status.Conditions, n.Status.Conditions, agentsv1.ChannelPluginInstalled)
+	}))
 }

@@ -13,15 +13,14 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // Defaults of SleepOptions.
@@ -422,17 +421,9 @@ func ptrTime(t time.Time) *metav1.Time {
 // watchIdlePolicy wakes the workspace's agents when its default idle policy or runtime class
 // changes (rare edits; nothing else of a Workspace concerns its agents' passes).
 func (r *Reconciler) watchIdlePolicy(b *ctrl.Builder) *ctrl.Builder {
-	changed := predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*agentsv1.Workspace)
-			n, ok2 := e.ObjectNew.(*agentsv1.Workspace)
-			return ok1 && ok2 && (!equality.Semantic.DeepEqual(o.Spec.IdleAfter, n.Spec.IdleAfter) ||
-				o.Spec.RuntimeClassName != n.Spec.RuntimeClassName)
-		},
-	}
+	changed := watchfilter.OnlyUpdates(func(o, n *agentsv1.Workspace) bool {
+		return !equality.Semantic.DeepEqual(o.Spec.IdleAfter, n.Spec.IdleAfter) || o.Spec.RuntimeClassName != n.Spec.RuntimeClassName
+	})
 	return b.Watches(&agentsv1.Workspace{}, handler.EnqueueRequestsFromMapFunc(r.workspaceAgents), builder.WithPredicates(changed))
 }
 

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -32,6 +31,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/channels"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // Requeue intervals of the Channel controller.
@@ -437,17 +437,9 @@ func tokensToChannel(_ context.Context, o client.Object) []reconcile.Request {
 // agentRenderChanged passes agent creations, deletions, phase changes, deletion starts and
 // renders of the engine config (status.config, the ConfigApplied condition).
 func agentRenderChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*agentsv1.Agent)
-			n, ok2 := e.ObjectNew.(*agentsv1.Agent)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return o.Status.Phase != n.Status.Phase || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-				!equality.Semantic.DeepEqual(o.Status.Config, n.Status.Config) ||
-				!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, agentsv1.AgentConfigApplied),
-					meta.FindStatusCondition(n.Status.Conditions, agentsv1.AgentConfigApplied))
-		},
-	}
+	return watchfilter.Updates(func(o, n *agentsv1.Agent) bool {
+		return o.Status.Phase != n.Status.Phase || watchfilter.DeletionStarted(o, n) ||
+			!equality.Semantic.DeepEqual(o.Status.Config, n.Status.Config) ||
+			watchfilter.ConditionChanged(o.Status.Conditions, n.Status.Conditions, agentsv1.AgentConfigApplied)
+	})
 }

@@ -18,15 +18,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // Finalizer lets the controller release the host claim, the route and the agent's
@@ -275,13 +274,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, extra ...func(*ctrl.Buil
 
 // agentChangedForDomains lets through agents created or deleted, spec changes, and freed
 // domain slots (a domain waiting for one then proceeds at once).
-var agentChangedForDomains = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		oldA, okOld := e.ObjectOld.(*agentsv1.Agent)
-		newA, okNew := e.ObjectNew.(*agentsv1.Agent)
-		if !okOld || !okNew {
-			return false
-		}
-		return oldA.Generation != newA.Generation || len(newA.Status.DomainReservations) < len(oldA.Status.DomainReservations)
-	},
-}
+var agentChangedForDomains = watchfilter.Updates(func(o, n *agentsv1.Agent) bool {
+	return o.Generation != n.Generation || len(n.Status.DomainReservations) < len(o.Status.DomainReservations)
+})

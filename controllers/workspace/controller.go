@@ -27,6 +27,7 @@ import (
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/rules/quota"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // Workspace phases.
@@ -271,20 +272,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&agentsv1.Workspace{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&corev1.Namespace{}).
 		Watches(&agentsv1.Workspace{}, enqueueAfter(settleDelay, func(o client.Object) string { return o.GetName() }),
-			builder.WithPredicates(predicate.Funcs{
-				CreateFunc: func(event.CreateEvent) bool { return false },
-				DeleteFunc: func(event.DeleteEvent) bool { return false },
-				UpdateFunc: func(e event.UpdateEvent) bool {
-					o, n := e.ObjectOld.(*agentsv1.Workspace), e.ObjectNew.(*agentsv1.Workspace)
-					return !equality.Semantic.DeepEqual(o.Status.AgentSlots, n.Status.AgentSlots) ||
-						storagePendingChanged(&o.Status.Storage, &n.Status.Storage)
-				},
-			})).
+			builder.WithPredicates(watchfilter.OnlyUpdates(func(o, n *agentsv1.Workspace) bool {
+				return !equality.Semantic.DeepEqual(o.Status.AgentSlots, n.Status.AgentSlots) ||
+					storagePendingChanged(&o.Status.Storage, &n.Status.Storage)
+			}))).
 		Watches(&agentsv1.Agent{}, enqueueAfter(settleDelay, client.Object.GetNamespace),
-			builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				o, n := e.ObjectOld.(*agentsv1.Agent), e.ObjectNew.(*agentsv1.Agent)
+			builder.WithPredicates(watchfilter.Updates(func(o, n *agentsv1.Agent) bool {
 				return o.Status.HoldsSlot != n.Status.HoldsSlot || o.Annotations[agentsv1.AnnotationUploads] != n.Annotations[agentsv1.AnnotationUploads]
-			}})).
+			}))).
 		Named("workspace").
 		Complete(r)
 }

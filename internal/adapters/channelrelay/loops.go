@@ -4,34 +4,24 @@ import (
 	"context"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // sleepChanged passes the Agent updates the relay's controllers act on: its spec (stopped, a
 // wake asked for), its deletion, its Suspended condition. The status writes in between (usage,
 // rollouts, health) pass not, nor the live token reads their reconciles would make.
 func sleepChanged() predicate.Predicate {
-	return predicate.Funcs{
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			o, ok1 := e.ObjectOld.(*agentsv1.Agent)
-			n, ok2 := e.ObjectNew.(*agentsv1.Agent)
-			if !ok1 || !ok2 {
-				return true
-			}
-			return o.Generation != n.Generation || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) ||
-				!equality.Semantic.DeepEqual(meta.FindStatusCondition(o.Status.Conditions, agentsv1.ConditionSuspended),
-					meta.FindStatusCondition(n.Status.Conditions, agentsv1.ConditionSuspended))
-		},
-	}
+	return watchfilter.Updates(func(o, n *agentsv1.Agent) bool {
+		return watchfilter.SpecOrDeletion(o, n) ||
+			watchfilter.ConditionChanged(o.Status.Conditions, n.Status.Conditions, agentsv1.ConditionSuspended)
+	})
 }
 
 // agentsOfChannels reconciles the agent of each Channel of type t that changes (the relay's
