@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -99,22 +100,65 @@ func TestWorkspaceIsolation(t *testing.T) {
 	}
 }
 
-// settledSnapshot is snapshotOf(ns) once the workspace holds no slot in flight (a pending
-// slot settles when the workspace is quiet, seconds later) and two snapshots a second apart
-// agree (controllers are done with the workspace).
+// settledSnapshot is snapshotOf(ns) once the controllers are done with the workspace: every
+// object of it has observed its generation, it holds no agent slot in flight (a pending slot
+// settles once the workspace is quiet), and no controller has work queued or in hand.
 func settledSnapshot(t *testing.T, ns string) map[string]string {
 	t.Helper()
-	prev := snapshotOf(t, ns)
-	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(time.Second)
-		cur := snapshotOf(t, ns)
-		if maps.Equal(prev, cur) && slotsSettled(t, ns) {
-			return cur
+	var snap map[string]string
+	err := eventually(60*time.Second, 100*time.Millisecond, func() error {
+		if !slotsSettled(t, ns) {
+			return fmt.Errorf("workspace %s holds agent slots in flight", ns)
 		}
-		prev = cur
+		if busy := busyControllers(t); len(busy) > 0 {
+			return fmt.Errorf("controllers at work: %v", busy)
+		}
+		snap = snapshotOf(t, ns)
+		for k, v := range snap {
+			var o struct {
+				Metadata struct{ Generation int64 }
+				Status   *struct{ ObservedGeneration *int64 }
+			}
+			if json.Unmarshal([]byte(v), &o) == nil && o.Status != nil && o.Status.ObservedGeneration != nil &&
+				*o.Status.ObservedGeneration != o.Metadata.Generation {
+				return fmt.Errorf("%s observed generation %d of %d", k, *o.Status.ObservedGeneration, o.Metadata.Generation)
+			}
+		}
+		if busy := busyControllers(t); len(busy) > 0 {
+			return fmt.Errorf("controllers at work: %v", busy)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("workspace %s does not settle: %v", ns, err)
 	}
-	t.Fatalf("workspace %s does not settle", ns)
-	return nil
+	return snap
+}
+
+// busyControllers names the controllers with requests queued or being reconciled
+// (controller-runtime's workqueue_depth and controller_runtime_active_workers).
+func busyControllers(t *testing.T) []string {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var busy []string
+	for _, f := range families {
+		if f.GetName() != "workqueue_depth" && f.GetName() != "controller_runtime_active_workers" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetGauge().GetValue() > 0 {
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "name" || l.GetName() == "controller" {
+						busy = append(busy, f.GetName()+"{"+l.GetValue()+"}")
+					}
+				}
+			}
+		}
+	}
+	return busy
 }
 
 // slotsSettled tells whether workspace ns holds no pending or releasing agent slot.
