@@ -48,6 +48,9 @@ type RuntimeOptions struct {
 	// (local.Options.Templates); TemplateDir keeps the templates ("": under StateDir).
 	GatewayTemplates bool
 	TemplateDir      string
+	// Local: CAFile is a PEM file of further certificate authorities the agents trust
+	// (local.Options.CAFile).
+	CAFile string
 	// Kube: Versions the cluster may run (images must exist); Image is the image template;
 	// Init runs as PID 1 before the engine (kube.Options.Init); Probe is the exec probe
 	// command in the image (kube.Options.Probe).
@@ -118,7 +121,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
-			HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
+			CAFile: o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 		})
 		if err != nil {
 			return nil, err

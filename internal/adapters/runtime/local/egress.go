@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -172,13 +175,43 @@ func (e *egressProxy) allowed(a netip.Addr, port int, own []netip.Addr) bool {
 // (none without network namespaces). NO_PROXY keeps the loopback direct: the gateway itself
 // and the model proxy are there.
 func (r *Runtime) egressEnv() map[string]string {
+	env := map[string]string{}
+	if r.opts.CAFile != "" {
+		env["NODE_EXTRA_CA_CERTS"] = r.opts.CAFile
+	}
 	if !r.netns {
-		return nil
+		return env
 	}
 	u := "http://" + EgressProxyAddr
-	return map[string]string{
+	maps.Copy(env, map[string]string{
 		"HTTPS_PROXY": u, "HTTP_PROXY": u, "https_proxy": u, "http_proxy": u,
 		"NO_PROXY": "localhost,127.0.0.1,::1", "no_proxy": "localhost,127.0.0.1,::1",
 		"NODE_USE_ENV_PROXY": "1",
+	})
+	return env
+}
+
+// setupCAFile checks Options.CAFile (an absolute path to a readable, regular file) and shows
+// it read-only in every sandbox when the system dirs the sandboxes show do not hold it.
+func (r *Runtime) setupCAFile() error {
+	f := r.opts.CAFile
+	if f == "" {
+		return nil
 	}
+	if !filepath.IsAbs(f) {
+		return fmt.Errorf("the agents' CA file %q is not an absolute path", f)
+	}
+	f = filepath.Clean(f)
+	info, err := os.Stat(f)
+	if err != nil {
+		return fmt.Errorf("the agents' CA file: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("the agents' CA file %s is not a regular file", f)
+	}
+	r.opts.CAFile = f
+	if !within(f, "/etc") && !within(f, "/usr") {
+		r.opts.ReadOnlyPaths = append(r.opts.ReadOnlyPaths, f)
+	}
+	return nil
 }

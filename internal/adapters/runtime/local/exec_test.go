@@ -269,3 +269,49 @@ func treeOf(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// Options.CAFile: the agents' commands and gateways trust the CAs of an egress that
+// intercepts TLS (NODE_EXTRA_CA_CERTS), and read them in their sandbox; without it, the
+// engine's registry installs fail behind such an egress ("self-signed certificate in
+// certificate chain"). A relative path is refused at start.
+func TestCAFileReachesCommandsAndGateways(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "egress-ca.pem")
+	const pem = "-----BEGIN CERTIFICATE-----\nnot checked by the runtime\n-----END CERTIFICATE-----\n"
+	if err := os.WriteFile(ca, []byte(pem), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *local.Options) { o.CAFile = ca })
+	stoppedAgent(t, f, "ca", nil)
+	res, err := f.rt.Exec(context.Background(), newAgent("ca"), runtime.ExecRequest{
+		Argv: []string{"sh", "-c", `echo "$NODE_EXTRA_CA_CERTS"; cat "$NODE_EXTRA_CA_CERTS"`},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := ca + "\n" + pem; res.ExitCode != 0 || string(res.Stdout) != want {
+		t.Fatalf("a command's CA file: exit %d, %q (stderr %q), want %q", res.ExitCode, res.Stdout, res.Stderr, want)
+	}
+
+	a := newAgent("cagw")
+	waitPhase(t, f, a, desired("tok-cagw-000000000000"), runtime.PhaseRunning)
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(gatewayPID(t, f, a)) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains("\x00"+string(raw), "\x00NODE_EXTRA_CA_CERTS="+ca+"\x00") {
+		t.Errorf("the gateway's environment has no NODE_EXTRA_CA_CERTS=%s", ca)
+	}
+
+	cwd, _ := os.Getwd()
+	rel, err := filepath.Rel(cwd, ca) // names the file from here: only its form is wrong
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := local.New(local.Options{StateDir: t.TempDir(), Engine: f.opts.Engine, EngineDirs: f.opts.EngineDirs, CAFile: rel})
+	if err == nil {
+		_ = rt.Shutdown(context.Background())
+	}
+	if err == nil || !strings.Contains(err.Error(), "not an absolute path") {
+		t.Errorf("the relative CA file %s: %v, want it refused as not absolute", rel, err)
+	}
+}

@@ -132,6 +132,11 @@ type Options struct {
 	// that, when each gateway has a network namespace of its own (netns.go), its
 	// agent reaches at the same address inside it; nothing else of the host is reachable.
 	HostServices []string
+	// CAFile is a PEM file of certificate authorities the agents' Node trusts besides its own
+	// store (NODE_EXTRA_CA_CERTS in every gateway's and command's environment): the CA of an
+	// egress that intercepts TLS, without which the engine's registry installs (plugins,
+	// skills) fail. Every sandbox shows it read-only at its own path. Empty: Node's own only.
+	CAFile string
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
 	// by default (egress.go: it reaches the public internet only).
 	Egress []EgressRule

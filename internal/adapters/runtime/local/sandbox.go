@@ -511,6 +511,9 @@ func (r *Runtime) setupSandbox() error {
 			r.opts.ReadOnlyPaths = append(r.opts.ReadOnlyPaths, p)
 		}
 	}
+	if err := r.setupCAFile(); err != nil {
+		return err
+	}
 	switch mode {
 	case SandboxAuto, SandboxRequired:
 		sbx, err := newSandbox(context.Background())

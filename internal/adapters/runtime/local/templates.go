@@ -167,7 +167,7 @@ func (r *Runtime) templateKey(version, engineDir string) string {
 	var u unix.Utsname
 	_ = unix.Uname(&u)
 	fmt.Fprintln(h, unix.ByteSliceToString(u.Release[:]), unix.ByteSliceToString(u.Version[:]))
-	for _, p := range []string{r.ckpt.criu, r.reseed, engineBinary(engineDir)} {
+	for _, p := range []string{r.ckpt.criu, r.reseed, engineBinary(engineDir), r.opts.CAFile} { // Node reads its CAs at start
 		if st, err := os.Stat(p); err == nil {
 			fmt.Fprintln(h, p, st.Size(), st.ModTime().UnixNano())
 		}
