@@ -184,7 +184,7 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
 	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram and Slack tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
 	f.StringVar(&o.ChannelRelay.TelegramAPI, "telegram-api-url", channelrelay.DefaultTelegramAPI, "the Telegram Bot API origin the channel relay calls (a self-hosted Bot API server, tests)")
-	f.BoolVar(&o.ChannelRelay.Slack, "slack-relay", false, "relay Slack channels too (local runtime): the platform holds each Slack app's socket and wakes a sleeping agent for its messages; off by default until proven end to end on the real engine")
+	f.BoolVar(&o.ChannelRelay.Slack, "slack-relay", true, "relay Slack channels too (local runtime; the kube runtime never does): the platform holds each Slack app's socket, keeps both tokens out of the agent (which runs the engine's Slack relay mode) and wakes a sleeping agent for its messages; false hands the tokens to the agent, which then never sleeps while it has a Slack channel")
 	f.StringVar(&o.ChannelRelay.SlackAPI, "slack-api-url", channelrelay.DefaultSlackAPI, "the Slack Web API origin the channel relay calls (tests)")
 	addIsolationFlags(f, o)
 	addRateLimitFlags(f, o)

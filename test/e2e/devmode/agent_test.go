@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/devtools/fakeslack"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/test/e2e"
 )
@@ -23,8 +24,12 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Cleanup(llm.Close)
 	tg := faketelegram.New("123456789:AAe2e-bot-token-" + strconv.FormatInt(time.Now().UnixNano(), 36))
 	t.Cleanup(tg.Close)
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	slackBot, slackApp := "xoxb-e2e-bot-"+stamp, "xapp-e2e-app-"+stamp
+	sl := fakeslack.New(fakeslack.Options{BotToken: slackBot, AppToken: slackApp})
+	t.Cleanup(sl.Close)
 	p := e2e.StartDev(t, e2e.EngineDir(t), "--model-proxy-upstream", "anthropic="+llm.URL, "--usage-flush-interval", "1s",
-		"--telegram-api-url", tg.URL)
+		"--telegram-api-url", tg.URL, "--slack-api-url", sl.APIURL()) // Slack relayed by default
 
 	// Create: waits for provisioning and answers the running agent.
 	start := time.Now()
@@ -106,6 +111,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Run("provider keys stay in the model proxy", func(t *testing.T) { checkModelProxy(t, p, llm, id, endpoint) })
 
 	t.Run("telegram through the relay, asleep too", func(t *testing.T) { checkTelegram(t, p, tg, base) })
+	t.Run("slack through the relay, asleep too", func(t *testing.T) { checkSlack(t, p, sl, slackBot, slackApp, base) })
 
 	t.Run("restart and unknown version", func(t *testing.T) {
 		bad := p.Call("POST", base+"/restart", map[string]string{"version": "1999.1.1"})
