@@ -59,6 +59,17 @@ func sent(tg *faketelegram.Server) []map[string]any {
 	return out
 }
 
+// suspendGateway suspends the agent at base and returns once its gateway process ended.
+func suspendGateway(t *testing.T, p *e2e.Platform, base string) time.Time {
+	t.Helper()
+	pid := pidOf(t, p, strings.TrimPrefix(base, "/v0/agents/"))
+	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
+		t.Fatalf("suspended agent: %v", got)
+	}
+	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
+	return time.Now()
+}
+
 // checkTelegram connects the agent to a Telegram bot on the real engine, through the
 // platform's relay to a fake Bot API on loopback (p runs with --telegram-api-url tg.URL, and
 // the agent's model is the fake provider's: checkModelProxy): the config points the engine at
@@ -116,13 +127,7 @@ func checkTelegram(t *testing.T, p *e2e.Platform, tg *faketelegram.Server, base 
 	t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
 
 	// Asleep: the platform polls the bot for it and wakes it for the next message.
-	id := strings.TrimPrefix(base, "/v0/agents/")
-	pid := pidOf(t, p, id)
-	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
-		t.Fatalf("suspended agent: %v", got)
-	}
-	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
-	asleep := time.Now()
+	asleep := suspendGateway(t, p, base)
 	tg.SendText(user, "are you there?")
 	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return replies(tg, user) >= 2 })
 	t.Logf("a message to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))

@@ -67,13 +67,7 @@ func checkSlack(t *testing.T, p *e2e.Platform, sl *fakeslack.Server, bot, app, b
 	}
 
 	// Asleep: the platform keeps the socket and wakes the agent for the next DM.
-	id := strings.TrimPrefix(base, "/v0/agents/")
-	pid := pidOf(t, p, id)
-	if got := e2e.Must(t, p.Call("POST", base+"/suspend", nil), 200, "suspend").Obj("agent"); got["status"] != "suspended" {
-		t.Fatalf("suspended agent: %v", got)
-	}
-	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
-	asleep := time.Now()
+	asleep := suspendGateway(t, p, base)
 	sl.SendDM(user, "are you there?")
 	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return slackReplies(sl, user) >= 2 })
 	t.Logf("a DM to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))
