@@ -346,6 +346,29 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(rt.execs).To(Equal([]string{"plug-agent: plugins install @openclaw/discord"}))
 	})
 
+	It("waits, not fails, when the install finds the agent's gateway down, and installs once it answers", func() {
+		a := agentWithConfig("gwdown-agent")
+		tokenSecret("gwdown", a.Name, map[string]string{"bot": "discord-token-2"})
+		rt.set(func(m *memRuntime) {
+			m.execResult = runtime.ExecResult{ExitCode: 1, Stderr: []byte("Gateway not reachable at ws://127.0.0.1:18789 (ECONNREFUSED).\nStart it with `openclaw gateway run`\n")}
+		})
+		ch := newChannel("gwdown", a.Name, agentsv1.ChannelDiscord, func(c *agentsv1.Channel) { c.Spec.DMPolicy = "pairing" })
+		got := &agentsv1.Channel{}
+		Eventually(func() string {
+			Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
+			if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured); c != nil {
+				return string(c.Status) + "/" + c.Reason + ": " + c.Message
+			}
+			return ""
+		}, wait).Should(And(HavePrefix("Unknown/AgentNotReady: "), ContainSubstring("ECONNREFUSED")), "a setup request keeps waiting")
+		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelPluginInstalled)).To(BeNil(), "the plugin is not at fault")
+
+		rt.set(func(m *memRuntime) { m.execResult = runtime.ExecResult{} })
+		setDMPolicy(ch, "open") // any change reconciles it at once
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(channelsIn(a)).To(HaveKey("discord"))
+	})
+
 	It("reports a failed plugin install and leaves the channel out of the config", func() {
 		a := agentWithConfig("badplug-agent")
 		tokenSecret("badplug", a.Name, map[string]string{"bot": "xoxb-1", "app": "xapp-1"})

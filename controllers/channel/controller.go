@@ -118,17 +118,18 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Channel) 
 		}
 		if !installed && agent.Status.Phase != agentsv1.AgentRunning {
 			// The install fetches the plugin from the registry through the gateway's network
-			// (on the local runtime a command run while the gateway is down has none): it waits
-			// for the gateway, and the agent's next phase reconciles the channel (Unknown: a
-			// setup request keeps waiting for the verdict).
-			setConfigured(ch, metav1.ConditionUnknown, agentsv1.ReasonChannelAgentNotReady,
-				fmt.Sprintf("installing plugin %s waits for agent %s's gateway to run", controllers.ChannelPlugin(ch.Spec.Type), agent.Name))
-			return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
+			// (on the local runtime a command run while the gateway is down has none) and
+			// applies it through the gateway: it waits for the gateway.
+			return waitForGateway(ch, agent, "")
 		}
 		if !installed {
 			unlock := r.lockAgent(client.ObjectKeyFromObject(agent))
 			err = r.installPlugin(ctx, agent, ch.Spec.Type)
 			unlock()
+		}
+		if errors.Is(err, errGatewayUnreachable) {
+			// The cache saw the agent running, its gateway was not (a restart under way).
+			return waitForGateway(ch, agent, err.Error())
 		}
 		if err != nil {
 			return r.failed(ch, err)
@@ -180,6 +181,18 @@ func holds(list []agentsv1.RenderedChannel, ch *agentsv1.Channel) bool {
 	return slices.ContainsFunc(list, func(rc agentsv1.RenderedChannel) bool {
 		return rc.Type == ch.Spec.Type && rc.Name == ch.Name && rc.Generation >= ch.Generation && rc.Removal == removal
 	})
+}
+
+// waitForGateway leaves the plugin's install until agent's gateway runs: the agent's next phase
+// reconciles the channel, else a retry. Configured is Unknown, so a setup request keeps
+// waiting for the verdict; why (the last attempt's output) ends the message when there was one.
+func waitForGateway(ch *agentsv1.Channel, agent *agentsv1.Agent, why string) (ctrl.Result, error) {
+	msg := fmt.Sprintf("installing plugin %s waits for agent %s's gateway to run", controllers.ChannelPlugin(ch.Spec.Type), agent.Name)
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	setConfigured(ch, metav1.ConditionUnknown, agentsv1.ReasonChannelAgentNotReady, controllers.Truncate(msg))
+	return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
 }
 
 // failed records a failed plugin install on the PluginInstalled and Configured conditions

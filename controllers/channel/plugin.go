@@ -2,6 +2,7 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +14,11 @@ import (
 
 // defaultPluginTimeout bounds `openclaw plugins install` (an npm install, ~30 s).
 const defaultPluginTimeout = 5 * time.Minute
+
+// errGatewayUnreachable: the install could not apply the plugin through the agent's gateway,
+// which did not answer (it was restarting, for this very channel's tokens, say): the agent is
+// not ready yet, the plugin is not at fault.
+var errGatewayUnreachable = errors.New("the agent's gateway did not answer the plugin's install")
 
 // installPlugin runs `openclaw plugins install @openclaw/<type>@<engine version>` in the
 // agent's home: the channel plugins are released with the engine, one version each, and a
@@ -42,6 +48,9 @@ func (r *Reconciler) installPlugin(ctx context.Context, agent *agentsv1.Agent, t
 		return nil
 	case res.TimedOut:
 		return fmt.Errorf("openclaw plugins install %s timed out after %s", spec, timeout)
+	case strings.Contains(out, "Gateway not reachable"):
+		// With a local gateway running, the engine installs through it (docs/cli/plugins/install.md).
+		return fmt.Errorf("%w: %s", errGatewayUnreachable, lastLines(out, 3))
 	}
 	return fmt.Errorf("openclaw plugins install %s exited %d: %s", spec, res.ExitCode, lastLines(out, 6))
 }
