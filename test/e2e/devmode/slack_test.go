@@ -32,9 +32,11 @@ func slackReplies(sl *fakeslack.Server, user string) int {
 func checkSlack(t *testing.T, p *e2e.Platform, sl *fakeslack.Server, bot, app, base string) {
 	const user = "U0HUMAN"
 	start := time.Now()
-	r := e2e.Must(t, p.Call("POST", base+"/channels/slack", map[string]any{"botToken": bot, "appToken": app, "dmPolicy": "allowlist", "allowFrom": []string{user}}), 201, "slack setup")
-	if strings.Contains(r.Raw, bot) || strings.Contains(r.Raw, app) {
-		t.Fatalf("setup answer: %s", r.Raw)
+	// 201 once configured, or 202 when the setup's wait ended first (the plugin's install is a
+	// minute of npm, more on a loaded machine).
+	r := p.Call("POST", base+"/channels/slack", map[string]any{"botToken": bot, "appToken": app, "dmPolicy": "allowlist", "allowFrom": []string{user}})
+	if (r.Status != 201 && r.Status != 202) || strings.Contains(r.Raw, bot) || strings.Contains(r.Raw, app) {
+		t.Fatalf("slack setup: status %d, want 201 or 202 without a token: %s", r.Status, r.Raw)
 	}
 	e2e.Eventually(t, "the slack channel to be configured (its plugin installed from the registry)", func() bool {
 		got := p.Call("GET", base+"/channels", nil)
