@@ -171,9 +171,9 @@ func (e *egressProxy) allowed(a netip.Addr, port int, own []netip.Addr) bool {
 	return true
 }
 
-// egressEnv is the environment that names the egress proxy to a gateway and its commands
-// (none without network namespaces). NO_PROXY keeps the loopback direct: the gateway itself
-// and the model proxy are there.
+// egressEnv is the environment of a gateway's and its commands' way out: the CAs they trust
+// besides Node's own (Options.CAFile) and the egress proxy (none without network namespaces).
+// NO_PROXY keeps the loopback direct: the gateway itself and the model proxy are there.
 func (r *Runtime) egressEnv() map[string]string {
 	env := map[string]string{}
 	if r.opts.CAFile != "" {
