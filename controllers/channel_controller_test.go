@@ -125,7 +125,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		rt = &memRuntime{files: map[string][]byte{}}
 		mgr := newManager()
 		Expect((&channelctrl.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt,
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),

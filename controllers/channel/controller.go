@@ -28,6 +28,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/channels"
@@ -54,8 +55,10 @@ type Reconciler struct {
 	// APIReader reads live (token Secrets are not cached; agents confirmed gone).
 	APIReader client.Reader
 	Runtime   runtime.Runtime
-	Recorder  events.EventRecorder
-	// PluginTimeout bounds one plugin install (default 5 minutes).
+	// Engine builds the plugin install and reads its outcome.
+	Engine   engine.Engine
+	Recorder events.EventRecorder
+	// PluginTimeout bounds one plugin install (0: the engine's bound).
 	PluginTimeout time.Duration
 
 	// locks serialize plugin installs into one agent's home by several channels.
@@ -127,7 +130,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Channel) 
 			err = r.installPlugin(ctx, agent, ch.Spec.Type)
 			unlock()
 		}
-		if errors.Is(err, errGatewayUnreachable) {
+		if errors.Is(err, engine.ErrGatewayUnreachable) {
 			// The cache saw the agent running, its gateway was not (a restart under way).
 			return waitForGateway(ch, agent, err.Error())
 		}

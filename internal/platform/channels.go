@@ -2,6 +2,7 @@ package platform
 
 import (
 	channelctrl "github.com/agentplane/agentplane/controllers/channel"
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 )
 
 // setupChannels registers the Channel controller, which installs the channels' engine plugins
@@ -14,7 +15,7 @@ func (p *Platform) setupChannels() error {
 	}
 	mgr := p.Manager
 	return (&channelctrl.Reconciler{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: p.runtime, Engine: openclaw.New(),
 		Recorder: eventRecorder(mgr, "agentplane-channel"),
 	}).SetupWithManager(mgr)
 }

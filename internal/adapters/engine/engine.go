@@ -155,6 +155,10 @@ var (
 	ErrInvalidConfig = errors.New("invalid config")
 	// ErrInvalidInput: a Task or Channel handed to the engine is incomplete or malformed.
 	ErrInvalidInput = errors.New("invalid input")
+	// ErrGatewayUnreachable: the engine CLI applies its change through the agent's running
+	// gateway, which did not answer (it was restarting, say): the agent is not ready yet, the
+	// command is not at fault.
+	ErrGatewayUnreachable = errors.New("the agent's gateway did not answer the engine CLI")
 )
 
 // Engine is one agent engine (OpenClaw).
@@ -203,6 +207,11 @@ type Engine interface {
 	// Devices.
 	DevicesListCommand() Command
 	ParseDevices(stdout []byte, exitCode int) (Devices, error)
+	// Plugins. PluginInstallCommand installs the plugin package spec ("name@version") from
+	// the registry into the agent's home; ParsePluginInstall is nil once it is there (a
+	// plugin installed before included), ErrGatewayUnreachable, or ErrCLI.
+	PluginInstallCommand(spec string) Command
+	ParsePluginInstall(stdout, stderr []byte, exitCode int) error
 	// Version.
 	VersionCommand() Command
 	ParseVersion(stdout []byte) (string, error)
