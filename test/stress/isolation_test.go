@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
@@ -139,22 +138,11 @@ func settledSnapshot(t *testing.T, ns string) map[string]string {
 // (controller-runtime's workqueue_depth and controller_runtime_active_workers).
 func busyControllers(t *testing.T) []string {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var busy []string
-	for _, f := range families {
-		if f.GetName() != "workqueue_depth" && f.GetName() != "controller_runtime_active_workers" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if m.GetGauge().GetValue() > 0 {
-				for _, l := range m.GetLabel() {
-					if l.GetName() == "name" || l.GetName() == "controller" {
-						busy = append(busy, f.GetName()+"{"+l.GetValue()+"}")
-					}
-				}
+	for name, label := range map[string]string{"workqueue_depth": "name", "controller_runtime_active_workers": "controller"} {
+		for c, v := range metricByLabel(t, name, label) {
+			if v > 0 {
+				busy = append(busy, name+"{"+c+"}")
 			}
 		}
 	}
