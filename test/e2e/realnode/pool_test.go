@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,9 +22,9 @@ import (
 // kubelet and containerd, real gateway pods): 2 members in the workspace boot Ready; an agent
 // created through the facade adopts one (a Claimed event, the member's pod now the agent's,
 // its gateway takes the agent's token, a console exec runs in its workspace); the pool
-// refills; of two creates at once against one ready member one is claimed and the other
-// starts cold; the claimed agent keeps a file through suspend and resume; deleting it removes
-// its pod and volume; deleting the pool removes its members. It prints the figures.
+// refills; the claimed agent keeps a file through a restart, suspend and resume; deleting the
+// pool removes its members and keeps the agent; deleting the agent removes its pod and volume.
+// It prints the figures.
 func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 	k8s := p.KubeClient()
 	ctx := context.Background()
@@ -123,80 +122,34 @@ func checkGatewayPool(t *testing.T, p *e2e.Platform) {
 		t.Fatalf("kept.txt after resume: %q", out)
 	}
 
+	// Deleting the pool removes its members (garbage collection: they are owned by it) and
+	// leaves the agent that claimed one running in it. (Two creates racing for one member are
+	// the kube runtime's envtest TestPoolReservationRace: 20 agents against 5 members, two
+	// reservers; here a race would only add a cold gateway boot on the node.)
+	if err := k8s.Delete(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	e2e.Eventually(t, "the pool's members to go", func() bool {
+		var sets appsv1.StatefulSetList // the claimed member is the agent's, not the pool's
+		return k8s.List(ctx, &sets, client.InNamespace(ns), client.HasLabels{kube.LabelPool}) == nil && len(sets.Items) == 0 &&
+			len(memberPods(t, k8s, ns)) == 0
+	})
+	if g := p.Call("GET", base, nil); g.Status != 200 || g.Obj("agent")["status"] != "running" {
+		t.Errorf("agent %s after the pool's deletion: %s", id, g.Raw)
+	}
+	if out := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{"command": "cat kept.txt"}), 200, "exec after the pool's deletion").Str("stdout"); out != "pooled\n" {
+		t.Fatalf("kept.txt after the pool's deletion: %q", out)
+	}
+
 	// Deleting the agent removes its pod, StatefulSet and volume.
 	e2e.Must(t, p.Call("DELETE", base, nil), 200, "delete")
 	e2e.Eventually(t, "the adopted pod, StatefulSet and volume to go", func() bool {
 		return !exists(ctx, k8s, &corev1.Pod{}, ns, set+"-0") && !exists(ctx, k8s, &appsv1.StatefulSet{}, ns, set) &&
 			!exists(ctx, k8s, &corev1.PersistentVolumeClaim{}, ns, "home-"+set+"-0")
 	})
-
-	// Two creates at once against a pool scaled to one ready member: one is claimed, the
-	// other starts cold (the node has room for three gateways).
-	scale := client.MergeFrom(pool.DeepCopy())
-	pool.Spec.Replicas = 1
-	if err := k8s.Patch(ctx, pool, scale); err != nil {
-		t.Fatal(err)
-	}
-	waitKubePool(t, k8s, 1, 1)
-	var wg sync.WaitGroup
-	took := make([]time.Duration, 2)
-	ids := make([]string, 2)
-	for i := range ids {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			begin := time.Now()
-			r := p.Call("POST", "/v0/agents", map[string]any{"name": fmt.Sprintf("Concurrent %d", i)})
-			if r.Status != 201 {
-				t.Errorf("create %d: %d %s", i, r.Status, r.Raw)
-				return
-			}
-			ids[i] = r.Obj("agent")["id"].(string)
-			e2e.Eventually(t, ids[i]+" to run", func() bool {
-				g := p.Call("GET", "/v0/agents/"+ids[i], nil)
-				return g.Status == 200 && g.Obj("agent")["status"] == "running"
-			})
-			took[i] = time.Since(begin)
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
-	claimed, cold := 0, 0
-	var pooledTook, coldTook time.Duration
-	for i, id := range ids {
-		a := &agentsv1.Agent{}
-		if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, a); err != nil {
-			t.Fatal(err)
-		}
-		if a.Annotations[kube.AnnotationGatewaySet] != "" {
-			claimed, pooledTook = claimed+1, took[i]
-		} else {
-			cold, coldTook = cold+1, took[i]
-		}
-	}
-	if claimed != 1 || cold != 1 {
-		t.Errorf("of two creates against one member: %d claimed, %d cold", claimed, cold)
-	}
-
-	// Deleting the pool removes its members (garbage collection: they are owned by it).
-	if err := k8s.Delete(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	e2e.Eventually(t, "the pool's members to go", func() bool {
-		var sets appsv1.StatefulSetList
-		return k8s.List(ctx, &sets, client.InNamespace(ns), client.HasLabels{kube.LabelPool}) == nil && len(sets.Items) == 0 &&
-			len(memberPods(t, k8s, ns)) == 0
-	})
-	for _, id := range ids {
-		if g := p.Call("GET", "/v0/agents/"+id, nil); g.Status != 200 || g.Obj("agent")["status"] != "running" {
-			t.Errorf("agent %s after the pool's deletion: %s", id, g.Raw)
-		}
-	}
 	t.Logf("real node figures: pool of 2 members Ready %s after the GatewayPool's creation; "+
-		"create to running from the pool %s (first claim), %s (concurrent), cold %s (concurrent); refill to 2 Ready %s; restart of the claimed agent %s, its resume %s",
-		boot.Round(time.Millisecond), pooled.Round(time.Millisecond), pooledTook.Round(time.Millisecond), coldTook.Round(time.Millisecond),
+		"create to running from the pool %s; refill to 2 Ready %s; restart of the claimed agent %s, its resume %s",
+		boot.Round(time.Millisecond), pooled.Round(time.Millisecond),
 		refill.Round(time.Millisecond), restart.Round(time.Millisecond), resume.Round(time.Millisecond))
 }
 
