@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,6 +61,15 @@ func InstalledEngine(t testing.TB, env string, args ...string) string {
 	return dir
 }
 
+// DevLog is the file a dev platform writes its output into.
+type DevLog struct{ path string }
+
+// String is the output so far.
+func (l *DevLog) String() string {
+	b, _ := os.ReadFile(l.path)
+	return string(b)
+}
+
 // Platform is a running `agentplane dev`.
 type Platform struct {
 	t        testing.TB
@@ -67,9 +77,10 @@ type Platform struct {
 	StateDir string
 	URL      string
 	Token    string
-	Log      *bytes.Buffer
-	done     chan error
-	stopped  bool
+	// Log is dev's output (stdout and stderr).
+	Log     *DevLog
+	done    chan error
+	stopped bool
 }
 
 // built is the agentplane binary and probe a test binary builds once and its tests share
@@ -170,16 +181,40 @@ func Main(m *testing.M) int {
 func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	t.Helper()
 	bin, _ := BuildAgentplane(t)
-	p := &Platform{t: t, StateDir: t.TempDir(), Log: &bytes.Buffer{}, done: make(chan error, 1)}
+	p := &Platform{t: t, StateDir: t.TempDir(), Log: &DevLog{path: filepath.Join(t.TempDir(), "dev.log")}, done: make(chan error, 1)}
 	// The platforms of one test binary share the engines' compile caches (each engine is
 	// warmed once per package run, not once per platform: a warm-up is a gateway boot).
 	p.Cmd = exec.Command(bin, append([]string{"dev", "--state-dir", p.StateDir, "--control-plane-dir", kubeenv.AssetsDir(),
 		"--engine-dir", engine, "--api-addr", "127.0.0.1:0", "--compile-cache-dir", SharedCompileCacheDir(t), "--template-dir", SharedTemplateDir(t)}, args...)...)
-	p.Cmd.Stdout, p.Cmd.Stderr = p.Log, p.Log
-	if err := p.Cmd.Start(); err != nil {
+	// dev writes into a file, not a pipe: a dev that outlives a dead test binary (below)
+	// writes on (a broken pipe would end it mid-stop).
+	out, err := os.OpenFile(p.Log.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { p.done <- p.Cmd.Wait() }()
+	defer out.Close() // dev holds its own copy
+	p.Cmd.Stdout, p.Cmd.Stderr = out, out
+	// A test binary that dies (its -timeout's panic, a kill) interrupts dev, which then stops
+	// its gateways and control plane as on Ctrl-C; without it they would outlive the test.
+	// In a process group of its own, dev is not killed with the test's group (a terminal's
+	// Ctrl-C, a job's end) before that stop is done.
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGINT}
+	started := make(chan error, 1)
+	go func() {
+		// Pdeathsig follows the OS thread that forked dev, not the process: hold the thread
+		// while dev runs, so that no goroutine locking it and exiting ends the thread early.
+		goruntime.LockOSThread()
+		defer goruntime.UnlockOSThread()
+		if err := p.Cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.done <- p.Cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(p.Log.String(), 60))
@@ -192,7 +227,6 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 			<-p.done
 		}
 	})
-	var err error
 	if p.URL, p.Token, err = devenv.WaitEnvFile(p.StateDir, EventBound, p.done); err != nil {
 		t.Fatalf("%v\n%s", err, p.Log.String())
 	}

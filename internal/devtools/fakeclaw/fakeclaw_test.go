@@ -13,9 +13,17 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/devtools/fakeclaw/program"
 )
 
 var ident = engine.Identity{Name: "Robo", AgentProfile: agentsv1.AgentProfile{Description: "Writes reports", Vibe: "calm", Emoji: "🤖"}}
+
+// The double plays the release the platform pins (its program keeps a constant of its own).
+func TestPinsTheEnginesVersion(t *testing.T) {
+	if program.PinnedVersion != engine.PinnedVersion {
+		t.Fatalf("fakeclaw plays %s, the platform pins %s", program.PinnedVersion, engine.PinnedVersion)
+	}
+}
 
 func TestVersion(t *testing.T) {
 	a := newAgent(t)
