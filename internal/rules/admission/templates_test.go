@@ -169,7 +169,7 @@ func TestNeedsExpansion(t *testing.T) {
 			Spec:       agentsv1.AgentSpec{Template: "t"},
 		}, false},
 		{"ran before expansion was recorded", agentsv1.Agent{
-			Spec: agentsv1.AgentSpec{Template: "t"}, Status: agentsv1.AgentStatus{EngineVersion: "2026.9.6"},
+			Spec: agentsv1.AgentSpec{Template: "t"}, Status: agentsv1.AgentStatus{EngineVersion: engine.PinnedVersion},
 		}, false},
 		{"waiting for its template", agentsv1.Agent{
 			Spec: agentsv1.AgentSpec{Template: "t"},
@@ -187,7 +187,7 @@ func TestNeedsExpansion(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	offered := engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}}
+	offered := engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}}
 	for _, tc := range []struct {
 		name      string
 		versions  engine.Versions
@@ -195,7 +195,7 @@ func TestVersion(t *testing.T) {
 		want      string
 		invalid   bool
 	}{
-		{"unset runs the default", offered, "", "2026.9.6", false},
+		{"unset runs the default", offered, "", engine.PinnedVersion, false},
 		{"an offered version", offered, "2026.9.7", "2026.9.7", false},
 		{"a version not offered", offered, "2025.1.1", "2025.1.1", true},
 		{"a default that is not offered", engine.Versions{Default: "1.0.0"}, "", "1.0.0", true},

@@ -118,7 +118,7 @@ func TestRealEngine(t *testing.T) {
 	t.Run("version", func(t *testing.T) {
 		out, code := run(t, dir, t.TempDir(), e.VersionCommand())
 		v, err := e.ParseVersion(out)
-		if code != 0 || err != nil || v != "2026.9.6" {
+		if code != 0 || err != nil || v != engine.PinnedVersion {
 			t.Fatalf("version %q (exit %d, %v) from %q", v, code, err, out)
 		}
 	})

@@ -11,8 +11,8 @@ import (
 
 func TestPluginInstall(t *testing.T) {
 	e := New()
-	cmd := e.PluginInstallCommand("@openclaw/slack@2026.9.6")
-	if want := []string{"plugins", "install", "@openclaw/slack@2026.9.6"}; !reflect.DeepEqual(cmd.Args, want) || cmd.Timeout <= 0 {
+	cmd := e.PluginInstallCommand("@openclaw/slack@" + engine.PinnedVersion)
+	if want := []string{"plugins", "install", "@openclaw/slack@" + engine.PinnedVersion}; !reflect.DeepEqual(cmd.Args, want) || cmd.Timeout <= 0 {
 		t.Fatalf("PluginInstallCommand = %+v", cmd)
 	}
 	for _, tc := range []struct {
