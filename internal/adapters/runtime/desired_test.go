@@ -1,6 +1,10 @@
 package runtime
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/agentplane/agentplane/internal/adapters/engine"
+)
 
 // TestConfigHashIsStable pins the hash of a fixed desired state. The hash is stored on every
 // running gateway (the kube pod template's annotation, the local runtime's state): a new
@@ -21,7 +25,7 @@ func TestConfigHashIsStable(t *testing.T) {
 // engine reloads or a runtime applies elsewhere does not.
 func TestConfigHashFields(t *testing.T) {
 	base := func() Desired {
-		return Desired{EngineVersion: "2026.9.6", EnvSecret: "a1-env", Env: map[string]string{"K": "v"}, GatewayToken: "t"}
+		return Desired{EngineVersion: engine.PinnedVersion, EnvSecret: "a1-env", Env: map[string]string{"K": "v"}, GatewayToken: "t"}
 	}
 	for _, tc := range []struct {
 		name    string

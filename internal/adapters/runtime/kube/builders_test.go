@@ -36,7 +36,7 @@ func testAgent() *agentsv1.Agent {
 
 func testDesired() runtime.Desired {
 	return runtime.Desired{
-		EngineVersion:      "2026.9.6",
+		EngineVersion:      engine.PinnedVersion,
 		GatewayToken:       testToken,
 		GatewayTokenSecret: "a1-gateway-token",
 		Env:                map[string]string{"OPENAI_API_KEY": "sk-attached-SECRET-value"},
@@ -264,7 +264,7 @@ func TestCommandEnvAndSeed(t *testing.T) {
 	if !reflect.DeepEqual(gw.Command, wantCmd) {
 		t.Errorf("command %q", gw.Command)
 	}
-	if gw.Image != "ghcr.io/openclaw/openclaw:2026.9.6" {
+	if gw.Image != "ghcr.io/openclaw/openclaw:"+engine.PinnedVersion {
 		t.Errorf("image %q", gw.Image)
 	}
 	env := map[string]string{}

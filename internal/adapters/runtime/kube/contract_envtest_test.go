@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube/kubetest"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/runtimetest"
@@ -28,7 +29,7 @@ func TestContract(t *testing.T) {
 	runtimetest.Run(t, func(t *testing.T) *runtimetest.Fixture {
 		return kubetest.Fixture(t, kubetest.Cluster{
 			Runtime: rt, Client: env.Client, Layout: kube.NewStubEngine().Layout(),
-			Version: "2026.9.6", OtherVersion: "2026.9.7",
+			Version: engine.PinnedVersion, OtherVersion: "2026.9.7",
 			PlayKubelet: func(t *testing.T, a *agentsv1.Agent) { playKubelet(t, env.Client, a) },
 		})
 	})

@@ -58,7 +58,7 @@ func setup(t *testing.T, ns string) (context.Context, *agentsv1.Agent) {
 
 func desired() runtime.Desired {
 	return runtime.Desired{
-		EngineVersion: "2026.9.6", GatewayToken: "tok-1", GatewayTokenSecret: "a1-gateway-token",
+		EngineVersion: engine.PinnedVersion, GatewayToken: "tok-1", GatewayTokenSecret: "a1-gateway-token",
 		Env: map[string]string{"OPENAI_API_KEY": "sk-1"}, EnvSecret: "a1-env",
 		Identity: engine.Identity{Name: "Agent One"},
 	}
@@ -171,7 +171,7 @@ func TestEnsureLifecycle(t *testing.T) {
 	// The pod boots, becomes ready, crashes.
 	pod := podFor(t, ctx, "lifecycle")
 	gw := func(st corev1.ContainerState, ready bool, restarts int32, last corev1.ContainerState) []corev1.ContainerStatus {
-		return []corev1.ContainerStatus{{Name: kube.ContainerGateway, Image: "ghcr.io/openclaw/openclaw:2026.9.6",
+		return []corev1.ContainerStatus{{Name: kube.ContainerGateway, Image: "ghcr.io/openclaw/openclaw:" + engine.PinnedVersion,
 			State: st, Ready: ready, RestartCount: restarts, LastTerminationState: last}}
 	}
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
@@ -186,7 +186,7 @@ func TestEnsureLifecycle(t *testing.T) {
 		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
 		ContainerStatuses: gw(running, true, 0, corev1.ContainerState{})})
 	o = ensure(t, ctx, r, a, d)
-	if o.Phase != runtime.PhaseRunning || o.EngineVersion != "2026.9.6" || !o.Since.Equal(now.Time) {
+	if o.Phase != runtime.PhaseRunning || o.EngineVersion != engine.PinnedVersion || !o.Since.Equal(now.Time) {
 		t.Errorf("ready: %+v", o)
 	}
 	setPodStatus(t, ctx, pod, corev1.PodStatus{Phase: corev1.PodRunning,

@@ -12,13 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
 var t0 = metav1.NewTime(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC))
 
 func observeWant() want {
-	return want{Hash: "h1", Image: "ghcr.io/openclaw/openclaw:2026.9.6", Version: "2026.9.6",
+	return want{Hash: "h1", Image: "ghcr.io/openclaw/openclaw:" + engine.PinnedVersion, Version: engine.PinnedVersion,
 		Endpoint: "http://a1.ws1.svc:18789", ImageTemplate: DefaultImage}
 }
 
@@ -27,7 +28,7 @@ func testPod(st corev1.ContainerState, ready bool, mutate ...func(*corev1.Pod)) 
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "a1-0", CreationTimestamp: t0,
 			Annotations: map[string]string{agentsv1.AnnotationConfigHash: "h1"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerGateway, Image: "ghcr.io/openclaw/openclaw:2026.9.6"}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: ContainerGateway, Image: "ghcr.io/openclaw/openclaw:" + engine.PinnedVersion}}},
 		Status: corev1.PodStatus{
 			Phase:             corev1.PodRunning,
 			ContainerStatuses: []corev1.ContainerStatus{{Name: ContainerGateway, State: st, Ready: ready, RestartCount: 2}},
@@ -75,13 +76,13 @@ func TestObserve(t *testing.T) {
 		restarts int32
 	}{
 		{name: "ready", sts: one, pod: testPod(running, true), phase: runtime.PhaseRunning, reason: agentsv1.ReasonHealthy,
-			version: "2026.9.6", restarts: 2},
+			version: engine.PinnedVersion, restarts: 2},
 		{name: "replicas zero", sts: zero, pod: testPod(running, true), phase: runtime.PhaseStopped, reason: agentsv1.ReasonStopped,
-			version: "2026.9.6", restarts: 2},
+			version: engine.PinnedVersion, restarts: 2},
 		{name: "stopped, no pod", sts: one, stopped: true, phase: runtime.PhaseStopped, reason: agentsv1.ReasonStopped},
 		{name: "no pod yet", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonPodNotCreated},
 		{name: "booting", sts: one, pod: testPod(running, false), phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
-			version: "2026.9.6", restarts: 2},
+			version: engine.PinnedVersion, restarts: 2},
 		{name: "crash loop", sts: one, phase: runtime.PhaseCrashed, reason: "CrashLoopBackOff",
 			pod: testPod(crashing, false, func(p *corev1.Pod) {
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
@@ -111,7 +112,7 @@ func TestObserve(t *testing.T) {
 		{name: "evicted", sts: one, phase: runtime.PhaseCrashed, reason: "Evicted", message: "memory",
 			pod: testPod(running, false, func(p *corev1.Pod) {
 				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "low on memory"
-			}), version: "2026.9.6", restarts: 2},
+			}), version: engine.PinnedVersion, restarts: 2},
 		{name: "unschedulable", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUnschedulable, message: "Insufficient memory",
 			pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{agentsv1.AnnotationConfigHash: "h1"}},
 				Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
@@ -119,13 +120,13 @@ func TestObserve(t *testing.T) {
 					LastTransitionTime: t0}}}}},
 		{name: "old config, ready", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
 			pod:     testPod(running, true, func(p *corev1.Pod) { p.Annotations[agentsv1.AnnotationConfigHash] = "old" }),
-			version: "2026.9.6", restarts: 2},
+			version: engine.PinnedVersion, restarts: 2},
 		{name: "old config, crashed", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
 			pod:      testPod(crashing, false, func(p *corev1.Pod) { p.Annotations[agentsv1.AnnotationConfigHash] = "old" }),
 			restarts: 2},
 		{name: "terminating", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonPodTerminating,
 			pod:     testPod(running, true, func(p *corev1.Pod) { p.DeletionTimestamp = &t0 }),
-			version: "2026.9.6", restarts: 2},
+			version: engine.PinnedVersion, restarts: 2},
 		{name: "older image runs", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonUpdating,
 			pod: testPod(running, true, func(p *corev1.Pod) {
 				p.Annotations[agentsv1.AnnotationConfigHash] = "old"
@@ -138,22 +139,22 @@ func TestObserve(t *testing.T) {
 				// kubelet's last word.
 				p.Status.Conditions[0].Status = corev1.ConditionFalse
 			}),
-			node: testNode(corev1.ConditionUnknown), version: "2026.9.6", restarts: 2},
+			node: testNode(corev1.ConditionUnknown), version: engine.PinnedVersion, restarts: 2},
 		{name: "not ready on a Ready node", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
-			pod: testPod(running, false), node: testNode(corev1.ConditionTrue), version: "2026.9.6", restarts: 2},
+			pod: testPod(running, false), node: testNode(corev1.ConditionTrue), version: engine.PinnedVersion, restarts: 2},
 		{name: "restarted after a crash, starting up", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonCrashed,
 			message: "restarting after container gateway exited with code 137 (Error)",
 			pod: testPod(running, false, func(p *corev1.Pod) {
 				p.Status.ContainerStatuses[0].Started = ptr.To(false)
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
 					ExitCode: 137, Reason: "Error", FinishedAt: t0}
-			}), version: "2026.9.6", restarts: 2},
+			}), version: engine.PinnedVersion, restarts: 2},
 		{name: "started long after a crash, not ready", sts: one, phase: runtime.PhaseStarting, reason: agentsv1.ReasonStarting,
 			pod: testPod(running, false, func(p *corev1.Pod) {
 				p.Status.ContainerStatuses[0].Started = ptr.To(true)
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{
 					ExitCode: 137, Reason: "Error", FinishedAt: t0}
-			}), version: "2026.9.6", restarts: 2},
+			}), version: engine.PinnedVersion, restarts: 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := observeWant()

@@ -82,7 +82,7 @@ func (f *poolFixture) pool(name string, replicas int32, workspaces ...string) *a
 
 func (f *poolFixture) setPool(name string, size int, namespaces ...string) {
 	f.t.Helper()
-	if err := f.r.SetPool(f.ctx, name, runtime.PoolSpec{Version: "2026.9.6", Size: size, Namespaces: namespaces}); err != nil {
+	if err := f.r.SetPool(f.ctx, name, runtime.PoolSpec{Version: engine.PinnedVersion, Size: size, Namespaces: namespaces}); err != nil {
 		f.t.Fatalf("SetPool: %v", err)
 	}
 }
@@ -117,7 +117,7 @@ func (f *poolFixture) boot(sts appsv1.StatefulSet, ready bool) *corev1.Pod {
 	now := metav1.NewTime(time.Now().Truncate(time.Second))
 	st := corev1.PodStatus{Phase: corev1.PodRunning,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: kube.ContainerGateway, Ready: true, Image: "ghcr.io/openclaw/openclaw:2026.9.6",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: kube.ContainerGateway, Ready: true, Image: "ghcr.io/openclaw/openclaw:" + engine.PinnedVersion,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}}}}
 	if !ready {
 		st.Conditions[0].Status = corev1.ConditionFalse
@@ -139,7 +139,7 @@ func (f *poolFixture) agent(ns, name string) *agentsv1.Agent {
 }
 
 func desiredFor(a *agentsv1.Agent, token string) runtime.Desired {
-	return runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: token, GatewayTokenSecret: a.Name + "-gateway-token",
+	return runtime.Desired{EngineVersion: engine.PinnedVersion, GatewayToken: token, GatewayTokenSecret: a.Name + "-gateway-token",
 		Identity: engine.Identity{Name: a.Spec.DisplayName}}
 }
 
@@ -220,7 +220,7 @@ func TestPoolMembers(t *testing.T) {
 	if ms := f.members("members", "pool-b"); len(ms) != 0 {
 		t.Errorf("pool-b keeps %d members", len(ms))
 	}
-	if err := f.r.SetPool(f.ctx, "members", runtime.PoolSpec{Version: "2026.9.6", Size: 1}); !errors.Is(err, runtime.ErrPoolNoNamespaces) {
+	if err := f.r.SetPool(f.ctx, "members", runtime.PoolSpec{Version: engine.PinnedVersion, Size: 1}); !errors.Is(err, runtime.ErrPoolNoNamespaces) {
 		t.Errorf("SetPool without namespaces: %v", err)
 	}
 	if ms := f.members("members", "pool-a"); len(ms) != 0 {
@@ -245,15 +245,15 @@ func TestPoolClaim(t *testing.T) {
 	f.boot(m, true)
 	pvc := homeClaim(t, f.ctx, &m)
 	a := f.agent("claim", "a1")
-	tok, ok, err := f.r.ReserveGateway(f.ctx, a, "2026.9.6")
+	tok, ok, err := f.r.ReserveGateway(f.ctx, a, engine.PinnedVersion)
 	if err != nil || !ok || tok != memberToken(t, f.ctx, &m) {
 		t.Fatalf("reserve: ok %v, err %v, the member's token %v", ok, err, tok == memberToken(t, f.ctx, &m))
 	}
-	if again, ok, err := f.r.ReserveGateway(f.ctx, a, "2026.9.6"); err != nil || !ok || again != tok {
+	if again, ok, err := f.r.ReserveGateway(f.ctx, a, engine.PinnedVersion); err != nil || !ok || again != tok {
 		t.Errorf("a second reservation for the agent: ok %v err %v same %v", ok, err, again == tok)
 	}
 	// Another manager sees the reservation too.
-	if again, ok, err := f.runtime().ReserveGateway(f.ctx, a, "2026.9.6"); err != nil || !ok || again != tok {
+	if again, ok, err := f.runtime().ReserveGateway(f.ctx, a, engine.PinnedVersion); err != nil || !ok || again != tok {
 		t.Errorf("the reservation from another manager: ok %v err %v same %v", ok, err, again == tok)
 	}
 	if st := f.r.PoolStatus("claim"); st.Ready != 0 {
@@ -360,7 +360,7 @@ func TestPoolReservationRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok, ok, err := managers[i%2].ReserveGateway(f.ctx, a, "2026.9.6")
+			tok, ok, err := managers[i%2].ReserveGateway(f.ctx, a, engine.PinnedVersion)
 			if err != nil {
 				t.Errorf("reserve %s: %v", a.Name, err)
 			}
@@ -420,7 +420,7 @@ func TestPoolReservationExpiry(t *testing.T) {
 		f.boot(m, true)
 	}
 	a, b := f.agent("expiry", "late"), f.agent("expiry", "withenv")
-	tokA, ok, err := f.r.ReserveGateway(f.ctx, a, "2026.9.6")
+	tokA, ok, err := f.r.ReserveGateway(f.ctx, a, engine.PinnedVersion)
 	if err != nil || !ok {
 		t.Fatalf("reserve: %v %v", ok, err)
 	}
@@ -441,7 +441,7 @@ func TestPoolReservationExpiry(t *testing.T) {
 		t.Errorf("no cold StatefulSet after the expiry: %v", err)
 	}
 
-	tokB, ok, err := f.r.ReserveGateway(f.ctx, b, "2026.9.6")
+	tokB, ok, err := f.r.ReserveGateway(f.ctx, b, engine.PinnedVersion)
 	if err != nil || !ok {
 		t.Fatalf("reserve: %v %v", ok, err)
 	}

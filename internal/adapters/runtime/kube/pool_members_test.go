@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
 
@@ -16,7 +17,7 @@ import (
 // updated OnDelete, owned by its pool without being its controller.
 func TestBuildMember(t *testing.T) {
 	gp := &agentsv1.GatewayPool{ObjectMeta: metav1.ObjectMeta{Name: "warm", UID: "uid-pool"}}
-	sts, err := BuildMember(gp, "ws1", "abc123", "2026.9.6", testOptions())
+	sts, err := BuildMember(gp, "ws1", "abc123", engine.PinnedVersion, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +25,7 @@ func TestBuildMember(t *testing.T) {
 		t.Errorf("name %s/%s, service %s", sts.Namespace, sts.Name, sts.Spec.ServiceName)
 	}
 	for _, l := range []map[string]string{sts.Labels, sts.Spec.Template.Labels, sts.Spec.VolumeClaimTemplates[0].Labels} {
-		if l[agentsv1.LabelAgent] != "" || l[LabelPool] != "warm" || l[LabelPoolMember] != "abc123" || l[LabelPoolVersion] != "2026.9.6" ||
+		if l[agentsv1.LabelAgent] != "" || l[LabelPool] != "warm" || l[LabelPoolMember] != "abc123" || l[LabelPoolVersion] != engine.PinnedVersion ||
 			l[agentsv1.LabelAppManagedBy] != agentsv1.ManagedBy {
 			t.Errorf("labels %v", l)
 		}
@@ -89,7 +90,7 @@ func TestAdoptedStatefulSet(t *testing.T) {
 func TestClaimable(t *testing.T) {
 	o := testOptions()
 	o.RuntimeClassName = "gvisor"
-	bare := runtime.Desired{EngineVersion: "2026.9.6"}
+	bare := runtime.Desired{EngineVersion: engine.PinnedVersion}
 	for _, c := range []struct {
 		name string
 		edit func(*agentsv1.Agent, *runtime.Desired)

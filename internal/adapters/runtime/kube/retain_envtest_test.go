@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 )
@@ -150,7 +151,7 @@ func TestAdoptedHomeGoesWithDelete(t *testing.T) {
 	pod := f.boot(ms[0], true)
 	mine, other := homeClaim(t, f.ctx, &ms[0]), homeClaim(t, f.ctx, &ms[1])
 	a := f.agent("adopted-home", "a1")
-	tok, ok, err := f.r.ReserveGateway(f.ctx, a, "2026.9.6")
+	tok, ok, err := f.r.ReserveGateway(f.ctx, a, engine.PinnedVersion)
 	if err != nil || !ok {
 		t.Fatalf("reserve: ok %v, err %v", ok, err)
 	}

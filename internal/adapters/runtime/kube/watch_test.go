@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
 
 // TestNodeCacheKeepsReadiness: the manager's cache keeps a Node's name and conditions (what
@@ -31,7 +33,7 @@ func TestNodeCacheKeepsReadiness(t *testing.T) {
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}},
 		Spec: corev1.NodeSpec{PodCIDR: "10.244.0.0/24"},
 		Status: corev1.NodeStatus{Conditions: ready,
-			Images:    []corev1.ContainerImage{{Names: []string{"agentplane.local/openclaw:2026.9.6"}, SizeBytes: 1 << 28}},
+			Images:    []corev1.ContainerImage{{Names: []string{"agentplane.local/openclaw:" + engine.PinnedVersion}, SizeBytes: 1 << 28}},
 			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.2"}}},
 	}
 	got, err := transform(node)

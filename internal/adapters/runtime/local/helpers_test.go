@@ -28,7 +28,7 @@ import (
 
 // version is the key of the fake engine in EngineDirs; fakeVersion what it reports.
 const (
-	version     = "2026.9.6"
+	version     = engine.PinnedVersion
 	fakeVersion = "2026.9.6-fake"
 )
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 )
 
@@ -21,8 +22,8 @@ func TestTemplateKeyNamesWhatTheImageDependsOn(t *testing.T) {
 		}
 	}
 	r := &Runtime{opts: Options{Engine: openclaw.New(), GatewayHeapMiB: 1536}, ckpt: &checkpointer{criu: criu}, reseed: reseed}
-	base := r.templateKey("2026.9.6", "/engines/a")
-	if again := r.templateKey("2026.9.6", "/engines/a"); again != base {
+	base := r.templateKey(engine.PinnedVersion, "/engines/a")
+	if again := r.templateKey(engine.PinnedVersion, "/engines/a"); again != base {
 		t.Fatalf("the same inputs gave %s and %s", base, again)
 	}
 	later := time.Now().Add(time.Hour)
@@ -36,7 +37,7 @@ func TestTemplateKeyNamesWhatTheImageDependsOn(t *testing.T) {
 	seen := map[string]string{base: "the base"}
 	for name, change := range changes {
 		change()
-		version, engineDir := "2026.9.6", "/engines/a"
+		version, engineDir := engine.PinnedVersion, "/engines/a"
 		switch name {
 		case "another version":
 			version = "2026.9.7"
