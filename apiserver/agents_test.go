@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
@@ -96,7 +97,7 @@ var _ = Describe("Agents", func() {
 		id := a["id"].(string)
 		Expect(call("GET", "/v0/agents", tok, nil).Raw).To(ContainSubstring(id))
 
-		fixed := call("POST", "/v0/agents/"+id+"/restart", tok, map[string]string{"version": "2026.9.6"})
+		fixed := call("POST", "/v0/agents/"+id+"/restart", tok, map[string]string{"version": engine.PinnedVersion})
 		Expect(fixed.Status).To(Equal(200), fixed.Raw)
 		Expect(agentOf(fixed)).To(HaveKeyWithValue("status", "running"))
 	})
@@ -113,7 +114,7 @@ var _ = Describe("Agents", func() {
 		Expect(got.Spec.Engine.Version).To(Equal("2026.9.7"))
 		Expect(got.Status.LastRestartAt).NotTo(BeNil())
 		v := call("GET", "/v0/agents/"+id+"/versions", tok, nil)
-		Expect(v.Body["available"]).To(ContainElements("2026.9.6", "2026.9.7"))
+		Expect(v.Body["available"]).To(ContainElements(engine.PinnedVersion, "2026.9.7"))
 	})
 
 	It("answers CLI error when the engine's CLI fails", func() {

@@ -14,6 +14,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
@@ -116,7 +117,7 @@ var _ = Describe("The front door", Ordered, func() {
 		rctx, stop := context.WithCancel(ctx)
 		var done <-chan struct{}
 		_, url, done = startPlatformWith(rctx, cfg, platform.Options{
-			APIOnly: true, Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, DefaultVersion: "2026.9.6"},
+			APIOnly: true, Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, DefaultVersion: engine.PinnedVersion},
 			RateLimits: apiserver.RateLimitOptions{PerToken: apiserver.RateLimit{PerSecond: 0.2, Burst: 5}},
 		})
 		DeferCleanup(func() { stop(); <-done })

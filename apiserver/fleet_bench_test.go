@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/ops"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
@@ -34,7 +35,7 @@ func BenchmarkFleet1000(b *testing.B) {
 			ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: fmt.Sprintf("agt-%06d", i), UID: types.UID(fmt.Sprint(i)),
 				CreationTimestamp: metav1.NewTime(start.Add(time.Duration(i) * time.Second))},
 			Spec: agentsv1.AgentSpec{DisplayName: fmt.Sprintf("agent %d", i), Budget: &agentsv1.ModelBudget{TokensPerDay: 100000}},
-			Status: agentsv1.AgentStatus{Phase: agentsv1.AgentRunning, EngineVersion: "2026.9.6", Restarts: int32(i % 3),
+			Status: agentsv1.AgentStatus{Phase: agentsv1.AgentRunning, EngineVersion: engine.PinnedVersion, Restarts: int32(i % 3),
 				Usage: &agentsv1.ModelUsage{Day: "2026-11-30", Requests: int64(i), InputTokens: int64(i * 100)}},
 		})
 	}

@@ -44,10 +44,10 @@ func conformanceObjects() []client.Object {
 			Members: []agentsv1.WorkspaceMember{{UserID: "alice", Role: agentsv1.RoleAdmin}, {UserID: "vera", Role: agentsv1.RoleViewer}},
 		}},
 		&agentsv1.Agent{ObjectMeta: meta(conformanceAgent), Spec: agentsv1.AgentSpec{
-			DisplayName: "Conformance", Engine: agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw, Version: "2026.9.6"},
+			DisplayName: "Conformance", Engine: agentsv1.EngineSpec{Name: agentsv1.EngineOpenClaw, Version: engine.PinnedVersion},
 			Skills: []agentsv1.AgentSkill{{CID: conformanceCID}}, Secrets: []agentsv1.LocalObjectReference{{Name: "sec-openai"}},
 		}, Status: agentsv1.AgentStatus{
-			Phase: agentsv1.AgentRunning, Endpoint: "http://127.0.0.1:1", EngineVersion: "2026.9.6",
+			Phase: agentsv1.AgentRunning, Endpoint: "http://127.0.0.1:1", EngineVersion: engine.PinnedVersion,
 			InstalledSkills: []string{conformanceCID},
 		}},
 		&corev1.Secret{ObjectMeta: meta(conformanceAgent + "-gateway-token"), Data: map[string][]byte{agentsv1.GatewayTokenDataKey: []byte("gw-token")}},
@@ -113,7 +113,7 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 	}
 	admin, viewer, narrow := mint("alice", auth.ScopeAll), mint("vera", auth.ScopeAll), mint("alice", auth.ScopeFilesRead)
 	s := New(Options{Signer: signer, Log: logr.Discard(), Deps: ops.Deps{Client: c, APIReader: c,
-		Admission: &admission.Admitter{Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}}}})
+		Admission: &admission.Admitter{Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}}}})
 
 	agent := "/v0/agents/" + conformanceAgent
 	cases := []struct {

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
@@ -58,7 +59,7 @@ var _ = Describe("The generated RBAC", Ordered, func() {
 			SystemNamespace: sysNS, SkipNameValidation: true,
 			// Ports of its own: the suite's platform allocates from the default range.
 			Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: GinkgoT().TempDir(),
-				EngineDirs: map[string]string{"2026.9.6": fake}, Ports: local.PortRange{First: 20000, Last: 20499}},
+				EngineDirs: map[string]string{engine.PinnedVersion: fake}, Ports: local.PortRange{First: 20000, Last: 20499}},
 		})
 		DeferCleanup(func() {
 			cancel()

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
@@ -84,11 +85,11 @@ var _ = BeforeSuite(func() {
 	runtimeStateDir = GinkgoT().TempDir()
 	plat, baseURL, platStopped = startPlatformWith(ctx, env.Config, platform.Options{
 		Runtime: platform.RuntimeOptions{
-			Name: platform.RuntimeLocal, StateDir: runtimeStateDir, DefaultVersion: "2026.9.6",
+			Name: platform.RuntimeLocal, StateDir: runtimeStateDir, DefaultVersion: engine.PinnedVersion,
 			// One fake engine offered under two versions (restarts that change version), and
 			// versions whose engine fails in one way each (fault tests).
 			EngineDirs: map[string]string{
-				"2026.9.6": fake, "2026.9.7": fake,
+				engine.PinnedVersion: fake, "2026.9.7": fake,
 				versionBrokenStart: faultyEngine(fake, "FAKECLAW_FAIL_START=1"),
 				versionBrokenCLI:   faultyEngine(fake, "FAKECLAW_FAIL=devices,config,cron"),
 			},

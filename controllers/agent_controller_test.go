@@ -42,7 +42,7 @@ func startAgentManager() func() {
 		Admission: &admission.Admitter{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 			Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-			Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6", "2026.9.7"}},
+			Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}},
 		},
 		Env:        &agentctrl.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
 		ModelProxy: testModelProxy{},
@@ -155,7 +155,7 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		got = getAgent(a)
 		Expect(condition(got, agentsv1.AgentGatewayReady).Status).To(Equal(metav1.ConditionTrue))
 		Expect(got.Status.Endpoint).To(ContainSubstring(":18789"))
-		Expect(got.Status.EngineVersion).To(Equal("2026.9.6"))
+		Expect(got.Status.EngineVersion).To(Equal(engine.PinnedVersion))
 
 		playKubelet(a, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}}, false, 3)
 		Eventually(func() agentsv1.AgentPhase { return getAgent(a).Status.Phase }).Should(Equal(agentsv1.AgentNotRunning))

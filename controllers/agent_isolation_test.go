@@ -53,7 +53,7 @@ var _ = Describe("Agent isolation", Ordered, func() {
 
 	It("takes the workspace's RuntimeClass, and the agent's own over it", func() {
 		a := createAgent(ns, "rc")
-		Eventually(desired("rc"), wait).Should(HaveField("EngineVersion", "2026.9.6"))
+		Eventually(desired("rc"), wait).Should(HaveField("EngineVersion", engine.PinnedVersion))
 		Expect(desired("rc")().RuntimeClassName).To(BeEmpty())
 
 		ws := &agentsv1.Workspace{}
@@ -108,6 +108,6 @@ func testAdmitter(mgr ctrl.Manager) *admission.Admitter {
 	return &admission.Admitter{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 		Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-		Versions: engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}},
+		Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}},
 	}
 }

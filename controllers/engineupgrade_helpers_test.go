@@ -25,7 +25,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
 
-var upgradeVersions = engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.5", "2026.9.6", "2026.9.7"}}
+var upgradeVersions = engine.Versions{Default: engine.PinnedVersion, Available: []string{"2026.9.5", engine.PinnedVersion, "2026.9.7"}}
 
 // agentDouble plays the Agent and Snapshot controllers for the agents of its namespaces: an
 // agent runs the version its spec names (Ready), unless that version is broken (its gateway

@@ -29,7 +29,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
 )
 
-var poolVersions = engine.Versions{Default: "2026.9.6", Available: []string{"2026.9.6"}}
+var poolVersions = engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}
 
 // startPoolManager runs the GatewayPool controller over rt and returns it with its metrics.
 func startPoolManager(rt runtime.Runtime) (*gatewaypoolctrl.Reconciler, *prometheus.Registry) {
@@ -50,7 +50,7 @@ func localPoolRuntime() *local.Runtime {
 	Expect(err).NotTo(HaveOccurred())
 	rt, err := local.New(local.Options{
 		StateDir: GinkgoT().TempDir(), Engine: openclaw.New(),
-		EngineDirs:     map[string]string{"2026.9.6": engineDir},
+		EngineDirs:     map[string]string{engine.PinnedVersion: engineDir},
 		HealthInterval: 30 * time.Millisecond, RunningHealthInterval: 100 * time.Millisecond,
 		RestartBackoff: local.Backoff{Initial: 200 * time.Millisecond, Max: 800 * time.Millisecond},
 		Log:            logr.Discard(),
@@ -88,7 +88,7 @@ var _ = Describe("GatewayPool controller", func() {
 		Expect(k8sClient.Create(ctx, gp)).To(Succeed())
 		DeferCleanup(func() { _ = k8sClient.Delete(context.Background(), gp) })
 		Eventually(poolState(gp.Name)).Should(Equal([]any{int32(2), int32(0), int32(2), int64(0), "True", agentsv1.ReasonPoolReady, true}))
-		Expect(getPool(gp.Name).Status.EngineVersion).To(Equal("2026.9.6"))
+		Expect(getPool(gp.Name).Status.EngineVersion).To(Equal(engine.PinnedVersion))
 
 		// kubectl scale: the scale subresource reads and writes spec.replicas / status.replicas.
 		scale := &autoscalingv1.Scale{}
@@ -104,7 +104,7 @@ var _ = Describe("GatewayPool controller", func() {
 
 		// A claim: counted in status, an event of the pool, the metrics.
 		agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "pool-test", Name: "claimer"}}
-		o, err := rt.Ensure(ctx, agent, runtime.Desired{EngineVersion: "2026.9.6", GatewayToken: "tok-claimer-0123456789"})
+		o, err := rt.Ensure(ctx, agent, runtime.Desired{EngineVersion: engine.PinnedVersion, GatewayToken: "tok-claimer-0123456789"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(o.ClaimedFrom).To(HavePrefix("pool-local/"))
 		DeferCleanup(func() { _ = rt.Delete(context.Background(), agent) })

@@ -29,6 +29,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
@@ -149,7 +150,7 @@ func startFixture() (*fixture, error) {
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: log,
 		APIReady: func(a string) { ready <- a },
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: tmp + "/state",
-			DefaultVersion: "2026.9.6", EngineDirs: map[string]string{"2026.9.6": fake}},
+			DefaultVersion: engine.PinnedVersion, EngineDirs: map[string]string{engine.PinnedVersion: fake}},
 		ProvisionTimeout: 30 * time.Second, ClawHubURL: hub.URL, Files: files,
 		// Hostile requests back to back (and fuzzing) reach the handlers, not the rate limits.
 		RateLimits: apiserver.NoRateLimits,

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify/dnstest"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
@@ -50,7 +51,7 @@ var (
 
 // Engine versions of the shared platform.
 const (
-	versionGood  = "2026.9.6"
+	versionGood  = engine.PinnedVersion
 	versionCrash = "2026.1.9-crashloop"
 	// provisionTimeout bounds how long agent create and restart wait for the gateway.
 	provisionTimeout = 30 * time.Second
