@@ -5,10 +5,10 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY api/ api/
-COPY apiserver/ apiserver/
 COPY cmd/ cmd/
 COPY config/crd/ config/crd/
 COPY controllers/ controllers/
+COPY facade/ facade/
 COPY internal/ internal/
 COPY pkg/ pkg/
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/agentplane ./cmd/agentplane

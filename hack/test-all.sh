@@ -32,7 +32,7 @@ node=$("$go" run ./hack/testtiers node) || exit 1
 # the first to miss the engine's own startup bounds when the machine is busy.
 heavy_first=(./test/e2e/devmode ./internal/adapters/runtime/local ./internal/devtools/localcluster)
 heavy_last=$("$go" list ./test/e2e/realnode) || exit 1
-light_first=(./test/stress ./apiserver ./controllers)
+light_first=(./test/stress ./facade ./controllers)
 light=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $engine $node)) || exit 1
 
 # The heavy lane runs in a process group of its own (set -m) that an interrupt is passed on to

@@ -17,7 +17,7 @@ files() {
   {
     find api config/crd/bases config/rbac -type f \( -name 'zz_generated*.go' -o -name '*.yaml' \) 2>/dev/null
     find dist/chart -type f 2>/dev/null
-    ls docs/openapi.json apiserver/openapi/openapi.json README.md pkg/client/client.gen.go 2>/dev/null
+    ls docs/openapi.json facade/openapi/openapi.json README.md pkg/client/client.gen.go 2>/dev/null
   } | sort
 }
 before=$(files | xargs -r sha256sum)

@@ -6,14 +6,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/internal/platform"
 )
 
 // addRateLimitFlags declares the REST facade's rate limits (`manager` and `dev` share them).
 func addRateLimitFlags(f *pflag.FlagSet, o *platform.Options) {
-	o.RateLimits.PerToken = apiserver.DefaultRateLimitPerToken
-	o.RateLimits.PerAddress = apiserver.DefaultRateLimitPerAddress
+	o.RateLimits.PerToken = facade.DefaultRateLimitPerToken
+	o.RateLimits.PerAddress = facade.DefaultRateLimitPerAddress
 	f.Var(&rateFlag{&o.RateLimits.PerToken}, "rate-limit-per-token",
 		"requests per second one credential may make to the REST facade, sustained (bursts of twice as many; 0: no limit)")
 	f.Var(&rateFlag{&o.RateLimits.PerAddress}, "rate-limit-per-address",
@@ -21,8 +21,8 @@ func addRateLimitFlags(f *pflag.FlagSet, o *platform.Options) {
 }
 
 // rateFlag is a requests-per-second flag where 0 turns the limit off (a negative rate in
-// apiserver.RateLimit). Setting it makes the burst twice the rate.
-type rateFlag struct{ limit *apiserver.RateLimit }
+// facade.RateLimit). Setting it makes the burst twice the rate.
+type rateFlag struct{ limit *facade.RateLimit }
 
 func (r *rateFlag) Set(s string) error {
 	v, err := strconv.ParseFloat(s, 64)
@@ -32,7 +32,7 @@ func (r *rateFlag) Set(s string) error {
 	if v == 0 {
 		v = -1
 	}
-	*r.limit = apiserver.RateLimit{PerSecond: v}
+	*r.limit = facade.RateLimit{PerSecond: v}
 	return nil
 }
 

@@ -1,5 +1,5 @@
 // Command gendocs writes the REST facade's documentation from its route table and route
-// descriptions: the OpenAPI document (apiserver/openapi/openapi.json, embedded and served at
+// descriptions: the OpenAPI document (facade/openapi/openapi.json, embedded and served at
 // GET /openapi.json, and its copy docs/openapi.json) and the route table of README.md
 // (between the routes:begin and routes:end markers). Run it from the repository root
 // (`make docs`); `make verify-generated` fails when its output differs from the tree.
@@ -12,13 +12,13 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/agentplane/agentplane/apiserver"
-	"github.com/agentplane/agentplane/apiserver/openapi"
+	"github.com/agentplane/agentplane/facade"
+	"github.com/agentplane/agentplane/facade/openapi"
 )
 
 // Where gendocs writes, relative to the repository root.
 const (
-	embeddedDocument = "apiserver/openapi/openapi.json"
+	embeddedDocument = "facade/openapi/openapi.json"
 	docsDocument     = "docs/openapi.json"
 	readme           = "README.md"
 )
@@ -31,12 +31,12 @@ func main() {
 }
 
 func run() error {
-	routes := apiserver.New(apiserver.Options{Log: logr.Discard()}).Routes()
-	doc, err := apiserver.OpenAPIDocument(routes)
+	routes := facade.New(facade.Options{Log: logr.Discard()}).Routes()
+	doc, err := facade.OpenAPIDocument(routes)
 	if err != nil {
 		return err
 	}
-	table, err := apiserver.RoutesMarkdown(routes)
+	table, err := facade.RoutesMarkdown(routes)
 	if err != nil {
 		return err
 	}

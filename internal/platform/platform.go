@@ -24,9 +24,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/agentplane/agentplane/apiserver"
 	"github.com/agentplane/agentplane/controllers"
 	domainctrl "github.com/agentplane/agentplane/controllers/domain"
+	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
@@ -98,14 +98,14 @@ type Options struct {
 	// ChannelRelay keeps the channels' tokens out of the agents and wakes them for messages.
 	ChannelRelay ChannelRelayOptions
 	// RateLimits bound the facade's requests per client address and per credential (zero:
-	// apiserver's defaults; a negative rate turns a limit off).
-	RateLimits apiserver.RateLimitOptions
+	// the facade's defaults; a negative rate turns a limit off).
+	RateLimits facade.RateLimitOptions
 }
 
 // Platform is an assembled, not yet started agentplane.
 type Platform struct {
 	Manager ctrl.Manager
-	API     *apiserver.Server
+	API     *facade.Server
 	Signer  *auth.Signer
 	opts    Options
 	limiter *quota.Limiter
@@ -292,7 +292,7 @@ func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener n
 	if err != nil {
 		return err
 	}
-	opts := apiserver.Options{
+	opts := facade.Options{
 		Deps: ops.Deps{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Informers: mgr.GetCache(), Now: time.Now,
 			Admission: p.admission, Files: o.Files, Sealer: p.sealer,
@@ -309,8 +309,8 @@ func (p *Platform) setupFacade(ctx context.Context, apiListener, proxyListener n
 	if relay != nil {
 		opts.ChannelRelay = relay
 	}
-	p.API = apiserver.New(opts)
-	return mgr.Add(&apiserver.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady})
+	p.API = facade.New(opts)
+	return mgr.Add(&facade.Runnable{Server: p.API, Listener: apiListener, Ready: o.APIReady})
 }
 
 // Start runs everything until ctx ends, then stops the runtime's local gateways (if any).

@@ -21,7 +21,7 @@ const maxFuncLines = 80
 // Logic is split into phases instead. An entry whose function is no longer long fails too,
 // so the list never outlives its reason.
 var longFuncs = map[string]string{
-	// None today: every table over the bound had a natural seam (apiserver's routes and
+	// None today: every table over the bound had a natural seam (the facade's routes and
 	// agentOps by section, the manager's flags apart from their completion, buildStatefulSet
 	// by container).
 }

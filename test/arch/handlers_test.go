@@ -17,7 +17,7 @@ import (
 // conflicts, is the operations' work, so the CLI and other doors get the same behaviour. No
 // file is exempt: authentication reads through an operation too (ops.AuthLookup).
 func TestHandlersCallOperations(t *testing.T) {
-	dir := filepath.Join("..", "..", "apiserver")
+	dir := filepath.Join("..", "..", "facade")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

@@ -28,16 +28,16 @@ var rules = []struct {
 	forbidden []string
 	why       string
 }{
-	{"controllers", []string{"apiserver"}, "controllers never import the REST facade"},
-	{"apiserver", []string{"controllers", "internal/platform"}, "the REST facade never imports the controllers"},
-	{"api/", []string{"apiserver", "controllers", "internal/"}, "the API types depend on nothing of agentplane"},
-	{"internal/", []string{"apiserver", "controllers"}, "shared packages sit below both doors (only internal/platform wires them)"},
+	{"controllers", []string{"facade"}, "controllers never import the REST facade"},
+	{"facade", []string{"controllers", "internal/platform"}, "the REST facade never imports the controllers"},
+	{"api/", []string{"facade", "controllers", "internal/"}, "the API types depend on nothing of agentplane"},
+	{"internal/", []string{"facade", "controllers"}, "shared packages sit below both doors (only internal/platform wires them)"},
 	{"internal/", []string{"pkg/"}, "the public packages are built on the internal ones, never under them"},
 	{"internal/ops", []string{"internal/platform", "internal/devtools"}, "the operations sit below the wiring and run without development tooling"},
 	{"internal/rules", []string{"internal/ops", "internal/platform", "internal/devtools"}, "rules sit below the operations and run without development tooling"},
 	{"internal/adapters", []string{"internal/ops", "internal/platform", "internal/devtools"}, "adapters sit below the operations and run without development tooling"},
 	{"controllers", []string{"internal/devtools"}, "the controllers run without development tooling"},
-	{"apiserver", []string{"internal/devtools"}, "the REST facade runs without development tooling"},
+	{"facade", []string{"internal/devtools"}, "the REST facade runs without development tooling"},
 }
 
 // exempt packages wire both doors together.
@@ -166,10 +166,10 @@ func importViolations(direct map[string][]string) []string {
 // package), and nothing else is reported.
 func TestImportRulesFireOnPlantedViolations(t *testing.T) {
 	legal := map[string][]string{
-		"api/v1alpha1": nil, "apiserver": {"internal/ops", "api/v1alpha1"}, "controllers": {"internal/adapters/runtime"},
+		"api/v1alpha1": nil, "facade": {"internal/ops", "api/v1alpha1"}, "controllers": {"internal/adapters/runtime"},
 		"controllers/agent": {"controllers"}, "internal/ops": {"internal/rules/quota", "internal/adapters/runtime"},
 		"internal/rules/quota": {"api/v1alpha1"}, "internal/adapters/runtime": {"api/v1alpha1"},
-		"internal/platform": {"apiserver", "controllers", "internal/devtools/images"}, "internal/devtools/images": nil,
+		"internal/platform": {"facade", "controllers", "internal/devtools/images"}, "internal/devtools/images": nil,
 	}
 	if v := importViolations(legal); len(v) > 0 {
 		t.Fatalf("the legal graph breaks rules: %v", v)
@@ -260,7 +260,7 @@ var doorAdapterImports = map[string]string{
 func TestDoorImportsNoAdapters(t *testing.T) {
 	found := 0
 	for rel, own := range imports(t) {
-		if under(rel, "apiserver") {
+		if under(rel, "facade") {
 			found++
 			for _, v := range doorAdapterViolations(rel, own) {
 				t.Error(v)
@@ -268,7 +268,7 @@ func TestDoorImportsNoAdapters(t *testing.T) {
 		}
 	}
 	if found == 0 {
-		t.Fatal("no package under apiserver: the layout changed, update the rule")
+		t.Fatal("no package under facade: the layout changed, update the rule")
 	}
 }
 

@@ -68,11 +68,11 @@ func unnamedAPIServer(line string) bool {
 	return false
 }
 
-// TestTheFacadeCallsKubeAPIServerByName: package apiserver is the REST facade, so its code and
+// TestTheFacadeCallsKubeAPIServerByName: package facade is the REST facade, so its code and
 // comments call Kubernetes' API server kube-apiserver (or the Kubernetes API server), never
 // "the API server", which there would mean the facade too.
 func TestTheFacadeCallsKubeAPIServerByName(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join("..", "..", "apiserver", "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "facade", "*.go"))
 	if err != nil || len(files) < 10 {
 		t.Fatalf("the facade's files: %v (%d)", err, len(files))
 	}

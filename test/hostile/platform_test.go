@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
@@ -153,7 +153,7 @@ func startFixture() (*fixture, error) {
 			DefaultVersion: engine.PinnedVersion, EngineDirs: map[string]string{engine.PinnedVersion: fake}},
 		ProvisionTimeout: 30 * time.Second, ClawHubURL: hub.URL, Files: files,
 		// Hostile requests back to back (and fuzzing) reach the handlers, not the rate limits.
-		RateLimits: apiserver.NoRateLimits,
+		RateLimits: facade.NoRateLimits,
 	})
 	if err != nil {
 		close(done)

@@ -33,7 +33,7 @@ func (o operation) String() string { return o.Method + " " + o.Path }
 // v3 reports whether the operation answers errors in the /v3 envelope.
 func (o operation) v3() bool { return strings.HasPrefix(o.Path, "/v3/") }
 
-// bodyLimit is the route's request-body limit (apiserver defaults; 413 beyond).
+// bodyLimit is the route's request-body limit (the facade's defaults; 413 beyond).
 func (o operation) bodyLimit() int64 {
 	switch o.Path {
 	case "/v3/files":

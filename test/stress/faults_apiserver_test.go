@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 )
@@ -162,7 +162,7 @@ func startReplica(t *testing.T) string {
 }
 
 // needsAPIServer: every route but the public ones and those answered from the caller alone.
-func needsAPIServer(r apiserver.RouteInfo) bool {
+func needsAPIServer(r facade.RouteInfo) bool {
 	return !r.Public && r.Path != "/v0/me" && r.Path != "/v3/data/testAuthentication"
 }
 

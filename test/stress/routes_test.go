@@ -13,7 +13,7 @@ import (
 	"time"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/facade"
 )
 
 // ids names a workspace's objects by the route parameter (or body member) that refers to
@@ -79,7 +79,7 @@ func fileUpload(name, content string) rawBody {
 
 // routeCall is one request of a route.
 type routeCall struct {
-	route        apiserver.RouteInfo
+	route        facade.RouteInfo
 	method, path string
 	body         any
 }
@@ -141,7 +141,7 @@ var bodyRefs = map[string][]string{
 // callFor builds the request of route r with the objects of id: every path parameter is
 // substituted and the body built. It fails t when the route has a parameter or (for a
 // method with a body) a body this package does not know: a new route must be added here.
-func callFor(t testing.TB, r apiserver.RouteInfo, id ids) routeCall {
+func callFor(t testing.TB, r facade.RouteInfo, id ids) routeCall {
 	t.Helper()
 	pattern := r.Method + " " + r.Path
 	path := paramRe.ReplaceAllStringFunc(r.Path, func(m string) string {
@@ -161,7 +161,7 @@ func callFor(t testing.TB, r apiserver.RouteInfo, id ids) routeCall {
 }
 
 // pathParams are the parameter names of a route's path.
-func pathParams(r apiserver.RouteInfo) []string {
+func pathParams(r facade.RouteInfo) []string {
 	var out []string
 	for _, m := range paramRe.FindAllStringSubmatch(r.Path, -1) {
 		out = append(out, m[1])

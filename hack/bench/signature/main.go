@@ -29,7 +29,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/apiserver"
+	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 	"github.com/agentplane/agentplane/internal/adapters/eip712"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
@@ -125,7 +125,7 @@ func startFacade(ctx context.Context, env *kubeenv.Env, dir string) (base, tok s
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Files: files, Log: logr.Discard(),
 		APIReady: func(a string) { ready <- a },
 		// The bench measures throughput at any -n and -c, not the rate limits.
-		RateLimits: apiserver.NoRateLimits,
+		RateLimits: facade.NoRateLimits,
 	})
 	if err != nil {
 		return "", "", err
