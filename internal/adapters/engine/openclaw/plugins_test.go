@@ -43,7 +43,7 @@ func TestPluginInstall(t *testing.T) {
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 				t.Fatalf("got %v, want %v with %q", err, tc.want, tc.msg)
 			}
-			if tc.want == engine.ErrCLI && errors.Is(err, engine.ErrGatewayUnreachable) {
+			if errors.Is(tc.want, engine.ErrCLI) && errors.Is(err, engine.ErrGatewayUnreachable) {
 				t.Fatalf("a failed install is not a gateway that did not answer: %v", err)
 			}
 		})
