@@ -432,6 +432,9 @@ func (r *Reconciler) lockAgent(key types.NamespacedName) func() {
 // that changes phase, renders its config or goes away re-runs its channels) and the token
 // Secrets made for them (a new token updates the hints).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Engine == nil || r.Runtime == nil {
+		return errors.New("the Channel controller needs an engine and a runtime")
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&agentsv1.Channel{}, builder.WithPredicates(controllers.ChannelChanged())).
 		Watches(&agentsv1.Agent{}, handler.EnqueueRequestsFromMapFunc(controllers.ChannelsOfAgent(r.Client)), builder.WithPredicates(agentRenderChanged())).
