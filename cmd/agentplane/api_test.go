@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentplane/agentplane/internal/devtools/devenv"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/pkg/agentplanetest"
 	apclient "github.com/agentplane/agentplane/pkg/client"
 )
@@ -262,7 +263,7 @@ func TestClientCommands(t *testing.T) {
 			t.Fatalf("delete answered %+v", del)
 		}
 		// The agent goes once its finalizers ran.
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(testenv.EventBound)
 		for runCLI(t, with("agents", "get", agentID)...).code == 0 && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}

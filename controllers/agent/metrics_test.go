@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 func provisionCount(t *testing.T) uint64 {
@@ -126,7 +127,7 @@ agentplane_agents{phase="suspended"} 0
 # TYPE agentplane_agents_failed gauge
 agentplane_agents_failed 2
 `
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testenv.EventBound)
 	for {
 		err := testutil.GatherAndCompare(reg, strings.NewReader(want))
 		if err == nil {

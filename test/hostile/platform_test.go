@@ -32,6 +32,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
@@ -163,7 +164,7 @@ func startFixture() (*fixture, error) {
 	var addr string
 	select {
 	case addr = <-ready:
-	case <-time.After(60 * time.Second):
+	case <-time.After(testenv.EventBound):
 		return nil, fmt.Errorf("the facade did not start")
 	}
 	limit := int32(4) // hostile bodies that happen to be valid create at most a few more agents

@@ -20,6 +20,7 @@ import (
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	localstore "github.com/agentplane/agentplane/internal/adapters/storage/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 )
@@ -175,8 +176,8 @@ func startChild(t testing.TB, name string, cfg childConfig) *child {
 		c.url = "http://" + a
 	case <-c.done:
 		t.Fatalf("%s exited before it listened", name)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not listen within 60s", name)
+	case <-time.After(testenv.EventBound):
+		t.Fatalf("%s did not listen within %s", name, testenv.EventBound)
 	}
 	return c
 }

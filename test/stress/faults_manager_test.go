@@ -18,6 +18,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
@@ -228,7 +229,7 @@ func TestUnrecordedGatewayIsStopped(t *testing.T) {
 	defer func() { _ = rt.Shutdown(bg()) }()
 	select {
 	case <-gone:
-	case <-time.After(15 * time.Second):
+	case <-time.After(testenv.EventBound):
 		t.Fatalf("the unrecorded gateway %d still runs after a new runtime took over %s", orphan.Process.Pid, state)
 	}
 }

@@ -206,8 +206,8 @@ func startPlatformOn(ctx context.Context, cfg *rest.Config, o platform.Options) 
 		return p, "http://" + addr, done, nil
 	case err := <-done:
 		return nil, "", nil, fmt.Errorf("platform stopped at once: %w", err)
-	case <-time.After(60 * time.Second):
-		return nil, "", nil, errors.New("the facade did not listen within 60s")
+	case <-time.After(testenv.EventBound):
+		return nil, "", nil, fmt.Errorf("the facade did not listen within %s", testenv.EventBound)
 	}
 }
 

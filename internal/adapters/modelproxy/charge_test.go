@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // TestStreamsAskForUsage: an OpenAI-style chat stream that does not ask for its usage is
@@ -126,7 +128,7 @@ func TestCutStreamsAreCharged(t *testing.T) {
 			cancel()
 			res.Body.Close()
 			var ds []Delta
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(testenv.EventBound)
 			for len(ds) == 0 || ds[0].Usage.Tokens() == 0 {
 				if time.Now().After(deadline) {
 					t.Fatalf("drained %+v, want %d input and %d output tokens charged", ds, wantIn, wantOut)

@@ -14,6 +14,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -159,7 +161,7 @@ func TestUsageCounted(t *testing.T) {
 	}
 	// The request is counted when its handler returns, which may come just after the client
 	// has read the answer.
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(testenv.EventBound)
 	for testutil.ToFloat64(h.proxy.m.requests.WithLabelValues("openai", "404")) != 1 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

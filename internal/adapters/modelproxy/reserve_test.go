@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // streamsToTheCap is a provider whose chat streams send one chunk, wait for release, then
@@ -209,7 +211,7 @@ func TestReservationsReleased(t *testing.T) {
 				_, _ = io.Copy(io.Discard, res.Body)
 				res.Body.Close()
 			}
-			deadline := time.Now().Add(5 * time.Second)
+			deadline := time.Now().Add(testenv.EventBound)
 			for {
 				a, w := p.ledger.reserved("ns1/a", "ns1", day(time.Now()))
 				if a == 0 && w == 0 {

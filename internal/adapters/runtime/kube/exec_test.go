@@ -23,6 +23,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // podReader serves one pod (nil: none) to the runtime's pod lookups.
@@ -131,7 +132,7 @@ func TestExecTimeout(t *testing.T) {
 	must(t, err)
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	must(t, err)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(testenv.EventBound)
 	for alive(pid) {
 		if time.Now().After(deadline) {
 			t.Fatalf("child %d of the timed-out command still runs", pid)

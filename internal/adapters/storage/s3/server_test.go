@@ -111,7 +111,7 @@ func (s *server) start() {
 		close(done)
 	}(s.cmd, s.done)
 
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(testenv.EventBound)
 	for {
 		select {
 		case <-s.done:
@@ -125,7 +125,7 @@ func (s *server) start() {
 		}
 		if time.Now().After(deadline) {
 			s.stop()
-			s.t.Fatalf("versitygw did not listen on %s within 30s:\n%s", s.addr, s.log.String())
+			s.t.Fatalf("versitygw did not listen on %s within %s:\n%s", s.addr, testenv.EventBound, s.log.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
