@@ -44,7 +44,12 @@ func TestRealEngineUpgradeWaves(t *testing.T) {
 	pinned, previous := e2e.EngineDir(t), e2e.PreviousEngineDir(t)
 	from, to := e2e.EngineVersion(t, previous), e2e.EngineVersion(t, pinned)
 	created := time.Now()
-	p := e2e.StartDev(t, pinned, "--engine-dir", previous, "--engine-dir", brokenEngineDir(t), "--default-engine-version", from)
+	// No templates: the only new agents here are the three below, created at once on the
+	// previous release before its template could be ready (each would start cold anyway), and an
+	// upgrade restarts agents with homes, which are never born from one; the template's boot and
+	// dump beside the three boots would only slow them.
+	p := e2e.StartDev(t, pinned, "--engine-dir", previous, "--engine-dir", brokenEngineDir(t), "--default-engine-version", from,
+		"--gateway-templates=false")
 	t.Cleanup(func() { p.InterruptIfRunning() })
 	k8s := p.KubeClient()
 	ctx := context.Background()
