@@ -40,7 +40,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/bwmarrin/discordgo v0.29.0 // indirect
+)
 
 require (
 	github.com/KimMachineGun/automemlimit v1.0.1
