@@ -77,7 +77,8 @@ var _ = Describe("Agent isolation", Ordered, func() {
 		Eventually(func() []string { return desired("eg")().Egress }, wait).Should(Equal([]string{"openai"}))
 
 		// Telegram is relayed by the platform: the agent reaches it through the relay. Discord
-		// is not: the agent talks to it itself.
+		// is not (this relay, as on the kube runtime, cannot route it): the agent talks to it
+		// itself.
 		tg := &agentsv1.Channel{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tg"},
 			Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "eg"}, Type: agentsv1.ChannelTelegram,
 				BotTokenRef: &agentsv1.SecretKeyReference{Name: "tg-tokens", Key: "bot"}}}
@@ -94,7 +95,7 @@ var _ = Describe("Agent isolation", Ordered, func() {
 })
 
 // testChannelRelay relays telegram, as the platform's relay does on the kube runtime (where
-// it cannot route Slack: the engine takes a plain websocket on loopback only).
+// it cannot route Slack or Discord: the engine takes a plain websocket on loopback only).
 type testChannelRelay struct{}
 
 func (testChannelRelay) TelegramAPIRoot() string {
@@ -102,6 +103,8 @@ func (testChannelRelay) TelegramAPIRoot() string {
 }
 
 func (testChannelRelay) SlackRelay() (string, string, bool) { return "", "", false }
+
+func (testChannelRelay) DiscordRelay() (string, bool) { return "", false }
 
 // testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
 func testAdmitter(mgr ctrl.Manager) *admission.Admitter {

@@ -182,10 +182,12 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.ModelProxy.URL, "model-proxy-url", "", "the REST facade's base URL as agents reach it for the model proxy (default: the facade on loopback for --runtime local, http://agentplane-api.<system-namespace>.svc for kube)")
 	f.StringToStringVar(&o.ModelProxy.Upstreams, "model-proxy-upstream", nil, "provider=URL origins the model proxy forwards to instead of the providers' own (mirrors, egress proxies, tests)")
 	f.DurationVar(&o.ModelProxy.FlushInterval, "usage-flush-interval", 30*time.Second, "how often each replica writes the model usage it counted to Agent and Workspace status")
-	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram and Slack tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
+	f.BoolVar(&o.ChannelRelay.Disabled, "no-channel-relay", false, "hand Telegram, Slack and Discord tokens to the agents' environment instead of relaying their bots through the platform (which also wakes a sleeping agent for its messages); the relay is off with --no-model-proxy too")
 	f.StringVar(&o.ChannelRelay.TelegramAPI, "telegram-api-url", channelrelay.DefaultTelegramAPI, "the Telegram Bot API origin the channel relay calls (a self-hosted Bot API server, tests)")
 	f.BoolVar(&o.ChannelRelay.Slack, "slack-relay", true, "relay Slack channels too (local runtime; the kube runtime never does): the platform holds each Slack app's socket, keeps both tokens out of the agent (which runs the engine's Slack relay mode) and wakes a sleeping agent for its messages; false hands the tokens to the agent, which then never sleeps while it has a Slack channel")
 	f.StringVar(&o.ChannelRelay.SlackAPI, "slack-api-url", channelrelay.DefaultSlackAPI, "the Slack Web API origin the channel relay calls (tests)")
+	f.BoolVar(&o.ChannelRelay.Discord, "discord-relay", true, "relay Discord channels too (local runtime; the kube runtime never does): the platform holds each Discord bot's gateway connection and token, the agent gets a relay token; a sleeping agent's messages wait in the platform and wake it")
+	f.StringVar(&o.ChannelRelay.DiscordAPI, "discord-api-url", channelrelay.DefaultDiscordAPI, "the Discord REST base (versioned) the channel relay calls (tests)")
 	addIsolationFlags(f, o)
 	addRateLimitFlags(f, o)
 }

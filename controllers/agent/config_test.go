@@ -155,13 +155,18 @@ func TestSyncConfigAfterLostStatusWrite(t *testing.T) {
 	}
 }
 
-// testChannelRelay is the platform's relay on loopback (slack: it routes Slack too).
-type testChannelRelay struct{ slack bool }
+// testChannelRelay is the platform's relay on loopback (slack, discord: it routes Slack,
+// Discord too).
+type testChannelRelay struct{ slack, discord bool }
 
 func (testChannelRelay) TelegramAPIRoot() string { return "http://127.0.0.1:8080/relay/telegram" }
 
 func (r testChannelRelay) SlackRelay() (string, string, bool) {
 	return "http://127.0.0.1:8080/relay/slack/api/", "ws://127.0.0.1:8080/relay/slack/gateway", r.slack
+}
+
+func (r testChannelRelay) DiscordRelay() (string, bool) {
+	return "http://127.0.0.1:8080/relay/discord/api/v10", r.discord
 }
 
 // TestSyncConfigRelaysTelegram: with the platform's channel relay, the telegram channel is
@@ -270,21 +275,7 @@ func TestSyncConfigRelaysSlack(t *testing.T) {
 			if !c.installed {
 				chc.Status.Conditions = nil
 			}
-			c1 := fake.NewClientBuilder().WithScheme(scheme.New()).
-				WithObjects(chc, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "t"}, Data: c.tokens}).
-				WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
-					return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
-				}).Build()
-			rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
-			r := &Reconciler{Client: c1, APIReader: c1, Runtime: rt, Engine: openclaw.New(), ChannelRelay: c.relay}
-			agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
-			env := map[string]string{}
-			if err := (&SecretEnv{Client: c1, APIReader: c1, ChannelRelay: c.relay, Engine: openclaw.New()}).addChannelEnv(context.Background(), agent, env); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
-				t.Fatal(err)
-			}
+			rt, env := syncChannel(t, chc, c.tokens, c.relay)
 			var cfg struct {
 				Channels map[string]map[string]any `json:"channels"`
 			}
@@ -323,4 +314,100 @@ func TestSyncConfigRelaysSlack(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncConfigRelaysDiscord: where the relay routes Discord, the discord channel is written
+// with the agent's relay token of the bot its token names (a Discord token's shape, the bot id
+// in its first segment; "0" for a token without one) and the environment gets the relay's REST
+// base and no token; until its plugin is installed, or while its token Secret is missing, it is
+// not written; where the relay cannot route Discord, the channel keeps its token's reference
+// with the token in the environment.
+func TestSyncConfigRelaysDiscord(t *testing.T) {
+	const bot = "MTIzNDU2Nzg5MDEyMzQ1Njc4.GhIjKl.real-discord-secret" // bot id 123456789012345678
+	ch := &agentsv1.Channel{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1-discord", Generation: 1},
+		Spec: agentsv1.ChannelSpec{AgentRef: agentsv1.LocalObjectReference{Name: "a1"}, Type: agentsv1.ChannelDiscord,
+			BotTokenRef: &agentsv1.SecretKeyReference{Name: "t", Key: "bot"}},
+		Status: agentsv1.ChannelStatus{Conditions: []metav1.Condition{{Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: "Installed"}}},
+	}
+	for _, c := range []struct {
+		name      string
+		relay     testChannelRelay
+		installed bool
+		tokens    map[string][]byte
+		want      any // channels.discord.token (nil: not written)
+	}{
+		{"relayed", testChannelRelay{discord: true}, true, map[string][]byte{"bot": []byte(bot)},
+			auth.NewDiscordRelayToken("123456789012345678", "ws", "a1", "gw-token")},
+		{"a token without a bot id", testChannelRelay{discord: true}, true, map[string][]byte{"bot": []byte("not-a-discord-token")},
+			auth.NewDiscordRelayToken("0", "ws", "a1", "gw-token")},
+		{"plugin not installed", testChannelRelay{discord: true}, false, map[string][]byte{"bot": []byte(bot)}, nil},
+		{"no bot token", testChannelRelay{discord: true}, true, map[string][]byte{}, nil},
+		{"not relayed", testChannelRelay{slack: true}, true, map[string][]byte{"bot": []byte(bot)},
+			map[string]any{"source": "env", "provider": "default", "id": controllers.EnvDiscordBotToken}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			chc := ch.DeepCopy()
+			if !c.installed {
+				chc.Status.Conditions = nil
+			}
+			rt, env := syncChannel(t, chc, c.tokens, c.relay)
+			var cfg struct {
+				Channels map[string]map[string]any `json:"channels"`
+			}
+			if err := json.Unmarshal(rt.file, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			dc, written := cfg.Channels["discord"]
+			if got := dc["token"]; !written && c.want != nil || written && !equalJSON(got, c.want) {
+				t.Fatalf("token %#v, want %#v: %s", got, c.want, rt.file)
+			}
+			if bytes.Contains(rt.file, []byte(bot)) || bytes.Contains(rt.file, []byte("real-discord-secret")) {
+				t.Fatalf("the bot token in the config: %s", rt.file)
+			}
+			api, relayed := c.relay.DiscordRelay()
+			if relayed {
+				if len(env) != 1 || env[openclaw.DiscordAPIURLEnv] != api {
+					t.Fatalf("the environment of a relayed discord channel: %v", env)
+				}
+				if tok, _ := dc["token"].(string); written {
+					if b, ns, name, ok := auth.ParseDiscordRelayToken(tok); !ok || ns != "ws" || name != "a1" || !auth.VerifyDiscordRelayToken(tok, b, ns, name, "gw-token") {
+						t.Fatalf("the relay token %q does not verify", tok)
+					}
+				}
+			} else if env[controllers.EnvDiscordBotToken] != bot || env[openclaw.DiscordAPIURLEnv] != "" {
+				t.Fatalf("the environment of an unrelayed discord channel: %v", env)
+			}
+		})
+	}
+}
+
+// equalJSON compares a decoded JSON value with want through their encodings.
+func equalJSON(got, want any) bool {
+	a, err1 := json.Marshal(got)
+	b, err2 := json.Marshal(want)
+	return err1 == nil && err2 == nil && bytes.Equal(a, b)
+}
+
+// syncChannel renders agent ws/a1's config with its one channel ch, whose token Secret "t"
+// holds tokens, where the relay routes as relay does: the file written and the gateway's
+// environment.
+func syncChannel(t *testing.T, ch *agentsv1.Channel, tokens map[string][]byte, relay testChannelRelay) (*fileRuntime, map[string]string) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(scheme.New()).
+		WithObjects(ch, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "t"}, Data: tokens}).
+		WithIndex(&agentsv1.Channel{}, agentsv1.IndexAgentRef, func(o client.Object) []string {
+			return []string{o.(*agentsv1.Channel).Spec.AgentRef.Name}
+		}).Build()
+	rt := &fileRuntime{file: []byte(`{"gateway":{"mode":"local","auth":{"mode":"token"}}}`)}
+	r := &Reconciler{Client: c, APIReader: c, Runtime: rt, Engine: openclaw.New(), ChannelRelay: relay}
+	agent := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "u1"}}
+	env := map[string]string{}
+	if err := (&SecretEnv{Client: c, APIReader: c, ChannelRelay: relay, Engine: openclaw.New()}).addChannelEnv(context.Background(), agent, env); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.syncConfig(context.Background(), agent, env, "gw-token"); err != nil {
+		t.Fatal(err)
+	}
+	return rt, env
 }

@@ -33,6 +33,10 @@ type ChannelRelay interface {
 	// websocket of the engine's relay mode. ok is false where the relay cannot route Slack
 	// (the engine's relay client takes a plain ws:// websocket on loopback only).
 	SlackRelay() (api, websocket string, ok bool)
+	// DiscordRelay is the Discord REST base (versioned) agents reach the relay at; the engine
+	// discovers the relay's gateway websocket from it. ok is false where the relay cannot
+	// route Discord (the engine takes plain http and ws on loopback only).
+	DiscordRelay() (api string, ok bool)
 }
 
 // relayed reports whether the platform relays channels of type t.
@@ -46,13 +50,17 @@ func relayed(r ChannelRelay, t agentsv1.ChannelType) bool {
 	case agentsv1.ChannelSlack:
 		_, _, ok := r.SlackRelay()
 		return ok
+	case agentsv1.ChannelDiscord:
+		_, ok := r.DiscordRelay()
+		return ok
 	}
 	return false
 }
 
-// relayToken is the token agent's gateway uses for its relayed channel ch: for Telegram the
-// relay token of the bot its token names, for Slack the agent's Slack relay token; "" while
-// the channel lacks a token the relay needs (Slack: the bot and the app token).
+// relayToken is the token agent's gateway uses for its relayed channel ch: for Telegram and
+// Discord the relay token of the bot its token names, for Slack the agent's Slack relay
+// token; "" while the channel lacks a token the relay needs (Slack: the bot and the app
+// token).
 func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *agentsv1.Channel, gatewayToken string) (string, error) {
 	if gatewayToken == "" {
 		return "", nil
@@ -72,8 +80,11 @@ func (r *Reconciler) relayToken(ctx context.Context, agent *agentsv1.Agent, ch *
 		}
 		toks[i] = tok
 	}
-	if ch.Spec.Type == agentsv1.ChannelSlack {
+	switch ch.Spec.Type {
+	case agentsv1.ChannelSlack:
 		return auth.NewSlackRelayToken(agent.Namespace, agent.Name, gatewayToken), nil
+	case agentsv1.ChannelDiscord:
+		return auth.NewDiscordRelayToken(auth.RelayDiscordBotID(toks[0]), agent.Namespace, agent.Name, gatewayToken), nil
 	}
 	return auth.NewTelegramRelayToken(auth.RelayBotID(toks[0]), agent.Namespace, agent.Name, gatewayToken), nil
 }
@@ -87,6 +98,8 @@ func relayChannel(relay ChannelRelay, agent *agentsv1.Agent, c *engine.Channel, 
 	case string(agentsv1.ChannelSlack):
 		c.APIRoot, c.RelayURL, _ = relay.SlackRelay()
 		c.GatewayID = agent.Namespace + "/" + agent.Name
+	case string(agentsv1.ChannelDiscord):
+		c.APIRoot, _ = relay.DiscordRelay()
 	}
 }
 

@@ -181,8 +181,10 @@ func latest(ts ...time.Time) time.Time {
 // its stored offset on start (deleteWebhook with drop_pending_updates false, verified in
 // openclaw 2026.9.6); with the channel relay on, its watch also wakes the agent for them
 // (internal/adapters/channelrelay). A relayed Slack channel's events wait in the relay's
-// inbox, which wakes the agent. Slack's own Socket Mode and Discord's gateway deliver only to
-// a connected client; WhatsApp redelivers what arrived offline, but the engine's plugin drops
+// inbox, which wakes the agent; so do a relayed Discord channel's messages: the relay's
+// Discord ingress holds the bot's gateway connection, queues what arrives for a sleeping
+// agent and wakes it. Slack's own Socket Mode and Discord's own gateway deliver only to a
+// connected client; WhatsApp redelivers what arrived offline, but the engine's plugin drops
 // (and marks read) every message older than about a minute on a fresh start (openclaw
 // 2026.9.6's @openclaw/whatsapp), so those agents are not idled.
 func losesMessagesAsleep(agent *agentsv1.Agent, relay ChannelRelay) bool {
@@ -190,7 +192,8 @@ func losesMessagesAsleep(agent *agentsv1.Agent, relay ChannelRelay) bool {
 		return false
 	}
 	for _, c := range agent.Status.Config.Channels {
-		if c.Removal || c.Type == agentsv1.ChannelTelegram || (c.Type == agentsv1.ChannelSlack && relayed(relay, c.Type)) {
+		if c.Removal || c.Type == agentsv1.ChannelTelegram ||
+			((c.Type == agentsv1.ChannelSlack || c.Type == agentsv1.ChannelDiscord) && relayed(relay, c.Type)) {
 			continue
 		}
 		return true

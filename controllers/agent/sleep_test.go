@@ -87,6 +87,8 @@ func TestLosesMessagesAsleep(t *testing.T) {
 		return a
 	}
 	slackRelay := &testChannelRelay{slack: true}
+	discordRelay := &testChannelRelay{discord: true}
+	bothRelay := &testChannelRelay{slack: true, discord: true}
 	for _, c := range []struct {
 		a     *agentsv1.Agent
 		relay ChannelRelay
@@ -100,6 +102,11 @@ func TestLosesMessagesAsleep(t *testing.T) {
 		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack), slackRelay, false},
 		{with(agentsv1.ChannelSlack, agentsv1.ChannelDiscord), slackRelay, true},
 		{with(agentsv1.ChannelDiscord), nil, true},
+		{with(agentsv1.ChannelDiscord), &testChannelRelay{}, true}, // a relay that cannot route discord
+		{with(agentsv1.ChannelDiscord), discordRelay, false},
+		{with(agentsv1.ChannelTelegram, agentsv1.ChannelSlack, agentsv1.ChannelDiscord), bothRelay, false},
+		{with(agentsv1.ChannelSlack, agentsv1.ChannelDiscord), discordRelay, true}, // slack not relayed
+		{with(agentsv1.ChannelDiscord, agentsv1.ChannelWhatsApp), bothRelay, true},
 		{with(agentsv1.ChannelWhatsApp), slackRelay, true},
 	} {
 		if got := losesMessagesAsleep(c.a, c.relay); got != c.want {

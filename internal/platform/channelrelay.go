@@ -11,15 +11,17 @@ import (
 )
 
 // ChannelRelayOptions configure the channel relay (internal/adapters/channelrelay): agents call
-// their Telegram bot and Slack app through the platform, which keeps their tokens, holds the
-// Slack app's socket and wakes a sleeping agent when a message waits for it. It is served
-// where the model proxy is (its base URL, under /relay/), so it is off when the model proxy
-// is. Slack is relayed when Slack is set, and only where agents reach that base on loopback
-// (the local runtime): the engine's Slack relay client takes a plain websocket only there.
+// their Telegram bot, Slack app and Discord bot through the platform, which keeps their
+// tokens, holds the Slack app's socket and the Discord bot's gateway connection and wakes a
+// sleeping agent when a message waits for it. It is served where the model proxy is (its base
+// URL, under /relay/), so it is off when the model proxy is. Slack and Discord are relayed
+// when Slack and Discord are set, and only where agents reach that base on loopback (the
+// local runtime): the engine's Slack relay client and its Discord plugin take plain http and
+// websockets only there.
 type ChannelRelayOptions struct {
 	// Disabled hands the channels' tokens to the agents' environment: their gateways call
-	// Telegram and Slack themselves, and a sleeping agent's messages wait for its next start
-	// (Telegram) or would be lost (Slack, whose agents are then not idled).
+	// Telegram, Slack and Discord themselves, and a sleeping agent's messages wait for its next
+	// start (Telegram) or would be lost (Slack, Discord, whose agents are then not idled).
 	Disabled bool
 	// TelegramAPI is the Bot API origin the relay and its watch call (default
 	// https://api.telegram.org; tests, self-hosted Bot API servers).
@@ -30,12 +32,17 @@ type ChannelRelayOptions struct {
 	// Slack relays Slack channels (off by default until the engine's relay mode is proven end
 	// to end on the real engine: docs/SECURITY.md, "Channel relay").
 	Slack bool
+	// Discord relays Discord channels (local runtime only).
+	Discord bool
+	// DiscordAPI is the Discord REST base the relay and its gateway connections call (default
+	// channelrelay.DefaultDiscordAPI; tests).
+	DiscordAPI string
 }
 
 // relayRoutes tells the controllers where an agent reaches the relay.
 type relayRoutes struct {
-	base  string
-	slack bool
+	base           string
+	slack, discord bool
 }
 
 // TelegramAPIRoot implements agentctrl.ChannelRelay.
@@ -50,7 +57,18 @@ func (r relayRoutes) SlackRelay() (string, string, bool) {
 	return r.base + "/relay/slack/api/", "ws://" + u.Host + channelrelay.SlackGatewayPath, true
 }
 
-// loopback is what the engine's Slack relay client counts as local: localhost, ::1, 127/8.
+// DiscordRelay implements agentctrl.ChannelRelay: only a base on loopback (the engine's
+// Discord plugin takes plain http and ws only there).
+func (r relayRoutes) DiscordRelay() (string, bool) {
+	u, err := url.Parse(r.base)
+	if !r.discord || err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
+		return "", false
+	}
+	return r.base + channelrelay.DiscordAPIPath, true
+}
+
+// loopback is what the engine's Slack relay client counts as local: localhost, ::1, 127/8
+// (DiscordRelay asks the same of the base).
 func loopback(host string) bool {
 	if host == "localhost" {
 		return true
@@ -64,7 +82,7 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 	if p.modelBase == "" || p.opts.ChannelRelay.Disabled {
 		return nil
 	}
-	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack}
+	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord}
 }
 
 // slackRelayed reports whether the relay routes Slack.
@@ -97,14 +115,33 @@ func (p *Platform) setupChannelWatch() error {
 	if err := p.channelWatch.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if !p.slackRelayed() {
+	if p.slackRelayed() {
+		p.slackRouter = &channelrelay.SlackRouter{Authorizer: p.relayAuthorizer(), Log: p.opts.Log.WithName("slackrouter")}
+		if err := (&channelrelay.SlackIngress{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Router: p.slackRouter, SlackAPI: p.opts.ChannelRelay.SlackAPI,
+			Recorder: eventRecorder(mgr, "agentplane-channel-relay"), Log: p.opts.Log.WithName("slackingress"),
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
+	if !p.discordRelayed() {
 		return nil
 	}
-	p.slackRouter = &channelrelay.SlackRouter{Authorizer: p.relayAuthorizer(), Log: p.opts.Log.WithName("slackrouter")}
-	return (&channelrelay.SlackIngress{
-		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Router: p.slackRouter, SlackAPI: p.opts.ChannelRelay.SlackAPI,
-		Recorder: eventRecorder(mgr, "agentplane-channel-relay"), Log: p.opts.Log.WithName("slackingress"),
+	p.discordRouter = &channelrelay.DiscordRouter{Authorizer: p.relayAuthorizer(), Log: p.opts.Log.WithName("discordrouter")}
+	return (&channelrelay.DiscordIngress{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Router: p.discordRouter, DiscordAPI: p.opts.ChannelRelay.DiscordAPI,
+		Recorder: eventRecorder(mgr, "agentplane-channel-relay"), Log: p.opts.Log.WithName("discordingress"),
 	}).SetupWithManager(mgr)
+}
+
+// discordRelayed reports whether the relay routes Discord.
+func (p *Platform) discordRelayed() bool {
+	r := p.controllersChannelRelay()
+	if r == nil {
+		return false
+	}
+	_, ok := r.DiscordRelay()
+	return ok
 }
 
 // setupChannelRelay builds the relay the facade serves (nil: off).
@@ -117,6 +154,8 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 		TelegramAPI: p.opts.ChannelRelay.TelegramAPI,
 		SlackAPI:    p.opts.ChannelRelay.SlackAPI,
 		Slack:       p.slackRouter,
+		DiscordAPI:  p.opts.ChannelRelay.DiscordAPI,
+		Discord:     p.discordRouter,
 		Log:         p.opts.Log.WithName("channelrelay"),
 		Polled: func(agent channelrelay.AgentKey) {
 			if p.channelWatch != nil { // this replica runs the watch

@@ -121,6 +121,8 @@ type Platform struct {
 	channelWatch *channelrelay.Watch
 	// slackRouter keeps relayed Slack agents' inboxes (nil: Slack not relayed here).
 	slackRouter *channelrelay.SlackRouter
+	// discordRouter is the relayed Discord agents' gateway (nil: Discord not relayed here).
+	discordRouter *channelrelay.DiscordRouter
 	// facade is where local agents reach the REST facade on this host's loopback (their
 	// platform tokens; "": none), the facade's own listener.
 	facade   string

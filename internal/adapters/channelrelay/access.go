@@ -74,6 +74,30 @@ func (a *ClusterAuthorizer) AuthorizeSlack(ctx context.Context, relayToken strin
 	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: toks.Bot}, nil
 }
 
+// AuthorizeDiscord implements Authorizer: the agent's Discord channel must be enabled with a
+// bot token of the bot the relay token names.
+func (a *ClusterAuthorizer) AuthorizeDiscord(ctx context.Context, relayToken string) (Grant, error) {
+	bot, ns, name, ok := auth.ParseDiscordRelayToken(relayToken)
+	if !ok {
+		return Grant{}, ErrUnauthorized
+	}
+	agent, gw, err := a.agent(ctx, ns, name)
+	if err != nil {
+		return Grant{}, err
+	}
+	if !auth.VerifyDiscordRelayToken(relayToken, bot, ns, name, gw) {
+		return Grant{}, ErrUnauthorized
+	}
+	_, toks, err := channels.EnabledTokens(ctx, a.Cache, a.APIReader, agent, agentsv1.ChannelDiscord)
+	if err != nil {
+		return Grant{}, err
+	}
+	if toks.Bot == "" || auth.RelayDiscordBotID(toks.Bot) != bot {
+		return Grant{}, ErrUnauthorized
+	}
+	return Grant{Agent: types.NamespacedName{Namespace: ns, Name: name}, BotToken: toks.Bot}, nil
+}
+
 // agent reads the agent a relay token names and its gateway token (ErrUnauthorized when
 // either is missing or the agent is being deleted).
 func (a *ClusterAuthorizer) agent(ctx context.Context, ns, name string) (*agentsv1.Agent, string, error) {

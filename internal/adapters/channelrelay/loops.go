@@ -5,8 +5,11 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -34,6 +37,27 @@ func agentsOfChannels(t agentsv1.ChannelType) handler.EventHandler {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ch.Namespace, Name: ch.Spec.AgentRef.Name}}}
 	})
+}
+
+// ingress is what an ingress of the relay (Slack's, Discord's) is to the manager: a Runnable
+// that holds the connections, on the leader, and a controller of Agents that starts and ends
+// them.
+type ingress interface {
+	reconcile.Reconciler
+	manager.LeaderElectionRunnable
+	Start(context.Context) error
+}
+
+// setupIngress registers in with mgr: it runs beside the controllers and reconciles each
+// Agent whose sleep changes and the agent of each Channel of type t that changes.
+func setupIngress(mgr ctrl.Manager, name string, t agentsv1.ChannelType, in ingress) error {
+	if err := mgr.Add(in); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).Named(name).
+		For(&agentsv1.Agent{}, builder.WithPredicates(sleepChanged())).
+		Watches(&agentsv1.Channel{}, agentsOfChannels(t)).
+		Complete(in)
 }
 
 // loops runs at most one background loop per agent, for one input (a token, a pair of

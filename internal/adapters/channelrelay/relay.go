@@ -13,12 +13,21 @@
 // event once it stored it. The gateway calls the Web API through the relay with a relay token
 // (auth.NewSlackRelayToken), so neither of the app's tokens reaches the agent.
 //
+// For Discord it is the Discord of every relayed agent's gateway (the engine's DISCORD_API_URL,
+// discord.go): the platform holds the bot's gateway connection (DiscordIngress), keeps each
+// message in the agent's inbox, wakes a sleeping agent and serves the inbox on a Discord
+// gateway of its own, where a message leaves the inbox once the agent's gateway has seen it
+// (its heartbeat's or its resume's sequence number). REST calls carry a relay token of a
+// Discord token's shape (auth.NewDiscordRelayToken), which the relay swaps for the bot's.
+//
 // Routes (under the facade's /relay/ and the model proxy's own listener):
 //
 //	/relay/telegram/bot<relay token>/<method>         any Bot API method but those below
 //	/relay/telegram/file/bot<relay token>/<file path> file downloads
 //	POST /relay/slack/api/<method>                    any Web API method but those below
 //	GET /relay/slack/gateway                          the gateway's relay websocket
+//	/relay/discord/api/v10/<path>                     any REST call (gateway discovery answered here)
+//	GET /relay/discord/gateway                        the agents' Discord gateway
 //
 // setWebhook, logOut and close answer 403: they would take the bot's updates away from the
 // platform (a webhook elsewhere, another Bot API server). auth.revoke, apps.uninstall and
@@ -74,6 +83,7 @@ var ErrUnauthorized = errors.New("channelrelay: unauthorized relay token")
 type Authorizer interface {
 	AuthorizeTelegram(ctx context.Context, relayToken string) (Grant, error)
 	AuthorizeSlack(ctx context.Context, relayToken string) (Grant, error)
+	AuthorizeDiscord(ctx context.Context, relayToken string) (Grant, error)
 }
 
 // Options configure a Relay.
@@ -86,7 +96,13 @@ type Options struct {
 	SlackAPI string
 	// Slack routes the relayed Slack channels' events to their gateways (nil: the gateway
 	// websocket route answers 404).
-	Slack     *SlackRouter
+	Slack *SlackRouter
+	// DiscordAPI is the versioned REST base the relay forwards Discord calls to (default
+	// DefaultDiscordAPI).
+	DiscordAPI string
+	// Discord is the agents' Discord gateway (nil: the relay answers no Discord gateway
+	// discovery and serves no gateway websocket).
+	Discord   *DiscordRouter
 	Transport http.RoundTripper // default: http.DefaultTransport
 	Log       logr.Logger
 	// Polled, when set, is told each time an agent's gateway asks for its updates (the watch
@@ -96,12 +112,14 @@ type Options struct {
 
 // Relay is the channel relay, an http.Handler mounted at "/relay/".
 type Relay struct {
-	opts       Options
-	api        *url.URL
-	proxy      *httputil.ReverseProxy
-	slackAPI   *url.URL
-	slackProxy *httputil.ReverseProxy
-	mux        *http.ServeMux
+	opts         Options
+	api          *url.URL
+	proxy        *httputil.ReverseProxy
+	slackAPI     *url.URL
+	slackProxy   *httputil.ReverseProxy
+	discordAPI   *url.URL
+	discordProxy *httputil.ReverseProxy
+	mux          *http.ServeMux
 }
 
 // New builds a Relay.
@@ -123,10 +141,17 @@ func New(o Options) (*Relay, error) {
 	if err != nil || slackAPI.Scheme == "" || slackAPI.Host == "" {
 		return nil, errors.New("channelrelay: the Slack API origin must be an absolute URL")
 	}
+	if o.DiscordAPI == "" {
+		o.DiscordAPI = DefaultDiscordAPI
+	}
+	discordAPI, err := url.Parse(strings.TrimSuffix(o.DiscordAPI, "/"))
+	if err != nil || discordAPI.Scheme == "" || discordAPI.Host == "" {
+		return nil, errors.New("channelrelay: the Discord API base must be an absolute URL")
+	}
 	if o.Transport == nil {
 		o.Transport = http.DefaultTransport
 	}
-	r := &Relay{opts: o, api: api, slackAPI: slackAPI, mux: http.NewServeMux()}
+	r := &Relay{opts: o, api: api, slackAPI: slackAPI, discordAPI: discordAPI, mux: http.NewServeMux()}
 	r.proxy = &httputil.ReverseProxy{
 		Rewrite:       func(*httputil.ProxyRequest) {}, // the handler sets the outbound URL
 		Transport:     o.Transport,
@@ -138,11 +163,21 @@ func New(o Options) (*Relay, error) {
 		Transport:    o.Transport,
 		ErrorHandler: r.slackUpstreamError,
 	}
+	r.discordProxy = &httputil.ReverseProxy{
+		Rewrite:      func(*httputil.ProxyRequest) {},
+		Transport:    o.Transport,
+		ErrorHandler: r.discordUpstreamError,
+	}
 	r.mux.HandleFunc("/relay/telegram/{bot}/{method}", r.telegramMethod)
 	r.mux.HandleFunc("GET /relay/telegram/file/{bot}/{path...}", r.telegramFile)
 	r.mux.HandleFunc("POST /relay/slack/api/{method}", r.slackCall)
 	if o.Slack != nil {
 		r.mux.Handle("GET "+SlackGatewayPath, o.Slack)
+	}
+	r.mux.HandleFunc(DiscordAPIPath+"/{path...}", r.discordCall)
+	if o.Discord != nil {
+		r.mux.Handle("GET "+DiscordGatewayPath, o.Discord)
+		r.mux.Handle("GET "+DiscordGatewayPath+"/{$}", o.Discord) // discordgo adds a slash
 	}
 	return r, nil
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -49,13 +48,7 @@ type SlackIngress struct {
 // too), and ends its connections when the manager stops.
 func (s *SlackIngress) SetupWithManager(mgr ctrl.Manager) error {
 	s.init()
-	if err := mgr.Add(s); err != nil {
-		return err
-	}
-	return ctrl.NewControllerManagedBy(mgr).Named("slackingress").
-		For(&agentsv1.Agent{}, builder.WithPredicates(sleepChanged())).
-		Watches(&agentsv1.Channel{}, agentsOfChannels(agentsv1.ChannelSlack)).
-		Complete(s)
+	return setupIngress(mgr, "slackingress", agentsv1.ChannelSlack, s)
 }
 
 func (s *SlackIngress) init() {

@@ -114,9 +114,11 @@ type Channel struct {
 	AppTokenEnv string // env var holding the slack app token
 	DMPolicy    string
 	AllowFrom   []string
-	// APIRoot, when set, is the platform's channel relay (telegram, slack): the channel calls
-	// its API there with BotToken, the agent's relay token, written in the config as it is (it
-	// is worthless outside the relay), instead of the bot token named by BotTokenEnv.
+	// APIRoot, when set, is the platform's channel relay (telegram, slack, discord): the
+	// channel calls its API there with BotToken, the agent's relay token, written in the config
+	// as it is (it is worthless outside the relay), instead of the bot token named by
+	// BotTokenEnv. For discord it is the relay's versioned REST base (its .../api/v10), which
+	// the engine also discovers the relay's gateway websocket from.
 	APIRoot, BotToken string
 	// RelayURL (slack, with APIRoot) is the relay's websocket: the platform holds the Slack
 	// app's Socket Mode connection and forwards the channel's events there; the gateway

@@ -115,3 +115,89 @@ func ParseSlackRelayToken(tok string) (namespace, name string, ok bool) {
 func VerifySlackRelayToken(tok, namespace, name, gatewayToken string) bool {
 	return slackRelayCred.verify(tok, namespace, name, gatewayToken)
 }
+
+// The Discord relay token is what an agent's gateway uses in place of its bot token when the
+// platform relays its Discord channel, of a Discord token's shape (base64(bot user id) "."
+// timestamp "." HMAC): base64url(bot id) + "." + base64url("<namespace>/<agent>") + "." +
+// base64url(HMAC-SHA256(gateway token, label || bot id || "\x00" || namespace/agent)). The
+// engine reads the application id from its first segment as from the real token's; Discord
+// refuses it, the relay swaps it for the bot token.
+const discordRelayLabel = "agentplane discord relay v1\x00"
+
+// discordRelayCred is the Discord relay token's form for the bot botID: an agentCredential
+// whose prefix is the bot id's segment and whose label binds the bot id.
+func discordRelayCred(botID string) agentCredential {
+	return agentCredential{
+		prefix: base64.RawURLEncoding.EncodeToString([]byte(botID)) + ".",
+		label:  discordRelayLabel + botID + "\x00",
+	}
+}
+
+// DiscordBotID is the bot's id a Discord bot token's first dot-separated segment decodes to
+// (base64, standard or URL alphabet, padded or not; "" unless it decodes to digits).
+func DiscordBotID(botToken string) string {
+	seg, _, _ := strings.Cut(botToken, ".")
+	seg = strings.TrimRight(seg, "=")
+	if seg == "" {
+		return ""
+	}
+	id, err := base64.RawStdEncoding.DecodeString(seg)
+	if err != nil {
+		if id, err = base64.RawURLEncoding.DecodeString(seg); err != nil {
+			return ""
+		}
+	}
+	if len(id) == 0 || strings.Trim(string(id), "0123456789") != "" {
+		return ""
+	}
+	return string(id)
+}
+
+// RelayDiscordBotID is the bot id a Discord relay token for botToken carries: DiscordBotID,
+// or "0" for a token without one.
+func RelayDiscordBotID(botToken string) string {
+	if id := DiscordBotID(botToken); id != "" {
+		return id
+	}
+	return "0"
+}
+
+// NewDiscordRelayToken derives the Discord relay token of agent namespace/name for the bot
+// botID.
+func NewDiscordRelayToken(botID, namespace, name, gatewayToken string) string {
+	return discordRelayCred(botID).derive(namespace, name, gatewayToken)
+}
+
+// ParseDiscordRelayToken returns the bot and the agent a Discord relay token names (not yet
+// verified).
+func ParseDiscordRelayToken(tok string) (botID, namespace, name string, ok bool) {
+	seg, _, found := strings.Cut(tok, ".")
+	if !found {
+		return "", "", "", false
+	}
+	botID = DiscordBotID(seg)
+	if botID == "" {
+		return "", "", "", false
+	}
+	c := discordRelayCred(botID)
+	if !strings.HasPrefix(tok, c.prefix) { // the id's own encoding, as NewDiscordRelayToken writes it
+		return "", "", "", false
+	}
+	namespace, name, mac, ok := c.parse(tok)
+	if !ok || len(mac) != relayMACLen {
+		return "", "", "", false
+	}
+	if _, err := base64.RawURLEncoding.DecodeString(mac); err != nil {
+		return "", "", "", false
+	}
+	return botID, namespace, name, true
+}
+
+// VerifyDiscordRelayToken reports whether tok is the current Discord relay token of
+// namespace/name for botID under gatewayToken (constant time).
+func VerifyDiscordRelayToken(tok, botID, namespace, name, gatewayToken string) bool {
+	if botID == "" {
+		return false
+	}
+	return discordRelayCred(botID).verify(tok, namespace, name, gatewayToken)
+}

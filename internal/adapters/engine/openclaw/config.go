@@ -122,17 +122,27 @@ const SlackRelayPath = "/relay/slack/gateway"
 // client it builds, the Bolt app's included; openclaw 2026.9.6 has no config key for it).
 const SlackAPIURLEnv = "SLACK_API_URL"
 
-// ChannelEnv implements engine.Engine: a relayed Slack channel's Web API origin.
+// DiscordAPIURLEnv is the variable the Discord plugin reads its versioned REST base from (the
+// gateway process's environment; it discovers the gateway websocket at <base>/gateway/bot
+// and takes plain http and ws on loopback only).
+const DiscordAPIURLEnv = "DISCORD_API_URL"
+
+// ChannelEnv implements engine.Engine: a relayed Slack channel's Web API origin, a relayed
+// Discord channel's REST base.
 func (e *Engine) ChannelEnv(ch engine.Channel) map[string]string {
-	if ch.Type == "slack" && ch.RelayURL != "" && ch.APIRoot != "" {
+	switch {
+	case ch.Type == "slack" && ch.RelayURL != "" && ch.APIRoot != "":
 		return map[string]string{SlackAPIURLEnv: ch.APIRoot}
+	case ch.Type == "discord" && ch.APIRoot != "":
+		return map[string]string{DiscordAPIURLEnv: ch.APIRoot}
 	}
 	return nil
 }
 
 // SetChannel implements engine.Engine. It writes channels.<type> with the tokens as env
-// SecretRefs ({source:"env",provider:"default",id:ENV}) or, for a relayed telegram channel,
-// the relay's apiRoot and the agent's relay token, enabled, dmPolicy and allowFrom,
+// SecretRefs ({source:"env",provider:"default",id:ENV}) or, for a relayed channel, the
+// agent's relay token (telegram: with the relay's apiRoot; slack: in relay mode; discord: its
+// REST base is ChannelEnv's), enabled, dmPolicy and allowFrom,
 // keeping any other keys the user set there, and trusts the channel's external plugin
 // (plugins.entries.<type>.enabled) for slack, discord and whatsapp.
 func (e *Engine) SetChannel(config []byte, ch engine.Channel) ([]byte, error) {
@@ -175,7 +185,13 @@ func (e *Engine) SetChannel(config []byte, ch engine.Channel) ([]byte, error) {
 			}
 		}
 	case "discord":
-		c["token"] = envRef(ch.BotTokenEnv)
+		// Relayed, the gateway calls the relay's REST base (ChannelEnv's DISCORD_API_URL, in
+		// the environment only: nothing of it to take out of the config when the relay is off).
+		if ch.APIRoot != "" {
+			c["token"] = ch.BotToken
+		} else {
+			c["token"] = envRef(ch.BotTokenEnv)
+		}
 	}
 	if ch.DMPolicy != "" {
 		c["dmPolicy"] = ch.DMPolicy
@@ -245,8 +261,8 @@ func checkChannel(ch engine.Channel) error {
 	case ch.RelayURL != "":
 		return bad("only slack takes a relay websocket, with its API root")
 	case ch.APIRoot != "":
-		if ch.Type != "telegram" || ch.BotToken == "" {
-			return bad("only telegram and slack are relayed, with the agent's relay token")
+		if (ch.Type != "telegram" && ch.Type != "discord") || ch.BotToken == "" {
+			return bad("only telegram, slack and discord are relayed, with the agent's relay token")
 		}
 	case ch.Type != "whatsapp" && !envNameRE.MatchString(ch.BotTokenEnv):
 		return bad("%s needs the bot token's env var name (A-Z, 0-9, _), got %q", ch.Type, ch.BotTokenEnv)

@@ -211,11 +211,39 @@ func TestSetChannel(t *testing.T) {
 	if env := New().ChannelEnv(unrelayed); env != nil {
 		t.Fatalf("unrelayed env: %v", env)
 	}
+	// Discord relayed: the relay token as the token, the relay's REST base in the environment
+	// only. Off again, the token's reference and nothing else: the config held no more of the
+	// relay than its token.
+	discord := engine.Channel{Type: "discord", Enabled: true, BotTokenEnv: "DB", DMPolicy: "pairing",
+		APIRoot: "http://127.0.0.1:1/relay/discord/api/v10", BotToken: "MTIz.bnMvYQ.relay"}
+	if b, err = New().SetChannel([]byte(`{channels:{discord:{token:"plain",guilds:{"1":{}}}}}`), discord); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"enabled": true, "token": "MTIz.bnMvYQ.relay", "dmPolicy": "pairing", "guilds": map[string]any{"1": map[string]any{}}}; !reflect.DeepEqual(at(decode(t, b), "channels.discord"), want) {
+		t.Fatalf("discord relayed: %#v", at(decode(t, b), "channels.discord"))
+	}
+	if at(decode(t, b), "plugins.entries.discord.enabled") != true {
+		t.Fatalf("discord relayed: the plugin entry: %s", b)
+	}
+	if env := New().ChannelEnv(discord); !reflect.DeepEqual(env, map[string]string{DiscordAPIURLEnv: discord.APIRoot}) {
+		t.Fatalf("discord relayed env: %v", env)
+	}
+	unrelayedDiscord := engine.Channel{Type: "discord", Enabled: true, BotTokenEnv: "DB", DMPolicy: "pairing"}
+	if b, err = New().SetChannel(b, unrelayedDiscord); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]any{"enabled": true, "token": ref("DB"), "dmPolicy": "pairing", "guilds": map[string]any{"1": map[string]any{}}}; !reflect.DeepEqual(at(decode(t, b), "channels.discord"), want) {
+		t.Fatalf("discord relay off: %#v", at(decode(t, b), "channels.discord"))
+	}
+	if env := New().ChannelEnv(unrelayedDiscord); env != nil {
+		t.Fatalf("unrelayed discord env: %v", env)
+	}
 	for _, bad := range []engine.Channel{
 		{Type: "slack", Enabled: true, APIRoot: "http://relay", BotToken: "xoxb-relay"},                      // no websocket
 		{Type: "discord", Enabled: true, BotTokenEnv: "D", RelayURL: "ws://127.0.0.1:1/relay/slack/gateway"}, // only slack
 		{Type: "telegram", Enabled: true, APIRoot: "http://relay"},                                           // no relay token
-		{Type: "discord", Enabled: true, APIRoot: "http://relay", BotToken: "1:relay"},                       // not relayed
+		{Type: "discord", Enabled: true, BotTokenEnv: "D", APIRoot: "http://relay"},                          // no relay token
+		{Type: "whatsapp", Enabled: true, APIRoot: "http://relay", BotToken: "relay"},                        // not relayed
 	} {
 		if _, err := New().SetChannel(base, bad); err == nil {
 			t.Errorf("accepted %+v", bad)
