@@ -357,6 +357,50 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(meta.IsStatusConditionTrue(ch.Status.Conditions, "PluginInstalled")).To(BeTrue())
 	})
 
+	It("sets up discord through the platform's relay: installs its plugin of the engine's version, holds the bot's gateway connection, keeps its token", func() {
+		bot := discord.BotToken()
+		r := call("POST", channelPath("discord"), tok, map[string]any{"botToken": bot, "dmPolicy": "open", "allowFrom": []string{"*"}})
+		Expect(r.Status).To(Equal(201), r.Raw)
+		Expect(r.Raw).NotTo(ContainSubstring(bot))
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
+		Expect(shell(tok, agent, "cat ../fake-plugins.json")).To(ContainSubstring(`"spec": "@openclaw/discord@` + a.Status.EngineVersion + `"`))
+		raw, cfg := engineConfig(tok, agent)
+		Expect(raw).NotTo(ContainSubstring(bot))
+		relayTok := auth.NewDiscordRelayToken(discord.Options().BotUserID, ws, agent, call("GET", base+"/gateway-token", tok, nil).Body["token"].(string))
+		Expect(channelConfig(cfg, "discord")).To(HaveKeyWithValue("token", relayTok))
+		Eventually(func() []string {
+			return []string{gatewayEnv(tok, agent, "DISCORD_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_DISCORD_BOT_TOKEN")}
+		}).Should(Equal([]string{baseURL + "/relay/discord/api/v10", ""}))
+		// The platform holds the bot's gateway connection; the agent's REST calls reach Discord
+		// with the bot's token, and its gateway discovery names the relay's own gateway.
+		Eventually(discord.Connections).Should(Equal(1))
+		get := func(path, tok string) (int, string) {
+			req, _ := http.NewRequest("GET", baseURL+"/relay/discord/api/v10"+path, nil)
+			req.Header.Set("Authorization", "Bot "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		}
+		status, me := get("/users/@me", relayTok)
+		Expect(status).To(Equal(200), me)
+		Expect(me).To(ContainSubstring(discord.Options().BotUserID))
+		_, gw := get("/gateway/bot", relayTok)
+		Expect(gw).To(ContainSubstring(`"url":"ws` + strings.TrimPrefix(baseURL, "http") + `/relay/discord/gateway"`))
+		status, _ = get("/users/@me", bot)
+		Expect(status).To(Equal(401), "the bot's own token is not a relay token")
+
+		// Removed: the token goes from the config, the platform ends the bot's connection and
+		// refuses the relay token.
+		Expect(call("DELETE", channelPath("discord"), tok, nil).Status).To(Equal(200))
+		_, cfg = engineConfig(tok, agent)
+		Expect(channelConfig(cfg, "discord")).To(BeNil())
+		Eventually(discord.Connections).Should(Equal(0), "the platform ends a removed channel's bot connection")
+		Eventually(func() int { s, _ := get("/users/@me", relayTok); return s }).Should(Equal(401))
+	})
+
 	It("sets up whatsapp without a token (it pairs by QR code)", func() {
 		r := call("POST", channelPath("whatsapp"), tok, map[string]any{"dmPolicy": "allowlist", "allowFrom": []string{"+15555550123"}})
 		Expect(r.Status).To(Equal(201), r.Raw)

@@ -26,6 +26,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/fakediscord"
 	"github.com/agentplane/agentplane/internal/devtools/fakeslack"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
@@ -59,6 +60,7 @@ var (
 	// slack is the Slack the channel relay calls and holds the app's socket with
 	// (channels_test.go), with the suite's bot and app tokens.
 	slack   *fakeslack.Server
+	discord *fakediscord.Server
 	baseURL string
 )
 
@@ -82,6 +84,7 @@ var _ = BeforeSuite(func() {
 	llm = providertest.New()
 	telegram = faketelegram.New("123456789:suite-bot-token")
 	slack = fakeslack.New(fakeslack.Options{BotToken: suiteSlackBot, AppToken: suiteSlackApp})
+	discord = fakediscord.New(fakediscord.Options{})
 	runtimeStateDir = GinkgoT().TempDir()
 	plat, baseURL, platStopped = startPlatformWith(ctx, env.Config, platform.Options{
 		Runtime: platform.RuntimeOptions{
@@ -103,7 +106,9 @@ var _ = BeforeSuite(func() {
 		ModelProxy: platform.ModelProxyOptions{
 			Upstreams: map[string]string{"anthropic": llm.URL, "openai": llm.URL}, FlushInterval: 300 * time.Millisecond,
 		},
-		ChannelRelay: platform.ChannelRelayOptions{TelegramAPI: telegram.URL, SlackAPI: slack.APIURL(), Slack: true},
+		ChannelRelay: platform.ChannelRelayOptions{
+			TelegramAPI: telegram.URL, SlackAPI: slack.APIURL(), Slack: true, DiscordAPI: discord.APIURL(), Discord: true,
+		},
 	})
 	// The secrets key of the main platform's system namespace.
 	Expect(k8sClient.Create(ctx, &corev1.Secret{
@@ -123,6 +128,9 @@ var _ = AfterSuite(func() {
 	}
 	if slack != nil {
 		slack.Close()
+	}
+	if discord != nil {
+		discord.Close()
 	}
 	if telegram != nil {
 		telegram.Close()

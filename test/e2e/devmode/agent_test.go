@@ -3,6 +3,7 @@
 package devmode
 
 import (
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/internal/devtools/fakediscord"
 	"github.com/agentplane/agentplane/internal/devtools/fakeslack"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 	"github.com/agentplane/agentplane/test/e2e"
@@ -28,8 +30,10 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	slackBot, slackApp := "xoxb-e2e-bot-"+stamp, "xapp-e2e-app-"+stamp
 	sl := fakeslack.New(fakeslack.Options{BotToken: slackBot, AppToken: slackApp})
 	t.Cleanup(sl.Close)
+	dc := fakediscord.New(fakediscord.Options{BotToken: base64.RawURLEncoding.EncodeToString([]byte("100000000000000001")) + "." + stamp + ".e2e-discord-bot"})
+	t.Cleanup(dc.Close)
 	p := e2e.StartDev(t, e2e.EngineDir(t), "--model-proxy-upstream", "anthropic="+llm.URL, "--usage-flush-interval", "1s",
-		"--telegram-api-url", tg.URL, "--slack-api-url", sl.APIURL()) // Slack relayed by default
+		"--telegram-api-url", tg.URL, "--slack-api-url", sl.APIURL(), "--discord-api-url", dc.APIURL()) // Slack and Discord relayed by default
 
 	// Create: waits for provisioning and answers the running agent.
 	start := time.Now()
@@ -112,6 +116,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 
 	t.Run("telegram through the relay, asleep too", func(t *testing.T) { checkTelegram(t, p, tg, base) })
 	t.Run("slack through the relay, asleep too", func(t *testing.T) { checkSlack(t, p, sl, slackBot, slackApp, base) })
+	t.Run("discord through the relay, asleep too", func(t *testing.T) { checkDiscord(t, p, dc, base) })
 
 	t.Run("restart and unknown version", func(t *testing.T) {
 		bad := p.Call("POST", base+"/restart", map[string]string{"version": "1999.1.1"})
