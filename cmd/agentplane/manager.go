@@ -188,6 +188,7 @@ func addPlatformFlags(cmd *cobra.Command, o *platform.Options, apiAddr string) {
 	f.StringVar(&o.ChannelRelay.SlackAPI, "slack-api-url", channelrelay.DefaultSlackAPI, "the Slack Web API origin the channel relay calls (tests)")
 	f.BoolVar(&o.ChannelRelay.Discord, "discord-relay", true, "relay Discord channels too (local runtime; the kube runtime never does): the platform holds each Discord bot's gateway connection and token, the agent gets a relay token; a sleeping agent's messages wait in the platform and wake it")
 	f.StringVar(&o.ChannelRelay.DiscordAPI, "discord-api-url", channelrelay.DefaultDiscordAPI, "the Discord REST base (versioned) the channel relay calls (tests)")
+	f.StringVar(&o.ChannelRelay.DiscordCDN, "discord-cdn-url", "", "where the channel relay fetches the attachments it serves to agents, in place of Discord's CDN hosts (tests)")
 	addIsolationFlags(f, o)
 	addRateLimitFlags(f, o)
 }

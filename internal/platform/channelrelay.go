@@ -37,6 +37,9 @@ type ChannelRelayOptions struct {
 	// DiscordAPI is the Discord REST base the relay and its gateway connections call (default
 	// channelrelay.DefaultDiscordAPI; tests).
 	DiscordAPI string
+	// DiscordCDN, when set, is where the relay fetches the attachments it serves to agents
+	// instead of Discord's CDN (tests).
+	DiscordCDN string
 }
 
 // relayRoutes tells the controllers where an agent reaches the relay.
@@ -156,6 +159,7 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 		Slack:       p.slackRouter,
 		DiscordAPI:  p.opts.ChannelRelay.DiscordAPI,
 		Discord:     p.discordRouter,
+		DiscordCDN:  p.opts.ChannelRelay.DiscordCDN,
 		Log:         p.opts.Log.WithName("channelrelay"),
 		Polled: func(agent channelrelay.AgentKey) {
 			if p.channelWatch != nil { // this replica runs the watch

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,8 @@ type DiscordRouter struct {
 	agents  map[AgentKey]*discordAgent
 	changed chan struct{} // closed and replaced when a bot's READY arrives
 	closed  bool
+	// mediaKey authenticates the attachment URLs the relay hands out (discordmedia.go).
+	mediaKey []byte
 }
 
 type discordAgent struct {
@@ -73,6 +76,8 @@ type discordAgent struct {
 type discordSession struct {
 	conn *discordgw.Conn
 	out  chan discordFrame
+	// media rewrites a message's attachment URLs for the relay's origin the gateway reached.
+	media func(json.RawMessage) json.RawMessage
 }
 
 type discordFrame struct {
@@ -81,14 +86,17 @@ type discordFrame struct {
 	d   any
 }
 
-func newDiscordSession(conn *discordgw.Conn, size int) *discordSession {
-	s := &discordSession{conn: conn, out: make(chan discordFrame, size)}
+func newDiscordSession(conn *discordgw.Conn, size int, media func(json.RawMessage) json.RawMessage) *discordSession {
+	s := &discordSession{conn: conn, out: make(chan discordFrame, size), media: media}
 	go s.write()
 	return s
 }
 
 // dispatch queues an event; a full queue ends the session.
 func (s *discordSession) dispatch(t string, seq int64, d any) {
+	if raw, ok := d.(json.RawMessage); ok && s.media != nil && (t == "MESSAGE_CREATE" || t == "MESSAGE_UPDATE") {
+		d = s.media(raw)
+	}
 	select {
 	case s.out <- discordFrame{t: t, seq: seq, d: d}:
 	case <-s.conn.Done():
@@ -132,6 +140,7 @@ func (r *DiscordRouter) init() {
 		}
 		r.agents = map[AgentKey]*discordAgent{}
 		r.changed = make(chan struct{})
+		r.mediaKey = newMediaKey()
 	})
 }
 
@@ -374,7 +383,8 @@ func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discor
 	if a.conn != nil {
 		a.conn.close("another session of the agent connected")
 	}
-	a.conn = newDiscordSession(conn, r.MaxInbox+64)
+	origin := strings.TrimSuffix(strings.Replace(resumeURL, "ws://", "http://", 1), DiscordGatewayPath)
+	a.conn = newDiscordSession(conn, r.MaxInbox+64, func(d json.RawMessage) json.RawMessage { return r.withMedia(origin, d) })
 	for i := range a.inbox {
 		if first.Resume != nil && first.Resume.SessionID == a.session && a.inbox[i].sent != 0 && a.inbox[i].sent <= first.Resume.Seq {
 			continue // seen: dropped below

@@ -460,3 +460,69 @@ func TestDiscordGatewayRefusesBrowsersAndDropsStalledSessions(t *testing.T) {
 		}
 	}
 }
+
+// An attachment reaches the agent's gateway as a URL on the relay's own origin (the engine's
+// plugin fetches media only there under DISCORD_API_URL), which serves the file from Discord's
+// CDN; a URL the relay did not hand out opens nothing.
+func TestDiscordRelayServesAttachments(t *testing.T) {
+	dc := fakediscord.New(fakediscord.Options{BotToken: discordBotToken})
+	t.Cleanup(dc.Close)
+	s, _ := newDiscordIngress(t, dc.APIURL(), discordChannel("agent", true), discordToken("agent"),
+		&agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "agent"}})
+	if _, err := s.Reconcile(context.Background(), ctrl.Request{NamespacedName: agentKey}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bot's connection to Discord", func() bool { return dc.Connections() == 1 })
+	r, err := New(Options{Authorizer: fakeAuthorizer{}, DiscordAPI: dc.APIURL(), Discord: s.Router, DiscordCDN: dc.CDNURL(), Log: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	_, got := agentGateway(t, srv.URL)
+
+	png := []byte("\x89PNG\r\n\x1a\nnot really an image")
+	dc.SendDMWithFile("look at this", "cat.png", png)
+	m := next(t, got, "the DM with its attachment")
+	if len(m.Attachments) != 1 {
+		t.Fatalf("attachments: %+v", m.Attachments)
+	}
+	a := m.Attachments[0]
+	for _, u := range []string{a.URL, a.ProxyURL} {
+		if !strings.HasPrefix(u, srv.URL+DiscordMediaPath) {
+			t.Fatalf("an attachment URL off the relay's origin: %s", u)
+		}
+	}
+	get := func(u string) (int, []byte) {
+		t.Helper()
+		res, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, b
+	}
+	if code, b := get(a.URL); code != 200 || string(b) != string(png) {
+		t.Fatalf("the attachment through the relay: %d %q", code, b)
+	}
+	if dc.CDNFetches() != 1 {
+		t.Fatalf("the CDN served %d files", dc.CDNFetches())
+	}
+	mac := strings.SplitN(strings.TrimPrefix(a.URL, srv.URL+DiscordMediaPath), "/", 2)[0]
+	for name, u := range map[string]string{
+		"another MAC":        strings.Replace(a.URL, mac, strings.Repeat("A", len(mac)), 1),
+		"another file":       strings.Replace(a.URL, "cat.png", "dog.png", 1),
+		"another query":      a.URL + "&x=1",
+		"another host":       strings.Replace(a.URL, "cdn.discordapp.com", "example.com", 1),
+		"no MAC at all":      srv.URL + DiscordMediaPath + "cdn.discordapp.com/attachments/1/2/cat.png",
+		"a path that climbs": strings.Replace(a.URL, "attachments/", "attachments/../", 1),
+	} {
+		if code, _ := get(u); code != http.StatusNotFound {
+			t.Errorf("%s: %d, want 404", name, code)
+		}
+	}
+	if dc.CDNFetches() != 1 {
+		t.Fatalf("refused URLs reached the CDN (%d fetches)", dc.CDNFetches())
+	}
+}

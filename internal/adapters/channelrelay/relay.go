@@ -28,6 +28,7 @@
 //	GET /relay/slack/gateway                          the gateway's relay websocket
 //	/relay/discord/api/v10/<path>                     any REST call (gateway discovery answered here)
 //	GET /relay/discord/gateway                        the agents' Discord gateway
+//	GET /relay/discord/media/<mac>/<host>/<path>      an attachment the relay handed out
 //
 // setWebhook, logOut and close answer 403: they would take the bot's updates away from the
 // platform (a webhook elsewhere, another Bot API server). auth.revoke, apps.uninstall and
@@ -102,9 +103,12 @@ type Options struct {
 	DiscordAPI string
 	// Discord is the agents' Discord gateway (nil: the relay answers no Discord gateway
 	// discovery and serves no gateway websocket).
-	Discord   *DiscordRouter
-	Transport http.RoundTripper // default: http.DefaultTransport
-	Log       logr.Logger
+	Discord *DiscordRouter
+	// DiscordCDN, when set, is where the relay fetches the attachments it serves instead of
+	// Discord's CDN hosts (tests).
+	DiscordCDN string
+	Transport  http.RoundTripper // default: http.DefaultTransport
+	Log        logr.Logger
 	// Polled, when set, is told each time an agent's gateway asks for its updates (the watch
 	// stops polling for an agent whose gateway does).
 	Polled func(types.NamespacedName)
@@ -178,6 +182,7 @@ func New(o Options) (*Relay, error) {
 	if o.Discord != nil {
 		r.mux.Handle("GET "+DiscordGatewayPath, o.Discord)
 		r.mux.Handle("GET "+DiscordGatewayPath+"/{$}", o.Discord) // discordgo adds a slash
+		r.mux.HandleFunc("GET "+DiscordMediaPath+"{mac}/{host}/{path...}", r.discordMedia)
 	}
 	return r, nil
 }

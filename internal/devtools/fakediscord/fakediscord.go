@@ -98,7 +98,9 @@ type Server struct {
 	messages   map[string]map[string]any // by id: every message in the fake's channels
 	nonces     map[string]string         // "channel/nonce" of the bot's posts: the message id
 	commands   map[string][]map[string]any
-	lastID     int64 // the last snowflake made
+	lastID     int64              // the last snowflake made
+	files      map[string]cdnFile // the CDN's attachments, by path
+	cdnFetches int
 }
 
 // session is one gateway session: every event dispatched on it, by sequence number.
@@ -147,6 +149,7 @@ func New(o Options) *Server {
 		calls:    map[string]int{},
 		sessions: map[string]*session{},
 		messages: map[string]map[string]any{},
+		files:    map[string]cdnFile{},
 		nonces:   map[string]string{},
 		commands: map[string][]map[string]any{},
 	}
@@ -155,6 +158,7 @@ func New(o Options) *Server {
 	mux.HandleFunc("/api/", s.serveAPI)
 	mux.HandleFunc("/gateway", s.gateway)
 	mux.HandleFunc("/gateway/", s.gateway) // discordgo adds a slash before the query
+	mux.HandleFunc("GET /cdn/{path...}", s.cdn)
 	s.srv = httptest.NewServer(mux)
 	s.wsURL = "ws" + strings.TrimPrefix(s.srv.URL, "http") + "/gateway"
 	return s

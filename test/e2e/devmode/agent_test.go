@@ -33,7 +33,7 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	dc := fakediscord.New(fakediscord.Options{BotToken: base64.RawURLEncoding.EncodeToString([]byte("100000000000000001")) + "." + stamp + ".e2e-discord-bot"})
 	t.Cleanup(dc.Close)
 	p := e2e.StartDev(t, e2e.EngineDir(t), "--model-proxy-upstream", "anthropic="+llm.URL, "--usage-flush-interval", "1s",
-		"--telegram-api-url", tg.URL, "--slack-api-url", sl.APIURL(), "--discord-api-url", dc.APIURL()) // Slack and Discord relayed by default
+		"--telegram-api-url", tg.URL, "--slack-api-url", sl.APIURL(), "--discord-api-url", dc.APIURL(), "--discord-cdn-url", dc.CDNURL()) // Slack and Discord relayed by default
 
 	// Create: waits for provisioning and answers the running agent.
 	start := time.Now()

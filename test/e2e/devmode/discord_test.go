@@ -27,7 +27,8 @@ func discordReplies(dc *fakediscord.Server) int {
 // agent's model is the fake provider's: checkModelProxy): the engine's Discord plugin is
 // installed from the registry into the agent, the config holds the agent's relay token and not
 // the bot's, the gateway's DISCORD_API_URL is the relay, the platform holds the bot's gateway
-// connection to Discord, the engine answers a DM through the relay; asleep, the agent is woken
+// connection to Discord, the engine answers a DM through the relay and fetches a DM's attachment
+// from the relay's origin; asleep, the agent is woken
 // by the next DM and answers it, each DM answered once; removing the channel takes it out of
 // the config and ends the bot's connection.
 func checkDiscord(t *testing.T, p *e2e.Platform, dc *fakediscord.Server, base string) {
@@ -66,13 +67,20 @@ func checkDiscord(t *testing.T, p *e2e.Platform, dc *fakediscord.Server, base st
 		t.Fatalf("the Discord token is readable inside the agent:\n%s", search)
 	}
 
+	// An attachment: the relay serves it on its own origin (the plugin fetches media only
+	// from DISCORD_API_URL's), from Discord's CDN, and the DM is answered.
+	dc.SendDMWithFile("what is in this file?", "note.txt", []byte("a note for the agent"))
+	e2e.Eventually(t, "the agent to fetch the attachment through the relay and answer", func() bool {
+		return dc.CDNFetches() >= 1 && discordReplies(dc) >= 2
+	})
+
 	// Asleep: the platform keeps the bot's connection and wakes the agent for the next DM.
 	asleep := suspendGateway(t, p, base)
 	dc.SendDM("are you there?")
-	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return discordReplies(dc) >= 2 })
+	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return discordReplies(dc) >= 3 })
 	t.Logf("a DM to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))
-	if n := discordReplies(dc); n != 2 {
-		t.Errorf("the bot answered %d times to 2 DMs: %+v", n, dc.Posts())
+	if n := discordReplies(dc); n != 3 {
+		t.Errorf("the bot answered %d times to 3 DMs: %+v", n, dc.Posts())
 	}
 	if u := dc.Unhandled(); len(u) > 0 {
 		t.Logf("Discord routes the fake does not serve, called through the relay: %v", u)
