@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -50,6 +53,70 @@ func startAgentManager() func() {
 	}
 	Expect(r.SetupWithManager(mgr)).To(Succeed())
 	return startManager(mgr)
+}
+
+// settlePasses waits until a pass of one object that began after this call has ended: touch
+// makes the controller look at the object again (a change it does not act on) and passes
+// counts the passes of it begun so far. It touches, waits for a pass to begin, then touches
+// again and waits for the next, which begins only after the first ended (one object's passes
+// run one at a time). countedRuntime.settle is this for the Agent controller.
+func settlePasses(passes func() int, touch func()) {
+	GinkgoHelper()
+	for range 2 {
+		n := passes()
+		touch()
+		Eventually(passes).Should(BeNumerically(">", n))
+	}
+}
+
+// countedClient counts a reconciler's passes per object: every pass of the controllers that
+// read through it (Snapshot, Skill) begins with one Get of its object from the cache.
+type countedClient struct {
+	client.Client
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func newCountedClient(c client.Client) *countedClient {
+	return &countedClient{Client: c, gets: map[string]int{}}
+}
+
+func (c *countedClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.mu.Lock()
+	c.gets[fmt.Sprintf("%T %s", obj, key)]++
+	c.mu.Unlock()
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// passes counts the passes of obj begun so far.
+func (c *countedClient) passes(obj client.Object) func() int {
+	k := fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj))
+	return func() int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.gets[k]
+	}
+}
+
+// passClock counts the passes of the rollout controllers (EngineUpgrade, RenderingRollout):
+// each pass over the one rollout of a spec reads the time once (controllers.Rollout.Now).
+type passClock struct {
+	clock.PassiveClock
+	n atomic.Int64
+}
+
+func (c *passClock) Now() time.Time {
+	c.n.Add(1)
+	return c.PassiveClock.Now()
+}
+
+func (c *passClock) passes() int { return int(c.n.Load()) }
+
+// settle waits until a pass that began after this call has ended, poking agents (every
+// rollout looks at every agent's change) to make passes.
+func (c *passClock) settle(agents []*agentsv1.Agent) {
+	GinkgoHelper()
+	settlePasses(c.passes, func() { pokeAgents(agents) })
 }
 
 // testModelProxy serves anthropic at a made-up in-cluster address.
@@ -333,17 +400,19 @@ var _ = Describe("Agent controller (kube runtime)", Ordered, func() {
 		ws := &agentsv1.Workspace{}
 		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: ns}, ws)).To(Succeed())
 		Expect(ws.Status.AgentSlots.Taken()).To(Equal(5), "one slot per agent, none twice: %+v", ws.Status.AgentSlots)
-		// Another restart changes nothing: same tokens, same objects.
+		// Another restart changes nothing: same tokens, same objects. A pass of the new manager
+		// reaches the runtime only once it has the agent's gateway token (ensureGatewayToken).
 		stop()
 		stop = startAgentManager()
-		Consistently(func() map[string]string {
-			out := map[string]string{}
-			for _, a := range agents {
-				s := &corev1.Secret{}
-				_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.GatewayTokenSecretName(a.Name)}, s)
-				out[a.Name] = string(s.Data["token"])
-			}
-			return out
-		}, 2*time.Second).Should(Equal(tokens))
+		for _, a := range agents {
+			Eventually(func() int { return agentPasses.count(client.ObjectKeyFromObject(a)) }).Should(BeNumerically(">=", 1), a.Name)
+		}
+		out := map[string]string{}
+		for _, a := range agents {
+			s := &corev1.Secret{}
+			_ = k8sClient.Get(ctx, client.ObjectKey{Namespace: ns, Name: agentsv1.GatewayTokenSecretName(a.Name)}, s)
+			out[a.Name] = string(s.Data["token"])
+		}
+		Expect(out).To(Equal(tokens))
 	})
 })

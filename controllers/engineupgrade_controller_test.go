@@ -39,6 +39,16 @@ func upgradeSummary(name string) func() []any {
 	}
 }
 
+// upgradeReadyMessage is the message of the policy's Ready condition.
+func upgradeReadyMessage(name string) func() string {
+	return func() string {
+		if c := meta.FindStatusCondition(getUpgrade(name).Status.Conditions, agentsv1.ConditionReady); c != nil {
+			return c.Message
+		}
+		return ""
+	}
+}
+
 func waveAgents(name string) [][]string {
 	var out [][]string
 	for _, w := range getUpgrade(name).Status.Waves {
@@ -69,9 +79,12 @@ var _ = Describe("EngineUpgrade controller", func() {
 		createUpgrade("waves", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) { eu.Spec.WavePercent = 50 })
 
 		// Wave 1 takes the first two agents; their snapshots are asked for and, while they
-		// are not taken, no version changes.
+		// are not taken, no version changes: the pass that found both not taken says so.
 		Eventually(func() int { return len(upgradeSnapshots(agents[0])) + len(upgradeSnapshots(agents[1])) }).Should(Equal(2))
-		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.5", "2026.9.5", "2026.9.5", "2026.9.5"}))
+		Eventually(upgradeReadyMessage("waves")).Should(And(
+			MatchRegexp(`waiting for upgrade-waves/agent-a: snapshot agent-a-upgrade-[0-9a-f]+: not started`),
+			MatchRegexp(`upgrade-waves/agent-b: snapshot agent-b-upgrade-[0-9a-f]+: not started`)))
+		Expect(versionsOf(agents)()).To(Equal([]string{"2026.9.5", "2026.9.5", "2026.9.5", "2026.9.5"}))
 		Expect(waveAgents("waves")).To(Equal([][]string{{ns + "/agent-a", ns + "/agent-b"}}))
 		Expect(upgradeSummary("waves")()).To(Equal([]any{agentsv1.UpgradeProgressing, int32(1), agentsv1.UpgradeCounts{Pending: 2, Upgrading: 2}}))
 		Expect(upgradeSnapshots(agents[2])).To(BeEmpty())
@@ -116,14 +129,18 @@ var _ = Describe("EngineUpgrade controller", func() {
 		d.setBroken("2026.9.7", true)
 		agents := upgradeAgents(ns, 2, "2026.9.5")
 		clk := clocktesting.NewFakeClock(time.Now())
-		DeferCleanup(startUpgradeManager(clk))
+		passes := &passClock{PassiveClock: clk}
+		DeferCleanup(startUpgradeManager(passes))
 		createUpgrade("rollback", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) {
 			eu.Spec.WavePercent = 50
 			eu.Spec.HealthTimeout = &metav1.Duration{Duration: time.Minute}
 		})
 		Eventually(func() string { return getAgent(agents[0]).Annotations[agentsv1.AnnotationUpgradeState] }).Should(Equal(agentsv1.AgentUpgradeUpgrading))
 		Eventually(func() agentsv1.AgentPhase { return getAgent(agents[0]).Status.Phase }).Should(Equal(agentsv1.AgentNotRunning))
-		Consistently(upgradeSummary("rollback"), time.Second).Should(Equal([]any{agentsv1.UpgradeProgressing, int32(1), agentsv1.UpgradeCounts{Pending: 1, Upgrading: 1}}))
+		// The pass that saw agent-a crash on the target waits for it (the clock stands still).
+		Eventually(upgradeReadyMessage("rollback")).Should(ContainSubstring(
+			"waiting for " + ns + "/agent-a: not yet healthy on engine 2026.9.7: phase not_running"))
+		Expect(upgradeSummary("rollback")()).To(Equal([]any{agentsv1.UpgradeProgressing, int32(1), agentsv1.UpgradeCounts{Pending: 1, Upgrading: 1}}))
 
 		clk.Step(61 * time.Second)
 		pokeAgents(agents[:1])
@@ -144,8 +161,9 @@ var _ = Describe("EngineUpgrade controller", func() {
 		Eventually(eventReasons("Agent", "agent-a")).Should(ContainElement(agentsv1.EventRolledBack))
 		// Halted: the agent's restore is carried out, no further wave starts.
 		Eventually(func() string { return getAgent(agents[0]).Status.SnapshotCID }).Should(Equal(snaps[0].Status.CID))
-		pokeAgents(agents)
-		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.5", "2026.9.5"}))
+		passes.settle(agents)
+		Expect(versionsOf(agents)()).To(Equal([]string{"2026.9.5", "2026.9.5"}))
+		Expect(upgradeSummary("rollback")()).To(Equal([]any{agentsv1.UpgradeHalted, int32(1), agentsv1.UpgradeCounts{Pending: 1, RolledBack: 1}}))
 
 		// The platform team fixes the release and resumes by pausing and unpausing.
 		d.setBroken("2026.9.7", false)
@@ -165,13 +183,15 @@ var _ = Describe("EngineUpgrade controller", func() {
 		d.failSnapshots = true
 		d.mu.Unlock()
 		agents := upgradeAgents(ns, 2, "2026.9.5")
-		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now())))
+		passes := &passClock{PassiveClock: clocktesting.NewFakeClock(time.Now())}
+		DeferCleanup(startUpgradeManager(passes))
 		createUpgrade("snapfail", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) { eu.Spec.WavePercent = 50 })
 		Eventually(upgradeSummary("snapfail")).Should(Equal([]any{agentsv1.UpgradeHalted, int32(1), agentsv1.UpgradeCounts{Pending: 2}}))
 		Expect(getUpgrade("snapfail").Status.FailedAgents).To(Equal([]string{ns + "/agent-a"}))
 		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
-		pokeAgents(agents)
-		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.5", "2026.9.5"}))
+		passes.settle(agents)
+		Expect(versionsOf(agents)()).To(Equal([]string{"2026.9.5", "2026.9.5"}))
+		Expect(upgradeSummary("snapfail")()).To(Equal([]any{agentsv1.UpgradeHalted, int32(1), agentsv1.UpgradeCounts{Pending: 2}}))
 	})
 
 	It("says which agent a wave waits for and why, and halts on a snapshot that does not complete in time", func() {
@@ -221,7 +241,8 @@ var _ = Describe("EngineUpgrade controller", func() {
 		ns := "upgrade-paused"
 		d := startAgentDouble(ns)
 		agents := upgradeAgents(ns, 3, "2026.9.5")
-		DeferCleanup(startUpgradeManager(clocktesting.NewFakeClock(time.Now())))
+		passes := &passClock{PassiveClock: clocktesting.NewFakeClock(time.Now())}
+		DeferCleanup(startUpgradeManager(passes))
 		createUpgrade("paused", ns, "2026.9.7", func(eu *agentsv1.EngineUpgrade) {
 			eu.Spec.WavePercent = 33 // a third of three agents: one per wave
 			eu.Spec.Paused = true
@@ -236,8 +257,9 @@ var _ = Describe("EngineUpgrade controller", func() {
 		updateUpgrade("paused", func(eu *agentsv1.EngineUpgrade) { eu.Spec.Paused = true })
 		d.hold(false)
 		Eventually(upgradeSummary("paused")).Should(Equal([]any{agentsv1.UpgradePaused, int32(1), agentsv1.UpgradeCounts{Pending: 2, Upgraded: 1}}))
-		pokeAgents(agents)
-		Consistently(versionsOf(agents), time.Second).Should(Equal([]string{"2026.9.7", "2026.9.5", "2026.9.5"}))
+		passes.settle(agents)
+		Expect(versionsOf(agents)()).To(Equal([]string{"2026.9.7", "2026.9.5", "2026.9.5"}))
+		Expect(upgradeSummary("paused")()).To(Equal([]any{agentsv1.UpgradePaused, int32(1), agentsv1.UpgradeCounts{Pending: 2, Upgraded: 1}}))
 
 		updateUpgrade("paused", func(eu *agentsv1.EngineUpgrade) { eu.Spec.Paused = false })
 		Eventually(upgradeSummary("paused")).Should(Equal([]any{agentsv1.UpgradeSucceeded, int32(3), agentsv1.UpgradeCounts{Upgraded: 3}}))

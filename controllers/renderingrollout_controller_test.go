@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -24,6 +25,16 @@ func allowedOf(agents []*agentsv1.Agent) func() []string {
 			out = append(out, getAgent(a).Annotations[agentsv1.AnnotationAllowedRendering])
 		}
 		return out
+	}
+}
+
+// rolloutReadyMessage is the message of the rollout's Ready condition.
+func rolloutReadyMessage(name string) func() string {
+	return func() string {
+		if c := meta.FindStatusCondition(getRollout(name).Status.Conditions, agentsv1.ConditionReady); c != nil {
+			return c.Message
+		}
+		return ""
 	}
 }
 
@@ -77,9 +88,13 @@ var _ = Describe("RenderingRollout controller", func() {
 		name := createRollout(platform, ns, func(rr *agentsv1.RenderingRollout) { rr.Spec.WavePercent = 50 })
 		DeferCleanup(startRenderingManager(platform, clock.RealClock{}))
 
-		// Wave 1 takes two agents; while their snapshots are not taken, no restart is allowed.
+		// Wave 1 takes two agents; while their snapshots are not taken, no restart is allowed:
+		// the pass that found both not taken says so.
 		Eventually(func() int { return len(upgradeSnapshots(agents[0])) + len(upgradeSnapshots(agents[1])) }).Should(Equal(2))
-		Consistently(allowedOf(agents), time.Second).Should(Equal([]string{"", "", "", ""}))
+		Eventually(rolloutReadyMessage(name)).Should(And(
+			MatchRegexp(`waiting for rendering-waves/agent-a: snapshot agent-a-upgrade-[0-9a-f]+: not started`),
+			MatchRegexp(`rendering-waves/agent-b: snapshot agent-b-upgrade-[0-9a-f]+: not started`)))
+		Expect(allowedOf(agents)()).To(Equal([]string{"", "", "", ""}))
 		Expect(upgradeSnapshots(agents[2])).To(BeEmpty())
 		Expect(rolloutSummary(name)()).To(Equal([]any{agentsv1.UpgradeProgressing, int32(1), int32(0), int32(4)}))
 
@@ -109,10 +124,11 @@ var _ = Describe("RenderingRollout controller", func() {
 		d.platform, d.brokenRendering = platform, true
 		agents := upgradeAgents(ns, 2, "")
 		clk := clocktesting.NewFakeClock(time.Now())
+		passes := &passClock{PassiveClock: clk}
 		name := createRollout(platform, ns, func(rr *agentsv1.RenderingRollout) {
 			rr.Spec.WavePercent, rr.Spec.HealthTimeout = 50, &metav1.Duration{Duration: time.Minute}
 		})
-		DeferCleanup(startRenderingManager(platform, clk))
+		DeferCleanup(startRenderingManager(platform, passes))
 
 		Eventually(func() agentsv1.AgentRendering { return getAgent(agents[0]).Status.Rendering }).Should(Equal(agentsv1.RenderingCurrent))
 		clk.Step(2 * time.Minute)
@@ -122,7 +138,10 @@ var _ = Describe("RenderingRollout controller", func() {
 		Expect(rr.Status.FailedAgents).To(Equal([]string{ns + "/agent-a"}))
 		Expect(rr.Status.Current).To(Equal(int32(1)))
 		Expect(getAgent(agents[0]).Annotations).To(HaveKeyWithValue(agentsv1.AnnotationUpgradeState, agentsv1.AgentUpgradeFailed))
-		Consistently(allowedOf(agents[1:]), time.Second).Should(Equal([]string{""}))
+		// Halted: a pass that began after the halt starts no next wave.
+		passes.settle(agents)
+		Expect(allowedOf(agents[1:])()).To(Equal([]string{""}))
+		Expect(rolloutSummary(name)()).To(Equal([]any{agentsv1.UpgradeHalted, int32(1), int32(1), int32(2)}))
 		Eventually(eventReasons("Agent", "agent-a")).Should(ContainElement(agentsv1.EventHalted))
 		Eventually(eventReasons("RenderingRollout", name)).Should(ContainElement(agentsv1.EventHalted))
 	})

@@ -3,6 +3,7 @@ package controllers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -39,6 +40,8 @@ var _ = Describe("Snapshots", Ordered, func() {
 		rt    *dirRuntime
 		store *flakyStore
 		stop  context.CancelFunc
+		// snapPasses counts the Snapshot controller's passes.
+		snapPasses *countedClient
 	)
 	nsA, nsB, nsQ, nsL := "snap-a", "snap-b", "snap-q", "snap-l"
 
@@ -56,8 +59,9 @@ var _ = Describe("Snapshots", Ordered, func() {
 		mgr := newManager(func(o *ctrl.Options) {
 			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{nsA: {}, nsB: {}, nsQ: {}, nsL: {}}}
 		})
+		snapPasses = newCountedClient(mgr.GetClient())
 		Expect((&snapshotctrl.Reconciler{
-			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
+			Client: snapPasses, APIReader: mgr.GetAPIReader(), Runtime: rt, Store: store, Retention: 2,
 			RetryMin: 100 * time.Millisecond, RetryMax: 300 * time.Millisecond,
 			Quota: &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
 		}).SetupWithManager(mgr)).To(Succeed())
@@ -121,6 +125,15 @@ var _ = Describe("Snapshots", Ordered, func() {
 		}, snapWait, 50*time.Millisecond).Should(Equal(agentsv1.SnapshotCompleted))
 		return got
 	}
+	// settled waits until a pass of s that began after this call has ended: each touch (an
+	// annotation) makes a pass.
+	settled := func(s *agentsv1.Snapshot) {
+		GinkgoHelper()
+		settlePasses(snapPasses.passes(s), func() {
+			Expect(k8sClient.Patch(ctx, s, client.RawPatch(types.MergePatchType,
+				[]byte(fmt.Sprintf(`{"metadata":{"annotations":{"poke":%q}}}`, time.Now().Format(time.RFC3339Nano)))))).To(Succeed())
+		})
+	}
 	blob := func(ns, c string) (string, error) {
 		rc, _, err := store.Get(ctx, storage.SnapshotSpace(ns), c)
 		if err != nil {
@@ -150,13 +163,12 @@ var _ = Describe("Snapshots", Ordered, func() {
 		_, err := blob(nsA, got.Status.CID)
 		Expect(err).NotTo(HaveOccurred())
 
-		// Never archived again: a later change of the workspace and of the object changes nothing.
+		// Never archived again: a later change of the workspace and of the object changes nothing
+		// (a pass over the changed object has ended).
 		archives := rt.archives.Load()
 		rt.write(key, map[string]string{"c.txt": "changed"})
-		patch := client.MergeFrom(got.DeepCopy())
-		got.Annotations = map[string]string{"poke": "1"}
-		Expect(k8sClient.Patch(ctx, got, patch)).To(Succeed())
-		Consistently(func() string { return getSnapshot(got).Status.CID }, 2*time.Second).Should(Equal(cidOf(files)))
+		settled(got.DeepCopy())
+		Expect(getSnapshot(got).Status.CID).To(Equal(cidOf(files)))
 		Expect(rt.archives.Load()).To(Equal(archives))
 
 		// The same content again gives the same CID.
@@ -331,7 +343,9 @@ var _ = Describe("Snapshots", Ordered, func() {
 		Expect(getSnapshot(big).Status.CID).To(BeEmpty())
 		Expect(storedCIDs(store, nsQ)).To(ConsistOf(first.Status.CID))
 		Expect(snapshotUsage(nsQ)).To(Equal([3]int64{size, 1, 0}))
-		Consistently(func() agentsv1.SnapshotPhase { return getSnapshot(big).Status.Phase }, time.Second).Should(Equal(agentsv1.SnapshotFailed))
+		// Failed for good: a pass that began after the failure leaves it so.
+		settled(big.DeepCopy())
+		Expect(getSnapshot(big).Status.Phase).To(Equal(agentsv1.SnapshotFailed))
 
 		// Objects: refused before anything is archived.
 		setSnapshotQuota(nsQ, 1<<30, 1)

@@ -29,9 +29,12 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		stop    func()
 		clk     *testingclock.FakeClock
 		limiter *quota.Limiter
+		// cached reads what the controller's passes read.
+		cached client.Reader
 	)
 	BeforeAll(func() {
 		mgr := newManager()
+		cached = mgr.GetClient()
 		// The Limiter's fake clock dates the reservations and judges their age: stale
 		// without waiting.
 		clk = testingclock.NewFakeClock(time.Now())
@@ -73,6 +76,17 @@ var _ = Describe("Workspace controller", Ordered, func() {
 	}
 	setLimit := func(name string, limit int32) {
 		patch(name, func(ws *agentsv1.Workspace) { ws.Spec.AgentLimit = ptr.To(limit) })
+	}
+	// handled changes the Workspace's display name (nothing the controller acts on) and waits
+	// for the pass that acknowledges that generation: it saw the Workspace as it was before.
+	handled := func(name string) {
+		GinkgoHelper()
+		ws := &agentsv1.Workspace{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Name: name}, ws)).To(Succeed())
+		orig := ws.DeepCopy()
+		ws.Spec.DisplayName = fmt.Sprintf("touched at generation %d", ws.Generation)
+		Expect(k8sClient.Patch(ctx, ws, client.MergeFrom(orig))).To(Succeed())
+		Eventually(status(name)).Should(HaveField("ObservedGeneration", ws.Generation))
 	}
 
 	It("creates the workspace's namespace and reports the workspace Active and Ready", func() {
@@ -151,7 +165,13 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		a := newAgent("ws-slots", "a1")
 		bind(a)
 		By("the bound agent's slot is counted once no slot moved for quota.SettleQuiet")
-		Consistently(status("ws-slots"), 2*time.Second).Should(HaveField("AgentSlots.Used", int32(0)))
+		// Once the controller's cache holds the bound agent, a pass that began after saw it.
+		Eventually(func() bool {
+			got := &agentsv1.Agent{}
+			return cached.Get(ctx, client.ObjectKeyFromObject(a), got) == nil && got.Status.HoldsSlot
+		}).Should(BeTrue())
+		handled("ws-slots")
+		Expect(status("ws-slots")()).To(HaveField("AgentSlots.Used", int32(0)))
 		clk.Step(quota.SettleQuiet)
 		Eventually(status("ws-slots")).Should(HaveField("AgentSlots", agentsv1.AgentSlots{Used: 1}))
 
@@ -224,7 +244,9 @@ var _ = Describe("Workspace controller", Ordered, func() {
 		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "drift", 999)).To(Succeed())
 		Expect(limiter.SettleStorage(ctx, name, agentsv1.StorageFiles, "drift", 999)).To(Succeed())
 		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageUploads, "upload-died", 5)).To(Succeed())
-		Consistently(func() int { return len(status(name)().Storage.Files.Pending) }, 2*time.Second).Should(Equal(2))
+		// A pass over the Workspace with these reservations keeps the fresh ones.
+		handled(name)
+		Expect(len(status(name)().Storage.Files.Pending)).To(Equal(2))
 
 		clk.Step(quota.StorageStaleAfter + time.Minute)
 		Expect(limiter.ReserveStorage(ctx, name, agentsv1.StorageFiles, "fresh", 1)).To(Succeed())

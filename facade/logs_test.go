@@ -17,6 +17,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/facade"
@@ -230,7 +231,13 @@ var _ = Describe("Gateway logs", Ordered, func() {
 	It("reads a suspended agent's logs without waking it", func() {
 		Expect(call("POST", "/v0/agents/"+agent+"/suspend", tok, nil).Status).To(Equal(200))
 		Expect(logLines(tok, agent, "tail=5000")).To(ContainElement("after the flood"))
-		Consistently(func() any { return agentOf(call("GET", "/v0/agents/"+agent, tok, nil))["status"] }, "2s").Should(Equal("suspended"))
+		// A route that wakes an agent asks for it (spec.wakeRequestedAt) before it answers; and a
+		// pass of the controller that began after the read keeps the agent asleep.
+		a := &agentsv1.Agent{}
+		Expect(k8sClient.Get(ctx, client.ObjectKey{Namespace: ws, Name: agent}, a)).To(Succeed())
+		Expect(a.Spec.WakeRequestedAt).To(BeNil(), "the read asked for a wake")
+		agentPassed(ws, agent)
+		Expect(agentOf(call("GET", "/v0/agents/"+agent, tok, nil))["status"]).To(Equal("suspended"))
 	})
 
 	It("ends the stream with an end event when the agent is deleted", func() {
