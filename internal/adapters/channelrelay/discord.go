@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,7 +101,7 @@ func (s *discordSession) dispatch(t string, seq int64, d any) {
 	case s.out <- discordFrame{t: t, seq: seq, d: d}:
 	case <-s.conn.Done():
 	default:
-		s.conn.Close(discordgw.CloseUnknownError, "the gateway does not read its events")
+		s.close("the gateway does not read its events")
 	}
 }
 
@@ -119,7 +119,11 @@ func (s *discordSession) write() {
 	}
 }
 
-func (s *discordSession) close(reason string) { s.conn.Close(discordgw.CloseUnknownError, reason) }
+// close ends the session without waiting for its close frame: the router calls it under its
+// lock, which a client that does not read must not hold up.
+func (s *discordSession) close(reason string) {
+	go s.conn.Close(discordgw.CloseUnknownError, reason)
+}
 
 type discordMessage struct {
 	id   string
@@ -171,7 +175,7 @@ func (r *DiscordRouter) Upstream(agent AgentKey, t string, d json.RawMessage) (m
 		return false, nil
 	case "RESUMED":
 		return false, nil
-	case "GUILD_CREATE", "GUILD_UPDATE":
+	case "GUILD_CREATE":
 		var g struct {
 			ID string `json:"id"`
 		}
@@ -179,9 +183,7 @@ func (r *DiscordRouter) Upstream(agent AgentKey, t string, d json.RawMessage) (m
 			if _, ok := a.guilds[g.ID]; !ok {
 				a.order = append(a.order, g.ID)
 			}
-			if t == "GUILD_CREATE" {
-				a.guilds[g.ID] = append(json.RawMessage(nil), d...)
-			}
+			a.guilds[g.ID] = append(json.RawMessage(nil), d...)
 		}
 	case "GUILD_DELETE":
 		var g struct {
@@ -189,6 +191,7 @@ func (r *DiscordRouter) Upstream(agent AgentKey, t string, d json.RawMessage) (m
 		}
 		if json.Unmarshal(d, &g) == nil {
 			delete(a.guilds, g.ID)
+			a.order = slices.DeleteFunc(a.order, func(id string) bool { return id == g.ID })
 		}
 	case "MESSAGE_CREATE":
 		if id, ok := a.foreignMessage(d); ok {
@@ -326,8 +329,7 @@ func (r *DiscordRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		conn.Close(discordgw.CloseUnknownError, "the platform cannot read the channel now")
 		return
 	}
-	resumeURL := "ws://" + req.Host + DiscordGatewayPath
-	if !r.attach(req.Context(), g.Agent, conn, first, resumeURL) {
+	if !r.attach(req.Context(), g.Agent, conn, first, req.Host) {
 		return
 	}
 	r.Log.V(1).Info("discord gateway connected", "agent", g.Agent.String(), "resumed", first.Resume != nil)
@@ -347,7 +349,7 @@ func (r *DiscordRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // attach makes conn the agent's session (ending an older one): a resume of the current session
 // acks what it saw and gets RESUMED, anything else a new session with the bot's READY and
 // guilds (once the bot's own connection has them); then the inbox.
-func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discordgw.Conn, first discordgw.First, resumeURL string) bool {
+func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discordgw.Conn, first discordgw.First, host string) bool {
 	wait := time.NewTimer(r.ReadyWait)
 	defer wait.Stop()
 	r.mu.Lock()
@@ -366,12 +368,12 @@ func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discor
 		select {
 		case <-changed:
 		case <-wait.C:
-			r.mu.Lock()
 			conn.Close(discordgw.CloseUnknownError, "the bot is not connected to Discord yet")
+			r.mu.Lock()
 			return false
 		case <-ctx.Done():
-			r.mu.Lock()
 			conn.Close(discordgw.CloseUnknownError, "")
+			r.mu.Lock()
 			return false
 		case <-conn.Done():
 			r.mu.Lock()
@@ -383,21 +385,20 @@ func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discor
 	if a.conn != nil {
 		a.conn.close("another session of the agent connected")
 	}
-	origin := strings.TrimSuffix(strings.Replace(resumeURL, "ws://", "http://", 1), DiscordGatewayPath)
-	a.conn = newDiscordSession(conn, r.MaxInbox+64, func(d json.RawMessage) json.RawMessage { return r.withMedia(origin, d) })
-	for i := range a.inbox {
-		if first.Resume != nil && first.Resume.SessionID == a.session && a.inbox[i].sent != 0 && a.inbox[i].sent <= first.Resume.Seq {
-			continue // seen: dropped below
-		}
-		a.inbox[i].sent = 0
+	a.conn = newDiscordSession(conn, r.MaxInbox+64, func(d json.RawMessage) json.RawMessage { return r.withMedia("http://"+host, d) })
+	resumed := first.Resume != nil && first.Resume.SessionID == a.session
+	if resumed {
+		a.seen(first.Resume.Seq) // what the resumed session saw
 	}
-	if first.Resume != nil && first.Resume.SessionID == a.session {
-		a.seen(first.Resume.Seq)
+	for i := range a.inbox {
+		a.inbox[i].sent = 0 // the rest goes again on this connection
+	}
+	if resumed {
 		a.seq++
 		a.conn.dispatch("RESUMED", a.seq, map[string]any{})
 	} else {
 		a.session = newSessionID()
-		if err := a.sendReady(resumeURL); err != nil {
+		if err := a.sendReady("ws://" + host + DiscordGatewayPath); err != nil {
 			a.conn.close("")
 			a.conn = nil
 			return false

@@ -210,9 +210,9 @@ func (c *Conn) Reconnect() error { return c.send(OpReconnect, nil, nil, nil) }
 // nothing).
 func (c *Conn) Close(code int, reason string) {
 	c.once.Do(func() {
-		c.wmu.Lock()
+		// WriteControl may run beside a data frame's write (gorilla/websocket allows it), so a
+		// writer stuck on a client that does not read holds Close up for its deadline only.
 		_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
-		c.wmu.Unlock()
 		_ = c.ws.Close()
 		close(c.done)
 	})
