@@ -90,11 +90,27 @@ test('filter the fleet by name and by phase', async () => {
 test('sort by name, both ways', async () => {
   const names = () => page.locator('tbody tr[data-id] td[data-col="name"]').allTextContents();
   assert.deepEqual(await names(), NAMES);
+  // The order a header claims is the rows' order at every change of the table, not only once
+  // the page settles: an observer checks each one.
+  await page.evaluate(() => {
+    const table = document.querySelector('table.fleet-table');
+    window.sortMismatches = [];
+    new MutationObserver(() => {
+      const th = table.querySelector('th[aria-sort="ascending"], th[aria-sort="descending"]');
+      if (!th || !th.textContent.startsWith('Name')) return;
+      const shown = [...table.querySelectorAll('tbody tr[data-id] td[data-col="name"]')].map((td) => td.textContent);
+      const want = [...shown].sort();
+      if (th.getAttribute('aria-sort') === 'descending') want.reverse();
+      if (shown.join() !== want.join()) window.sortMismatches.push(`${th.getAttribute('aria-sort')}: ${shown.join(', ')}`);
+    }).observe(table, { subtree: true, childList: true, attributes: true, attributeFilter: ['aria-sort'] });
+  });
   await page.getByRole('button', { name: /^Name/ }).click();
   await page.locator('th[aria-sort="descending"]').waitFor({ timeout: T });
   assert.deepEqual(await names(), [...NAMES].reverse());
   await page.getByRole('button', { name: /^Name/ }).click();
   await page.locator('th[aria-sort="ascending"]').waitFor({ timeout: T });
+  assert.deepEqual(await names(), NAMES);
+  assert.deepEqual(await page.evaluate(() => window.sortMismatches), [], 'a header claimed an order its rows did not show');
 });
 
 test('an agent that changes phase is updated live, on the same stream', async () => {

@@ -195,19 +195,31 @@ function build(view) {
   return ui;
 }
 
+// headers builds the sortable column headers once; paintHeaders marks the sorted one in the
+// same frame as the rows it orders (a header never claims an order the rows do not show yet),
+// and the buttons stay in place, so keyboard focus stays on the one pressed.
 function headers(view, ui) {
-  fill(ui.head, COLUMNS.map(([key, name]) => {
-    const sorted = view.sort === key;
-    return h('th', { scope: 'col', 'aria-sort': sorted ? (view.dir > 0 ? 'ascending' : 'descending') : 'none' },
+  ui.sortHeads = COLUMNS.map(([key, name]) => {
+    const arrow = h('span', { 'aria-hidden': 'true' });
+    const th = h('th', { scope: 'col', 'aria-sort': 'none' },
       h('button', {
         type: 'button', class: 'link sort', onclick: () => {
           view.dir = view.sort === key ? -view.dir : 1;
           view.sort = key;
-          headers(view, ui);
           ui.onChange();
         },
-      }, name, sorted ? (view.dir > 0 ? ' ▲' : ' ▼') : ''));
-  }), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Select')));
+      }, name, arrow));
+    return { key, th, arrow };
+  });
+  fill(ui.head, ui.sortHeads.map(s => s.th), h('th', { scope: 'col' }, h('span', { class: 'sr-only' }, 'Select')));
+}
+
+function paintHeaders(view, ui) {
+  for (const { key, th, arrow } of ui.sortHeads) {
+    const sorted = view.sort === key;
+    th.setAttribute('aria-sort', sorted ? (view.dir > 0 ? 'ascending' : 'descending') : 'none');
+    arrow.textContent = sorted ? (view.dir > 0 ? ' ▲' : ' ▼') : '';
+  }
 }
 
 // paint renders the summary, the rows in view and the pools.
@@ -221,6 +233,7 @@ function paint(fleet, view, ui) {
     h('dt', {}, 'Budget left'), h('dd', {}, w.tokensLeft === undefined ? 'unlimited' : `${num(w.tokensLeft)} of ${num(w.tokensPerDay)} tokens`),
     h('dt', {}, 'Memory and CPU'), h('dd', {}, fleet.metrics === 'runtime' ? 'from the runtime (n/a: not measured for that agent)' : 'n/a: this runtime does not measure them'),
     h('dt', {}, 'Updated'), h('dd', {}, when(fleet.at)));
+  paintHeaders(view, ui);
   ui.count.textContent = `${view.list.length} of ${fleet.rows.size} agents`;
   ui.table.setAttribute('aria-rowcount', String(view.list.length + 1));
   const top = Math.max(0, ui.scroller.scrollTop - ui.table.tHead.offsetHeight);
