@@ -30,6 +30,8 @@ type memRuntime struct {
 	files      map[string][]byte
 	execs      []string
 	execResult runtime.ExecResult
+	// execQueue answers the next commands, one each, before execResult does.
+	execQueue  []runtime.ExecResult
 	notRunning bool
 	// desired is the last Desired of each agent (namespace/name).
 	desired map[string]runtime.Desired
@@ -60,6 +62,11 @@ func (m *memRuntime) Exec(_ context.Context, a *agentsv1.Agent, req runtime.Exec
 		return runtime.ExecResult{}, runtime.ErrNotRunning
 	}
 	m.execs = append(m.execs, a.Name+": "+strings.Join(req.Argv, " "))
+	if len(m.execQueue) > 0 {
+		res := m.execQueue[0]
+		m.execQueue = m.execQueue[1:]
+		return res, nil
+	}
 	return m.execResult, nil
 }
 func (m *memRuntime) ReadFile(_ context.Context, a *agentsv1.Agent, path string) ([]byte, error) {
@@ -126,6 +133,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		mgr := newManager()
 		Expect((&channelctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
+			PluginRetry: 50 * time.Millisecond,
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&agentctrl.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Runtime: rt, Engine: openclaw.New(),
@@ -385,6 +393,76 @@ var _ = Describe("Channel controller", Ordered, func() {
 		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured).Message).To(ContainSubstring("npm error 404 Not Found"))
 		Eventually(configApplied(a), wait).Should(Equal("True/Rendered"))
 		Expect(channelsIn(a)).To(BeNil())
+	})
+
+	It("retries an install that a later try may complete, and fails the channel after three failures in a row", func() {
+		// Every Configured verdict the API server stores, in order (a watch misses none).
+		wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		w, err := wc.Watch(ctx, &agentsv1.ChannelList{}, client.InNamespace(ns))
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		var mu sync.Mutex
+		verdicts := map[string][]string{}
+		go func() {
+			for ev := range w.ResultChan() {
+				if got, ok := ev.Object.(*agentsv1.Channel); ok {
+					if c := meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured); c != nil {
+						mu.Lock()
+						if v := verdicts[got.Name]; len(v) == 0 || v[len(v)-1] != string(c.Status)+"/"+c.Reason {
+							verdicts[got.Name] = append(v, string(c.Status)+"/"+c.Reason)
+						}
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+		seen := func(name string) []string {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), verdicts[name]...)
+		}
+		installs := func(agent string) int {
+			rt.mu.Lock()
+			defer rt.mu.Unlock()
+			n := 0
+			for _, e := range rt.execs {
+				if strings.HasPrefix(e, agent+": plugins install") {
+					n++
+				}
+			}
+			return n
+		}
+		flaky := runtime.ExecResult{ExitCode: 1, Stderr: []byte("npm error code ECONNRESET\nnpm error network aborted\n")}
+
+		a := agentWithConfig("flaky-agent")
+		tokenSecret("flaky", a.Name, map[string]string{"bot": "discord-flaky"})
+		rt.set(func(m *memRuntime) {
+			m.execResult, m.execQueue = runtime.ExecResult{}, []runtime.ExecResult{flaky, flaky}
+		})
+		ch := newChannel("flaky", a.Name, agentsv1.ChannelDiscord, nil)
+		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
+		Expect(installs(a.Name)).To(Equal(3))
+		Eventually(func() []string { return seen("flaky") }, wait).Should(ContainElement("True/Configured"))
+		Expect(seen("flaky")).To(ContainElement("Unknown/PluginInstallRetrying"), "a setup request waits through the retries")
+		Expect(seen("flaky")).NotTo(ContainElement(HavePrefix("False/")), "no failure verdict while a retry may succeed")
+		got := &agentsv1.Channel{}
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(ch), got)).To(Succeed())
+		Expect(got.Status.PluginInstallFailures).To(BeZero(), "the success resets the count")
+		Expect(channelsIn(a)).To(HaveKey("discord"))
+
+		b := agentWithConfig("down-agent")
+		tokenSecret("down", b.Name, map[string]string{"bot": "discord-down"})
+		rt.set(func(m *memRuntime) { m.execQueue = []runtime.ExecResult{flaky, flaky, flaky} })
+		down := newChannel("down", b.Name, agentsv1.ChannelDiscord, nil)
+		Eventually(condition(down), wait).Should(Equal("False/PluginInstallFailed"))
+		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(down), got)).To(Succeed())
+		Expect(got.Status.PluginInstallFailures).To(Equal(int32(3)))
+		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured).Message).To(ContainSubstring("ECONNRESET"))
+		Expect(installs(b.Name)).To(Equal(3))
+		v := seen("down")
+		Expect(v[len(v)-2:]).To(HaveExactElements("Unknown/PluginInstallRetrying", "False/PluginInstallFailed"), "%v", v)
+		Expect(v[:len(v)-1]).NotTo(ContainElement(HavePrefix("False/")), "%v", v)
 	})
 
 	It("renders a deleted channel out of the config before the Channel goes", func() {

@@ -478,11 +478,11 @@ var _ = Describe("Channels", Ordered, func() {
 		_, cfg := engineConfig(tok, other)
 		Expect(channelConfig(cfg, "telegram")).To(BeNil())
 
-		// A plugin that cannot be installed fails the setup too.
-		sec := call("POST", "/v0/secrets", tok, map[string]string{"name": "fakeclaw-fail", "value": "plugins install", "envName": "FAKECLAW_FAIL"})
+		// A plugin the registry does not have fails the setup too.
+		sec := call("POST", "/v0/secrets", tok, map[string]string{"name": "fakeclaw-npm-missing", "value": "@openclaw/discord", "envName": "FAKECLAW_NPM_MISSING"})
 		Expect(sec.Status).To(Equal(201), sec.Raw)
 		Expect(call("POST", "/v0/agents/"+other+"/secrets", tok, map[string]any{"secretIds": []string{secretID(sec)}}).Status).To(Equal(200))
-		Eventually(func() string { return gatewayEnv(tok, other, "FAKECLAW_FAIL") }).Should(Equal("plugins install"))
+		Eventually(func() string { return gatewayEnv(tok, other, "FAKECLAW_NPM_MISSING") }).Should(Equal("@openclaw/discord"))
 		r = call("POST", path+"discord", tok, map[string]any{"botToken": "discord-" + stamp})
 		Expect(r.Status).To(Equal(500), r.Raw)
 		Expect(r.v0Error()).To(Equal("Configuration failed"))

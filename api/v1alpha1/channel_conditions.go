@@ -17,8 +17,9 @@ const (
 
 // Reasons of the Configured condition. ReasonChannelAgentNotReady means the agent's home
 // cannot be reached yet (the channel is rendered once it can) and ReasonChannelRendering
-// (Unknown) that the agent has not rendered this generation yet; every other False reason is
-// a failure. ReasonAgentNotFound applies too.
+// (Unknown) that the agent has not rendered this generation yet, ReasonChannelPluginRetrying
+// (Unknown) that the plugin's install failed and is retried; every other False reason is a
+// failure. ReasonAgentNotFound applies too.
 const (
 	ReasonChannelConfigured    = "Configured"
 	ReasonChannelAgentNotReady = "AgentNotReady"
@@ -26,6 +27,7 @@ const (
 	ReasonChannelRemovalFailed = "RemovalFailed"
 	ReasonChannelConfigFailed  = "ConfigurationFailed"
 	ReasonChannelPluginFailed  = "PluginInstallFailed"
+	ReasonChannelPluginRetry   = "PluginInstallRetrying"
 	ReasonChannelTokenNotFound = "TokenNotFound"
 	ReasonChannelDuplicate     = "Duplicate"
 )

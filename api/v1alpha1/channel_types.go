@@ -76,7 +76,13 @@ type ChannelStatus struct {
 	// AppTokenHint shows the last characters of the app token, never the token.
 	// +optional
 	AppTokenHint string `json:"appTokenHint,omitempty"`
-	// Conditions: Configured.
+	// PluginInstallFailures counts the failed installs of the channel's engine plugin since
+	// the last one that succeeded: the controller retries a failure it may outlive (the
+	// registry or the agent's gateway busy or down) until it has failed this many times in a
+	// row (controllers/channel: maxPluginInstallAttempts), then reports it as a failure.
+	// +optional
+	PluginInstallFailures int32 `json:"pluginInstallFailures,omitempty"`
+	// Conditions: Configured, PluginInstalled and Ready.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -3,6 +3,7 @@
 package channel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,14 @@ const (
 	channelFailureRetry = 30 * time.Second
 	// channelWaitRetry re-checks a channel waiting for its tokens or its agent.
 	channelWaitRetry = time.Minute
+	// pluginRetry is the wait before the first retry of a failed plugin install; each further
+	// failure doubles it.
+	pluginRetry = 10 * time.Second
+	// maxPluginInstallAttempts: a plugin install is tried this many times in a row before its
+	// failure is the channel's verdict (a rejected plugin fails at once). The registry or the
+	// agent's gateway, busy or down, fail an install that a later try completes: a setup
+	// request meanwhile waits (202 when its wait ends first) rather than fail.
+	maxPluginInstallAttempts = 3
 )
 
 // Reconciler installs each Channel's engine plugin in its agent's home and reports
@@ -60,6 +69,9 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// PluginTimeout bounds one plugin install (0: the engine's bound).
 	PluginTimeout time.Duration
+	// PluginRetry is the wait before the first retry of a failed plugin install (0:
+	// pluginRetry); each further failure doubles it.
+	PluginRetry time.Duration
 
 	// locks serialize plugin installs into one agent's home by several channels.
 	locks sync.Map
@@ -137,6 +149,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ch *agentsv1.Channel) 
 		if err != nil {
 			return r.failed(ch, err)
 		}
+		ch.Status.PluginInstallFailures = 0
 		meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 			Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionTrue, Reason: agentsv1.ReasonPluginInstalled,
 			Message: controllers.ChannelPlugin(ch.Spec.Type) + " is installed", ObservedGeneration: ch.Generation,
@@ -199,17 +212,29 @@ func waitForGateway(ch *agentsv1.Channel, agent *agentsv1.Agent, why string) (ct
 }
 
 // failed records a failed plugin install on the PluginInstalled and Configured conditions
-// (an agent that cannot be reached yet is AgentNotReady). It retries later.
+// (an agent that cannot be reached yet is AgentNotReady). Until maxPluginInstallAttempts
+// installs failed in a row, or the plugin is rejected, Configured stays Unknown
+// (PluginInstallRetrying) and the install is tried again soon; then the failure is the
+// channel's verdict, and it is still retried now and then.
 func (r *Reconciler) failed(ch *agentsv1.Channel, err error) (ctrl.Result, error) {
 	if errors.Is(err, runtime.ErrNotRunning) {
 		setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
 	}
+	ch.Status.PluginInstallFailures++
+	n := ch.Status.PluginInstallFailures
 	meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 		Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonPluginInstallFailed,
 		Message: controllers.Truncate(err.Error()), ObservedGeneration: ch.Generation,
 	})
-	setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelPluginFailed, controllers.Truncate("installing plugin "+controllers.ChannelPlugin(ch.Spec.Type)+" failed: "+err.Error()))
+	plugin := controllers.ChannelPlugin(ch.Spec.Type)
+	if n < maxPluginInstallAttempts && !errors.Is(err, engine.ErrPluginRejected) {
+		wait := cmp.Or(r.PluginRetry, pluginRetry) << (n - 1)
+		setConfigured(ch, metav1.ConditionUnknown, agentsv1.ReasonChannelPluginRetry,
+			controllers.Truncate(fmt.Sprintf("installing plugin %s failed (attempt %d of %d), retrying in %s: %v", plugin, n, maxPluginInstallAttempts, wait, err)))
+		return ctrl.Result{RequeueAfter: wait}, nil
+	}
+	setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelPluginFailed, controllers.Truncate("installing plugin "+plugin+" failed: "+err.Error()))
 	return ctrl.Result{RequeueAfter: channelFailureRetry}, nil
 }
 

@@ -217,7 +217,9 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(p.Log.String(), 60))
+			log := p.Log.String()
+			t.Logf("agentplane dev errors (last 20):\n%s", Tail(Errors(log), 20))
+			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(log, 60))
 		}
 		// A test that failed before its Stop: dev stops its gateways on SIGINT, before the
 		// state dir is removed (a SIGKILL would leave them writing into it).
@@ -319,6 +321,18 @@ func Tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// Errors are the lines of a platform's log at level error or above (a failed request logs its
+// cause there): what a failure's last lines, busy with later requests, may no longer hold.
+func Errors(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"dpanic"`) || strings.Contains(l, `"level":"panic"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // Alive reports whether pid runs (testenv.Running: a zombie does not).

@@ -161,6 +161,10 @@ var (
 	// gateway, which did not answer (it was restarting, say): the agent is not ready yet, the
 	// command is not at fault.
 	ErrGatewayUnreachable = errors.New("the agent's gateway did not answer the engine CLI")
+	// ErrPluginRejected: the plugin cannot be installed as asked, whenever it is tried again
+	// (the registry does not have that package or version, the engine's install policy
+	// blocks it). A plugin install failing otherwise may succeed on a later try.
+	ErrPluginRejected = errors.New("the plugin cannot be installed")
 )
 
 // Engine is one agent engine (OpenClaw).
@@ -211,7 +215,8 @@ type Engine interface {
 	ParseDevices(stdout []byte, exitCode int) (Devices, error)
 	// Plugins. PluginInstallCommand installs the plugin package spec ("name@version") from
 	// the registry into the agent's home; ParsePluginInstall is nil once it is there (a
-	// plugin installed before included), ErrGatewayUnreachable, or ErrCLI.
+	// plugin installed before included), ErrGatewayUnreachable, ErrPluginRejected (with
+	// ErrCLI), or ErrCLI.
 	PluginInstallCommand(spec string) Command
 	ParsePluginInstall(stdout, stderr []byte, exitCode int) error
 	// Version.

@@ -2,6 +2,7 @@ package openclaw
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,6 +22,11 @@ const (
 	gatewayUnreachable = "Gateway not reachable"
 )
 
+// pluginRejected matches an install that fails the same way whenever it is tried: the
+// registry has no such package or version (the engine's own test for npm's answer, plus npm's
+// ETARGET), or the engine's install policy blocks the plugin.
+var pluginRejected = regexp.MustCompile(`(?i)Package not found on npm:|E404|404 not found|not in this registry|ETARGET|No matching version found|Install blocked by policy|blocked by your plugin policy`)
+
 // PluginInstallCommand implements engine.Engine: `openclaw plugins install <spec>`, which
 // installs the package from the registry into the agent's home and trusts it in the config
 // (plugins.entries.<id>, hot-reloaded by the gateway).
@@ -30,7 +36,9 @@ func (e *Engine) PluginInstallCommand(spec string) engine.Command {
 
 // ParsePluginInstall implements engine.Engine: exit 0, or the engine's refusal of a plugin it
 // already has, is installed (nil); the engine saying the agent's gateway did not answer is
-// engine.ErrGatewayUnreachable; anything else is engine.ErrCLI with the output's last lines.
+// engine.ErrGatewayUnreachable; the registry or the install policy refusing the plugin is
+// engine.ErrPluginRejected; anything else (the registry or the gateway busy or down, ...) is
+// engine.ErrCLI alone. Each carries the output's last lines.
 func (e *Engine) ParsePluginInstall(stdout, stderr []byte, exitCode int) error {
 	out := string(stdout) + "\n" + string(stderr)
 	switch {
@@ -38,6 +46,8 @@ func (e *Engine) ParsePluginInstall(stdout, stderr []byte, exitCode int) error {
 		return nil
 	case strings.Contains(out, gatewayUnreachable):
 		return fmt.Errorf("%w: %s", engine.ErrGatewayUnreachable, lastLines(out, 3))
+	case pluginRejected.MatchString(out):
+		return fmt.Errorf("%w (%w): exit code %d: %s", engine.ErrPluginRejected, engine.ErrCLI, exitCode, lastLines(out, 6))
 	}
 	return fmt.Errorf("%w: exit code %d: %s", engine.ErrCLI, exitCode, lastLines(out, 6))
 }

@@ -27,9 +27,16 @@ func TestPluginInstall(t *testing.T) {
 		{name: "gateway down", exit: 1, want: engine.ErrGatewayUnreachable,
 			stderr: "Downloading @openclaw/slack…\nGateway not reachable at ws://127.0.0.1:18789 (ECONNREFUSED).\nGateway target: ws://127.0.0.1:18789\n",
 			msg:    "Gateway not reachable at ws://127.0.0.1:18789 (ECONNREFUSED). | Gateway target: ws://127.0.0.1:18789"},
-		{name: "registry refuses", exit: 1, want: engine.ErrCLI,
+		{name: "registry refuses", exit: 1, want: engine.ErrPluginRejected,
 			stderr: "npm error code E404\n\nnpm error 404 Not Found - GET https://registry.npmjs.org/@openclaw%2fnope\n",
 			msg:    "exit code 1: npm error code E404 | npm error 404 Not Found"},
+		{name: "not on npm", exit: 1, want: engine.ErrPluginRejected,
+			stderr: "Package not found on npm: @openclaw/nope. See https://docs.openclaw.ai/tools/plugin for installable plugins.\n", msg: "Package not found on npm"},
+		{name: "no such version", exit: 1, want: engine.ErrPluginRejected,
+			stderr: "npm error code ETARGET\nnpm error notarget No matching version found for @openclaw/slack@1999.1.1.\n", msg: "ETARGET"},
+		{name: "policy", exit: 1, want: engine.ErrPluginRejected, stderr: "Install blocked by policy: review exceeds the 4,000-character display limit\n", msg: "Install blocked by policy"},
+		{name: "registry down", exit: 1, want: engine.ErrCLI,
+			stderr: "npm error code ECONNRESET\nnpm error network aborted\n", msg: "exit code 1: npm error code ECONNRESET | npm error network aborted"},
 		{name: "killed", exit: 137, want: engine.ErrCLI, msg: "exit code 137"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -45,6 +52,9 @@ func TestPluginInstall(t *testing.T) {
 			}
 			if errors.Is(tc.want, engine.ErrCLI) && errors.Is(err, engine.ErrGatewayUnreachable) {
 				t.Fatalf("a failed install is not a gateway that did not answer: %v", err)
+			}
+			if rejected := errors.Is(err, engine.ErrPluginRejected); rejected != (tc.want == engine.ErrPluginRejected) || !errors.Is(err, engine.ErrCLI) && tc.want != engine.ErrGatewayUnreachable {
+				t.Fatalf("rejected %v (want %v), a CLI failure %v: %v", rejected, tc.want == engine.ErrPluginRejected, errors.Is(err, engine.ErrCLI), err)
 			}
 		})
 	}

@@ -60,6 +60,9 @@
 //	FAKECLAW_FAIL=<cmd>[,<cmd>...]  those CLI commands exit 1 with {"ok":false,"error":{...}};
 //	                                a <cmd> is a command path prefix such as "cron add", "cron",
 //	                                "devices list", "config validate" or "version"
+//	FAKECLAW_NPM_MISSING=<pkg>[,...] plugins install of those packages fails as the engine does
+//	                                when the registry has no such package (exit 1, "Package
+//	                                not found on npm: <spec>. ...")
 //	FAKECLAW_RELOAD_DELAY=<duration> a change of the config's token applies only once the
 //	                                config file is that old (the engine's hot reload); the
 //	                                gateway serves the token it applied before until then

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -62,6 +63,10 @@ func pluginsInstall(args []string) int {
 	}
 	spec := f.args[0]
 	id, pkg := pluginID(spec)
+	if slices.Contains(strings.Split(os.Getenv("FAKECLAW_NPM_MISSING"), ","), pkg) {
+		fmt.Fprintf(os.Stderr, "Package not found on npm: %s. See https://docs.openclaw.ai/tools/plugin for installable plugins.\n", spec)
+		return 1
+	}
 	plugins, err := loadPlugins()
 	if err != nil {
 		return fail("plugin registry unreadable: " + err.Error())
