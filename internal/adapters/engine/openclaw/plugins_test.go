@@ -53,8 +53,9 @@ func TestPluginInstall(t *testing.T) {
 			if errors.Is(tc.want, engine.ErrCLI) && errors.Is(err, engine.ErrGatewayUnreachable) {
 				t.Fatalf("a failed install is not a gateway that did not answer: %v", err)
 			}
-			if rejected := errors.Is(err, engine.ErrPluginRejected); rejected != (tc.want == engine.ErrPluginRejected) || !errors.Is(err, engine.ErrCLI) && tc.want != engine.ErrGatewayUnreachable {
-				t.Fatalf("rejected %v (want %v), a CLI failure %v: %v", rejected, tc.want == engine.ErrPluginRejected, errors.Is(err, engine.ErrCLI), err)
+			wantRejected := errors.Is(tc.want, engine.ErrPluginRejected)
+			if rejected := errors.Is(err, engine.ErrPluginRejected); rejected != wantRejected || !errors.Is(err, engine.ErrCLI) && !errors.Is(tc.want, engine.ErrGatewayUnreachable) {
+				t.Fatalf("rejected %v (want %v), a CLI failure %v: %v", rejected, wantRejected, errors.Is(err, engine.ErrCLI), err)
 			}
 		})
 	}
