@@ -463,6 +463,15 @@ var _ = Describe("Channel controller", Ordered, func() {
 		v := seen("down")
 		Expect(v[len(v)-2:]).To(HaveExactElements("Unknown/PluginInstallRetrying", "False/PluginInstallFailed"), "%v", v)
 		Expect(v[:len(v)-1]).NotTo(ContainElement(HavePrefix("False/")), "%v", v)
+
+		// A setup asked again (a new generation) gets its tries anew.
+		rt.set(func(m *memRuntime) { m.execQueue = []runtime.ExecResult{flaky} })
+		setDMPolicy(down, "open")
+		Eventually(condition(down), wait).Should(Equal("True/Configured"))
+		Expect(installs(b.Name)).To(Equal(5))
+		Eventually(func() []string { return seen("down") }, wait).Should(HaveLen(len(v) + 3)) // the retry, the render, the verdict
+		v = seen("down")[len(v):]
+		Expect(v).To(HaveExactElements("Unknown/PluginInstallRetrying", "Unknown/Rendering", "True/Configured"), "%v", v)
 	})
 
 	It("renders a deleted channel out of the config before the Channel goes", func() {

@@ -215,11 +215,15 @@ func waitForGateway(ch *agentsv1.Channel, agent *agentsv1.Agent, why string) (ct
 // (an agent that cannot be reached yet is AgentNotReady). Until maxPluginInstallAttempts
 // installs failed in a row, or the plugin is rejected, Configured stays Unknown
 // (PluginInstallRetrying) and the install is tried again soon; then the failure is the
-// channel's verdict, and it is still retried now and then.
+// channel's verdict, and it is still retried now and then. A new generation of the channel
+// counts its tries anew.
 func (r *Reconciler) failed(ch *agentsv1.Channel, err error) (ctrl.Result, error) {
 	if errors.Is(err, runtime.ErrNotRunning) {
 		setConfigured(ch, metav1.ConditionFalse, agentsv1.ReasonChannelAgentNotReady, "the agent's home cannot be reached yet: "+err.Error())
 		return ctrl.Result{RequeueAfter: channelNotReadyRetry}, nil
+	}
+	if c := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelPluginInstalled); c == nil || c.ObservedGeneration != ch.Generation {
+		ch.Status.PluginInstallFailures = 0 // a changed channel (a setup asked again) gets its tries anew
 	}
 	ch.Status.PluginInstallFailures++
 	n := ch.Status.PluginInstallFailures
