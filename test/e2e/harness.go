@@ -228,6 +228,13 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 			_ = p.Cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done
 		}
+		if dir := os.Getenv("AGENTPLANE_E2E_LOG_DIR"); dir != "" {
+			// The whole log, kept for whoever studies a run (the temp dir goes with the test).
+			name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + ".log"
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(p.Log.String()), 0o600); err != nil {
+				t.Logf("keeping the dev log: %v", err)
+			}
+		}
 	})
 	if p.URL, p.Token, err = devenv.WaitEnvFile(p.StateDir, EventBound, p.done); err != nil {
 		t.Fatalf("%v\n%s", err, p.Log.String())
