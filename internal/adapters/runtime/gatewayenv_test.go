@@ -91,3 +91,52 @@ func nodeBinary(t *testing.T) string {
 	}
 	return node
 }
+
+// Threads that start together all start: the collector's preload toggles a flag of the
+// process, and a thread whose preload lost that race to another's threw "gc is not defined",
+// which ended the thread (the engine starts several workers at once: an agent's turn failed
+// "before reply" on the real engine). 32 workers at once, each must report.
+func TestGatewayNodeEnvThreadsStartTogether(t *testing.T) {
+	node := nodeBinary(t)
+	script := filepath.Join(t.TempDir(), "together.js")
+	if err := os.WriteFile(script, []byte(togetherScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, script)
+	cmd.Env = os.Environ()
+	for k, v := range runtime.GatewayNodeEnv(256) {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got struct {
+		OK     int
+		Failed []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.OK != 32 || len(got.Failed) != 0 {
+		t.Fatalf("%d of 32 workers started; failures: %v", got.OK, got.Failed)
+	}
+}
+
+// togetherScript starts 32 workers at once and prints how many reported and how the others
+// failed.
+const togetherScript = `
+const { Worker, isMainThread, parentPort } = require('node:worker_threads');
+if (isMainThread) {
+  const out = { ok: 0, failed: [] };
+  let left = 32;
+  for (let i = 0; i < 32; i++) {
+    const w = new Worker(__filename);
+    w.on('message', () => { out.ok++; });
+    w.on('error', (e) => { out.failed.push(String(e)); });
+    w.on('exit', () => { if (--left === 0) console.log(JSON.stringify(out)); });
+  }
+} else {
+  parentPort.postMessage('ok');
+}
+`
