@@ -73,7 +73,9 @@ func (e *Engine) ParseValidate(stdout []byte, exitCode int) (engine.ValidateResu
 
 // DevicesListCommand implements engine.Engine.
 func (e *Engine) DevicesListCommand() engine.Command {
-	return engine.Command{Args: []string{"devices", "list", "--json"}, Timeout: gatewayTimeout}
+	// The CLI's own bound on its call to the gateway is 10 s by default: a gateway busy with
+	// its boot (its first CLI call on a loaded machine) missed it, and the list failed.
+	return engine.Command{Args: []string{"devices", "list", "--json", "--timeout", gatewayRPCTimeoutMs}, Timeout: gatewayTimeout}
 }
 
 // ParseDevices implements engine.Engine: exit 0 with {"pending":[...],"paired":[...]}.

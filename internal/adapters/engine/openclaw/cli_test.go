@@ -176,7 +176,7 @@ func TestParseDevices(t *testing.T) {
 	if _, err := New().ParseDevices([]byte(`{"ok":false,"error":{"message":"x"}}`), 0); !errors.Is(err, engine.ErrCLI) {
 		t.Errorf("ok:false with exit 0: %v", err)
 	}
-	if c := New().DevicesListCommand(); !reflect.DeepEqual(c.Args, []string{"devices", "list", "--json"}) {
+	if c := New().DevicesListCommand(); !reflect.DeepEqual(c.Args, []string{"devices", "list", "--json", "--timeout", "60000"}) {
 		t.Errorf("DevicesListCommand = %+v", c)
 	}
 }

@@ -52,6 +52,9 @@ const (
 	versionTimeout  = 2 * time.Minute
 	validateTimeout = 2 * time.Minute
 	gatewayTimeout  = 2 * time.Minute
+	// gatewayRPCTimeoutMs is a CLI call's bound on its request to the gateway (`--timeout
+	// <ms>`, docs/cli/devices.md), inside gatewayTimeout.
+	gatewayRPCTimeoutMs = "60000"
 )
 
 // Engine is the OpenClaw engine. The zero value is ready to use.
