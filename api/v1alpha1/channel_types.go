@@ -77,7 +77,7 @@ type ChannelStatus struct {
 	// +optional
 	AppTokenHint string `json:"appTokenHint,omitempty"`
 	// PluginInstallFailures counts the failed installs of the channel's engine plugin since
-	// the last one that succeeded: the controller retries a failure it may outlive (the
+	// the last one that succeeded (up to the number that makes the verdict): the controller retries a failure it may outlive (the
 	// registry or the agent's gateway busy or down) until it has failed this many times in a
 	// row (controllers/channel: maxPluginInstallAttempts), then reports it as a failure.
 	// +optional

@@ -225,7 +225,9 @@ func (r *Reconciler) failed(ch *agentsv1.Channel, err error) (ctrl.Result, error
 	if c := meta.FindStatusCondition(ch.Status.Conditions, agentsv1.ChannelPluginInstalled); c == nil || c.ObservedGeneration != ch.Generation {
 		ch.Status.PluginInstallFailures = 0 // a changed channel (a setup asked again) gets its tries anew
 	}
-	ch.Status.PluginInstallFailures++
+	if ch.Status.PluginInstallFailures < maxPluginInstallAttempts {
+		ch.Status.PluginInstallFailures++ // beyond the verdict, a count would only rewrite the status each retry
+	}
 	n := ch.Status.PluginInstallFailures
 	meta.SetStatusCondition(&ch.Status.Conditions, metav1.Condition{
 		Type: agentsv1.ChannelPluginInstalled, Status: metav1.ConditionFalse, Reason: agentsv1.ReasonPluginInstallFailed,

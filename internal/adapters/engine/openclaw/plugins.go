@@ -24,8 +24,9 @@ const (
 
 // pluginRejected matches an install that fails the same way whenever it is tried: the
 // registry has no such package or version (the engine's own test for npm's answer, plus npm's
-// ETARGET), or the engine's install policy blocks the plugin.
-var pluginRejected = regexp.MustCompile(`(?i)Package not found on npm:|E404|404 not found|not in this registry|ETARGET|No matching version found|Install blocked by policy|blocked by your plugin policy`)
+// ETARGET, as whole words: npm's output carries base64 hashes), or the engine's install
+// policy blocks the plugin.
+var pluginRejected = regexp.MustCompile(`Package not found on npm:|\bE404\b|(?i:404 not found|not in this registry)|\bETARGET\b|No matching version found|Install blocked by policy|blocked by your plugin policy`)
 
 // PluginInstallCommand implements engine.Engine: `openclaw plugins install <spec>`, which
 // installs the package from the registry into the agent's home and trusts it in the config
