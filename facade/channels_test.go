@@ -67,6 +67,12 @@ func gatewayEnv(_, agent, name string) string {
 	return ""
 }
 
+// gatewayPID is the pid in the agent's gateway.pid ("" without one).
+func gatewayPID(agent string) string {
+	b, _ := os.ReadFile(agentFile(agent, "gateway.pid"))
+	return strings.TrimSpace(string(b))
+}
+
 // agentFile is a file of the local runtime's dir of the agent (gateway.pid, gateway.log,
 // state.json), on this host: the agent itself sees none of them.
 func agentFile(agent, name string) string {
@@ -317,6 +323,7 @@ var _ = Describe("Channels", Ordered, func() {
 	})
 
 	It("sets up slack through the platform's relay: installs its plugin of the engine's version, holds the app's socket, keeps both tokens", func() {
+		pid := gatewayPID(agent)
 		r := call("POST", channelPath("slack"), tok, map[string]any{"botToken": slackBot, "appToken": slackApp, "dmPolicy": "open", "allowFrom": []string{"*"}})
 		Expect(r.Status).To(Equal(201), r.Raw)
 		Expect(channelOf(r)).To(HaveKeyWithValue("appTokenHint", "****"+slackApp[len(slackApp)-4:]))
@@ -338,6 +345,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Eventually(func() []string {
 			return []string{gatewayEnv(tok, agent, "SLACK_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
 		}).Should(Equal([]string{baseURL + "/relay/slack/api/", "", ""}))
+		Expect(gatewayPID(agent)).To(And(Equal(pid), Not(BeEmpty())), "a relayed channel changes only the config: no restart")
 		// The platform holds the app's socket; the agent's Web API calls reach Slack with the bot
 		// token.
 		Eventually(slack.Connections).Should(Equal(1))
@@ -359,6 +367,7 @@ var _ = Describe("Channels", Ordered, func() {
 
 	It("sets up discord through the platform's relay: installs its plugin of the engine's version, holds the bot's gateway connection, keeps its token", func() {
 		bot := discord.BotToken()
+		pid := gatewayPID(agent)
 		r := call("POST", channelPath("discord"), tok, map[string]any{"botToken": bot, "dmPolicy": "open", "allowFrom": []string{"*"}})
 		Expect(r.Status).To(Equal(201), r.Raw)
 		Expect(r.Raw).NotTo(ContainSubstring(bot))
@@ -372,6 +381,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Eventually(func() []string {
 			return []string{gatewayEnv(tok, agent, "DISCORD_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_DISCORD_BOT_TOKEN")}
 		}).Should(Equal([]string{baseURL + "/relay/discord/api/v10", ""}))
+		Expect(gatewayPID(agent)).To(And(Equal(pid), Not(BeEmpty())), "a relayed channel changes only the config: no restart")
 		// The platform holds the bot's gateway connection; the agent's REST calls reach Discord
 		// with the bot's token, and its gateway discovery names the relay's own gateway.
 		Eventually(discord.Connections).Should(Equal(1))

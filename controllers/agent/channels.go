@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,26 +15,23 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/channels"
 	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
 // addChannelEnv adds the tokens of agent's enabled Channels to env, read live from the
 // referenced core Secrets, but those of channels the platform relays (their config holds a
-// relay token instead). A token whose Secret or key is missing is left out (the Channel
-// controller reports it on the Channel): a broken channel never stops the agent.
+// relay token instead; what their plugin reads from its environment, the relay's base, the
+// runtime gives every gateway from its start: local.Options.GatewayEnv, so connecting such a
+// channel changes no environment and restarts no gateway). A token whose Secret or key is
+// missing is left out (the Channel controller reports it on the Channel): a broken channel
+// never stops the agent.
 func (e *SecretEnv) addChannelEnv(ctx context.Context, agent *agentsv1.Agent, env map[string]string) error {
 	chans, err := channels.Effective(ctx, e.Client, agent)
 	if err != nil {
 		return fmt.Errorf("list channels: %w", err)
 	}
 	for t, ch := range chans {
-		if ch.IsEnabled() && relayed(e.ChannelRelay, t) && e.Engine != nil {
-			c := engine.Channel{Type: string(t), Enabled: true}
-			relayChannel(e.ChannelRelay, agent, &c, "relay")
-			maps.Copy(env, e.Engine.ChannelEnv(c))
-		}
 		if !ch.IsEnabled() || relayed(e.ChannelRelay, t) {
 			continue
 		}

@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
 
@@ -32,9 +31,6 @@ type SecretEnv struct {
 	ModelProxy ModelProxy
 	// ChannelRelay keeps the tokens of the channels it relays out of the environment.
 	ChannelRelay ChannelRelay
-	// Engine gives a relayed channel the environment it needs beside its config
-	// (engine.Engine.ChannelEnv; nil: none).
-	Engine engine.Engine
 }
 
 // Resolve implements EnvResolver.

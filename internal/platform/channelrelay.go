@@ -1,13 +1,16 @@
 package platform
 
 import (
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
+	"github.com/agentplane/agentplane/internal/adapters/engine"
 )
 
 // ChannelRelayOptions configure the channel relay (internal/adapters/channelrelay): agents call
@@ -86,6 +89,25 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 		return nil
 	}
 	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord}
+}
+
+// relayEnv is what every local gateway has in its environment for the channels the relay
+// routes that read their relay from there (engine.Engine.ChannelEnv: Slack's Web API origin,
+// Discord's REST base), from its first start: a relayed channel connected or removed later
+// changes only the engine config, which the engine applies without a restart.
+func (p *Platform) relayEnv(eng engine.Engine) map[string]string {
+	r := p.controllersChannelRelay()
+	if r == nil {
+		return nil
+	}
+	env := map[string]string{}
+	if api, ws, ok := r.SlackRelay(); ok {
+		maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelSlack), Enabled: true, APIRoot: api, RelayURL: ws}))
+	}
+	if api, ok := r.DiscordRelay(); ok {
+		maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelDiscord), Enabled: true, APIRoot: api}))
+	}
+	return env
 }
 
 // slackRelayed reports whether the relay routes Slack.

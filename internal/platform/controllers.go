@@ -39,7 +39,7 @@ func (p *Platform) setupControllers() error {
 			Env: &agentctrl.SecretEnv{
 				Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer,
 				DerivedSecret: p.opts.Runtime.Name == RuntimeKube, ModelProxy: p.controllersModelProxy(),
-				ChannelRelay: p.controllersChannelRelay(), Engine: openclaw.New(),
+				ChannelRelay: p.controllersChannelRelay(),
 			},
 			ModelProxy: p.controllersModelProxy(), ChannelRelay: p.controllersChannelRelay(),
 		}

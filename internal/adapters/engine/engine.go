@@ -174,7 +174,8 @@ type Engine interface {
 	// Layout is where the engine keeps its files in the agent's home.
 	Layout() Layout
 	// ChannelEnv is the environment a channel needs beside its config (a relayed channel's API
-	// origin where the engine reads it from the environment only); nil for none.
+	// origin where the engine reads it from the environment only); nil for none. It names no
+	// agent: the platform gives it to every gateway from its start (local.Options.GatewayEnv).
 	ChannelEnv(ch Channel) map[string]string
 	// Env is the environment every engine process of the agent gets (gateway and CLI).
 	// home is the agent's home directory as the process sees it; gatewayPort is the port the

@@ -75,7 +75,7 @@ func (a *agent) freshLocked() bool {
 func (a *agent) takeOverLocked(m *member, d runtime.Desired, engineDir string, took time.Duration) runtime.Observed {
 	a.st = state{
 		Port: m.port, PID: m.proc.pid, StartTime: m.proc.start,
-		EngineVersion: d.EngineVersion, EngineDir: engineDir, ConfigHash: d.ConfigHash(), RestartNonce: d.RestartNonce,
+		EngineVersion: d.EngineVersion, EngineDir: engineDir, ConfigHash: a.rt.configHash(d), RestartNonce: d.RestartNonce,
 		TokenHash: tokenHash(d.GatewayToken), Home: m.home, Template: m.template,
 	}
 	a.home, a.loaded, a.prepared = m.home, true, true

@@ -171,11 +171,15 @@ func (e *egressProxy) allowed(a netip.Addr, port int, own []netip.Addr) bool {
 	return true
 }
 
-// egressEnv is the environment of a gateway's and its commands' way out: the CAs they trust
-// besides Node's own (Options.CAFile) and the egress proxy (none without network namespaces).
-// NO_PROXY keeps the loopback direct: the gateway itself and the model proxy are there.
+// egressEnv is the environment of a gateway's and its commands' way out: the platform's
+// (Options.GatewayEnv: the channel relays), the CAs they trust besides Node's own
+// (Options.CAFile) and the egress proxy (none without network namespaces). NO_PROXY keeps the
+// loopback direct: the gateway itself, the model proxy and the relays are there.
 func (r *Runtime) egressEnv() map[string]string {
-	env := map[string]string{}
+	env := maps.Clone(r.opts.GatewayEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
 	if r.opts.CAFile != "" {
 		env["NODE_EXTRA_CA_CERTS"] = r.opts.CAFile
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -112,7 +114,7 @@ func (a *agent) stopDesiredLocked(ctx context.Context, d runtime.Desired) {
 // one running or starting, or crashed and waiting for its backoff, is left alone.
 func (a *agent) runDesiredLocked(ctx context.Context, d runtime.Desired, engineDir string) {
 	changed := a.st.EngineDir != engineDir || a.st.EngineVersion != d.EngineVersion ||
-		a.st.ConfigHash != d.ConfigHash() || a.st.RestartNonce != d.RestartNonce
+		a.st.ConfigHash != a.rt.configHash(d) || a.st.RestartNonce != d.RestartNonce
 	if !changed && !a.st.Stopped {
 		if a.proc != nil {
 			return // running or starting: nothing to do
@@ -123,7 +125,7 @@ func (a *agent) runDesiredLocked(ctx context.Context, d runtime.Desired, engineD
 	}
 	if a.proc != nil {
 		a.log.Info("restarting gateway for a new spec",
-			"configHashChanged", a.st.ConfigHash != d.ConfigHash(),
+			"configHashChanged", a.st.ConfigHash != a.rt.configHash(d),
 			"engineVersion", d.EngineVersion, "restartRequested", a.st.RestartNonce != d.RestartNonce)
 		a.stopLocked(ctx)
 	}
@@ -136,7 +138,7 @@ func (a *agent) runDesiredLocked(ctx context.Context, d runtime.Desired, engineD
 		a.discardCheckpointLocked() // the checkpoint runs the former spec
 	}
 	a.st.EngineDir, a.st.EngineVersion = engineDir, d.EngineVersion
-	a.st.ConfigHash, a.st.RestartNonce = d.ConfigHash(), d.RestartNonce
+	a.st.ConfigHash, a.st.RestartNonce = a.rt.configHash(d), d.RestartNonce
 	if a.st.Checkpoint {
 		a.restoreLocked(ctx)
 		return
@@ -258,6 +260,22 @@ func (a *agent) gatewaySandboxLocked(own bool) (string, []string, error) {
 		spec.checkpoint = &checkpointSpec{tini: a.rt.ckpt.tini, log: filepath.Join(a.dir, logFileName)}
 	}
 	return a.rt.inSandbox(spec, a.st.EngineDir, own)
+}
+
+// configHash is what a gateway started on d runs: d's config (engine, environment) and, when
+// there is one, the platform's Options.GatewayEnv, so that a gateway started before a change
+// of either restarts. Without a GatewayEnv it is d.ConfigHash().
+func (r *Runtime) configHash(d runtime.Desired) string {
+	if len(r.opts.GatewayEnv) == 0 {
+		return d.ConfigHash()
+	}
+	h := sha256.New()
+	h.Write([]byte(d.ConfigHash()))
+	for _, kv := range mergeEnv(r.opts.GatewayEnv) {
+		h.Write([]byte{0})
+		h.Write([]byte(kv))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // Base environment of every process: nothing of the manager's own environment but PATH (with

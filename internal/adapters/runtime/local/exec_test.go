@@ -315,3 +315,47 @@ func TestCAFileReachesCommandsAndGateways(t *testing.T) {
 		t.Errorf("the relative CA file %s: %v, want it refused as not absolute", rel, err)
 	}
 }
+
+// Options.GatewayEnv (the platform's channel relays): every gateway and command has it from
+// its start, above an attached secret of the same name; a gateway the next manager adopts
+// under another GatewayEnv restarts with it, as for a change of its own environment.
+func TestGatewayEnvReachesGatewaysAndRestartsOnChange(t *testing.T) {
+	const name, first, second = "SLACK_API_URL", "http://127.0.0.1:1/relay/slack/api/", "http://127.0.0.1:2/relay/slack/api/"
+	keep := func(o *local.Options) { o.KeepRunningOnShutdown, o.GatewayEnv = true, map[string]string{name: first} }
+	f1 := newFixture(t, keep)
+	environ := func(pid int) string {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "\x00" + string(raw)
+	}
+	a := newAgent("relayed")
+	d := desired("tok-relayed-00000000000")
+	d.Env = map[string]string{name: "http://attacker.example/"} // an attached secret of that name
+	waitPhase(t, f1, a, d, runtime.PhaseRunning)
+	pid := gatewayPID(t, f1, a)
+	if env := environ(pid); !strings.Contains(env, "\x00"+name+"="+first+"\x00") {
+		t.Fatalf("the gateway's %s is not the platform's %s", name, first)
+	}
+	res, err := f1.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"sh", "-c", `echo "$` + name + `"`}})
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != first {
+		t.Fatalf("a command's %s: %q %v", name, res.Stdout, err)
+	}
+	if err := f1.rt.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same Desired on the next manager, whose relay moved: the gateway restarts with it.
+	opts := f1.opts
+	opts.KeepRunningOnShutdown, opts.Notify, opts.GatewayEnv = false, nil, map[string]string{name: second}
+	f2 := newFixtureWith(t, opts)
+	waitObserved(t, f2, a, d, func(o runtime.Observed) bool {
+		p := gatewayPID(t, f2, a)
+		return o.Phase == runtime.PhaseRunning && p != pid && p != 0
+	})
+	if env := environ(gatewayPID(t, f2, a)); !strings.Contains(env, "\x00"+name+"="+second+"\x00") {
+		t.Fatalf("the restarted gateway's %s is not %s", name, second)
+	}
+	waitGone(t, pid)
+}

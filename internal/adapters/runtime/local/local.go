@@ -137,6 +137,13 @@ type Options struct {
 	// egress that intercepts TLS, without which the engine's registry installs (plugins,
 	// skills) fail. Every sandbox shows it read-only at its own path. Empty: Node's own only.
 	CAFile string
+	// GatewayEnv is in the environment of every gateway and engine command, above the
+	// agent's own (Desired.Env): the platform's, the same for every agent (the channel
+	// relays' bases, which a relayed channel's plugin reads at its start: set from the first
+	// start, a channel connected later changes only the config, which the engine applies
+	// without a restart). A gateway started under another GatewayEnv restarts on its next
+	// Ensure, as for a new Desired.Env.
+	GatewayEnv map[string]string
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
 	// by default (egress.go: it reaches the public internet only).
 	Egress []EgressRule

@@ -137,7 +137,7 @@ func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runti
 	if err := r.waitReborn(ctx, p, port, d.GatewayToken); err != nil {
 		return err
 	}
-	a.st.ConfigHash, a.st.RestartNonce, a.st.TokenHash = d.ConfigHash(), d.RestartNonce, tokenHash(d.GatewayToken)
+	a.st.ConfigHash, a.st.RestartNonce, a.st.TokenHash = a.rt.configHash(d), d.RestartNonce, tokenHash(d.GatewayToken)
 	a.loaded, a.prepared = true, true
 	a.env, a.token = nil, d.GatewayToken
 	a.unhealthy, a.backoff, a.retryAt = 0, 0, timeZero
