@@ -355,8 +355,14 @@ func (r *Runtime) bootAndStop(ctx context.Context, engineDir string, spec sandbo
 	if err != nil {
 		return err
 	}
+	// A warm-up given up (the manager stopping, a boot that failed) leaves no cache worth
+	// writing: it is killed at once (a done context), not given warmStopTimeout.
+	defer func() {
+		abandon, cancel := context.WithCancel(context.Background())
+		cancel()
+		stopProcess(abandon, p, 0, nil)
+	}()
 	stopTimeout := max(r.opts.StopTimeout, warmStopTimeout)
-	defer stopProcess(context.Background(), p, stopTimeout, &r.opts.Log)
 	if err := r.plumbNet(p, port, port, spec.home); err != nil {
 		return err
 	}
