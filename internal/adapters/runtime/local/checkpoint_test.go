@@ -255,10 +255,7 @@ func TestRealEngineCheckpoint(t *testing.T) {
 	if dir == "" {
 		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
 	}
-	f := checkpointing(t, func(o *local.Options) {
-		o.EngineDirs = map[string]string{version: dir}
-		o.HealthInterval = 100 * time.Millisecond
-	})
+	f := checkpointing(t, realEngine(t, dir))
 	a := newAgent("ckpt-real")
 	d := desired("tok-real")
 	ctx := context.Background()
@@ -304,10 +301,7 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 	if dir == "" {
 		testenv.Skip(t, "AGENTPLANE_ENGINE_DIR is not set (hack/install-engine.sh --print-dir)")
 	}
-	f := checkpointing(t, func(o *local.Options) {
-		o.EngineDirs = map[string]string{version: dir}
-		o.HealthInterval = 100 * time.Millisecond
-	})
+	f := checkpointing(t, realEngine(t, dir))
 	a := newAgent("ckpt-cron")
 	d := desired("tok-real")
 	ctx := context.Background()

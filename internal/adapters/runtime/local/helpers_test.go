@@ -32,6 +32,39 @@ const (
 	fakeVersion = "2026.9.6-fake"
 )
 
+// TestMain removes the real engine's compile cache the package's runtimes share.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+	os.Exit(code)
+}
+
+// shared is the compile cache dir of the runtimes that run the real engine (realEngine).
+var shared struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+// realEngine runs the real engine of dir (AGENTPLANE_ENGINE_DIR) as version, with the compile
+// cache every such runtime of this package shares (Options.CompileCacheDir): warmed by the
+// first one only, as the platforms of an end-to-end package share theirs. The fake engine's
+// runtimes, which test the warm-up itself, keep a cache of their own.
+func realEngine(t *testing.T, dir string) func(*local.Options) {
+	t.Helper()
+	shared.once.Do(func() { shared.dir, shared.err = os.MkdirTemp("", "agentplane-local-compile-cache-") })
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return func(o *local.Options) {
+		o.EngineDirs = map[string]string{version: dir}
+		o.CompileCacheDir = shared.dir
+		o.HealthInterval = 100 * time.Millisecond
+	}
+}
+
 // notifications records Notify calls.
 type notifications struct {
 	mu   sync.Mutex
@@ -98,6 +131,25 @@ func newFixtureWith(t *testing.T, opts local.Options) *fixture {
 		_ = rt.Shutdown(ctx)
 	})
 	return f
+}
+
+// stopKeptOnFailure stops, when the test fails, the gateways f's runtime keeps running past
+// its Shutdown (Options.KeepRunningOnShutdown): a runtime over the same state adopts and stops
+// them, so a failed test leaves no process, mount or cgroup behind.
+func stopKeptOnFailure(t *testing.T, f *fixture) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = f.rt.Shutdown(ctx)
+		o := f.opts
+		o.KeepRunningOnShutdown, o.Notify = false, nil
+		if rt, err := local.New(o); err == nil {
+			_ = rt.Shutdown(ctx)
+		}
+	})
 }
 
 func newAgent(name string) *agentsv1.Agent {

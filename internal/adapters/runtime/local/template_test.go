@@ -34,9 +34,7 @@ func realTemplates(t *testing.T, mutate ...func(*local.Options)) *fixture {
 		}
 		t.Setenv(local.ReseedEnv, p)
 	}
-	return checkpointing(t, append([]func(*local.Options){func(o *local.Options) {
-		o.EngineDirs = map[string]string{version: dir}
-		o.HealthInterval = 100 * time.Millisecond
+	return checkpointing(t, append([]func(*local.Options){realEngine(t, dir), func(o *local.Options) {
 		o.Templates = true
 	}}, mutate...)...)
 }
