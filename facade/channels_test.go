@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 )
@@ -65,6 +66,15 @@ func gatewayEnv(_, agent, name string) string {
 		}
 	}
 	return ""
+}
+
+// relayBase is where a gateway's environment names the platform's relays: the address that
+// is the same for every platform inside the gateways' network namespaces, else the facade's.
+func relayBase() string {
+	if netns, _ := plat.Networks(); netns {
+		return "http://" + local.PlatformAddr
+	}
+	return baseURL
 }
 
 // gatewayPID is the pid in the agent's gateway.pid ("" without one).
@@ -344,7 +354,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(channelConfig(cfg, "telegram")).NotTo(BeNil(), "setting up slack kept telegram")
 		Eventually(func() []string {
 			return []string{gatewayEnv(tok, agent, "SLACK_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_BOT_TOKEN"), gatewayEnv(tok, agent, "AGENTPLANE_SLACK_APP_TOKEN")}
-		}).Should(Equal([]string{baseURL + "/relay/slack/api/", "", ""}))
+		}).Should(Equal([]string{relayBase() + "/relay/slack/api/", "", ""}))
 		Expect(gatewayPID(agent)).To(And(Equal(pid), Not(BeEmpty())), "a relayed channel changes only the config: no restart")
 		// The platform holds the app's socket; the agent's Web API calls reach Slack with the bot
 		// token.
@@ -380,7 +390,7 @@ var _ = Describe("Channels", Ordered, func() {
 		Expect(channelConfig(cfg, "discord")).To(HaveKeyWithValue("token", relayTok))
 		Eventually(func() []string {
 			return []string{gatewayEnv(tok, agent, "DISCORD_API_URL"), gatewayEnv(tok, agent, "AGENTPLANE_DISCORD_BOT_TOKEN")}
-		}).Should(Equal([]string{baseURL + "/relay/discord/api/v10", ""}))
+		}).Should(Equal([]string{relayBase() + "/relay/discord/api/v10", ""}))
 		Expect(gatewayPID(agent)).To(And(Equal(pid), Not(BeEmpty())), "a relayed channel changes only the config: no restart")
 		// The platform holds the bot's gateway connection; the agent's REST calls reach Discord
 		// with the bot's token, and its gateway discovery names the relay's own gateway.

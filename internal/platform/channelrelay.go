@@ -94,20 +94,28 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 // relayEnv is what every local gateway has in its environment for the channels the relay
 // routes that read their relay from there (engine.Engine.ChannelEnv: Slack's Web API origin,
 // Discord's REST base), from its first start: a relayed channel connected or removed later
-// changes only the engine config, which the engine applies without a restart.
-func (p *Platform) relayEnv(eng engine.Engine) map[string]string {
-	r := p.controllersChannelRelay()
-	if r == nil {
+// changes only the engine config, which the engine applies without a restart. The runtime
+// calls it with the address its gateways reach the relay at (local.Options.GatewayEnv: the
+// same for every platform where each gateway has a network namespace of its own).
+func (p *Platform) relayEnv(eng engine.Engine) func(platform string) map[string]string {
+	r, ok := p.controllersChannelRelay().(relayRoutes)
+	if !ok {
 		return nil
 	}
-	env := map[string]string{}
-	if api, ws, ok := r.SlackRelay(); ok {
-		maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelSlack), Enabled: true, APIRoot: api, RelayURL: ws}))
+	return func(platform string) map[string]string {
+		if u, err := url.Parse(r.base); err == nil && platform != "" {
+			u.Host = platform
+			r.base = u.String()
+		}
+		env := map[string]string{}
+		if api, ws, ok := r.SlackRelay(); ok {
+			maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelSlack), Enabled: true, APIRoot: api, RelayURL: ws}))
+		}
+		if api, ok := r.DiscordRelay(); ok {
+			maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelDiscord), Enabled: true, APIRoot: api}))
+		}
+		return env
 	}
-	if api, ok := r.DiscordRelay(); ok {
-		maps.Copy(env, eng.ChannelEnv(engine.Channel{Type: string(agentsv1.ChannelDiscord), Enabled: true, APIRoot: api}))
-	}
-	return env
 }
 
 // slackRelayed reports whether the relay routes Slack.

@@ -122,7 +122,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
 			CAFile: o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
-			GatewayEnv: p.relayEnv(eng),
+			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng),
 		})
 		if err != nil {
 			return nil, err
@@ -168,6 +168,16 @@ func (p *Platform) Sandboxed() (bool, string) {
 	return true, ""
 }
 
+// Networks reports whether each local gateway has a network namespace of its own (where it
+// reaches the platform's own service at local.PlatformAddr) and, when not, why; true for a
+// runtime without such a notion.
+func (p *Platform) Networks() (bool, string) {
+	if rt, ok := p.runtime.(interface{ Networks() (bool, string) }); ok {
+		return rt.Networks()
+	}
+	return true, ""
+}
+
 // HomeLimit reports whether the runtime bounds each agent's home and, when not, why (the
 // local runtime; kube's homes are volume claims of a size).
 func (p *Platform) HomeLimit() (bool, string) {
@@ -182,15 +192,26 @@ func (p *Platform) HomeLimit() (bool, string) {
 // (its loopback address, "" for none), each once.
 func hostServices(base, facade string) []string {
 	var out []string
-	if u, err := url.Parse(base); err == nil && u.Scheme == "http" && u.Port() != "" {
-		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() && ip.To4() != nil {
-			out = append(out, u.Host)
-		}
+	if svc := loopbackService(base); svc != "" {
+		out = append(out, svc)
 	}
 	if facade != "" && !slices.Contains(out, facade) {
 		out = append(out, facade)
 	}
 	return out
+}
+
+// loopbackService is the host:port of base when it is plain http on this host's IPv4
+// loopback with a port ("": it is not).
+func loopbackService(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" || u.Port() == "" {
+		return ""
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() || ip.To4() == nil {
+		return ""
+	}
+	return u.Host
 }
 
 // loopbackAddr is where a listener at a is reached on this host's IPv4 loopback ("" : it is

@@ -176,7 +176,7 @@ func (e *egressProxy) allowed(a netip.Addr, port int, own []netip.Addr) bool {
 // (Options.CAFile) and the egress proxy (none without network namespaces). NO_PROXY keeps the
 // loopback direct: the gateway itself, the model proxy and the relays are there.
 func (r *Runtime) egressEnv() map[string]string {
-	env := maps.Clone(r.opts.GatewayEnv)
+	env := maps.Clone(r.gatewayEnv)
 	if env == nil {
 		env = map[string]string{}
 	}

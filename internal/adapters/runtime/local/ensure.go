@@ -266,12 +266,12 @@ func (a *agent) gatewaySandboxLocked(own bool) (string, []string, error) {
 // there is one, the platform's Options.GatewayEnv, so that a gateway started before a change
 // of either restarts. Without a GatewayEnv it is d.ConfigHash().
 func (r *Runtime) configHash(d runtime.Desired) string {
-	if len(r.opts.GatewayEnv) == 0 {
+	if len(r.gatewayEnv) == 0 {
 		return d.ConfigHash()
 	}
 	h := sha256.New()
 	h.Write([]byte(d.ConfigHash()))
-	for _, kv := range mergeEnv(r.opts.GatewayEnv) {
+	for _, kv := range mergeEnv(r.gatewayEnv) {
 		h.Write([]byte{0})
 		h.Write([]byte(kv))
 	}

@@ -3,6 +3,10 @@ package local_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
@@ -317,18 +322,56 @@ func TestCAFileReachesCommandsAndGateways(t *testing.T) {
 }
 
 // Options.GatewayEnv (the platform's channel relays): every gateway and command has it from
-// its start, above an attached secret of the same name; a gateway the next manager adopts
-// under another GatewayEnv restarts with it, as for a change of its own environment.
+// its start, above an attached secret of the same name, naming the platform by PlatformAddr in
+// the gateways' network namespaces, where it reaches Options.PlatformService; a gateway the
+// next manager adopts keeps running when only the platform's port moved (the environment is
+// the same), and restarts when the environment itself changed, as for a change of its own.
 func TestGatewayEnvReachesGatewaysAndRestartsOnChange(t *testing.T) {
-	const name, first, second = "SLACK_API_URL", "http://127.0.0.1:1/relay/slack/api/", "http://127.0.0.1:2/relay/slack/api/"
-	keep := func(o *local.Options) { o.KeepRunningOnShutdown, o.GatewayEnv = true, map[string]string{name: first} }
+	const name = "SLACK_API_URL"
+	services := [2]string{}
+	for i := range services {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, "platform-"+strconv.Itoa(i))
+		}))
+		t.Cleanup(srv.Close)
+		services[i] = srv.Listener.Addr().String()
+	}
+	var named []string // the addresses the runtimes named the platform by
+	relay := func(path string) func(string) map[string]string {
+		return func(platform string) map[string]string {
+			named = append(named, platform)
+			return map[string]string{name: "http://" + platform + path}
+		}
+	}
+	keep := func(o *local.Options) {
+		o.KeepRunningOnShutdown, o.PlatformService, o.GatewayEnv = true, services[0], relay("/relay/slack/api/")
+	}
 	f1 := newFixture(t, keep)
+	stopKeptOnFailure(t, f1)
+	netns, _ := f1.rt.Networks()
+	platform := services[0]
+	if netns {
+		platform = local.PlatformAddr
+	}
+	first := "http://" + platform + "/relay/slack/api/"
 	environ := func(pid int) string {
 		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return "\x00" + string(raw)
+	}
+	// fetch is what a command of the agent gets from the platform at the address its
+	// environment names.
+	fetch := func(f *fixture, a *agentsv1.Agent) string {
+		t.Helper()
+		host, port, _ := net.SplitHostPort(strings.TrimPrefix(strings.Split(first, "/relay")[0], "http://"))
+		res, err := f.rt.Exec(context.Background(), a, runtime.ExecRequest{Argv: []string{"bash", "-c",
+			`exec 3<>/dev/tcp/` + host + `/` + port + ` && printf 'GET / HTTP/1.0\r\n\r\n' >&3 && cat <&3`}, Timeout: time.Minute})
+		if err != nil {
+			t.Fatalf("a command's request to the platform: %v", err)
+		}
+		return string(res.Stdout)
 	}
 	a := newAgent("relayed")
 	d := desired("tok-relayed-00000000000")
@@ -342,20 +385,48 @@ func TestGatewayEnvReachesGatewaysAndRestartsOnChange(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != first {
 		t.Fatalf("a command's %s: %q %v", name, res.Stdout, err)
 	}
+	if got := fetch(f1, a); !strings.HasSuffix(got, "platform-0") {
+		t.Fatalf("at %s the agent reached %q, want the platform's service %s", platform, got, services[0])
+	}
 	if err := f1.rt.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
-	// The same Desired on the next manager, whose relay moved: the gateway restarts with it.
+	// The next manager's platform listens on another port: where the gateways have network
+	// namespaces the environment is the same, the adopted gateway keeps running and reaches
+	// the new port at the same address.
 	opts := f1.opts
-	opts.KeepRunningOnShutdown, opts.Notify, opts.GatewayEnv = false, nil, map[string]string{name: second}
+	opts.Notify, opts.PlatformService = nil, services[1]
 	f2 := newFixtureWith(t, opts)
-	waitObserved(t, f2, a, d, func(o runtime.Observed) bool {
-		p := gatewayPID(t, f2, a)
+	stopKeptOnFailure(t, f2)
+	if netns {
+		waitPhase(t, f2, a, d, runtime.PhaseRunning)
+		if p := gatewayPID(t, f2, a); p != pid {
+			t.Fatalf("the gateway restarted (%d, then %d) when only the platform's port moved", pid, p)
+		}
+		if got := fetch(f2, a); !strings.HasSuffix(got, "platform-1") {
+			t.Fatalf("after the move the agent reached %q at %s, want the platform's new port %s", got, platform, services[1])
+		}
+	}
+	if err := f2.rt.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same Desired on a manager whose environment changed: the gateway restarts with it.
+	opts.KeepRunningOnShutdown, opts.GatewayEnv = false, relay("/relay/v2/slack/api/")
+	f3 := newFixtureWith(t, opts)
+	waitObserved(t, f3, a, d, func(o runtime.Observed) bool {
+		p := gatewayPID(t, f3, a)
 		return o.Phase == runtime.PhaseRunning && p != pid && p != 0
 	})
-	if env := environ(gatewayPID(t, f2, a)); !strings.Contains(env, "\x00"+name+"="+second+"\x00") {
+	second := "http://" + platform + "/relay/v2/slack/api/"
+	if env := environ(gatewayPID(t, f3, a)); !strings.Contains(env, "\x00"+name+"="+second+"\x00") {
 		t.Fatalf("the restarted gateway's %s is not %s", name, second)
 	}
 	waitGone(t, pid)
+	for _, n := range named {
+		if n != platform {
+			t.Fatalf("the runtimes named the platform %v, want %s each time", named, platform)
+		}
+	}
 }

@@ -137,13 +137,21 @@ type Options struct {
 	// egress that intercepts TLS, without which the engine's registry installs (plugins,
 	// skills) fail. Every sandbox shows it read-only at its own path. Empty: Node's own only.
 	CAFile string
-	// GatewayEnv is in the environment of every gateway and engine command, above the
-	// agent's own (Desired.Env): the platform's, the same for every agent (the channel
+	// PlatformService is the host address ("127.0.0.1:8080") of the platform's own service
+	// for its gateways (the model proxy and the channel relays; one of HostServices). With a
+	// network namespace per gateway, each also reaches it at PlatformAddr, an address that is
+	// the same for every platform whatever port it listens on.
+	PlatformService string
+	// GatewayEnv gives what is in the environment of every gateway and engine command, above
+	// the agent's own (Desired.Env): the platform's, the same for every agent (the channel
 	// relays' bases, which a relayed channel's plugin reads at its start: set from the first
 	// start, a channel connected later changes only the config, which the engine applies
-	// without a restart). A gateway started under another GatewayEnv restarts on its next
-	// Ensure, as for a new Desired.Env.
-	GatewayEnv map[string]string
+	// without a restart). New calls it once with the address the gateways reach
+	// PlatformService at (PlatformAddr in their network namespaces, else PlatformService): a
+	// template's checkpoint holds its gateway's environment, so an address that changed with
+	// the platform's port would make every platform build a template of its own. A gateway
+	// started under another environment restarts on its next Ensure, as for a new Desired.Env.
+	GatewayEnv func(platform string) map[string]string
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
 	// by default (egress.go: it reaches the public internet only).
 	Egress []EgressRule
@@ -223,6 +231,8 @@ type Runtime struct {
 	vols        *homeVolumes
 	noHomeLimit string
 	egress      *http.Server // the egress proxy (egress.go; nil: none)
+	// gatewayEnv is Options.GatewayEnv's environment, made once in New.
+	gatewayEnv  map[string]string
 	unsandboxed string
 	// ckpt checkpoints suspended gateways; nil when it cannot (noCheckpoint says why).
 	ckpt         *checkpointer
@@ -297,6 +307,9 @@ func New(opts Options) (*Runtime, error) {
 	if err := r.setupSandbox(); err != nil {
 		_ = lock.Close()
 		return nil, err
+	}
+	if opts.GatewayEnv != nil {
+		r.gatewayEnv = opts.GatewayEnv(r.platformAddr())
 	}
 	if r.sbx != nil && r.sbx.root {
 		r.useCheckpointer(newCheckpointer(context.Background(), opts.CRIU, opts.CRIUTimeout))

@@ -30,8 +30,9 @@ import (
 //     dialled from inside the gateway's namespace, so the engine sees a loopback client as it
 //     did on the host's network (its endpoint, health checks, the facade's proxies unchanged);
 //   - out: a listener inside the namespace at each of Options.HostServices' addresses (the
-//     model proxy), forwarded to the same address on the host: nothing else on the host is
-//     reachable, and there is no route out.
+//     model proxy), forwarded to the same address on the host, and one at PlatformAddr
+//     forwarded to Options.PlatformService: nothing else on the host is reachable, and there
+//     is no route out.
 //
 // Commands of an agent whose gateway runs (console exec, engine commands) join the gateway's
 // namespace, so they reach it at 127.0.0.1 as its own CLI expects; with no gateway they get an
@@ -250,15 +251,40 @@ func (r *Runtime) plumbNet(p *process, port, inner int, home string) error {
 	return nil
 }
 
+// PlatformAddr is where a gateway reaches the platform's own service (Options.PlatformService)
+// inside its network namespace, whatever port that has on the host: the address a gateway's
+// environment names the platform by (Options.GatewayEnv). Beside the egress proxy's; no
+// gateway listens there (gateways take ports of Options.PortRange or templatePort).
+const PlatformAddr = "127.0.0.1:3129"
+
+// platformAddr is the address gateways reach Options.PlatformService at: PlatformAddr in
+// their network namespaces, else (no namespaces, or a host service taking that address) the
+// service's own.
+func (r *Runtime) platformAddr() string {
+	svc := r.opts.PlatformService
+	if !r.netns || svc == "" || slices.Contains(r.opts.HostServices, PlatformAddr) {
+		return svc
+	}
+	return PlatformAddr
+}
+
 // serveInside listens in g's namespace at each of the host services' addresses, forwarded to
-// the same address on the host, and at the egress proxy's.
+// the same address on the host, at PlatformAddr, forwarded to the platform's service, and at
+// the egress proxy's.
 func (r *Runtime) serveInside(g *gatewayNet) error {
+	in := map[string]string{}
 	for _, svc := range r.opts.HostServices {
-		l, err := g.listenIn(svc)
+		in[svc] = svc
+	}
+	if a := r.platformAddr(); a != r.opts.PlatformService {
+		in[a] = r.opts.PlatformService
+	}
+	for addr, host := range in {
+		l, err := g.listenIn(addr)
 		if err != nil {
-			return fmt.Errorf("the host service %s in the sandbox's network namespace: %w", svc, err)
+			return fmt.Errorf("the host service %s in the sandbox's network namespace at %s: %w", host, addr, err)
 		}
-		go g.forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp4", svc, 10*time.Second) })
+		go g.forward(l, func() (net.Conn, error) { return net.DialTimeout("tcp4", host, 10*time.Second) })
 	}
 	if r.egress != nil {
 		l, err := g.listenIn(EgressProxyAddr)
