@@ -88,12 +88,14 @@ func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime
 		return
 	}
 	start := time.Now()
-	err := a.copyTemplateLocked(ctx, m, d)
+	restored, err := a.copyTemplateLocked(ctx, m, d)
 	if err == nil {
 		took := time.Since(start)
-		a.log.Info("gateway born from its engine's template", "pid", a.proc.pid, "port", a.st.Port, "took", took.Round(time.Millisecond))
+		a.log.Info("gateway born from its engine's template", "pid", a.proc.pid, "port", a.st.Port, "took", took.Round(time.Millisecond),
+			"restored", restored.Round(time.Millisecond), "restartedOnItsConfig", (took - restored).Round(time.Millisecond))
 		a.setPhase(runtime.PhaseRunning, agentsv1.ReasonBornFromGatewayTemplate,
-			fmt.Sprintf("the gateway was born from its engine's template in %s", took.Round(time.Millisecond)))
+			fmt.Sprintf("the gateway was born from its engine's template in %s (restored in %s, then restarted on the agent's config)",
+				took.Round(time.Millisecond), restored.Round(time.Millisecond)))
 		a.poke()
 		return
 	}
@@ -116,11 +118,14 @@ func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime
 }
 
 // copyTemplateLocked restores a copy of template m as the agent's gateway and binds it to
-// the agent (its config and token, as a warm pool member's bind).
-func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runtime.Desired) error {
+// the agent (its config and token, as a warm pool member's bind). It returns how long the
+// copy took to be made and restored (its files, CRIU's restore, its door), before its
+// gateway restarted on the agent's config.
+func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runtime.Desired) (time.Duration, error) {
 	r := a.rt
+	start := time.Now()
 	if err := a.prepareLocked(); err != nil {
-		return err
+		return 0, err
 	}
 	// The agent's config is written before the restore: the copy's gateway restarts on it
 	// once it has forgotten the template's identity (planReset), and sees no change of it
@@ -131,11 +136,12 @@ func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runti
 		a.proc = p // from here on forgetCopyLocked ends it
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
+	restored := time.Since(start)
 	a.st = state{Port: port, PID: p.pid, StartTime: p.start, EngineVersion: m.Version, EngineDir: m.EngineDir, Template: m.Key}
 	if err := r.waitReborn(ctx, p, port, d.GatewayToken); err != nil {
-		return err
+		return 0, err
 	}
 	a.st.ConfigHash, a.st.RestartNonce, a.st.TokenHash = a.rt.configHash(d), d.RestartNonce, tokenHash(d.GatewayToken)
 	a.loaded, a.prepared = true, true
@@ -144,7 +150,7 @@ func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runti
 	a.proc.healthySince = time.Now()
 	a.since = time.Now()
 	a.saveLocked()
-	return nil
+	return restored, nil
 }
 
 // copyTarget is where a copy of a template goes: an agent's dir and home, or a warm pool

@@ -155,9 +155,10 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 			t.Fatalf("agent %d = %+v, want Starting, being born from the template", i, o)
 		}
 		o := waitPhase(t, f, a, desired(tok), runtime.PhaseRunning)
-		if o.Reason != agentsv1.ReasonBornFromGatewayTemplate {
-			t.Fatalf("agent %d = %+v, want Running, born from the template", i, o)
+		if o.Reason != agentsv1.ReasonBornFromGatewayTemplate || !strings.Contains(o.Message, "restored in") {
+			t.Fatalf("agent %d = %+v, want Running, born from the template, with the restore's part of the time", i, o)
 		}
+		t.Logf("copy %d: %s", i, o.Message)
 		waitStatus(t, o.Endpoint, tok, 404)
 		if got := invoke(t, o.Endpoint, "tok-first"); got != 401 {
 			t.Fatalf("copy %d accepts another agent's token: %d", i, got)
