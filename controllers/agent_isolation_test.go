@@ -6,6 +6,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -105,6 +106,8 @@ func (testChannelRelay) TelegramAPIRoot() string {
 func (testChannelRelay) SlackRelay() (string, string, bool) { return "", "", false }
 
 func (testChannelRelay) DiscordRelay() (string, bool) { return "", false }
+
+func (testChannelRelay) Sending(types.NamespacedName) bool { return false }
 
 // testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
 func testAdmitter(mgr ctrl.Manager) *admission.Admitter {

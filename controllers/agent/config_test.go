@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -168,6 +169,8 @@ func (r testChannelRelay) SlackRelay() (string, string, bool) {
 func (r testChannelRelay) DiscordRelay() (string, bool) {
 	return "http://127.0.0.1:8080/relay/discord/api/v10", r.discord
 }
+
+func (testChannelRelay) Sending(types.NamespacedName) bool { return false }
 
 // TestSyncConfigRelaysTelegram: with the platform's channel relay, the telegram channel is
 // written with the relay's API root and the agent's relay token of the bot (derived from the

@@ -91,6 +91,8 @@ type Reconciler struct {
 	// skills in its workspace, as this process left them (see homeRecord).
 	rendered homeRecord[string]
 	unpacked homeRecord[[]string]
+	// sendHolds holds when each agent's suspend began to wait for its sends (holdSuspend).
+	sendHolds homeRecord[time.Time]
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
@@ -152,6 +154,13 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent)
 	} else if asleep, wakeIn, err = r.reconcileSleep(ctx, agent); err != nil {
 		return ctrl.Result{}, err
 	}
+	var hold time.Duration
+	if asleep && !agent.Spec.Stopped {
+		var held bool
+		if held, hold = r.holdSuspend(agent); held {
+			asleep = false // this pass: the gateway keeps running until its send is answered
+		}
+	}
 	desired.Stopped = desired.Stopped || asleep
 	desired.Suspended = asleep && !agent.Spec.Stopped
 	observed, err := r.Runtime.Ensure(ctx, agent, desired)
@@ -168,7 +177,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent)
 		applySleeping(agent)
 	}
 	res, err = r.reconcileWorkspaceState(ctx, agent, desired, observed)
-	return soonest(res, wakeIn), err
+	return soonest(soonest(res, wakeIn), hold), err
 }
 
 // reconcileWorkspaceState brings the agent's home in line with its spec: a snapshot to

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
@@ -37,6 +38,10 @@ type ChannelRelay interface {
 	// discovers the relay's gateway websocket from it. ok is false where the relay cannot
 	// route Discord (the engine takes plain http and ws on loopback only).
 	DiscordRelay() (api string, ok bool)
+	// Sending reports whether a call of the agent's that may change something on a chat
+	// network (a message sent, edited or deleted) is in flight through the relay (its answer
+	// not back yet): the agent's suspend waits for it (holdSuspend).
+	Sending(agent types.NamespacedName) bool
 }
 
 // relayed reports whether the platform relays channels of type t.

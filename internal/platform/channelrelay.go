@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
@@ -49,7 +51,11 @@ type ChannelRelayOptions struct {
 type relayRoutes struct {
 	base           string
 	slack, discord bool
+	sends          *channelrelay.Sends
 }
+
+// Sending implements agentctrl.ChannelRelay: this replica's relay's calls in flight.
+func (r relayRoutes) Sending(agent types.NamespacedName) bool { return r.sends.Busy(agent) }
 
 // TelegramAPIRoot implements agentctrl.ChannelRelay.
 func (r relayRoutes) TelegramAPIRoot() string { return r.base + "/relay/telegram" }
@@ -88,7 +94,7 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 	if p.modelBase == "" || p.opts.ChannelRelay.Disabled {
 		return nil
 	}
-	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord}
+	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord, sends: &p.relaySends}
 }
 
 // relayEnv is what every local gateway has in its environment for the channels the relay
@@ -190,6 +196,7 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 		DiscordAPI:  p.opts.ChannelRelay.DiscordAPI,
 		Discord:     p.discordRouter,
 		DiscordCDN:  p.opts.ChannelRelay.DiscordCDN,
+		Sends:       &p.relaySends,
 		Log:         p.opts.Log.WithName("channelrelay"),
 		Polled: func(agent channelrelay.AgentKey) {
 			if p.channelWatch != nil { // this replica runs the watch

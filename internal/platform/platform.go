@@ -123,6 +123,10 @@ type Platform struct {
 	slackRouter *channelrelay.SlackRouter
 	// discordRouter is the relayed Discord agents' gateway (nil: Discord not relayed here).
 	discordRouter *channelrelay.DiscordRouter
+	// relaySends counts the agents' calls in flight through this replica's channel relay
+	// that may change something on a chat network (the Agent controller's suspends wait
+	// for them).
+	relaySends channelrelay.Sends
 	// facade is where local agents reach the REST facade on this host's loopback (their
 	// platform tokens; "": none), the facade's own listener.
 	facade   string

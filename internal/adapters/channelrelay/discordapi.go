@@ -74,6 +74,9 @@ func (r *Relay) discordCall(w http.ResponseWriter, req *http.Request) {
 		out.Header.Del(h)
 	}
 	out.Header.Set("Authorization", "Bot "+g.BotToken)
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		defer r.opts.Sends.begin(g.Agent)()
+	}
 	start := time.Now()
 	r.discordProxy.ServeHTTP(w, out)
 	r.opts.Log.V(1).Info("relayed", "channel", "discord", "agent", g.Agent.String(), "method", req.Method, "path", p, "duration", time.Since(start).Round(time.Millisecond))

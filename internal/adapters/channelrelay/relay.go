@@ -112,6 +112,9 @@ type Options struct {
 	// Polled, when set, is told each time an agent's gateway asks for its updates (the watch
 	// stops polling for an agent whose gateway does).
 	Polled func(types.NamespacedName)
+	// Sends, when set, counts the agents' calls in flight that may change something on the
+	// chat network (Sends.Busy).
+	Sends *Sends
 }
 
 // Relay is the channel relay, an http.Handler mounted at "/relay/".
@@ -213,8 +216,12 @@ func (r *Relay) telegramMethod(w http.ResponseWriter, req *http.Request) {
 		telegramError(w, http.StatusForbidden, "Forbidden: "+method+" is the platform's (agentplane relays this bot)")
 		return
 	}
-	if strings.EqualFold(method, "getUpdates") && r.opts.Polled != nil {
-		r.opts.Polled(g.Agent)
+	if strings.EqualFold(method, "getUpdates") {
+		if r.opts.Polled != nil {
+			r.opts.Polled(g.Agent)
+		}
+	} else {
+		defer r.opts.Sends.begin(g.Agent)()
 	}
 	r.forward(w, req, g, "/bot"+g.BotToken+"/"+method)
 }

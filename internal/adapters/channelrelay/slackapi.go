@@ -86,6 +86,7 @@ func (r *Relay) slackCall(w http.ResponseWriter, req *http.Request) {
 		out.Header.Del(h)
 	}
 	out.Header.Set("Authorization", "Bearer "+g.BotToken)
+	defer r.opts.Sends.begin(g.Agent)()
 	start := time.Now()
 	r.slackProxy.ServeHTTP(w, out.WithContext(withGrant(out.Context(), g)))
 	r.opts.Log.V(1).Info("relayed", "channel", "slack", "agent", g.Agent.String(), "method", method, "duration", time.Since(start).Round(time.Millisecond))
