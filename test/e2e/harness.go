@@ -220,6 +220,14 @@ func StartDev(t testing.TB, engine string, args ...string) *Platform {
 			log := p.Log.String()
 			t.Logf("agentplane dev errors (last 20):\n%s", Tail(Errors(log), 20))
 			t.Logf("agentplane dev output (last 60 lines):\n%s", Tail(log, 60))
+			// What the engine itself said: a turn or a delivery that failed inside the gateway
+			// shows there only.
+			logs, _ := filepath.Glob(filepath.Join(p.StateDir, "runtime", "agents", "*", "*", "gateway.log"))
+			for _, f := range logs {
+				if b, err := os.ReadFile(f); err == nil {
+					t.Logf("gateway log of %s (last 40 lines):\n%s", filepath.Base(filepath.Dir(f)), Tail(string(b), 40))
+				}
+			}
 		}
 		// A test that failed before its Stop: dev stops its gateways on SIGINT, before the
 		// state dir is removed (a SIGKILL would leave them writing into it).
