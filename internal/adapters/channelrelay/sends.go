@@ -13,7 +13,7 @@ type Sends struct {
 	n  map[AgentKey]int
 }
 
-// begin counts a call of agent's until the returned func is called.
+// begin counts a call of agent's until the returned func is called (once: the callers defer it).
 func (s *Sends) begin(agent AgentKey) func() {
 	if s == nil {
 		return func() {}
@@ -24,15 +24,12 @@ func (s *Sends) begin(agent AgentKey) func() {
 	}
 	s.n[agent]++
 	s.mu.Unlock()
-	var once sync.Once
 	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			if s.n[agent]--; s.n[agent] <= 0 {
-				delete(s.n, agent)
-			}
-			s.mu.Unlock()
-		})
+		s.mu.Lock()
+		if s.n[agent]--; s.n[agent] <= 0 {
+			delete(s.n, agent)
+		}
+		s.mu.Unlock()
 	}
 }
 
