@@ -143,6 +143,8 @@ var _ = Describe("Chat", Ordered, func() {
 		Expect(replyText(evs)).To(Equal(providertest.Reply))
 		Expect(eventOf(evs, "usage")["usage"]).To(Equal(map[string]any{
 			"requests": 1.0, "inputTokens": float64(providertest.InputTokens), "outputTokens": float64(providertest.OutputTokens), "metered": true,
+			// The suite's price table has no price for gpt-test (suitePrices).
+			"currency": "USD", "unpricedRequests": 1.0,
 		}))
 		reqs := llm.Requests()[before:]
 		Expect(reqs).To(HaveLen(1))

@@ -37,6 +37,12 @@ type modelUseView struct {
 	TokensPerDay      int64  `json:"tokensPerDay,omitempty"`
 	TokensLeft        *int64 `json:"tokensLeft,omitempty"` // absent: unlimited
 	RequestsPerMinute int64  `json:"requestsPerMinute,omitempty"`
+	// CostMicrosToday is today's spend by the platform's model price table, in millionths of
+	// currency (both absent: nothing priced today, or no price table); the requests of
+	// models the table has no price for count in unpricedRequestsToday.
+	CostMicrosToday       int64  `json:"costMicrosToday,omitempty"`
+	Currency              string `json:"currency,omitempty"`
+	UnpricedRequestsToday int64  `json:"unpricedRequestsToday,omitempty"`
 }
 
 type fleetWorkspaceView struct {
@@ -75,7 +81,8 @@ type fleetPoolView struct {
 
 func viewModelUse(m ops.ModelUse) modelUseView {
 	v := modelUseView{TokensToday: m.TokensToday, RequestsToday: m.RequestsToday,
-		TokensPerDay: m.TokensPerDay, RequestsPerMinute: m.RequestsPerMinute}
+		TokensPerDay: m.TokensPerDay, RequestsPerMinute: m.RequestsPerMinute,
+		CostMicrosToday: m.CostMicrosToday, Currency: m.Currency, UnpricedRequestsToday: m.UnpricedToday}
 	if m.TokensPerDay > 0 {
 		left := m.TokensLeft
 		v.TokensLeft = &left

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -34,6 +36,15 @@ func proxyCall(cred string, stream bool) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// suitePrices writes the suite's model price table and returns its path: claude-sonnet-4
+// models at 3 and 15 USD per million input and output tokens.
+func suitePrices() string {
+	GinkgoHelper()
+	f := filepath.Join(GinkgoT().TempDir(), "prices.yaml")
+	Expect(os.WriteFile(f, []byte("currency: USD\nmodels:\n- provider: anthropic\n  model: claude-sonnet-4*\n  input: 3\n  output: 15\n"), 0o600)).To(Succeed())
+	return f
 }
 
 // proxyEntry is models.providers.<provider> of the agent's engine config file (nil: absent).
@@ -122,10 +133,19 @@ var _ = Describe("Model proxy", Ordered, func() {
 			g.Expect(a.Status.Usage.InputTokens).To(BeEquivalentTo(2 * providertest.InputTokens))
 			g.Expect(a.Status.Usage.OutputTokens).To(BeEquivalentTo(2 * providertest.OutputTokens))
 			g.Expect(a.Status.Usage.Day).To(Equal(time.Now().UTC().Format(time.DateOnly)))
+			// Priced by the suite's table (suitePrices), in millionths of a dollar.
+			cost := int64(2 * (providertest.InputTokens*3 + providertest.OutputTokens*15))
+			g.Expect(a.Status.Usage.CostMicros).To(Equal(cost))
+			g.Expect(a.Status.Usage.Currency).To(Equal("USD"))
+			g.Expect(a.Status.Usage.UnpricedRequests).To(BeZero())
+			g.Expect(a.Status.Usage.Models).To(Equal([]agentsv1.ModelTally{{Model: "claude-sonnet-4-6", Requests: 2,
+				InputTokens: 2 * providertest.InputTokens, OutputTokens: 2 * providertest.OutputTokens, CostMicros: cost}}))
 			w := &agentsv1.Workspace{}
 			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Name: ws}, w)).To(Succeed())
 			g.Expect(w.Status.Usage).NotTo(BeNil())
 			g.Expect(w.Status.Usage.Tokens()).To(BeEquivalentTo(2 * (providertest.InputTokens + providertest.OutputTokens)))
+			g.Expect(w.Status.Usage.CostMicros).To(Equal(cost))
+			g.Expect(w.Status.Usage.Models).To(HaveLen(1))
 		}).Should(Succeed())
 	})
 

@@ -17,7 +17,8 @@ func chatOps() map[string]*openapi.Op {
 				"and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, " +
 				"title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, " +
 				"arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model " +
-				"requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: " +
+				"requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's " +
+				"model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: " +
 				"the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` " +
 				"(`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the " +
 				"conversation's transcript in the agent's home.",

@@ -102,9 +102,11 @@ var _ = BeforeSuite(func() {
 		Files:            suiteFiles(),
 		// Short sleep timers for the suspend specs (agents_sleep_test.go).
 		WakeLead: 20 * time.Second, WakeWindow: 4 * time.Second, TaskGrace: 5 * time.Second,
-		// The model proxy forwards to a fake provider and writes usage often (modelproxy_test.go).
+		// The model proxy forwards to a fake provider, writes usage often and prices the
+		// Anthropic model its specs call (modelproxy_test.go), not the chat's (chat_test.go).
 		ModelProxy: platform.ModelProxyOptions{
 			Upstreams: map[string]string{"anthropic": llm.URL, "openai": llm.URL}, FlushInterval: 300 * time.Millisecond,
+			PricesFile: suitePrices(),
 		},
 		ChannelRelay: platform.ChannelRelayOptions{
 			TelegramAPI: telegram.URL, SlackAPI: slack.APIURL(), Slack: true, DiscordAPI: discord.APIURL(), Discord: true,

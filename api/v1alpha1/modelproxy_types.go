@@ -31,9 +31,52 @@ type ModelUsage struct {
 	InputTokens int64 `json:"inputTokens,omitempty"`
 	// +optional
 	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// CostMicros is what the day's requests cost by the platform's model price table, in
+	// millionths of Currency. Requests of a model the table has no price for add nothing to
+	// it (UnpricedRequests counts them); without a table it stays unset.
+	// +optional
+	CostMicros int64 `json:"costMicros,omitempty"`
+	// Currency is the price table's currency (ISO 4217), set once a request was priced.
+	// +optional
+	Currency string `json:"currency,omitempty"`
+	// UnpricedRequests counts the day's model requests the price table had no price for.
+	// +optional
+	UnpricedRequests int64 `json:"unpricedRequests,omitempty"`
+	// Models is the day's usage per model (as the requests named it), the costliest first:
+	// at most MaxUsageModels entries, the rest added up under the model "(other)".
+	// +optional
+	// +listType=map
+	// +listMapKey=model
+	// +kubebuilder:validation:MaxItems=16
+	Models []ModelTally `json:"models,omitempty"`
 	// UpdatedAt is the last write.
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
+}
+
+// MaxUsageModels bounds ModelUsage.Models; OtherModels names the entry the rest add up to,
+// UnnamedModel the requests that named no model.
+const (
+	MaxUsageModels = 16
+	OtherModels    = "(other)"
+	UnnamedModel   = "(unnamed)"
+)
+
+// ModelTally is one model's share of a day's usage.
+type ModelTally struct {
+	// Model is the model as the requests named it (UnnamedModel when they named none).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	Model string `json:"model"`
+	// +optional
+	Requests int64 `json:"requests,omitempty"`
+	// +optional
+	InputTokens int64 `json:"inputTokens,omitempty"`
+	// +optional
+	OutputTokens int64 `json:"outputTokens,omitempty"`
+	// CostMicros is its cost in millionths of the usage's currency (0: unpriced or free).
+	// +optional
+	CostMicros int64 `json:"costMicros,omitempty"`
 }
 
 // Tokens is input plus output tokens.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -116,8 +117,8 @@ func (s *chatSession) turn(ctx context.Context, message string) error {
 		case "usage":
 			fmt.Fprintln(s.out)
 			if ev.Usage.Metered {
-				fmt.Fprintf(s.errOut, "(%d model requests, %d input and %d output tokens; conversation %s)\n",
-					ev.Usage.Requests, ev.Usage.InputTokens, ev.Usage.OutputTokens, s.conversation)
+				fmt.Fprintf(s.errOut, "(%d model requests, %d input and %d output tokens%s; conversation %s)\n",
+					ev.Usage.Requests, ev.Usage.InputTokens, ev.Usage.OutputTokens, turnCost(ev.Usage), s.conversation)
 			}
 		case "refused":
 			failed = errors.New("refused: " + ev.Message)
@@ -139,4 +140,28 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// turnCost is a turn's cost by the platform's price table (", 0.00017 USD", with its unpriced
+// requests), "" when the platform has none.
+func turnCost(u *apclient.TurnUsage) string {
+	if u.Currency == nil || *u.Currency == "" {
+		return ""
+	}
+	var micros, unpriced int64
+	if u.CostMicros != nil {
+		micros = *u.CostMicros
+	}
+	if u.UnpricedRequests != nil {
+		unpriced = *u.UnpricedRequests
+	}
+	amount := strings.TrimRight(strconv.FormatFloat(float64(micros)/1e6, 'f', 6, 64), "0")
+	if i := strings.IndexByte(amount, '.'); len(amount)-i < 3 {
+		amount += strings.Repeat("0", 3-(len(amount)-i))
+	}
+	s := ", " + amount + " " + *u.Currency
+	if unpriced > 0 {
+		s += fmt.Sprintf(" and %d unpriced", unpriced)
+	}
+	return s
 }

@@ -7,6 +7,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	apclient "github.com/agentplane/agentplane/pkg/client"
 )
 
 // chatStub serves POST /v0/agents/agt-1/chat as the facade streams a turn (the facade's own
@@ -28,7 +30,7 @@ func chatStub(t *testing.T, end string) *httptest.Server {
 			"event: tool\ndata: {\"tool\":{\"id\":\"c1\",\"name\":\"read_notes\",\"arguments\":\"{}\"}}\n\n"+
 			"event: tool_result\ndata: {\"tool\":{\"id\":\"c1\",\"result\":\"notes\"}}\n\n"+
 			"event: text\ndata: {\"text\":\"hello \"}\n\nevent: text\ndata: {\"text\":\"there\"}\n\n"+
-			"event: usage\ndata: {\"usage\":{\"requests\":1,\"inputTokens\":25,\"outputTokens\":15,\"metered\":true}}\n\n"+end)
+			"event: usage\ndata: {\"usage\":{\"requests\":1,\"inputTokens\":25,\"outputTokens\":15,\"metered\":true,\"costMicros\":170,\"currency\":\"USD\"}}\n\n"+end)
 	}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -40,7 +42,7 @@ func TestChatCommand(t *testing.T) {
 	srv := chatStub(t, "event: done\ndata: {\"conversation\":{\"id\":\"cnv-aaaaaaaaaaaaaaaa\",\"turns\":1}}\n\n")
 	r := runCLI(t, "chat", "agt-1", "hi", "--url", srv.URL, "--token", "tok", "--state-dir", t.TempDir())
 	if r.code != 0 || r.stdout != "\n[tool read_notes {}]\n[result notes]\nhello there\n" ||
-		!strings.Contains(r.stderr, "waking") || !strings.Contains(r.stderr, "1 model requests, 25 input and 15 output tokens; conversation cnv-aaaaaaaaaaaaaaaa") {
+		!strings.Contains(r.stderr, "waking") || !strings.Contains(r.stderr, "1 model requests, 25 input and 15 output tokens, 0.00017 USD; conversation cnv-aaaaaaaaaaaaaaaa") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	// A budget's refusal: its reason on stderr, exit 1.
@@ -55,4 +57,22 @@ func TestChatCommand(t *testing.T) {
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
+}
+
+func TestTurnCost(t *testing.T) {
+	usd, n := "USD", func(v int64) *int64 { return &v }
+	for _, tc := range []struct {
+		u    apclient.TurnUsage
+		want string
+	}{
+		{apclient.TurnUsage{}, ""},
+		{apclient.TurnUsage{Currency: &usd, CostMicros: n(170)}, ", 0.00017 USD"},
+		{apclient.TurnUsage{Currency: &usd, CostMicros: n(1_500_000)}, ", 1.50 USD"},
+		{apclient.TurnUsage{Currency: &usd, UnpricedRequests: n(2)}, ", 0.00 USD and 2 unpriced"},
+		{apclient.TurnUsage{Currency: &usd, CostMicros: n(12_345_678)}, ", 12.345678 USD"},
+	} {
+		if got := turnCost(&tc.u); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.u, got, tc.want)
+		}
+	}
 }

@@ -20,6 +20,8 @@ const maxChatMessageBytes = 32 << 10
 type ModelMeter interface {
 	Meter(agent string) modelproxy.Reading
 	Settled(ctx context.Context, agent string) (modelproxy.Reading, error)
+	// Currency is the price table's ("": the proxy prices nothing).
+	Currency() string
 }
 
 // ChatRequest is one turn a user sends: Message into the conversation ConversationID (""
@@ -36,6 +38,12 @@ type TurnUsage struct {
 	InputTokens  int64 `json:"inputTokens"`
 	OutputTokens int64 `json:"outputTokens"`
 	Metered      bool  `json:"metered"`
+	// CostMicros is what the turn cost by the platform's price table, in millionths of
+	// Currency ("" and 0: the platform has no price table); UnpricedRequests counts the
+	// turn's requests of models the table has no price for.
+	CostMicros       int64  `json:"costMicros,omitempty"`
+	Currency         string `json:"currency,omitempty"`
+	UnpricedRequests int64  `json:"unpricedRequests,omitempty"`
 }
 
 // ChatEvent is what a turn reports as it goes, in order: Type names it, the fields that
@@ -185,7 +193,11 @@ func (c *ChatTurn) account(ctx context.Context, key string, before modelproxy.Re
 		cancel()
 	}
 	u := &TurnUsage{Metered: c.o.d.ModelMeter != nil, Requests: after.Spent.Requests - before.Spent.Requests,
-		InputTokens: after.Spent.InputTokens - before.Spent.InputTokens, OutputTokens: after.Spent.OutputTokens - before.Spent.OutputTokens}
+		InputTokens: after.Spent.InputTokens - before.Spent.InputTokens, OutputTokens: after.Spent.OutputTokens - before.Spent.OutputTokens,
+		CostMicros: after.Spent.CostMicros - before.Spent.CostMicros, UnpricedRequests: after.Spent.Unpriced - before.Spent.Unpriced}
+	if m := c.o.d.ModelMeter; m != nil {
+		u.Currency = m.Currency()
+	}
 	reply.Usage = u
 	if err := emit(ChatEvent{Type: "usage", Usage: u}); err != nil {
 		return err

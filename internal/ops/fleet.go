@@ -36,6 +36,10 @@ type FleetWorkspace struct {
 // ModelUse is model usage today (UTC) through the model proxy against a daily token budget.
 type ModelUse struct {
 	TokensToday, RequestsToday int64
+	// CostMicrosToday is today's spend by the platform's price table, in millionths of
+	// Currency ("": nothing priced today); UnpricedToday counts requests it had no price for.
+	CostMicrosToday, UnpricedToday int64
+	Currency                       string
 	// TokensPerDay is the budget (0: unlimited); TokensLeft what remains of it today.
 	TokensPerDay, TokensLeft int64
 	// RequestsPerMinute is the request budget (0: unlimited).
@@ -266,6 +270,7 @@ func modelUse(b *agentsv1.ModelBudget, u *agentsv1.ModelUsage, now time.Time) Mo
 	var m ModelUse
 	if u != nil && u.Day == now.Format(time.DateOnly) {
 		m.TokensToday, m.RequestsToday = u.Tokens(), u.Requests
+		m.CostMicrosToday, m.UnpricedToday, m.Currency = u.CostMicros, u.UnpricedRequests, u.Currency
 	}
 	if b != nil {
 		m.TokensPerDay, m.RequestsPerMinute = b.TokensPerDay, b.RequestsPerMinute

@@ -50,12 +50,13 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 	clock := now
 	busy := fleetAgentObj("ws", "busy", agentsv1.AgentRunning, now.Add(-time.Hour))
 	busy.Spec.Budget = &agentsv1.ModelBudget{TokensPerDay: 1000}
-	busy.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-30", Requests: 2, InputTokens: 300, OutputTokens: 100}
+	busy.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-30", Requests: 2, InputTokens: 300, OutputTokens: 100,
+		CostMicros: 2500, Currency: "EUR", UnpricedRequests: 1}
 	busy.Status.Rendering = agentsv1.AgentRendering("Outdated")
 	sleeper := fleetAgentObj("ws", "sleeper", agentsv1.AgentSuspended, now.Add(-30*time.Minute))
 	wake := metav1.NewTime(now.Add(time.Hour))
 	sleeper.Status.Sleep = &agentsv1.AgentSleep{NextWakeAt: &wake}
-	sleeper.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-29", InputTokens: 999} // yesterday's
+	sleeper.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-29", InputTokens: 999, CostMicros: 999, Currency: "EUR"} // yesterday's
 	stranger := fleetAgentObj("other", "stranger", agentsv1.AgentRunning, now)
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}, Spec: agentsv1.WorkspaceSpec{Budget: &agentsv1.ModelBudget{TokensPerDay: 300}}}
 	ws.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-30", InputTokens: 400}
@@ -77,13 +78,14 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 		t.Fatalf("rows: %+v", f.Agents)
 	}
 	b, s := f.Agents[0], f.Agents[1]
-	if b.TokensToday != 400 || b.RequestsToday != 2 || b.TokensPerDay != 1000 || b.TokensLeft != 600 || b.Rendering != "Outdated" {
+	if b.TokensToday != 400 || b.RequestsToday != 2 || b.TokensPerDay != 1000 || b.TokensLeft != 600 || b.Rendering != "Outdated" ||
+		b.CostMicrosToday != 2500 || b.Currency != "EUR" || b.UnpricedToday != 1 {
 		t.Errorf("busy's usage: %+v", b)
 	}
 	if !b.Measured || b.MemoryBytes != 200<<20 || b.MemoryLimitBytes != 1<<30 || b.CPUKnown {
 		t.Errorf("busy's first reading (no CPU rate from one sample): %+v", b)
 	}
-	if s.TokensToday != 0 || !s.Asleep || s.NextWakeAt == nil || !s.NextWakeAt.Equal(wake.Time) || s.Measured {
+	if s.TokensToday != 0 || s.CostMicrosToday != 0 || s.Currency != "" || !s.Asleep || s.NextWakeAt == nil || !s.NextWakeAt.Equal(wake.Time) || s.Measured {
 		t.Errorf("sleeper: %+v", s)
 	}
 	if f.Workspace.TokensToday != 400 || f.Workspace.TokensLeft != 0 || f.Workspace.TokensPerDay != 300 {

@@ -29,6 +29,9 @@ type ModelProxyOptions struct {
 	Upstreams map[string]string
 	// FlushInterval is how often each replica writes the usage it counted to status (0: 30 s).
 	FlushInterval time.Duration
+	// PricesFile is the model price table (modelproxy.PriceFile, YAML or JSON) the proxy
+	// prices each request by; "" counts usage in tokens only.
+	PricesFile string
 	// Addr, when set, is a listener of its own that serves only the proxy (the facade serves
 	// it too); URL then defaults to it. `dev --runtime kube` binds it on the node's address,
 	// which its pods reach while the facade stays on loopback.
@@ -83,7 +86,15 @@ func (p *Platform) setupModelProxy(own net.Listener, relay http.Handler) (*model
 		return nil, nil
 	}
 	mgr := p.Manager
+	var prices *modelproxy.Prices
+	if f := p.opts.ModelProxy.PricesFile; f != "" {
+		var err error
+		if prices, err = modelproxy.LoadPrices(f); err != nil {
+			return nil, err
+		}
+	}
 	proxy, err := modelproxy.New(modelproxy.Options{
+		Prices:     prices,
 		Authorizer: &modelaccess.Authorizer{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer},
 		Upstreams:  p.opts.ModelProxy.Upstreams,
 		Log:        p.opts.Log.WithName("modelproxy"),
@@ -94,7 +105,7 @@ func (p *Platform) setupModelProxy(own net.Listener, relay http.Handler) (*model
 	}
 	err = mgr.Add(&modelaccess.Recorder{
 		Ledger: proxy, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"),
+		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"), Currency: prices.Currency(),
 	})
 	if err == nil && own != nil {
 		mux := http.NewServeMux()

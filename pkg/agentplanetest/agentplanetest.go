@@ -54,6 +54,7 @@ type options struct {
 	provisionTimeout time.Duration
 	clawHubURL       string
 	modelUpstreams   map[string]string
+	modelPrices      string
 	log              *logr.Logger
 }
 
@@ -90,6 +91,12 @@ func WithModelProviders(upstreams map[string]string) Option {
 	}
 }
 
+// WithModelPrices prices the model proxy's requests by the price table in file (as the
+// manager's --model-prices): usage then carries a cost in the table's currency.
+func WithModelPrices(file string) Option {
+	return func(o *options) { o.modelPrices = file }
+}
+
 // WithLogger sets the platform's logger (default: controller-runtime's, ctrl.Log). A logger
 // bound to one test (testr) must not outlive it: the platform is shared until its last Stop.
 func WithLogger(l logr.Logger) Option {
@@ -98,7 +105,7 @@ func WithLogger(l logr.Logger) Option {
 
 // fingerprint is what two Starts on one API server must agree on.
 func (o options) fingerprint() string {
-	return fmt.Sprintf("engines=%q provision=%s clawhub=%q models=%v", o.engineDirs, o.provisionTimeout, o.clawHubURL, o.modelUpstreams)
+	return fmt.Sprintf("engines=%q provision=%s clawhub=%q models=%v prices=%q", o.engineDirs, o.provisionTimeout, o.clawHubURL, o.modelUpstreams, o.modelPrices)
 }
 
 // Platform is a handle on agentplane running in this process. Its methods are safe for
@@ -198,7 +205,7 @@ func platformOptions(ctx context.Context, o options, stateDir string) (platform.
 	po := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		ProvisionTimeout: o.provisionTimeout, ClawHubURL: o.clawHubURL, Log: ctrl.Log.WithName("agentplane"),
-		ModelProxy: platform.ModelProxyOptions{Upstreams: o.modelUpstreams},
+		ModelProxy: platform.ModelProxyOptions{Upstreams: o.modelUpstreams, PricesFile: o.modelPrices},
 		// Several platforms (one per API server) may run in one process.
 		SkipNameValidation: true,
 	}

@@ -632,23 +632,26 @@ type Fleet struct {
 
 // FleetAgent defines model for FleetAgent.
 type FleetAgent struct {
-	Asleep            bool       `json:"asleep"`
-	CpuPercent        *float32   `json:"cpuPercent,omitempty"`
-	EngineVersion     *string    `json:"engineVersion,omitempty"`
-	ErrorsLastHour    int64      `json:"errorsLastHour"`
-	Id                string     `json:"id"`
-	MemoryBytes       *int64     `json:"memoryBytes,omitempty"`
-	MemoryLimitBytes  *int64     `json:"memoryLimitBytes,omitempty"`
-	Name              string     `json:"name"`
-	NextWakeAt        *time.Time `json:"nextWakeAt,omitempty"`
-	Phase             string     `json:"phase"`
-	Rendering         *string    `json:"rendering,omitempty"`
-	RequestsPerMinute *int64     `json:"requestsPerMinute,omitempty"`
-	RequestsToday     int64      `json:"requestsToday"`
-	Restarts          int32      `json:"restarts"`
-	TokensLeft        *int64     `json:"tokensLeft,omitempty"`
-	TokensPerDay      *int64     `json:"tokensPerDay,omitempty"`
-	TokensToday       int64      `json:"tokensToday"`
+	Asleep                bool       `json:"asleep"`
+	CostMicrosToday       *int64     `json:"costMicrosToday,omitempty"`
+	CpuPercent            *float32   `json:"cpuPercent,omitempty"`
+	Currency              *string    `json:"currency,omitempty"`
+	EngineVersion         *string    `json:"engineVersion,omitempty"`
+	ErrorsLastHour        int64      `json:"errorsLastHour"`
+	Id                    string     `json:"id"`
+	MemoryBytes           *int64     `json:"memoryBytes,omitempty"`
+	MemoryLimitBytes      *int64     `json:"memoryLimitBytes,omitempty"`
+	Name                  string     `json:"name"`
+	NextWakeAt            *time.Time `json:"nextWakeAt,omitempty"`
+	Phase                 string     `json:"phase"`
+	Rendering             *string    `json:"rendering,omitempty"`
+	RequestsPerMinute     *int64     `json:"requestsPerMinute,omitempty"`
+	RequestsToday         int64      `json:"requestsToday"`
+	Restarts              int32      `json:"restarts"`
+	TokensLeft            *int64     `json:"tokensLeft,omitempty"`
+	TokensPerDay          *int64     `json:"tokensPerDay,omitempty"`
+	TokensToday           int64      `json:"tokensToday"`
+	UnpricedRequestsToday *int64     `json:"unpricedRequestsToday,omitempty"`
 }
 
 // FleetPool defines model for FleetPool.
@@ -665,12 +668,15 @@ type FleetPool struct {
 
 // FleetWorkspace defines model for FleetWorkspace.
 type FleetWorkspace struct {
-	Name              string `json:"name"`
-	RequestsPerMinute *int64 `json:"requestsPerMinute,omitempty"`
-	RequestsToday     int64  `json:"requestsToday"`
-	TokensLeft        *int64 `json:"tokensLeft,omitempty"`
-	TokensPerDay      *int64 `json:"tokensPerDay,omitempty"`
-	TokensToday       int64  `json:"tokensToday"`
+	CostMicrosToday       *int64  `json:"costMicrosToday,omitempty"`
+	Currency              *string `json:"currency,omitempty"`
+	Name                  string  `json:"name"`
+	RequestsPerMinute     *int64  `json:"requestsPerMinute,omitempty"`
+	RequestsToday         int64   `json:"requestsToday"`
+	TokensLeft            *int64  `json:"tokensLeft,omitempty"`
+	TokensPerDay          *int64  `json:"tokensPerDay,omitempty"`
+	TokensToday           int64   `json:"tokensToday"`
+	UnpricedRequestsToday *int64  `json:"unpricedRequestsToday,omitempty"`
 }
 
 // InstallSkillRequest defines model for InstallSkillRequest.
@@ -810,10 +816,13 @@ type Template struct {
 
 // TurnUsage defines model for TurnUsage.
 type TurnUsage struct {
-	InputTokens  int64 `json:"inputTokens"`
-	Metered      bool  `json:"metered"`
-	OutputTokens int64 `json:"outputTokens"`
-	Requests     int64 `json:"requests"`
+	CostMicros       *int64  `json:"costMicros,omitempty"`
+	Currency         *string `json:"currency,omitempty"`
+	InputTokens      int64   `json:"inputTokens"`
+	Metered          bool    `json:"metered"`
+	OutputTokens     int64   `json:"outputTokens"`
+	Requests         int64   `json:"requests"`
+	UnpricedRequests *int64  `json:"unpricedRequests,omitempty"`
 }
 
 // UpdateSkillRequest defines model for UpdateSkillRequest.
@@ -2020,7 +2029,7 @@ type ClientInterface interface {
 
 	// ChatWithBody Send the agent a message and stream its reply (an addition beyond the contract)
 	//
-	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2029,7 +2038,7 @@ type ClientInterface interface {
 
 	// Chat Send the agent a message and stream its reply (an addition beyond the contract)
 	//
-	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2790,7 +2799,7 @@ func (c *Client) SetupChannel(ctx context.Context, agentId string, channel Setup
 
 // ChatWithBody Send the agent a message and stream its reply (an addition beyond the contract)
 //
-// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2809,7 +2818,7 @@ func (c *Client) ChatWithBody(ctx context.Context, agentId string, params *ChatP
 
 // Chat Send the agent a message and stream its reply (an addition beyond the contract)
 //
-// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8054,7 +8063,7 @@ type ClientWithResponsesInterface interface {
 
 	// ChatWithBodyWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
 	//
-	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8063,7 +8072,7 @@ type ClientWithResponsesInterface interface {
 
 	// ChatWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
 	//
-	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+	// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -19481,7 +19490,7 @@ func (c *ClientWithResponses) SetupChannelWithResponse(ctx context.Context, agen
 
 // ChatWithBodyWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
 //
-// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -19496,7 +19505,7 @@ func (c *ClientWithResponses) ChatWithBodyWithResponse(ctx context.Context, agen
 
 // ChatWithResponse Send the agent a message and stream its reply (an addition beyond the contract)
 //
-// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
+// One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own gateway token (never the caller's). The answer is `text/event-stream`, one event per step, each `event: <type>` and a JSON `data`: `waking` and `awake` around the wake of a sleeping agent; `conversation` (`conversation`: id, title); `text` (`text`: the reply's next fragment, as the gateway streams it); `tool` (`tool`: id, name, arguments) and `tool_result` (`tool`: id, result) when the engine reports them; `usage` (`usage`: the model requests and tokens the model proxy counted for the turn, `metered` false without a proxy; with the platform's model price table also `costMicros` in millionths of `currency` and `unpricedRequests`); `refused` (`message`: the agent's or workspace's model budget refused a request of the turn, and why); `error` (`message`); `done` (`conversation`). Comments `: keep-alive` every 15 s while the turn is quiet. The turn is kept in the conversation's transcript in the agent's home.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -76,7 +76,7 @@ test('set up: the agents hold an openai key (served by the proxy) and their gate
   }
 });
 
-test('a chat turn streams the reply and shows the tool call with its result and the turn\'s tokens', async () => {
+test('a chat turn streams the reply and shows the tool call with its result and the turn\'s tokens and cost', async () => {
   await openAgent(AGENT);
   await send('please use a tool');
   const tool = transcript().locator('details', { hasText: 'Tool call: read_notes' });
@@ -84,7 +84,9 @@ test('a chat turn streams the reply and shows the tool call with its result and 
   await transcript().locator('.chat-assistant .chat-text', { hasText: REPLY }).waitFor({ timeout: T });
   await tool.getByText('fakeclaw ran read_notes').waitFor({ timeout: T });
   assert.match(await tool.textContent(), /"file":"notes.md"/);
-  await transcript().getByText('25 input + 15 output tokens in 1 model request').waitFor({ timeout: T });
+  // The platform's price table (chat_test.go) prices gpt-test at 2 and 8 USD per million
+  // input and output tokens: 25 * 2 + 15 * 8 = 170 millionths of a dollar.
+  await transcript().getByText('25 input + 15 output tokens in 1 model request, $0.00017').waitFor({ timeout: T });
   await chat().getByRole('status', { name: 'Chat status' }).getByText('Done.').waitFor({ timeout: T });
   // The page never held the gateway token.
   const gw = await api('GET', `/v0/agents/${AGENT}/gateway-token`);
@@ -130,4 +132,19 @@ test('a turn the budget refuses says why', async () => {
   await chat().getByRole('status', { name: 'Chat status' }).getByText(/^Refused: /).waitFor({ timeout: T });
   assert.equal(await replies(), 1);
   assert.equal(await page.getByRole('alert').isVisible(), false, 'a refusal is the turn\'s answer, not a page error');
+});
+
+test('the fleet shows what the agent\'s turns cost today', async () => {
+  await page.goto(`${URL}/console#/fleet`);
+  await page.getByRole('heading', { name: 'Fleet', level: 1 }).waitFor({ timeout: T });
+  // The model proxy writes usage to status every 30 s (--usage-flush-interval): the wait's
+  // bound covers one interval and the stream's next read.
+  const spend = page.locator(`tr[data-id="${AGENT}"] td[data-col="spend"]`);
+  await spend.filter({ hasText: /^\$0\.000\d+$/ }).waitFor({ timeout: 3 * T });
+  const { body } = await api('GET', '/v0/fleet');
+  const row = body.agents.find((a) => a.id === AGENT);
+  assert.equal(row.currency, 'USD');
+  assert.ok(row.costMicrosToday > 0 && row.costMicrosToday % 170 === 0, `each turn cost 170 micro-dollars: ${row.costMicrosToday}`);
+  const dollars = (row.costMicrosToday / 1e6).toFixed(6).replace(/0+$/, '');
+  assert.equal(await spend.textContent(), `$${dollars}`);
 });

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,13 +18,19 @@ import (
 
 // TestChatInChromium drives the agent page's chat pane (chat.test.mjs) against a platform
 // whose model proxy forwards openai to a fake provider: a turn with a tool call, reopening a
-// conversation, waking a sleeping agent, a budget's refusal. With
+// conversation, waking a sleeping agent, a budget's refusal, each turn's cost by a price
+// table and the fleet's spend. With
 // AGENTPLANE_UPDATE_SCREENSHOTS=1 the pane's screenshot is copied to
 // docs/images/console-chat.png (the README shows it).
 func TestChatInChromium(t *testing.T) {
 	llm := providertest.New()
 	t.Cleanup(llm.Close)
-	s := startSuite(t, agentplanetest.WithModelProviders(map[string]string{"openai": llm.URL}))
+	prices := filepath.Join(t.TempDir(), "prices.yaml")
+	table := "currency: USD\nmodels:\n- provider: openai\n  model: gpt-test\n  input: \"2\"\n  output: \"8\"\n"
+	if err := os.WriteFile(prices, []byte(table), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSuite(t, agentplanetest.WithModelProviders(map[string]string{"openai": llm.URL}), agentplanetest.WithModelPrices(prices))
 	const ws = "console-chat"
 	token := s.token(t, ws)
 	talker := createAgent(t, s.p.URL(), token, "chat-demo")
@@ -36,7 +44,7 @@ func TestChatInChromium(t *testing.T) {
 	if err := s.p.Client().Patch(s.ctx, a, patch); err != nil {
 		t.Fatal(err)
 	}
-	s.run(t, "chat.test.mjs", 5, "AGENTPLANE_TOKEN="+token, "CHAT_AGENT="+talker, "BUDGET_AGENT="+spender)
+	s.run(t, "chat.test.mjs", 6, "AGENTPLANE_TOKEN="+token, "CHAT_AGENT="+talker, "BUDGET_AGENT="+spender)
 	s.screenshot(t, "chat.png", "console-chat.png")
 }
 

@@ -60,11 +60,12 @@ test('the fleet lists every agent from one stream, with its phase and usage colu
   for (const name of NAMES) await cell(name, 'phase').getByText('running', { exact: true }).waitFor({ timeout: T });
   await page.getByText('3 of 3 agents').waitFor({ timeout: T });
   const headers = await page.getByRole('region', { name: 'Agents table' }).getByRole('columnheader').allTextContents();
-  for (const h of ['Name', 'Phase', 'Sleep', 'Memory', 'CPU', 'Tokens today', 'Budget left', 'Engine', 'Rendering', 'Crashes', 'Errors (1 h)']) {
+  for (const h of ['Name', 'Phase', 'Sleep', 'Memory', 'CPU', 'Tokens today', 'Spend today', 'Budget left', 'Engine', 'Rendering', 'Crashes', 'Errors (1 h)']) {
     assert.ok(headers.some((x) => x.startsWith(h)), `column ${h}: ${headers}`);
   }
   assert.equal(await cell('fleet-alpha', 'sleep').textContent(), 'awake');
   assert.equal(await cell('fleet-alpha', 'budget').textContent(), 'unlimited');
+  assert.equal(await cell('fleet-alpha', 'spend').textContent(), 'n/a', 'no price table on this platform');
   assert.equal(await cell('fleet-alpha', 'errors').textContent(), '0');
   // The workspace's chart is drawn (uPlot, loaded after the table).
   await page.locator('.chart canvas').first().waitFor({ timeout: T });

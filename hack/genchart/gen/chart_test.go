@@ -2,7 +2,9 @@ package gen_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentplane/agentplane/hack/genchart/gen"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
@@ -519,5 +522,129 @@ func TestMonitoring(t *testing.T) {
 	want, _ := os.ReadFile(filepath.Join(mon, "dashboards", "agentplane.json"))
 	if got, _, _ := unstructured.NestedString(cm.Object, "data", "agentplane.json"); got != strings.TrimRight(string(want), "\n") {
 		t.Errorf("dashboard JSON differs:\n%s", got)
+	}
+}
+
+// modelPrices is what the chart renders for modelProxy.prices: the ConfigMap, the volume and
+// its mount, the flag and the checksum annotation (nil: absent).
+type modelPrices struct {
+	table, volume, mount, flag, checksum string
+}
+
+func renderedModelPrices(t *testing.T, objs map[string]*unstructured.Unstructured) (got modelPrices, podAnnotations map[string]string) {
+	t.Helper()
+	const flag = "--model-prices="
+	if cm := objs["ConfigMap/agentplane-model-prices"]; cm != nil {
+		if cm.GetLabels()["app.kubernetes.io/instance"] != "agentplane" {
+			t.Errorf("ConfigMap labels %v: want the chart's", cm.GetLabels())
+		}
+		got.table, _, _ = unstructured.NestedString(cm.Object, "data", "model-prices.yaml")
+	}
+	dep, c, args := manager(t, objs)
+	for _, a := range args {
+		if strings.HasPrefix(a, flag) {
+			got.flag = strings.TrimPrefix(a, flag)
+		}
+	}
+	vols, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "volumes")
+	for _, v := range vols {
+		if v.(map[string]any)["name"] == "model-prices" {
+			got.volume, _, _ = unstructured.NestedString(v.(map[string]any), "configMap", "name")
+		}
+	}
+	mounts, _ := c["volumeMounts"].([]any)
+	for _, m := range mounts {
+		if m := m.(map[string]any); m["name"] == "model-prices" {
+			if m["readOnly"] != true {
+				t.Errorf("the model prices are mounted writable: %v", m)
+			}
+			got.mount, _ = m["mountPath"].(string)
+		}
+	}
+	podAnnotations, _, _ = unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "annotations")
+	got.checksum = podAnnotations["checksum/model-prices"]
+	return got, podAnnotations
+}
+
+// modelProxy.prices becomes the ConfigMap agentplane-model-prices, mounted into the manager
+// and passed as --model-prices, with the table's checksum on the pod template; unset (or
+// null), none of it.
+func TestModelPrices(t *testing.T) {
+	const dir, file = "/etc/agentplane/model-prices", "/etc/agentplane/model-prices/model-prices.yaml"
+	checksums := map[string]string{}
+	for _, tc := range []struct {
+		name, values string
+		set          []string
+		// currency of the rendered table ("": no table); models, its number of entries.
+		currency string
+		models   int
+		// podAnnotations the pods keep besides the checksum.
+		podAnnotations map[string]string
+		// wantErr is in helm's error (the chart refuses the values).
+		wantErr string
+	}{
+		{name: "unset", values: "defaults"},
+		{name: "null", values: "model-prices", set: []string{"modelProxy.prices=null"},
+			podAnnotations: map[string]string{"example.com/team": "platform"}},
+		{name: "set", values: "model-prices", currency: "USD", models: 2,
+			podAnnotations: map[string]string{"example.com/team": "platform"}},
+		{name: "changed", values: "model-prices", set: []string{"modelProxy.prices.currency=EUR"}, currency: "EUR", models: 2,
+			podAnnotations: map[string]string{"example.com/team": "platform"}},
+		{name: "no pod annotations", values: "model-prices", set: []string{"podAnnotations=null"}, currency: "USD", models: 2},
+		{name: "no currency", values: "model-prices", set: []string{"modelProxy.prices.currency="},
+			wantErr: "modelProxy.prices.currency is required with modelProxy.prices"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantErr != "" {
+				args := []string{"-f", fixture(tc.values)}
+				for _, s := range tc.set {
+					args = append(args, "--set", s)
+				}
+				if _, err := gen.Template(helm(t), chartDir, ns, args...); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("helm template: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			got, annotations := renderedModelPrices(t, render(t, chartDir, tc.values, tc.set...))
+			delete(annotations, "checksum/model-prices")
+			if len(annotations) == 0 {
+				annotations = nil
+			}
+			if !reflect.DeepEqual(annotations, tc.podAnnotations) {
+				t.Errorf("pod annotations %v, want %v besides the checksum", annotations, tc.podAnnotations)
+			}
+			if tc.currency == "" {
+				if got != (modelPrices{}) {
+					t.Errorf("without modelProxy.prices the chart renders %+v, want none of it", got)
+				}
+				return
+			}
+			if got.volume != "agentplane-model-prices" || got.mount != dir || got.flag != file {
+				t.Errorf("volume of ConfigMap %q mounted at %q, --model-prices=%q; want agentplane-model-prices at %s, %s",
+					got.volume, got.mount, got.flag, dir, file)
+			}
+			// The table is the value as the manager reads it.
+			var table modelproxy.PriceFile
+			if err := yaml.UnmarshalStrict([]byte(got.table), &table); err != nil {
+				t.Fatalf("the ConfigMap's table: %v\n%s", err, got.table)
+			}
+			if table.Currency != tc.currency || len(table.Models) != tc.models {
+				t.Errorf("table in %s with %d models, want %s with %d:\n%s", table.Currency, len(table.Models), tc.currency, tc.models, got.table)
+			}
+			if tc.models > 0 && table.Models[0] != (modelproxy.PriceEntry{Provider: "anthropic", Model: "claude-sonnet-4*", Input: "3.00", Output: "15.00"}) {
+				t.Errorf("first model %+v", table.Models[0])
+			}
+			if _, err := modelproxy.ParsePrices([]byte(got.table)); err != nil {
+				t.Errorf("the manager refuses the table: %v", err)
+			}
+			// The checksum is the ConfigMap content's (helm's sha256sum of the table).
+			if sum := sha256.Sum256([]byte(strings.TrimSuffix(got.table, "\n"))); got.checksum != hex.EncodeToString(sum[:]) {
+				t.Errorf("checksum/model-prices %q, want the sha256 of the table %x", got.checksum, sum)
+			}
+			checksums[tc.name] = got.checksum
+		})
+	}
+	if checksums["set"] == "" || checksums["set"] != checksums["no pod annotations"] || checksums["set"] == checksums["changed"] {
+		t.Errorf("checksums %v: want one per table, another for a changed table", checksums)
 	}
 }

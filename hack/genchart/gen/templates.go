@@ -41,8 +41,10 @@ var blocks = map[string]func(ind string) string{
 	"VOLUMES": func(ind string) string {
 		return fmt.Sprintf(`%s{{- include "agentplane.volumes" . | trim | nindent %d }}`, ind, len(ind))
 	},
+	// podAnnotations and the checksums of the config the manager reads at start.
 	"PODANNOTATIONS": func(ind string) string {
-		return withBlock(ind, "podAnnotations", "annotations")
+		return fmt.Sprintf("%s{{- with include \"agentplane.podAnnotations\" . }}\n%sannotations:\n%s  {{- . | nindent %d }}\n%s{{- end }}",
+			ind, ind, ind, len(ind)+2, ind)
 	},
 	"SCHEDULING": func(ind string) string {
 		return strings.Join([]string{

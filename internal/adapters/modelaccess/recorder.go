@@ -1,7 +1,9 @@
 package modelaccess
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,11 +41,30 @@ type Recorder struct {
 	Interval  time.Duration
 	Clock     clock.PassiveClock
 	Log       logr.Logger
+	// Currency is the proxy's price table's (Proxy.Currency; "" without one): the usage's
+	// cost is counted in it.
+	Currency string
 
 	// workspaces holds workspace counts whose agents' writes landed but whose own write did
 	// not: retried at the next flush (they are not restored to the proxy, which would count
 	// the agents twice).
-	workspaces map[wsDay]modelproxy.Usage
+	workspaces map[wsDay]count
+}
+
+// count is usage to add: its totals and its share per model.
+type count struct {
+	usage  modelproxy.Usage
+	models map[string]modelproxy.Usage
+}
+
+func (c count) add(d count) count {
+	out := count{usage: c.usage.Add(d.usage), models: make(map[string]modelproxy.Usage, len(c.models)+len(d.models))}
+	for _, m := range []map[string]modelproxy.Usage{c.models, d.models} {
+		for k, u := range m {
+			out.models[k] = out.models[k].Add(u)
+		}
+	}
+	return out
 }
 
 type wsDay struct{ workspace, day string }
@@ -75,7 +96,7 @@ func (r *Recorder) Start(ctx context.Context) error {
 // Flush writes what the proxy counted since the last flush.
 func (r *Recorder) Flush(ctx context.Context) {
 	if r.workspaces == nil {
-		r.workspaces = map[wsDay]modelproxy.Usage{}
+		r.workspaces = map[wsDay]count{}
 	}
 	type written struct {
 		d          modelproxy.Delta
@@ -84,7 +105,8 @@ func (r *Recorder) Flush(ctx context.Context) {
 	var done []written
 	for _, d := range r.Ledger.Drain() {
 		ns, name := splitAgent(d.Agent)
-		total, err := r.add(ctx, &agentsv1.Agent{}, client.ObjectKey{Namespace: ns, Name: name}, d.Day, d.Usage)
+		c := count{d.Usage, d.Models}
+		total, err := r.add(ctx, &agentsv1.Agent{}, client.ObjectKey{Namespace: ns, Name: name}, d.Day, c)
 		if err != nil {
 			r.Log.Error(err, "recording model usage; retried at the next flush", "agent", d.Agent)
 			r.Ledger.Restore([]modelproxy.Delta{d})
@@ -92,7 +114,7 @@ func (r *Recorder) Flush(ctx context.Context) {
 		}
 		done = append(done, written{d, total})
 		k := wsDay{d.Workspace, d.Day}
-		r.workspaces[k] = sum(r.workspaces[k], d.Usage)
+		r.workspaces[k] = r.workspaces[k].add(c)
 	}
 	wsTotals := map[wsDay]int64{}
 	for k, u := range r.workspaces {
@@ -112,7 +134,7 @@ func (r *Recorder) Flush(ctx context.Context) {
 // add adds u (counted on day) to obj's status.usage and returns the day's stored token total.
 // A delta for a day older than the stored one is dropped; an object that is gone is no error
 // (its usage went with it).
-func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u modelproxy.Usage) (int64, error) {
+func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u count) (int64, error) {
 	var total int64
 	wrote, err := statuspatch.Run(ctx, statuspatch.Loop{
 		Read: func(ctx context.Context, conflicts int) (client.Object, error) {
@@ -124,7 +146,7 @@ func (r *Recorder) add(ctx context.Context, obj client.Object, key client.Object
 		},
 		Change: func(obj client.Object) (bool, error) {
 			slot := usageOf(obj)
-			next, keep := addUsage(*slot, day, u, metav1.NewTime(r.now()))
+			next, keep := addUsage(*slot, day, u, r.Currency, metav1.NewTime(r.now()))
 			if keep {
 				*slot, total = next, next.Tokens()
 			}
@@ -141,9 +163,9 @@ func (r *Recorder) add(ctx context.Context, obj client.Object, key client.Object
 	return total, nil
 }
 
-// addUsage is cur with u counted on day: a newer day starts from zero, an older one is
-// dropped (keep false).
-func addUsage(cur *agentsv1.ModelUsage, day string, u modelproxy.Usage, now metav1.Time) (*agentsv1.ModelUsage, bool) {
+// addUsage is cur with c counted on day (its cost in currency): a newer day starts from zero,
+// an older one is dropped (keep false).
+func addUsage(cur *agentsv1.ModelUsage, day string, c count, currency string, now metav1.Time) (*agentsv1.ModelUsage, bool) {
 	next := &agentsv1.ModelUsage{Day: day}
 	switch {
 	case cur != nil && cur.Day == day:
@@ -151,11 +173,71 @@ func addUsage(cur *agentsv1.ModelUsage, day string, u modelproxy.Usage, now meta
 	case cur != nil && cur.Day > day:
 		return nil, false
 	}
+	u := c.usage
 	next.Requests += u.Requests
 	next.InputTokens += u.InputTokens
 	next.OutputTokens += u.OutputTokens
+	next.CostMicros += u.CostMicros
+	next.UnpricedRequests += u.Unpriced
+	if u.CostMicros > 0 || u.Unpriced > 0 {
+		// A table's currency changed within the day: the day's cost so far is in the
+		// earlier one, and the totals say the latest.
+		next.Currency = currency
+	}
+	next.Models = addModels(next.Models, c.models)
 	next.UpdatedAt = &now
 	return next, true
+}
+
+// addModels is cur with each model's usage in add, the costliest first (then the most
+// tokens, then by name), at most agentsv1.MaxUsageModels entries: the rest add up under
+// agentsv1.OtherModels, which is the last.
+func addModels(cur []agentsv1.ModelTally, add map[string]modelproxy.Usage) []agentsv1.ModelTally {
+	if len(add) == 0 {
+		return cur
+	}
+	by := map[string]agentsv1.ModelTally{}
+	for _, m := range cur {
+		by[m.Model] = m
+	}
+	for name, u := range add {
+		m := by[name]
+		m.Model = name
+		m.Requests += u.Requests
+		m.InputTokens += u.InputTokens
+		m.OutputTokens += u.OutputTokens
+		m.CostMicros += u.CostMicros
+		by[name] = m
+	}
+	other, hasOther := by[agentsv1.OtherModels]
+	delete(by, agentsv1.OtherModels)
+	out := make([]agentsv1.ModelTally, 0, len(by))
+	for _, m := range by {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b agentsv1.ModelTally) int {
+		if c := cmp.Compare(b.CostMicros, a.CostMicros); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(b.InputTokens+b.OutputTokens, a.InputTokens+a.OutputTokens); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Model, b.Model)
+	})
+	if len(out) > agentsv1.MaxUsageModels || hasOther && len(out) == agentsv1.MaxUsageModels {
+		for _, m := range out[agentsv1.MaxUsageModels-1:] {
+			other.Requests += m.Requests
+			other.InputTokens += m.InputTokens
+			other.OutputTokens += m.OutputTokens
+			other.CostMicros += m.CostMicros
+		}
+		out, hasOther = out[:agentsv1.MaxUsageModels-1], true
+	}
+	if hasOther {
+		other.Model = agentsv1.OtherModels
+		out = append(out, other)
+	}
+	return out
 }
 
 func usageOf(obj client.Object) **agentsv1.ModelUsage {
@@ -166,10 +248,6 @@ func usageOf(obj client.Object) **agentsv1.ModelUsage {
 		return &o.Status.Usage
 	}
 	panic("modelaccess: usage of an unknown kind")
-}
-
-func sum(a, b modelproxy.Usage) modelproxy.Usage {
-	return modelproxy.Usage{Requests: a.Requests + b.Requests, InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
 func splitAgent(id string) (string, string) {

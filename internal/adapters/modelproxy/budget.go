@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 // Budget: zero fields mean unlimited.
@@ -17,7 +19,15 @@ type Budget struct {
 type Delta struct {
 	Agent, Workspace, Day string
 	Usage                 Usage
+	// Models is Usage's settled part per model, as the requests named it (Usage also counts
+	// requests admitted and not settled yet): at most maxTallyModels, the rest under
+	// agentsv1.OtherModels.
+	Models map[string]Usage
 }
+
+// maxTallyModels bounds the models an agent's pending usage tells apart (an agent names the
+// model of its requests, any string).
+const maxTallyModels = 32
 
 // dayKey names a tally: an agent or a workspace on a UTC day.
 type dayKey struct{ id, day string }
@@ -25,17 +35,19 @@ type dayKey struct{ id, day string }
 // tally is what this process knows of an agent's (or a workspace's) tokens on a day beyond
 // what its Grant says is persisted.
 type tally struct {
-	workspace string // agents only
-	pending   Usage  // counted, not drained yet (workspaces: tokens only)
-	drained   int64  // tokens drained, neither restored nor acknowledged yet
-	floor     int64  // highest persisted total acknowledged for the day
-	reserved  int64  // tokens held by requests admitted and not settled yet
+	workspace string           // agents only
+	pending   Usage            // counted, not drained yet (workspaces: tokens only)
+	models    map[string]Usage // pending's settled part per model (agents only)
+	drained   int64            // tokens drained, neither restored nor acknowledged yet
+	floor     int64            // highest persisted total acknowledged for the day
+	reserved  int64            // tokens held by requests admitted and not settled yet
 }
 
 // reservation is what one admitted request holds against its agent's and workspace's token
 // budgets of its day, from admission until settle replaces it with what the answer cost.
 type reservation struct {
 	agent, workspace, day string
+	model                 string
 	tokens                int64
 	settled               bool // under the ledger's mutex
 }
@@ -102,7 +114,7 @@ func tokensCommitted(t *tally, grantDay, today string, persisted int64) int64 {
 // counts the request. A request is admitted while what is committed (spent and reserved) is
 // under the limit, so requests admitted together overshoot a token budget by at most one
 // reservation as long as each costs at most what it reserved.
-func (l *ledger) admit(g *Grant, now time.Time, tokens int64) (*reservation, *refusal) {
+func (l *ledger) admit(g *Grant, now time.Time, model string, tokens int64) (*reservation, *refusal) {
 	today := day(now)
 	minute := now.Unix() / 60
 	toMinute := time.Unix((minute+1)*60, 0).Sub(now)
@@ -132,7 +144,7 @@ func (l *ledger) admit(g *Grant, now time.Time, tokens int64) (*reservation, *re
 	t.pending.Requests++
 	t.reserved += tokens
 	l.tallyOf(l.workspace, wk).reserved += tokens
-	return &reservation{agent: g.Agent, workspace: g.Workspace, day: today, tokens: tokens}, nil
+	return &reservation{agent: g.Agent, workspace: g.Workspace, day: today, model: model, tokens: tokens}, nil
 }
 
 func (l *ledger) win(m map[string]*window, id string, minute int64) *window {
@@ -147,10 +159,10 @@ func (l *ledger) win(m map[string]*window, id string, minute int64) *window {
 	return w
 }
 
-// settle replaces r's reservation with what the answer cost (in, out), on the day the
-// request was admitted. Only the first call counts (it returns true): every way a request
-// ends calls it.
-func (l *ledger) settle(r *reservation, in, out int64) bool {
+// settle replaces r's reservation with what the answer cost (u: its tokens and money; the
+// request itself was counted at admission), on the day the request was admitted. Only the
+// first call counts (it returns true): every way a request ends calls it.
+func (l *ledger) settle(r *reservation, u Usage) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.settled {
@@ -160,13 +172,29 @@ func (l *ledger) settle(r *reservation, in, out int64) bool {
 	t := l.tallyOf(l.agents, dayKey{r.agent, r.day})
 	t.workspace = r.workspace
 	t.reserved -= r.tokens
-	t.pending.InputTokens += in
-	t.pending.OutputTokens += out
+	t.pending = t.pending.Add(u)
+	u.Requests = 1
+	t.addModel(r.model, u)
 	w := l.tallyOf(l.workspace, dayKey{r.workspace, r.day})
 	w.reserved -= r.tokens
-	w.pending.InputTokens += in
-	w.pending.OutputTokens += out
+	w.pending.InputTokens += u.InputTokens
+	w.pending.OutputTokens += u.OutputTokens
 	return true
+}
+
+// addModel adds u to model's pending usage (past maxTallyModels models, to OtherModels'; a
+// request that named none, to UnnamedModel's).
+func (t *tally) addModel(model string, u Usage) {
+	if model == "" {
+		model = agentsv1.UnnamedModel
+	}
+	if t.models == nil {
+		t.models = map[string]Usage{}
+	}
+	if _, ok := t.models[model]; !ok && len(t.models) >= maxTallyModels {
+		model = agentsv1.OtherModels
+	}
+	t.models[model] = t.models[model].Add(u)
 }
 
 // reserved is what requests in flight hold for an agent and for a workspace on day.
@@ -191,15 +219,15 @@ func (l *ledger) drain(now time.Time) []Delta {
 	defer l.mu.Unlock()
 	var out []Delta
 	for k, t := range l.agents {
-		if t.pending != (Usage{}) {
-			out = append(out, Delta{Agent: k.id, Workspace: t.workspace, Day: k.day, Usage: t.pending})
+		if t.pending != (Usage{}) || len(t.models) > 0 {
+			out = append(out, Delta{Agent: k.id, Workspace: t.workspace, Day: k.day, Usage: t.pending, Models: t.models})
 			tok := t.pending.Tokens()
 			w := l.tallyOf(l.workspace, dayKey{t.workspace, k.day})
 			w.pending.InputTokens -= t.pending.InputTokens
 			w.pending.OutputTokens -= t.pending.OutputTokens
 			w.drained += tok
 			t.drained += tok
-			t.pending = Usage{}
+			t.pending, t.models = Usage{}, nil
 		} else if k.day < today && t.reserved == 0 {
 			delete(l.agents, k)
 		}
@@ -234,9 +262,10 @@ func (l *ledger) restore(ds []Delta) {
 		t := l.tallyOf(l.agents, dayKey{d.Agent, d.Day})
 		t.workspace = d.Workspace
 		t.drained = max(0, t.drained-tok)
-		t.pending.Requests += d.Usage.Requests
-		t.pending.InputTokens += d.Usage.InputTokens
-		t.pending.OutputTokens += d.Usage.OutputTokens
+		t.pending = t.pending.Add(d.Usage)
+		for m, u := range d.Models {
+			t.addModel(m, u)
+		}
 		w := l.tallyOf(l.workspace, dayKey{d.Workspace, d.Day})
 		w.drained = max(0, w.drained-tok)
 		w.pending.InputTokens += d.Usage.InputTokens

@@ -2,12 +2,15 @@ package modelproxy
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 func TestBudgets(t *testing.T) {
@@ -108,8 +111,9 @@ func TestDrainRestoreAcknowledge(t *testing.T) {
 	}
 	chat()
 	d1 := h.proxy.Drain()
-	want := Delta{Agent: "ns1/a", Workspace: "ns1", Day: "2026-03-10", Usage: Usage{1, 11, 7}}
-	if len(d1) != 1 || d1[0] != want {
+	want := Delta{Agent: "ns1/a", Workspace: "ns1", Day: "2026-03-10", Usage: Usage{Requests: 1, InputTokens: 11, OutputTokens: 7},
+		Models: map[string]Usage{agentsv1.UnnamedModel: {Requests: 1, InputTokens: 11, OutputTokens: 7}}}
+	if len(d1) != 1 || !reflect.DeepEqual(d1[0], want) {
 		t.Fatalf("drain %+v", d1)
 	}
 	if d := h.proxy.Drain(); len(d) != 0 {
@@ -121,7 +125,8 @@ func TestDrainRestoreAcknowledge(t *testing.T) {
 	}
 	h.proxy.Restore(d1) // the flush failed
 	d2 := h.proxy.Drain()
-	if len(d2) != 1 || d2[0].Usage != (Usage{2, 22, 14}) {
+	two := Usage{Requests: 2, InputTokens: 22, OutputTokens: 14}
+	if len(d2) != 1 || d2[0].Usage != two || d2[0].Models[agentsv1.UnnamedModel] != two {
 		t.Fatalf("after restore %+v", d2)
 	}
 	if c := chat(); c != 429 {
@@ -140,7 +145,7 @@ func TestDrainRestoreAcknowledge(t *testing.T) {
 		t.Fatalf("next day: %d", c)
 	}
 	d3 := h.proxy.Drain()
-	if len(d3) != 1 || d3[0].Day != "2026-03-11" || d3[0].Usage != (Usage{1, 11, 7}) {
+	if len(d3) != 1 || d3[0].Day != "2026-03-11" || d3[0].Usage != (Usage{Requests: 1, InputTokens: 11, OutputTokens: 7}) {
 		t.Fatalf("next day drain %+v", d3)
 	}
 	if n := len(h.proxy.ledger.agents); n != 1 {

@@ -80,3 +80,7 @@ func (p *Proxy) Settled(ctx context.Context, agent string) (Reading, error) {
 		}
 	}
 }
+
+// Currency is the currency of the proxy's price table ("" without one): Usage.CostMicros
+// counts millionths of it.
+func (p *Proxy) Currency() string { return p.prices.Currency() }

@@ -24,8 +24,8 @@ func TestMeterCountsSettledUsageAndRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := (Usage{after.Spent.Requests - before.Spent.Requests, after.Spent.InputTokens - before.Spent.InputTokens,
-		after.Spent.OutputTokens - before.Spent.OutputTokens}); got != (Usage{2, 11 + 13, 7 + 9}) || after.InFlight != 0 {
+	if got := (Usage{Requests: after.Spent.Requests - before.Spent.Requests, InputTokens: after.Spent.InputTokens - before.Spent.InputTokens,
+		OutputTokens: after.Spent.OutputTokens - before.Spent.OutputTokens}); got != (Usage{Requests: 2, InputTokens: 11 + 13, OutputTokens: 7 + 9}) || after.InFlight != 0 {
 		t.Fatalf("metered %+v (in flight %d), want 2 requests, 24 in, 16 out", got, after.InFlight)
 	}
 	if other := h.proxy.Meter("ns1/b"); other != (Reading{}) {

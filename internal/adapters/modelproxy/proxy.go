@@ -59,6 +59,8 @@ type Options struct {
 	Clock      clock.PassiveClock    // default real
 	Log        logr.Logger           // requests at V(1): provider, agent, status, bytes, duration
 	Registerer prometheus.Registerer // nil: no metrics
+	// Prices prices each request as it settles (nil: usage is counted in tokens only).
+	Prices *Prices
 	// MaxBufferedBodies bounds the request bodies held in memory at once, all requests
 	// together (default DefaultMaxBufferedBodies): a request waits for room before its body
 	// is read. It also bounds one body, with MaxRequestBody.
@@ -83,6 +85,7 @@ type Proxy struct {
 	m         *metrics
 	ledger    *ledger
 	meter     meter
+	prices    *Prices
 	rp        *httputil.ReverseProxy
 	bodies    *semaphore.Weighted
 	maxBody   int64
@@ -94,7 +97,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("modelproxy: Authorizer is required")
 	}
 	p := &Proxy{auth: o.Authorizer, routes: map[string]*route{}, transport: o.Transport, clock: o.Clock,
-		log: o.Log, ledger: newLedger()}
+		log: o.Log, ledger: newLedger(), prices: o.Prices}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -263,7 +266,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	if !ex.endpoint.infer || ex.endpoint.free {
 		tokens = 0
 	}
-	res, ref := p.ledger.admit(&ex.grant, now, tokens)
+	res, ref := p.ledger.admit(&ex.grant, now, ex.req.model, tokens)
 	if ref != nil {
 		p.m.refusals.WithLabelValues(ref.scope, ref.kind).Inc()
 		p.meter.update(ex.grant.Agent, func(r *Reading) { r.Refusals++; r.LastRefusal = ref.Error() })
@@ -278,16 +281,27 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	return true
 }
 
-// settle replaces the request's reservation with what it cost (once; later calls do nothing).
+// settle replaces the request's reservation with what it cost (once; later calls do
+// nothing): its tokens, and their price when the price table has the model's (a request that
+// used no tokens costs nothing, priced or not).
 func (p *Proxy) settle(ex *exchange, in, out int64) {
-	if ex.res == nil || !p.ledger.settle(ex.res, in, out) {
+	if ex.res == nil {
+		return
+	}
+	u := Usage{InputTokens: in, OutputTokens: out}
+	if p.prices != nil && in+out > 0 {
+		var priced bool
+		if u.CostMicros, priced = p.prices.Cost(ex.route.Name, ex.req.model, in, out); !priced {
+			u.Unpriced = 1
+		}
+	}
+	if !p.ledger.settle(ex.res, u) {
 		return
 	}
 	p.meter.update(ex.grant.Agent, func(r *Reading) {
 		r.InFlight--
-		r.Spent.Requests++
-		r.Spent.InputTokens += in
-		r.Spent.OutputTokens += out
+		u.Requests = 1
+		r.Spent = r.Spent.Add(u)
 	})
 	if in > 0 {
 		ex.route.in.Add(float64(in))

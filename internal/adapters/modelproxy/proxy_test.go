@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
+
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -139,19 +142,21 @@ func TestUsageCounted(t *testing.T) {
 	for _, tc := range []struct {
 		name, path, hdr, body string
 		in, out               int64
+		model                 string // as the request names it
 	}{
-		{"anthropic sse", "/llm/anthropic/v1/messages", "X-Api-Key", `{"stream":true}`, 30, 15},
-		{"openai chat json", "/llm/openai/v1/chat/completions", "Authorization", `{}`, 11, 7},
-		{"openai chat sse", "/llm/openrouter/api/v1/chat/completions", "Authorization", `{"stream":true}`, 13, 9},
-		{"openai responses json", "/llm/openai/v1/responses", "Authorization", `{}`, 17, 3},
-		{"google json", "/llm/google/v1beta/models/g:generateContent", "X-Goog-Api-Key", `{}`, 19, 4},
-		{"no usage (the provider's 404)", "/llm/openai/v1/embeddings", "Authorization", `{}`, 0, 0},
+		{"anthropic sse", "/llm/anthropic/v1/messages", "X-Api-Key", `{"model":"claude-x","stream":true}`, 30, 15, "claude-x"},
+		{"openai chat json", "/llm/openai/v1/chat/completions", "Authorization", `{"model":"gpt-y"}`, 11, 7, "gpt-y"},
+		{"openai chat sse", "/llm/openrouter/api/v1/chat/completions", "Authorization", `{"stream":true,"model":"vendor/m"}`, 13, 9, "vendor/m"},
+		{"openai responses json", "/llm/openai/v1/responses", "Authorization", `{}`, 17, 3, agentsv1.UnnamedModel},
+		{"google json", "/llm/google/v1beta/models/g:generateContent", "X-Goog-Api-Key", `{}`, 19, 4, "g"},
+		{"no usage (the provider's 404)", "/llm/openai/v1/embeddings", "Authorization", `{"model":"e"}`, 0, 0, "e"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h.call(t, tc.path, tc.hdr, agentCred, tc.body)
 			ds := h.proxy.Drain()
-			want := []Delta{{Agent: "ns1/a", Workspace: "ns1", Day: "2026-03-10", Usage: Usage{1, tc.in, tc.out}}}
-			if len(ds) != 1 || ds[0] != want[0] {
+			u := Usage{Requests: 1, InputTokens: tc.in, OutputTokens: tc.out}
+			want := Delta{Agent: "ns1/a", Workspace: "ns1", Day: "2026-03-10", Usage: u, Models: map[string]Usage{tc.model: u}}
+			if len(ds) != 1 || !reflect.DeepEqual(ds[0], want) {
 				t.Errorf("drained %+v, want %+v", ds, want)
 			}
 		})

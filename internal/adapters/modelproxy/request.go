@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 const (
@@ -24,9 +25,10 @@ const (
 // request is what the proxy reads from a model request's body.
 type request struct {
 	body   []byte
-	stream bool  // the client asked for a stream
-	input  int64 // estimated input tokens
-	output int64 // output tokens the request may produce at most (or the default)
+	model  string // the model the request names (modelName)
+	stream bool   // the client asked for a stream
+	input  int64  // estimated input tokens
+	output int64  // output tokens the request may produce at most (or the default)
 	// capped: the client set an output limit of its own; else the proxy writes the default
 	// into the body it forwards (capOutput), so the reservation bounds what it can cost.
 	capped bool
@@ -40,6 +42,7 @@ func (r request) reservation() int64 { return r.input + r.output }
 
 // shape holds the fields of every provider's request the proxy reads.
 type shape struct {
+	Model               *string         `json:"model"`
 	Stream              *bool           `json:"stream"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
 	MaxTokens           *int64          `json:"max_tokens"`
@@ -64,6 +67,7 @@ func readRequest(e endpoint, rest string, body []byte) request {
 	}
 	var s shape
 	_ = json.Unmarshal(body, &s)
+	r.model = modelName(s.Model, rest)
 	r.stream = (s.Stream != nil && *s.Stream) || strings.HasSuffix(rest, ":streamGenerateContent")
 	switch {
 	case s.PreviousResponseID != nil && *s.PreviousResponseID != "":
@@ -87,6 +91,27 @@ func readRequest(e endpoint, rest string, body []byte) request {
 	}
 	r.output = out
 	return r
+}
+
+// maxModelName bounds the model name usage is counted under (agentsv1.ModelTally's).
+const maxModelName = 200
+
+// modelName is the model a request names: its body's model field, or Google's in its path
+// (/v1beta/models/{model}:generateContent), valid UTF-8 and at most maxModelName bytes ("":
+// none).
+func modelName(field *string, rest string) string {
+	m := ""
+	if field != nil {
+		m = *field
+	} else if _, after, ok := strings.Cut(rest, "/models/"); ok {
+		m, _, _ = strings.Cut(after, ":")
+	}
+	m = strings.ToValidUTF8(strings.TrimSpace(m), "")
+	for len(m) > maxModelName {
+		_, size := utf8.DecodeLastRuneInString(m)
+		m = m[:len(m)-size]
+	}
+	return m
 }
 
 // capOutput returns body with the output cap DefaultMaxOutputTokens set at field ("a.b": b in

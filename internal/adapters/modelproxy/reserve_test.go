@@ -223,7 +223,7 @@ func TestReservationsReleased(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			ds := p.Drain()
-			if len(ds) != 1 || ds[0].Usage != (Usage{1, tc.in, tc.out}) {
+			if len(ds) != 1 || ds[0].Usage != (Usage{Requests: 1, InputTokens: tc.in, OutputTokens: tc.out}) {
 				t.Errorf("drained %+v, want 1 request, %d input and %d output tokens", ds, tc.in, tc.out)
 			}
 		})

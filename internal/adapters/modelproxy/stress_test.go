@@ -126,11 +126,9 @@ func TestConcurrentStreams(t *testing.T) {
 	}
 	var total Usage
 	for _, d := range p.Drain() {
-		total.Requests += d.Usage.Requests
-		total.InputTokens += d.Usage.InputTokens
-		total.OutputTokens += d.Usage.OutputTokens
+		total = total.Add(d.Usage)
 	}
-	if want := (Usage{streams, streams * 25, streams * 15}); total != want {
+	if want := (Usage{Requests: streams, InputTokens: streams * 25, OutputTokens: streams * 15}); total != want {
 		t.Errorf("usage %+v, want %+v", total, want)
 	}
 	if n := testutil.ToFloat64(p.m.streams); n != 0 {

@@ -8,9 +8,18 @@ import (
 	"sync"
 )
 
-// Usage counted for one agent and day.
+// Usage counted for one agent and day (or one model of it).
 type Usage struct {
 	Requests, InputTokens, OutputTokens int64
+	// CostMicros is what the requests cost by the proxy's price table (Options.Prices), in
+	// millionths of its currency; Unpriced counts the requests of models it has no price for.
+	CostMicros, Unpriced int64
+}
+
+// Add is u with v added.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{Requests: u.Requests + v.Requests, InputTokens: u.InputTokens + v.InputTokens,
+		OutputTokens: u.OutputTokens + v.OutputTokens, CostMicros: u.CostMicros + v.CostMicros, Unpriced: u.Unpriced + v.Unpriced}
 }
 
 // Tokens is input plus output tokens, what a token budget counts.

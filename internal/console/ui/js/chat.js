@@ -3,7 +3,7 @@
 // Server-Sent Events: text, tool calls and their results, a wake of a sleeping agent, the
 // turn's model usage as the proxy counted it, a budget's refusal. Conversations are listed,
 // reopened and started from the pane. Everything is rendered as text.
-import { h, fill, field, when } from './dom.js';
+import { h, fill, field, when, money } from './dom.js';
 import { get, agentPath, sse } from './api.js';
 import { section, showError, clearError } from './ui.js';
 
@@ -15,8 +15,14 @@ function streamChat(id, body, { signal, onEvent }) {
 }
 
 const usageText = (u) => (u && u.metered
-  ? `${u.inputTokens} input + ${u.outputTokens} output tokens in ${u.requests} model request${u.requests === 1 ? '' : 's'}`
+  ? `${u.inputTokens} input + ${u.outputTokens} output tokens in ${u.requests} model request${u.requests === 1 ? '' : 's'}${costText(u)}`
   : 'Usage not metered (no model proxy for this agent).');
+// costText is the turn's cost by the platform's price table ('' without one).
+function costText(u) {
+  if (!u.currency) return '';
+  const unpriced = u.unpricedRequests ? ` (${u.unpricedRequests} unpriced)` : '';
+  return `, ${money(u.costMicros, u.currency)}${unpriced}`;
+}
 
 // toolView is a tool call with its result, folded.
 function toolView(t) {

@@ -60,3 +60,11 @@ export function when(t) {
   const d = new Date(t);
   return isNaN(d) ? String(t) : d.toLocaleString();
 }
+
+// money is an amount in millionths of currency (the model proxy's costMicros) as text: cents
+// for what is a cent or more, up to six decimals below that ("$0.00017").
+export function money(micros, currency) {
+  const v = (micros ?? 0) / 1e6;
+  const digits = v !== 0 && Math.abs(v) < 0.01 ? 6 : 2;
+  return new Intl.NumberFormat('en-US', { style: 'currency', currency, minimumFractionDigits: 2, maximumFractionDigits: digits }).format(v);
+}

@@ -2,7 +2,7 @@
 // one server-sent stream (GET /v0/fleet/stream), sortable and filterable. Only the rows in
 // view are in the DOM (a thousand agents render as a screenful), and the charts (uPlot,
 // vendored from npm by hack/vendor-uplot.sh) load after the first paint.
-import { h, fill, field, badge, when } from './dom.js';
+import { h, fill, field, badge, when, money } from './dom.js';
 import { sse, ApiError } from './api.js';
 import { showError } from './ui.js';
 import { limitsPanel } from './limits.js';
@@ -20,6 +20,7 @@ const COLUMNS = [
   ['memory', 'Memory', r => memText(r), r => r.memoryBytes ?? -1],
   ['cpu', 'CPU', r => (r.cpuPercent === undefined ? 'n/a' : `${r.cpuPercent.toFixed(1)}%`), r => r.cpuPercent ?? -1],
   ['tokens', 'Tokens today', r => num(r.tokensToday), r => r.tokensToday || 0],
+  ['spend', 'Spend today', r => spendText(r), r => r.costMicrosToday || 0],
   ['budget', 'Budget left', r => (r.tokensLeft === undefined ? 'unlimited' : `${num(r.tokensLeft)} of ${num(r.tokensPerDay)}`), r => r.tokensLeft ?? Infinity],
   ['engine', 'Engine', r => r.engineVersion || '', r => r.engineVersion || ''],
   ['rendering', 'Rendering', r => renderingText(r), r => r.rendering || ''],
@@ -28,6 +29,13 @@ const COLUMNS = [
 ];
 
 const num = n => (n ?? 0).toLocaleString('en-US');
+// spendText is today's spend by the platform's price table: 'n/a' without a table or before
+// its first request today, then with the requests of models the table has no price for.
+function spendText(r) {
+  if (!r.currency) return 'n/a';
+  const s = money(r.costMicrosToday, r.currency);
+  return r.unpricedRequestsToday ? `${s} + ${num(r.unpricedRequestsToday)} unpriced` : s;
+}
 const mib = b => `${Math.round(b / 1048576).toLocaleString('en-US')} MiB`;
 function memText(r) {
   if (r.memoryBytes === undefined) return 'n/a';
@@ -169,7 +177,7 @@ function build(view) {
   ui.totals = h('dl', { class: 'kv' });
   ui.summary = h('section', { class: 'panel', 'aria-labelledby': 'fleet-sum' },
     h('h2', { id: 'fleet-sum' }, 'Workspace ', ui.live), ui.totals,
-    h('p', { class: 'muted' }, "Tokens count input plus output through the model proxy today (UTC); the platform keeps no prices, so spend is in tokens. Crashes count the gateway's restarts since it was created; Errors (1 h) count the agent's warning events of the last hour (a crash, the agent not running, a failed restore, skill or rollout)."));
+    h('p', { class: 'muted' }, "Tokens count input plus output through the model proxy today (UTC); Spend prices them by the platform's model price table (the manager's --model-prices; n/a without one), and counts apart the requests of models it has no price for. Crashes count the gateway's restarts since it was created; Errors (1 h) count the agent's warning events of the last hour (a crash, the agent not running, a failed restore, skill or rollout)."));
   const text = field('Filter by name, id or engine', { type: 'search', name: 'fleet-filter', autocomplete: 'off' });
   const phase = field('Phase', { name: 'fleet-phase' }, 'select');
   for (const [v, l] of [['', 'All'], ['running', 'running'], ['starting', 'starting'], ['not_running', 'not_running'], ['suspended', 'suspended'], ['asleep', 'asleep']]) phase.input.append(h('option', { value: v }, l));
@@ -230,6 +238,7 @@ function paint(fleet, view, ui) {
   fill(ui.totals,
     h('dt', {}, 'Agents'), h('dd', {}, `${fleet.rows.size} (${Object.entries(by).map(([p, n]) => `${n} ${p}`).join(', ') || 'none'})`),
     h('dt', {}, 'Tokens today'), h('dd', {}, `${num(w.tokensToday)} in ${num(w.requestsToday)} requests`),
+    h('dt', {}, 'Spend today'), h('dd', {}, spendText(w)),
     h('dt', {}, 'Budget left'), h('dd', {}, w.tokensLeft === undefined ? 'unlimited' : `${num(w.tokensLeft)} of ${num(w.tokensPerDay)} tokens`),
     h('dt', {}, 'Memory and CPU'), h('dd', {}, fleet.metrics === 'runtime' ? 'from the runtime (n/a: not measured for that agent)' : 'n/a: this runtime does not measure them'),
     h('dt', {}, 'Updated'), h('dd', {}, when(fleet.at)));

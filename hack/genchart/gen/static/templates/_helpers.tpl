@@ -94,6 +94,9 @@ config/manager). A flag is only passed when its value differs from the manager's
 {{- range $provider, $url := .Values.modelProxy.upstreams }}
 - --model-proxy-upstream={{ $provider }}={{ $url }}
 {{- end }}
+{{- if .Values.modelProxy.prices }}
+- --model-prices=/etc/agentplane/model-prices/model-prices.yaml
+{{- end }}
 {{- if eq .Values.storage.type "pvc" }}
 - --storage-dir={{ .Values.storage.pvc.mountPath }}
 {{- else if eq .Values.storage.type "s3" }}
@@ -135,6 +138,11 @@ config/manager). A flag is only passed when its value differs from the manager's
   mountPath: /etc/agentplane/secrets-key
   readOnly: true
 {{- end }}
+{{- if .Values.modelProxy.prices }}
+- name: model-prices
+  mountPath: /etc/agentplane/model-prices
+  readOnly: true
+{{- end }}
 {{- end }}
 
 {{/* Volumes of the manager pod beyond config/manager's. */}}
@@ -152,4 +160,29 @@ config/manager). A flag is only passed when its value differs from the manager's
     - key: {{ .Values.secretsKey.existingSecretKey }}
       path: {{ .Values.secretsKey.existingSecretKey }}
 {{- end }}
+{{- if .Values.modelProxy.prices }}
+- name: model-prices
+  configMap:
+    name: agentplane-model-prices
+{{- end }}
+{{- end }}
+
+{{/*
+The manager pod's annotations: podAnnotations and, with modelProxy.prices, the checksum of the
+price table, so a changed table rolls the pods (the manager reads --model-prices at start).
+*/}}
+{{- define "agentplane.podAnnotations" -}}
+{{- $annotations := deepCopy (.Values.podAnnotations | default dict) }}
+{{- if .Values.modelProxy.prices }}
+{{- $_ := set $annotations "checksum/model-prices" (include "agentplane.modelPrices" . | sha256sum) }}
+{{- end }}
+{{- with $annotations }}
+{{- toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The price table file of modelProxy.prices (--model-prices), the ConfigMap's one key. */}}
+{{- define "agentplane.modelPrices" -}}
+{{- $_ := required "modelProxy.prices.currency is required with modelProxy.prices" .Values.modelProxy.prices.currency }}
+{{- toYaml .Values.modelProxy.prices }}
 {{- end }}
