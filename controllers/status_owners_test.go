@@ -146,4 +146,4 @@ func (l *oneDelta) Restore(ds []modelproxy.Delta) {
 	Expect(ds).To(BeEmpty(), "the usage write failed")
 }
 
-func (*oneDelta) Acknowledge(modelproxy.Delta, int64, int64) {}
+func (*oneDelta) Acknowledge(modelproxy.Delta, modelproxy.Totals, modelproxy.Totals) {}

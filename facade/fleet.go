@@ -29,6 +29,9 @@ type fleetView struct {
 	// Metrics says where memory and CPU come from: "runtime" or "n/a" (this runtime does not
 	// measure them).
 	Metrics string `json:"metrics"`
+	// Currency is the platform's model price table's, in which spend and spend budgets count
+	// (absent: the platform prices nothing).
+	Currency string `json:"currency,omitempty"`
 }
 
 type modelUseView struct {
@@ -43,6 +46,10 @@ type modelUseView struct {
 	CostMicrosToday       int64  `json:"costMicrosToday,omitempty"`
 	Currency              string `json:"currency,omitempty"`
 	UnpricedRequestsToday int64  `json:"unpricedRequestsToday,omitempty"`
+	// CostMicrosPerDay is the spend budget, CostMicrosLeft what remains of it today (absent:
+	// unlimited).
+	CostMicrosPerDay int64  `json:"costMicrosPerDay,omitempty"`
+	CostMicrosLeft   *int64 `json:"costMicrosLeft,omitempty"`
 }
 
 type fleetWorkspaceView struct {
@@ -82,7 +89,12 @@ type fleetPoolView struct {
 func viewModelUse(m ops.ModelUse) modelUseView {
 	v := modelUseView{TokensToday: m.TokensToday, RequestsToday: m.RequestsToday,
 		TokensPerDay: m.TokensPerDay, RequestsPerMinute: m.RequestsPerMinute,
-		CostMicrosToday: m.CostMicrosToday, Currency: m.Currency, UnpricedRequestsToday: m.UnpricedToday}
+		CostMicrosToday: m.CostMicrosToday, Currency: m.Currency, UnpricedRequestsToday: m.UnpricedToday,
+		CostMicrosPerDay: m.CostMicrosPerDay}
+	if m.CostMicrosPerDay > 0 {
+		left := m.CostMicrosLeft
+		v.CostMicrosLeft = &left
+	}
 	if m.TokensPerDay > 0 {
 		left := m.TokensLeft
 		v.TokensLeft = &left
@@ -107,7 +119,7 @@ func viewFleetAgent(a ops.FleetAgent) fleetAgentView {
 
 func viewFleet(f ops.Fleet) fleetView {
 	v := fleetView{At: f.At, Workspace: fleetWorkspaceView{Name: f.Workspace.Name, modelUseView: viewModelUse(f.Workspace.ModelUse)},
-		Agents: make([]fleetAgentView, 0, len(f.Agents)), Pools: make([]fleetPoolView, 0, len(f.Pools)), Metrics: "n/a"}
+		Agents: make([]fleetAgentView, 0, len(f.Agents)), Pools: make([]fleetPoolView, 0, len(f.Pools)), Metrics: "n/a", Currency: f.Currency}
 	if f.Metered {
 		v.Metrics = "runtime"
 	}
@@ -194,6 +206,7 @@ type fleetUpdate struct {
 	Workspace fleetWorkspaceView `json:"workspace"`
 	Pools     []fleetPoolView    `json:"pools"`
 	Metrics   string             `json:"metrics"`
+	Currency  string             `json:"currency,omitempty"`
 	Agents    []json.RawMessage  `json:"agents"`
 	Removed   []string           `json:"removed"`
 }
@@ -202,14 +215,14 @@ func (fs *fleetSender) snapshot(v fleetView) bool {
 	for _, a := range v.Agents {
 		fs.rows[a.ID], _ = json.Marshal(a)
 	}
-	fs.head, _ = json.Marshal([]any{v.Workspace, v.Pools, v.Metrics})
+	fs.head, _ = json.Marshal([]any{v.Workspace, v.Pools, v.Metrics, v.Currency})
 	b, err := json.Marshal(v)
 	return err == nil && fs.event("snapshot", b)
 }
 
 // update sends what changed since the last event, if anything did.
 func (fs *fleetSender) update(v fleetView) bool {
-	u := fleetUpdate{At: v.At, Workspace: v.Workspace, Pools: v.Pools, Metrics: v.Metrics,
+	u := fleetUpdate{At: v.At, Workspace: v.Workspace, Pools: v.Pools, Metrics: v.Metrics, Currency: v.Currency,
 		Agents: []json.RawMessage{}, Removed: []string{}}
 	seen := make(map[string]bool, len(v.Agents))
 	for _, a := range v.Agents {
@@ -229,7 +242,7 @@ func (fs *fleetSender) update(v fleetView) bool {
 			u.Removed = append(u.Removed, id)
 		}
 	}
-	head, _ := json.Marshal([]any{v.Workspace, v.Pools, v.Metrics})
+	head, _ := json.Marshal([]any{v.Workspace, v.Pools, v.Metrics, v.Currency})
 	if len(u.Agents) == 0 && len(u.Removed) == 0 && bytes.Equal(head, fs.head) {
 		return true
 	}

@@ -17,6 +17,13 @@ import (
 type budgetRequest struct {
 	RequestsPerMinute int64 `json:"requestsPerMinute"`
 	TokensPerDay      int64 `json:"tokensPerDay"`
+	// CostMicrosPerDay is spend per UTC day by the platform's model price table, in
+	// millionths of its currency.
+	CostMicrosPerDay int64 `json:"costMicrosPerDay"`
+}
+
+func (b budgetRequest) budget() agentsv1.ModelBudget {
+	return agentsv1.ModelBudget{RequestsPerMinute: b.RequestsPerMinute, TokensPerDay: b.TokensPerDay, CostMicrosPerDay: b.CostMicrosPerDay}
 }
 
 // resourcesRequest is the body of PUT /v0/agents/{agentId}/resources.
@@ -29,7 +36,7 @@ func viewBudget(b *agentsv1.ModelBudget) budgetRequest {
 	if b == nil {
 		return budgetRequest{}
 	}
-	return budgetRequest{RequestsPerMinute: b.RequestsPerMinute, TokensPerDay: b.TokensPerDay}
+	return budgetRequest{RequestsPerMinute: b.RequestsPerMinute, TokensPerDay: b.TokensPerDay, CostMicrosPerDay: b.CostMicrosPerDay}
 }
 
 func (s *Server) putAgentBudget(r *http.Request, c *Caller) (*Response, error) {
@@ -37,8 +44,7 @@ func (s *Server) putAgentBudget(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, ops.MsgInvalidBudget); err != nil {
 		return nil, err
 	}
-	a, err := s.ops.SetAgentBudget(r.Context(), c.tenant(), r.PathValue("agentId"),
-		agentsv1.ModelBudget{RequestsPerMinute: req.RequestsPerMinute, TokensPerDay: req.TokensPerDay})
+	a, err := s.ops.SetAgentBudget(r.Context(), c.tenant(), r.PathValue("agentId"), req.budget())
 	if err != nil {
 		return nil, err
 	}
@@ -50,8 +56,7 @@ func (s *Server) putWorkspaceBudget(r *http.Request, c *Caller) (*Response, erro
 	if err := decodeJSON(r, &req, ops.MsgInvalidBudget); err != nil {
 		return nil, err
 	}
-	ws, err := s.ops.SetWorkspaceBudget(r.Context(), c.Namespace,
-		agentsv1.ModelBudget{RequestsPerMinute: req.RequestsPerMinute, TokensPerDay: req.TokensPerDay})
+	ws, err := s.ops.SetWorkspaceBudget(r.Context(), c.Namespace, req.budget())
 	if err != nil {
 		return nil, err
 	}

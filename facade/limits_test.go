@@ -34,7 +34,7 @@ var _ = Describe("Budgets and limits", Ordered, func() {
 	It("sets and clears an agent's budget; kube-apiserver refuses a negative one", func() {
 		r := call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{"tokensPerDay": 5000, "requestsPerMinute": 30})
 		Expect(r.Status).To(Equal(200), r.Raw)
-		Expect(r.Body["budget"]).To(Equal(map[string]any{"tokensPerDay": 5000.0, "requestsPerMinute": 30.0}))
+		Expect(r.Body["budget"]).To(Equal(map[string]any{"tokensPerDay": 5000.0, "requestsPerMinute": 30.0, "costMicrosPerDay": 0.0}))
 		Expect(agentObj().Spec.Budget).To(Equal(&agentsv1.ModelBudget{TokensPerDay: 5000, RequestsPerMinute: 30}))
 
 		r = call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{"tokensPerDay": -1})
@@ -44,6 +44,15 @@ var _ = Describe("Budgets and limits", Ordered, func() {
 		r = call("PUT", "/v0/agents/"+agent+"/budget", admin, `{"tokensPerDay": "lots"}`)
 		Expect(r.Status).To(Equal(400), r.Raw)
 		Expect(r.v0Error()).To(Equal(ops.MsgInvalidBudget))
+
+		// A spend budget, in millionths of the suite's price table's currency.
+		r = call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{"costMicrosPerDay": 5_000_000})
+		Expect(r.Status).To(Equal(200), r.Raw)
+		Expect(r.Body["budget"]).To(HaveKeyWithValue("costMicrosPerDay", 5_000_000.0))
+		Expect(agentObj().Spec.Budget).To(Equal(&agentsv1.ModelBudget{CostMicrosPerDay: 5_000_000}))
+		r = call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{"costMicrosPerDay": -1})
+		Expect(r.Status).To(Equal(400), r.Raw)
+		Expect(r.v0Error()).To(HavePrefix("Validation failed: budget.costMicrosPerDay: "))
 
 		Expect(call("PUT", "/v0/agents/"+agent+"/budget", admin, map[string]any{}).Status).To(Equal(200))
 		Expect(agentObj().Spec.Budget).To(BeNil())

@@ -246,6 +246,25 @@ var _ = Describe("Model proxy", Ordered, func() {
 			return s
 		}).Should(Equal(429))
 		setBudget(a, nil)
+		// Spend per day, by the suite's price table: the day's cost is over a millionth of a
+		// dollar; a model the table has no price for is refused while the budget applies.
+		setBudget(a, &agentsv1.ModelBudget{CostMicrosPerDay: 1})
+		Eventually(func() string { _, b := proxyCall(cred, false); return b }).Should(
+			ContainSubstring("agent budget exceeded: 0.000001 USD per day"))
+		setBudget(a, &agentsv1.ModelBudget{CostMicrosPerDay: 1_000_000_000})
+		Eventually(func() int { s, _ := proxyCall(cred, false); return s }).Should(Equal(200))
+		req, err := http.NewRequest("POST", baseURL+"/llm/anthropic/v1/messages",
+			strings.NewReader(`{"model":"claude-opus-9","max_tokens":8,"messages":[{"role":"user","content":"ping"}]}`))
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("x-api-key", cred)
+		req.Header.Set("content-type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(403), string(b))
+		Expect(string(b)).To(ContainSubstring(`model \"claude-opus-9\" has no price`))
+		setBudget(a, nil)
 	})
 
 	It("refuses the credential at once when the secret is detached", func() {

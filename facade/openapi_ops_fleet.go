@@ -39,21 +39,24 @@ func fleetOps() map[string]*openapi.Op {
 		},
 		"PUT /v0/agents/{agentId}/budget": {
 			ID: "putAgentBudget", Tag: "agents", Summary: "Set the agent's model budget (an addition beyond the contract)",
-			Description: "Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is " +
-				"unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver " +
-				"validates the values: a negative one is refused with its message (`Validation failed: ...`).",
+			Description: "Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, " +
+				"millionths of the currency of the platform's model price table, by which the proxy prices each request) through " +
+				"the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is " +
+				"refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents " +
+				"together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its " +
+				"message (`Validation failed: ...`).",
 			Body: budgetRequest{},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The budget as set.",
-				openapi.Props{"agentId": openapi.String(), "budget": openapi.Props{"requestsPerMinute": openapi.Integer(), "tokensPerDay": openapi.Integer()}})},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget), notFoundAgent},
+				openapi.Props{"agentId": openapi.String(), "budget": budgetRequest{}})},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget, ops.MsgNoPriceTable), notFoundAgent},
 		},
 		"PUT /v0/workspace/budget": {
 			ID: "putWorkspaceBudget", Tag: "agents", Summary: "Set the workspace's model budget (an addition beyond the contract)",
 			Description: "As an agent's budget, for all the workspace's agents together. Admins and owners only.",
 			Body:        budgetRequest{},
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The budget as set.",
-				openapi.Props{"workspace": openapi.String(), "budget": openapi.Props{"requestsPerMinute": openapi.Integer(), "tokensPerDay": openapi.Integer()}})},
-			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget)},
+				openapi.Props{"workspace": openapi.String(), "budget": budgetRequest{}})},
+			Fails: []openapi.Fail{openapi.Fails(http.StatusBadRequest, ops.MsgInvalidBudget, ops.MsgNoPriceTable)},
 		},
 		"PUT /v0/agents/{agentId}/resources": {
 			ID: "putAgentResources", Tag: "agents", Summary: "Set the agent's memory limit (an addition beyond the contract)",

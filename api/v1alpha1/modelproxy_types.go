@@ -15,6 +15,12 @@ type ModelBudget struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	TokensPerDay int64 `json:"tokensPerDay,omitempty"`
+	// CostMicrosPerDay caps the day's spend by the platform's model price table (the
+	// manager's --model-prices), in millionths of its currency (5000000: 5.00). While it
+	// applies, a model the table has no price for is refused.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	CostMicrosPerDay int64 `json:"costMicrosPerDay,omitempty"`
 }
 
 // ModelUsage is what went through the model proxy on one UTC day. Its one writer is the

@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
 	apclient "github.com/agentplane/agentplane/pkg/client"
 )
 
@@ -155,11 +155,7 @@ func turnCost(u *apclient.TurnUsage) string {
 	if u.UnpricedRequests != nil {
 		unpriced = *u.UnpricedRequests
 	}
-	amount := strings.TrimRight(strconv.FormatFloat(float64(micros)/1e6, 'f', 6, 64), "0")
-	if i := strings.IndexByte(amount, '.'); len(amount)-i < 3 {
-		amount += strings.Repeat("0", 3-(len(amount)-i))
-	}
-	s := ", " + amount + " " + *u.Currency
+	s := ", " + modelproxy.FormatMoney(micros) + " " + *u.Currency
 	if unpriced > 0 {
 		s += fmt.Sprintf(" and %d unpriced", unpriced)
 	}

@@ -25,6 +25,8 @@ type Fleet struct {
 	Pools     []FleetPool
 	// Metered: the runtime measures memory (and maybe CPU); false: every agent's reads n/a.
 	Metered bool
+	// Currency is the platform's model price table's, the spend budgets' ("": no table).
+	Currency string
 }
 
 // FleetWorkspace is the workspace's model usage today (UTC) against its budget.
@@ -44,6 +46,8 @@ type ModelUse struct {
 	TokensPerDay, TokensLeft int64
 	// RequestsPerMinute is the request budget (0: unlimited).
 	RequestsPerMinute int64
+	// CostMicrosPerDay is the spend budget (0: unlimited); CostMicrosLeft what remains of it.
+	CostMicrosPerDay, CostMicrosLeft int64
 }
 
 // FleetAgent is one agent's row.
@@ -142,6 +146,9 @@ func (w *FleetWatch) Next(ctx context.Context) (Fleet, error) {
 	}
 	meter, metered := w.o.d.Runtime.(runtime.Meter)
 	f.Metered = metered
+	if m := w.o.d.ModelMeter; m != nil {
+		f.Currency = m.Currency()
+	}
 	sample := metered && now.Sub(w.sampledAt) >= w.every
 	if sample {
 		w.sampledAt = now
@@ -276,6 +283,9 @@ func modelUse(b *agentsv1.ModelBudget, u *agentsv1.ModelUsage, now time.Time) Mo
 		m.TokensPerDay, m.RequestsPerMinute = b.TokensPerDay, b.RequestsPerMinute
 		if b.TokensPerDay > 0 {
 			m.TokensLeft = max(b.TokensPerDay-m.TokensToday, 0)
+		}
+		if m.CostMicrosPerDay = b.CostMicrosPerDay; m.CostMicrosPerDay > 0 {
+			m.CostMicrosLeft = max(b.CostMicrosPerDay-m.CostMicrosToday, 0)
 		}
 	}
 	return m

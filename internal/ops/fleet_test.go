@@ -49,7 +49,7 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	clock := now
 	busy := fleetAgentObj("ws", "busy", agentsv1.AgentRunning, now.Add(-time.Hour))
-	busy.Spec.Budget = &agentsv1.ModelBudget{TokensPerDay: 1000}
+	busy.Spec.Budget = &agentsv1.ModelBudget{TokensPerDay: 1000, CostMicrosPerDay: 2000}
 	busy.Status.Usage = &agentsv1.ModelUsage{Day: "2026-11-30", Requests: 2, InputTokens: 300, OutputTokens: 100,
 		CostMicros: 2500, Currency: "EUR", UnpricedRequests: 1}
 	busy.Status.Rendering = agentsv1.AgentRendering("Outdated")
@@ -79,7 +79,7 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 	}
 	b, s := f.Agents[0], f.Agents[1]
 	if b.TokensToday != 400 || b.RequestsToday != 2 || b.TokensPerDay != 1000 || b.TokensLeft != 600 || b.Rendering != "Outdated" ||
-		b.CostMicrosToday != 2500 || b.Currency != "EUR" || b.UnpricedToday != 1 {
+		b.CostMicrosToday != 2500 || b.Currency != "EUR" || b.UnpricedToday != 1 || b.CostMicrosPerDay != 2000 || b.CostMicrosLeft != 0 {
 		t.Errorf("busy's usage: %+v", b)
 	}
 	if !b.Measured || b.MemoryBytes != 200<<20 || b.MemoryLimitBytes != 1<<30 || b.CPUKnown {

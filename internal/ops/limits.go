@@ -16,6 +16,7 @@ import (
 // minimums: its refusal reads `Validation failed: ...`, as every Invalid does).
 const (
 	MsgInvalidBudget      = "Invalid budget"
+	MsgNoPriceTable       = "A spend budget needs the platform's model price table"
 	MsgInvalidMemoryLimit = "Invalid memory limit"
 	// MinMemoryLimit is the smallest memory limit the REST door sets: a typo (`512`, bytes)
 	// must not starve the gateway.
@@ -30,13 +31,28 @@ func budgetOrNil(b agentsv1.ModelBudget) *agentsv1.ModelBudget {
 	return &b
 }
 
+// checkSpend refuses a spend budget on a platform whose model proxy prices nothing: every
+// model call under it would be refused.
+func (o *Ops) checkSpend(b agentsv1.ModelBudget) error {
+	if b.CostMicrosPerDay > 0 && (o.d.ModelMeter == nil || o.d.ModelMeter.Currency() == "") {
+		return Fail(Invalid, MsgNoPriceTable)
+	}
+	return nil
+}
+
 // SetAgentBudget sets the agent's model budget (zero fields: unlimited).
 func (o *Ops) SetAgentBudget(ctx context.Context, t Tenant, id string, b agentsv1.ModelBudget) (*agentsv1.Agent, error) {
+	if err := o.checkSpend(b); err != nil {
+		return nil, err
+	}
 	return o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) { a.Spec.Budget = budgetOrNil(b) })
 }
 
 // SetWorkspaceBudget sets the model budget of all the workspace's agents together.
 func (o *Ops) SetWorkspaceBudget(ctx context.Context, workspace string, b agentsv1.ModelBudget) (*agentsv1.Workspace, error) {
+	if err := o.checkSpend(b); err != nil {
+		return nil, err
+	}
 	ws := &agentsv1.Workspace{}
 	err := retry.RetryOnConflict(specRetry, func() error {
 		if err := o.d.APIReader.Get(ctx, client.ObjectKey{Name: workspace}, ws); err != nil {

@@ -431,6 +431,7 @@ type AttachedSkill struct {
 
 // BudgetRequest defines model for BudgetRequest.
 type BudgetRequest struct {
+	CostMicrosPerDay  *int64 `json:"costMicrosPerDay,omitempty"`
 	RequestsPerMinute *int64 `json:"requestsPerMinute,omitempty"`
 	TokensPerDay      *int64 `json:"tokensPerDay,omitempty"`
 }
@@ -625,6 +626,7 @@ type File struct {
 type Fleet struct {
 	Agents    []FleetAgent   `json:"agents"`
 	At        time.Time      `json:"at"`
+	Currency  *string        `json:"currency,omitempty"`
 	Metrics   string         `json:"metrics"`
 	Pools     []FleetPool    `json:"pools"`
 	Workspace FleetWorkspace `json:"workspace"`
@@ -633,6 +635,8 @@ type Fleet struct {
 // FleetAgent defines model for FleetAgent.
 type FleetAgent struct {
 	Asleep                bool       `json:"asleep"`
+	CostMicrosLeft        *int64     `json:"costMicrosLeft,omitempty"`
+	CostMicrosPerDay      *int64     `json:"costMicrosPerDay,omitempty"`
 	CostMicrosToday       *int64     `json:"costMicrosToday,omitempty"`
 	CpuPercent            *float32   `json:"cpuPercent,omitempty"`
 	Currency              *string    `json:"currency,omitempty"`
@@ -668,6 +672,8 @@ type FleetPool struct {
 
 // FleetWorkspace defines model for FleetWorkspace.
 type FleetWorkspace struct {
+	CostMicrosLeft        *int64  `json:"costMicrosLeft,omitempty"`
+	CostMicrosPerDay      *int64  `json:"costMicrosPerDay,omitempty"`
 	CostMicrosToday       *int64  `json:"costMicrosToday,omitempty"`
 	Currency              *string `json:"currency,omitempty"`
 	Name                  string  `json:"name"`
@@ -1983,7 +1989,7 @@ type ClientInterface interface {
 
 	// PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1992,7 +1998,7 @@ type ClientInterface interface {
 
 	// PutAgentBudget Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2693,7 +2699,7 @@ func (c *Client) GetAgent(ctx context.Context, agentId string, params *GetAgentP
 
 // PutAgentBudgetWithBody Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2712,7 +2718,7 @@ func (c *Client) PutAgentBudgetWithBody(ctx context.Context, agentId string, par
 
 // PutAgentBudget Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8013,7 +8019,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8022,7 +8028,7 @@ type ClientWithResponsesInterface interface {
 
 	// PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
 	//
-	// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+	// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9455,11 +9461,8 @@ type PutAgentBudgetResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		AgentId string `json:"agentId"`
-		Budget  struct {
-			RequestsPerMinute int `json:"requestsPerMinute"`
-			TokensPerDay      int `json:"tokensPerDay"`
-		} `json:"budget"`
+		AgentId string        `json:"agentId"`
+		Budget  BudgetRequest `json:"budget"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorV0
@@ -9499,11 +9502,8 @@ type PutAgentBudgetResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutAgentBudgetResponse) GetJSON200() *struct {
-	AgentId string `json:"agentId"`
-	Budget  struct {
-		RequestsPerMinute int `json:"requestsPerMinute"`
-		TokensPerDay      int `json:"tokensPerDay"`
-	} `json:"budget"`
+	AgentId string        `json:"agentId"`
+	Budget  BudgetRequest `json:"budget"`
 } {
 	return r.JSON200
 }
@@ -17923,11 +17923,8 @@ type PutWorkspaceBudgetResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Budget struct {
-			RequestsPerMinute int `json:"requestsPerMinute"`
-			TokensPerDay      int `json:"tokensPerDay"`
-		} `json:"budget"`
-		Workspace string `json:"workspace"`
+		Budget    BudgetRequest `json:"budget"`
+		Workspace string        `json:"workspace"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *ErrorV0
@@ -17963,11 +17960,8 @@ type PutWorkspaceBudgetResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutWorkspaceBudgetResponse) GetJSON200() *struct {
-	Budget struct {
-		RequestsPerMinute int `json:"requestsPerMinute"`
-		TokensPerDay      int `json:"tokensPerDay"`
-	} `json:"budget"`
-	Workspace string `json:"workspace"`
+	Budget    BudgetRequest `json:"budget"`
+	Workspace string        `json:"workspace"`
 } {
 	return r.JSON200
 }
@@ -19404,7 +19398,7 @@ func (c *ClientWithResponses) GetAgentWithResponse(ctx context.Context, agentId 
 
 // PutAgentBudgetWithBodyWithResponse Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -19419,7 +19413,7 @@ func (c *ClientWithResponses) PutAgentBudgetWithBodyWithResponse(ctx context.Con
 
 // PutAgentBudgetWithResponse Set the agent's model budget (an addition beyond the contract)
 //
-// Requests per minute and tokens (input plus output) per UTC day through the model proxy; 0 or absent is unlimited. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
+// Requests per minute, tokens (input plus output) per UTC day and spend per UTC day (`costMicrosPerDay`, millionths of the currency of the platform's model price table, by which the proxy prices each request) through the model proxy; 0 or absent is unlimited. While a spend budget applies, a model the table has no price for is refused (403); a platform without a table refuses a spend budget. The workspace's budget applies to all its agents together as well. Admins and owners only. kube-apiserver validates the values: a negative one is refused with its message (`Validation failed: ...`).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -21497,11 +21491,8 @@ func ParsePutAgentBudgetResponse(rsp *http.Response) (*PutAgentBudgetResponse, e
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			AgentId string `json:"agentId"`
-			Budget  struct {
-				RequestsPerMinute int `json:"requestsPerMinute"`
-				TokensPerDay      int `json:"tokensPerDay"`
-			} `json:"budget"`
+			AgentId string        `json:"agentId"`
+			Budget  BudgetRequest `json:"budget"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -32996,11 +32987,8 @@ func ParsePutWorkspaceBudgetResponse(rsp *http.Response) (*PutWorkspaceBudgetRes
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Budget struct {
-				RequestsPerMinute int `json:"requestsPerMinute"`
-				TokensPerDay      int `json:"tokensPerDay"`
-			} `json:"budget"`
-			Workspace string `json:"workspace"`
+			Budget    BudgetRequest `json:"budget"`
+			Workspace string        `json:"workspace"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

@@ -147,4 +147,8 @@ test('the fleet shows what the agent\'s turns cost today', async () => {
   assert.ok(row.costMicrosToday > 0 && row.costMicrosToday % 170 === 0, `each turn cost 170 micro-dollars: ${row.costMicrosToday}`);
   const dollars = (row.costMicrosToday / 1e6).toFixed(6).replace(/0+$/, '');
   assert.equal(await spend.textContent(), `$${dollars}`);
+  // A spend budget: what is left of it, in the price table's currency.
+  const set = await api('PUT', `/v0/agents/${AGENT}/budget`, { costMicrosPerDay: 5_000_000 });
+  assert.equal(set.status, 200, JSON.stringify(set.body));
+  await page.locator(`tr[data-id="${AGENT}"] td[data-col="budget"]`).filter({ hasText: /^\$4\.99\d* of \$5\.00$/ }).waitFor({ timeout: T });
 });

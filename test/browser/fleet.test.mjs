@@ -155,6 +155,13 @@ test('budgets and limits: set from the console, refused with the REST door\'s ow
   await tokens.fill('-1');
   await page.getByRole('button', { name: 'Save agent budget' }).click();
   await page.getByRole('alert').filter({ hasText: `400 ${refused.body.error}` }).waitFor({ timeout: T });
+  // A spend budget on a platform without a model price table: refused, in the door's words.
+  await tokens.fill('5000');
+  const spend = page.getByLabel('Agent spend per day, in the price table\'s currency (0: unlimited)');
+  await spend.fill('5');
+  await page.getByRole('button', { name: 'Save agent budget' }).click();
+  await page.getByRole('alert').filter({ hasText: '400 A spend budget needs the platform\'s model price table' }).waitFor({ timeout: T });
+  await spend.fill('0');
 
   const mem = page.getByLabel('Memory limit (e.g. 1Gi; empty: the platform default)');
   const badMem = await api('PUT', `/v0/agents/${beta}/resources`, { memoryLimit: 'lots' });

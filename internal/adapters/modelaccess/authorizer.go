@@ -72,8 +72,8 @@ func (a *Authorizer) Authorize(ctx context.Context, provider, credential string)
 		AgentBudget: budget(agent.Spec.Budget), WorkspaceBudget: budget(ws.Spec.Budget),
 		Day: a.now().UTC().Format(time.DateOnly),
 	}
-	g.AgentTokens = tokensOn(agent.Status.Usage, g.Day)
-	g.WorkspaceTokens = tokensOn(ws.Status.Usage, g.Day)
+	g.AgentTokens, g.AgentCostMicros = spentOn(agent.Status.Usage, g.Day)
+	g.WorkspaceTokens, g.WorkspaceCostMicros = spentOn(ws.Status.Usage, g.Day)
 	return g, nil
 }
 
@@ -112,12 +112,13 @@ func budget(b *agentsv1.ModelBudget) modelproxy.Budget {
 	if b == nil {
 		return modelproxy.Budget{}
 	}
-	return modelproxy.Budget{RequestsPerMinute: b.RequestsPerMinute, TokensPerDay: b.TokensPerDay}
+	return modelproxy.Budget{RequestsPerMinute: b.RequestsPerMinute, TokensPerDay: b.TokensPerDay, CostMicrosPerDay: b.CostMicrosPerDay}
 }
 
-func tokensOn(u *agentsv1.ModelUsage, day string) int64 {
+// spentOn is the tokens and cost u counts on day (0 for another day's usage).
+func spentOn(u *agentsv1.ModelUsage, day string) (int64, int64) {
 	if u == nil || u.Day != day {
-		return 0
+		return 0, 0
 	}
-	return u.Tokens()
+	return u.Tokens(), u.CostMicros
 }

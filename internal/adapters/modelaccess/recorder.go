@@ -25,7 +25,7 @@ const DefaultFlushInterval = 30 * time.Second
 type Ledger interface {
 	Drain() []modelproxy.Delta
 	Restore([]modelproxy.Delta)
-	Acknowledge(d modelproxy.Delta, agentTotal, workspaceTotal int64)
+	Acknowledge(d modelproxy.Delta, agentTotal, workspaceTotal modelproxy.Totals)
 }
 
 // Recorder is the one writer of status.usage on Agents and Workspaces. Every replica runs one
@@ -100,7 +100,7 @@ func (r *Recorder) Flush(ctx context.Context) {
 	}
 	type written struct {
 		d          modelproxy.Delta
-		agentTotal int64
+		agentTotal modelproxy.Totals
 	}
 	var done []written
 	for _, d := range r.Ledger.Drain() {
@@ -116,7 +116,7 @@ func (r *Recorder) Flush(ctx context.Context) {
 		k := wsDay{d.Workspace, d.Day}
 		r.workspaces[k] = r.workspaces[k].add(c)
 	}
-	wsTotals := map[wsDay]int64{}
+	wsTotals := map[wsDay]modelproxy.Totals{}
 	for k, u := range r.workspaces {
 		total, err := r.add(ctx, &agentsv1.Workspace{}, client.ObjectKey{Name: k.workspace}, k.day, u)
 		if err != nil {
@@ -131,11 +131,11 @@ func (r *Recorder) Flush(ctx context.Context) {
 	}
 }
 
-// add adds u (counted on day) to obj's status.usage and returns the day's stored token total.
+// add adds u (counted on day) to obj's status.usage and returns the day's stored totals.
 // A delta for a day older than the stored one is dropped; an object that is gone is no error
 // (its usage went with it).
-func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u count) (int64, error) {
-	var total int64
+func (r *Recorder) add(ctx context.Context, obj client.Object, key client.ObjectKey, day string, u count) (modelproxy.Totals, error) {
+	var total modelproxy.Totals
 	wrote, err := statuspatch.Run(ctx, statuspatch.Loop{
 		Read: func(ctx context.Context, conflicts int) (client.Object, error) {
 			var reader client.Reader = r.Client
@@ -148,7 +148,7 @@ func (r *Recorder) add(ctx context.Context, obj client.Object, key client.Object
 			slot := usageOf(obj)
 			next, keep := addUsage(*slot, day, u, r.Currency, metav1.NewTime(r.now()))
 			if keep {
-				*slot, total = next, next.Tokens()
+				*slot, total = next, modelproxy.Totals{Tokens: next.Tokens(), CostMicros: next.CostMicros}
 			}
 			return keep, nil
 		},
@@ -158,7 +158,7 @@ func (r *Recorder) add(ctx context.Context, obj client.Object, key client.Object
 		Backoff: wait.Backoff{Steps: 5},
 	})
 	if !wrote {
-		return 0, client.IgnoreNotFound(err)
+		return modelproxy.Totals{}, client.IgnoreNotFound(err)
 	}
 	return total, nil
 }

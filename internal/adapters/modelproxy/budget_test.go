@@ -133,7 +133,7 @@ func TestDrainRestoreAcknowledge(t *testing.T) {
 		t.Fatalf("after restore and drain: %d", c)
 	}
 	// The flush writes 36 to status; the grant the authorizer reads still says 0.
-	h.proxy.Acknowledge(d2[0], 36, 36)
+	h.proxy.Acknowledge(d2[0], Totals{Tokens: 36}, Totals{Tokens: 36})
 	if c := chat(); c != 429 {
 		t.Fatalf("acknowledged total not counted: %d", c)
 	}

@@ -29,7 +29,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"provider", "direction"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentplane_modelproxy_budget_refusals_total",
-			Help: "Requests refused with 429 by scope (agent, workspace) and kind (requests, tokens).",
+			Help: "Requests refused by scope (agent, workspace) and kind (requests, tokens, spend: 429; unpriced: 403, a model without a price under a spend budget).",
 		}, []string{"scope", "kind"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentplane_modelproxy_upstream_latency_seconds",

@@ -186,3 +186,17 @@ func (p *Prices) find(provider, model string) *price {
 	}
 	return best
 }
+
+// FormatMoney is an amount in millionths of a currency as a decimal: two places when it is
+// whole cents ("5.00"), up to six below that ("0.00017").
+func FormatMoney(micros int64) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	whole, frac := micros/1_000_000, micros%1_000_000
+	if frac%10_000 == 0 {
+		return fmt.Sprintf("%s%d.%02d", sign, whole, frac/10_000)
+	}
+	return sign + strings.TrimRight(fmt.Sprintf("%d.%06d", whole, frac), "0")
+}

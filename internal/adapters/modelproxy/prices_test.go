@@ -153,3 +153,53 @@ func TestExamplePriceTable(t *testing.T) {
 		t.Error("an entry naming its provider priced another provider's request")
 	}
 }
+
+// A spend budget counts the priced cost: a call is admitted while the day's committed cost
+// is under it, then refused as a token budget is, with the amount in the table's currency; a
+// model without a price is refused while one applies; what the grant says is persisted
+// counts.
+func TestSpendBudget(t *testing.T) {
+	h := newHarness(t, logr.Discard())
+	var err error
+	if h.proxy.prices, err = ParsePrices([]byte(testPrices)); err != nil {
+		t.Fatal(err)
+	}
+	g := h.auth.grants[agentCred]
+	g.AgentBudget.CostMicrosPerDay = 300
+	h.auth.set(agentCred, g)
+	sonnet := func() (int, string) {
+		res, body := h.call(t, "/llm/anthropic/v1/messages", "X-Api-Key", agentCred, `{"model":"claude-sonnet-4","max_tokens":10}`)
+		return res.StatusCode, body
+	}
+	if code, body := sonnet(); code != 200 { // 30*3 + 15*15 = 315 micros
+		t.Fatalf("the first call: %d %s", code, body)
+	}
+	code, body := sonnet()
+	if code != 429 || !strings.Contains(body, "agentplane: agent budget exceeded: 0.0003 USD per day") {
+		t.Fatalf("over the spend budget: %d %s", code, body)
+	}
+	res, body := h.call(t, "/llm/openai/v1/chat/completions", "Authorization", agentCred, `{"model":"unlisted"}`)
+	if res.StatusCode != 403 || !strings.Contains(body, `model \"unlisted\" has no price`) {
+		t.Fatalf("an unpriced model under a spend budget: %d %s", res.StatusCode, body)
+	}
+	if r := h.proxy.Meter("ns1/a"); r.Refusals != 2 || !strings.Contains(r.LastRefusal, "has no price") {
+		t.Fatalf("the agent's reading: %+v", r)
+	}
+
+	// The workspace's spend, as persisted by another replica, counts against its budget.
+	g.AgentBudget = Budget{}
+	g.WorkspaceBudget.CostMicrosPerDay = 1_000_000
+	g.Day, g.WorkspaceCostMicros = "2026-03-10", 1_000_000
+	h.auth.set(agentCred, g)
+	if code, body := sonnet(); code != 429 || !strings.Contains(body, "agentplane: workspace budget exceeded: 1.00 USD per day") {
+		t.Fatalf("over the workspace's persisted spend: %d %s", code, body)
+	}
+}
+
+func TestFormatMoney(t *testing.T) {
+	for micros, want := range map[int64]string{0: "0.00", 5_000_000: "5.00", 1_230_000: "1.23", 170: "0.00017", 12_345_678: "12.345678", -50_000: "-0.05"} {
+		if got := FormatMoney(micros); got != want {
+			t.Errorf("%d: %q, want %q", micros, got, want)
+		}
+	}
+}

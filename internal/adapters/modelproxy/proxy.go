@@ -40,6 +40,8 @@ type Grant struct {
 	// the proxy adds what it has not flushed (or has drained and not seen acknowledged) yet.
 	Day                          string
 	AgentTokens, WorkspaceTokens int64
+	// The day's cost already counted (millionths of the price table's currency), likewise.
+	AgentCostMicros, WorkspaceCostMicros int64
 }
 
 // ErrUnauthorized is what an Authorizer returns for an unknown, revoked or foreign
@@ -249,12 +251,15 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, ex *exchange) 
 
 // admit reserves the request's cost against its budgets, or answers 429. A request whose
 // input the provider keeps (previous_response_id, conversation) is refused with 400 when a
-// token budget applies: its reservation could not bound its cost, and 256 of them at once
-// would overshoot the budget by 256 conversations. It is refused as OpenAI refuses the
+// token or spend budget applies: its reservation could not bound its cost, and 256 of them at
+// once would overshoot the budget by 256 conversations. It is refused as OpenAI refuses the
 // parameter where it does not keep responses (unsupported_parameter), on which OpenClaw sends
-// the turn again with its full history.
+// the turn again with its full history. Under a spend budget a model call the price table
+// cannot price is refused with 403: what it costs could not be counted.
 func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
-	if f := ex.req.hiddenInput; f != "" && (ex.grant.AgentBudget.TokensPerDay > 0 || ex.grant.WorkspaceBudget.TokensPerDay > 0) {
+	ab, wb := ex.grant.AgentBudget, ex.grant.WorkspaceBudget
+	spend := ab.CostMicrosPerDay > 0 || wb.CostMicrosPerDay > 0
+	if f := ex.req.hiddenInput; f != "" && (ab.TokensPerDay > 0 || wb.TokensPerDay > 0 || spend) {
 		ex.code = http.StatusBadRequest
 		ex.route.writeParamError(w, ex.code, errUnsupported, f, fmt.Sprintf("agentplane: %s is not supported under a "+
 			"token budget (the input it refers to is not in the request, so its cost cannot be reserved): send the full input", f))
@@ -262,11 +267,28 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	}
 	now := p.clock.Now()
 	ex.day = day(now)
-	tokens := ex.req.reservation()
+	hold := amount{tokens: ex.req.reservation()}
 	if !ex.endpoint.infer || ex.endpoint.free {
-		tokens = 0
+		hold.tokens = 0
 	}
-	res, ref := p.ledger.admit(&ex.grant, now, ex.req.model, tokens)
+	if hold.tokens > 0 {
+		var priced bool
+		hold.cost, priced = p.prices.Cost(ex.route.Name, ex.req.model, ex.req.input, ex.req.output)
+		if !priced && spend {
+			msg := fmt.Sprintf("agentplane: model %q has no price in the platform's model price table, and a spend budget "+
+				"applies: its cost could not be counted", ex.req.model)
+			p.meter.update(ex.grant.Agent, func(r *Reading) { r.Refusals++; r.LastRefusal = msg })
+			scope := "workspace"
+			if ab.CostMicrosPerDay > 0 {
+				scope = "agent"
+			}
+			p.m.refusals.WithLabelValues(scope, "unpriced").Inc()
+			ex.code = http.StatusForbidden
+			ex.route.writeError(w, ex.code, errForbidden, msg)
+			return false
+		}
+	}
+	res, ref := p.ledger.admit(&ex.grant, now, ex.req.model, hold, p.prices.Currency())
 	if ref != nil {
 		p.m.refusals.WithLabelValues(ref.scope, ref.kind).Inc()
 		p.meter.update(ex.grant.Agent, func(r *Reading) { r.Refusals++; r.LastRefusal = ref.Error() })
@@ -415,7 +437,7 @@ func (p *Proxy) Restore(ds []Delta) { p.ledger.restore(ds) }
 // its day became (agentTotal for d.Agent, workspaceTotal for d.Workspace; 0 when unknown).
 // The proxy stops counting the delta itself and counts at least those totals as persisted
 // for the day, so a grant read from a cache that has not seen the write yet opens no gap.
-func (p *Proxy) Acknowledge(d Delta, agentTotal, workspaceTotal int64) {
+func (p *Proxy) Acknowledge(d Delta, agentTotal, workspaceTotal Totals) {
 	p.ledger.acknowledge(d, agentTotal, workspaceTotal)
 }
 

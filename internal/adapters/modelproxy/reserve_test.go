@@ -68,28 +68,42 @@ func TestBudgetReservedUnderConcurrency(t *testing.T) {
 			body: `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[]}`},
 	} {
 		for _, scope := range []string{"agent", "workspace"} {
-			t.Run(tc.name+"/"+scope, func(t *testing.T) {
-				budgetUnderConcurrency(t, streams, tc.limit, tc.cost, tc.body, scope, providerDefault)
-			})
+			for _, spend := range []bool{false, true} {
+				name := tc.name + "/" + scope
+				if spend { // a spend budget, priced a micro-unit per token: the same bound
+					name += "/spend"
+				}
+				t.Run(name, func(t *testing.T) {
+					budgetUnderConcurrency(t, streams, tc.limit, tc.cost, tc.body, scope, spend, providerDefault)
+				})
+			}
 		}
 	}
 }
 
-func budgetUnderConcurrency(t *testing.T, streams int, limit, cost int64, body, scope string, providerDefault int64) {
+func budgetUnderConcurrency(t *testing.T, streams int, limit, cost int64, body, scope string, spend bool, providerDefault int64) {
 	release := make(chan struct{})
 	up := streamsToTheCap(t, release, providerDefault)
 	auth := &fakeAuth{grants: map[string]Grant{}}
 	for i := range streams {
 		g := Grant{Agent: "ns/a", Workspace: "ns", Key: []byte(realKey)}
-		if scope == "agent" {
-			g.AgentBudget.TokensPerDay = limit
-		} else {
+		b := &g.AgentBudget
+		if scope != "agent" {
 			g.Agent = fmt.Sprint("ns/a", i) // 256 agents sharing their workspace's budget
-			g.WorkspaceBudget.TokensPerDay = limit
+			b = &g.WorkspaceBudget
+		}
+		if spend {
+			b.CostMicrosPerDay = limit
+		} else {
+			b.TokensPerDay = limit
 		}
 		auth.grants[fmt.Sprint("cred-", i)] = g
 	}
-	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, Log: logr.Discard()})
+	prices, err := ParsePrices([]byte("currency: USD\nmodels:\n- model: m\n  input: 1\n  output: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(Options{Authorizer: auth, Upstreams: map[string]string{"openai": up.URL}, Log: logr.Discard(), Prices: prices})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +143,9 @@ func budgetUnderConcurrency(t *testing.T, streams int, limit, cost int64, body, 
 
 	var spent int64
 	for _, d := range p.Drain() {
+		if d.Usage.CostMicros != d.Usage.Tokens() {
+			t.Fatalf("a token priced at a micro-unit: %+v", d.Usage)
+		}
 		spent += d.Usage.Tokens()
 	}
 	// What one request reserves: its input estimate plus its output limit.

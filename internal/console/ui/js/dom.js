@@ -61,10 +61,11 @@ export function when(t) {
   return isNaN(d) ? String(t) : d.toLocaleString();
 }
 
-// money is an amount in millionths of currency (the model proxy's costMicros) as text: cents
-// for what is a cent or more, up to six decimals below that ("$0.00017").
+// money is an amount in millionths of currency (the model proxy's costMicros) as text, as
+// the platform writes it elsewhere: two decimals when it is whole cents ("$5.00"), up to six
+// otherwise ("$0.00017", "$4.99949").
 export function money(micros, currency) {
   const v = (micros ?? 0) / 1e6;
-  const digits = v !== 0 && Math.abs(v) < 0.01 ? 6 : 2;
+  const digits = (micros ?? 0) % 10000 === 0 ? 2 : 6;
   return new Intl.NumberFormat('en-US', { style: 'currency', currency, minimumFractionDigits: 2, maximumFractionDigits: digits }).format(v);
 }

@@ -21,14 +21,29 @@ const COLUMNS = [
   ['cpu', 'CPU', r => (r.cpuPercent === undefined ? 'n/a' : `${r.cpuPercent.toFixed(1)}%`), r => r.cpuPercent ?? -1],
   ['tokens', 'Tokens today', r => num(r.tokensToday), r => r.tokensToday || 0],
   ['spend', 'Spend today', r => spendText(r), r => r.costMicrosToday || 0],
-  ['budget', 'Budget left', r => (r.tokensLeft === undefined ? 'unlimited' : `${num(r.tokensLeft)} of ${num(r.tokensPerDay)}`), r => r.tokensLeft ?? Infinity],
+  ['budget', 'Budget left', r => budgetText(r, priceCurrency), r => r.tokensLeft ?? Infinity],
   ['engine', 'Engine', r => r.engineVersion || '', r => r.engineVersion || ''],
   ['rendering', 'Rendering', r => renderingText(r), r => r.rendering || ''],
   ['restarts', 'Crashes', r => String(r.restarts ?? 0), r => r.restarts ?? 0],
   ['errors', 'Errors (1 h)', r => errorsText(r), r => r.errorsLastHour ?? 0],
 ];
 
+// priceCurrency is the platform's price table's currency as the fleet stream last said ('':
+// none): the spend budgets count in it.
+let priceCurrency = '';
 const num = n => (n ?? 0).toLocaleString('en-US');
+// budgetText is what is left of the daily token and spend budgets ('unlimited': none); spend
+// counts in the platform's price table's currency.
+function budgetText(r, currency, unit = '') {
+  const parts = [];
+  if (r.tokensLeft !== undefined) parts.push(`${num(r.tokensLeft)} of ${num(r.tokensPerDay)}${unit}`);
+  if (r.costMicrosLeft !== undefined) {
+    const c = r.currency || currency;
+    parts.push(c ? `${money(r.costMicrosLeft, c)} of ${money(r.costMicrosPerDay, c)}` : `${r.costMicrosLeft / 1e6} of ${r.costMicrosPerDay / 1e6}`);
+  }
+  return parts.length ? parts.join('; ') : 'unlimited';
+}
+
 // spendText is today's spend by the platform's price table: 'n/a' without a table or before
 // its first request today, then with the requests of models the table has no price for.
 function spendText(r) {
@@ -61,6 +76,7 @@ class Fleet {
     this.workspace = {};
     this.pools = [];
     this.metrics = 'n/a';
+    this.currency = ''; // the platform's price table's ('': none)
     this.at = null;
     this.history = new Map(); // id -> {t: [], tokens: [], mem: []}
     this.ws = { t: [], tokens: [], mem: [] };
@@ -72,6 +88,7 @@ class Fleet {
     this.workspace = d.workspace || {};
     this.pools = d.pools || [];
     this.metrics = d.metrics || 'n/a';
+    this.currency = priceCurrency = d.currency || '';
     this.at = d.at;
   }
   sample() {
@@ -239,7 +256,7 @@ function paint(fleet, view, ui) {
     h('dt', {}, 'Agents'), h('dd', {}, `${fleet.rows.size} (${Object.entries(by).map(([p, n]) => `${n} ${p}`).join(', ') || 'none'})`),
     h('dt', {}, 'Tokens today'), h('dd', {}, `${num(w.tokensToday)} in ${num(w.requestsToday)} requests`),
     h('dt', {}, 'Spend today'), h('dd', {}, spendText(w)),
-    h('dt', {}, 'Budget left'), h('dd', {}, w.tokensLeft === undefined ? 'unlimited' : `${num(w.tokensLeft)} of ${num(w.tokensPerDay)} tokens`),
+    h('dt', {}, 'Budget left'), h('dd', {}, budgetText(w, fleet.currency, ' tokens')),
     h('dt', {}, 'Memory and CPU'), h('dd', {}, fleet.metrics === 'runtime' ? 'from the runtime (n/a: not measured for that agent)' : 'n/a: this runtime does not measure them'),
     h('dt', {}, 'Updated'), h('dd', {}, when(fleet.at)));
   paintHeaders(view, ui);
