@@ -262,7 +262,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	if f := ex.req.hiddenInput; f != "" && (ab.TokensPerDay > 0 || wb.TokensPerDay > 0 || spend) {
 		ex.code = http.StatusBadRequest
 		ex.route.writeParamError(w, ex.code, errUnsupported, f, fmt.Sprintf("agentplane: %s is not supported under a "+
-			"token budget (the input it refers to is not in the request, so its cost cannot be reserved): send the full input", f))
+			"token or spend budget (the input it refers to is not in the request, so its cost cannot be reserved): send the full input", f))
 		return false
 	}
 	now := p.clock.Now()
