@@ -42,7 +42,7 @@ type ModelUsage struct {
 	// it (UnpricedRequests counts them); without a table it stays unset.
 	// +optional
 	CostMicros int64 `json:"costMicros,omitempty"`
-	// Currency is the price table's currency (ISO 4217), set once a request was priced.
+	// Currency is the price table's currency (ISO 4217), set by a write under one.
 	// +optional
 	Currency string `json:"currency,omitempty"`
 	// UnpricedRequests counts the day's model requests the price table had no price for.

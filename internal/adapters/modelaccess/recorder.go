@@ -179,7 +179,7 @@ func addUsage(cur *agentsv1.ModelUsage, day string, c count, currency string, no
 	next.OutputTokens += u.OutputTokens
 	next.CostMicros += u.CostMicros
 	next.UnpricedRequests += u.Unpriced
-	if u.CostMicros > 0 || u.Unpriced > 0 {
+	if currency != "" {
 		// A table's currency changed within the day: the day's cost so far is in the
 		// earlier one, and the totals say the latest.
 		next.Currency = currency

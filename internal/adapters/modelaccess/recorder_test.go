@@ -93,3 +93,16 @@ func TestAddUsageCostAndModels(t *testing.T) {
 		t.Fatalf("models after one more %+v", got.Models)
 	}
 }
+
+// Under a price table every write names its currency, also one of free or unpriced calls
+// only: the day's spend is then 0 in it, not unknown.
+func TestAddUsageNamesTheCurrency(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))
+	free := count{usage: modelproxy.Usage{Requests: 1}}
+	if got, _ := addUsage(nil, "2026-11-26", free, "USD", now); got.Currency != "USD" || got.CostMicros != 0 {
+		t.Fatalf("under a table: %+v", got)
+	}
+	if got, _ := addUsage(nil, "2026-11-26", free, "", now); got.Currency != "" {
+		t.Fatalf("without a table: %+v", got)
+	}
+}
