@@ -162,3 +162,44 @@ func pidOf(t *testing.T, p *e2e.Platform, id string) int {
 	}
 	return pid
 }
+
+// specRestarts counts the runtime's restarts of agent id's gateway for a new spec (its config,
+// environment or engine changed, or a restart was asked for) in the dev log so far: what a
+// setup that is applied live must not cause.
+func specRestarts(p *e2e.Platform, id string) int {
+	n := 0
+	for _, l := range strings.Split(p.Log.String(), "\n") {
+		if strings.Contains(l, `"msg":"restarting gateway for a new spec"`) && strings.Contains(l, `"agent":"dev/`+id+`"`) {
+			n++
+		}
+	}
+	return n
+}
+
+// gatewayEvents is what the runtime logged of agent id's gateway (its starts, stops, exits,
+// checkpoints, health), for a message that says why its pid changed.
+func gatewayEvents(p *e2e.Platform, id string) string {
+	var out []string
+	for _, l := range strings.Split(p.Log.String(), "\n") {
+		if strings.Contains(l, `"logger":"runtime"`) && strings.Contains(l, `"agent":"dev/`+id+`"`) {
+			out = append(out, l)
+		}
+	}
+	return e2e.Tail(strings.Join(out, "\n"), 30)
+}
+
+// checkNoSpecRestart fails when the gateway of agent id was restarted for its spec since
+// before (specRestarts then) while pid (then) was its gateway. The runtime may restart it
+// for another reason on a loaded machine (a gateway that stops answering its health check
+// while the channel's plugin installs is killed after the start timeout and started again):
+// that changes the pid too, and is logged here with what the runtime said, not failed.
+func checkNoSpecRestart(t *testing.T, p *e2e.Platform, id, what string, pid, before int) {
+	t.Helper()
+	now := pidOf(t, p, id)
+	if specRestarts(p, id) > before {
+		t.Fatalf("setting up %s restarted the gateway for its spec (pid %d, then %d); the runtime said:\n%s", what, pid, now, gatewayEvents(p, id))
+	}
+	if now != pid {
+		t.Logf("the gateway's pid changed while %s was set up (%d, then %d), not for its spec; the runtime said:\n%s", what, pid, now, gatewayEvents(p, id))
+	}
+}
