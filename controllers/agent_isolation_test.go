@@ -107,7 +107,7 @@ func (testChannelRelay) SlackRelay() (string, string, bool) { return "", "", fal
 
 func (testChannelRelay) DiscordRelay() (string, bool) { return "", false }
 
-func (testChannelRelay) Sending(types.NamespacedName) bool { return false }
+func (testChannelRelay) Busy(types.NamespacedName) bool { return false }
 
 // testAdmitter admits agents as the platform does, offering engine version 2026.9.6.
 func testAdmitter(mgr ctrl.Manager) *admission.Admitter {

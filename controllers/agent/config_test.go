@@ -170,7 +170,7 @@ func (r testChannelRelay) DiscordRelay() (string, bool) {
 	return "http://127.0.0.1:8080/relay/discord/api/v10", r.discord
 }
 
-func (testChannelRelay) Sending(types.NamespacedName) bool { return false }
+func (testChannelRelay) Busy(types.NamespacedName) bool { return false }
 
 // TestSyncConfigRelaysTelegram: with the platform's channel relay, the telegram channel is
 // written with the relay's API root and the agent's relay token of the bot (derived from the

@@ -38,10 +38,11 @@ type ChannelRelay interface {
 	// discovers the relay's gateway websocket from it. ok is false where the relay cannot
 	// route Discord (the engine takes plain http and ws on loopback only).
 	DiscordRelay() (api string, ok bool)
-	// Sending reports whether a call of the agent's that may change something on a chat
-	// network (a message sent, edited or deleted) is in flight through the relay (its answer
-	// not back yet): the agent's suspend waits for it (holdSuspend).
-	Sending(agent types.NamespacedName) bool
+	// Busy reports whether a call of the agent's that may change something on a chat network
+	// (a message sent, edited or deleted) is in flight through the relay (its answer not back
+	// yet), or its connected gateway holds a delivered message it has not acked (Slack's): the agent's
+	// suspend waits for either (holdSuspend).
+	Busy(agent types.NamespacedName) bool
 }
 
 // relayed reports whether the platform relays channels of type t.

@@ -17,7 +17,7 @@ type sendingRelay struct {
 	sending *bool
 }
 
-func (r sendingRelay) Sending(types.NamespacedName) bool { return *r.sending }
+func (r sendingRelay) Busy(types.NamespacedName) bool { return *r.sending }
 
 // An agent's suspend waits while a call of its that may change something on a chat network is
 // in flight through the relay (a checkpoint would cut it and the restored engine would send it

@@ -52,10 +52,25 @@ type relayRoutes struct {
 	base           string
 	slack, discord bool
 	sends          *channelrelay.Sends
+	// unacked reports an agent's connected gateway holding deliveries it has not acked.
+	unacked func(types.NamespacedName) bool
 }
 
-// Sending implements agentctrl.ChannelRelay: this replica's relay's calls in flight.
-func (r relayRoutes) Sending(agent types.NamespacedName) bool { return r.sends.Busy(agent) }
+// Busy implements agentctrl.ChannelRelay: this replica's relay's calls in flight, or
+// deliveries of its routers that the agent's connected gateway has not acked.
+func (r relayRoutes) Busy(agent types.NamespacedName) bool {
+	return r.sends.Busy(agent) || (r.unacked != nil && r.unacked(agent))
+}
+
+// deliveriesUnacked reports whether agent's gateway, connected to the Slack router, has
+// events in its inbox it has not acked (it acks each once handled): a suspend now would close
+// its connection with them unacked, and the router would wake the agent at once to deliver
+// them again. Discord's router is not asked: its sessions say what they have seen only with
+// their heartbeat (every 41 s), longer than a suspend waits.
+func (p *Platform) deliveriesUnacked(agent types.NamespacedName) bool {
+	r := p.slackRouter
+	return r != nil && r.Connected(agent) && r.Pending(agent) > 0
+}
 
 // TelegramAPIRoot implements agentctrl.ChannelRelay.
 func (r relayRoutes) TelegramAPIRoot() string { return r.base + "/relay/telegram" }
@@ -94,7 +109,8 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 	if p.modelBase == "" || p.opts.ChannelRelay.Disabled {
 		return nil
 	}
-	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord, sends: &p.relaySends}
+	return relayRoutes{base: strings.TrimSuffix(p.modelBase, "/"), slack: p.opts.ChannelRelay.Slack, discord: p.opts.ChannelRelay.Discord, sends: &p.relaySends,
+		unacked: p.deliveriesUnacked}
 }
 
 // relayEnv is what every local gateway has in its environment for the channels the relay
