@@ -45,7 +45,7 @@ func startAgentManager() func() {
 		Admission: &admission.Admitter{
 			Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 			Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-			Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}},
+			Versions: admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}},
 		},
 		Env:        &agentctrl.SecretEnv{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), DerivedSecret: true, ModelProxy: testModelProxy{}},
 		ModelProxy: testModelProxy{},

@@ -114,6 +114,6 @@ func testAdmitter(mgr ctrl.Manager) *admission.Admitter {
 	return &admission.Admitter{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 		Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-		Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}},
+		Versions: admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}},
 	}
 }

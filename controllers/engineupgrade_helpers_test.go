@@ -23,9 +23,10 @@ import (
 	engineupgradectrl "github.com/agentplane/agentplane/controllers/engineupgrade"
 	renderingrolloutctrl "github.com/agentplane/agentplane/controllers/renderingrollout"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
-var upgradeVersions = engine.Versions{Default: engine.PinnedVersion, Available: []string{"2026.9.5", engine.PinnedVersion, "2026.9.7"}}
+var upgradeVersions = admission.Versions{Default: engine.PinnedVersion, Available: []string{"2026.9.5", engine.PinnedVersion, "2026.9.7"}}
 
 // agentDouble plays the Agent and Snapshot controllers for the agents of its namespaces: an
 // agent runs the version its spec names (Ready), unless that version is broken (its gateway

@@ -27,9 +27,10 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
-var poolVersions = engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}
+var poolVersions = admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}
 
 // startPoolManager runs the GatewayPool controller over rt and returns it with its metrics.
 func startPoolManager(rt runtime.Runtime) (*gatewaypoolctrl.Reconciler, *prometheus.Registry) {

@@ -22,12 +22,11 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
 	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/snapshots"
 	"github.com/agentplane/agentplane/internal/rules/tenancy"
 )
 
@@ -70,7 +69,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 			Admission: &admission.Admitter{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(),
 				Limiter:  &quota.Limiter{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient()},
-				Versions: engine.Versions{Default: "1.0.0", Available: []string{"1.0.0"}},
+				Versions: admission.Versions{Default: "1.0.0", Available: []string{"1.0.0"}},
 			},
 			Snapshots: store, SnapshotReader: mgr.GetAPIReader(),
 		}).SetupWithManager(mgr)).To(Succeed())
@@ -314,7 +313,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 				Slug: "kind-tpl", DisplayName: "Kind", State: agentsv1.TemplatePublished, SnapshotCID: s.Status.CID,
 			},
 		})).To(Succeed())
-		locator := snapshots.Locator{Reader: k8sClient, Store: store}
+		locator := snapshotstore.Locator{Reader: k8sClient, Store: store}
 		Expect(locator.Exists(ctx, nsB, s.Status.CID)).To(BeTrue())
 		Expect(locator.Exists(ctx, nsB, cidOf(map[string]string{"nowhere": "x"}))).To(BeFalse())
 		key := agent(nsB, "seeded", func(a *agentsv1.Agent) {
@@ -375,16 +374,16 @@ var _ = Describe("Snapshots", Ordered, func() {
 	})
 
 	It("records in storage whose each archive is, and relinks an archive of a lost Snapshot without archiving or deleting anything", func() {
-		links := func() []snapshots.Link {
-			l, err := snapshots.ReadLinks(ctx, store, nsL)
+		links := func() []snapshotstore.Link {
+			l, err := snapshotstore.ReadLinks(ctx, store, nsL)
 			Expect(err).NotTo(HaveOccurred())
 			return l
 		}
 		key := agent(nsL, "linked")
 		rt.write(key, map[string]string{"l.txt": "linked"})
 		got := completed(snapshot(key))
-		Expect(links()).To(ConsistOf(snapshots.LinkOf(got)))
-		Expect(snapshots.LinkOf(got).Agent).To(Equal(key.Name))
+		Expect(links()).To(ConsistOf(snapshotstore.LinkOf(got)))
+		Expect(snapshotstore.LinkOf(got).Agent).To(Equal(key.Name))
 		Expect(k8sClient.Delete(ctx, got)).To(Succeed())
 		Eventually(links, snapWait).Should(BeEmpty())
 
@@ -392,9 +391,9 @@ var _ = Describe("Snapshots", Ordered, func() {
 		lost, err := store.Put(ctx, storage.SnapshotSpace(nsL), strings.NewReader("the archive of a lost snapshot"))
 		Expect(err).NotTo(HaveOccurred())
 		archives := rt.archives.Load()
-		link := snapshots.Link{Namespace: nsL, Snapshot: "lost-1", Agent: key.Name, CID: lost.CID, RequestedAt: "2026-01-02T03:04:05Z"}
-		Expect(k8sClient.Create(ctx, snapshots.Relinked(link))).To(Succeed())
-		relinked := completed(snapshots.Relinked(link))
+		link := snapshotstore.Link{Namespace: nsL, Snapshot: "lost-1", Agent: key.Name, CID: lost.CID, RequestedAt: "2026-01-02T03:04:05Z"}
+		Expect(k8sClient.Create(ctx, snapshotstore.Relinked(link))).To(Succeed())
+		relinked := completed(snapshotstore.Relinked(link))
 		Expect(relinked.Status.CID).To(Equal(lost.CID))
 		Expect(relinked.Status.Size).To(Equal(lost.Size))
 		Expect(relinked.OwnerReferences).To(ContainElement(HaveField("Name", key.Name)))
@@ -406,13 +405,13 @@ var _ = Describe("Snapshots", Ordered, func() {
 
 		// An archive storage does not hold fails the Snapshot; one over the quota fails it and
 		// stays in storage.
-		missing := snapshots.Relinked(snapshots.Link{Namespace: nsL, Snapshot: "lost-2", Agent: key.Name, CID: cidOf(map[string]string{"never": "stored"})})
+		missing := snapshotstore.Relinked(snapshotstore.Link{Namespace: nsL, Snapshot: "lost-2", Agent: key.Name, CID: cidOf(map[string]string{"never": "stored"})})
 		Expect(k8sClient.Create(ctx, missing)).To(Succeed())
 		Eventually(func() string { r, _ := readyOf(missing); return r }, snapWait).Should(Equal(agentsv1.ReasonArchiveMissing))
 		setSnapshotQuota(nsL, 1<<30, 1)
 		over, err := store.Put(ctx, storage.SnapshotSpace(nsL), strings.NewReader("another lost archive"))
 		Expect(err).NotTo(HaveOccurred())
-		full := snapshots.Relinked(snapshots.Link{Namespace: nsL, Snapshot: "lost-3", Agent: key.Name, CID: over.CID})
+		full := snapshotstore.Relinked(snapshotstore.Link{Namespace: nsL, Snapshot: "lost-3", Agent: key.Name, CID: over.CID})
 		Expect(k8sClient.Create(ctx, full)).To(Succeed())
 		Eventually(func() string { r, _ := readyOf(full); return r }, snapWait).Should(Equal(agentsv1.ReasonQuotaExceeded))
 		Expect(storedCIDs(store, nsL)).To(ConsistOf(lost.CID, over.CID))

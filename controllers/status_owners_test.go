@@ -43,7 +43,7 @@ var _ = Describe("Status writers", Ordered, func() {
 			Client: mgr.GetClient(), Runtime: rt,
 			Admission: &admission.Admitter{
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Cache: mgr.GetClient(), Limiter: limiter,
-				Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}},
+				Versions: admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}},
 			},
 		}).SetupWithManager(mgr)).To(Succeed())
 		Expect((&workspacectrl.Reconciler{Client: mgr.GetClient(), Limiter: limiter}).SetupWithManager(mgr)).To(Succeed())

@@ -113,7 +113,7 @@ func TestOpenAPIDescribesWhatTheHandlersAnswer(t *testing.T) {
 	}
 	admin, viewer, narrow := mint("alice", auth.ScopeAll), mint("vera", auth.ScopeAll), mint("alice", auth.ScopeFilesRead)
 	s := New(Options{Signer: signer, Log: logr.Discard(), Deps: ops.Deps{Client: c, APIReader: c,
-		Admission: &admission.Admitter{Versions: engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}}}})
+		Admission: &admission.Admitter{Versions: admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion}}}}})
 
 	agent := "/v0/agents/" + conformanceAgent
 	cases := []struct {

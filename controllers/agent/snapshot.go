@@ -16,6 +16,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
@@ -61,7 +62,7 @@ func (r *Reconciler) restoreSnapshot(ctx context.Context, agent *agentsv1.Agent)
 			"snapshot %s is neither a completed snapshot of this agent nor a template's snapshot", want)
 		return ctrl.Result{}, nil
 	}
-	space, err := snapshots.Locator{Reader: reader, Store: r.Snapshots}.Locate(ctx, agent.Namespace, want)
+	space, err := snapshotstore.Locator{Reader: reader, Store: r.Snapshots}.Locate(ctx, agent.Namespace, want)
 	if err != nil {
 		return r.restoreFailed(ctx, agent, want, err)
 	}

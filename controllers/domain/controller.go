@@ -23,8 +23,8 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/hostclaim"
 	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 

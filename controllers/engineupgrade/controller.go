@@ -21,8 +21,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/promreg"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // Reconciler rolls EngineUpgrades out in waves (controllers.Rollout) towards an engine
@@ -34,7 +34,7 @@ import (
 type Reconciler struct {
 	client.Client
 	// Versions are the engine versions the platform offers.
-	Versions engine.Versions
+	Versions admission.Versions
 	Recorder events.EventRecorder
 	// Clock tells the time (default: the real clock).
 	Clock clock.PassiveClock

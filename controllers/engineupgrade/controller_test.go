@@ -18,11 +18,11 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
-var versions = engine.Versions{Default: "1.0", Available: []string{"1.0", "2.0"}}
+var versions = admission.Versions{Default: "1.0", Available: []string{"1.0", "2.0"}}
 
 func agentOn(name, version string) *agentsv1.Agent {
 	return &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: name, Labels: map[string]string{"tier": "a"}},

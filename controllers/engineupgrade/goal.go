@@ -8,12 +8,12 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // engineGoal moves agents to an engine version.
 type engineGoal struct {
-	versions engine.Versions
+	versions admission.Versions
 	eu       *agentsv1.EngineUpgrade
 	target   string
 }

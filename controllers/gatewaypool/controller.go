@@ -23,8 +23,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // poolRetry re-checks a pool that is not full: the runtime notifies every change of its
@@ -41,7 +41,7 @@ type Reconciler struct {
 	// other the pools report Ready=False, RuntimeUnsupported.
 	Runtime runtime.Runtime
 	// Versions resolves spec.engineVersion ("" = the default version).
-	Versions engine.Versions
+	Versions admission.Versions
 	Recorder events.EventRecorder
 	// Metrics receives the pool metrics (nil: none are kept).
 	Metrics prometheus.Registerer

@@ -17,8 +17,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -45,7 +45,7 @@ func (p *pooler) RemovePool(name string)                               { p.remov
 func (p *pooler) PoolStatus(string) runtime.PoolStatus                 { return p.st }
 func (p *pooler) SetupPoolWatches(b *builder.Builder) *builder.Builder { return b }
 
-var versions = engine.Versions{Default: "1.0", Available: []string{"1.0"}}
+var versions = admission.Versions{Default: "1.0", Available: []string{"1.0"}}
 
 func pool(version string, replicas int32, claimed int64) *agentsv1.GatewayPool {
 	return &agentsv1.GatewayPool{

@@ -12,18 +12,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
-	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
 // complete records the stored archive obj in snap's status (done says how it got there) and
 // writes the record that ties the archive to the Snapshot and its agent in storage
-// (snapshots.Link), which lets a Snapshot a restore lost be re-created.
+// (snapshotstore.Link), which lets a Snapshot a restore lost be re-created.
 func (r *Reconciler) complete(ctx context.Context, snap *agentsv1.Snapshot, obj storage.Object, done string) {
 	now := metav1.NewTime(r.Clock.Now())
 	snap.Status.Phase, snap.Status.CID, snap.Status.Size, snap.Status.CompletedAt = agentsv1.SnapshotCompleted, obj.CID, obj.Size, &now
 	meta.SetStatusCondition(&snap.Status.Conditions, computeReadyCondition(snap, metav1.ConditionTrue, agentsv1.ReasonArchived, fmt.Sprintf("%s %d bytes as %s", done, obj.Size, obj.CID)))
-	if err := snapshots.WriteLink(ctx, r.Store, snap); err != nil {
+	if err := snapshotstore.WriteLink(ctx, r.Store, snap); err != nil {
 		// The archive and the Snapshot are whole; only a lost Snapshot could not be relinked.
 		log.FromContext(ctx).Error(err, "storing the snapshot's link record failed", "cid", obj.CID)
 	}

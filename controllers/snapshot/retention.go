@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/rules/snapshots"
 
 	corev1 "k8s.io/api/core/v1"
@@ -97,7 +98,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, snap *agentsv1.Snapsho
 				return ctrl.Result{}, err
 			}
 		}
-		if err := snapshots.DeleteLink(ctx, r.Store, snap); err != nil {
+		if err := snapshotstore.DeleteLink(ctx, r.Store, snap); err != nil {
 			// A record left behind names a Snapshot that is gone; `agentplane doctor` relinks
 			// only records whose archive storage still holds.
 			log.FromContext(ctx).Error(err, "removing the snapshot's link record failed")

@@ -14,7 +14,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/rules/hostclaim"
 )
 
 // Domain messages. The contract fixes the statuses (400 both/neither names, banned name,

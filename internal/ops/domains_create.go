@@ -13,8 +13,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/hostclaim"
 )
 
 // domainCreateBudget bounds a domain create from its claim to its answer.

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/scheme"
 	eventsv1 "k8s.io/api/events/v1"
@@ -35,7 +34,7 @@ func fakeOps(d Deps, objs ...client.Object) (*Ops, client.Client) {
 		Build()
 	d.Client = c
 	if d.Admission == nil {
-		d.Admission = &admission.Admitter{Client: c, Versions: engine.Versions{Default: "1.0", Available: []string{"1.0", "1.1"}}}
+		d.Admission = &admission.Admitter{Client: c, Versions: admission.Versions{Default: "1.0", Available: []string{"1.0", "1.1"}}}
 	}
 	return New(d), c
 }

@@ -29,7 +29,6 @@ import (
 	"github.com/agentplane/agentplane/facade"
 	"github.com/agentplane/agentplane/internal/adapters/channelrelay"
 	"github.com/agentplane/agentplane/internal/adapters/dnsverify"
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
@@ -113,7 +112,7 @@ type Platform struct {
 	// admission is the one set of admission rules both doors apply (facade and controllers).
 	admission *admission.Admitter
 
-	versions engine.Versions
+	versions admission.Versions
 	runtime  runtime.Runtime
 	// modelBase is where agents reach the model proxy ("" : provider keys go to their env).
 	modelBase string
@@ -333,7 +332,7 @@ func (p *Platform) Start(ctx context.Context) error {
 }
 
 // Versions are the engine versions agents may run.
-func (p *Platform) Versions() engine.Versions { return p.versions }
+func (p *Platform) Versions() admission.Versions { return p.versions }
 
 // --- Domains ---
 

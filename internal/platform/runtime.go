@@ -11,11 +11,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
+	"github.com/agentplane/agentplane/internal/rules/admission"
 )
 
 // Runtime names.
@@ -92,8 +92,8 @@ const (
 )
 
 // versions are the engine versions the configured runtime offers.
-func (o RuntimeOptions) versions() engine.Versions {
-	v := engine.Versions{Default: o.DefaultVersion}
+func (o RuntimeOptions) versions() admission.Versions {
+	v := admission.Versions{Default: o.DefaultVersion}
 	if o.Name == RuntimeLocal {
 		for ver := range o.EngineDirs {
 			v.Available = append(v.Available, ver)

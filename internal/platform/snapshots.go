@@ -4,7 +4,7 @@ import (
 	"context"
 
 	snapshotctrl "github.com/agentplane/agentplane/controllers/snapshot"
-	"github.com/agentplane/agentplane/internal/rules/snapshots"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 )
 
 // setupSnapshots registers the Snapshot controller: it archives workspaces into Options.Files
@@ -27,5 +27,5 @@ func (p *Platform) snapshotExists(ctx context.Context, namespace, cid string) bo
 	if p.opts.Files == nil {
 		return false
 	}
-	return snapshots.Locator{Reader: p.Manager.GetAPIReader(), Store: p.opts.Files}.Exists(ctx, namespace, cid)
+	return snapshotstore.Locator{Reader: p.Manager.GetAPIReader(), Store: p.opts.Files}.Exists(ctx, namespace, cid)
 }

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/admission"
+	"github.com/agentplane/agentplane/internal/rules/hostclaim"
 )
 
 // ways is how many requests each race sends at once, over both facades.

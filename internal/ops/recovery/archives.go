@@ -9,9 +9,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
 // checkArchives compares workspace ns's snapshot archives with its Snapshots.
@@ -21,7 +21,7 @@ func (d Doctor) checkArchives(ctx context.Context, w *world, ns string, rep *Rep
 	if err != nil {
 		return fmt.Errorf("list %s: %w", space, err)
 	}
-	links, err := snapshots.ReadLinks(ctx, d.Store, ns)
+	links, err := snapshotstore.ReadLinks(ctx, d.Store, ns)
 	if err != nil {
 		return fmt.Errorf("read the snapshot links of %s: %w", ns, err)
 	}
@@ -58,7 +58,7 @@ func (d Doctor) checkArchives(ctx context.Context, w *world, ns string, rep *Rep
 
 // unlinked is the finding of archive o, which nothing names: relinkable when a link record
 // names a Snapshot that does not exist of an agent that does.
-func unlinked(w *world, ns string, o storage.Object, links []snapshots.Link, snapNamed map[string]bool) Finding {
+func unlinked(w *world, ns string, o storage.Object, links []snapshotstore.Link, snapNamed map[string]bool) Finding {
 	f := Finding{
 		Kind: UnlinkedArchive, Namespace: ns, Name: o.CID,
 		Detail: fmt.Sprintf("%d bytes; no link record says whose it is (archived before link records existed)", o.Size),
@@ -104,7 +104,7 @@ func (d Doctor) Repair(ctx context.Context, c client.Client, rep *Report) ([]Fin
 		var err error
 		switch {
 		case f.link != nil:
-			err = c.Create(ctx, snapshots.Relinked(*f.link))
+			err = c.Create(ctx, snapshotstore.Relinked(*f.link))
 			if apierrors.IsAlreadyExists(err) {
 				continue // made meanwhile: the next check tells
 			}

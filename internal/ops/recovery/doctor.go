@@ -14,8 +14,8 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
+	"github.com/agentplane/agentplane/internal/adapters/snapshotstore"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
-	"github.com/agentplane/agentplane/internal/rules/snapshots"
 )
 
 // Kind is what a Finding found.
@@ -50,7 +50,7 @@ type Finding struct {
 	// Repair says what `--repair` does about it, or what is left to a person.
 	Repair string `json:"repair"`
 
-	link    *snapshots.Link      // the record that relinks an UnlinkedArchive, when one can
+	link    *snapshotstore.Link  // the record that relinks an UnlinkedArchive, when one can
 	recount agentsv1.StorageKind // the count a CountMismatch recounts (agentSlots: the agent slots)
 }
 

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/rules/quota"
 )
 
@@ -46,7 +45,7 @@ type Admitter struct {
 	// Limiter keeps the slots of the agent and domain limits.
 	Limiter *quota.Limiter
 	// Versions are the engine versions agents may run.
-	Versions engine.Versions
+	Versions Versions
 	// SnapshotExists reports whether storage holds a snapshot an agent of namespace may be
 	// seeded with (nil: never; templates then seed no files).
 	SnapshotExists func(ctx context.Context, namespace, cid string) bool

@@ -187,10 +187,10 @@ func TestNeedsExpansion(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
-	offered := engine.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}}
+	offered := admission.Versions{Default: engine.PinnedVersion, Available: []string{engine.PinnedVersion, "2026.9.7"}}
 	for _, tc := range []struct {
 		name      string
-		versions  engine.Versions
+		versions  admission.Versions
 		requested string
 		want      string
 		invalid   bool
@@ -198,7 +198,7 @@ func TestVersion(t *testing.T) {
 		{"unset runs the default", offered, "", engine.PinnedVersion, false},
 		{"an offered version", offered, "2026.9.7", "2026.9.7", false},
 		{"a version not offered", offered, "2025.1.1", "2025.1.1", true},
-		{"a default that is not offered", engine.Versions{Default: "1.0.0"}, "", "1.0.0", true},
+		{"a default that is not offered", admission.Versions{Default: "1.0.0"}, "", "1.0.0", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &admission.Admitter{Versions: tc.versions}

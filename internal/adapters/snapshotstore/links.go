@@ -1,4 +1,6 @@
-package snapshots
+// Package snapshotstore keeps where snapshot archives sit in storage: the records that link an
+// archive to its Snapshot (Link), and the search for the space that holds an archive (Locator).
+package snapshotstore
 
 import (
 	"bytes"

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/dnsverify/hostclaim"
+	"github.com/agentplane/agentplane/internal/rules/hostclaim"
 )
 
 func TestHost(t *testing.T) {
