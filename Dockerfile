@@ -11,7 +11,8 @@ COPY controllers/ controllers/
 COPY facade/ facade/
 COPY internal/ internal/
 COPY pkg/ pkg/
-RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w" -o /out/agentplane ./cmd/agentplane
+# -tags nodevtools: the shipped binary carries no development tooling (`agentplane dev`).
+RUN CGO_ENABLED=0 GOOS=linux go build -trimpath -tags nodevtools -ldflags "-s -w" -o /out/agentplane ./cmd/agentplane
 
 # Distroless static, non-root: the manager needs no shell.
 FROM gcr.io/distroless/static-debian12:nonroot

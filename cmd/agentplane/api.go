@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/agentplane/agentplane/internal/devtools/devenv"
 	apclient "github.com/agentplane/agentplane/pkg/client"
 )
 
@@ -73,9 +71,10 @@ func (f *apiFlags) connect() (*apclient.Agentplane, error) {
 	if token == "" {
 		token = os.Getenv("AGENTPLANE_TOKEN")
 	}
-	envFile := filepath.Join(f.stateDir, devenv.EnvFileName)
+	var hint string
 	if url == "" || token == "" {
-		env := devenv.ReadEnvFile(envFile)
+		var env map[string]string
+		env, hint = devPlatformEnv(f.stateDir)
 		if url == "" {
 			url = strings.TrimSpace(env["AGENTPLANE_URL"])
 		}
@@ -84,10 +83,10 @@ func (f *apiFlags) connect() (*apclient.Agentplane, error) {
 		}
 	}
 	if url == "" {
-		return nil, &usageError{"no API URL: pass --url, set AGENTPLANE_URL, or start `agentplane dev` (it writes " + envFile + ")"}
+		return nil, &usageError{"no API URL: pass --url or set AGENTPLANE_URL" + hint}
 	}
 	if token == "" {
-		return nil, &usageError{"no API token: pass --token, set AGENTPLANE_TOKEN (see `agentplane token create`), or start `agentplane dev` (it writes " + envFile + ")"}
+		return nil, &usageError{"no API token: pass --token or set AGENTPLANE_TOKEN (see `agentplane token create`)" + hint}
 	}
 	return apclient.New(url, token)
 }

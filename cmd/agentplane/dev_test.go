@@ -1,3 +1,5 @@
+//go:build !nodevtools
+
 package main
 
 import (

@@ -6,6 +6,9 @@
 //	agentplane doctor    what disagrees between the API server, the runtime and storage (after a restore)
 //	agentplane envtest-assets  build kube-apiserver and etcd for envtest (prints their directory)
 //	agentplane agents|secrets|snapshots|logs  clients of the REST facade (pkg/client)
+//
+// dev and envtest-assets are development tooling: the shipped image is built with -tags
+// nodevtools, which leaves them out (devtools.go).
 package main
 
 import (
@@ -37,8 +40,9 @@ func newRootCommand() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&devLogs, "log-dev", false, "human-readable console logs instead of JSON")
 	root.PersistentFlags().IntVarP(&verbosity, "v", "v", 0, "log verbosity (0 = info, 1 = debug)")
-	root.AddCommand(newManagerCommand(), newDevCommand(), newTokenCommand(), newEnvtestAssetsCommand(),
+	root.AddCommand(newManagerCommand(), newTokenCommand(),
 		newAgentsCommand(), newSecretsCommand(), newSnapshotsCommand(), newLogsCommand(), newChatCommand(),
 		newMigrateStorageCommand(), newDoctorCommand())
+	root.AddCommand(devtoolsCommands()...)
 	return root
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/adapters/storage"
 	"github.com/agentplane/agentplane/internal/adapters/storage/s3"
-	"github.com/agentplane/agentplane/internal/devtools/images"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
@@ -147,7 +146,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Runtime.DefaultVersion, "default-engine-version", "", "engine version of agents that name none (default: the newest offered)")
 	cmd.Flags().StringVar(&o.Runtime.Image, "engine-image", "", "gateway image template, %s is the version (default ghcr.io/openclaw/openclaw:%s)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Init, "engine-init", nil, "command run as PID 1 of the gateway container before the engine, to reap its child processes (agentplane's own image: /sbin/tini,--; empty runs the engine as PID 1)")
-	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+images.Probe+"; empty probes with HTTP GETs)")
+	cmd.Flags().StringSliceVar(&o.Runtime.Probe, "engine-probe", nil, "exec probe command in the gateway image, given the URL of the engine's probe route (agentplane's own image: "+kube.ImageProbe+"; empty probes with HTTP GETs)")
 	cmd.Flags().StringToStringVar(&o.Runtime.NodeSelector, "agent-node-selector", nil, "node labels every gateway pod selects, key=value,... (kube runtime: place the agents on a node pool)")
 	cmd.Flags().StringVar(&o.Runtime.RenderingRollout, "rendering-rollout", platform.RenderingWaves, "how gateways running an earlier manager's rendering of their pod get this one's (kube runtime): waves (a RenderingRollout restarts them in waves, snapshot first, halting on an unhealthy agent) or next-restart (never a restart for that alone)")
 	cmd.Flags().StringArrayVar(&m.tolerations, "agent-toleration", nil, "taint every gateway pod tolerates, key=value:Effect, key:Effect (any value) or key=value (any effect); repeat for several (kube runtime)")

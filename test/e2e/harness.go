@@ -108,6 +108,34 @@ func BuildAgentplane(t testing.TB) (bin, probe string) {
 	return built.bin, built.probe
 }
 
+// shipped is the manager binary as the shipped image has it, built once per test binary.
+var shipped struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// BuildShippedManager builds agentplane as the shipped image does (-tags nodevtools: no
+// development tooling, Dockerfile), static, into BuildAgentplane's directory, and returns its
+// path: the binary of the manager's image a test deploys.
+func BuildShippedManager(t testing.TB) string {
+	t.Helper()
+	BuildAgentplane(t)
+	shipped.once.Do(func() {
+		shipped.bin = filepath.Join(built.dir, "agentplane-shipped")
+		build := exec.Command("go", "build", "-trimpath", "-tags", "nodevtools", "-o", shipped.bin, "./cmd/agentplane")
+		build.Dir = testenv.RepoRoot()
+		build.Env = append(build.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			shipped.err = fmt.Errorf("build the shipped manager: %v\n%s", err, out)
+		}
+	})
+	if shipped.err != nil {
+		t.Fatal(shipped.err)
+	}
+	return shipped.bin
+}
+
 // SharedTemplateDir is where the platforms StartDev starts keep the engines' template
 // gateways: one dir per test binary (each engine's template is made once per package run),
 // removed with its build (Main).

@@ -77,8 +77,9 @@ func buildRevision(rev Revision) error {
 	tmp := rev.Bin + ".tmp"
 	// -trimpath and CGO_ENABLED=0 as BuildAgentplane: the same flags reuse the packages the
 	// tests compiled for this revision (the dependencies both go.mods pin alike), instead of
-	// compiling them all again.
-	build := exec.Command("go", "build", "-trimpath", "-o", tmp, "./cmd/agentplane")
+	// compiling them all again; -tags nodevtools as the shipped image (a revision before the
+	// tag builds the same without it).
+	build := exec.Command("go", "build", "-trimpath", "-tags", "nodevtools", "-o", tmp, "./cmd/agentplane")
 	build.Dir = rev.Src
 	build.Env = append(build.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 )
 
 // Image names in the local cluster. A release pushes the same images (see docs/CLUSTER.md)
@@ -41,7 +43,7 @@ const (
 	NodeUID = 1000
 	// Probe is the gateway image's health probe command (cmd/agentplane-probe): the kube
 	// runtime's exec probes give it the engine's probe routes.
-	Probe = "/usr/local/bin/agentplane-probe"
+	Probe = kube.ImageProbe
 )
 
 // builderVersion changes when the layout of an image changes, so cached tarballs are rebuilt.

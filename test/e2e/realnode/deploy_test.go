@@ -155,7 +155,8 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	manager, err := images.ManagerSpec(bin)
+	// The manager's image holds the binary as the shipped image does (no development tooling).
+	manager, err := images.ManagerSpec(e2e.BuildShippedManager(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ const (
 	Home = "/home/node"
 	// FieldManager is the server-side apply field manager.
 	FieldManager = "agentplane"
+	// ImageProbe is where agentplane's own gateway image holds its health probe command
+	// (cmd/agentplane-probe), for Options.Probe.
+	ImageProbe = "/usr/local/bin/agentplane-probe"
 )
 
 // Default resources: an idle gateway holds about 1 GB (main process plus workers).
@@ -79,7 +82,7 @@ type Options struct {
 	// processes; empty runs the engine as PID 1.
 	Init []string
 	// Probe, when set, is an exec probe command in the image (agentplane's gateway image:
-	// ["/usr/local/bin/agentplane-probe"]) given the URL of the engine's probe route; it reads
+	// [ImageProbe]) given the URL of the engine's probe route; it reads
 	// the JSON body, which an HTTP probe cannot (the engine answers 200 to unknown paths).
 	// Empty probes with HTTP GETs of the probe routes (the official image has no such command).
 	Probe []string
