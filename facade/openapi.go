@@ -10,14 +10,14 @@ import (
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
-// The facade documents itself: every route registered in routes() has an op (in the
-// openapi_ops_*.go files) naming its request type, its answers and the error strings its
+// The facade documents itself: every route registered in routes() has an operation (in the
+// openapi_operations_*.go files) naming its request type, its answers and the error strings its
 // handler can write. OpenAPIDocument hands the registered routes, their ops and what the
 // facade's routes have in common (facadeAPI: authentication, error envelopes, shared
 // answers) to package openapi, which builds the OpenAPI 3.0 document that hack/gendocs
 // writes to docs/openapi.json and facade/openapi/openapi.json (embedded, served at GET
 // /openapi.json); RoutesMarkdown makes the README's route table the same way. Tests fail
-// when a route has no op, an op no route, or a generated file differs from what the
+// when a route has no operation, an operation no route, or a generated file differs from what the
 // generator makes.
 
 // APIVersion is the version of the interface the document describes.
@@ -44,8 +44,8 @@ var contractMessages = []string{
 }
 
 // operations are every documented operation by "METHOD /path".
-func operations() (map[string]*openapi.Op, error) {
-	return openapi.Collect(metaOps(), agentOps(), agentMoreOps(), fleetOps(), engineOps(), secretOps(), fileOps(), domainOps(), snapshotOps(), skillOps(), channelOps(), chatOps())
+func operations() (map[string]*openapi.Operation, error) {
+	return openapi.Collect(metaOperations(), agentOperations(), agentMoreOperations(), fleetOperations(), engineOperations(), secretOperations(), fileOperations(), domainOperations(), snapshotOperations(), skillOperations(), channelOperations(), chatOperations())
 }
 
 // routeKey is how ops are keyed: "GET /v0/agents".
@@ -62,21 +62,21 @@ func openapiRoutes(routes []RouteInfo) []openapi.Route {
 
 // describedRoutes are routes as the document describes them and the operations describing
 // them.
-func describedRoutes(routes []RouteInfo) ([]openapi.Route, map[string]*openapi.Op, error) {
+func describedRoutes(routes []RouteInfo) ([]openapi.Route, map[string]*openapi.Operation, error) {
 	ops, err := operations()
 	if err != nil {
 		return nil, nil, err
 	}
 	docs := openapiRoutes(routes)
 	if _, err := openapi.Match(docs, ops); err != nil {
-		return nil, nil, fmt.Errorf("%w (describe routes in a facade/openapi_ops_*.go file)", err)
+		return nil, nil, fmt.Errorf("%w (describe routes in a facade/openapi_operations_*.go file)", err)
 	}
 	return docs, ops, nil
 }
 
-// matchOps pairs every route with its op; a route without one or an op without a route is
+// matchOperations pairs every route with its operation; a route without one or an operation without a route is
 // an error.
-func matchOps(routes []RouteInfo) ([]*openapi.Op, error) {
+func matchOperations(routes []RouteInfo) ([]*openapi.Operation, error) {
 	docs, ops, err := describedRoutes(routes)
 	if err != nil {
 		return nil, err
@@ -123,7 +123,7 @@ func facadeAPI() *openapi.API {
 
 // commonFails are the error answers every route of r's kind can give: body limit,
 // authentication, rate limit, dependencies.
-func commonFails(r openapi.Route, o *openapi.Op) []openapi.Fail {
+func commonFails(r openapi.Route, o *openapi.Operation) []openapi.Fail {
 	var list []openapi.Fail
 	if o.HasBody() {
 		msg := o.TooLarge
@@ -150,7 +150,7 @@ func commonFails(r openapi.Route, o *openapi.Op) []openapi.Fail {
 
 // allFails are the error answers of route r: its handler's, then those every route of its
 // kind can give, merged by status.
-func allFails(r RouteInfo, o *openapi.Op) []openapi.Fail {
+func allFails(r RouteInfo, o *openapi.Operation) []openapi.Fail {
 	return facadeAPI().Fails(openapiRoutes([]RouteInfo{r})[0], o)
 }
 

@@ -288,7 +288,7 @@ func TestOpenAPIIsServedWithoutAToken(t *testing.T) {
 // Every error string the contract fixes is documented on some route.
 func TestOpenAPIDocumentsEveryContractErrorString(t *testing.T) {
 	routes := docRoutes(t)
-	ops, err := matchOps(routes)
+	ops, err := matchOperations(routes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ type API struct {
 
 	// CommonFails are the error answers route r can give beyond its handler's (those every
 	// route of its kind can: authentication, body limit, dependencies).
-	CommonFails func(r Route, o *Op) []Fail
+	CommonFails func(r Route, o *Operation) []Fail
 	// Generic reports whether msg is a common answer of its status, one the route table
 	// leaves out.
 	Generic func(status int, msg string) bool
@@ -59,9 +59,9 @@ type Family struct {
 	Example func(status int, msg string) any
 }
 
-// Collect merges groups of ops keyed by "METHOD /path"; an op described twice is an error.
-func Collect(groups ...map[string]*Op) (map[string]*Op, error) {
-	out := map[string]*Op{}
+// Collect merges groups of operations keyed by "METHOD /path"; an operation described twice is an error.
+func Collect(groups ...map[string]*Operation) (map[string]*Operation, error) {
+	out := map[string]*Operation{}
 	var errs []error
 	for _, group := range groups {
 		for key, o := range group {
@@ -74,21 +74,21 @@ func Collect(groups ...map[string]*Op) (map[string]*Op, error) {
 	return out, errors.Join(errs...)
 }
 
-// Match pairs every route with its op in ops (by Route.Key); a route without one or an op
+// Match pairs every route with its operation in operations (by Route.Key); a route without one or an operation
 // without a route is an error.
-func Match(routes []Route, ops map[string]*Op) ([]*Op, error) {
+func Match(routes []Route, operations map[string]*Operation) ([]*Operation, error) {
 	var errs []error
-	out := make([]*Op, len(routes))
+	out := make([]*Operation, len(routes))
 	seen := map[string]bool{}
 	for i, r := range routes {
 		key := r.Key()
-		if out[i] = ops[key]; out[i] == nil {
+		if out[i] = operations[key]; out[i] == nil {
 			errs = append(errs, fmt.Errorf("openapi: route %s has no description", key))
 		}
 		seen[key] = true
 	}
 	var extra []string
-	for key := range ops {
+	for key := range operations {
 		if !seen[key] {
 			extra = append(extra, key)
 		}
@@ -102,7 +102,7 @@ func Match(routes []Route, ops map[string]*Op) ([]*Op, error) {
 
 // Fails are the error answers of route r described by o: its handler's, then the API's
 // common ones, merged by status (strings and extra fields) and sorted by status.
-func (a *API) Fails(r Route, o *Op) []Fail {
+func (a *API) Fails(r Route, o *Operation) []Fail {
 	list := slices.Clone(o.Fails)
 	if a.CommonFails != nil {
 		list = append(list, a.CommonFails(r, o)...)
@@ -130,19 +130,19 @@ func (a *API) Fails(r Route, o *Op) []Fail {
 // pathParams are the {wildcards} of a pattern's path.
 var pathParams = regexp.MustCompile(`\{([A-Za-z0-9_]+)\}`)
 
-// Document is the OpenAPI document of routes, each described by the op of its key in ops,
-// as indented JSON ending in a newline. It fails when a route has no op, an op no route, two
-// ops share an operationId, or an op cannot be documented.
-func Document(api *API, routes []Route, ops map[string]*Op) ([]byte, error) {
+// Document is the OpenAPI document of routes, each described by the operation of its key in operations,
+// as indented JSON ending in a newline. It fails when a route has no operation, an operation no route, two
+// operations share an operationId, or an operation cannot be documented.
+func Document(api *API, routes []Route, operations map[string]*Operation) ([]byte, error) {
 	if api.Family == nil {
 		return nil, errors.New("openapi: the API has no Family")
 	}
-	matched, err := Match(routes, ops)
+	matched, err := Match(routes, operations)
 	if err != nil {
 		return nil, err
 	}
 	g := newSchemaSet()
-	paths := map[string]map[string]*operation{}
+	paths := map[string]map[string]*operationObject{}
 	ids := map[string]string{}
 	var errs []error
 	for i, r := range routes {
@@ -152,9 +152,9 @@ func Document(api *API, routes []Route, ops map[string]*Op) ([]byte, error) {
 		}
 		ids[o.ID] = r.Key()
 		if paths[r.Path] == nil {
-			paths[r.Path] = map[string]*operation{}
+			paths[r.Path] = map[string]*operationObject{}
 		}
-		paths[r.Path][strings.ToLower(r.Method)] = api.operation(g, r, o)
+		paths[r.Path][strings.ToLower(r.Method)] = api.render(g, r, o)
 	}
 	errs = append(errs, g.errs...)
 	if err := errors.Join(errs...); err != nil {
@@ -197,8 +197,8 @@ func (a *API) responseHeaders() map[string]ref {
 	return out
 }
 
-func (a *API) operation(g *schemaSet, r Route, o *Op) *operation {
-	out := &operation{
+func (a *API) render(g *schemaSet, r Route, o *Operation) *operationObject {
+	out := &operationObject{
 		OperationID: o.ID, Summary: o.Summary, Description: o.Description, Tags: []string{o.Tag},
 		Responses: map[string]*response{}, Security: []map[string][]string{}, Access: accessOf(r),
 	}

@@ -27,7 +27,7 @@ func testAPI() *API {
 		TokenParameters: []*Parameter{ParameterRef("Workspace")},
 		TokenScheme:     "bearer", GatewayScheme: "gateway",
 		PathParams: map[string]*Parameter{"id": {Name: "id", In: "path", Required: true, Schema: String()}},
-		CommonFails: func(r Route, o *Op) []Fail {
+		CommonFails: func(r Route, o *Operation) []Fail {
 			var out []Fail
 			if o.HasBody() {
 				out = append(out, Fails(http.StatusRequestEntityTooLarge, "Too large"))
@@ -56,12 +56,12 @@ func testAPI() *API {
 	}
 }
 
-func testRoutes() ([]Route, map[string]*Op) {
+func testRoutes() ([]Route, map[string]*Operation) {
 	routes := []Route{
 		{Method: "GET", Path: "/healthz", Public: true},
 		{Method: "POST", Path: "/things/{id}", Scope: "things:write", Permission: "write", Gateway: true},
 	}
-	ops := map[string]*Op{
+	operations := map[string]*Operation{
 		"GET /healthz": {ID: "health", Tag: "things", Summary: "Health", Replies: []Reply{Answer(http.StatusOK, "Up.", Props{"ok": Bool()})}},
 		"POST /things/{id}": {
 			ID: "putThing", Tag: "things", Summary: "Put a thing", Body: thingRequest{}, Required: []string{"name"},
@@ -72,19 +72,19 @@ func testRoutes() ([]Route, map[string]*Op) {
 			},
 		},
 	}
-	return routes, ops
+	return routes, operations
 }
 
 func TestCollectAndMatch(t *testing.T) {
-	a := map[string]*Op{"GET /a": {ID: "a"}}
-	if _, err := Collect(a, map[string]*Op{"GET /a": {ID: "again"}}); err == nil || !strings.Contains(err.Error(), "GET /a is described twice") {
+	a := map[string]*Operation{"GET /a": {ID: "a"}}
+	if _, err := Collect(a, map[string]*Operation{"GET /a": {ID: "again"}}); err == nil || !strings.Contains(err.Error(), "GET /a is described twice") {
 		t.Errorf("duplicate: %v", err)
 	}
-	ops, err := Collect(a, map[string]*Op{"GET /b": {ID: "b"}, "GET /c": {ID: "c"}})
-	if err != nil || len(ops) != 3 {
-		t.Fatalf("collect: %v %v", ops, err)
+	operations, err := Collect(a, map[string]*Operation{"GET /b": {ID: "b"}, "GET /c": {ID: "c"}})
+	if err != nil || len(operations) != 3 {
+		t.Fatalf("collect: %v %v", operations, err)
 	}
-	matched, err := Match([]Route{{Method: "GET", Path: "/b"}, {Method: "GET", Path: "/d"}}, ops)
+	matched, err := Match([]Route{{Method: "GET", Path: "/b"}, {Method: "GET", Path: "/d"}}, operations)
 	if matched[0].ID != "b" || matched[1] != nil {
 		t.Errorf("matched %v", matched)
 	}
@@ -96,8 +96,8 @@ func TestCollectAndMatch(t *testing.T) {
 }
 
 func TestFailsMergeByStatus(t *testing.T) {
-	routes, ops := testRoutes()
-	got := testAPI().Fails(routes[1], ops["POST /things/{id}"])
+	routes, operations := testRoutes()
+	got := testAPI().Fails(routes[1], operations["POST /things/{id}"])
 	var statuses []int
 	for _, f := range got {
 		statuses = append(statuses, f.Status)
@@ -111,14 +111,14 @@ func TestFailsMergeByStatus(t *testing.T) {
 	if _, ok := got[2].Extra["thing"]; !ok {
 		t.Errorf("409 extra %v", got[2].Extra)
 	}
-	if got := testAPI().Fails(routes[0], ops["GET /healthz"]); len(got) != 0 {
+	if got := testAPI().Fails(routes[0], operations["GET /healthz"]); len(got) != 0 {
 		t.Errorf("public route without body: %v", got)
 	}
 }
 
 func TestDocument(t *testing.T) {
-	routes, ops := testRoutes()
-	raw, err := Document(testAPI(), routes, ops)
+	routes, operations := testRoutes()
+	raw, err := Document(testAPI(), routes, operations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,26 +164,26 @@ func TestDocument(t *testing.T) {
 func TestDocumentErrors(t *testing.T) {
 	cases := []struct {
 		name   string
-		change func(*API, []Route, map[string]*Op) []Route
+		change func(*API, []Route, map[string]*Operation) []Route
 		want   string
 	}{
-		{"undocumented path parameter", func(_ *API, routes []Route, ops map[string]*Op) []Route {
-			ops["GET /other/{slug}"] = &Op{ID: "other"}
+		{"undocumented path parameter", func(_ *API, routes []Route, operations map[string]*Operation) []Route {
+			operations["GET /other/{slug}"] = &Operation{ID: "other"}
 			return append(routes, Route{Method: "GET", Path: "/other/{slug}"})
 		}, "path parameter {slug} is not documented"},
-		{"duplicate operationId", func(_ *API, routes []Route, ops map[string]*Op) []Route {
-			ops["GET /other"] = &Op{ID: "health"}
+		{"duplicate operationId", func(_ *API, routes []Route, operations map[string]*Operation) []Route {
+			operations["GET /other"] = &Operation{ID: "health"}
 			return append(routes, Route{Method: "GET", Path: "/other", Public: true})
 		}, "operationId health of GET /other is also GET /healthz's"},
-		{"op without a route", func(_ *API, routes []Route, ops map[string]*Op) []Route {
-			ops["GET /other"] = &Op{ID: "other"}
+		{"operation without a route", func(_ *API, routes []Route, operations map[string]*Operation) []Route {
+			operations["GET /other"] = &Operation{ID: "other"}
 			return routes
 		}, "GET /other is described but not registered"},
-		{"bad request body", func(_ *API, routes []Route, ops map[string]*Op) []Route {
-			ops["POST /things/{id}"].Required = []string{"nope"}
+		{"bad request body", func(_ *API, routes []Route, operations map[string]*Operation) []Route {
+			operations["POST /things/{id}"].Required = []string{"nope"}
 			return routes
 		}, `has no field "nope"`},
-		{"no family", func(a *API, routes []Route, _ map[string]*Op) []Route {
+		{"no family", func(a *API, routes []Route, _ map[string]*Operation) []Route {
 			a.Family = nil
 			return routes
 		}, "the API has no Family"},
@@ -191,9 +191,9 @@ func TestDocumentErrors(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			api := testAPI()
-			routes, ops := testRoutes()
-			routes = tc.change(api, routes, ops)
-			if _, err := Document(api, routes, ops); err == nil || !strings.Contains(err.Error(), tc.want) {
+			routes, operations := testRoutes()
+			routes = tc.change(api, routes, operations)
+			if _, err := Document(api, routes, operations); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("error %v, want %q", err, tc.want)
 			}
 		})
@@ -215,9 +215,9 @@ func TestExampleKey(t *testing.T) {
 }
 
 func TestMarkdown(t *testing.T) {
-	routes, ops := testRoutes()
-	ops["POST /things/{id}"].Fails = append(ops["POST /things/{id}"].Fails, Fails(http.StatusBadRequest, "a|b"))
-	table, err := Markdown(testAPI(), "Intro.\n\n", routes, ops)
+	routes, operations := testRoutes()
+	operations["POST /things/{id}"].Fails = append(operations["POST /things/{id}"].Fails, Fails(http.StatusBadRequest, "a|b"))
+	table, err := Markdown(testAPI(), "Intro.\n\n", routes, operations)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,8 +227,8 @@ func TestMarkdown(t *testing.T) {
 	if table != want {
 		t.Errorf("table:\n%s\nwant:\n%s", table, want)
 	}
-	if _, err := Markdown(testAPI(), "", routes[:1], ops); err == nil {
-		t.Error("an op without a route must fail")
+	if _, err := Markdown(testAPI(), "", routes[:1], operations); err == nil {
+		t.Error("an operation without a route must fail")
 	}
 }
 

@@ -13,11 +13,11 @@ const (
 	RoutesEnd   = "<!-- routes:end -->"
 )
 
-// Markdown is the route table of routes, each described by the op of its key in ops, after
+// Markdown is the route table of routes, each described by the operation of its key in operations, after
 // intro: method, path, scope, role permission, gateway and the route's error strings but
-// the API's generic ones. It fails when a route has no op or an op no route.
-func Markdown(api *API, intro string, routes []Route, ops map[string]*Op) (string, error) {
-	matched, err := Match(routes, ops)
+// the API's generic ones. It fails when a route has no operation or an operation no route.
+func Markdown(api *API, intro string, routes []Route, operations map[string]*Operation) (string, error) {
+	matched, err := Match(routes, operations)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,6 @@
 package openapi
 
-// The description of routes (Route, Op, Reply, Fail) and the OpenAPI 3.0 objects the
+// The description of routes (Route, Operation, Reply, Fail) and the OpenAPI 3.0 objects the
 // document is made of.
 
 // Route is one route as the document describes it: its pattern and what it requires of its
@@ -20,11 +20,11 @@ type Route struct {
 	Public bool
 }
 
-// Key is how ops are keyed: "GET /v0/agents".
+// Key is how operations are keyed: "GET /v0/agents".
 func (r Route) Key() string { return r.Method + " " + r.Path }
 
-// Op describes one operation: what its handler reads and what it answers.
-type Op struct {
+// Operation describes one operation: what its handler reads and what it answers.
+type Operation struct {
 	ID, Tag, Summary, Description string
 	// Query are the query parameters.
 	Query []*Parameter
@@ -46,7 +46,7 @@ type Op struct {
 }
 
 // HasBody reports whether the operation reads a request body.
-func (o *Op) HasBody() bool { return o.Body != nil || o.Multipart != nil }
+func (o *Operation) HasBody() bool { return o.Body != nil || o.Multipart != nil }
 
 // Reply is a success answer.
 type Reply struct {
@@ -155,8 +155,8 @@ type components struct {
 	SecuritySchemes map[string]SecurityScheme `json:"securitySchemes"`
 }
 
-// operation is an OpenAPI Operation Object.
-type operation struct {
+// operationObject is an OpenAPI Operation Object, as the document holds it.
+type operationObject struct {
 	OperationID string                `json:"operationId"`
 	Summary     string                `json:"summary"`
 	Description string                `json:"description,omitempty"`

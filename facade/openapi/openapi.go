@@ -3,8 +3,8 @@
 //
 // The builder knows the mechanics: the OpenAPI object model (Schema, Parameter, ...), the
 // reflection of Go values into schemas (a named struct type becomes a component), the
-// assembly of the document from routes and their ops (Document) and the README's route
-// table (Markdown, SpliceREADME). What a route answers (an Op per "METHOD /path") and what
+// assembly of the document from routes and their operations (Document) and the README's route
+// table (Markdown, SpliceREADME). What a route answers (an Operation per "METHOD /path") and what
 // all routes have in common (an API: authentication, error envelopes, shared answers) are
 // the facade's description, in package facade.
 //

@@ -9,11 +9,11 @@ import (
 
 // Descriptions of the secret and issue routes (see openapi.go).
 
-func secretOps() map[string]*openapi.Op {
+func secretOperations() map[string]*openapi.Operation {
 	secretReply := openapi.Props{"secret": secretView{}}
 	secretsReply := openapi.Props{"secrets": []secretView{}}
 	notFoundSecret := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgSecretNotFound)
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"POST /v0/secrets": {
 			ID: "createSecret", Tag: "secrets", Summary: "Create a workspace secret",
 			Description: "The value is sealed (AES-256-GCM) and never answered. Its agents see it as the environment variable `envName` " +

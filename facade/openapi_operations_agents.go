@@ -11,8 +11,8 @@ import (
 
 // Descriptions of the meta, agent and engine routes (see openapi.go).
 
-func metaOps() map[string]*openapi.Op {
-	return map[string]*openapi.Op{
+func metaOperations() map[string]*openapi.Operation {
+	return map[string]*openapi.Operation{
 		"GET /healthz": {
 			ID: "getHealth", Tag: "meta", Summary: "Health of the facade",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The facade serves.", openapi.Props{"status": openapi.EnumOf("ok")})},
@@ -38,12 +38,12 @@ var agentReply = openapi.Props{"agent": agentView{}}
 // deletedReply is the {"id": ..., "deleted": true} body of deletes.
 var deletedReply = openapi.Props{"id": openapi.String(), "deleted": openapi.Bool()}
 
-// agentOps: an agent's life: list, create, get, delete, restart, suspend and resume.
-func agentOps() map[string]*openapi.Op {
+// agentOperations: an agent's life: list, create, get, delete, restart, suspend and resume.
+func agentOperations() map[string]*openapi.Operation {
 	gatewayFailed := openapi.Fail{Status: http.StatusInternalServerError, Msgs: []string{ops.MsgGatewayFailed}, Extra: openapi.Props{
 		"agent": openapi.Describe(&openapi.Schema{AllOf: []*openapi.Schema{{Ref: "#/components/schemas/Agent"}}}, "With `"+ops.MsgGatewayFailed+"` and `"+ops.MsgRestartFailed+"`: the agent, which is listed and can be restarted."),
 	}}
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"GET /v0/agents": {
 			ID: "listAgents", Tag: "agents", Summary: "List the workspace's agents",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The agents, oldest first.", openapi.Props{"agents": []agentView{}})},
@@ -118,10 +118,10 @@ func agentOps() map[string]*openapi.Op {
 	}
 }
 
-// agentMoreOps: an agent's logs, engine versions, gateway and platform tokens, scripts and
+// agentMoreOperations: an agent's logs, engine versions, gateway and platform tokens, scripts and
 // devices, and the templates agents are made from.
-func agentMoreOps() map[string]*openapi.Op {
-	return map[string]*openapi.Op{
+func agentMoreOperations() map[string]*openapi.Operation {
+	return map[string]*openapi.Operation{
 		"GET /v0/agents/{agentId}/logs": {
 			ID: "getAgentLogs", Tag: "agents", Summary: "Read or follow the agent's gateway logs (an addition beyond the contract)",
 			Description: "The last lines of the gateway's output (stdout and stderr), oldest first. Secrets are redacted: the " +
@@ -200,9 +200,9 @@ var agentUploadBody = &openapi.Schema{
 	},
 }
 
-func engineOps() map[string]*openapi.Op {
+func engineOperations() map[string]*openapi.Operation {
 	configReply := openapi.Props{"config": openapi.Describe(openapi.AnyObject(), "The engine config, secrets redacted.")}
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"POST /v0/agents/{agentId}/console/exec": {
 			ID: "consoleExec", Tag: "engine", Summary: "Run a shell command in the agent's home",
 			Description: "Bounded in time (the process tree is killed) and output; a non-zero exit is a 200 with its exit code.",

@@ -7,8 +7,8 @@ import (
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
-// fleetOps: the workspace's fleet (the console's fleet view).
-func fleetOps() map[string]*openapi.Op {
+// fleetOperations: the workspace's fleet (the console's fleet view).
+func fleetOperations() map[string]*openapi.Operation {
 	const about = "Every agent of the workspace with its phase, whether it sleeps and its next wake, memory and CPU now " +
 		"(from the runtime: the local runtime's cgroups, the kube runtime's metrics API where the cluster serves it; `memoryBytes` and `cpuPercent` are absent where the runtime " +
 		"does not measure them, and `metrics` is `n/a`), model tokens and requests today (UTC) through the model proxy " +
@@ -18,7 +18,7 @@ func fleetOps() map[string]*openapi.Op {
 		"restore, skill or rollout; a series counts each time); the workspace's own usage and budget; and the warm gateway " +
 		"pools that serve the workspace. Read from the manager's cache and one list of the workspace's Warning events: no " +
 		"secret, no request to a gateway."
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"GET /v0/fleet": {
 			ID: "getFleet", Tag: "agents", Summary: "The workspace's fleet (an addition beyond the contract)",
 			Description: about,

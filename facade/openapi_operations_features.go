@@ -11,7 +11,7 @@ import (
 
 // Descriptions of the domain, snapshot, skill and channel routes (see openapi.go).
 
-func domainOps() map[string]*openapi.Op {
+func domainOperations() map[string]*openapi.Operation {
 	domainReply := openapi.Props{"domain": domainView{}}
 	notFound := openapi.Fails(http.StatusNotFound, ops.MsgAgentNotFound, ops.MsgDomainNotFound)
 	fields := map[string]*openapi.Schema{
@@ -19,7 +19,7 @@ func domainOps() map[string]*openapi.Op {
 		"customDomain": {Description: "A host name you own (paid plans); it is `pending_ownership` until its TXT record is seen."},
 		"targetPort":   {Description: "The agent's port the domain routes to (default 18789, the gateway).", Minimum: openapi.Ptr[int64](1), Maximum: openapi.Ptr[int64](65535)},
 	}
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"GET /v0/agents/{agentId}/domains": {
 			ID: "listDomains", Tag: "domains", Summary: "List an agent's domains",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The domains, oldest first.", openapi.Props{"domains": []domainView{}})},
@@ -68,8 +68,8 @@ func domainOps() map[string]*openapi.Op {
 	}
 }
 
-func snapshotOps() map[string]*openapi.Op {
-	return map[string]*openapi.Op{
+func snapshotOperations() map[string]*openapi.Operation {
+	return map[string]*openapi.Operation{
 		"GET /v0/agents/{agentId}/snapshots": {
 			ID: "listSnapshots", Tag: "snapshots", Summary: "An agent's snapshot history",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "The completed snapshots, newest first.", openapi.Props{"snapshots": []snapshotView{}})},
@@ -98,14 +98,14 @@ func snapshotOps() map[string]*openapi.Op {
 	}
 }
 
-func skillOps() map[string]*openapi.Op {
+func skillOperations() map[string]*openapi.Operation {
 	registry := []openapi.Fail{
 		openapi.Fails(http.StatusUnprocessableEntity, ops.MsgInvalidBundle+": <reason>", ops.MsgBundleTooLarge),
 		openapi.Fails(http.StatusBadGateway, ops.MsgRegistryError),
 		openapi.Fails(http.StatusServiceUnavailable, ops.MsgRegistryUnavailable, ops.MsgStorageMissing),
 	}
 	syncNote := "Waits (30 s) for the agent's home to reflect the change: 200 once it does, 202 while it is pending."
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"POST /v0/clawhub/{slug}/install": {
 			ID: "installSkill", Tag: "skills", Summary: "Install a skill from ClawHub into the workspace",
 			Description: "Downloads and checks the bundle, stores it by CID. 201 when new; 200 when that version was installed already or another version was replaced.",
@@ -179,7 +179,7 @@ type attachedSkillView struct {
 	Installed bool `json:"installed"`
 }
 
-func channelOps() map[string]*openapi.Op {
+func channelOperations() map[string]*openapi.Operation {
 	channelReply := openapi.Props{"channel": channelView{}}
 	byType := openapi.Props{}
 	for _, t := range agentsv1.ChannelTypes {
@@ -188,7 +188,7 @@ func channelOps() map[string]*openapi.Op {
 	target := []openapi.Fail{
 		openapi.Fails(http.StatusBadRequest, ops.MsgUnsupportedChannel), openapi.Fails(http.StatusForbidden, ops.MsgChannelPlan), notFoundAgent,
 	}
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"GET /v0/agents/{agentId}/channels": {
 			ID: "listChannels", Tag: "channels", Summary: "An agent's channels, one per chat network",
 			Replies: []openapi.Reply{openapi.Answer(http.StatusOK, "Every channel type, configured or not (tokens as hints only).", openapi.Props{"channels": byType})},

@@ -21,13 +21,13 @@ var uploadForm = &openapi.Schema{
 	},
 }
 
-func fileOps() map[string]*openapi.Op {
+func fileOperations() map[string]*openapi.Operation {
 	fileReply := v3data(fileView{})
 	signatureReply := v3data(openapi.Props{"cid": openapi.String(), "signature": openapi.String()})
 	fileNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgFileNotFound)
 	signatureNotFound := openapi.Fails(http.StatusNotFound, msgNotFound, ops.MsgFileNotFound, ops.MsgSignatureNotFound)
 	invalidCID := openapi.Fails(http.StatusBadRequest, ops.MsgInvalidCID)
-	return map[string]*openapi.Op{
+	return map[string]*openapi.Operation{
 		"GET /v3/data/testAuthentication": {
 			ID: "testAuthentication", Tag: "files", Summary: "Check a token (the pinata SDK's auth check)",
 			Description: "Not wrapped in `data`, as the hosted API answers it.",

@@ -7,9 +7,9 @@ import (
 	"github.com/agentplane/agentplane/internal/ops"
 )
 
-// chatOps: talking to an agent (chat.go).
-func chatOps() map[string]*openapi.Op {
-	return map[string]*openapi.Op{
+// chatOperations: talking to an agent (chat.go).
+func chatOperations() map[string]*openapi.Operation {
+	return map[string]*openapi.Operation{
 		"POST /v0/agents/{agentId}/chat": {
 			ID: "chat", Tag: "engine", Summary: "Send the agent a message and stream its reply (an addition beyond the contract)",
 			Description: "One turn of a conversation (`conversationId`, or a new one), sent to the agent's gateway with its own " +
