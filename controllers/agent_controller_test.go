@@ -28,7 +28,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // startAgentManager runs the Agent controller on the kube runtime against envtest. There is
@@ -128,7 +128,7 @@ func (testModelProxy) BaseURL(provider string) (string, bool) {
 
 func agentWorkspace(name string, limit int32) string {
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(limit)}}
-	Expect(tenancy.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
+	Expect(workspacens.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
 	return name
 }
 

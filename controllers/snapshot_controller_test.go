@@ -27,7 +27,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/storage/local"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 const snapWait = 20 * time.Second
@@ -50,7 +50,7 @@ var _ = Describe("Snapshots", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		store = &flakyStore{Store: files}
 		for _, ns := range []string{nsA, nsB, nsQ, nsL} {
-			Expect(tenancy.EnsureWorkspace(ctx, k8sClient, &agentsv1.Workspace{
+			Expect(workspacens.EnsureWorkspace(ctx, k8sClient, &agentsv1.Workspace{
 				ObjectMeta: metav1.ObjectMeta{Name: ns},
 				Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, AgentLimit: ptr.To[int32](20)},
 			})).To(Succeed())

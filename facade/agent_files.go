@@ -55,7 +55,7 @@ func (s *Server) uploadAgentFile(r *http.Request, c *Caller) (*Response, error) 
 	if err != nil {
 		return nil, err
 	}
-	rel, err := s.ops.WriteAgentFile(r.Context(), c.tenant(), r.PathValue("agentId"), name, content)
+	rel, err := s.ops.WriteAgentFile(r.Context(), c.scope(), r.PathValue("agentId"), name, content)
 	if err != nil {
 		return nil, err
 	}

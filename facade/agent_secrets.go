@@ -13,7 +13,7 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	agent, err := s.ops.AttachSecrets(r.Context(), c.tenant(), r.PathValue("agentId"), req.SecretIDs)
+	agent, err := s.ops.AttachSecrets(r.Context(), c.scope(), r.PathValue("agentId"), req.SecretIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -21,7 +21,7 @@ func (s *Server) attachSecrets(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) detachSecret(r *http.Request, c *Caller) (*Response, error) {
-	agent, err := s.ops.DetachSecret(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("secretId"))
+	agent, err := s.ops.DetachSecret(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("secretId"))
 	if err != nil {
 		return nil, err
 	}
@@ -29,7 +29,7 @@ func (s *Server) detachSecret(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) listAgentSecrets(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.AgentSecrets(r.Context(), c.tenant(), r.PathValue("agentId"))
+	list, err := s.ops.AgentSecrets(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

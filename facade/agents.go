@@ -72,11 +72,11 @@ func viewAgent(a *agentsv1.Agent) agentView {
 
 // getAgent reads the caller's agent; an agent of another workspace is simply not found.
 func (s *Server) getAgent(ctx context.Context, c *Caller, id string) (*agentsv1.Agent, error) {
-	return s.ops.Agent(ctx, c.tenant(), id)
+	return s.ops.Agent(ctx, c.scope(), id)
 }
 
 func (s *Server) listAgents(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Agents(r.Context(), c.tenant())
+	list, err := s.ops.Agents(r.Context(), c.scope())
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	a, running, err := s.ops.CreateAgent(r.Context(), c.tenant(), ops.NewAgent{
+	a, running, err := s.ops.CreateAgent(r.Context(), c.scope(), ops.NewAgent{
 		Name: req.Name, AgentProfile: req.AgentProfile,
 		EngineVersion: req.EngineVersion, TemplateID: req.TemplateID, Template: req.Template, CreatedBy: c.UserID,
 	}, !noWait(r))
@@ -118,7 +118,7 @@ func (s *Server) createAgent(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) deleteAgent(r *http.Request, c *Caller) (*Response, error) {
-	a, err := s.ops.DeleteAgent(r.Context(), c.tenant(), r.PathValue("agentId"))
+	a, err := s.ops.DeleteAgent(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

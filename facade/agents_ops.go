@@ -22,12 +22,12 @@ func (s *Server) restartAgent(r *http.Request, c *Caller) (*Response, error) {
 	if version == "" {
 		version = req.EngineVersion
 	}
-	a, running, err := s.ops.RestartAgent(r.Context(), c.tenant(), r.PathValue("agentId"), version, !noWait(r))
+	a, running, err := s.ops.RestartAgent(r.Context(), c.scope(), r.PathValue("agentId"), version, !noWait(r))
 	return agentAnswer(a, running, http.StatusOK, err)
 }
 
 func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
-	v, err := s.ops.AgentVersions(r.Context(), c.tenant(), r.PathValue("agentId"))
+	v, err := s.ops.AgentVersions(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -37,7 +37,7 @@ func (s *Server) agentVersions(r *http.Request, c *Caller) (*Response, error) {
 // platformToken mints a short-lived JWT the agent uses to call the platform on its own behalf
 // (ops.MintPlatformToken).
 func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
-	tok, exp, err := s.ops.MintPlatformToken(r.Context(), c.tenant(), r.PathValue("agentId"), s.opts.Signer)
+	tok, exp, err := s.ops.MintPlatformToken(r.Context(), c.scope(), r.PathValue("agentId"), s.opts.Signer)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (s *Server) platformToken(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) getGatewayToken(r *http.Request, c *Caller) (*Response, error) {
-	a, tok, err := s.ops.GatewayToken(r.Context(), c.tenant(), r.PathValue("agentId"))
+	a, tok, err := s.ops.GatewayToken(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func (s *Server) getGatewayToken(r *http.Request, c *Caller) (*Response, error) 
 // rotateGatewayToken replaces the agent's gateway token. The previous value is refused as
 // soon as this answers: the operation waits until this replica's cache has the new value.
 func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, error) {
-	a, tok, err := s.ops.RotateGatewayToken(r.Context(), c.tenant(), r.PathValue("agentId"))
+	a, tok, err := s.ops.RotateGatewayToken(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (s *Server) rotateGatewayToken(r *http.Request, c *Caller) (*Response, erro
 // retryScripts re-runs the agent's start-up scripts (startup.sh and .agentplane/startup/*.sh
 // in the home), in order, stopping at the first failure.
 func (s *Server) retryScripts(r *http.Request, c *Caller) (*Response, error) {
-	res, err := s.ops.RetryScripts(r.Context(), c.tenant(), r.PathValue("agentId"))
+	res, err := s.ops.RetryScripts(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func (s *Server) retryScripts(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) listDevices(r *http.Request, c *Caller) (*Response, error) {
-	devices, err := s.ops.Devices(r.Context(), c.tenant(), r.PathValue("agentId"))
+	devices, err := s.ops.Devices(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

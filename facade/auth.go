@@ -13,7 +13,7 @@ import (
 type Caller struct {
 	// UserID is the token's `sub` ("" for gateway tokens and keys without a user).
 	UserID string
-	// Workspace is the caller's tenant (from the informer cache).
+	// Workspace is the caller's workspace (from the informer cache).
 	Workspace *agentsv1.Workspace
 	// Namespace holds the workspace's objects.
 	Namespace string
@@ -28,9 +28,9 @@ type Caller struct {
 	GatewayAgent string
 }
 
-// tenant is whose objects the caller's operations act on.
-func (c *Caller) tenant() ops.Tenant {
-	return ops.Tenant{Namespace: c.Namespace, OnlyAgent: c.GatewayAgent}
+// scope is whose objects the caller's operations act on.
+func (c *Caller) scope() ops.Scope {
+	return ops.Scope{Namespace: c.Namespace, OnlyAgent: c.GatewayAgent}
 }
 
 // HeaderWorkspace lets a client pin the workspace it expects its token to belong to; a token

@@ -20,7 +20,7 @@ func (s *Server) channelRoutes() {
 }
 
 func (s *Server) listChannels(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Channels(r.Context(), c.tenant(), r.PathValue("agentId"))
+	list, err := s.ops.Channels(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 	}
 	setup := ops.ChannelSetup{BotToken: req.BotToken, AppToken: req.AppToken, DMPolicy: req.DMPolicy,
 		AllowFrom: req.AllowFrom, Enabled: req.Enabled, NoWait: r.URL.Query().Get("wait") == "false"}
-	st, outcome, err := s.ops.SetupChannel(r.Context(), c.tenant(), planOf(c), r.PathValue("agentId"), r.PathValue("channel"), setup)
+	st, outcome, err := s.ops.SetupChannel(r.Context(), c.scope(), planOf(c), r.PathValue("agentId"), r.PathValue("channel"), setup)
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +65,7 @@ func (s *Server) setupChannel(r *http.Request, c *Caller) (*Response, error) {
 // 202 when the wait ends first.
 func (s *Server) deleteChannel(r *http.Request, c *Caller) (*Response, error) {
 	agentID, channel := r.PathValue("agentId"), r.PathValue("channel")
-	deleted, err := s.ops.DeleteChannel(r.Context(), c.tenant(), planOf(c), agentID, channel)
+	deleted, err := s.ops.DeleteChannel(r.Context(), c.scope(), planOf(c), agentID, channel)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func (s *Server) chat(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, ops.MsgInvalidMessage); err != nil {
 		return nil, err
 	}
-	turn, err := s.ops.StartChat(r.Context(), c.tenant(), r.PathValue("agentId"), req)
+	turn, err := s.ops.StartChat(r.Context(), c.scope(), r.PathValue("agentId"), req)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func streamChat(ctx context.Context, w http.ResponseWriter, turn *ops.ChatTurn) 
 }
 
 func (s *Server) listConversations(r *http.Request, c *Caller) (*Response, error) {
-	list, asleep, err := s.ops.ListConversations(r.Context(), c.tenant(), r.PathValue("agentId"))
+	list, asleep, err := s.ops.ListConversations(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (s *Server) listConversations(r *http.Request, c *Caller) (*Response, error
 }
 
 func (s *Server) getConversation(r *http.Request, c *Caller) (*Response, error) {
-	conv, err := s.ops.GetConversation(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("conversationId"))
+	conv, err := s.ops.GetConversation(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("conversationId"))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,7 @@ import (
 
 // getConfig answers the agent's engine config with its secrets redacted.
 func (s *Server) getConfig(r *http.Request, c *Caller) (*Response, error) {
-	cfg, err := s.ops.Config(r.Context(), c.tenant(), r.PathValue("agentId"))
+	cfg, err := s.ops.Config(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (s *Server) validateConfig(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.ops.ValidateConfig(r.Context(), c.tenant(), r.PathValue("agentId"), cfg)
+	res, err := s.ops.ValidateConfig(r.Context(), c.scope(), r.PathValue("agentId"), cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Server) putConfig(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	got, applied, err := s.ops.PutConfig(r.Context(), c.tenant(), r.PathValue("agentId"), cfg)
+	got, applied, err := s.ops.PutConfig(r.Context(), c.scope(), r.PathValue("agentId"), cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func (s *Server) consoleExec(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, ops.MsgInvalidCommand); err != nil {
 		return nil, err
 	}
-	res, err := s.ops.Exec(r.Context(), c.tenant(), r.PathValue("agentId"), ops.Command(req))
+	res, err := s.ops.Exec(r.Context(), c.scope(), r.PathValue("agentId"), ops.Command(req))
 	if err != nil {
 		return nil, err
 	}

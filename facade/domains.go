@@ -38,7 +38,7 @@ type domainRequest struct {
 }
 
 func (s *Server) listDomains(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Domains(r.Context(), c.tenant(), r.PathValue("agentId"))
+	list, err := s.ops.Domains(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	d, err := s.ops.CreateDomain(r.Context(), c.tenant(), planOf(c), r.PathValue("agentId"), ops.DomainFields(req))
+	d, err := s.ops.CreateDomain(r.Context(), c.scope(), planOf(c), r.PathValue("agentId"), ops.DomainFields(req))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +62,7 @@ func (s *Server) createDomain(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) getDomainRoute(r *http.Request, c *Caller) (*Response, error) {
-	d, err := s.ops.Domain(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("domainId"))
+	d, err := s.ops.Domain(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("domainId"))
 	if err != nil {
 		return nil, err
 	}
@@ -75,7 +75,7 @@ func (s *Server) patchDomain(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	d, err := s.ops.PatchDomain(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("domainId"), ops.DomainFields(req))
+	d, err := s.ops.PatchDomain(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("domainId"), ops.DomainFields(req))
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func (s *Server) patchDomain(r *http.Request, c *Caller) (*Response, error) {
 // deleteDomain answers 200 once the Domain is gone (its name is then free to claim again),
 // 202 when the wait ends first.
 func (s *Server) deleteDomain(r *http.Request, c *Caller) (*Response, error) {
-	d, deleted, err := s.ops.DeleteDomain(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("domainId"))
+	d, deleted, err := s.ops.DeleteDomain(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("domainId"))
 	if err != nil {
 		return nil, err
 	}

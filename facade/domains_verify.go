@@ -8,7 +8,7 @@ import (
 // for that check: 200 with the domain as checked, or 202 with the domain as it stands when
 // the check has not happened yet. Subdomains and verified domains answer 200 at once.
 func (s *Server) verifyDomain(r *http.Request, c *Caller) (*Response, error) {
-	d, checked, err := s.ops.VerifyDomain(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("domainId"))
+	d, checked, err := s.ops.VerifyDomain(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("domainId"))
 	if err != nil {
 		return nil, err
 	}

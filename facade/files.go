@@ -67,7 +67,7 @@ func (s *Server) uploadFile(r *http.Request, c *Caller) (*Response, error) {
 	if name == "" {
 		name = fh.Filename
 	}
-	f, err := s.ops.UploadFile(r.Context(), c.tenant(), ops.NewFile{
+	f, err := s.ops.UploadFile(r.Context(), c.scope(), ops.NewFile{
 		Network: r.FormValue("network"), Name: name, KeyValues: r.FormValue("keyvalues"),
 		Content: part, Size: fh.Size, MimeType: fh.Header.Get("Content-Type"),
 	})
@@ -99,7 +99,7 @@ func (s *Server) listFiles(r *http.Request, c *Caller) (*Response, error) {
 			fq.KeyValues[strings.TrimSuffix(key, "]")] = vs[0]
 		}
 	}
-	files, next, err := s.ops.Files(r.Context(), c.tenant(), network, fq)
+	files, next, err := s.ops.Files(r.Context(), c.scope(), network, fq)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (s *Server) getFile(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := s.ops.File(r.Context(), c.tenant(), network, r.PathValue("id"))
+	f, err := s.ops.File(r.Context(), c.scope(), network, r.PathValue("id"))
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +127,7 @@ func (s *Server) deleteFile(r *http.Request, c *Caller) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.ops.DeleteFile(r.Context(), c.tenant(), network, r.PathValue("id")); err != nil {
+	if err := s.ops.DeleteFile(r.Context(), c.scope(), network, r.PathValue("id")); err != nil {
 		return nil, err
 	}
 	return ok(data(nil))

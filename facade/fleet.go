@@ -134,7 +134,7 @@ func viewFleet(f ops.Fleet) fleetView {
 
 // getFleet answers the workspace's fleet once.
 func (s *Server) getFleet(r *http.Request, c *Caller) (*Response, error) {
-	f, err := s.ops.Fleet(r.Context(), c.tenant(), c.Namespace)
+	f, err := s.ops.Fleet(r.Context(), c.scope(), c.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func (s *Server) getFleet(r *http.Request, c *Caller) (*Response, error) {
 // fleetStream streams the workspace's fleet as server-sent events (one stream for the
 // whole fleet, not a request per agent).
 func (s *Server) fleetStream(r *http.Request, c *Caller) (*Response, error) {
-	w := s.ops.WatchFleet(c.tenant(), c.Namespace, 0)
+	w := s.ops.WatchFleet(c.scope(), c.Namespace, 0)
 	first, err := w.Next(r.Context())
 	if err != nil {
 		return nil, err

@@ -41,7 +41,7 @@ func BenchmarkFleet1000(b *testing.B) {
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).Build()
 	o := ops.New(ops.Deps{Client: c, Now: func() time.Time { return start.Add(time.Hour) }})
-	ctx, t := context.Background(), ops.Tenant{Namespace: "ws"}
+	ctx, t := context.Background(), ops.Scope{Namespace: "ws"}
 	var listTime, fleetTime time.Duration
 	var listBytes, fleetBytes int
 	for b.Loop() {

@@ -35,7 +35,7 @@ func viewIssue(cm *corev1.ConfigMap) issueView {
 }
 
 func (s *Server) listIssues(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Issues(r.Context(), c.tenant(), c.Workspace)
+	list, err := s.ops.Issues(r.Context(), c.scope(), c.Workspace)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +54,7 @@ func (s *Server) createIssue(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	cm, err := s.ops.CreateIssue(r.Context(), c.tenant(), c.Workspace, ops.NewIssue{
+	cm, err := s.ops.CreateIssue(r.Context(), c.scope(), c.Workspace, ops.NewIssue{
 		Title: req.Title, Body: req.Body, AgentID: req.AgentID, Reporter: c.UserID,
 	})
 	if err != nil {

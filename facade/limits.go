@@ -44,7 +44,7 @@ func (s *Server) putAgentBudget(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, ops.MsgInvalidBudget); err != nil {
 		return nil, err
 	}
-	a, err := s.ops.SetAgentBudget(r.Context(), c.tenant(), r.PathValue("agentId"), req.budget())
+	a, err := s.ops.SetAgentBudget(r.Context(), c.scope(), r.PathValue("agentId"), req.budget())
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (s *Server) putAgentResources(r *http.Request, c *Caller) (*Response, error
 	if err := decodeJSON(r, &req, ops.MsgInvalidMemoryLimit); err != nil {
 		return nil, err
 	}
-	a, err := s.ops.SetAgentMemoryLimit(r.Context(), c.tenant(), r.PathValue("agentId"), req.MemoryLimit)
+	a, err := s.ops.SetAgentMemoryLimit(r.Context(), c.scope(), r.PathValue("agentId"), req.MemoryLimit)
 	if err != nil {
 		return nil, err
 	}

@@ -52,13 +52,13 @@ func (s *Server) agentLogs(r *http.Request, c *Caller) (*Response, error) {
 		tail = &n
 	}
 	if q.Get("follow") != "true" {
-		lines, err := s.ops.AgentLogs(r.Context(), c.tenant(), r.PathValue("agentId"), tail)
+		lines, err := s.ops.AgentLogs(r.Context(), c.scope(), r.PathValue("agentId"), tail)
 		if err != nil {
 			return nil, err
 		}
 		return ok(map[string]any{"lines": lines})
 	}
-	f, err := s.ops.FollowLogs(r.Context(), c.tenant(), r.PathValue("agentId"), tail)
+	f, err := s.ops.FollowLogs(r.Context(), c.scope(), r.PathValue("agentId"), tail)
 	if err != nil {
 		return nil, err
 	}

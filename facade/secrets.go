@@ -38,7 +38,7 @@ func (s *Server) createSecret(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	sec, err := s.ops.CreateSecret(r.Context(), c.tenant(), ops.NewSecret(req))
+	sec, err := s.ops.CreateSecret(r.Context(), c.scope(), ops.NewSecret(req))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (s *Server) createSecret(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) listSecrets(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Secrets(r.Context(), c.tenant())
+	list, err := s.ops.Secrets(r.Context(), c.scope())
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +58,7 @@ func (s *Server) listSecrets(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) deleteSecret(r *http.Request, c *Caller) (*Response, error) {
-	sec, err := s.ops.DeleteSecret(r.Context(), c.tenant(), r.PathValue("secretId"))
+	sec, err := s.ops.DeleteSecret(r.Context(), c.scope(), r.PathValue("secretId"))
 	if err != nil {
 		return nil, err
 	}

@@ -26,7 +26,7 @@ func (s *Server) addSignature(r *http.Request, c *Caller) (*Response, error) {
 	if decodeJSONBytes(raw, &req, ops.MsgSignatureBody) == nil {
 		sig = &ops.Signature{Signature: req.Signature, Address: req.Address}
 	}
-	f, err := s.ops.AddSignature(r.Context(), c.tenant(), r.PathValue("network"), r.PathValue("cid"), sig)
+	f, err := s.ops.AddSignature(r.Context(), c.scope(), r.PathValue("network"), r.PathValue("cid"), sig)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +34,7 @@ func (s *Server) addSignature(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) getSignature(r *http.Request, c *Caller) (*Response, error) {
-	f, err := s.ops.FileSignature(r.Context(), c.tenant(), r.PathValue("network"), r.PathValue("cid"))
+	f, err := s.ops.FileSignature(r.Context(), c.scope(), r.PathValue("network"), r.PathValue("cid"))
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (s *Server) getSignature(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) deleteSignature(r *http.Request, c *Caller) (*Response, error) {
-	if err := s.ops.DeleteSignature(r.Context(), c.tenant(), r.PathValue("network"), r.PathValue("cid")); err != nil {
+	if err := s.ops.DeleteSignature(r.Context(), c.scope(), r.PathValue("network"), r.PathValue("cid")); err != nil {
 		return nil, err
 	}
 	return ok(data(nil))

@@ -71,7 +71,7 @@ func (s *Server) installSkill(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		return nil, err
 	}
-	in, err := s.ops.InstallSkill(r.Context(), c.tenant(), slug, req.Version)
+	in, err := s.ops.InstallSkill(r.Context(), c.scope(), slug, req.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func decodeOptionalJSON(r *http.Request, v any) error {
 
 // listSkills answers the workspace's installed skills, by slug.
 func (s *Server) listSkills(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.Skills(r.Context(), c.tenant())
+	list, err := s.ops.Skills(r.Context(), c.scope())
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,7 @@ func (s *Server) attachSkills(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, msgInvalidBody); err != nil {
 		return nil, err
 	}
-	agent, synced, err := s.ops.AttachSkills(r.Context(), c.tenant(), r.PathValue("agentId"), req.SkillCIDs)
+	agent, synced, err := s.ops.AttachSkills(r.Context(), c.scope(), r.PathValue("agentId"), req.SkillCIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +26,7 @@ func (s *Server) attachSkills(r *http.Request, c *Caller) (*Response, error) {
 // detachSkill removes a skill from an agent. skillId is the Skill's object name (any of its
 // versions' bundles is detached) or a bundle CID the agent attaches.
 func (s *Server) detachSkill(r *http.Request, c *Caller) (*Response, error) {
-	agent, synced, err := s.ops.DetachSkill(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("skillId"))
+	agent, synced, err := s.ops.DetachSkill(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("skillId"))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,7 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 	if err := decodeOptionalJSON(r, &req); err != nil {
 		return nil, err
 	}
-	sk, synced, err := s.ops.UpdateAgentSkill(r.Context(), c.tenant(), r.PathValue("agentId"), r.PathValue("skillId"),
+	sk, synced, err := s.ops.UpdateAgentSkill(r.Context(), c.scope(), r.PathValue("agentId"), r.PathValue("skillId"),
 		ops.SkillUpdate(req))
 	if err != nil {
 		return nil, err
@@ -56,7 +56,7 @@ func (s *Server) updateAgentSkill(r *http.Request, c *Caller) (*Response, error)
 
 // listAgentSkills answers the skills an agent attaches, with whether each is unpacked.
 func (s *Server) listAgentSkills(r *http.Request, c *Caller) (*Response, error) {
-	list, err := s.ops.AgentSkills(r.Context(), c.tenant(), r.PathValue("agentId"))
+	list, err := s.ops.AgentSkills(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

@@ -37,7 +37,7 @@ func viewSnapshot(sn *agentsv1.Snapshot) snapshotView {
 
 // listSnapshots answers the agent's snapshot history, newest first.
 func (s *Server) listSnapshots(r *http.Request, c *Caller) (*Response, error) {
-	items, err := s.ops.Snapshots(r.Context(), c.tenant(), r.PathValue("agentId"))
+	items, err := s.ops.Snapshots(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Server) listSnapshots(r *http.Request, c *Caller) (*Response, error) {
 
 // syncSnapshot archives the agent's home into storage now and answers its CID.
 func (s *Server) syncSnapshot(r *http.Request, c *Caller) (*Response, error) {
-	sn, err := s.ops.SyncSnapshot(r.Context(), c.tenant(), r.PathValue("agentId"))
+	sn, err := s.ops.SyncSnapshot(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ func (s *Server) resetSnapshot(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &body, ops.MsgInvalidSnapshotCID); err != nil {
 		return nil, err
 	}
-	sn, agent, err := s.ops.ResetSnapshot(r.Context(), c.tenant(), r.PathValue("agentId"), body.SnapshotCID)
+	sn, agent, err := s.ops.ResetSnapshot(r.Context(), c.scope(), r.PathValue("agentId"), body.SnapshotCID)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // quotaWorkspace creates workspace name (owner "qa") with quotas q and returns an all-scopes
@@ -34,7 +34,7 @@ func quotaWorkspace(name string, q *agentsv1.StorageQuotas) string {
 			Members: []agentsv1.WorkspaceMember{{UserID: "qa", Role: agentsv1.RoleOwner}},
 		},
 	}
-	ExpectWithOffset(1, tenancy.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
+	ExpectWithOffset(1, workspacens.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
 	return token(name, "qa", "", auth.ScopeAll)
 }
 

@@ -34,7 +34,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // The suite's Slack app's tokens (the fake Slack knows them).
@@ -202,7 +202,7 @@ func workspace(name string, plan agentsv1.Plan, members ...agentsv1.WorkspaceMem
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       agentsv1.WorkspaceSpec{Plan: plan, Members: members},
 	}
-	Expect(tenancy.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
+	Expect(workspacens.EnsureWorkspace(ctx, k8sClient, ws)).To(Succeed())
 	return ws
 }
 

@@ -18,7 +18,7 @@ func (s *Server) createTask(r *http.Request, c *Caller) (*Response, error) {
 	if err := decodeJSON(r, &req, ops.MsgInvalidParameters); err != nil {
 		return nil, err
 	}
-	task, err := s.ops.CreateTask(r.Context(), c.tenant(), r.PathValue("agentId"), ops.NewTask(req))
+	task, err := s.ops.CreateTask(r.Context(), c.scope(), r.PathValue("agentId"), ops.NewTask(req))
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +26,7 @@ func (s *Server) createTask(r *http.Request, c *Caller) (*Response, error) {
 }
 
 func (s *Server) listTasks(r *http.Request, c *Caller) (*Response, error) {
-	tasks, err := s.ops.Tasks(r.Context(), c.tenant(), r.PathValue("agentId"))
+	tasks, err := s.ops.Tasks(r.Context(), c.scope(), r.PathValue("agentId"))
 	if err != nil {
 		return nil, err
 	}

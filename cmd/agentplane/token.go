@@ -14,7 +14,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 func newTokenCommand() *cobra.Command {
@@ -103,7 +103,7 @@ func ensureWorkspace(ctx context.Context, c client.Client, f tokenFlags) error {
 	if !f.createWorkspace {
 		return fmt.Errorf("workspace %q does not exist (pass --create-workspace to create it)", f.workspace)
 	}
-	return tenancy.EnsureWorkspace(ctx, c, &agentsv1.Workspace{
+	return workspacens.EnsureWorkspace(ctx, c, &agentsv1.Workspace{
 		ObjectMeta: metav1.ObjectMeta{Name: f.workspace},
 		Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.Plan(f.plan)},
 	})

@@ -26,7 +26,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/controllers"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 	"github.com/agentplane/agentplane/internal/watchfilter"
 )
 
@@ -97,7 +97,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ws *agentsv1.Workspace
 // reconcileNormal makes the namespace, settles the agent slots and the storage counts, and
 // computes the status.
 func (r *Reconciler) reconcileNormal(ctx context.Context, ws *agentsv1.Workspace, pass *workspacePass) (ctrl.Result, error) {
-	nsErr := tenancy.EnsureNamespace(ctx, r.Client, ws)
+	nsErr := workspacens.EnsureNamespace(ctx, r.Client, ws)
 	var agents agentsv1.AgentList
 	// The cache's objects are read, never modified: no deep copy of every agent per pass.
 	if err := r.List(ctx, &agents, client.InNamespace(ws.Name), client.UnsafeDisableDeepCopy); err != nil {

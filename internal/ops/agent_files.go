@@ -45,7 +45,7 @@ func CleanUploadPath(name string) string {
 // and counts it in the workspace's uploads quota (reserved before the write, settled once it
 // landed, released when it failed). It returns the file's clean relative path. The name is
 // judged before the agent is looked up.
-func (o *Ops) WriteAgentFile(ctx context.Context, t Tenant, agentID, name string, content []byte) (string, error) {
+func (o *Ops) WriteAgentFile(ctx context.Context, t Scope, agentID, name string, content []byte) (string, error) {
 	rel := CleanUploadPath(name)
 	if rel == "" {
 		return "", Fail(Invalid, MsgInvalidFilename)

@@ -68,7 +68,7 @@ type NewAgent struct {
 // with wait it then waits (bounded by ProvisionTimeout) for the gateway. It returns the agent
 // and whether the gateway answers (false: still starting, or not waited for); a gateway that
 // crashed is an Internal `Gateway failed to start` whose Fields["agent"] is the agent.
-func (o *Ops) CreateAgent(ctx context.Context, t Tenant, n NewAgent, wait bool) (*agentsv1.Agent, bool, error) {
+func (o *Ops) CreateAgent(ctx context.Context, t Scope, n NewAgent, wait bool) (*agentsv1.Agent, bool, error) {
 	agent, err := o.agentFrom(ctx, t, &n)
 	if err != nil {
 		return nil, false, err
@@ -97,7 +97,7 @@ func (o *Ops) CreateAgent(ctx context.Context, t Tenant, n NewAgent, wait bool) 
 
 // agentFrom validates n and builds the Agent (expanded from a template when one is named: the
 // Agent controller expands an Agent applied with kubectl the same way).
-func (o *Ops) agentFrom(ctx context.Context, t Tenant, n *NewAgent) (*agentsv1.Agent, error) {
+func (o *Ops) agentFrom(ctx context.Context, t Scope, n *NewAgent) (*agentsv1.Agent, error) {
 	a := &agentsv1.Agent{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: newAgentID(), Namespace: t.Namespace,
@@ -135,8 +135,8 @@ func (o *Ops) agentFrom(ctx context.Context, t Tenant, n *NewAgent) (*agentsv1.A
 	return a, nil
 }
 
-// Agents lists the tenant's agents (live) that are not being deleted, oldest first.
-func (o *Ops) Agents(ctx context.Context, t Tenant) ([]agentsv1.Agent, error) {
+// Agents lists the workspace's agents (live) that are not being deleted, oldest first.
+func (o *Ops) Agents(ctx context.Context, t Scope) ([]agentsv1.Agent, error) {
 	var list agentsv1.AgentList
 	if err := o.d.APIReader.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return nil, err
@@ -154,9 +154,9 @@ func (o *Ops) Agents(ctx context.Context, t Tenant) ([]agentsv1.Agent, error) {
 	return out, nil
 }
 
-// DeleteAgent deletes the tenant's agent (the controllers tear down what it runs); an agent
+// DeleteAgent deletes the workspace's agent (the controllers tear down what it runs); an agent
 // already gone meanwhile counts as deleted.
-func (o *Ops) DeleteAgent(ctx context.Context, t Tenant, id string) (*agentsv1.Agent, error) {
+func (o *Ops) DeleteAgent(ctx context.Context, t Scope, id string) (*agentsv1.Agent, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, err

@@ -31,10 +31,10 @@ const (
 	tokenCacheWait = 5 * time.Second
 )
 
-// RestartAgent restarts the tenant's agent (spec.restartRequestedAt), on version when it is
+// RestartAgent restarts the workspace's agent (spec.restartRequestedAt), on version when it is
 // set (an invalid one is `Invalid version`), and, with wait, waits like CreateAgent for the
 // gateway of this restart. It returns the agent and whether the gateway answers.
-func (o *Ops) RestartAgent(ctx context.Context, t Tenant, id, version string, wait bool) (*agentsv1.Agent, bool, error) {
+func (o *Ops) RestartAgent(ctx context.Context, t Scope, id, version string, wait bool) (*agentsv1.Agent, bool, error) {
 	if version != "" {
 		probe := &agentsv1.Agent{Spec: agentsv1.AgentSpec{Engine: agentsv1.EngineSpec{Version: version}}}
 		if _, err := o.d.Admission.Version(probe); errors.Is(err, admission.ErrInvalidVersion) {
@@ -70,8 +70,8 @@ type EngineVersions struct {
 	Available []string
 }
 
-// AgentVersions answers the tenant's agent's engine versions.
-func (o *Ops) AgentVersions(ctx context.Context, t Tenant, id string) (*EngineVersions, error) {
+// AgentVersions answers the workspace's agent's engine versions.
+func (o *Ops) AgentVersions(ctx context.Context, t Scope, id string) (*EngineVersions, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, err
@@ -98,8 +98,8 @@ func (o *Ops) GatewaySecret(ctx context.Context, a *agentsv1.Agent) (*corev1.Sec
 	return sec, nil
 }
 
-// GatewayToken answers the tenant's agent and its gateway token.
-func (o *Ops) GatewayToken(ctx context.Context, t Tenant, id string) (*agentsv1.Agent, string, error) {
+// GatewayToken answers the workspace's agent and its gateway token.
+func (o *Ops) GatewayToken(ctx context.Context, t Scope, id string) (*agentsv1.Agent, string, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, "", err
@@ -111,14 +111,14 @@ func (o *Ops) GatewayToken(ctx context.Context, t Tenant, id string) (*agentsv1.
 	return a, string(sec.Data[agentsv1.GatewayTokenDataKey]), nil
 }
 
-// MintPlatformToken mints, with s, a short-lived JWT the tenant's agent id uses to call the
+// MintPlatformToken mints, with s, a short-lived JWT the workspace's agent id uses to call the
 // platform on its own behalf. It is stateless (no object per mint): it names the agent and its
 // UID, is bound to the agent's current gateway token and expires after auth.PlatformTokenTTL.
 // It dies with the agent and with the rotation of the gateway token, and opens the agent's own
 // routes with auth.PlatformTokenScopes (read) only. It reads the agent and then its gateway
 // token's Secret: the Secret's name is in the agent's status, and the agent's UID and
 // deletion are what the token is bound to.
-func (o *Ops) MintPlatformToken(ctx context.Context, t Tenant, id string, s *auth.Signer) (string, time.Time, error) {
+func (o *Ops) MintPlatformToken(ctx context.Context, t Scope, id string, s *auth.Signer) (string, time.Time, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return "", time.Time{}, err
@@ -142,7 +142,7 @@ func (o *Ops) MintPlatformToken(ctx context.Context, t Tenant, id string, s *aut
 
 // RotateGatewayToken replaces the agent's gateway token and returns the new one. The previous
 // value is refused as soon as this returns: it waits until the cache has the new value.
-func (o *Ops) RotateGatewayToken(ctx context.Context, t Tenant, id string) (*agentsv1.Agent, string, error) {
+func (o *Ops) RotateGatewayToken(ctx context.Context, t Scope, id string) (*agentsv1.Agent, string, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, "", err
@@ -187,7 +187,7 @@ type ScriptsRun struct {
 
 // RetryScripts re-runs the agent's start-up scripts (startup.sh and .agentplane/startup/*.sh
 // in the workspace), in order, stopping at the first failure.
-func (o *Ops) RetryScripts(ctx context.Context, t Tenant, id string) (*ScriptsRun, error) {
+func (o *Ops) RetryScripts(ctx context.Context, t Scope, id string) (*ScriptsRun, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, err
@@ -200,7 +200,7 @@ func (o *Ops) RetryScripts(ctx context.Context, t Tenant, id string) (*ScriptsRu
 }
 
 // Devices lists the devices paired with the agent's gateway (the engine's CLI).
-func (o *Ops) Devices(ctx context.Context, t Tenant, id string) (engine.Devices, error) {
+func (o *Ops) Devices(ctx context.Context, t Scope, id string) (engine.Devices, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return engine.Devices{}, err

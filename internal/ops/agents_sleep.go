@@ -25,7 +25,7 @@ const (
 // SuspendAgent asks the agent to sleep (spec.suspended) and, with wait, waits for the
 // controller to have drained and stopped its gateway. It returns the agent and whether it
 // sleeps (false: the wait ended first, or was not asked for).
-func (o *Ops) SuspendAgent(ctx context.Context, t Tenant, id string, wait bool) (*agentsv1.Agent, bool, error) {
+func (o *Ops) SuspendAgent(ctx context.Context, t Scope, id string, wait bool) (*agentsv1.Agent, bool, error) {
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		a.Spec.Suspended, a.Spec.WakeRequestedAt = true, nil
 	})
@@ -43,7 +43,7 @@ func (o *Ops) SuspendAgent(ctx context.Context, t Tenant, id string, wait bool) 
 
 // ResumeAgent clears spec.suspended (and starts a new idle window) and, with wait, waits for
 // the gateway like a restart does.
-func (o *Ops) ResumeAgent(ctx context.Context, t Tenant, id string, wait bool) (*agentsv1.Agent, bool, error) {
+func (o *Ops) ResumeAgent(ctx context.Context, t Scope, id string, wait bool) (*agentsv1.Agent, bool, error) {
 	var requested metav1.Time
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		requested = o.StampAfter(a.Spec.WakeRequestedAt)
@@ -72,9 +72,9 @@ func sleeping(a *agentsv1.Agent) bool {
 // Awaken runs before a request that needs the agent's gateway: it records the request as the
 // agent's activity (for the idle policy) and, when the agent sleeps, wakes it
 // (spec.wakeRequestedAt) and waits, bounded, for its gateway. When the wait ends first it
-// returns nil: the request goes on and meets a gateway that does not run. An agent the tenant
+// returns nil: the request goes on and meets a gateway that does not run. An agent the caller
 // cannot see is left alone (nil): the request answers for it.
-func (o *Ops) Awaken(ctx context.Context, t Tenant, id string) error {
+func (o *Ops) Awaken(ctx context.Context, t Scope, id string) error {
 	if id == "" || t.OnlyAgent != "" && t.OnlyAgent != id {
 		return nil
 	}

@@ -51,7 +51,7 @@ func TestCreateAgentRefuses(t *testing.T) {
 		Spec:       agentsv1.AgentTemplateSpec{Slug: "draft", DisplayName: "Draft", State: agentsv1.TemplateDraft},
 	}
 	o, c := fakeOps(Deps{}, draft)
-	tenant := Tenant{Namespace: "ws"}
+	scope := Scope{Namespace: "ws"}
 	for _, tc := range []struct {
 		name string
 		in   NewAgent
@@ -66,7 +66,7 @@ func TestCreateAgentRefuses(t *testing.T) {
 		{"unknown slug", NewAgent{Name: ptr("a"), Template: "nope"}, NotFound, MsgTemplateNotFound},
 		{"unpublished template", NewAgent{Name: ptr("a"), Template: "draft"}, NotFound, MsgTemplateNotFound},
 	} {
-		_, _, err := o.CreateAgent(context.Background(), tenant, tc.in, false)
+		_, _, err := o.CreateAgent(context.Background(), scope, tc.in, false)
 		wantFail(t, tc.name, err, tc.code, tc.msg)
 	}
 	var list agentsv1.AgentList
@@ -77,7 +77,7 @@ func TestCreateAgentRefuses(t *testing.T) {
 
 func TestAgentFromRequest(t *testing.T) {
 	o, _ := fakeOps(Deps{})
-	a, err := o.agentFrom(context.Background(), Tenant{Namespace: "ws"}, &NewAgent{
+	a, err := o.agentFrom(context.Background(), Scope{Namespace: "ws"}, &NewAgent{
 		Name: ptr("Ada"), AgentProfile: agentsv1.AgentProfile{Vibe: "calm"}, EngineVersion: "1.1", CreatedBy: "user@example.com/x",
 	})
 	if err != nil {
@@ -103,7 +103,7 @@ func TestAgentsListsLiveOldestFirst(t *testing.T) {
 	other := mk("agt-x", t0)
 	other.Namespace = "other"
 	o, _ := fakeOps(Deps{}, mk("agt-c", t1), mk("agt-b", t0), mk("agt-a", t0), gone, other)
-	list, err := o.Agents(context.Background(), Tenant{Namespace: "ws"})
+	list, err := o.Agents(context.Background(), Scope{Namespace: "ws"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,11 +118,11 @@ func TestAgentsListsLiveOldestFirst(t *testing.T) {
 
 func TestAgentBoundTenant(t *testing.T) {
 	o, _ := fakeOps(Deps{}, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "agt-a"}})
-	_, err := o.DeleteAgent(context.Background(), Tenant{Namespace: "ws", OnlyAgent: "agt-b"}, "agt-a")
+	_, err := o.DeleteAgent(context.Background(), Scope{Namespace: "ws", OnlyAgent: "agt-b"}, "agt-a")
 	wantFail(t, "another agent", err, NotFound, MsgAgentNotFound)
-	_, err = o.DeleteAgent(context.Background(), Tenant{Namespace: "other"}, "agt-a")
+	_, err = o.DeleteAgent(context.Background(), Scope{Namespace: "other"}, "agt-a")
 	wantFail(t, "another workspace", err, NotFound, MsgAgentNotFound)
-	if _, err := o.DeleteAgent(context.Background(), Tenant{Namespace: "ws", OnlyAgent: "agt-a"}, "agt-a"); err != nil {
+	if _, err := o.DeleteAgent(context.Background(), Scope{Namespace: "ws", OnlyAgent: "agt-a"}, "agt-a"); err != nil {
 		t.Errorf("own agent: %v", err)
 	}
 }
@@ -130,9 +130,9 @@ func TestAgentBoundTenant(t *testing.T) {
 func TestRestartAgentInvalidVersion(t *testing.T) {
 	o, _ := fakeOps(Deps{})
 	// The version is judged before the agent is read.
-	_, _, err := o.RestartAgent(context.Background(), Tenant{Namespace: "ws"}, "agt-missing", "9.9", false)
+	_, _, err := o.RestartAgent(context.Background(), Scope{Namespace: "ws"}, "agt-missing", "9.9", false)
 	wantFail(t, "not offered", err, Invalid, MsgInvalidVersion)
-	_, _, err = o.RestartAgent(context.Background(), Tenant{Namespace: "ws"}, "agt-missing", "1.1", false)
+	_, _, err = o.RestartAgent(context.Background(), Scope{Namespace: "ws"}, "agt-missing", "1.1", false)
 	wantFail(t, "missing agent", err, NotFound, MsgAgentNotFound)
 }
 
@@ -160,8 +160,8 @@ func TestActivityStampsDue(t *testing.T) {
 	}
 }
 
-// TestMintPlatformToken: a platform token names the tenant's agent and its UID and is bound to
-// its gateway token; an agent the tenant cannot see is not found, and one without a gateway
+// TestMintPlatformToken: a platform token names the workspace's agent and its UID and is bound to
+// its gateway token; an agent the caller cannot see is not found, and one without a gateway
 // token gets none.
 func TestMintPlatformToken(t *testing.T) {
 	signer, err := auth.NewSigner([]byte(strings.Repeat("k", 32)))
@@ -171,7 +171,7 @@ func TestMintPlatformToken(t *testing.T) {
 	a1 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "uid-a1"}}
 	a2 := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a2", UID: "uid-a2"}}
 	o, _ := fakeOps(Deps{}, a1, a2, tokenSecret("ws", "a1", "gw_one"), tokenSecret("ws", "a2", ""))
-	ctx, ws := context.Background(), Tenant{Namespace: "ws"}
+	ctx, ws := context.Background(), Scope{Namespace: "ws"}
 
 	tok, exp, err := o.MintPlatformToken(ctx, ws, "a1", signer)
 	if err != nil {
@@ -181,7 +181,7 @@ func TestMintPlatformToken(t *testing.T) {
 	if err != nil || c.Agent != "a1" || c.AgentUID != "uid-a1" || c.GatewayBinding != auth.GatewayBinding("gw_one") || !exp.Equal(c.ExpiresAt.Time) {
 		t.Fatalf("claims %+v (%v), expiry %s", c, err, exp)
 	}
-	_, _, err = o.MintPlatformToken(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1", signer)
+	_, _, err = o.MintPlatformToken(ctx, Scope{Namespace: "ws", OnlyAgent: "a2"}, "a1", signer)
 	wantFail(t, "another agent's credential", err, NotFound, MsgAgentNotFound)
 	_, _, err = o.MintPlatformToken(ctx, ws, "a2", signer)
 	wantFail(t, "no gateway token", err, Internal, MsgTokenGenFailed)

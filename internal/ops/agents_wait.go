@@ -89,8 +89,8 @@ func (o *Ops) waitForAgent(ctx context.Context, agent *agentsv1.Agent, until fun
 	return nil, false, err
 }
 
-// updateAgentSpec changes the tenant's agent with optimistic concurrency.
-func (o *Ops) updateAgentSpec(ctx context.Context, t Tenant, id string, change func(*agentsv1.Agent)) (*agentsv1.Agent, error) {
+// updateAgentSpec changes the workspace's agent with optimistic concurrency.
+func (o *Ops) updateAgentSpec(ctx context.Context, t Scope, id string, change func(*agentsv1.Agent)) (*agentsv1.Agent, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, err

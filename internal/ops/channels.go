@@ -64,7 +64,7 @@ type ChannelState struct {
 }
 
 // Channels lists the agent's channels, one per type of agentsv1.ChannelTypes in that order.
-func (o *Ops) Channels(ctx context.Context, t Tenant, agentID string) ([]ChannelState, error) {
+func (o *Ops) Channels(ctx context.Context, t Scope, agentID string) ([]ChannelState, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func pickChannel(items []agentsv1.Channel, agent string, t agentsv1.ChannelType)
 }
 
 // channelTarget checks the channel type and the plan, then reads the agent.
-func (o *Ops) channelTarget(ctx context.Context, t Tenant, plan agentsv1.Plan, agentID, channel string) (*agentsv1.Agent, agentsv1.ChannelType, error) {
+func (o *Ops) channelTarget(ctx context.Context, t Scope, plan agentsv1.Plan, agentID, channel string) (*agentsv1.Agent, agentsv1.ChannelType, error) {
 	typ, err := ChannelTypeFor(channel, plan)
 	if err != nil {
 		return nil, "", err
@@ -154,7 +154,7 @@ func (o *Ops) channelTarget(ctx context.Context, t Tenant, plan agentsv1.Plan, a
 // finalizer removes it from the engine config. It waits until the Channel is gone (deleted)
 // or the controller reports that the removal failed (Internal `Removal failed`; the
 // controller keeps retrying); deleted is false when the wait ends first.
-func (o *Ops) DeleteChannel(ctx context.Context, t Tenant, plan agentsv1.Plan, agentID, channel string) (deleted bool, err error) {
+func (o *Ops) DeleteChannel(ctx context.Context, t Scope, plan agentsv1.Plan, agentID, channel string) (deleted bool, err error) {
 	a, typ, err := o.channelTarget(ctx, t, plan, agentID, channel)
 	if err != nil {
 		return false, err

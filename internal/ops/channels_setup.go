@@ -122,7 +122,7 @@ func (q *ChannelSetup) checkTokens(t agentsv1.ChannelType, cur *agentsv1.Channel
 // the Channel controller's verdict on this request: configured (ChannelCreated for a new
 // channel, else ChannelUpdated), a failure (Internal `Configuration failed`), or not yet
 // (ChannelPending). plan is the workspace's: channels need PlanPro.
-func (o *Ops) SetupChannel(ctx context.Context, t Tenant, plan agentsv1.Plan, agentID, channel string, q ChannelSetup) (ChannelState, ChannelOutcome, error) {
+func (o *Ops) SetupChannel(ctx context.Context, t Scope, plan agentsv1.Plan, agentID, channel string, q ChannelSetup) (ChannelState, ChannelOutcome, error) {
 	if _, err := ChannelTypeFor(channel, plan); err != nil {
 		return ChannelState{}, ChannelPending, err
 	}

@@ -113,7 +113,7 @@ func TestChannelSetupCheckTokens(t *testing.T) {
 // TestSetupChannelNoWait: a setup stores the token in the channel's Secret (owned by the
 // agent), writes the Channel with the defaults, and shows only the token's hint.
 func TestSetupChannelNoWait(t *testing.T) {
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	o, c := newTestOps(t, testAgent("a1"))
 	token := "123456:telegram-bot-token"
 	st, outcome, err := o.SetupChannel(ctx, ws, agentsv1.PlanPro, "a1", "telegram", ChannelSetup{BotToken: &token, NoWait: true})
@@ -161,7 +161,7 @@ func TestSetupChannelNoWait(t *testing.T) {
 
 // TestSetupChannelRefuses: the answers a setup gets before it writes anything.
 func TestSetupChannelRefuses(t *testing.T) {
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	now := metav1.NewTime(time.Now())
 	removing := &agentsv1.Channel{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: ChannelName("a1", agentsv1.ChannelDiscord),
@@ -198,9 +198,9 @@ func TestSetupChannelRefuses(t *testing.T) {
 
 func TestDeleteChannelNotFound(t *testing.T) {
 	o, _ := newTestOps(t, testAgent("a1"))
-	_, err := o.DeleteChannel(context.Background(), Tenant{Namespace: testNS}, agentsv1.PlanPro, "a1", "telegram")
+	_, err := o.DeleteChannel(context.Background(), Scope{Namespace: testNS}, agentsv1.PlanPro, "a1", "telegram")
 	wantFail(t, "", err, NotFound, MsgChannelNotFound)
-	_, err = o.DeleteChannel(context.Background(), Tenant{Namespace: testNS}, agentsv1.PlanFree, "a1", "telegram")
+	_, err = o.DeleteChannel(context.Background(), Scope{Namespace: testNS}, agentsv1.PlanFree, "a1", "telegram")
 	wantFail(t, "", err, Forbidden, MsgChannelPlan)
 }
 

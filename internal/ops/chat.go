@@ -63,13 +63,13 @@ type ChatEvent struct {
 // ChatTurn is a validated turn, ready to run.
 type ChatTurn struct {
 	o     *Ops
-	t     Tenant
+	t     Scope
 	agent *agentsv1.Agent
 	req   ChatRequest
 }
 
 // StartChat checks a turn before it streams: the message, the conversation id, the agent.
-func (o *Ops) StartChat(ctx context.Context, t Tenant, agentID string, req ChatRequest) (*ChatTurn, error) {
+func (o *Ops) StartChat(ctx context.Context, t Scope, agentID string, req ChatRequest) (*ChatTurn, error) {
 	if strings.TrimSpace(req.Message) == "" || len(req.Message) > maxChatMessageBytes || !utf8.ValidString(req.Message) {
 		return nil, Fail(Invalid, MsgInvalidMessage)
 	}

@@ -93,7 +93,7 @@ func (o *Ops) chatPath(name string) string {
 // ListConversations returns the agent's conversations, the latest first. It does not wake a
 // sleeping agent: a runtime that cannot read a sleeping agent's home answers none, and
 // asleep true.
-func (o *Ops) ListConversations(ctx context.Context, t Tenant, agentID string) ([]ConversationSummary, bool, error) {
+func (o *Ops) ListConversations(ctx context.Context, t Scope, agentID string) ([]ConversationSummary, bool, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, false, err
@@ -109,7 +109,7 @@ func (o *Ops) ListConversations(ctx context.Context, t Tenant, agentID string) (
 }
 
 // GetConversation returns one of the agent's conversations.
-func (o *Ops) GetConversation(ctx context.Context, t Tenant, agentID, id string) (*Conversation, error) {
+func (o *Ops) GetConversation(ctx context.Context, t Scope, agentID, id string) (*Conversation, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err

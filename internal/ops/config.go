@@ -25,7 +25,7 @@ const (
 )
 
 // Config answers the agent's engine config with its secrets redacted.
-func (o *Ops) Config(ctx context.Context, t Tenant, id string) (any, error) {
+func (o *Ops) Config(ctx context.Context, t Scope, id string) (any, error) {
 	a, err := o.Agent(ctx, t, id)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (o *Ops) validateCandidate(ctx context.Context, a *agentsv1.Agent, config [
 }
 
 // ValidateConfig answers whether a candidate config (a JSON object) is valid for the engine.
-func (o *Ops) ValidateConfig(ctx context.Context, t Tenant, id string, config json.RawMessage) (engine.ValidateResult, error) {
+func (o *Ops) ValidateConfig(ctx context.Context, t Scope, id string, config json.RawMessage) (engine.ValidateResult, error) {
 	if err := checkConfigObject(config); err != nil {
 		return engine.ValidateResult{}, err
 	}
@@ -119,7 +119,7 @@ func (o *Ops) ValidateConfig(ctx context.Context, t Tenant, id string, config js
 // config as rendered and true, or, when the agent cannot be reached or the wait ends first,
 // the candidate (redacted) and false. An invalid config is `Invalid config` with
 // Fields["issues"].
-func (o *Ops) PutConfig(ctx context.Context, t Tenant, id string, config json.RawMessage) (any, bool, error) {
+func (o *Ops) PutConfig(ctx context.Context, t Scope, id string, config json.RawMessage) (any, bool, error) {
 	if err := checkConfigObject(config); err != nil {
 		return nil, false, err
 	}

@@ -38,7 +38,7 @@ type CommandResult struct {
 // killed) and in output. A non-zero exit is a result, not an error. The output hides the
 // agent's secrets (attached values, gateway and channel tokens) and their base64 and hex
 // forms; a command whose output cannot be redacted does not run.
-func (o *Ops) Exec(ctx context.Context, t Tenant, agentID string, c Command) (CommandResult, error) {
+func (o *Ops) Exec(ctx context.Context, t Scope, agentID string, c Command) (CommandResult, error) {
 	if strings.TrimSpace(c.Command) == "" || len(c.Command) > maxCommandBytes || strings.ContainsRune(c.Command, 0) ||
 		strings.ContainsRune(c.Cwd, 0) {
 		return CommandResult{}, Fail(Invalid, MsgInvalidCommand)

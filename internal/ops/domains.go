@@ -19,7 +19,7 @@ import (
 
 // Domain messages. The contract fixes the statuses (400 both/neither names, banned name,
 // limit reached; 403 custom domain on the free plan; 404 domain not on the agent; 409 custom
-// domain registered and verified, subdomain of another tenant) and no text but these.
+// domain registered and verified, subdomain of another workspace) and no text but these.
 const (
 	MsgDomainNotFound    = "Domain not found"
 	MsgDomainLimit       = "Domain limit reached"
@@ -98,7 +98,7 @@ func domainPort(p *int64) (int32, error) {
 }
 
 // Domains lists the agent's domains (live, oldest first), leaving out those being deleted.
-func (o *Ops) Domains(ctx context.Context, t Tenant, agentID string) ([]agentsv1.Domain, error) {
+func (o *Ops) Domains(ctx context.Context, t Scope, agentID string) ([]agentsv1.Domain, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
@@ -120,9 +120,9 @@ func (o *Ops) Domains(ctx context.Context, t Tenant, agentID string) ([]agentsv1
 	return out, nil
 }
 
-// Domain reads a domain of the tenant's agent; one on another agent (or workspace), or being
+// Domain reads a domain of the workspace's agent; one on another agent (or workspace), or being
 // deleted, is simply not found.
-func (o *Ops) Domain(ctx context.Context, t Tenant, agentID, id string) (*agentsv1.Domain, error) {
+func (o *Ops) Domain(ctx context.Context, t Scope, agentID, id string) (*agentsv1.Domain, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (o *Ops) Domain(ctx context.Context, t Tenant, agentID, id string) (*agents
 
 // PatchDomain changes a domain's targetPort; its host name is immutable (naming the same one
 // again is allowed).
-func (o *Ops) PatchDomain(ctx context.Context, t Tenant, agentID, id string, f DomainFields) (*agentsv1.Domain, error) {
+func (o *Ops) PatchDomain(ctx context.Context, t Scope, agentID, id string, f DomainFields) (*agentsv1.Domain, error) {
 	d, err := o.Domain(ctx, t, agentID, id)
 	if err != nil {
 		return nil, err
@@ -186,7 +186,7 @@ func (o *Ops) PatchDomain(ctx context.Context, t Tenant, agentID, id string, f D
 // (the finalizer's release is then a no-op). It waits until the Domain is gone, so once it
 // reports deleted the name is free to claim again; deleted is false when the wait ended
 // first.
-func (o *Ops) DeleteDomain(ctx context.Context, t Tenant, agentID, id string) (d *agentsv1.Domain, deleted bool, err error) {
+func (o *Ops) DeleteDomain(ctx context.Context, t Scope, agentID, id string) (d *agentsv1.Domain, deleted bool, err error) {
 	d, err = o.Domain(ctx, t, agentID, id)
 	if err != nil {
 		return nil, false, err
@@ -212,7 +212,7 @@ func (o *Ops) DeleteDomain(ctx context.Context, t Tenant, agentID, id string) (d
 // agentplane.io/verify-requested-at) and waits up to VerifyWait for that check. It returns the
 // domain as checked (checked true), or as it stands when the check has not happened yet.
 // Subdomains and verified domains are returned at once, checked.
-func (o *Ops) VerifyDomain(ctx context.Context, t Tenant, agentID, id string) (d *agentsv1.Domain, checked bool, err error) {
+func (o *Ops) VerifyDomain(ctx context.Context, t Scope, agentID, id string) (d *agentsv1.Domain, checked bool, err error) {
 	d, err = o.Domain(ctx, t, agentID, id)
 	if err != nil {
 		return nil, false, err

@@ -22,7 +22,7 @@ const domainCreateBudget = 30 * time.Second
 
 // CreateDomain validates f, builds the agent's Domain, claims its host (subdomains) and one of
 // the agent's slots, and creates it. plan is the workspace's: custom domains need PlanPro.
-func (o *Ops) CreateDomain(ctx context.Context, t Tenant, plan agentsv1.Plan, agentID string, f DomainFields) (*agentsv1.Domain, error) {
+func (o *Ops) CreateDomain(ctx context.Context, t Scope, plan agentsv1.Plan, agentID string, f DomainFields) (*agentsv1.Domain, error) {
 	// Shape before lookups (domainFromRequest checks the rest against the agent).
 	if _, err := f.checkShape(); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (o *Ops) reserveDomainSlot(ctx context.Context, agent client.ObjectKey, nam
 
 // domainFromRequest validates a create and builds the Domain (with the finalizer, so the
 // controller always releases what the Domain holds, and owned by the agent).
-func (o *Ops) domainFromRequest(ctx context.Context, t Tenant, plan agentsv1.Plan, agent *agentsv1.Agent, f DomainFields) (*agentsv1.Domain, error) {
+func (o *Ops) domainFromRequest(ctx context.Context, t Scope, plan agentsv1.Plan, agent *agentsv1.Agent, f DomainFields) (*agentsv1.Domain, error) {
 	opts := o.d.Domains.WithDefaults()
 	port, err := f.checkShape()
 	if err != nil {
@@ -209,8 +209,8 @@ func (o *Ops) domainFromRequest(ctx context.Context, t Tenant, plan agentsv1.Pla
 }
 
 // customDomainFree refuses (Conflict) a custom domain verified by any workspace (it holds the
-// host's claim) or already registered in the tenant's workspace.
-func (o *Ops) customDomainFree(ctx context.Context, t Tenant, host string) error {
+// host's claim) or already registered in the workspace's workspace.
+func (o *Ops) customDomainFree(ctx context.Context, t Scope, host string) error {
 	held, err := o.d.Admission.LookupClaim(ctx, host)
 	if err != nil {
 		return err

@@ -85,7 +85,7 @@ func TestCreateDomainRefuses(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			o, c := newTestOps(t, testAgent("a1"), taken.DeepCopy())
-			_, err := o.CreateDomain(context.Background(), Tenant{Namespace: testNS}, tc.plan, tc.agent, tc.f)
+			_, err := o.CreateDomain(context.Background(), Scope{Namespace: testNS}, tc.plan, tc.agent, tc.f)
 			wantFail(t, "", err, tc.code, tc.msg)
 			var list agentsv1.DomainList
 			if err := c.List(context.Background(), &list); err != nil || len(list.Items) != 1 {
@@ -95,7 +95,7 @@ func TestCreateDomainRefuses(t *testing.T) {
 	}
 }
 
-// TestDomainsOfTheAgent: reads see the tenant's agent's domains only, oldest first, none being
+// TestDomainsOfTheAgent: reads see the workspace's agent's domains only, oldest first, none being
 // deleted.
 func TestDomainsOfTheAgent(t *testing.T) {
 	old := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -107,7 +107,7 @@ func TestDomainsOfTheAgent(t *testing.T) {
 			d.DeletionTimestamp, d.Finalizers = &old, []string{agentsv1.DomainFinalizer}
 		}),
 		testDomain("dom-other", "a2", nil))
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	list, err := o.Domains(ctx, ws, "a1")
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestDomainsOfTheAgent(t *testing.T) {
 		t.Fatalf("listed %v, want %v", names, want)
 	}
 	for _, tc := range []struct {
-		tenant      Tenant
+		scope       Scope
 		agent, id   string
 		code        Code
 		msg         string
@@ -129,11 +129,11 @@ func TestDomainsOfTheAgent(t *testing.T) {
 		{ws, "a1", "dom-other", NotFound, MsgDomainNotFound, "another agent's domain"},
 		{ws, "a1", "dom-gone", NotFound, MsgDomainNotFound, "a domain being deleted"},
 		{ws, "a1", "dom-none", NotFound, MsgDomainNotFound, "no such domain"},
-		{Tenant{Namespace: testNS, OnlyAgent: "a2"}, "a1", "dom-a", NotFound, MsgAgentNotFound, "a credential bound to another agent"},
-		{Tenant{Namespace: "elsewhere"}, "a1", "dom-a", NotFound, MsgAgentNotFound, "another workspace"},
+		{Scope{Namespace: testNS, OnlyAgent: "a2"}, "a1", "dom-a", NotFound, MsgAgentNotFound, "a credential bound to another agent"},
+		{Scope{Namespace: "elsewhere"}, "a1", "dom-a", NotFound, MsgAgentNotFound, "another workspace"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			_, err := o.Domain(ctx, tc.tenant, tc.agent, tc.id)
+			_, err := o.Domain(ctx, tc.scope, tc.agent, tc.id)
 			wantFail(t, "", err, tc.code, tc.msg)
 		})
 	}
@@ -141,7 +141,7 @@ func TestDomainsOfTheAgent(t *testing.T) {
 
 // TestPatchDomain: only targetPort changes; naming the current host again is allowed.
 func TestPatchDomain(t *testing.T) {
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	o, c := newTestOps(t, testAgent("a1"),
 		testDomain("dom-sub", "a1", func(d *agentsv1.Domain) { d.Spec.Subdomain = "shop" }),
 		testDomain("dom-custom", "a1", func(d *agentsv1.Domain) { d.Spec.CustomDomain = "shop.example.com" }))
@@ -178,7 +178,7 @@ func TestPatchDomain(t *testing.T) {
 // TestVerifyDomain: a subdomain needs no check; a custom domain's request is stamped
 // and, without the controller, the wait ends unchecked.
 func TestVerifyDomain(t *testing.T) {
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	o, c := newTestOps(t, testAgent("a1"),
 		testDomain("dom-sub", "a1", func(d *agentsv1.Domain) { d.Spec.Subdomain = "shop" }),
 		testDomain("dom-custom", "a1", func(d *agentsv1.Domain) { d.Spec.CustomDomain = "shop.example.com" }))
@@ -220,7 +220,7 @@ func TestDomainsAnswerTheStatusToCome(t *testing.T) {
 			d.Status.Host, d.Status.Verification = "seen.example.com", seen
 		}))
 	o.d.Domains = DomainOptions{Brand: "acme", AppsDomain: "apps.example.org", TokenKey: []byte("key")}
-	ctx, ws := context.Background(), Tenant{Namespace: testNS}
+	ctx, ws := context.Background(), Scope{Namespace: testNS}
 	sub, err := o.Domain(ctx, ws, "a1", "dom-sub")
 	if err != nil || sub.Status.Host != "shop.apps.example.org" || sub.Status.Verification != nil {
 		t.Fatalf("a new subdomain: %v %+v", err, sub.Status)

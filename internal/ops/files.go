@@ -123,7 +123,7 @@ func (n NewFile) validate() (agentsv1.Network, map[string]string, error) {
 // is recorded, released when nothing new was stored. The same bytes on the same network
 // again are the same File: the upload is idempotent, keeps the first date and holds no more
 // room.
-func (o *Ops) UploadFile(ctx context.Context, t Tenant, n NewFile) (*agentsv1.File, error) {
+func (o *Ops) UploadFile(ctx context.Context, t Scope, n NewFile) (*agentsv1.File, error) {
 	store, err := o.filesStore()
 	if err != nil {
 		return nil, err
@@ -205,9 +205,9 @@ type FileQuery struct {
 	PageToken string
 }
 
-// Files lists a page of the tenant's files on network that match q, and the token of the
+// Files lists a page of the workspace's files on network that match q, and the token of the
 // next page ("" on the last).
-func (o *Ops) Files(ctx context.Context, t Tenant, network agentsv1.Network, q FileQuery) ([]agentsv1.File, string, error) {
+func (o *Ops) Files(ctx context.Context, t Scope, network agentsv1.Network, q FileQuery) ([]agentsv1.File, string, error) {
 	var list agentsv1.FileList
 	if err := o.d.APIReader.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return nil, "", err
@@ -264,8 +264,8 @@ func (q FileQuery) matches(f *agentsv1.File) bool {
 	return true
 }
 
-// File reads a file of the tenant on network (live).
-func (o *Ops) File(ctx context.Context, t Tenant, network agentsv1.Network, id string) (*agentsv1.File, error) {
+// File reads a file of the workspace on network (live).
+func (o *Ops) File(ctx context.Context, t Scope, network agentsv1.Network, id string) (*agentsv1.File, error) {
 	f := &agentsv1.File{}
 	if err := o.d.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: id}, f); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -282,7 +282,7 @@ func (o *Ops) File(ctx context.Context, t Tenant, network agentsv1.Network, id s
 // DeleteFile removes the File and its bytes (the File is the only user of its bytes: one
 // File per workspace, network and CID). Only the delete that removed the File gives its
 // room back.
-func (o *Ops) DeleteFile(ctx context.Context, t Tenant, network agentsv1.Network, id string) error {
+func (o *Ops) DeleteFile(ctx context.Context, t Scope, network agentsv1.Network, id string) error {
 	store, err := o.filesStore()
 	if err != nil {
 		return err

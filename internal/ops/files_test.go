@@ -29,7 +29,7 @@ func TestFilesPagesAndFilters(t *testing.T) {
 		file("p", agentsv1.NetworkPrivate, "2026-01-04T00:00:00.000Z", nil),
 	).Build()
 	o := New(Deps{Client: c})
-	ctx, ten := context.Background(), Tenant{Namespace: "ws"}
+	ctx, ten := context.Background(), Scope{Namespace: "ws"}
 	names := func(fs []agentsv1.File) (out []string) {
 		for _, f := range fs {
 			out = append(out, f.Name)

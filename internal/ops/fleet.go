@@ -89,7 +89,7 @@ type FleetPool struct {
 // warnings (one live list of the namespace's Warning events) at most every resourceEvery.
 type FleetWatch struct {
 	o         *Ops
-	t         Tenant
+	t         Scope
 	workspace string
 	every     time.Duration
 	sampledAt time.Time
@@ -108,9 +108,9 @@ type cpuSample struct {
 // DefaultFleetResourceEvery is how often a FleetWatch reads the runtime's resource use.
 const DefaultFleetResourceEvery = 5 * time.Second
 
-// WatchFleet starts reading the fleet of workspace (the tenant's namespace). A credential
+// WatchFleet starts reading the fleet of workspace (the workspace's namespace). A credential
 // bound to one agent is refused by the door before (the route does not take it).
-func (o *Ops) WatchFleet(t Tenant, workspace string, resourceEvery time.Duration) *FleetWatch {
+func (o *Ops) WatchFleet(t Scope, workspace string, resourceEvery time.Duration) *FleetWatch {
 	if resourceEvery <= 0 {
 		resourceEvery = DefaultFleetResourceEvery
 	}
@@ -119,7 +119,7 @@ func (o *Ops) WatchFleet(t Tenant, workspace string, resourceEvery time.Duration
 }
 
 // Fleet reads the workspace's fleet once (no CPU rates: they need two samples).
-func (o *Ops) Fleet(ctx context.Context, t Tenant, workspace string) (Fleet, error) {
+func (o *Ops) Fleet(ctx context.Context, t Scope, workspace string) (Fleet, error) {
 	return o.WatchFleet(t, workspace, 0).Next(ctx)
 }
 

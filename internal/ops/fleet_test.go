@@ -69,7 +69,7 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 	}}
 	o, _ := fakeOps(Deps{Runtime: rt, Now: func() time.Time { return clock }}, busy, sleeper, stranger, ws, mine, all, theirs)
 
-	w := o.WatchFleet(Tenant{Namespace: "ws"}, "ws", time.Second)
+	w := o.WatchFleet(Scope{Namespace: "ws"}, "ws", time.Second)
 	f, err := w.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func TestFleetReadsRowsUsageBudgetsPoolsAndCPURates(t *testing.T) {
 
 func TestFleetWithoutAMeterSaysNotAvailable(t *testing.T) {
 	o, _ := fakeOps(Deps{}, fleetAgentObj("ws", "a", "", time.Now()))
-	f, err := o.Fleet(context.Background(), Tenant{Namespace: "ws"}, "ws")
+	f, err := o.Fleet(context.Background(), Scope{Namespace: "ws"}, "ws")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestFleetTakesARuntimesOwnCPURate(t *testing.T) {
 		"pod": {MemoryBytes: 300 << 20, MemoryLimitBytes: 2 << 30, CPUCores: 0.25, CPURateKnown: true},
 	}}
 	o, _ := fakeOps(Deps{Runtime: rt}, fleetAgentObj("ws", "pod", agentsv1.AgentRunning, time.Now()))
-	f, err := o.Fleet(context.Background(), Tenant{Namespace: "ws"}, "ws")
+	f, err := o.Fleet(context.Background(), Scope{Namespace: "ws"}, "ws")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func TestFleetCountsEachAgentsWarningsOfTheLastHour(t *testing.T) {
 		agentEvent("ws", "e4", "calm", corev1.EventTypeNormal, now.Add(-time.Minute), 0),       // not an error
 		agentEvent("other", "e5", "calm", corev1.EventTypeWarning, now.Add(-time.Minute), 0),   // another workspace's
 	)
-	w := o.WatchFleet(Tenant{Namespace: "ws"}, "ws", 5*time.Second)
+	w := o.WatchFleet(Scope{Namespace: "ws"}, "ws", 5*time.Second)
 	f, err := w.Next(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -32,8 +32,8 @@ func IssuesVisible(ws *agentsv1.Workspace) error {
 	return nil
 }
 
-// Issues lists the issues reported in the tenant's workspace ws, newest first.
-func (o *Ops) Issues(ctx context.Context, t Tenant, ws *agentsv1.Workspace) ([]corev1.ConfigMap, error) {
+// Issues lists the issues reported in the workspace's workspace ws, newest first.
+func (o *Ops) Issues(ctx context.Context, t Scope, ws *agentsv1.Workspace) ([]corev1.ConfigMap, error) {
 	if err := IssuesVisible(ws); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (o *Ops) Issues(ctx context.Context, t Tenant, ws *agentsv1.Workspace) ([]c
 type NewIssue struct {
 	Title string
 	Body  string
-	// AgentID, when set, names an agent of the tenant the issue is about.
+	// AgentID, when set, names an agent of the workspace the issue is about.
 	AgentID string
 	// Reporter is the reporting user.
 	Reporter string
@@ -67,8 +67,8 @@ func (n *NewIssue) validate() error {
 	return nil
 }
 
-// CreateIssue reports an issue in the tenant's workspace ws.
-func (o *Ops) CreateIssue(ctx context.Context, t Tenant, ws *agentsv1.Workspace, n NewIssue) (*corev1.ConfigMap, error) {
+// CreateIssue reports an issue in the workspace's workspace ws.
+func (o *Ops) CreateIssue(ctx context.Context, t Scope, ws *agentsv1.Workspace, n NewIssue) (*corev1.ConfigMap, error) {
 	if err := IssuesVisible(ws); err != nil {
 		return nil, err
 	}

@@ -41,7 +41,7 @@ func (o *Ops) checkSpend(b agentsv1.ModelBudget) error {
 }
 
 // SetAgentBudget sets the agent's model budget (zero fields: unlimited).
-func (o *Ops) SetAgentBudget(ctx context.Context, t Tenant, id string, b agentsv1.ModelBudget) (*agentsv1.Agent, error) {
+func (o *Ops) SetAgentBudget(ctx context.Context, t Scope, id string, b agentsv1.ModelBudget) (*agentsv1.Agent, error) {
 	if err := o.checkSpend(b); err != nil {
 		return nil, err
 	}
@@ -70,7 +70,7 @@ func (o *Ops) SetWorkspaceBudget(ctx context.Context, workspace string, b agents
 // SetAgentMemoryLimit sets the agent's memory limit ("" returns it to the platform's
 // default). It must be a quantity of at least MinMemoryLimit. The Agent controller applies
 // it: the gateway restarts with it (kube: its pod; local: its cgroup and Node heap).
-func (o *Ops) SetAgentMemoryLimit(ctx context.Context, t Tenant, id, limit string) (*agentsv1.Agent, error) {
+func (o *Ops) SetAgentMemoryLimit(ctx context.Context, t Scope, id, limit string) (*agentsv1.Agent, error) {
 	var q resource.Quantity
 	if limit != "" {
 		var err error

@@ -41,7 +41,7 @@ func logTail(tail *int, def int) (int, error) {
 // AgentLogs answers the last lines (tail, nil: DefaultLogTail) of the agent's gateway
 // output, redacted. Reading logs never wakes a suspended agent: the runtime answers with
 // what it still keeps.
-func (o *Ops) AgentLogs(ctx context.Context, t Tenant, id string, tail *int) ([]string, error) {
+func (o *Ops) AgentLogs(ctx context.Context, t Scope, id string, tail *int) ([]string, error) {
 	a, n, red, err := o.openLogs(ctx, t, id, tail, DefaultLogTail)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (o *Ops) AgentLogs(ctx context.Context, t Tenant, id string, tail *int) ([]
 
 // FollowLogs checks a request to follow the agent's gateway output (tail, nil:
 // DefaultFollowLogTail) and prepares its redactor; Start follows it.
-func (o *Ops) FollowLogs(ctx context.Context, t Tenant, id string, tail *int) (*LogFollow, error) {
+func (o *Ops) FollowLogs(ctx context.Context, t Scope, id string, tail *int) (*LogFollow, error) {
 	a, n, red, err := o.openLogs(ctx, t, id, tail, DefaultFollowLogTail)
 	if err != nil {
 		return nil, err
@@ -67,7 +67,7 @@ func (o *Ops) FollowLogs(ctx context.Context, t Tenant, id string, tail *int) (*
 
 // openLogs checks a request for the agent's output and builds its redactor. A redactor that
 // cannot be built fails the request rather than risk printing a secret.
-func (o *Ops) openLogs(ctx context.Context, t Tenant, id string, tail *int, def int) (*agentsv1.Agent, int, *logredact.Redactor, error) {
+func (o *Ops) openLogs(ctx context.Context, t Scope, id string, tail *int, def int) (*agentsv1.Agent, int, *logredact.Redactor, error) {
 	n, err := logTail(tail, def)
 	if err != nil {
 		return nil, 0, nil, err

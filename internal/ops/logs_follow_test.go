@@ -51,7 +51,7 @@ func startFollow(t *testing.T, rt *scriptedLogs, opts LogFollowOptions, deleted 
 	t.Helper()
 	a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "a1", UID: "uid-a1"}}
 	o, c := fakeOps(Deps{Runtime: rt}, a, tokenSecret("ws", "a1", "gw-token-of-a1-0123456789"))
-	f, err := o.FollowLogs(context.Background(), Tenant{Namespace: "ws"}, "a1", ptr(3))
+	f, err := o.FollowLogs(context.Background(), Scope{Namespace: "ws"}, "a1", ptr(3))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,9 @@ const MsgAgentNotFound = "Agent not found"
 // retry.DefaultRetry's five quick attempts absorb (the caller would get a bare Conflict).
 var specRetry = wait.Backoff{Steps: 30, Duration: 10 * time.Millisecond, Factor: 1.5, Jitter: 0.5, Cap: time.Second}
 
-// Agent reads the tenant's agent from the API server; an agent of another workspace, or
+// Agent reads the workspace's agent from the API server; an agent of another workspace, or
 // another agent than a bound credential's, is simply not found.
-func (o *Ops) Agent(ctx context.Context, t Tenant, id string) (*agentsv1.Agent, error) {
+func (o *Ops) Agent(ctx context.Context, t Scope, id string) (*agentsv1.Agent, error) {
 	if t.OnlyAgent != "" && t.OnlyAgent != id {
 		return nil, Fail(NotFound, MsgAgentNotFound)
 	}

@@ -88,9 +88,9 @@ func New(d Deps) *Ops {
 	return o
 }
 
-// Tenant is whose objects an operation acts on: a workspace's namespace, and, for a
+// Scope is whose objects an operation acts on: a workspace's namespace, and, for a
 // credential bound to one agent (its gateway token or a platform token), that agent only.
-type Tenant struct {
+type Scope struct {
 	// Namespace holds the workspace's objects.
 	Namespace string
 	// OnlyAgent, when set, is the one agent the caller may act on: any other reads as not

@@ -19,12 +19,12 @@ func TestIssues(t *testing.T) {
 	internal := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}, Spec: agentsv1.WorkspaceSpec{Internal: true}}
 	external := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "ws"}}
 	o, c := fakeOps(Deps{}, &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "agt-a"}})
-	tenant := Tenant{Namespace: "ws"}
+	scope := Scope{Namespace: "ws"}
 
 	// Accounts that are not internal are told the issues do not exist, whatever they send.
-	_, err := o.Issues(ctx, tenant, external)
+	_, err := o.Issues(ctx, scope, external)
 	wantFail(t, "list, external", err, NotFound, MsgNotFound)
-	_, err = o.CreateIssue(ctx, tenant, nil, NewIssue{})
+	_, err = o.CreateIssue(ctx, scope, nil, NewIssue{})
 	wantFail(t, "create, no workspace", err, NotFound, MsgNotFound)
 
 	for _, tc := range []struct {
@@ -38,11 +38,11 @@ func TestIssues(t *testing.T) {
 		{"long body", NewIssue{Title: "t", Body: strings.Repeat("b", maxIssueBodyBytes+1)}, Invalid, MsgIssueTitle},
 		{"unknown agent", NewIssue{Title: "t", AgentID: "agt-nope"}, NotFound, MsgAgentNotFound},
 	} {
-		_, err := o.CreateIssue(ctx, tenant, internal, tc.in)
+		_, err := o.CreateIssue(ctx, scope, internal, tc.in)
 		wantFail(t, tc.name, err, tc.code, tc.msg)
 	}
 
-	cm, err := o.CreateIssue(ctx, tenant, internal, NewIssue{Title: "  It broke ", Body: "b", AgentID: "agt-a", Reporter: "u1"})
+	cm, err := o.CreateIssue(ctx, scope, internal, NewIssue{Title: "  It broke ", Body: "b", AgentID: "agt-a", Reporter: "u1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestIssues(t *testing.T) {
 	if err := c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "plain"}}); err != nil {
 		t.Fatal(err)
 	}
-	list, err := o.Issues(ctx, tenant, internal)
+	list, err := o.Issues(ctx, scope, internal)
 	if err != nil || len(list) != 1 {
 		t.Fatalf("issues: %v %v", list, err)
 	}
@@ -99,9 +99,9 @@ func TestLogTail(t *testing.T) {
 	}
 	// The tail is judged before the agent is read.
 	o, _ := fakeOps(Deps{})
-	_, err := o.AgentLogs(context.Background(), Tenant{Namespace: "ws"}, "agt-missing", ptr(0))
+	_, err := o.AgentLogs(context.Background(), Scope{Namespace: "ws"}, "agt-missing", ptr(0))
 	wantFail(t, "logs", err, Invalid, MsgInvalidTail)
-	_, err = o.FollowLogs(context.Background(), Tenant{Namespace: "ws"}, "agt-missing", nil)
+	_, err = o.FollowLogs(context.Background(), Scope{Namespace: "ws"}, "agt-missing", nil)
 	wantFail(t, "follow", err, NotFound, MsgAgentNotFound)
 }
 
@@ -109,18 +109,18 @@ func TestLogTail(t *testing.T) {
 // judged before the agent is read.
 func TestConfigMustBeAnObject(t *testing.T) {
 	o, _ := fakeOps(Deps{})
-	tenant := Tenant{Namespace: "ws"}
+	scope := Scope{Namespace: "ws"}
 	for _, raw := range []string{"", "null", "[1]", `"x"`, "3"} {
-		_, err := o.ValidateConfig(context.Background(), tenant, "agt-missing", json.RawMessage(raw))
+		_, err := o.ValidateConfig(context.Background(), scope, "agt-missing", json.RawMessage(raw))
 		wantFail(t, "validate "+raw, err, Invalid, MsgInvalidJSON)
-		_, _, err = o.PutConfig(context.Background(), tenant, "agt-missing", json.RawMessage(raw))
+		_, _, err = o.PutConfig(context.Background(), scope, "agt-missing", json.RawMessage(raw))
 		wantFail(t, "put "+raw, err, Invalid, MsgInvalidJSON)
 	}
-	_, err := o.ValidateConfig(context.Background(), tenant, "agt-missing", json.RawMessage(`{}`))
+	_, err := o.ValidateConfig(context.Background(), scope, "agt-missing", json.RawMessage(`{}`))
 	wantFail(t, "object", err, NotFound, MsgAgentNotFound)
 }
 
-// TestAwakenLeavesOthersAlone: a request for an agent the tenant cannot see, or that does not
+// TestAwakenLeavesOthersAlone: a request for an agent the caller cannot see, or that does not
 // exist, is not held up (the request answers for it), and nothing is written.
 func TestAwakenLeavesOthersAlone(t *testing.T) {
 	sleepy := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "ws", Name: "agt-a"},
@@ -128,13 +128,13 @@ func TestAwakenLeavesOthersAlone(t *testing.T) {
 	o, c := fakeOps(Deps{}, sleepy)
 	ctx := context.Background()
 	for _, tc := range []struct {
-		t  Tenant
+		t  Scope
 		id string
 	}{
-		{Tenant{Namespace: "ws", OnlyAgent: "agt-b"}, "agt-a"},
-		{Tenant{Namespace: "other"}, "agt-a"},
-		{Tenant{Namespace: "ws"}, "agt-missing"},
-		{Tenant{Namespace: "ws"}, ""},
+		{Scope{Namespace: "ws", OnlyAgent: "agt-b"}, "agt-a"},
+		{Scope{Namespace: "other"}, "agt-a"},
+		{Scope{Namespace: "ws"}, "agt-missing"},
+		{Scope{Namespace: "ws"}, ""},
 	} {
 		if err := o.Awaken(ctx, tc.t, tc.id); err != nil {
 			t.Errorf("%+v %q: %v", tc.t, tc.id, err)
@@ -165,7 +165,7 @@ func TestAwakenStampsActivity(t *testing.T) {
 		}
 		return got.Annotations[agentsv1.AnnotationLastActive]
 	}
-	if err := o.Awaken(ctx, Tenant{Namespace: "ws"}, "agt-a"); err != nil {
+	if err := o.Awaken(ctx, Scope{Namespace: "ws"}, "agt-a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := stamp(); got != now.Format(time.RFC3339) {
@@ -173,7 +173,7 @@ func TestAwakenStampsActivity(t *testing.T) {
 	}
 	first := now
 	now = now.Add(30 * time.Second)
-	if err := o.Awaken(ctx, Tenant{Namespace: "ws"}, "agt-a"); err != nil {
+	if err := o.Awaken(ctx, Scope{Namespace: "ws"}, "agt-a"); err != nil {
 		t.Fatal(err)
 	}
 	if got := stamp(); got != first.Format(time.RFC3339) {

@@ -94,9 +94,9 @@ func (n NewSecret) validate() error {
 	return nil
 }
 
-// CreateSecret seals the value and creates the tenant's AgentSecret; a second secret of the
+// CreateSecret seals the value and creates the workspace's AgentSecret; a second secret of the
 // same name is a Conflict (`Duplicate secret name`).
-func (o *Ops) CreateSecret(ctx context.Context, t Tenant, n NewSecret) (*agentsv1.AgentSecret, error) {
+func (o *Ops) CreateSecret(ctx context.Context, t Scope, n NewSecret) (*agentsv1.AgentSecret, error) {
 	if err := n.validate(); err != nil {
 		return nil, err
 	}
@@ -126,8 +126,8 @@ func (o *Ops) CreateSecret(ctx context.Context, t Tenant, n NewSecret) (*agentsv
 	return sec, nil
 }
 
-// Secrets lists the tenant's secrets (live), by name.
-func (o *Ops) Secrets(ctx context.Context, t Tenant) ([]agentsv1.AgentSecret, error) {
+// Secrets lists the workspace's secrets (live), by name.
+func (o *Ops) Secrets(ctx context.Context, t Scope) ([]agentsv1.AgentSecret, error) {
 	var list agentsv1.AgentSecretList
 	if err := o.d.APIReader.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return nil, err
@@ -136,8 +136,8 @@ func (o *Ops) Secrets(ctx context.Context, t Tenant) ([]agentsv1.AgentSecret, er
 	return list.Items, nil
 }
 
-// Secret reads a secret of the tenant from the API server.
-func (o *Ops) Secret(ctx context.Context, t Tenant, id string) (*agentsv1.AgentSecret, error) {
+// Secret reads a secret of the workspace from the API server.
+func (o *Ops) Secret(ctx context.Context, t Scope, id string) (*agentsv1.AgentSecret, error) {
 	sec := &agentsv1.AgentSecret{}
 	if err := o.d.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: id}, sec); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -152,7 +152,7 @@ func (o *Ops) Secret(ctx context.Context, t Tenant, id string) (*agentsv1.AgentS
 // (read live). The delete is conditional on the secret's resourceVersion read before that
 // check: an attach that lands in between stamps the secret (AnnotationSecretAttachedAt), the
 // delete fails on the version and checks again, so it never orphans an agent.
-func (o *Ops) DeleteSecret(ctx context.Context, t Tenant, id string) (*agentsv1.AgentSecret, error) {
+func (o *Ops) DeleteSecret(ctx context.Context, t Scope, id string) (*agentsv1.AgentSecret, error) {
 	var sec *agentsv1.AgentSecret
 	err := retry.OnError(specRetry, apierrors.IsConflict, func() error {
 		var err error

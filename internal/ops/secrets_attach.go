@@ -27,7 +27,7 @@ const attachedToWait = 10 * time.Second
 // the cache holds the new spec (the model proxy authorizes from it), after waiting briefly
 // for the AgentSecret controller's status.attachedTo, which it derives from the agents'
 // specs.
-func (o *Ops) AttachSecrets(ctx context.Context, t Tenant, agentID string, ids []string) (*agentsv1.Agent, error) {
+func (o *Ops) AttachSecrets(ctx context.Context, t Scope, agentID string, ids []string) (*agentsv1.Agent, error) {
 	if len(ids) == 0 {
 		return nil, Fail(Invalid, MsgSecretIDsRequired)
 	}
@@ -78,7 +78,7 @@ func (o *Ops) AttachSecrets(ctx context.Context, t Tenant, agentID string, ids [
 
 // addSecrets adds the references ids lacks to the agent's spec.secrets, on the live object,
 // and returns it with the ids it added.
-func (o *Ops) addSecrets(ctx context.Context, t Tenant, agent *agentsv1.Agent, ids []string, wanted map[string]*agentsv1.AgentSecret) (*agentsv1.Agent, []string, error) {
+func (o *Ops) addSecrets(ctx context.Context, t Scope, agent *agentsv1.Agent, ids []string, wanted map[string]*agentsv1.AgentSecret) (*agentsv1.Agent, []string, error) {
 	var added []string
 	err := retry.RetryOnConflict(specRetry, func() error {
 		cur := &agentsv1.Agent{}
@@ -107,7 +107,7 @@ func (o *Ops) addSecrets(ctx context.Context, t Tenant, agent *agentsv1.Agent, i
 }
 
 // checkProviders refuses two different secrets of one provider on one agent.
-func (o *Ops) checkProviders(ctx context.Context, t Tenant, agent *agentsv1.Agent, wanted map[string]*agentsv1.AgentSecret) error {
+func (o *Ops) checkProviders(ctx context.Context, t Scope, agent *agentsv1.Agent, wanted map[string]*agentsv1.AgentSecret) error {
 	byProvider := map[string]string{}
 	note := func(id, provider string) error {
 		if provider == "" {
@@ -208,7 +208,7 @@ func (o *Ops) removeSecrets(ctx context.Context, agent *agentsv1.Agent, ids ...s
 
 // DetachSecret removes a secret from the agent's spec.secrets (`Secret not found` when the
 // agent does not attach it) and returns once the cache holds the change.
-func (o *Ops) DetachSecret(ctx context.Context, t Tenant, agentID, id string) (*agentsv1.Agent, error) {
+func (o *Ops) DetachSecret(ctx context.Context, t Scope, agentID, id string) (*agentsv1.Agent, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
@@ -225,7 +225,7 @@ func (o *Ops) DetachSecret(ctx context.Context, t Tenant, agentID, id string) (*
 }
 
 // AgentSecrets lists the secrets the agent attaches that exist (live).
-func (o *Ops) AgentSecrets(ctx context.Context, t Tenant, agentID string) ([]agentsv1.AgentSecret, error) {
+func (o *Ops) AgentSecrets(ctx context.Context, t Scope, agentID string) ([]agentsv1.AgentSecret, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err

@@ -21,18 +21,18 @@ func TestAgentBoundCredentialSeesNoOtherAgent(t *testing.T) {
 		Status: agentsv1.AgentSecretStatus{AttachedTo: []string{"agt-a", "agt-b"}}}
 	o, _ := fakeOps(Deps{}, a, sec)
 	for _, tc := range []struct {
-		tenant Tenant
-		want   []string
+		scope Scope
+		want  []string
 	}{
-		{Tenant{Namespace: "ws", OnlyAgent: "agt-a"}, []string{"agt-a"}},
-		{Tenant{Namespace: "ws"}, []string{"agt-a", "agt-b"}},
+		{Scope{Namespace: "ws", OnlyAgent: "agt-a"}, []string{"agt-a"}},
+		{Scope{Namespace: "ws"}, []string{"agt-a", "agt-b"}},
 	} {
-		list, err := o.AgentSecrets(context.Background(), tc.tenant, "agt-a")
+		list, err := o.AgentSecrets(context.Background(), tc.scope, "agt-a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(list) != 1 || !slices.Equal(list[0].Status.AttachedTo, tc.want) {
-			t.Errorf("%+v: attachedTo %v, want %v", tc.tenant, list, tc.want)
+			t.Errorf("%+v: attachedTo %v, want %v", tc.scope, list, tc.want)
 		}
 	}
 }

@@ -48,9 +48,9 @@ func (s Signature) validate() error {
 	return nil
 }
 
-// SignedFile resolves the network and CID of a signature route to the tenant's File, read
+// SignedFile resolves the network and CID of a signature route to the workspace's File, read
 // from the API server (writes that follow must not start from a stale cache).
-func (o *Ops) SignedFile(ctx context.Context, t Tenant, network, rawCID string) (*agentsv1.File, error) {
+func (o *Ops) SignedFile(ctx context.Context, t Scope, network, rawCID string) (*agentsv1.File, error) {
 	nw, err := ParseNetwork(network)
 	if err != nil {
 		return nil, err
@@ -72,7 +72,7 @@ func (o *Ops) SignedFile(ctx context.Context, t Tenant, network, rawCID string) 
 // and attaches it to the file. A file holds one signature: a second is a Conflict. sig nil
 // is a body that was not a JSON object (`MsgSignatureBody`); the file is resolved first, so
 // a missing file reads as such whatever the body.
-func (o *Ops) AddSignature(ctx context.Context, t Tenant, network, rawCID string, sig *Signature) (*agentsv1.File, error) {
+func (o *Ops) AddSignature(ctx context.Context, t Scope, network, rawCID string, sig *Signature) (*agentsv1.File, error) {
 	f, err := o.SignedFile(ctx, t, network, rawCID)
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (o *Ops) AddSignature(ctx context.Context, t Tenant, network, rawCID string
 }
 
 // FileSignature returns the file's signature (NotFound `Signature not found` when unsigned).
-func (o *Ops) FileSignature(ctx context.Context, t Tenant, network, rawCID string) (*agentsv1.File, error) {
+func (o *Ops) FileSignature(ctx context.Context, t Scope, network, rawCID string) (*agentsv1.File, error) {
 	f, err := o.SignedFile(ctx, t, network, rawCID)
 	if err != nil {
 		return nil, err
@@ -114,7 +114,7 @@ func (o *Ops) FileSignature(ctx context.Context, t Tenant, network, rawCID strin
 }
 
 // DeleteSignature removes the file's signature.
-func (o *Ops) DeleteSignature(ctx context.Context, t Tenant, network, rawCID string) error {
+func (o *Ops) DeleteSignature(ctx context.Context, t Scope, network, rawCID string) error {
 	f, err := o.FileSignature(ctx, t, network, rawCID)
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ type SkillInstall struct {
 
 // InstallSkill downloads a skill from ClawHub (version "" = the registry's latest), checks and
 // stores its bundle, and records it as the workspace's Skill named after the slug.
-func (o *Ops) InstallSkill(ctx context.Context, t Tenant, slug, version string) (SkillInstall, error) {
+func (o *Ops) InstallSkill(ctx context.Context, t Scope, slug, version string) (SkillInstall, error) {
 	if err := CheckSkillSlug(slug); err != nil {
 		return SkillInstall{}, err
 	}
@@ -135,7 +135,7 @@ func (o *Ops) InstallSkill(ctx context.Context, t Tenant, slug, version string) 
 
 // createSkill records a new Skill for a stored bundle. A concurrent install of the same slug
 // that won is a success when it installed the same version.
-func (o *Ops) createSkill(ctx context.Context, t Tenant, slug, version, displayName string, obj storage.Object) (SkillInstall, error) {
+func (o *Ops) createSkill(ctx context.Context, t Scope, slug, version, displayName string, obj storage.Object) (SkillInstall, error) {
 	sk := &agentsv1.Skill{
 		ObjectMeta: metav1.ObjectMeta{Name: SkillObjectName(slug), Namespace: t.Namespace},
 		Spec:       agentsv1.SkillSpec{Slug: slug},
@@ -266,7 +266,7 @@ func skillWriteError(err error) error {
 }
 
 // Skills lists the workspace's Skills live (those not being deleted), sorted by slug.
-func (o *Ops) Skills(ctx context.Context, t Tenant) ([]agentsv1.Skill, error) {
+func (o *Ops) Skills(ctx context.Context, t Scope) ([]agentsv1.Skill, error) {
 	var list agentsv1.SkillList
 	if err := o.d.APIReader.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return nil, err
@@ -281,9 +281,9 @@ func (o *Ops) Skills(ctx context.Context, t Tenant) ([]agentsv1.Skill, error) {
 	return items, nil
 }
 
-// Skill reads a Skill of the tenant's workspace by object name (a name the API server refuses
+// Skill reads a Skill of the workspace's workspace by object name (a name the API server refuses
 // is simply not found).
-func (o *Ops) Skill(ctx context.Context, t Tenant, id string) (*agentsv1.Skill, error) {
+func (o *Ops) Skill(ctx context.Context, t Scope, id string) (*agentsv1.Skill, error) {
 	sk := &agentsv1.Skill{}
 	if err := o.d.APIReader.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: id}, sk); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) {

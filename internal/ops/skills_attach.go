@@ -24,7 +24,7 @@ const SkillSyncWait = 30 * time.Second
 // MaxAgentSkills is checked on the agent as re-read inside the conflict retry, so concurrent
 // attaches can never exceed it together. It returns the agent as last seen and whether its
 // workspace holds the skills (within SkillSyncWait).
-func (o *Ops) AttachSkills(ctx context.Context, t Tenant, agentID string, cids []string) (*agentsv1.Agent, bool, error) {
+func (o *Ops) AttachSkills(ctx context.Context, t Scope, agentID string, cids []string) (*agentsv1.Agent, bool, error) {
 	if len(cids) == 0 {
 		return nil, false, Fail(Invalid, MsgSkillCIDsRequired)
 	}
@@ -86,7 +86,7 @@ func distinctCIDs(raw []string) int {
 // DetachSkill removes a skill from an agent. skillID is the Skill's object name (any of its
 // versions' bundles is detached) or a bundle CID the agent attaches. It returns the agent as
 // last seen and whether its workspace no longer holds the skill (within SkillSyncWait).
-func (o *Ops) DetachSkill(ctx context.Context, t Tenant, agentID, skillID string) (*agentsv1.Agent, bool, error) {
+func (o *Ops) DetachSkill(ctx context.Context, t Scope, agentID, skillID string) (*agentsv1.Agent, bool, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, false, err
@@ -134,7 +134,7 @@ type SkillUpdate struct {
 // read (its resourceVersion guards the write). The new bundle replaces the old one in this
 // agent's skills. It returns the Skill and whether the agent's home holds the new bundle
 // (within SkillSyncWait).
-func (o *Ops) UpdateAgentSkill(ctx context.Context, t Tenant, agentID, skillID string, u SkillUpdate) (*agentsv1.Skill, bool, error) {
+func (o *Ops) UpdateAgentSkill(ctx context.Context, t Scope, agentID, skillID string, u SkillUpdate) (*agentsv1.Skill, bool, error) {
 	for _, v := range []string{u.Version, u.ExpectedVersion} {
 		if v != "" && !clawhub.ValidVersion(v) {
 			return nil, false, Fail(Invalid, MsgInvalidVersion)
@@ -181,7 +181,7 @@ func (o *Ops) UpdateAgentSkill(ctx context.Context, t Tenant, agentID, skillID s
 
 // moveSkillVersion points the Skill sk at version (the registry's latest when ""), fetching
 // and storing its bundle, unless sk is at that version already.
-func (o *Ops) moveSkillVersion(ctx context.Context, t Tenant, sk *agentsv1.Skill, version string) error {
+func (o *Ops) moveSkillVersion(ctx context.Context, t Scope, sk *agentsv1.Skill, version string) error {
 	displayName := ""
 	if version == "" {
 		info, err := clawhub.New(o.registryURL()).Skill(ctx, sk.Spec.Slug)
@@ -222,7 +222,7 @@ type AttachedSkill struct {
 }
 
 // AgentSkills lists the skills an agent attaches, with whether each is unpacked.
-func (o *Ops) AgentSkills(ctx context.Context, t Tenant, agentID string) ([]AttachedSkill, error) {
+func (o *Ops) AgentSkills(ctx context.Context, t Scope, agentID string) ([]AttachedSkill, error) {
 	agent, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err

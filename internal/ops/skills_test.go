@@ -56,7 +56,7 @@ func agentObject(name string, stopped bool, cids ...string) *agentsv1.Agent {
 // with the contract's codes and messages.
 func TestSkillInputRules(t *testing.T) {
 	ctx := context.Background()
-	ws := Tenant{Namespace: "ws"}
+	ws := Scope{Namespace: "ws"}
 	_, cids := stored(t, MaxAgentSkills+1)
 	o, _ := fakeOps(Deps{})
 	many := cids
@@ -73,7 +73,7 @@ func TestSkillInputRules(t *testing.T) {
 		{"attach: no CIDs", third(o.AttachSkills(ctx, ws, "a1", nil)), Invalid, MsgSkillCIDsRequired},
 		{"attach: over the limit, before the agent is looked up", third(o.AttachSkills(ctx, ws, "nobody", many)), Invalid, MsgSkillsMax},
 		{"attach: a missing agent", third(o.AttachSkills(ctx, ws, "nobody", cids[:1])), NotFound, MsgAgentNotFound},
-		{"attach: another agent than a bound credential's", third(o.AttachSkills(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1", cids[:1])), NotFound, MsgAgentNotFound},
+		{"attach: another agent than a bound credential's", third(o.AttachSkills(ctx, Scope{Namespace: "ws", OnlyAgent: "a2"}, "a1", cids[:1])), NotFound, MsgAgentNotFound},
 		{"update: a bad version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{Version: "x y"})), Invalid, MsgInvalidVersion},
 		{"update: a bad expected version", third(o.UpdateAgentSkill(ctx, ws, "a1", "weather", SkillUpdate{ExpectedVersion: "x y"})), Invalid, MsgInvalidVersion},
 		{"a skill name the API server refuses", second(o.Skill(ctx, ws, "Not_A_Name")), NotFound, MsgSkillNotFound},
@@ -92,7 +92,7 @@ func third[A, B any](_ A, _ B, err error) error { return err }
 // within MaxAgentSkills as it stands, and reports a stopped agent's change pending.
 func TestAttachSkills(t *testing.T) {
 	ctx := context.Background()
-	ws := Tenant{Namespace: "ws"}
+	ws := Scope{Namespace: "ws"}
 	_, cids := stored(t, MaxAgentSkills+1)
 	objs := []client.Object{agentObject("full", true, cids[:MaxAgentSkills]...), agentObject("a1", true)}
 	for i, c := range cids {
@@ -140,7 +140,7 @@ func TestAttachSkills(t *testing.T) {
 // says.
 func TestInstallSkill(t *testing.T) {
 	ctx := context.Background()
-	ws := Tenant{Namespace: "ws"}
+	ws := Scope{Namespace: "ws"}
 	reg := clawhubtest.NewRegistry()
 	defer reg.Close()
 	reg.Add("weather", "Weather", "1.0.0", clawhubtest.Files("SKILL.md", clawhubtest.SkillMD("weather", "forecasts")))
@@ -228,7 +228,7 @@ func TestBoundCredentialCannotMoveTheWorkspacesSkill(t *testing.T) {
 	st, cids := stored(t, 1)
 	sk := skillObject("weather", cids[0])
 	o, c := fakeOps(Deps{Files: st}, agentObject("a1", true, cids[0]), agentObject("a2", true, cids[0]), sk)
-	bound := Tenant{Namespace: "ws", OnlyAgent: "a1"}
+	bound := Scope{Namespace: "ws", OnlyAgent: "a1"}
 	wantFail(t, "a bound credential moving the Skill", third(o.UpdateAgentSkill(ctx, bound, "a1", sk.Name, SkillUpdate{Version: "2.0.0"})), Forbidden, MsgPermissionDenied)
 	got := &agentsv1.Skill{}
 	if err := c.Get(ctx, client.ObjectKeyFromObject(sk), got); err != nil {

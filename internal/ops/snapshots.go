@@ -28,7 +28,7 @@ const (
 
 // Snapshots are the agent's snapshot history (completed snapshots, newest first, read
 // live), once the snapshot storage, when configured, answers (Unavailable when it does not).
-func (o *Ops) Snapshots(ctx context.Context, t Tenant, agentID string) ([]agentsv1.Snapshot, error) {
+func (o *Ops) Snapshots(ctx context.Context, t Scope, agentID string) ([]agentsv1.Snapshot, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err
@@ -44,7 +44,7 @@ func (o *Ops) Snapshots(ctx context.Context, t Tenant, agentID string) ([]agents
 // SyncSnapshot archives the agent's home into storage now: it creates a Snapshot and
 // waits for the Snapshot controller to archive it. A sync that fails leaves no Snapshot
 // behind that could complete later.
-func (o *Ops) SyncSnapshot(ctx context.Context, t Tenant, agentID string) (*agentsv1.Snapshot, error) {
+func (o *Ops) SyncSnapshot(ctx context.Context, t Scope, agentID string) (*agentsv1.Snapshot, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err

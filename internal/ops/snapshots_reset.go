@@ -24,7 +24,7 @@ var snapshotCIDPattern = regexp.MustCompile(agentsv1.CIDPattern)
 // waits for the Agent controller to carry it out, which restarts the gateway, and then for the
 // gateway to answer again (at most the provisioning timeout). It returns the snapshot and the
 // agent as last seen.
-func (o *Ops) ResetSnapshot(ctx context.Context, t Tenant, agentID, cid string) (*agentsv1.Snapshot, *agentsv1.Agent, error) {
+func (o *Ops) ResetSnapshot(ctx context.Context, t Scope, agentID, cid string) (*agentsv1.Snapshot, *agentsv1.Agent, error) {
 	want, err := storage.CanonicalCID(cid)
 	if err != nil || !snapshotCIDPattern.MatchString(want) {
 		return nil, nil, Because(Invalid, MsgInvalidSnapshotCID, err)

@@ -14,7 +14,7 @@ import (
 // controllers anything.
 func TestSnapshotInputRules(t *testing.T) {
 	ctx := context.Background()
-	ws := Tenant{Namespace: "ws"}
+	ws := Scope{Namespace: "ws"}
 	st, cids := stored(t, 1)
 	o, _ := fakeOps(Deps{}, agentObject("a1", false))
 	withStore, _ := fakeOps(Deps{Files: st}, agentObject("a1", false))
@@ -30,7 +30,7 @@ func TestSnapshotInputRules(t *testing.T) {
 		{"reset: a CID out of the history", third(withStore.ResetSnapshot(ctx, ws, "a1", cids[0])), NotFound, MsgSnapshotNotFound},
 		{"sync: a missing agent", second(o.SyncSnapshot(ctx, ws, "nobody")), NotFound, MsgAgentNotFound},
 		{"sync without storage", second(o.SyncSnapshot(ctx, ws, "a1")), Invalid, MsgStorageMissing},
-		{"history: another agent than a bound credential's", second(o.Snapshots(ctx, Tenant{Namespace: "ws", OnlyAgent: "a2"}, "a1")), NotFound, MsgAgentNotFound},
+		{"history: another agent than a bound credential's", second(o.Snapshots(ctx, Scope{Namespace: "ws", OnlyAgent: "a2"}, "a1")), NotFound, MsgAgentNotFound},
 	} {
 		wantFail(t, tc.what, tc.err, tc.code, tc.message)
 	}

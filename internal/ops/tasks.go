@@ -76,7 +76,7 @@ func validSchedule(sch *engine.Schedule, now time.Time) bool {
 
 // CreateTask schedules a task in the agent's engine (enabled) and returns it as the engine
 // stored it.
-func (o *Ops) CreateTask(ctx context.Context, t Tenant, agentID string, n NewTask) (engine.Task, error) {
+func (o *Ops) CreateTask(ctx context.Context, t Scope, agentID string, n NewTask) (engine.Task, error) {
 	if !n.valid(o.d.Now()) {
 		return engine.Task{}, Fail(Invalid, MsgInvalidParameters)
 	}
@@ -105,7 +105,7 @@ func (o *Ops) CreateTask(ctx context.Context, t Tenant, agentID string, n NewTas
 }
 
 // Tasks lists the agent's scheduled tasks as its engine holds them.
-func (o *Ops) Tasks(ctx context.Context, t Tenant, agentID string) ([]engine.Task, error) {
+func (o *Ops) Tasks(ctx context.Context, t Scope, agentID string) ([]engine.Task, error) {
 	a, err := o.Agent(ctx, t, agentID)
 	if err != nil {
 		return nil, err

@@ -17,7 +17,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 	"github.com/agentplane/agentplane/internal/scheme"
 	"github.com/agentplane/agentplane/internal/syskeys"
 )
@@ -93,7 +93,7 @@ func OwnerToken(ctx context.Context, c client.Client, signer *auth.Signer, works
 			Members: []agentsv1.WorkspaceMember{{UserID: user, Role: agentsv1.RoleOwner}},
 		},
 	}
-	if err := tenancy.EnsureWorkspace(ctx, c, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, c, ws); err != nil {
 		return "", err
 	}
 	tok, _, err := auth.CreateKey(ctx, c, signer, auth.KeyRequest{

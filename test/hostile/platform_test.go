@@ -37,7 +37,7 @@ import (
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // Names of the fixture workspace, user and published skill.
@@ -172,7 +172,7 @@ func startFixture() (*fixture, error) {
 		Plan: agentsv1.PlanPro, Internal: true, AgentLimit: &limit,
 		Members: []agentsv1.WorkspaceMember{{UserID: userID, Role: agentsv1.RoleOwner}},
 	}}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, ws); err != nil {
 		return nil, err
 	}
 	tok, _, err := auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{

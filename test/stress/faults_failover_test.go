@@ -14,7 +14,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // handoverTimeout bounds a handover in the tests: generous, they check that it happens; the
@@ -75,7 +75,7 @@ func newFailover(t testing.TB, lease platform.LeaderElectionOptions) *failover {
 	f := &failover{cp: ownControlPlane(t)}
 	f.cfg = childConfigFor(f.cp.Config)
 	f.cfg.Kube, f.cfg.LeaderElection, f.cfg.Lease = true, true, lease
-	if err := tenancy.EnsureWorkspace(bg(), f.cp.Client, &agentsv1.Workspace{
+	if err := workspacens.EnsureWorkspace(bg(), f.cp.Client, &agentsv1.Workspace{
 		ObjectMeta: metav1.ObjectMeta{Name: failoverWorkspace},
 		Spec:       agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, Members: []agentsv1.WorkspaceMember{{UserID: owner, Role: agentsv1.RoleOwner}}},
 	}); err != nil {

@@ -22,7 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // killedAgents is how many agents are provisioning when the manager is killed.
@@ -52,7 +52,7 @@ func TestManagerKilledMidProvisioning(t *testing.T) {
 	first := startChild(t, "first manager", cfg)
 
 	const ws = "killed"
-	if err := tenancy.EnsureWorkspace(bg(), cp.Client, &agentsv1.Workspace{
+	if err := workspacens.EnsureWorkspace(bg(), cp.Client, &agentsv1.Workspace{
 		ObjectMeta: metav1.ObjectMeta{Name: ws}, Spec: agentsv1.WorkspaceSpec{Plan: agentsv1.PlanPro, Members: []agentsv1.WorkspaceMember{{UserID: owner, Role: agentsv1.RoleOwner}}},
 	}); err != nil {
 		t.Fatal(err)

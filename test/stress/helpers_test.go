@@ -20,7 +20,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/clawhub/clawhubtest"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // Deadlines of the helpers. Every wait in this package has one.
@@ -225,7 +225,7 @@ func workspaceIn(t testing.TB, c client.Client, name string, plan agentsv1.Plan,
 	for _, e := range edit {
 		e(&ws.Spec)
 	}
-	if err := tenancy.EnsureWorkspace(bg(), c, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(bg(), c, ws); err != nil {
 		t.Fatalf("workspace %s: %v", name, err)
 	}
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // benchKube times the kube runtime's controller on n Agents in envtest against the same
@@ -268,7 +268,7 @@ const warmSpace = "bench-warm"
 // spaces (the controller's), each allowed n agents.
 func benchWorkspaces(ctx context.Context, c client.Client, n int, spaces []string) error {
 	for _, ws := range append([]string{"bench-direct", warmSpace}, spaces...) {
-		if err := tenancy.EnsureWorkspace(ctx, c, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ws},
+		if err := workspacens.EnsureWorkspace(ctx, c, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ws},
 			Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To(int32(n))}}); err != nil {
 			return err
 		}

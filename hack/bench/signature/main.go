@@ -36,7 +36,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 type file struct{ cid, date, id string }
@@ -135,7 +135,7 @@ func startFacade(ctx context.Context, env *kubeenv.Env, dir string) (base, tok s
 
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: agentsv1.WorkspaceSpec{
 		Members: []agentsv1.WorkspaceMember{{UserID: "b", Role: agentsv1.RoleOwner}}}}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, ws); err != nil {
 		return "", "", err
 	}
 	tok, _, err = auth.CreateKey(ctx, env.Client, p.Signer, auth.KeyRequest{Workspace: "bench", UserID: "b", Scopes: []string{auth.ScopeFilesWrite}})

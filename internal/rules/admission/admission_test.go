@@ -22,7 +22,7 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // The control plane of the tests that need the API server's verdicts (started on first use).
@@ -106,7 +106,7 @@ func TestReserveAgent(t *testing.T) {
 	a := admitter(t)
 	ctx := context.Background()
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "adm-agents"}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To[int32](3)}}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, ws); err != nil {
 		t.Fatal(err)
 	}
 	agent := func(name string) *agentsv1.Agent {
@@ -175,7 +175,7 @@ func TestReservationsSettle(t *testing.T) {
 	admitter(t)
 	ctx := context.Background()
 	ws := &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: "adm-settle"}, Spec: agentsv1.WorkspaceSpec{AgentLimit: ptr.To[int32](3)}}
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, ws); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, ws); err != nil {
 		t.Fatal(err)
 	}
 	writes := &statusWrites{Client: env.Client}
@@ -250,7 +250,7 @@ func TestReserveDomain(t *testing.T) {
 	a := admitter(t)
 	ctx := context.Background()
 	const ns = "adm-domains"
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
@@ -293,7 +293,7 @@ func TestClaims(t *testing.T) {
 	ctx := context.Background()
 	// The Domains exist: a claim whose Domain does not is only waited for, then taken over.
 	dom := func(ns, name string) *agentsv1.Domain {
-		if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		if err := workspacens.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 		d := &agentsv1.Domain{

@@ -13,7 +13,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/rules/admission"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 // TestRecount: one recount frees the domain slots and the host claims whose Domain never
@@ -26,7 +26,7 @@ func TestRecount(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(now)
 	a.Limiter.Clock, a.Limiter.StaleAfter = clk, time.Minute
 	const ns = "adm-recount"
-	if err := tenancy.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+	if err := workspacens.EnsureWorkspace(ctx, env.Client, &agentsv1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "agt"}, Spec: agentsv1.AgentSpec{DisplayName: "Recount"}}

@@ -20,7 +20,7 @@ import (
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
-	"github.com/agentplane/agentplane/internal/rules/tenancy"
+	"github.com/agentplane/agentplane/internal/rules/workspacens"
 )
 
 func networkOptions() kube.NetworkOptions {
@@ -141,14 +141,14 @@ func TestRestrictedPodSecurity(t *testing.T) {
 	if err := env.Client.Create(ctx, ws); err != nil {
 		t.Fatal(err)
 	}
-	if err := tenancy.EnsureNamespace(ctx, env.Client, ws); err != nil {
+	if err := workspacens.EnsureNamespace(ctx, env.Client, ws); err != nil {
 		t.Fatal(err)
 	}
 	ns := &corev1.Namespace{}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "psa"}, ns); err != nil {
 		t.Fatal(err)
 	}
-	for _, l := range []string{tenancy.PodSecurityEnforce, tenancy.PodSecurityWarn, tenancy.PodSecurityAudit} {
+	for _, l := range []string{workspacens.PodSecurityEnforce, workspacens.PodSecurityWarn, workspacens.PodSecurityAudit} {
 		if ns.Labels[l] != "restricted" {
 			t.Errorf("namespace label %s=%q, want restricted", l, ns.Labels[l])
 		}

@@ -13,5 +13,5 @@ import (
 var (
 	_ = dnsverify.RecordName
 	_ engine.Task
-	_ ops.Tenant
+	_ ops.Scope
 )

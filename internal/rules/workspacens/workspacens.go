@@ -1,6 +1,6 @@
-// Package tenancy maps workspaces to namespaces: a Workspace named W owns the namespace W,
+// Package workspacens maps workspaces to namespaces: a Workspace named W owns the namespace W,
 // labelled agentplane.io/workspace=W.
-package tenancy
+package workspacens
 
 import (
 	"context"
