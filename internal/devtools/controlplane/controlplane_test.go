@@ -68,14 +68,16 @@ func requires(t *testing.T, name string, gomod []byte) map[string]string {
 	return out
 }
 
-// fakeGo is a go command that answers `go env GOVERSION` and, for `go build -o OUT PKG`, writes
-// an executable OUT and appends "PKG ldflags cwd-go.mod-sha" to $FAKEGO_LOG.
+// fakeGo is a go command that answers `go env GOVERSION` and, for `go build -trimpath -ldflags
+// L -o OUT PKG` run on the pins with GOFLAGS $FAKEGO_WANT_GOFLAGS, writes an executable OUT and
+// appends "PKG L" to $FAKEGO_LOG.
 const fakeGo = `#!/bin/sh
 if [ "$1" = env ]; then echo go1.99.0; exit 0; fi
 shift # build
-ldflags="$2"; out="$4"; pkg="$5"
+[ "$1" = -trimpath ] || { echo "not -trimpath: $*" >&2; exit 1; }
+ldflags="$3"; out="$5"; pkg="$6"
 cmp -s go.mod "$FAKEGO_PINS" || { echo "go.mod is not the pins" >&2; exit 1; }
-[ "$GOFLAGS" = -mod=readonly ] && [ "$GOWORK" = off ] || { echo "env not pinned" >&2; exit 1; }
+[ "$GOFLAGS" = "$FAKEGO_WANT_GOFLAGS" ] && [ "$GOWORK" = off ] || { echo "env not pinned: GOFLAGS=$GOFLAGS" >&2; exit 1; }
 mkdir -p "$(dirname "$out")" && printf '#!/bin/sh\n' > "$out" && chmod +x "$out"
 echo "$pkg $ldflags" >> "$FAKEGO_LOG"
 `
@@ -94,6 +96,10 @@ func TestEnsureBuildsOnceIntoTheCache(t *testing.T) {
 	t.Setenv("FAKEGO_LOG", logFile)
 	t.Setenv("FAKEGO_PINS", pins)
 	t.Setenv("AGENTPLANE_CACHE_DIR", filepath.Join(tmp, "cache"))
+	// The caller's GOFLAGS stay (make exports -trimpath, which the node's binaries build with
+	// too: dropped, each build compiled the Kubernetes packages on its own).
+	t.Setenv("GOFLAGS", "-trimpath -tags=planted")
+	t.Setenv("FAKEGO_WANT_GOFLAGS", "-trimpath -tags=planted -mod=readonly")
 
 	var progress bytes.Buffer
 	b := Builder{Go: goBin, Log: &progress}
