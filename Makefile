@@ -83,8 +83,9 @@ lint: ## The kept linter set (.golangci.yml), golangci-lint built from its Go mo
 	"$$(hack/build-golangci-lint.sh)" run ./...
 
 .PHONY: vet
-vet: ## go vet and a gofmt check.
+vet: ## go vet (also of the shipped build, -tags nodevtools) and a gofmt check.
 	$(GO) vet ./...
+	$(GO) vet -tags nodevtools ./cmd/...
 	@for m in $(EXAMPLE_MODULES); do (cd $$m && $(GO) vet ./...); done
 	@out=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
