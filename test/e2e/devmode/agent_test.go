@@ -200,6 +200,16 @@ func checkNoSpecRestart(t *testing.T, p *e2e.Platform, id, what string, pid, bef
 		t.Fatalf("setting up %s restarted the gateway for its spec (pid %d, then %d); the runtime said:\n%s", what, pid, now, gatewayEvents(p, id))
 	}
 	if now != pid {
-		t.Logf("the gateway's pid changed while %s was set up (%d, then %d), not for its spec; the runtime said:\n%s", what, pid, now, gatewayEvents(p, id))
+		// Seen with a restored gateway that died during the plugin's install (its exit status
+		// is unknown to the runtime: a restored process is not the manager's child), so the
+		// engine's own last words are printed too: the gateway log spans both processes.
+		gwlog, _ := filepath.Glob(filepath.Join(p.StateDir, "runtime", "agents", "*", id, "gateway.log"))
+		var tail string
+		for _, f := range gwlog {
+			if b, err := os.ReadFile(f); err == nil {
+				tail = e2e.Tail(string(b), 150)
+			}
+		}
+		t.Logf("the gateway's pid changed while %s was set up (%d, then %d), not for its spec; the runtime said:\n%s\nthe gateway log (last 150 lines):\n%s", what, pid, now, gatewayEvents(p, id), tail)
 	}
 }
