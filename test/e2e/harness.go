@@ -123,17 +123,31 @@ func BuildShippedManager(t testing.TB) string {
 	BuildAgentplane(t)
 	shipped.once.Do(func() {
 		shipped.bin = filepath.Join(built.dir, "agentplane-shipped")
-		build := exec.Command("go", "build", "-trimpath", "-tags", "nodevtools", "-o", shipped.bin, "./cmd/agentplane")
-		build.Dir = testenv.RepoRoot()
-		build.Env = append(build.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			shipped.err = fmt.Errorf("build the shipped manager: %v\n%s", err, out)
-		}
+		shipped.err = goBuildStatic(testenv.RepoRoot(), shipped.bin, "./cmd/agentplane", "-tags", ShippedTags)
 	})
 	if shipped.err != nil {
 		t.Fatal(shipped.err)
 	}
 	return shipped.bin
+}
+
+// ShippedTags are the build tags of the shipped image's agentplane (the Dockerfile's): no
+// development tooling.
+const ShippedTags = "nodevtools"
+
+// goBuildStatic builds pkg of the module in dir into out, static (CGO_ENABLED=0: images of it
+// hold no C library) and with -trimpath (the same source gives the same bytes in any checkout,
+// so the images keyed by a binary's bytes are built once, not once per clone, and the tests'
+// compiled packages are reused), plus the go build flags extra.
+func goBuildStatic(dir, out, pkg string, extra ...string) error {
+	args := append(append([]string{"build", "-trimpath"}, extra...), "-o", out, pkg)
+	build := exec.Command("go", args...)
+	build.Dir = dir
+	build.Env = append(build.Environ(), "CGO_ENABLED=0")
+	if output, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %v\n%s", pkg, err, output)
+	}
+	return nil
 }
 
 // SharedTemplateDir is where the platforms StartDev starts keep the engines' template
@@ -156,13 +170,8 @@ func SharedCompileCacheDir(t testing.TB) string {
 func buildAgentplane(dir string) (bin, probe string, err error) {
 	bin, probe = filepath.Join(dir, "agentplane"), filepath.Join(dir, "agentplane-probe")
 	for out, pkg := range map[string]string{bin: "./cmd/agentplane", probe: "./cmd/agentplane-probe"} {
-		// -trimpath: the same source gives the same bytes in any checkout, so the gateway
-		// images keyed by the probe's bytes are built once, not once per clone.
-		build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
-		build.Dir = testenv.RepoRoot()
-		build.Env = append(build.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+		if err := goBuildStatic(testenv.RepoRoot(), out, pkg); err != nil {
+			return "", "", err
 		}
 	}
 	// CRIU and the reseed addon beside the binary, as make run has them in bin/ (make

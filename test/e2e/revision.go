@@ -75,15 +75,12 @@ func buildRevision(rev Revision) error {
 		return fmt.Errorf("tar: %v: %s", err, stderr.String())
 	}
 	tmp := rev.Bin + ".tmp"
-	// -trimpath and CGO_ENABLED=0 as BuildAgentplane: the same flags reuse the packages the
-	// tests compiled for this revision (the dependencies both go.mods pin alike), instead of
-	// compiling them all again; -tags nodevtools as the shipped image (a revision before the
-	// tag builds the same without it).
-	build := exec.Command("go", "build", "-trimpath", "-tags", "nodevtools", "-o", tmp, "./cmd/agentplane")
-	build.Dir = rev.Src
-	build.Env = append(build.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build: %v\n%s", err, out)
+	// Built as BuildAgentplane builds (goBuildStatic: the same flags reuse the packages the
+	// tests compiled for this revision, the dependencies both go.mods pin alike, instead of
+	// compiling them all again), with the shipped image's tags (a revision before them builds
+	// the same without).
+	if err := goBuildStatic(rev.Src, tmp, "./cmd/agentplane", "-tags", ShippedTags); err != nil {
+		return err
 	}
 	return os.Rename(tmp, rev.Bin)
 }
