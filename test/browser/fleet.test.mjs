@@ -126,6 +126,32 @@ test('an agent that changes phase is updated live, on the same stream', async ()
   assert.equal(requests.filter((p) => p === '/v0/fleet/stream').length, 1, 'still the one stream');
 });
 
+test('rows are updated in place: a click and keyboard focus survive the stream\'s updates', async () => {
+  // A change the stream carries (fleet-alpha's budget), painted: every row is repainted then.
+  let budget = 1000;
+  const update = async () => {
+    budget += 1000;
+    const r = await api('PUT', `/v0/agents/${ids['fleet-alpha']}/budget`, { tokensPerDay: budget, requestsPerMinute: 0 });
+    assert.equal(r.status, 200, JSON.stringify(r.body));
+    await cell('fleet-alpha', 'budget').getByText(`${budget.toLocaleString('en-US')} of ${budget.toLocaleString('en-US')}`).waitFor({ timeout: T });
+  };
+  const select = page.getByRole('button', { name: 'Select fleet-gamma' });
+  await select.focus();
+  await update();
+  assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('aria-label')), 'Select fleet-gamma',
+    'the focused button was replaced by an update');
+  // A press and release with an update between them is one click on the button.
+  const box = await select.boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.down();
+  await update();
+  await page.mouse.up();
+  await page.getByRole('heading', { name: 'Agent: fleet-gamma' }).waitFor({ timeout: T });
+  assert.equal(await select.getAttribute('aria-pressed'), 'true');
+  const back = await api('PUT', `/v0/agents/${ids['fleet-alpha']}/budget`, { tokensPerDay: 0, requestsPerMinute: 0 });
+  assert.equal(back.status, 200, JSON.stringify(back.body));
+});
+
 test("an agent's chart", async () => {
   await page.getByRole('button', { name: 'Select fleet-beta' }).click();
   await page.getByText('Agent fleet-beta: tokens today and memory').waitFor({ timeout: T });

@@ -8,6 +8,6 @@ import "testing"
 // screenshot is copied to docs/images/console-fleet.png (the README shows it).
 func TestFleetInChromium(t *testing.T) {
 	s := startSuite(t)
-	s.run(t, "fleet.test.mjs", 8, "AGENTPLANE_TOKEN="+s.token(t, workspace))
+	s.run(t, "fleet.test.mjs", 9, "AGENTPLANE_TOKEN="+s.token(t, workspace))
 	s.screenshot(t, "fleet.png", "console-fleet.png")
 }

@@ -203,6 +203,9 @@ function build(view) {
   ui.count = h('p', { class: 'muted', id: 'fleet-count', 'aria-live': 'polite' });
   ui.head = h('tr', { 'aria-rowindex': '1' });
   ui.body = h('tbody');
+  ui.rows = new Map(); // agent id => its row (rowOf)
+  ui.spacers = [0, 1].map(() => h('tr', { class: 'spacer', 'aria-hidden': 'true' }, h('td', { colspan: String(COLUMNS.length + 1) })));
+  ui.empty = h('tr', {}, h('td', { colspan: String(COLUMNS.length + 1), class: 'muted' }));
   ui.table = h('table', { class: 'fleet-table', 'aria-labelledby': 'fleet-h', 'aria-rowcount': '1' }, h('thead', {}, ui.head), ui.body);
   ui.scroller = h('div', { class: 'table-wrap fleet-scroll', role: 'region', 'aria-label': 'Agents table', tabindex: '0' }, ui.table);
   ui.tablePanel = h('section', { class: 'panel', 'aria-labelledby': 'fleet-h' },
@@ -267,23 +270,49 @@ function paint(fleet, view, ui) {
   const start = Math.max(0, Math.floor(top / ROW_H) - OVERSCAN);
   const end = Math.min(view.list.length, Math.ceil((top + height) / ROW_H) + OVERSCAN);
   const rows = [];
-  if (start > 0) rows.push(h('tr', { class: 'spacer', 'aria-hidden': 'true' }, h('td', { colspan: String(COLUMNS.length + 1) })));
+  if (start > 0) rows.push(ui.spacers[0]);
   for (let i = start; i < end; i++) rows.push(rowOf(view.list[i], i, ui));
-  if (end < view.list.length) rows.push(h('tr', { class: 'spacer', 'aria-hidden': 'true' }, h('td', { colspan: String(COLUMNS.length + 1) })));
-  fill(ui.body, rows);
+  if (end < view.list.length) rows.push(ui.spacers[1]);
+  if (view.list.length === 0) {
+    ui.empty.firstChild.textContent = fleet.rows.size ? 'No agent matches.' : 'No agents yet.';
+    rows.push(ui.empty);
+  }
   // Spacers stand for the rows out of view (CSSOM: the CSP allows no style attributes).
-  const spacers = ui.body.querySelectorAll('tr.spacer');
-  let k = 0;
-  if (start > 0) spacers[k++].style.height = `${start * ROW_H}px`;
-  if (end < view.list.length) spacers[k].style.height = `${(view.list.length - end) * ROW_H}px`;
-  if (view.list.length === 0) fill(ui.body, h('tr', {}, h('td', { colspan: String(COLUMNS.length + 1), class: 'muted' }, fleet.rows.size ? 'No agent matches.' : 'No agents yet.')));
+  ui.spacers[0].style.height = `${start * ROW_H}px`;
+  ui.spacers[1].style.height = `${(view.list.length - end) * ROW_H}px`;
+  // The body changes only when its rows do (another window, order or filter): a row in place
+  // stays in place, so a press and release on its button straddling an update are one click.
+  const now = ui.body.children;
+  if (now.length !== rows.length || rows.some((r, i) => now[i] !== r)) ui.body.replaceChildren(...rows);
+  for (const id of ui.rows.keys()) if (!fleet.rows.has(id)) ui.rows.delete(id);
   paintPools(fleet, ui);
 }
 
+// rowOf is r's row, made once per agent and updated in place: its cells, link and Select
+// button stay the same elements across the stream's updates, so a click is not lost to a
+// repaint between its press and release, and keyboard focus stays where it was.
 function rowOf(r, i, ui) {
-  return h('tr', { 'aria-rowindex': String(i + 2), 'data-id': r.id },
-    COLUMNS.map(([key, , cell]) => h('td', { 'data-col': key }, cell(r))),
-    h('td', {}, h('button', { type: 'button', class: 'secondary small', 'aria-label': `Select ${r.name || r.id}`, 'aria-pressed': String(ui.selected === r.id), onclick: () => ui.select(r.id) }, 'Select')));
+  let row = ui.rows.get(r.id);
+  if (!row) {
+    const cells = COLUMNS.map(([key]) => h('td', { 'data-col': key }));
+    const button = h('button', { type: 'button', class: 'secondary small', onclick: () => ui.select(r.id) }, 'Select');
+    row = { tr: h('tr', { 'data-id': r.id }, cells, h('td', {}, button)), cells, button };
+    ui.rows.set(r.id, row);
+  }
+  row.tr.setAttribute('aria-rowindex', String(i + 2));
+  COLUMNS.forEach(([, , cell], k) => setCell(row.cells[k], cell(r)));
+  row.button.setAttribute('aria-label', `Select ${r.name || r.id}`);
+  row.button.setAttribute('aria-pressed', String(ui.selected === r.id));
+  return row.tr;
+}
+
+// setCell shows v (text or a node) in td, touching the DOM only when what it shows changes.
+function setCell(td, v) {
+  if (v instanceof Node) {
+    if (td.childNodes.length !== 1 || !td.firstChild.isEqualNode(v)) td.replaceChildren(v);
+  } else if (td.childElementCount > 0 || td.textContent !== String(v)) {
+    td.textContent = String(v);
+  }
 }
 
 function paintPools(fleet, ui) {
