@@ -560,8 +560,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	if err != nil {
 		return fmt.Errorf("restored gateway (pid %d) is gone: %w", pid, err)
 	}
-	p := adoptProcess(pid, st.start)
-	p.restored = true
+	p := adoptProcess(pid, st.start, filepath.Join(a.dir, logFileName), true)
 	_, inner := a.st.inSandbox()
 	if err := a.rt.attach(p, a.st.Port, inner, a.home); err != nil {
 		procRef{pid: pid, start: st.start}.killAndWait()

@@ -205,7 +205,9 @@ func TestRestoredGatewayThatDiesIsAFailedRestore(t *testing.T) {
 	for {
 		o := ensure(t, f, a, d)
 		if o.Reason == agentsv1.ReasonCheckpointRestoreFailed {
-			if !strings.Contains(o.Message, "restored gateway exited") || o.Restarts != 0 {
+			// The restored gateway is not the manager's child: its sandbox's init tells
+			// how it ended (fakeclaw's crash is exit code 1).
+			if !strings.Contains(o.Message, "restored gateway exited with exit code 1 after") || o.Restarts != 0 {
 				t.Fatalf("after the restored gateway died: %+v", o)
 			}
 			break

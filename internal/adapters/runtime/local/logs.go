@@ -1,9 +1,13 @@
 package local
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/agentplane/agentplane/internal/adapters/logredact"
 )
@@ -74,3 +78,30 @@ func tailLog(path string) string {
 // redact hides secrets in s: the given values verbatim (longest first), then anything that
 // looks like a token.
 func redact(s string, secrets []string) string { return logredact.Redact(s, secrets) }
+
+// initExitLine is what tini -v (a checkpointable sandbox's init, tiniArgs) logs as its child
+// ends: an exit status or the signal's description (strsignal).
+var initExitLine = regexp.MustCompile(`^\[INFO\s+tini \(\d+\)\] Main child exited (?:normally \(with status '(\d+)'\)|with signal \(with signal '([^']+)'\))$`)
+
+// initExit is how the gateway of a sandbox whose log is log ended, as the sandbox's init
+// logged it in the log's last line (false: no such line), in describeExit's words.
+func initExit(log string) (code int, desc string, ok bool) {
+	if log == "" {
+		return 0, "", false
+	}
+	lines := strings.Split(tailLog(log), "\n")
+	m := initExitLine.FindStringSubmatch(lines[len(lines)-1])
+	switch {
+	case m == nil:
+		return 0, "", false
+	case m[1] != "":
+		n, _ := strconv.Atoi(m[1])
+		return n, fmt.Sprintf("exit code %d", n), true
+	}
+	for sig := syscall.Signal(1); sig < 65; sig++ {
+		if strings.EqualFold(sig.String(), m[2]) {
+			return 128 + int(sig), fmt.Sprintf("signal %d (%s)", int(sig), sig), true
+		}
+	}
+	return -1, "signal " + m[2], true
+}

@@ -51,7 +51,7 @@ func (r *Runtime) reapOrphans() {
 			return
 		}
 		r.opts.Log.Info("stopping a gateway no state records (its manager died while starting it)", "pid", pid)
-		stopProcess(context.Background(), adoptProcess(pid, st.start), r.opts.StopTimeout, &r.opts.Log)
+		stopProcess(context.Background(), adoptProcess(pid, st.start, "", false), r.opts.StopTimeout, &r.opts.Log)
 	})
 }
 

@@ -283,10 +283,13 @@ func describeExit(ps *os.ProcessState, err error) (int, string) {
 	return ps.ExitCode(), fmt.Sprintf("exit code %d", ps.ExitCode())
 }
 
-// adoptProcess watches a gateway that a previous manager started (it is not our child, so its
-// exit is noticed by polling /proc until the pid is gone, a zombie, or another process).
-func adoptProcess(pid int, start uint64) *process {
-	p := &process{pid: pid, start: start, adopted: true, started: time.Now(), exited: make(chan struct{})}
+// adoptProcess watches a gateway that is not the manager's child: one a previous manager
+// started, or one restored from a checkpoint (restored: the host's init is its parent). With
+// no wait status, its exit is noticed by polling /proc until the pid is gone, a zombie, or
+// another process, and told by the last line of its log (initExit), when its sandbox's init
+// wrote one there.
+func adoptProcess(pid int, start uint64, log string, restored bool) *process {
+	p := &process{pid: pid, start: start, adopted: true, restored: restored, started: time.Now(), exited: make(chan struct{})}
 	sbx := sandboxInit(pid)
 	go func() {
 		t := time.NewTicker(adoptPoll)
@@ -294,7 +297,13 @@ func adoptProcess(pid int, start uint64) *process {
 		for range t.C {
 			if !procAlive(pid, start) {
 				sbx.killAndWait()
-				p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
+				var ok bool
+				if p.exitCode, p.exitDesc, ok = initExit(log); !ok {
+					p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was adopted after a manager restart)"
+					if restored {
+						p.exitCode, p.exitDesc = -1, "an unknown status (the gateway was restored from a checkpoint)"
+					}
+				}
 				p.exit()
 				return
 			}
@@ -441,7 +450,7 @@ func (r *Runtime) adoptable(dir string, st state) *process {
 	if !ours {
 		return nil
 	}
-	return adoptProcess(st.PID, st.StartTime)
+	return adoptProcess(st.PID, st.StartTime, filepath.Join(dir, logFileName), false)
 }
 
 // adoptAll adopts the gateways a previous manager left running under StateDir. A recorded

@@ -118,6 +118,11 @@ type checkpointSpec struct {
 	log  string // the host file stdout and stderr are appended to
 }
 
+// tiniArgs run tini, a checkpointable sandbox's init: -v has it log how its child (the
+// gateway) ended, "Main child exited ...", as the log's last line: the only word of the
+// gateway's exit status when the manager is not its parent (initExit).
+var tiniArgs = []string{"-v", "--"}
+
 // sandboxLog is where a checkpointable sandbox shows its log file.
 const sandboxLog = "/tmp/.agentplane-gateway.log"
 
@@ -298,7 +303,7 @@ func (s *sandbox) wrap(spec sandboxSpec) (string, []string) {
 		args = append([]string{"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"}, args...)
 	}
 	if c := spec.checkpoint; c != nil {
-		args = append(args, c.tini, "--")
+		args = append(append(args, c.tini), tiniArgs...)
 	}
 	args = append(args, spec.binary)
 	return s.bwrap, append(args, spec.args...)

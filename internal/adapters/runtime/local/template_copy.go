@@ -201,8 +201,7 @@ func (r *Runtime) restoreCopy(ctx context.Context, m *templateMeta, t copyTarget
 	if err != nil {
 		return nil, 0, fmt.Errorf("the restored gateway (pid %d) is gone: %w", pid, err)
 	}
-	p := adoptProcess(pid, st.start)
-	p.restored = true
+	p := adoptProcess(pid, st.start, c.log, true)
 	if err := r.planReset(c.run, pid); err != nil {
 		return p, 0, err
 	}

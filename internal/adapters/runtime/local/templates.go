@@ -173,7 +173,7 @@ func (r *Runtime) templateKey(version, engineDir string) string {
 		}
 	}
 	// Not HostServices: the manager serves them in each copy's namespace after its restore.
-	fmt.Fprintln(h, r.opts.ReadOnlyPaths)
+	fmt.Fprintln(h, r.opts.ReadOnlyPaths, tiniArgs)
 	return version + "-" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
