@@ -75,6 +75,9 @@ type member struct {
 	token     string // the member's own gateway token (to redact its log)
 	proc      *process
 	template  string // the key of the template it is a copy of ("": booted)
+	// rebirth follows a copy through its restart on the member's config (its supervisor's
+	// only; nil: booted).
+	rebirth *rebirth
 
 	// Guarded by Runtime.poolMu.
 	ready     bool

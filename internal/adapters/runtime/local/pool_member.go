@@ -101,7 +101,7 @@ func (r *Runtime) startMemberCopy(p *pool, version string, t *templateMeta) (*me
 		r.destroyMember(m)
 		return nil, err
 	}
-	m.port, m.template = port, t.Key
+	m.port, m.template, m.rebirth = port, t.Key, &rebirth{oldToken: t.Token}
 	r.engineVersion(context.Background(), t.EngineDir, m.home, version) // cached for the agents' Observed
 	r.opts.Log.Info("warm gateway born from its engine's template", "pool", p.name, "member", m.id, "pid", proc.pid, "port", port)
 	return m, nil
@@ -201,12 +201,15 @@ func (r *Runtime) superviseMember(m *member) {
 }
 
 // memberHealth checks a member's health, and while it is not ready yet its readiness and
-// that it accepts its own token.
+// that it accepts its own token (a copy's: once reborn, rebirth).
 func (r *Runtime) memberHealth(ctx context.Context, m *member, url string, ready bool) error {
 	ctx, cancel := context.WithTimeout(ctx, healthTimeout)
 	defer cancel()
 	if ready {
 		return r.opts.Engine.Healthy(ctx, url)
+	}
+	if m.rebirth != nil {
+		return m.rebirth.check(ctx, r, url, m.token)
 	}
 	if err := r.ready(ctx, url); err != nil {
 		return err

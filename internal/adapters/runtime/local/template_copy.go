@@ -140,7 +140,7 @@ func (a *agent) copyTemplateLocked(ctx context.Context, m *templateMeta, d runti
 	}
 	restored := time.Since(start)
 	a.st = state{Port: port, PID: p.pid, StartTime: p.start, EngineVersion: m.Version, EngineDir: m.EngineDir, Template: m.Key}
-	if err := r.waitReborn(ctx, p, port, d.GatewayToken); err != nil {
+	if err := r.waitReborn(ctx, p, port, m.Token, d.GatewayToken); err != nil {
 		return 0, err
 	}
 	a.st.ConfigHash, a.st.RestartNonce, a.st.TokenHash = a.rt.configHash(d), d.RestartNonce, tokenHash(d.GatewayToken)
@@ -256,39 +256,24 @@ func (r *Runtime) prepareCopy(m *templateMeta, dir, home string) (copyFiles, err
 }
 
 // waitReborn waits until a thawed copy's gateway has restarted on the agent's config (its
-// instance reset's signal): its health fails once the restart closes it, then it is ready
-// and accepts the agent's token. Tries are one at a time: the engine's restart waits for the
-// requests in flight, and it answers a refused token late.
-func (r *Runtime) waitReborn(ctx context.Context, p *process, port int, token string) error {
+// instance reset's signal) and accepts the agent's token (rebirth: oldToken is the template's).
+func (r *Runtime) waitReborn(ctx context.Context, p *process, port int, oldToken, token string) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.StartTimeout)
 	defer cancel()
-	url, down := endpoint(port), false
-	tc, checks := r.opts.Engine.(engine.TokenChecker)
+	url, b := endpoint(port), &rebirth{oldToken: oldToken}
 	for {
 		try, tcancel := context.WithTimeout(ctx, healthTimeout)
-		err := r.opts.Engine.Healthy(try, url)
-		switch {
-		case !down:
-			down = err != nil
-		case err == nil:
-			if err = r.ready(try, url); err == nil && checks {
-				var ok bool
-				if ok, err = tc.TokenAccepted(try, url, token); err == nil && !ok {
-					err = errTokenRefused
-				}
-			}
-			if err == nil {
-				tcancel()
-				return nil
-			}
-		}
+		err := b.check(try, r, url, token)
 		tcancel()
+		if err == nil {
+			return nil
+		}
 		select {
 		case <-p.exited:
 			return fmt.Errorf("the gateway exited with %s", p.exitDesc)
 		case <-ctx.Done():
-			if !down {
-				return fmt.Errorf("the gateway did not restart on the agent's config within %s: it never stopped serving", r.opts.StartTimeout)
+			if !b.wasGone {
+				return fmt.Errorf("the gateway did not restart on the agent's config within %s: it never stopped serving as its template (%v)", r.opts.StartTimeout, err)
 			}
 			return fmt.Errorf("the gateway did not restart on the agent's config within %s: %w", r.opts.StartTimeout, err)
 		case <-time.After(50 * time.Millisecond):
