@@ -12,10 +12,11 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/logredact"
 )
 
-// Crash messages quote the end of the gateway log.
+// Crash messages quote the end of the gateway log; a failed copy's also its start.
 const (
 	tailLines = 10
 	tailBytes = 8 << 10
+	headLines = 6
 )
 
 // rotateLog copies the log to <path>.1 and truncates it once it is larger than max. The
@@ -73,6 +74,29 @@ func tailLog(path string) string {
 		lines = lines[len(lines)-tailLines:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// headTailLog is the first headLines lines of the log, a line "...", and its last lines
+// (tailLog); the whole log when those would meet. What a stuck copy of a template logged
+// after its thaw says why, and its last lines can be minutes of a poll.
+func headTailLog(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	buf := make([]byte, tailBytes)
+	n, _ := io.ReadFull(f, buf)
+	whole := n < len(buf)
+	text := strings.TrimRight(string(buf[:n]), "\n")
+	lines := strings.Split(text, "\n")
+	if whole && len(lines) <= headLines+tailLines {
+		return text
+	}
+	if !whole {
+		lines = lines[:len(lines)-1] // a partial line
+	}
+	return strings.Join(lines[:min(headLines, len(lines))], "\n") + "\n...\n" + tailLog(path)
 }
 
 // redact hides secrets in s: the given values verbatim (longest first), then anything that

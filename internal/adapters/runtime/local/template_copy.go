@@ -99,9 +99,9 @@ func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime
 		a.poke()
 		return
 	}
-	// What the copy's gateway said last, before forgetCopyLocked empties its dir: why it did
-	// not restart is there, not in the error.
-	tail := redact(tailLog(filepath.Join(a.dir, logFileName)), a.secretsLocked())
+	// What the copy's gateway said first and last, before forgetCopyLocked empties its dir:
+	// why it did not restart is there, not in the error.
+	tail := redact(headTailLog(filepath.Join(a.dir, logFileName)), a.secretsLocked())
 	a.forgetCopyLocked()
 	if a.closed || ctx.Err() != nil {
 		a.setPhase(runtime.PhaseStopped, "", "")
@@ -110,7 +110,7 @@ func (a *agent) copyInBackground(ctx context.Context, m *templateMeta, d runtime
 	a.log.Info("the gateway could not be born from its engine's template: it starts cold", "error", err.Error(), "copyLog", tail)
 	a.coldWhy = "the engine's template could not be restored: " + err.Error()
 	if tail != "" {
-		a.coldWhy += "; the copy's last log lines:\n" + tail
+		a.coldWhy += "; the copy's log:\n" + tail
 	}
 	if err := a.coldLocked(context.Background(), d, res, engineDir); err != nil {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
