@@ -45,9 +45,7 @@ func (b *rebirth) check(ctx context.Context, r *Runtime, url, token string) erro
 			return err // busy
 		case err != nil:
 			b.gone = true // its server closed for the restart
-		case !checks:
-			return errNotReborn
-		case time.Since(b.lastOld) < rebirthOldEvery:
+		case !checks, time.Since(b.lastOld) < rebirthOldEvery:
 			return errNotReborn
 		default:
 			b.lastOld = time.Now()
