@@ -197,8 +197,7 @@ test-prereqs: ## What make test needs first, in two lanes side by side (hack/tes
 
 .PHONY: test
 test: test-prereqs ## Every tier, in two lanes (hack/test-all.sh): the packages that boot gateways or a node one at a time, the checks (verify-generated, vet, lint) and the rest beside them.
-	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/test-all.sh "$(MAKE)"
-	@for m in $(EXAMPLE_MODULES); do echo "$$m:"; (cd $$m && $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) ./...); done
+	$(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" EXAMPLE_MODULES="$(EXAMPLE_MODULES)" hack/test-all.sh "$(MAKE)"
 
 # The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make
 # test runs all of them at once; these run one, for a quicker answer while working.

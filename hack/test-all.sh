@@ -17,8 +17,12 @@
 # run (2026-12-01): two heavy packages side by side each took three times as long, and the
 # envtest packages, starved at a tenth of the CPU weight, missed their kube-apiserver's
 # start-up bound.
+# The example modules (EXAMPLE_MODULES: a consumer of the public test kit) end the light lane:
+# they ran after the lanes, on the critical path, and with cgo on (outside this script) they
+# shared no compiled package with the tests (up to a minute of a fresh machine's run,
+# 2026-12-03; 19 s beside the tests' cache).
 # $1 is the make command (the Makefile passes $(MAKE)). Environment: GO, TEST_TIMEOUT,
-# GO_TEST_FLAGS.
+# GO_TEST_FLAGS, EXAMPLE_MODULES.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 make=${1:-make}
@@ -40,6 +44,16 @@ heavy_first=(./test/e2e/devmode ./internal/adapters/runtime/local ./internal/dev
 heavy_last=$("$go" list ./test/e2e/realnode) || exit 1
 light_first=(./test/stress ./facade ./controllers)
 light=$("$go" list ./... | grep -vxF -f <(printf '%s\n' $engine $node)) || exit 1
+
+# The example modules' tests, at the light lane's end (their own packages compiled there; the
+# ones they share with this module come from the cache).
+examples() {
+	local m
+	for m in ${EXAMPLE_MODULES:-}; do
+		echo "$m:"
+		(cd "$m" && "$go" test -timeout "$timeout" "${flags[@]}" ./...) || return 1
+	done
+}
 
 # Every package and test package of the module is compiled once, with the machine's whole
 # parallelism, before the lanes start. The lanes run `go test -p 1`, which also compiles one
@@ -63,7 +77,8 @@ set +m
 trap 'kill -INT -- -$heavy_pid 2>/dev/null; wait $heavy_pid' INT TERM
 # shellcheck disable=SC2086
 "$make" --no-print-directory verify-generated vet lint &&
-	"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${light_first[@]}" $light
+	"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${light_first[@]}" $light &&
+	examples
 light_rc=$?
 wait $heavy_pid
 heavy_rc=$?
