@@ -18,8 +18,9 @@ import (
 )
 
 // The commands agents, secrets, snapshots and logs are clients of the REST facade (pkg/client).
-// They find it by --url/--token, else AGENTPLANE_URL/AGENTPLANE_TOKEN, else the dev.env that
-// `agentplane dev` writes into its --state-dir.
+// They find it by --url/--token, else AGENTPLANE_URL/AGENTPLANE_TOKEN, else (in a build with
+// the development tooling, devtools.go) the dev.env that `agentplane dev` writes into its
+// --state-dir.
 
 // usageError is a mistake of the command line or its environment: exit code 2.
 type usageError struct{ msg string }
@@ -51,9 +52,9 @@ type apiFlags struct {
 
 func (f *apiFlags) register(cmd *cobra.Command) {
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&f.url, "url", "", "the facade's base URL (default $AGENTPLANE_URL, else AGENTPLANE_URL of <state-dir>/dev.env)")
-	fl.StringVar(&f.token, "token", "", "bearer token (default $AGENTPLANE_TOKEN, else AGENTPLANE_TOKEN of <state-dir>/dev.env)")
-	fl.StringVar(&f.stateDir, "state-dir", ".agentplane", "state directory of `agentplane dev`, whose dev.env is read when --url or --token is not given")
+	fl.StringVar(&f.url, "url", "", "the facade's base URL (default $AGENTPLANE_URL"+devEnvDefault("AGENTPLANE_URL")+")")
+	fl.StringVar(&f.token, "token", "", "bearer token (default $AGENTPLANE_TOKEN"+devEnvDefault("AGENTPLANE_TOKEN")+")")
+	registerDevStateDir(cmd, &f.stateDir)
 	fl.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 }
 

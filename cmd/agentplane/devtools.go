@@ -27,3 +27,12 @@ func devPlatformEnv(stateDir string) (env map[string]string, hint string) {
 	file := filepath.Join(stateDir, devenv.EnvFileName)
 	return devenv.ReadEnvFile(file), ", or start `agentplane dev` (it writes " + file + ")"
 }
+
+// registerDevStateDir adds the client commands' --state-dir: the state directory of
+// `agentplane dev`, whose env file devPlatformEnv reads.
+func registerDevStateDir(cmd *cobra.Command, dir *string) {
+	cmd.PersistentFlags().StringVar(dir, "state-dir", ".agentplane", "state directory of `agentplane dev`, whose dev.env is read when --url or --token is not given")
+}
+
+// devEnvDefault is the end of a connection flag's default: the variable of dev's env file.
+func devEnvDefault(variable string) string { return ", else " + variable + " of <state-dir>/dev.env" }
