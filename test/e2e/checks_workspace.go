@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The checks below drive one agent's home through the facade; both runtimes' suites run
@@ -42,11 +44,22 @@ func CheckConfig(t *testing.T, p *Platform, base string) {
 
 // CheckTasks adds a cron task, lists it (the engine's system jobs must not show) and expects
 // a bad cron expression refused with the contract's string.
+//
+// The task runs at a whole hour half a day from now, never while the tests run: the agent
+// keeps it, and a task due within the sleep controller's lead or grace keeps an agent awake
+// for it, so a later suspend check would wait for the task instead of the suspend (with the
+// fixed "0 9 * * 1-5" Berlin time, the real node's suspend check run at 09:01 Berlin on
+// 2026-12-03 waited five minutes for the wake window).
 func CheckTasks(t *testing.T, p *Platform, base string) {
 	t.Helper()
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatalf("the task's time zone: %v", err)
+	}
+	hour := (time.Now().In(berlin).Hour() + 12) % 24
 	task := map[string]any{
 		"name":     "e2e-report",
-		"schedule": map[string]any{"kind": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Berlin"},
+		"schedule": map[string]any{"kind": "cron", "expr": fmt.Sprintf("0 %d * * 1-5", hour), "tz": "Europe/Berlin"},
 		"payload":  map[string]any{"kind": "agentTurn", "message": "write the report"},
 	}
 	Must(t, p.Call("POST", base+"/tasks", task), 201, "cron add")
