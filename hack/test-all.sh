@@ -22,19 +22,14 @@
 # shared no compiled package with the tests (up to a minute of a fresh machine's run,
 # 2026-12-03; 19 s beside the tests' cache).
 # $1 is the make command (the Makefile passes $(MAKE)). Environment: GO, TEST_TIMEOUT,
-# GO_TEST_FLAGS, EXAMPLE_MODULES.
+# GO_TEST_FLAGS, EXAMPLE_MODULES, and the Makefile's TEST_ENV (CGO_ENABLED=0), which the checks
+# and every test build here inherit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 make=${1:-make}
 go=${GO:-go}
 timeout=${TEST_TIMEOUT:-45m}
 read -r -a flags <<<"${GO_TEST_FLAGS:-}"
-# Every Go build of the tests is static, as the binaries the e2e tests build for images and
-# sandboxes are (goBuildStatic, make build): with cgo on for the test binaries, a fresh machine
-# compiled the whole dependency graph twice (a package's compiled form depends on CGO_ENABLED
-# through net and os/user, which nearly everything imports) and go-ethereum's C secp256k1 on
-# top. Nothing of the module uses cgo.
-export CGO_ENABLED=0
 engine=$("$go" run ./hack/testtiers engine) || exit 1
 node=$("$go" run ./hack/testtiers node) || exit 1
 # go test starts packages in the order they are named. The real node goes last, alone once
