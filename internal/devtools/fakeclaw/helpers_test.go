@@ -16,6 +16,7 @@ import (
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/devtools/fakeclaw"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 var oc = openclaw.New()
@@ -99,18 +100,18 @@ func (a *agent) readConfig() []byte {
 
 // gateway is a running fake gateway.
 type gateway struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	done   chan struct{}
-	code   int
+	cmd            *exec.Cmd
+	stdout, stderr *bytes.Buffer // read them once done is closed
+	done           chan struct{}
+	code           int
 }
 
 // start starts the gateway in its own process group; the test's cleanup kills it.
 func (a *agent) start() *gateway {
 	a.t.Helper()
 	c := a.command(context.Background(), oc.GatewayCommand(engine.GatewayParams{Port: a.port, Bind: "loopback"}))
-	g := &gateway{cmd: c, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	c.Stderr = g.stderr
+	g := &gateway{cmd: c, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	c.Stdout, c.Stderr = g.stdout, g.stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
 		a.t.Fatal(err)
@@ -132,13 +133,15 @@ func (a *agent) start() *gateway {
 }
 
 // exit waits for the gateway to exit and returns its exit code.
-func (g *gateway) exit(t *testing.T, within time.Duration) int {
+// exit waits for the gateway's exit and returns its code (testenv.EventBound ends a wait for
+// a gateway that never exits).
+func (g *gateway) exit(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-g.done:
 		return g.code
-	case <-time.After(within):
-		t.Fatalf("gateway still running after %s", within)
+	case <-time.After(testenv.EventBound):
+		t.Fatalf("gateway still running after %s", testenv.EventBound)
 		return -1
 	}
 }
@@ -157,7 +160,7 @@ func (a *agent) baseURL() string { return "http://127.0.0.1:" + strconv.Itoa(a.p
 // waitHealthy polls Healthy until it passes.
 func (a *agent) waitHealthy(g *gateway) {
 	a.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(testenv.EventBound)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := oc.Healthy(ctx, a.baseURL())
