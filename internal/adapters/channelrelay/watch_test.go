@@ -15,6 +15,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/scheme"
 )
 
@@ -65,12 +66,13 @@ func key(name string) types.NamespacedName {
 	return types.NamespacedName{Namespace: "team", Name: name}
 }
 
-// eventually polls cond until it holds (the test's own deadline bounds it).
+// eventually polls cond until it holds; testenv.EventBound ends a wait for what never comes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	deadline := time.After(testenv.EventBound)
 	for !cond() {
 		select {
-		case <-t.Context().Done():
+		case <-deadline:
 			t.Fatalf("never: %s", what)
 		case <-time.After(5 * time.Millisecond):
 		}
