@@ -102,8 +102,14 @@ func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheck
 // criuOpts are the options dump and restore share. Established TCP connections are closed,
 // not kept: after a sleep their peers have long given up on them, and the gateway reconnects
 // (the channels' long polls) as after any network error. The sandbox's bind mounts of this
-// host's dirs are external mounts, found again at the same paths on restore.
-var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing"}
+// host's dirs are external mounts, found again at the same paths on restore. Cgroups are
+// not CRIU's: its default walks the whole subtree of each of the gateway's cgroups at the
+// dump (on cgroup v1 the host's root in every hierarchy the runtime does not limit, a
+// kubelet's pods among them) and makes all it saw again at the restore, which fails when one
+// goes meanwhile. A restore runs CRIU in the agent's cgroups instead (cgroupWrap), and the
+// restored tree stays in them.
+var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing",
+	"--manage-cgroups=ignore"}
 
 const (
 	// criuExitingZombie is CRIU's error for a process it caught exiting.
@@ -223,10 +229,11 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	return nil
 }
 
-// restore restores the checkpoint in dir and returns the restored sandbox's PID 1 (in this
-// host's PID namespace).
-func (c *checkpointer) restore(ctx context.Context, dir, root string) (int, error) {
-	return c.restoreFrom(ctx, dir, root, dir, nil)
+// restore restores the checkpoint in dir into the cgroups whose cgroup.procs files are procs
+// (none: CRIU's own, this program's) and returns the restored sandbox's PID 1 (in this host's
+// PID namespace).
+func (c *checkpointer) restore(ctx context.Context, dir, root string, procs []string) (int, error) {
+	return c.restoreFrom(ctx, dir, root, dir, procs)
 }
 
 // restoreFrom is restore with CRIU's log and pid file in work, not in the images' dir
@@ -240,9 +247,6 @@ func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work strin
 		return 0, err
 	}
 	args := append(append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...), extra...)
-	if procs != nil {
-		args = append(args, "--manage-cgroups=ignore")
-	}
 	if err := c.runIn(ctx, procs, work, "restore.log", args...); err != nil {
 		return 0, err
 	}
@@ -541,18 +545,19 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	if port != a.st.Port {
 		return fmt.Errorf("port %d, which the checkpointed gateway listens on, is taken", a.st.Port)
 	}
+	var procs []string
 	if cg := a.rt.cg; cg != nil {
-		// CRIU puts the restored tree back into the cgroup it was dumped from: the agent's,
-		// which the sweep may have removed meanwhile (it is made anew, with its limits).
+		// The restored tree goes into the agent's cgroup, which the sweep may have removed
+		// meanwhile (it is made anew, with its limits).
 		uid, err := a.rt.sbx.uids.of(a.home)
 		if err != nil {
 			return err
 		}
-		if _, err := cg.join(uid); err != nil {
+		if procs, err = cg.join(uid); err != nil {
 			return fmt.Errorf("the agent's cgroup: %w", err)
 		}
 	}
-	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName))
+	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName), procs)
 	if err != nil {
 		return err
 	}

@@ -48,7 +48,7 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 		return err
 	}
 	init.killAndWait()
-	pid, err := c.restore(ctx, images, root)
+	pid, err := c.restore(ctx, images, root, nil)
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,7 @@ func TestCRIUThatHangsIsCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &checkpointer{criu: criu, timeout: time.Second}
-	_, err := c.restore(context.Background(), dir, dir)
+	_, err := c.restore(context.Background(), dir, dir, nil)
 	if err == nil || !strings.Contains(err.Error(), "cut off after 1s") {
 		t.Fatalf("restore by a CRIU that hangs: %v, want cut off after 1s", err)
 	}
