@@ -203,13 +203,49 @@ func checkNoSpecRestart(t *testing.T, p *e2e.Platform, id, what string, pid, bef
 		// Seen with a restored gateway that died during the plugin's install (its exit status
 		// is unknown to the runtime: a restored process is not the manager's child), so the
 		// engine's own last words are printed too: the gateway log spans both processes.
-		gwlog, _ := filepath.Glob(filepath.Join(p.StateDir, "runtime", "agents", "*", id, "gateway.log"))
-		var tail string
-		for _, f := range gwlog {
-			if b, err := os.ReadFile(f); err == nil {
-				tail = e2e.Tail(string(b), 150)
+		t.Logf("the gateway's pid changed while %s was set up (%d, then %d), not for its spec; the runtime said:\n%s\nthe gateway log (last 150 lines):\n%s", what, pid, now, gatewayEvents(p, id), gatewayLogTail(p, id, 150))
+	}
+}
+
+// gatewayLogTail is the last n lines of agent id's gateway log, which spans every process its
+// gateway had (a restored one's too).
+func gatewayLogTail(p *e2e.Platform, id string, n int) string {
+	files, _ := filepath.Glob(filepath.Join(p.StateDir, "runtime", "agents", "*", id, "gateway.log"))
+	var tail string
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			tail = e2e.Tail(string(b), n)
+		}
+	}
+	return tail
+}
+
+// awaitAnswer waits for an answer of agent id on a channel (answered); when none comes it
+// fails with what tells where the message stopped: the platform's lines that name the
+// channel, what the runtime said of the gateway, the gateway log's lines on the channel, its
+// plugins and config reloads (the plugin's load, its connection to the relay, the message's
+// handling), and the log's last lines.
+func awaitAnswer(t *testing.T, p *e2e.Platform, id, channel, what string, answered func() bool) {
+	t.Helper()
+	if e2e.Within(e2e.EventBound, answered) {
+		return
+	}
+	gw := gatewayLogTail(p, id, 5000)
+	t.Fatalf("timed out after %s waiting for %s; the platform said of %s:\n%s\nthe runtime said:\n%s\nthe gateway log on %s, plugins and reloads:\n%s\nthe gateway log's last 60 lines:\n%s",
+		e2e.EventBound, what, channel, linesNaming(p.Log.String(), channel, 40), gatewayEvents(p, id),
+		channel, linesNaming(gw, channel+"|[plugins|[reload]|[gateway/channels]", 80), e2e.Tail(gw, 60))
+}
+
+// linesNaming is the last n lines of log that contain any of the |-separated words (any case).
+func linesNaming(log, words string, n int) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		for _, w := range strings.Split(words, "|") {
+			if strings.Contains(strings.ToLower(l), strings.ToLower(w)) {
+				out = append(out, l)
+				break
 			}
 		}
-		t.Logf("the gateway's pid changed while %s was set up (%d, then %d), not for its spec; the runtime said:\n%s\nthe gateway log (last 150 lines):\n%s", what, pid, now, gatewayEvents(p, id), tail)
 	}
+	return e2e.Tail(strings.Join(out, "\n"), n)
 }

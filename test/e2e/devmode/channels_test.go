@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -123,13 +124,13 @@ func checkTelegram(t *testing.T, p *e2e.Platform, tg *faketelegram.Server, base 
 
 	// Awake: a message gets the model's answer.
 	tg.SendText(user, "hello")
-	e2e.Eventually(t, "the agent to answer a message", func() bool { return replies(tg, user) >= 1 })
+	awaitAnswer(t, p, path.Base(base), "telegram", "the agent to answer a message", func() bool { return replies(tg, user) >= 1 })
 	t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
 
 	// Asleep: the platform polls the bot for it and wakes it for the next message.
 	asleep := suspendGateway(t, p, base)
 	tg.SendText(user, "are you there?")
-	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return replies(tg, user) >= 2 })
+	awaitAnswer(t, p, path.Base(base), "telegram", "the sleeping agent to be woken and answer", func() bool { return replies(tg, user) >= 2 })
 	t.Logf("a message to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))
 	if n := replies(tg, user); n != 2 {
 		t.Errorf("the bot answered %d times to 2 messages: %v", n, sent(tg))

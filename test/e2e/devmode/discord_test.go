@@ -62,7 +62,7 @@ func checkDiscord(t *testing.T, p *e2e.Platform, dc *fakediscord.Server, base st
 
 	// Awake: a DM gets the model's answer, posted through the relay.
 	dc.SendDM("hello")
-	e2e.Eventually(t, "the agent to answer a DM", func() bool { return discordReplies(dc) >= 1 })
+	awaitAnswer(t, p, path.Base(base), "discord", "the agent to answer a DM", func() bool { return discordReplies(dc) >= 1 })
 	t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
 	checkNoSpecRestart(t, p, path.Base(base), "the relayed discord channel", pid, restarts)
 	search := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{
@@ -75,14 +75,14 @@ func checkDiscord(t *testing.T, p *e2e.Platform, dc *fakediscord.Server, base st
 	// An attachment: the relay serves it on its own origin (the plugin fetches media only
 	// from DISCORD_API_URL's), from Discord's CDN, and the DM is answered.
 	dc.SendDMWithFile("what is in this file?", "note.txt", []byte("a note for the agent"))
-	e2e.Eventually(t, "the agent to fetch the attachment through the relay and answer", func() bool {
+	awaitAnswer(t, p, path.Base(base), "discord", "the agent to fetch the attachment through the relay and answer", func() bool {
 		return dc.CDNFetches() >= 1 && discordReplies(dc) >= 2
 	})
 
 	// Asleep: the platform keeps the bot's connection and wakes the agent for the next DM.
 	asleep := suspendGateway(t, p, base)
 	dc.SendDM("are you there?")
-	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return discordReplies(dc) >= 3 })
+	awaitAnswer(t, p, path.Base(base), "discord", "the sleeping agent to be woken and answer", func() bool { return discordReplies(dc) >= 3 })
 	t.Logf("a DM to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))
 	if n := discordReplies(dc); n != 3 {
 		t.Errorf("the bot answered %d times to 3 DMs: %+v", n, dc.Posts())

@@ -61,7 +61,7 @@ func checkSlack(t *testing.T, p *e2e.Platform, sl *fakeslack.Server, bot, app, b
 
 	// Awake: a DM gets the model's answer, posted through the relay.
 	sl.SendDM(user, "hello")
-	e2e.Eventually(t, "the agent to answer a DM", func() bool { return slackReplies(sl, user) >= 1 })
+	awaitAnswer(t, p, path.Base(base), "slack", "the agent to answer a DM", func() bool { return slackReplies(sl, user) >= 1 })
 	t.Logf("answered after %s", time.Since(start).Round(time.Millisecond))
 	checkNoSpecRestart(t, p, path.Base(base), "the relayed slack channel", pid, restarts)
 	search := e2e.Must(t, p.Call("POST", base+"/console/exec", map[string]string{
@@ -76,7 +76,7 @@ func checkSlack(t *testing.T, p *e2e.Platform, sl *fakeslack.Server, bot, app, b
 	// Asleep: the platform keeps the socket and wakes the agent for the next DM.
 	asleep := suspendGateway(t, p, base)
 	sl.SendDM(user, "are you there?")
-	e2e.Eventually(t, "the sleeping agent to be woken and answer", func() bool { return slackReplies(sl, user) >= 2 })
+	awaitAnswer(t, p, path.Base(base), "slack", "the sleeping agent to be woken and answer", func() bool { return slackReplies(sl, user) >= 2 })
 	t.Logf("a DM to the sleeping agent answered after %s", time.Since(asleep).Round(time.Millisecond))
 	if n := slackReplies(sl, user); n != 2 {
 		t.Errorf("the bot answered %d times to 2 DMs: %v", n, sl.Posts())
