@@ -232,15 +232,15 @@ func awaitAnswer(t *testing.T, p *e2e.Platform, id, channel, what string, answer
 	}
 	gw := gatewayLogTail(p, id, 5000)
 	t.Fatalf("timed out after %s waiting for %s; the platform said of %s:\n%s\nthe runtime said:\n%s\nthe gateway log on %s, plugins and reloads:\n%s\nthe gateway log's last 60 lines:\n%s",
-		e2e.EventBound, what, channel, linesNaming(p.Log.String(), channel, 40), gatewayEvents(p, id),
-		channel, linesNaming(gw, channel+"|[plugins|[reload]|[gateway/channels]", 80), e2e.Tail(gw, 60))
+		e2e.EventBound, what, channel, linesNaming(p.Log.String(), 40, channel), gatewayEvents(p, id),
+		channel, linesNaming(gw, 80, channel, "[plugins", "[reload]", "[gateway/channels]"), e2e.Tail(gw, 60))
 }
 
-// linesNaming is the last n lines of log that contain any of the |-separated words (any case).
-func linesNaming(log, words string, n int) string {
+// linesNaming is the last n lines of log that contain any of words (any case).
+func linesNaming(log string, n int, words ...string) string {
 	var out []string
 	for _, l := range strings.Split(log, "\n") {
-		for _, w := range strings.Split(words, "|") {
+		for _, w := range words {
 			if strings.Contains(strings.ToLower(l), strings.ToLower(w)) {
 				out = append(out, l)
 				break

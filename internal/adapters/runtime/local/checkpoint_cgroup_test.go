@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/moby/sys/mountinfo"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 )
@@ -90,7 +92,7 @@ func plantCgroups(t *testing.T, pid int) []string {
 // joined by commas, or its name=..., and "" for v2) to where they are mounted at their root.
 func cgroupMounts(t *testing.T) map[string]string {
 	t.Helper()
-	raw, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,24 +102,21 @@ func cgroupMounts(t *testing.T) map[string]string {
 		known[c] = true
 	}
 	out := map[string]string{}
-	for _, line := range strings.Split(string(raw), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		fields, super := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(fields) < 5 || fields[3] != "/" || len(super) < 3 {
+	for _, m := range mounts {
+		if m.Root != "/" {
 			continue
 		}
-		switch super[0] {
-		case "cgroup2":
-			out[""] = fields[4]
-		case "cgroup":
-			var names []string
-			for _, o := range strings.Split(super[2], ",") {
-				if known[o] || strings.HasPrefix(o, "name=") {
-					names = append(names, o)
-				}
-			}
-			out[strings.Join(names, ",")] = fields[4]
+		if m.FSType == "cgroup2" {
+			out[""] = m.Mountpoint
+			continue
 		}
+		var names []string
+		for _, o := range strings.Split(m.VFSOptions, ",") {
+			if known[o] || strings.HasPrefix(o, "name=") {
+				names = append(names, o)
+			}
+		}
+		out[strings.Join(names, ",")] = m.Mountpoint
 	}
 	return out
 }
