@@ -56,7 +56,11 @@ func sameSums(t *testing.T, what string, before, after map[string]string) {
 // stays byte for byte), resumes it, and lets the platform wake it ahead of a scheduled task,
 // which the engine then runs on time.
 func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
-	const lead = 40 * time.Second
+	// The lead and the task's margin are what the platform's part needs, not what a boot
+	// takes: the test asserts when the platform wakes the agent and that the engine never runs
+	// the task early, not how soon the woken gateway serves (a restore takes seconds, a cold
+	// boot on a loaded machine longer: the engine then runs the overdue one-shot at its start).
+	const lead, margin = 20 * time.Second, 15 * time.Second
 	p := e2e.StartDev(t, e2e.EngineDir(t), "--wake-lead", lead.String(), "--wake-window", "20s")
 	start := time.Now()
 	id := e2e.CreateRunning(t, p, map[string]any{"name": "Sleeper"})["id"].(string)
@@ -95,17 +99,21 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 		t.Errorf("tasks changed across suspend/resume:\n%s\n%s", tasksBefore, after)
 	}
 
-	// A task 50 s after the lead begins (room for the task's add and the suspend on a loaded
-	// machine), then sleep: the platform wakes the agent 40 s ahead and the engine runs it.
-	due := time.Now().Add(lead + 50*time.Second).UTC().Truncate(time.Second)
+	// A task due a margin after its lead begins, then sleep: the platform wakes the agent the
+	// lead ahead and the engine runs it. Where the task's add and the suspend outlast the
+	// margin (a loaded machine), the explicit suspend is still honoured and the platform wakes
+	// the agent at once, within the lead too: either way it is woken from the lead's start
+	// and before the task's time.
+	due := time.Now().Add(lead + margin).UTC().Truncate(time.Second)
 	e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/tasks", map[string]any{
 		"name": "wake-check", "schedule": map[string]any{"kind": "at", "at": due.Format(time.RFC3339)},
 		"payload": map[string]any{"kind": "agentTurn", "message": "say hello"},
 	}), 201, "add task")
 	pid = pidOf(t, p, id)
 	got = e2e.Must(t, p.Call("POST", "/v0/agents/"+id+"/suspend", nil), 200, "suspend again").Obj("agent")
-	if got["nextWakeAt"] != due.Add(-lead).Format(time.RFC3339) {
-		t.Fatalf("next wake %v, want %s (task at %s)", got["nextWakeAt"], due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
+	// The answer shows the wake the suspend planned, unless that wake has come already.
+	if nw, ok := got["nextWakeAt"]; ok && nw != due.Add(-lead).Format(time.RFC3339) {
+		t.Fatalf("next wake %v, want %s (task at %s)", nw, due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	e2e.Eventually(t, "the gateway process to end", func() bool { return !e2e.Alive(pid) })
 	// The platform's part: it wakes the agent for its task once the lead has begun, before the
@@ -118,6 +126,9 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 		sl := e2e.GetAgent(t, k8s, id).Status.Sleep
 		if sl == nil || sl.WokenAt == nil || sl.WakeReason != agentsv1.WakeForTask {
 			return false
+		}
+		if sl.NextTaskAt != nil && !sl.NextTaskAt.Time.Equal(due) {
+			t.Fatalf("woken for a task at %v, want %s", sl.NextTaskAt, due.Format(time.RFC3339))
 		}
 		woken = sl.WokenAt.Time
 		return true

@@ -149,6 +149,7 @@ type deployTest struct {
 func realNodeDeploy(t *testing.T, dt deployTest) {
 	ctrllog.SetLogger(logr.Discard()) // the cluster's client logs nothing the test reads
 	baseline := localcluster.TakeBaseline()
+	begin := time.Now()
 	engine := e2e.EngineDir(t)
 	bin, probe := e2e.BuildAgentplane(t)
 	gateway, err := images.GatewaySpec(engine, e2e.EngineVersion(t, engine), probe)
@@ -169,10 +170,12 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 		tarballs = append(tarballs, f)
 	}
 	ctx := context.Background()
+	t.Logf("binaries and images ready after %s", time.Since(begin).Round(time.Second))
 	cl, err := localcluster.Start(ctx, localcluster.Options{BinDir: kubeenv.AssetsDir(), Images: tarballs, Scheme: scheme.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the cluster started after %s", time.Since(begin).Round(time.Second))
 	dir := cl.Dir
 	stopped := false
 	t.Cleanup(func() {
@@ -187,6 +190,7 @@ func realNodeDeploy(t *testing.T, dt deployTest) {
 	})
 	d := &deployment{t: t, cl: cl, k8s: cl.Client, bin: bin}
 	dt.install(ctx, d)
+	t.Logf("the manager installed after %s", time.Since(begin).Round(time.Second))
 	d.checkDeployment(ctx, t)
 	if dt.after != nil {
 		dt.after(ctx, d)

@@ -46,14 +46,18 @@ func previousManager(t *testing.T) (e2e.Revision, images.Spec) {
 // config are byte-identical, the storage version migrated, the facade's routes answer.
 func upgradeWithHelm(ctx context.Context, t *testing.T, d *deployment, h helmRelease, prev e2e.Revision, prevImage images.Spec) {
 	_, tag, _ := strings.Cut(prevImage.Ref, ":")
+	begin := time.Now()
 	h.run("install", filepath.Join(prev.Src, "dist", "chart"), "--create-namespace",
 		"-f", filepath.Join(prev.Src, "hack", "genchart", "testdata", "values", "local.yaml"), "--set", "image.tag="+tag)
 	d.waitAvailable(ctx, prevImage.Ref)
+	t.Logf("helm install: the earlier manager available after %s", time.Since(begin).Round(time.Second))
 	fleet := startFleet(ctx, t, d)
 	before := fleet.record(ctx, t)
+	t.Logf("its fleet running, asleep and busy after %s", time.Since(begin).Round(time.Second))
 	h.run("upgrade", filepath.Join(testenv.RepoRoot(), "dist", "chart"),
 		"-f", filepath.Join(testenv.RepoRoot(), "hack", "genchart", "testdata", "values", "local.yaml"))
 	d.waitAvailable(ctx, images.ManagerImage)
+	t.Logf("helm upgrade: the manager under test available after %s", time.Since(begin).Round(time.Second))
 	checkStorageMigrated(ctx, t, d)
 	fleet.checkAfterUpgrade(ctx, t, before)
 	d.agent = fleet.running // the common checks take it (one gateway boot less)
