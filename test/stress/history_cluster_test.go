@@ -188,6 +188,15 @@ func (c *histCluster) ensureUp(t *testing.T) {
 	}
 }
 
+// facade is facade A's address once every process runs: the validators call it on each
+// attempt, so a manager that exits after the traffic (a lease lost to an earlier API server
+// crash takes its graceful shutdown's time to end the process) is started again, as its
+// Deployment would, instead of leaving the checks a dead address.
+func (c *histCluster) facade(t *testing.T) string {
+	c.ensureUp(t)
+	return c.url(procManager)
+}
+
 // fault is one fault the history run injects while the traffic runs.
 type fault struct {
 	name string

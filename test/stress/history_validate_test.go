@@ -36,14 +36,13 @@ const quiesceTimeout = 90 * time.Second
 func validateAfterTraffic(t *testing.T, tr *historyTraffic, ops []history.Op) {
 	t.Helper()
 	k8s := tr.c.cp.Client
-	base := tr.c.url(procManager)
 	for _, ws := range tr.spaces {
 		err := eventually(quiesceTimeout, 500*time.Millisecond, func() error {
 			stored, err := agentNames(tr, ws)
 			if err != nil {
 				return err
 			}
-			listed, err := restIDs(base, "/v0/agents", tr.toks[ws], "agents")
+			listed, err := restIDs(tr.c.facade(t), "/v0/agents", tr.toks[ws], "agents")
 			if err != nil {
 				return err
 			}
@@ -151,21 +150,32 @@ func validateAcknowledged(t *testing.T, tr *historyTraffic, ops []history.Op) {
 			writes[k] = append(writes[k], o)
 		}
 	}
-	base := tr.c.url(procManager)
-	listed := map[string]bool{}
-	for _, ws := range tr.spaces {
-		r := call(base, "GET", "/v0/agents", tr.toks[ws], nil)
-		for _, a := range listItems(r, "agents") {
-			listed["agent "+ws+"/"+fmt.Sprint(a["id"])] = true
+	// The lists are read whole or not at all: a list that did not answer 200 would make every
+	// object of its kind look deleted.
+	var listed map[string]bool
+	err := eventually(quiesceTimeout, 500*time.Millisecond, func() error {
+		listed = map[string]bool{}
+		base := tr.c.facade(t)
+		for _, ws := range tr.spaces {
+			for _, l := range []struct{ path, field, key, prefix string }{
+				{"/v0/agents", "agents", "id", "agent " + ws + "/"},
+				{"/v0/secrets", "secrets", "name", "secret " + ws + "/"},
+				{"/v0/agents/" + tr.homes[ws] + "/domains", "domains", "subdomain", "subdomain "},
+			} {
+				r := call(base, "GET", l.path, tr.toks[ws], nil)
+				if r.Status != 200 {
+					return fmt.Errorf("GET %s: %s", l.path, r)
+				}
+				for _, it := range listItems(r, l.field) {
+					listed[l.prefix+fmt.Sprint(it[l.key])] = true
+				}
+			}
 		}
-		r = call(base, "GET", "/v0/secrets", tr.toks[ws], nil)
-		for _, s := range listItems(r, "secrets") {
-			listed["secret "+ws+"/"+fmt.Sprint(s["name"])] = true
-		}
-		r = call(base, "GET", "/v0/agents/"+tr.homes[ws]+"/domains", tr.toks[ws], nil)
-		for _, d := range listItems(r, "domains") {
-			listed["subdomain "+fmt.Sprint(d["subdomain"])] = true
-		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("the acknowledged writes are unchecked: %v", err)
+		return
 	}
 	checked := 0
 	for k, ws := range writes {
