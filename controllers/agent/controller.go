@@ -93,6 +93,9 @@ type Reconciler struct {
 	unpacked homeRecord[[]string]
 	// sendHolds holds when each agent's suspend began to wait for its sends (holdSuspend).
 	sendHolds homeRecord[time.Time]
+	// slept holds the sleep of each agent whose gateway this process's last pass put to sleep
+	// (recallSleep).
+	slept homeRecord[sleepRecord]
 }
 
 // +kubebuilder:rbac:groups=agentplane.io,resources=agents,verbs=get;list;watch;update;patch
@@ -173,9 +176,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, agent *agentsv1.Agent)
 		r.event(agent, corev1.EventTypeNormal, "Claimed", "Claim", "took the warm gateway %s and bound the agent to it", observed.ClaimedFrom)
 	}
 	applyObserved(agent, observed, r.Clock.Now())
-	if asleep && observed.Phase == runtime.PhaseStopped {
-		applySleeping(agent)
-	}
+	r.rememberSleep(agent, asleep, observed)
 	res, err = r.reconcileWorkspaceState(ctx, agent, desired, observed)
 	return soonest(soonest(res, wakeIn), hold), err
 }
@@ -287,6 +288,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, agent *agentsv1.Agent)
 	r.written.forget(agent.UID)
 	r.rendered.forget(agent.UID)
 	r.unpacked.forget(agent.UID)
+	r.slept.forget(agent.UID)
 	r.event(agent, corev1.EventTypeNormal, "Deleted", "Delete", "gateway stopped and state removed")
 	controllerutil.RemoveFinalizer(agent, agentsv1.AgentFinalizer)
 	return client.IgnoreNotFound(r.Update(ctx, agent))

@@ -230,6 +230,7 @@ func (r *Reconciler) reconcileSleep(ctx context.Context, agent *agentsv1.Agent) 
 	if idle > 0 && losesMessagesAsleep(agent, r.ChannelRelay) {
 		idle = 0 // never idled: it would miss its channel's messages (spec.suspended still applies)
 	}
+	r.recallSleep(agent)
 	now := r.Clock.Now()
 	opts := r.Sleep.withDefaults()
 	d := decideSleep(agent, idle, now, opts)
