@@ -113,6 +113,16 @@ func (p *Platform) controllersChannelRelay() agentctrl.ChannelRelay {
 		unacked: p.deliveriesUnacked}
 }
 
+// relayBusy is the relay's Busy for the local runtime (local.Options.Busy: a checkpoint waits
+// while a send of the agent's is in flight or a delivery unacked; nil: no relay).
+func (p *Platform) relayBusy() func(types.NamespacedName) bool {
+	r := p.controllersChannelRelay()
+	if r == nil {
+		return nil
+	}
+	return r.Busy
+}
+
 // relayEnv is what every local gateway has in its environment for the channels the relay
 // routes that read their relay from there (engine.Engine.ChannelEnv: Slack's Web API origin,
 // Discord's REST base), from its first start: a relayed channel connected or removed later

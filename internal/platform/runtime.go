@@ -122,7 +122,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
 			CAFile: o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
-			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng),
+			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng), Busy: p.relayBusy(),
 		})
 		if err != nil {
 			return nil, err

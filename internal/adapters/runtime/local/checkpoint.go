@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,73 +116,6 @@ const (
 	// dumpTries is how many times a dump refused for criuExitingZombie is tried.
 	dumpTries = 4
 )
-
-// A dump waits, at most settleBound, for the sandbox to be idle for settleQuiet: no process
-// started or ended and its processes used at most settleCPU of a CPU. A dump taken in the
-// middle of the engine's work restores a gateway that cannot go on: OpenClaw spawns commands
-// through a broker process that hands each child's pipes to the gateway over a Node IPC
-// channel, and a gateway dumped with such a handle in flight aborts at once on restore
-// (`LibuvStreamWrap::OnUvRead`: `(type) == (UV_UNKNOWN_HANDLE)`, seen on openclaw 2026.9.6
-// when a suspend met its `npm root -g`); one dumped while its SQLite workers were busy with
-// a job just added came back healthy but never ran the job nor stopped on SIGTERM. A
-// sandbox busy for longer (an agent's long command) is dumped all the same.
-const (
-	settleQuiet = 500 * time.Millisecond
-	settleBound = 10 * time.Second
-	settleCPU   = 0.1
-	// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times (100 on Linux).
-	clockTicks = 100
-)
-
-// settle waits until the process tree under init has been idle for quiet (no process
-// started or ended, at most maxCPU of a CPU used), or bound has passed, or ctx ends. It says
-// whether the tree settled.
-func settle(ctx context.Context, init int, quiet, bound time.Duration, maxCPU float64) bool {
-	return settleTree(ctx, func() (map[int]uint64, uint64) { return treeOf(init) }, quiet, bound, maxCPU)
-}
-
-// settleTree is settle over the tree that read reports (its processes' start times by pid
-// and their CPU time in clock ticks).
-func settleTree(ctx context.Context, read func() (map[int]uint64, uint64), quiet, bound time.Duration, maxCPU float64) bool {
-	const tick = 100 * time.Millisecond
-	deadline := time.Now().Add(bound)
-	last, sinceCPU := read()
-	since := time.Now()
-	for time.Now().Before(deadline) {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(tick):
-		}
-		now, cpu := read()
-		busy := float64(cpu-sinceCPU)/clockTicks > maxCPU*time.Since(since).Seconds()+0.01
-		if !maps.Equal(now, last) || busy {
-			last, since, sinceCPU = now, time.Now(), cpu
-			continue
-		}
-		if time.Since(since) >= quiet {
-			return true
-		}
-	}
-	return false
-}
-
-// treeOf is the process tree under pid (pid included), each process's start time by pid,
-// and the CPU time its processes have used, in clock ticks.
-func treeOf(pid int) (map[int]uint64, uint64) {
-	tree, cpu := map[int]uint64{}, uint64(0)
-	for todo := []int{pid}; len(todo) > 0; {
-		p := todo[len(todo)-1]
-		todo = todo[:len(todo)-1]
-		st, err := readProcStat(p)
-		if err != nil || st.state == 'Z' || st.state == 'X' {
-			continue
-		}
-		tree[p], cpu = st.start, cpu+st.cpu
-		todo = append(todo, childPIDs(p)...)
-	}
-	return tree, cpu
-}
 
 // dump checkpoints the sandbox whose PID 1 is init into dir and ends it. args are the bwrap
 // arguments it was started with: the root skeleton restore needs is made from them in root.
@@ -482,7 +414,7 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	dir := filepath.Join(a.dir, checkpointDirName)
 	start := time.Now()
 	if err == nil {
-		if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU) {
+		if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU, a.busy) {
 			a.log.Info("the gateway stayed busy: checkpointing it all the same", "waited", settleBound)
 		}
 		err = c.dump(ctx, init.pid, dir, filepath.Join(a.dir, sandboxRootName), args)

@@ -152,6 +152,10 @@ type Options struct {
 	// the platform's port would make every platform build a template of its own. A gateway
 	// started under another environment restarts on its next Ensure, as for a new Desired.Env.
 	GatewayEnv func(platform string) map[string]string
+	// Busy reports whether something outside the gateway is mid-way through a call of the
+	// agent's that must not be cut (the channel relay's sends): a checkpoint waits, within
+	// its settle bound, until it is not (nil: nothing is).
+	Busy func(agent types.NamespacedName) bool
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
 	// by default (egress.go: it reaches the public internet only).
 	Egress []EgressRule

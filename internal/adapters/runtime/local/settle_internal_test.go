@@ -2,7 +2,12 @@ package local
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -33,7 +38,7 @@ func TestSettle(t *testing.T) {
 	ctx := context.Background()
 	t.Run("idle", func(t *testing.T) {
 		pid := startTree(t, "sleep 60 & wait")
-		if !settle(ctx, pid, 300*time.Millisecond, 3*time.Second, settleCPU) {
+		if !settle(ctx, pid, 300*time.Millisecond, 3*time.Second, settleCPU, nil) {
 			t.Fatal("a tree that only sleeps did not settle")
 		}
 	})
@@ -51,9 +56,79 @@ func TestSettle(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if settleTree(ctx, tc.read, 300*time.Millisecond, 3*time.Second, settleCPU) {
+			if settleTree(ctx, tc.read, func() bool { return false }, 300*time.Millisecond, 3*time.Second, settleCPU) {
 				t.Fatal("settled")
 			}
 		})
+	}
+	// An idle tree that something else holds (a relay's send of the agent's in flight, data
+	// waiting in its sockets) settles only once it is let go, and quiet from then on.
+	idle := func() (map[int]uint64, uint64) { return map[int]uint64{1: 1}, 0 }
+	t.Run("held", func(t *testing.T) {
+		if settleTree(ctx, idle, func() bool { return true }, 300*time.Millisecond, 3*time.Second, settleCPU) {
+			t.Fatal("settled while held")
+		}
+	})
+	t.Run("let go", func(t *testing.T) {
+		held := 5 // reads
+		if !settleTree(ctx, idle, func() bool { held--; return held > 0 }, 300*time.Millisecond, 3*time.Second, settleCPU) {
+			t.Fatal("did not settle once let go")
+		}
+	})
+}
+
+// TestQueuedSockets: a socket whose data its process has not read is listed by its local
+// address (as /proc/net/tcp writes it), and no longer once the data is read.
+func TestQueuedSockets(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			accepted <- c
+		}
+		close(accepted)
+	}()
+	client, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, ok := <-accepted
+	if !ok {
+		t.Fatal("accept failed")
+	}
+	defer server.Close()
+	port := client.LocalAddr().(*net.TCPAddr).Port
+	addr := fmt.Sprintf("0100007F:%04X", port)
+	listed := func() bool {
+		b, err := os.ReadFile("/proc/self/net/tcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.Contains(queuedSockets(b), addr)
+	}
+	if listed() {
+		t.Fatalf("%s listed before anything was sent to it", addr)
+	}
+	if _, err := server.Write([]byte("answer")); err != nil {
+		t.Fatal(err)
+	}
+	// Loopback delivers the bytes to the client's queue as the write is sent: wait for it.
+	for deadline := time.Now().Add(time.Minute); !listed(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s holds unread bytes and is not listed", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := io.ReadFull(client, make([]byte, len("answer"))); err != nil {
+		t.Fatal(err)
+	}
+	if listed() {
+		t.Fatalf("%s is listed after its bytes were read", addr)
 	}
 }

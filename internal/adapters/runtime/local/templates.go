@@ -240,7 +240,7 @@ func (r *Runtime) buildTemplate(ctx context.Context, key, version, engineDir str
 	if init.pid == 0 {
 		return nil, errors.New("the template gateway's sandbox has no init")
 	}
-	if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU) {
+	if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU, nil) {
 		return nil, fmt.Errorf("the template gateway stayed busy for %s", settleBound)
 	}
 	if err := r.planForget(run, init.pid); err != nil {
