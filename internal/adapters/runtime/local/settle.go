@@ -13,14 +13,14 @@ import (
 // A dump waits, at most settleBound, for the sandbox to be idle for settleQuiet: no process
 // started or ended, its processes used at most settleCPU of a CPU, no data waits in the
 // sockets of its network namespace and nothing outside holds it mid-call (Options.Busy: the
-// channel relay's sends, which a dump would cut and the restored engine send again). A dump taken in the
-// middle of the engine's work restores a gateway that cannot go on: OpenClaw spawns commands
-// through a broker process that hands each child's pipes to the gateway over a Node IPC
-// channel, and a gateway dumped with such a handle in flight aborts at once on restore
-// (`LibuvStreamWrap::OnUvRead`: `(type) == (UV_UNKNOWN_HANDLE)`, seen on openclaw 2026.9.6
-// when a suspend met its `npm root -g`); one dumped while its SQLite workers were busy with
-// a job just added came back healthy but never ran the job nor stopped on SIGTERM. A
-// sandbox busy for longer (an agent's long command) is dumped all the same.
+// channel relay's sends, which a dump would cut and the restored engine send again). A dump
+// taken in the middle of the engine's work restores a gateway that cannot go on: OpenClaw
+// spawns commands through a broker process that hands each child's pipes to the gateway over
+// a Node IPC channel, and a gateway dumped with such a handle in flight aborts at once on
+// restore (`LibuvStreamWrap::OnUvRead`: `(type) == (UV_UNKNOWN_HANDLE)`, seen on openclaw
+// 2026.9.6 when a suspend met its `npm root -g`); one dumped while its SQLite workers were
+// busy with a job just added came back healthy but never ran the job nor stopped on SIGTERM.
+// A sandbox busy for longer (an agent's long command) is dumped all the same.
 const (
 	settleQuiet = 500 * time.Millisecond
 	settleBound = 10 * time.Second
@@ -34,8 +34,9 @@ const (
 // TCP sockets, and busy, when set, false), or bound has passed, or ctx ends. It says whether
 // the tree settled.
 func settle(ctx context.Context, init int, quiet, bound time.Duration, maxCPU float64, busy func() bool) bool {
+	sockets := ownNetns(init)
 	return settleTree(ctx, func() (map[int]uint64, uint64) { return treeOf(init) }, func() bool {
-		return (busy != nil && busy()) || socketsPending(init)
+		return (busy != nil && busy()) || (sockets && socketsPending(init))
 	}, quiet, bound, maxCPU)
 }
 
@@ -87,18 +88,19 @@ func (a *agent) busy() bool {
 	return a.rt.opts.Busy != nil && a.rt.opts.Busy(a.key)
 }
 
+// ownNetns reports whether pid has a network namespace other than the manager's: only there
+// are its sockets the gateway's alone (in the host's, every socket of the host would count).
+func ownNetns(pid int) bool {
+	own, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
+	host, herr := os.Readlink("/proc/self/ns/net")
+	return err == nil && herr == nil && own != host
+}
+
 // socketsPending reports whether a TCP socket of pid's network namespace holds data: bytes
 // its process has not read yet, or has written and its peer not yet acknowledged. A gateway
 // dumped then loses them (CRIU's --tcp-close): an answer the relay wrote and the engine had
-// not read is retried after the restore, and a message sent that way twice. Only a network
-// namespace of the gateway's own is read: in the host's, every socket of the host would
-// count.
+// not read is retried after the restore, and a message sent that way twice.
 func socketsPending(pid int) bool {
-	own, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-	host, herr := os.Readlink("/proc/self/ns/net")
-	if err != nil || herr != nil || own == host {
-		return false
-	}
 	for _, table := range []string{"tcp", "tcp6"} {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, table))
 		if err == nil && len(queuedSockets(b)) > 0 {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -118,12 +119,22 @@ func TestQueuedSockets(t *testing.T) {
 	if _, err := server.Write([]byte("answer")); err != nil {
 		t.Fatal(err)
 	}
-	// Loopback delivers the bytes to the client's queue as the write is sent: wait for it.
-	for deadline := time.Now().Add(time.Minute); !listed(); {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s holds unread bytes and is not listed", addr)
-		}
-		time.Sleep(10 * time.Millisecond)
+	// Wait until the bytes are in the client's queue (its socket readable), reading none.
+	raw, err := client.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Read(func(fd uintptr) bool {
+		n, _, err := syscall.Recvfrom(int(fd), make([]byte, 1), syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return n > 0 || err != syscall.EAGAIN
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !listed() {
+		t.Fatalf("%s holds unread bytes and is not listed", addr)
 	}
 	if _, err := io.ReadFull(client, make([]byte, len("answer"))); err != nil {
 		t.Fatal(err)
