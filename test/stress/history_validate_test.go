@@ -42,7 +42,7 @@ func validateAfterTraffic(t *testing.T, tr *historyTraffic, ops []history.Op) {
 			if err != nil {
 				return err
 			}
-			listed, err := restIDs(tr.c.facade(t), "/v0/agents", tr.toks[ws], "agents")
+			listed, err := restKeys(tr.c.facade(t), "/v0/agents", tr.toks[ws], "agents", "id")
 			if err != nil {
 				return err
 			}
@@ -106,15 +106,16 @@ func agentNames(tr *historyTraffic, ws string) ([]string, error) {
 	return out, nil
 }
 
-// restIDs lists path through the facade at base and returns the sorted ids under field.
-func restIDs(base, path, tok, field string) ([]string, error) {
+// restKeys lists path through the facade at base and returns the sorted values of key of
+// the objects under field.
+func restKeys(base, path, tok, field, key string) ([]string, error) {
 	r := call(base, "GET", path, tok, nil)
 	if r.Status != 200 {
 		return nil, fmt.Errorf("GET %s: %s", path, r)
 	}
 	out := []string{}
 	for _, it := range listItems(r, field) {
-		out = append(out, fmt.Sprint(it["id"]))
+		out = append(out, fmt.Sprint(it[key]))
 	}
 	slices.Sort(out)
 	return out, nil
@@ -162,12 +163,12 @@ func validateAcknowledged(t *testing.T, tr *historyTraffic, ops []history.Op) {
 				{"/v0/secrets", "secrets", "name", "secret " + ws + "/"},
 				{"/v0/agents/" + tr.homes[ws] + "/domains", "domains", "subdomain", "subdomain "},
 			} {
-				r := call(base, "GET", l.path, tr.toks[ws], nil)
-				if r.Status != 200 {
-					return fmt.Errorf("GET %s: %s", l.path, r)
+				keys, err := restKeys(base, l.path, tr.toks[ws], l.field, l.key)
+				if err != nil {
+					return err
 				}
-				for _, it := range listItems(r, l.field) {
-					listed[l.prefix+fmt.Sprint(it[l.key])] = true
+				for _, k := range keys {
+					listed[l.prefix+k] = true
 				}
 			}
 		}
