@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -251,7 +252,12 @@ func TestStopDropsTheCheckpoint(t *testing.T) {
 // TestRealEngineCheckpoint: the real OpenClaw gateway (AGENTPLANE_ENGINE_DIR) is
 // checkpointed on suspend and restored on resume without a second boot; the restored gateway
 // serves its token and its scheduler: a cron job added before the suspend is listed through
-// the gateway after the resume (the CLI talks to the running gateway).
+// the gateway after the resume (the CLI talks to the running gateway). The restored gateway
+// holds every file lock it held: the engine's SQLite keeps a read lock on its WAL index
+// (openclaw.sqlite-shm), which it maps, and a restore that lost it (CRIU 4.1.1 closes the
+// files it maps through after taking the locks: hack/criu/patches/0004) let the next process
+// to open the database truncate the index under the gateway, which died of SIGBUS during a
+// plugin's install.
 func TestRealEngineCheckpoint(t *testing.T) {
 	dir := os.Getenv("AGENTPLANE_ENGINE_DIR")
 	if dir == "" {
@@ -279,11 +285,18 @@ func TestRealEngineCheckpoint(t *testing.T) {
 		return string(res.Stdout)
 	}
 	cli("cron", "add", "--name", "ckpt-job", "--cron", "0 9 * * *", "--message", "good morning")
+	locks := walIndexLocks(fileLocks(t, gatewayPID(t, f, a)))
+	if len(locks) == 0 {
+		t.Fatalf("the running gateway holds no read lock on a SQLite WAL index; its locks:\n%s", strings.Join(fileLocks(t, gatewayPID(t, f, a)), "\n"))
+	}
 	r := suspendAndResume(t, f, a, d, nil)
 	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonRestoredFromCheckpoint)
 	}
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if after := fileLocks(t, gatewayPID(t, f, a)); !slices.Equal(walIndexLocks(after), locks) {
+		t.Fatalf("the restored gateway lost the read locks on its SQLite WAL indexes it was dumped with:\n%s\nits locks now:\n%s", strings.Join(locks, "\n"), strings.Join(after, "\n"))
+	}
 	if n := gatewayStarts(t, f, a, "http server listening"); n != 1 {
 		t.Fatalf("the gateway booted %d times, want once (restored, not restarted)", n)
 	}

@@ -188,6 +188,11 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 			t.Fatalf("two agents share gateway %d", pid)
 		}
 		pids[pid] = true
+		// As a booted gateway does, the copy holds its SQLite WAL index's read lock: without
+		// it the next process to open its database truncates the index under it.
+		if locks := fileLocks(t, pid); len(walIndexLocks(locks)) == 0 {
+			t.Fatalf("copy %d holds no read lock on its SQLite WAL index; its locks:\n%s", i, strings.Join(locks, "\n"))
+		}
 	}
 
 	// A copy being made ends with its agent: deleted meanwhile, no process of it is left.
