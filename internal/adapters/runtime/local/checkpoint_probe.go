@@ -6,18 +6,22 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local/lockprobe"
 )
 
-// probeCheckpoint checkpoints a trivial process (each CRIU run bounded as every other one) in a checkpointable sandbox, started as a
-// gateway is (tini as the sandbox's PID 1, the seccomp filter, the per-home uid), restores
-// it and checks that it runs again, in a temporary dir of the state dir. The runtime
-// checkpoints suspended gateways only when this works: a CRIU that passes `criu check` but
-// fails or hangs on a real tree (as CRIU 4.1 did where the hypervisor ignores hardware
-// breakpoints) turns checkpoints off at start, with the reason, instead of failing every
-// suspend.
+// probeCheckpoint checkpoints a trivial process (each CRIU run bounded as every other one) in a
+// checkpointable sandbox, started as a gateway is (tini as the sandbox's PID 1, the seccomp
+// filter, the per-home uid), restores it and checks that it runs again and still holds its
+// file lock, in a temporary dir of the state dir. The process is this executable as the lock
+// probe (package lockprobe): it holds a file of its home as SQLite holds a WAL index, mapped
+// and read-locked. The runtime checkpoints suspended gateways only when this works: a CRIU
+// that passes `criu check` but fails or hangs on a real tree (as CRIU 4.1 did where the
+// hypervisor ignores hardware breakpoints), or restores a process without the locks it held
+// on the files it maps (CRIU 4.1.1 without hack/criu/patches/0004: a restored gateway's
+// database then lost its WAL index under it), turns checkpoints off at start, with the
+// reason, instead of failing every suspend.
 func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err error) {
 	dir, err := os.MkdirTemp(r.opts.StateDir, ".checkpoint-probe-")
 	if err != nil {
@@ -31,16 +35,27 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 	if err := os.Chown(home, warmUID, warmUID); err != nil {
 		return err
 	}
-	spec := sandboxSpec{home: home, dir: home, uid: warmUID, binary: "/bin/sh", args: []string{"-c", "exec sleep 1000000"},
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	held := filepath.Join(home, "probe.db-shm")
+	if err := os.WriteFile(held, make([]byte, lockprobe.Size), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chown(held, warmUID, warmUID); err != nil {
+		return err
+	}
+	spec := sandboxSpec{home: home, dir: home, uid: warmUID, binary: exe, readOnly: []string{exe},
 		checkpoint: &checkpointSpec{tini: c.tini, log: filepath.Join(dir, logFileName)}}
 	bin, args := r.sbx.wrap(spec)
-	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(map[string]string{"PATH": defaultPath}),
+	p, err := startProcess(launch{binary: bin, args: args, env: mergeEnv(map[string]string{"PATH": defaultPath, lockprobe.Env: held}),
 		dir: home, logPath: filepath.Join(dir, logFileName), sandboxed: true, dieWithManager: true})
 	if err != nil {
 		return err
 	}
 	defer stopProcess(context.Background(), p, 0, nil)
-	init, err := probeSleeper(ctx, p, c.runTimeout())
+	init, err := probeHolder(ctx, p, held, c.runTimeout())
 	if err != nil {
 		return fmt.Errorf("the test sandbox did not start: %w (%s)", err, lastLines(readTail(filepath.Join(dir, logFileName)), 2))
 	}
@@ -57,20 +72,30 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 		restored.start = st.start
 	}
 	defer restored.killAndWait()
-	if !slicesContainComm(childPIDs(pid), "sleep") {
+	if len(childPIDs(pid)) == 0 {
 		return errors.New("the restored test sandbox does not run its process")
+	}
+	ok, err := lockprobe.Held(held)
+	if err != nil {
+		return fmt.Errorf("cannot read the restored test process's lock: %w", err)
+	}
+	if !ok {
+		return errors.New("the restored test process does not hold the lock it held on a file it maps: " +
+			"a restored gateway would lose SQLite's lock on its WAL index (CRIU 4.1.1 needs hack/criu/patches/0004)")
 	}
 	return nil
 }
 
-// probeSleeper waits until the test sandbox bwrap (p) made runs its sleep under tini, and
-// returns the sandbox's init.
-func probeSleeper(ctx context.Context, p *process, within time.Duration) (procRef, error) {
+// probeHolder waits until the process in the test sandbox bwrap (p) made holds its lock on held
+// (package lockprobe), and returns the sandbox's init.
+func probeHolder(ctx context.Context, p *process, held string, within time.Duration) (procRef, error) {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		if init := sandboxInit(p.pid); init.pid != 0 && slicesContainComm(childPIDs(init.pid), "sleep") {
-			return init, nil
+		if init := sandboxInit(p.pid); init.pid != 0 && len(childPIDs(init.pid)) > 0 {
+			if ok, err := lockprobe.Held(held); err == nil && ok {
+				return init, nil
+			}
 		}
 		select {
 		case <-p.exited:
@@ -80,16 +105,6 @@ func probeSleeper(ctx context.Context, p *process, within time.Duration) (procRe
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-}
-
-// slicesContainComm tells whether one of pids runs a program named comm.
-func slicesContainComm(pids []int, comm string) bool {
-	for _, pid := range pids {
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm"); err == nil && strings.TrimSpace(string(b)) == comm {
-			return true
-		}
-	}
-	return false
 }
 
 // readTail is the end of the file at path (nil when it cannot be read).

@@ -405,20 +405,34 @@ func TestRealEngineCronFiresAfterRestore(t *testing.T) {
 
 // TestCheckpointsOffWhenTheTestCheckpointFails: a CRIU that passes `criu check` but cannot
 // checkpoint and restore a real sandboxed tree (it hangs, as CRIU 4.1 did where the
-// hypervisor ignores hardware breakpoints; it fails; its restored tree does not run) turns
-// checkpoints off when the runtime starts, and says why, instead of failing every suspend.
-// The test sandbox leaves nothing behind.
+// hypervisor ignores hardware breakpoints; it fails; its restored tree does not run; the
+// restored process does not hold the lock it held on the file it maps, as with CRIU 4.1.1
+// unpatched) turns checkpoints off when the runtime starts, and says why, instead of failing
+// every suspend. The test sandbox leaves nothing behind.
 func TestCheckpointsOffWhenTheTestCheckpointFails(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "checkpoints need root")
 	}
+	exe, err := os.Executable() // the test checkpoint's process (package lockprobe)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const check = "#!/bin/sh\n[ \"$1\" = check ] && { echo 'Looks good.'; exit 0; }\n"
+	// The real CRIU, after whose restore the probe's file is replaced by a copy nobody
+	// locks: what the check sees when a restore dropped the lock.
+	lockless := "#!/bin/sh\n" + strconv.Quote(criuPath(t)) + ` "$@" || exit $?
+[ "$1" = restore ] || exit 0
+while [ $# -gt 0 ]; do [ "$1" = -D ] && images=$2; shift; done
+f=$(dirname "$images")/home/probe.db-shm
+cp -p "$f" "$f.new" && mv "$f.new" "$f"
+`
 	for name, tc := range map[string]struct{ script, why string }{
 		"a dump that hangs": {check + "exec sleep 300\n", "criu dump: signal: killed (cut off after 2s)"},
 		"a restore that fails": {check + "[ \"$1\" = dump ] && exit 0\necho 'Error (cr-restore.c:1): no images' >&2\nexit 1\n",
 			"criu restore: exit status 1"},
 		"a restored tree that does not run": {check + "while [ $# -gt 0 ]; do [ \"$1\" = --pidfile ] && echo $$ > \"$2\"; shift; done\nexit 0\n",
 			"the restored test sandbox does not run its process"},
+		"a restore that drops a lock": {lockless, "does not hold the lock it held on a file it maps"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			criu := filepath.Join(t.TempDir(), "criu")
@@ -435,7 +449,7 @@ func TestCheckpointsOffWhenTheTestCheckpointFails(t *testing.T) {
 			if left, _ := filepath.Glob(filepath.Join(f.opts.StateDir, ".checkpoint-probe-*")); len(left) > 0 {
 				t.Errorf("the test checkpoint's dir is left: %v", left)
 			}
-			if pids := processesRunning("sleep\x001000000\x00"); len(pids) > 0 {
+			if pids := processesRunning(exe + "\x00"); len(pids) > 0 {
 				t.Errorf("the test sandbox's process still runs: %v", pids)
 			}
 		})
