@@ -92,7 +92,7 @@ func probeHolder(ctx context.Context, p *process, held string, within time.Durat
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
 	for {
-		if init := sandboxInit(p.pid); init.pid != 0 && len(childPIDs(init.pid)) > 0 {
+		if init := sandboxInit(p.pid); init.pid != 0 {
 			if ok, err := lockprobe.Held(held); err == nil && ok {
 				return init, nil
 			}

@@ -285,9 +285,10 @@ func TestRealEngineCheckpoint(t *testing.T) {
 		return string(res.Stdout)
 	}
 	cli("cron", "add", "--name", "ckpt-job", "--cron", "0 9 * * *", "--message", "good morning")
-	locks := walIndexLocks(fileLocks(t, gatewayPID(t, f, a)))
+	before := fileLocks(t, gatewayPID(t, f, a))
+	locks := walIndexLocks(before)
 	if len(locks) == 0 {
-		t.Fatalf("the running gateway holds no read lock on a SQLite WAL index; its locks:\n%s", strings.Join(fileLocks(t, gatewayPID(t, f, a)), "\n"))
+		t.Fatalf("the running gateway holds no read lock on a SQLite WAL index; its locks:\n%s", strings.Join(before, "\n"))
 	}
 	r := suspendAndResume(t, f, a, d, nil)
 	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {

@@ -1,6 +1,8 @@
 package local
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +32,13 @@ func SupervisorRounds(r *Runtime, ns, name string, n int) bool {
 		}
 	}
 	return true
+}
+
+// ProcessTree is pid and every live process descended from it, as a checkpoint's settle walks
+// them (treeOf).
+func ProcessTree(pid int) []int {
+	tree, _ := treeOf(pid)
+	return slices.Sorted(maps.Keys(tree))
 }
 
 // SetBindFault makes the bind of a claimed warm gateway fail with what f returns (nil: no

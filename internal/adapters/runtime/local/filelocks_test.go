@@ -3,11 +3,11 @@ package local_test
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
 
 // fileLocks lists the file locks held by the process tree rooted at pid, each as its file's
@@ -16,7 +16,7 @@ import (
 func fileLocks(t *testing.T, pid int) []string {
 	t.Helper()
 	var locks []string
-	for _, p := range processTree(pid) {
+	for _, p := range local.ProcessTree(pid) {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p))
 		for _, fd := range fds {
 			info, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%s", p, fd.Name()))
@@ -48,34 +48,4 @@ func walIndexLocks(locks []string) []string {
 		}
 	}
 	return dms
-}
-
-// processTree is pid and every process descended from it.
-func processTree(pid int) []int {
-	parents := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces and parentheses.
-		rest := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
-		if len(rest) > 1 {
-			parents[child], _ = strconv.Atoi(rest[1])
-		}
-	}
-	tree := []int{pid}
-	for i := 0; i < len(tree); i++ {
-		for child, parent := range parents {
-			if parent == tree[i] {
-				tree = append(tree, child)
-			}
-		}
-	}
-	return tree
 }
