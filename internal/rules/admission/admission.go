@@ -73,5 +73,11 @@ func Refused(err error) bool {
 	}
 	// A 4xx, except a request timeout or throttling: then the server may still be writing.
 	code := status.Status().Code
+	if code == http.StatusServiceUnavailable {
+		// The API server answers 503 only before it handles a request (shutting down, a kind
+		// whose schema is still loading after its restart, admission not ready); another
+		// actor's 503 (a proxy's page, not a Status) may come after the request went through.
+		return !apierrors.IsUnexpectedServerError(err)
+	}
 	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
 }

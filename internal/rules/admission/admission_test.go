@@ -429,7 +429,8 @@ func TestRefused(t *testing.T) {
 		{"request timeout", apierrors.NewTimeoutError("slow etcd", 1), false},
 		{"throttled", apierrors.NewTooManyRequests("slow down", 1), false},
 		{"internal error", apierrors.NewInternalError(errors.New("etcd")), false},
-		{"unavailable", apierrors.NewServiceUnavailable("restarting"), false},
+		{"unavailable, the API server's answer", apierrors.NewServiceUnavailable("Resource kind Agent not found"), true},
+		{"unavailable, a proxy's page", apierrors.NewGenericServerResponse(503, "POST", gr, "d", "upstream reset", 0, true), false},
 	} {
 		if got := admission.Refused(tc.err); got != tc.want {
 			t.Errorf("%s: Refused = %v, want %v", tc.what, got, tc.want)
