@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -127,6 +128,9 @@ type historyTraffic struct {
 	homes      map[string]string // the long-lived agent of each workspace: domains, skills, channels
 	subdomains []string
 	skills     []string // bundle CIDs installed in every workspace
+	// creates numbers the agents' names, so that each create's agent can be found by its name
+	// (resolveOutcomes).
+	creates atomic.Int64
 }
 
 // historyRun is one run of TestHistoryIsLinearizable in workspaces of its own.
@@ -199,6 +203,7 @@ func historyRun(t *testing.T, c *histCluster, seed int64, run int, duration time
 
 	ops := tr.rec.Ops()
 	validateAfterTraffic(t, tr, ops)
+	ops = resolveOutcomes(t, tr, ops)
 	out := filepath.Join(os.TempDir(), fmt.Sprintf("agentplane-history-%d", seed))
 	res, err := history.Check(ops, limits, out, time.Minute)
 	if err != nil {
@@ -235,7 +240,7 @@ func (tr *historyTraffic) step(cl int, rng *rand.Rand) bool {
 	var body any
 	switch n := rng.Intn(13); {
 	case n == 0:
-		op.Kind, op.Name = history.CreateAgent, fmt.Sprintf("h%d", rng.Intn(1000))
+		op.Kind, op.Name = history.CreateAgent, fmt.Sprintf("h%d-%d", rng.Intn(1000), tr.creates.Add(1))
 		method, path, body = "POST", "/v0/agents?wait=false", map[string]any{"name": op.Name}
 	case n == 1:
 		id, ok := take(&tr.k.Mutex, tr.k.agents, ws, rng)

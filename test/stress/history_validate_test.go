@@ -88,6 +88,55 @@ func validateAfterTraffic(t *testing.T, tr *historyTraffic, ops []history.Op) {
 	}
 }
 
+// resolveOutcomes tells the checker what became of the ambiguous creates, once the traffic
+// stopped and the platform settled: an agent create landed if an agent of its name (each
+// create's own) exists, and was lost if none does; a domain create was lost if no Domain holds
+// its subdomain and no delete of that subdomain may have run after it (otherwise its outcome
+// stays unknown). A lost create may have held its slot or name until its reservation went
+// stale, as the platform does for a create whose outcome it could not know.
+func resolveOutcomes(t *testing.T, tr *historyTraffic, ops []history.Op) []history.Op {
+	t.Helper()
+	names, subdomains := map[string]bool{}, map[string]bool{}
+	for _, ws := range tr.spaces {
+		var agents agentsv1.AgentList
+		var domains agentsv1.DomainList
+		if err := tr.c.cp.Client.List(bg(), &agents, client.InNamespace(ws)); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.c.cp.Client.List(bg(), &domains, client.InNamespace(ws)); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range agents.Items {
+			names[ws+"/"+a.Spec.DisplayName] = true
+		}
+		for _, d := range domains.Items {
+			subdomains[strings.ToLower(d.Spec.Subdomain)] = true
+		}
+	}
+	out := slices.Clone(ops)
+	for i, o := range out {
+		if !o.Ambiguous() {
+			continue
+		}
+		switch o.Kind {
+		case history.CreateAgent:
+			out[i].Outcome = history.Lost
+			if names[o.Workspace+"/"+o.Name] {
+				out[i].Outcome = history.Landed
+			}
+		case history.CreateDomain:
+			deletedAfter := slices.ContainsFunc(ops, func(d history.Op) bool {
+				return d.Kind == history.DeleteDomain && strings.EqualFold(d.Name, o.Name) &&
+					(d.Ambiguous() || d.Status == 202 || d.Return > o.Call)
+			})
+			if !subdomains[strings.ToLower(o.Name)] && !deletedAfter {
+				out[i].Outcome = history.Lost
+			}
+		}
+	}
+	return out
+}
+
 // agentNames are the names of ws's Agents in the API server (an error while one is being
 // deleted).
 func agentNames(tr *historyTraffic, ws string) ([]string, error) {

@@ -177,6 +177,7 @@ func modelFor(key string, limits Limits) (porcupine.Model, error) {
 	default:
 		return porcupine.Model{}, fmt.Errorf("no model for %s", key)
 	}
+	nm = withReleases(nm)
 	return nm.ToModel(), nil
 }
 

@@ -77,6 +77,45 @@ func TestCheck(t *testing.T) {
 			op(1, CreateAgent, "ws", "b", 2, 3, 503, "Service unavailable", ""),
 			op(2, CreateAgent, "ws", "c", 4, 5, 201, "", "a3"),
 		}, true},
+		// The slot of a create the platform could not finish (its answer lost, its caller killed
+		// between the reservation and the object) is kept until it is stale: a create
+		// meanwhile is refused, one after the release is not.
+		{"a lost create held the last slot for a while", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			outcome(op(1, CreateAgent, "ws", "b", 2, 3, 503, "Service unavailable", ""), Lost),
+			op(2, CreateAgent, "ws", "c", 4, 5, 403, errAgentLimit, ""),
+			op(2, CreateAgent, "ws", "d", 6, 7, 201, "", "a4"),
+		}, true},
+		{"a create of unknown outcome holds its slot for good", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			op(1, CreateAgent, "ws", "b", 2, 3, 503, "Service unavailable", ""),
+			op(2, CreateAgent, "ws", "c", 4, 5, 403, errAgentLimit, ""),
+			op(2, CreateAgent, "ws", "d", 6, 7, 201, "", "a4"),
+		}, false},
+		{"a landed create holds its slot for good", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			outcome(op(1, CreateAgent, "ws", "b", 2, 3, 0, "", ""), Landed),
+			op(2, CreateAgent, "ws", "c", 4, 5, 403, errAgentLimit, ""),
+			op(2, CreateAgent, "ws", "d", 6, 7, 201, "", "a4"),
+		}, false},
+		{"a landed create took a slot: a third agent is over the limit", []Op{
+			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
+			outcome(op(1, CreateAgent, "ws", "b", 2, 3, 0, "", ""), Landed),
+			op(2, CreateAgent, "ws", "c", 4, 5, 201, "", "a3"),
+		}, false},
+		{"a lost create's name is held, then free", []Op{
+			outcome(op(0, CreateDomain, "a", "x", 0, 1, 0, "", ""), Lost),
+			op(1, CreateDomain, "b", "x", 2, 3, 409, errSubdomainTaken, ""),
+			op(1, CreateDomain, "b", "x", 4, 5, 201, "", "d2"),
+		}, true},
+		{"a lost create made no object to delete", []Op{
+			outcome(op(0, CreateDomain, "a", "x", 0, 1, 0, "", ""), Lost),
+			{Client: 1, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 200},
+		}, false},
+		{"a create of unknown outcome may have made one", []Op{
+			op(0, CreateDomain, "a", "x", 0, 1, 0, "", ""),
+			{Client: 1, Kind: DeleteDomain, Workspace: "a", Name: "x", Target: "d1", Call: 2, Return: 3, Status: 200},
+		}, true},
 		{"a deleted agent's slot comes back some time after the answer", []Op{
 			op(0, CreateAgent, "ws", "a", 0, 1, 201, "", "a1"),
 			op(1, CreateAgent, "ws", "b", 2, 3, 201, "", "a2"),
@@ -204,6 +243,12 @@ func TestCheckBigHistory(t *testing.T) {
 	if !res.OK() {
 		t.Fatalf("a legal history was refused: %v", res.Violations())
 	}
+}
+
+// outcome is o with what became of it.
+func outcome(o Op, what Outcome) Op {
+	o.Outcome = what
+	return o
 }
 
 // domainsOf is n serial domain creates of agent (names n0, n1, ...), each answering status.

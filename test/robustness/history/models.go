@@ -17,6 +17,58 @@ const (
 // unknownID stands for the id of a create whose answer was ambiguous.
 const unknownID = "?"
 
+// phantomID stands for the slot or name a lost create (Outcome Lost) held for a while: it
+// counts against limits and names like an object, and the platform gives it back at some
+// later moment (the reservation goes stale), which a model's state may do before any step.
+const phantomID = "~"
+
+// released are the states s may be in by the time of a step: with any of its phantoms given
+// back.
+func released(s any) []any {
+	switch s := s.(type) {
+	case string:
+		if s == phantomID {
+			return []any{s, ""}
+		}
+	case setState:
+		out := []any{s}
+		for cur := s; slices.Contains(cur.items(), phantomID); {
+			cur = cur.without(phantomID)
+			out = append(out, cur)
+		}
+		return out
+	}
+	return []any{s}
+}
+
+// withReleases lets every step of nm start from any state its phantoms' releases lead to.
+func withReleases(nm porcupine.NondeterministicModel) porcupine.NondeterministicModel {
+	step := nm.Step
+	nm.Step = func(state, input, output any) []any {
+		var out []any
+		for _, s := range released(state) {
+			out = append(out, step(s, input, output)...)
+		}
+		return out
+	}
+	return nm
+}
+
+// ambiguousCreate is the states an ambiguous create may lead to from cur, where room reports
+// whether the create fits (a free name, a slot below the limit) and took is cur with the
+// create's object in it: its outcome, when known, narrows them.
+func ambiguousCreate(s step, cur, took any, room bool) []any {
+	switch {
+	case s.Outcome == Landed && !room:
+		return nil // it exists, so it took effect, which it could not have done here
+	case !room:
+		return []any{cur}
+	case s.Outcome == Landed:
+		return []any{took}
+	}
+	return []any{cur, took}
+}
+
 // step is an Op as a model sees it.
 type step struct {
 	Op
@@ -47,6 +99,15 @@ func (s step) describe() string {
 	return out
 }
 
+// tookBy is what an ambiguous create s holds once it took effect: an object of unknown id, or
+// a lost create's phantom.
+func tookBy(s step) string {
+	if s.Outcome == Lost {
+		return phantomID
+	}
+	return unknownID
+}
+
 // holderModel is the model of one name that at most one object holds at a time: a secret name
 // in a workspace, or a subdomain across all workspaces. Its state is the holder's id ("" when
 // free, unknownID when an ambiguous create may hold it).
@@ -57,10 +118,7 @@ func holderModel(create, del Kind, takenErr string) porcupine.NondeterministicMo
 			held, s := state.(string), input.(step)
 			switch {
 			case s.Kind == create && s.Ambiguous():
-				if held == "" {
-					return []any{"", unknownID}
-				}
-				return []any{held}
+				return ambiguousCreate(s, held, tookBy(s), held == "")
 			case s.Kind == create && s.Status/100 == 2:
 				if held != "" {
 					return nil
@@ -94,8 +152,11 @@ func holderModel(create, del Kind, takenErr string) porcupine.NondeterministicMo
 		Equal:             func(a, b any) bool { return a == b },
 		DescribeOperation: func(input, _ any) string { return input.(step).describe() },
 		DescribeState: func(state any) string {
-			if state == "" {
+			switch state {
+			case "":
 				return "free"
+			case phantomID:
+				return "held for a lost create"
 			}
 			return "held by " + state.(string)
 		},
@@ -112,10 +173,7 @@ func agentsModel(limit int) porcupine.NondeterministicModel {
 			ids := cur.items()
 			switch {
 			case s.Kind == CreateAgent && s.Ambiguous():
-				if len(ids) >= limit {
-					return []any{cur}
-				}
-				return []any{cur, setOf(append(slices.Clone(ids), unknownID))}
+				return ambiguousCreate(s, cur, cur.with(tookBy(s)), len(ids) < limit)
 			case s.Kind == CreateAgent && s.Status/100 == 2:
 				if len(ids) >= limit {
 					return nil

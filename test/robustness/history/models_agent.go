@@ -43,7 +43,7 @@ func setOf(items []string) setState {
 func (s setState) with(ids ...string) setState {
 	out := s.items()
 	for _, id := range ids {
-		if id == unknownID || !slices.Contains(out, id) {
+		if id == unknownID || id == phantomID || !slices.Contains(out, id) {
 			out = append(out, id)
 		}
 	}
@@ -75,10 +75,7 @@ func domainSlotsModel() porcupine.NondeterministicModel {
 			n := len(cur.items())
 			switch {
 			case s.Kind == CreateDomain && s.Ambiguous():
-				if n >= maxDomainsPerAgent {
-					return []any{cur}
-				}
-				return []any{cur, cur.with(unknownID)}
+				return ambiguousCreate(s, cur, cur.with(tookBy(s)), n < maxDomainsPerAgent)
 			case s.Kind == CreateDomain && s.Status/100 == 2:
 				if n >= maxDomainsPerAgent {
 					return nil

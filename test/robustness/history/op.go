@@ -62,7 +62,24 @@ type Op struct {
 	ID string
 	// RequestID is the X-Request-Id the request was sent with: the facades' logs name it.
 	RequestID string `json:",omitempty"`
+	// Outcome is, for an ambiguous create, what the traffic learned once it stopped: whether
+	// its object came to exist.
+	Outcome Outcome `json:",omitempty"`
 }
+
+// Outcome is what became of an ambiguous create.
+type Outcome string
+
+const (
+	// OutcomeUnknown: not known; the create may or may not have taken effect.
+	OutcomeUnknown Outcome = ""
+	// Landed: its object exists: the create took effect at some point after its call.
+	Landed Outcome = "landed"
+	// Lost: its object never existed. The platform may still have held its slot or name for a
+	// while (a reservation whose write's outcome it could not know, kept until it is stale),
+	// then given it back.
+	Lost Outcome = "lost"
+)
 
 // Ambiguous reports whether the operation may or may not have taken effect.
 func (o Op) Ambiguous() bool { return o.Status == 0 || o.Status >= 500 }
