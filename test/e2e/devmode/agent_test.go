@@ -118,6 +118,14 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Run("slack through the relay, asleep too", func(t *testing.T) { checkSlack(t, p, sl, slackBot, slackApp, base) })
 	t.Run("discord through the relay, asleep too", func(t *testing.T) { checkDiscord(t, p, dc, base) })
 
+	// Every restart so far was asked for (a new spec) or a checkpoint's: the gateway never
+	// crashed. A config written while it started (the model proxy's, right after the secrets'
+	// restart) makes the engine refuse to finish that start (exit 78), which the runtime starts
+	// again at once rather than recording a crash and waiting out a backoff.
+	if down := gatewayCrashes(p, id); down != "" {
+		t.Errorf("the gateway crashed during the lifecycle; the runtime said:\n%s", down)
+	}
+
 	t.Run("restart and unknown version", func(t *testing.T) {
 		bad := p.Call("POST", base+"/restart", map[string]string{"version": "1999.1.1"})
 		if bad.Status != 400 || bad.Str("error") != "Invalid version" {
@@ -174,6 +182,17 @@ func specRestarts(p *e2e.Platform, id string) int {
 		}
 	}
 	return n
+}
+
+// gatewayCrashes is what the runtime logged of agent id's gateway going down by itself ("" none).
+func gatewayCrashes(p *e2e.Platform, id string) string {
+	var out []string
+	for _, l := range strings.Split(p.Log.String(), "\n") {
+		if strings.Contains(l, `"msg":"gateway down"`) && strings.Contains(l, `"agent":"dev/`+id+`"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // gatewayEvents is what the runtime logged of agent id's gateway (its starts, stops, exits,

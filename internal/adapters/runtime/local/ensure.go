@@ -223,8 +223,10 @@ func (a *agent) startLocked(ctx context.Context) {
 		return
 	}
 	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
+	authored := a.configDigest()
 	p, err := startProcess(l)
 	if err == nil {
+		p.authored = authored
 		if err = a.rt.attach(p, port, inner, a.home); err != nil {
 			stopProcess(ctx, p, 0, &a.log)
 		}

@@ -12,6 +12,7 @@ import (
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 
+	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 )
@@ -369,4 +370,57 @@ func startTimes(t *testing.T, f *fixture, a *agentsv1.Agent) []time.Time {
 		}
 	}
 	return out
+}
+
+// The engine refuses to finish a start whose config file changed meanwhile (exit 78,
+// "migration inputs changed during startup") and asks to be started again, as happens when
+// the Agent controller renders the config of a gateway that is still starting: the runtime
+// starts it again at once, without a crash or a backoff. An exit 78 on the config the gateway
+// started on (one the engine cannot read) stays a crash.
+func TestConfigWrittenWhileStartingStartsAgain(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	cfgPath := openclaw.New().Layout().ConfigPath
+	a := newAgent("rendered")
+	d := desired("tok-rendered-00000000000")
+	d.Env = map[string]string{"FAKECLAW_BOOT_DELAY": "1h"}
+	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStarting {
+		t.Fatalf("started = %+v", o)
+	}
+	first := gatewayPID(t, f, a)
+	for deadline := time.Now().Add(eventBound); gatewayStarts(t, f, a, "[gateway] starting on the config read") == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway did not read its config within %s", eventBound)
+		}
+	}
+	cfg, err := f.rt.ReadFile(ctx, a, cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.rt.WriteFile(ctx, a, cfgPath, append(cfg, '\n')); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(eventBound); gatewayPID(t, f, a) == first; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway (pid %d) was not started again within %s of the config's change", first, eventBound)
+		}
+	}
+	if o := ensure(t, f, a, d); o.Phase != runtime.PhaseStarting || o.Restarts != 0 || o.Reason != "" {
+		t.Fatalf("started again on the new config = %+v, want starting with no restart counted", o)
+	}
+	if gatewayStarts(t, f, a, "migration inputs changed during startup") != 1 {
+		t.Fatal("the gateway's log does not show the engine's refusal once")
+	}
+
+	b := newAgent("unreadable")
+	d = desired("tok-unreadable-000000000")
+	waitPhase(t, f, b, d, runtime.PhaseRunning)
+	if err := f.rt.WriteFile(ctx, b, cfgPath, []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	d.RestartNonce = "again"
+	o := waitPhase(t, f, b, d, runtime.PhaseCrashed)
+	if o.Reason != agentsv1.ReasonCrashed || !strings.Contains(o.Message, "exit code 78") || o.Restarts < 1 {
+		t.Fatalf("an exit 78 on an unreadable config = %+v, want a crash", o)
+	}
 }

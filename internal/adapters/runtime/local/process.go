@@ -40,6 +40,9 @@ type process struct {
 	exitDesc string
 	// healthySince is when the gateway first answered its health check (supervisor only).
 	healthySince time.Time
+	// authored is the digest of the engine config the gateway started on ("" not known; see
+	// configChangedWhileStarting).
+	authored string
 	// oomKills is its agent's cgroup's OOM kill count when it started: more at its exit
 	// means the kernel ended it for the memory limit.
 	oomKills int64

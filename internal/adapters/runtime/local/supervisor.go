@@ -2,7 +2,10 @@ package local
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -176,6 +179,11 @@ func (a *agent) handleExitLocked() {
 			p.exitDesc, time.Since(p.started).Round(time.Millisecond)))
 		return
 	}
+	if a.configChangedWhileStarting(p) {
+		a.log.Info("the gateway's config changed while it started, which the engine refuses (exit 78): starting it again", "pid", p.pid)
+		a.startLocked(context.Background())
+		return
+	}
 	what := "the gateway exited with " + p.exitDesc
 	if uid, ok := a.rt.cgroupUID(a.home); ok && a.rt.cg.oomKills(uid) > p.oomKills {
 		// As kube says of a container: the kernel ended it in its agent's cgroup.
@@ -183,6 +191,36 @@ func (a *agent) handleExitLocked() {
 		what += fmt.Sprintf(" (OOMKilled: over the agent's memory limit of %d MiB)", l.mem>>20)
 	}
 	a.crashedLocked(p.healthySince, agentsv1.ReasonCrashed, what)
+}
+
+// exitConfig is the engine's exit code for a configuration-class startup failure (EX_CONFIG).
+const exitConfig = 78
+
+// configChangedWhileStarting reports whether p, which has exited, is a gateway the engine
+// refused to report ready because its config file changed while it started: the engine's
+// startup guard ends such a start with exit 78 ("OpenClaw migration inputs changed during
+// startup ... Restart OpenClaw") and asks to be started again on the final config. The
+// platform's own writes do that (the Agent controller renders the config once the gateway's
+// home exists, an edit through the REST door): a start to run again at once, not a crash. An
+// exit 78 on the config it started on (an invalid one) stays a crash.
+func (a *agent) configChangedWhileStarting(p *process) bool {
+	return p.exitCode == exitConfig && p.healthySince.IsZero() && !a.st.Stopped &&
+		p.authored != "" && a.configDigest() != p.authored
+}
+
+// configDigest is the digest of the agent's engine config file ("" when it cannot be read).
+func (a *agent) configDigest() string {
+	root, err := os.OpenRoot(a.home)
+	if err != nil {
+		return ""
+	}
+	defer root.Close()
+	b, err := root.ReadFile(filepath.Clean(a.rt.opts.Engine.Layout().ConfigPath))
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // attach gives a new gateway process of home (started, restored, adopted, a pool member's)

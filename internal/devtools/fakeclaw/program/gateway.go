@@ -1,6 +1,7 @@
 package program
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -51,6 +52,7 @@ func gatewayRun(args []string) int {
 		return 1
 	}
 	g := &gateway{cfgPath: configPath(), flagToken: f.vals["token"], started: time.Now(), reload: envDuration("FAKECLAW_RELOAD_DELAY", 0)}
+	authored, _ := os.ReadFile(g.cfgPath)
 	cfg, code := loadGatewayConfig(g.cfgPath, f.bools["allow-unconfigured"])
 	if code != 0 {
 		return code
@@ -67,13 +69,9 @@ func gatewayRun(args []string) int {
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if d := envDuration("FAKECLAW_BOOT_DELAY", 100*time.Millisecond); d > 0 {
-		select {
-		case <-time.After(d):
-		case s := <-sigs:
-			fmt.Printf("[gateway] received %s during startup; exiting\n", signalName(s))
-			return 0
-		}
+	fmt.Println(startingLine)
+	if code, stop := g.boot(envDuration("FAKECLAW_BOOT_DELAY", 100*time.Millisecond), authored, sigs); stop {
+		return code
 	}
 	host := "0.0.0.0"
 	if bind == "loopback" {
@@ -124,6 +122,42 @@ func crashTrigger() (<-chan time.Time, string) {
 		return time.After(d), "FAKECLAW_CRASH_AFTER=" + os.Getenv("FAKECLAW_CRASH_AFTER")
 	}
 	return nil, ""
+}
+
+// startingLine is what the gateway prints once it has read its config and starts.
+const startingLine = "[gateway] starting on the config read"
+
+// msgStartupInputsChanged is what the engine prints when its config file changed while it
+// started (exit 78).
+const msgStartupInputsChanged = "OpenClaw migration inputs changed during startup (authored config file contents changed); refusing to report the gateway ready. Restart OpenClaw so state migrations run against the final config and plugin inventory."
+
+// boot is the gateway's startup, d long. Like the engine's startup guard, a change of the
+// config file's contents since authored (read when the gateway started) ends it with exit 78
+// and the engine's message, noticed as it happens or at the end; a signal ends it with 0.
+func (g *gateway) boot(d time.Duration, authored []byte, sigs <-chan os.Signal) (code int, stop bool) {
+	changed := func() bool {
+		now, _ := os.ReadFile(g.cfgPath)
+		return !bytes.Equal(now, authored)
+	}
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for done := time.After(d); ; {
+		select {
+		case s := <-sigs:
+			fmt.Printf("[gateway] received %s during startup; exiting\n", signalName(s))
+			return 0, true
+		case <-poll.C:
+			if !changed() {
+				continue
+			}
+		case <-done:
+			if !changed() {
+				return 0, false
+			}
+		}
+		fmt.Fprintln(os.Stderr, msgStartupInputsChanged)
+		return 78, true
+	}
 }
 
 // loadGatewayConfig reads the config as openclaw's gateway does before it starts; code is

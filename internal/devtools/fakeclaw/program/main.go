@@ -55,7 +55,11 @@
 // Fault injection, environment only:
 //
 //	FAKECLAW_FAIL_START=1           gateway run writes a message to stderr and exits 1 at once
-//	FAKECLAW_BOOT_DELAY=<duration>  time before the gateway listens (default 100ms)
+//	FAKECLAW_BOOT_DELAY=<duration>  time before the gateway listens (default 100ms); as the
+//	                                engine's startup guard, a change of the config file
+//	                                after "[gateway] starting on the config read" ends the
+//	                                start with exit 78 and the engine's "OpenClaw migration
+//	                                inputs changed during startup" message
 //	FAKECLAW_CRASH_AFTER=<duration> the gateway exits 1 that long after it started listening
 //	FAKECLAW_FAIL=<cmd>[,<cmd>...]  those CLI commands exit 1 with {"ok":false,"error":{...}};
 //	                                a <cmd> is a command path prefix such as "cron add", "cron",
