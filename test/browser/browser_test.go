@@ -23,7 +23,7 @@ func TestConsoleInChromium(t *testing.T) {
 	s := startSuite(t)
 	token := s.token(t, workspace)
 	readToken := readOnlyToken(s.ctx, t, s.p)
-	s.run(t, "console.test.mjs", 12, "AGENTPLANE_TOKEN="+token, "AGENTPLANE_READ_TOKEN="+readToken)
+	s.run(t, "console.test.mjs", 13, "AGENTPLANE_TOKEN="+token, "AGENTPLANE_READ_TOKEN="+readToken)
 	for _, name := range []string{"overview.png", "config.png"} {
 		s.screenshot(t, name, "")
 	}

@@ -10,6 +10,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { seriousViolations } from './axe.mjs';
 
 const URL = process.env.AGENTPLANE_URL;
 const TOKEN = process.env.AGENTPLANE_TOKEN;
@@ -49,7 +50,8 @@ const replies = () => page.evaluate((r) => [...document.querySelectorAll('.chat-
 
 before(async () => {
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM, args: ['--no-sandbox'] });
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  // bypassCSP: the accessibility check injects axe-core (axe.mjs).
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
   page = await context.newPage();
   await page.goto(`${URL}/console`);
   await page.getByLabel('API token or key').fill(TOKEN);
@@ -107,6 +109,13 @@ test('conversations: start a new one, then reopen the first', async () => {
   await chat().getByRole('status', { name: 'Chat status' }).getByText(/reopened/).waitFor({ timeout: T });
   await transcript().locator('.chat-assistant .chat-text', { hasText: REPLY }).waitFor({ timeout: T });
   await transcript().getByText('Tool call: read_notes').waitFor({ timeout: T });
+});
+
+test('accessibility: axe-core finds no serious or critical violation on the agent page with its chat', async () => {
+  // A conversation with a tool call (its details open) and the turn's usage is on the page.
+  await transcript().locator('details', { hasText: 'Tool call: read_notes' }).evaluate((el) => { el.open = true; });
+  const { serious, found } = await seriousViolations(page);
+  assert.deepEqual(serious, [], JSON.stringify(found, null, 2));
 });
 
 test('a message to a sleeping agent wakes it, and the pane says so', async () => {

@@ -44,7 +44,7 @@ func TestChatInChromium(t *testing.T) {
 	if err := s.p.Client().Patch(s.ctx, a, patch); err != nil {
 		t.Fatal(err)
 	}
-	s.run(t, "chat.test.mjs", 6, "AGENTPLANE_TOKEN="+token, "CHAT_AGENT="+talker, "BUDGET_AGENT="+spender)
+	s.run(t, "chat.test.mjs", 7, "AGENTPLANE_TOKEN="+token, "CHAT_AGENT="+talker, "BUDGET_AGENT="+spender)
 	s.screenshot(t, "chat.png", "console-chat.png")
 }
 

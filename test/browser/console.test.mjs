@@ -8,6 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { seriousViolations } from './axe.mjs';
 
 const URL = process.env.AGENTPLANE_URL;
 const TOKEN = process.env.AGENTPLANE_TOKEN;
@@ -193,6 +194,28 @@ test('phone width: the page does not scroll sideways', async () => {
       await pg.waitForLoadState('networkidle').catch(() => {});
       const [scroll, client] = await pg.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
       assert.ok(scroll <= client, `${hash}: page is ${scroll}px wide in a ${client}px viewport`);
+    }
+  } finally {
+    await ctx.close();
+  }
+});
+
+test('accessibility: axe-core finds no serious or critical violation on the overview, the agent list and the agent page', async () => {
+  // A context of its own: axe-core is injected, which the console's CSP forbids.
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 900 }, bypassCSP: true });
+  try {
+    const pg = await ctx.newPage();
+    await signIn(pg, TOKEN);
+    // Each page with what it shows loaded: the agent count, the agent's row, its status.
+    for (const [hash, shown] of [
+      ['#/', pg.getByText('1 agent', { exact: true })],
+      ['#/agents', pg.getByRole('link', { name: AGENT })],
+      [`#/agents/${encodeURIComponent(agentId)}`, pg.getByRole('region', { name: 'Status' }).getByText('running', { exact: true })],
+    ]) {
+      await pg.goto(`${URL}/console${hash}`);
+      await shown.waitFor({ timeout: T });
+      const { serious, found } = await seriousViolations(pg);
+      assert.deepEqual(serious, [], `${hash}: ${JSON.stringify(found, null, 2)}`);
     }
   } finally {
     await ctx.close();

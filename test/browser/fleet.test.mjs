@@ -6,15 +6,14 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { createRequire } from 'node:module';
 import { chromium } from 'playwright-core';
+import { seriousViolations } from './axe.mjs';
 
 const URL = process.env.AGENTPLANE_URL;
 const TOKEN = process.env.AGENTPLANE_TOKEN;
 const SHOTS = process.env.SCREENSHOT_DIR;
 const NAMES = ['fleet-alpha', 'fleet-beta', 'fleet-gamma'];
 const T = 30_000; // an upper bound on waits, not a timing assertion
-const AXE = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
 
 let browser, context, page;
 const ids = {};
@@ -161,6 +160,8 @@ test("an agent's chart", async () => {
   if ((await cell('fleet-beta', 'memory').textContent()) !== 'n/a') {
     await cell('fleet-beta', 'cpu').getByText(/%$/).waitFor({ timeout: T });
   }
+  // Selecting the row scrolled the table sideways to its button: back to its first column.
+  await page.getByRole('region', { name: 'Agents table' }).evaluate((el) => { el.scrollLeft = 0; });
   await page.evaluate(() => window.scrollTo(0, 0));
   await page.screenshot({ path: path.join(SHOTS, 'fleet.png'), fullPage: true });
 });
@@ -213,12 +214,7 @@ test('budgets and limits: set from the console, refused with the REST door\'s ow
 });
 
 test('accessibility: axe-core finds no serious or critical violation on the fleet page', async () => {
-  await page.addScriptTag({ path: AXE });
-  const found = await page.evaluate(async () => {
-    const r = await globalThis.axe.run(document, { resultTypes: ['violations'] });
-    return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 5) }));
-  });
-  const serious = found.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  const { serious, found } = await seriousViolations(page);
   assert.deepEqual(serious, [], JSON.stringify(found, null, 2));
 });
 

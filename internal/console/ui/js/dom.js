@@ -42,7 +42,8 @@ export function field(label, attrs = {}, tag = 'input') {
 // table renders rows in a scrolling box: cols is [[header, row => text|Node], ...].
 export function table(caption, cols, rows, empty = 'None yet.') {
   if (!rows || rows.length === 0) return h('p', { class: 'muted' }, empty);
-  return h('div', { class: 'table-wrap', role: 'region', 'aria-label': caption, tabindex: '0' },
+  // The region is named apart from the section around it: landmarks need names of their own.
+  return h('div', { class: 'table-wrap', role: 'region', 'aria-label': `${caption} table`, tabindex: '0' },
     h('table', {},
       h('caption', { class: 'sr-only' }, caption),
       h('thead', {}, h('tr', {}, cols.map(([name]) => h('th', { scope: 'col' }, name)))),

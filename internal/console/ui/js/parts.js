@@ -130,7 +130,7 @@ function snapshots(id) {
     const { snapshots: list = [] } = await get(agentPath(id, '/snapshots'));
     return table('Snapshots', [
       ['Taken', s => when(s.createdAt)], ['CID', s => h('code', { class: 'wrap' }, s.cid)], ['Size', s => `${s.size} B`],
-      ['', s => h('button', { type: 'button', class: 'secondary', 'aria-label': `Reset to ${s.cid}`,
+      ['', s => h('button', { type: 'button', class: 'secondary', 'aria-label': `Reset to this snapshot, ${s.cid}`,
         onclick: action('Reset to snapshot', async () => {
           if (!confirm('Reset the agent\'s home to this snapshot? Later changes are lost.')) return;
           await post(agentPath(id, '/snapshots/reset'), { snapshotCid: s.cid });
