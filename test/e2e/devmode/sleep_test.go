@@ -133,8 +133,11 @@ func TestRealEngineSuspendResumeAndTaskWake(t *testing.T) {
 		woken = sl.WokenAt.Time
 		return true
 	})
-	if woken.Before(due.Add(-lead)) || !woken.Before(due) {
-		t.Fatalf("woken for the task at %s, want from %s (its lead) and before the task's time %s",
+	// Never before the lead began. How soon after is the machine's: on a loaded one the wake
+	// can come after the task's time, and the engine then runs the overdue one-shot at its
+	// start (checked below), so the order of the events is asserted, not their delay.
+	if woken.Before(due.Add(-lead)) {
+		t.Fatalf("woken for the task at %s, before its lead began at %s (task at %s)",
 			woken.Format(time.RFC3339), due.Add(-lead).Format(time.RFC3339), due.Format(time.RFC3339))
 	}
 	e2e.Eventually(t, "the woken agent to run", func() bool {
