@@ -115,11 +115,7 @@ func New(opts Options) *Server {
 	if opts.CredentialRecheck <= 0 {
 		opts.CredentialRecheck = DefaultCredentialRecheck
 	}
-	if opts.APIReader == nil {
-		opts.APIReader = opts.Client
-	}
 	opts.Logs.setDefaults()
-	guardNames(&opts)
 	s := &Server{
 		opts: opts, log: opts.Log.WithName("facade"), mux: http.NewServeMux(), metrics: newMetrics(opts.Registry),
 		limits: newRateLimits(opts.RateLimits),

@@ -83,6 +83,7 @@ func New(d Deps) *Ops {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	guardNames(&d)
 	o := &Ops{d: d}
 	o.auth.o = o
 	return o

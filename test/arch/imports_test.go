@@ -3,8 +3,9 @@
 // packages, never through each other; the REST facade imports no adapter directly (it calls
 // operations); every test skip goes through testenv.Skip; every status write names its
 // field manager (one writer per status field) and, outside the reconcilers' one helper, is
-// the write of a statuspatch loop; and no function is over 80 lines
-// (declarative tables aside, each named with why).
+// the write of a statuspatch loop; no function is over 80 lines (declarative tables aside,
+// each named with why). Each rule is also run over violations planted for it (testdata, or an
+// import graph) and must report each one and nothing else.
 package arch
 
 import (
@@ -14,6 +15,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -244,18 +247,74 @@ func TestControllerPackagesStandAlone(t *testing.T) {
 	direct := imports(t)
 	found := 0
 	for rel := range direct {
-		if !under(rel, "controllers") {
-			continue
-		}
-		found++
-		for d := range deps(direct, rel) {
-			if under(d, "controllers") && d != "controllers" {
-				t.Errorf("%s depends on %s: controller packages share code only through package controllers", rel, d)
-			}
+		if under(rel, "controllers") {
+			found++
 		}
 	}
 	if found < 2 {
 		t.Errorf("found %d packages under controllers: the layout changed, update the test", found)
+	}
+	for _, v := range controllerViolations(direct) {
+		t.Error(v)
+	}
+}
+
+// controllerViolations are the dependencies in the import graph direct of a package under
+// controllers on a controller package (but the parent).
+func controllerViolations(direct map[string][]string) []string {
+	var out []string
+	for rel := range direct {
+		if !under(rel, "controllers") {
+			continue
+		}
+		for d := range deps(direct, rel) {
+			if under(d, "controllers") && d != "controllers" {
+				out = append(out, fmt.Sprintf("%s depends on %s: controller packages share code only through package controllers", rel, d))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestControllerRuleFiresOnPlantedViolations: over a graph of controller packages that keeps
+// the rule (each imports the parent and the layers below), a controller importing another
+// directly, one importing another through a shared package, and the parent importing a
+// controller are each reported, and nothing else.
+func TestControllerRuleFiresOnPlantedViolations(t *testing.T) {
+	legal := map[string][]string{
+		"controllers": {"internal/adapters/runtime"}, "controllers/agent": {"controllers", "internal/ops"},
+		"controllers/domain": {"controllers"}, "controllers/task": {"controllers", "internal/adapters/runtime"},
+		"controllers/gc": {"internal/adapters/runtime"},
+		"internal/ops":   {"internal/adapters/runtime"}, "internal/adapters/runtime": nil,
+	}
+	if v := controllerViolations(legal); len(v) > 0 {
+		t.Fatalf("the legal graph breaks the rule: %v", v)
+	}
+	for _, c := range []struct {
+		from, imports string
+		want          []string
+	}{
+		{"controllers/agent", "controllers/domain", []string{"controllers/agent depends on controllers/domain"}},
+		{"internal/ops", "controllers/task", []string{"controllers/agent depends on controllers/task"}},
+		{"controllers", "controllers/gc", []string{
+			"controllers depends on controllers/gc", "controllers/agent depends on controllers/gc",
+			"controllers/domain depends on controllers/gc", "controllers/task depends on controllers/gc",
+		}},
+	} {
+		graph := map[string][]string{}
+		for k, v := range legal {
+			graph[k] = append([]string{}, v...)
+		}
+		graph[c.from] = append(graph[c.from], c.imports)
+		var got []string
+		for _, v := range controllerViolations(graph) {
+			got = append(got, strings.SplitN(v, ":", 2)[0])
+		}
+		sort.Strings(c.want)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s importing %s: reported %q, want %q", c.from, c.imports, got, c.want)
+		}
 	}
 }
 

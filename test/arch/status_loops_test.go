@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"go/ast"
 	"go/types"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,31 +90,5 @@ func TestStatusWritersShareOneLoop(t *testing.T) {
 // nothing on the writes made in a Loop's Write.
 func TestStatusLoopRuleFiresOnPlantedViolations(t *testing.T) {
 	dir := filepath.Join("testdata", "statusloops")
-	got := map[string]bool{}
-	for _, v := range loopViolations(loadTyped(t, dir, "."), nil) {
-		got[strings.SplitN(v, ": ", 2)[0]] = true
-	}
-	want := map[string]bool{}
-	src, err := os.ReadFile(filepath.Join(dir, "loops.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(src), "\n") {
-		if wantMarker.MatchString(line) {
-			want[fmt.Sprintf("loops.go:%d", i+1)] = true
-		}
-	}
-	if len(want) < 4 {
-		t.Fatalf("testdata plants only %d violations", len(want))
-	}
-	for pos := range want {
-		if !got[pos] {
-			t.Errorf("the planted violation at %s was not found", pos)
-		}
-	}
-	for pos := range got {
-		if !want[pos] {
-			t.Errorf("%s was reported, but nothing is planted there", pos)
-		}
-	}
+	checkPlanted(t, dir, 4, loopViolations(loadTyped(t, dir, "."), nil))
 }

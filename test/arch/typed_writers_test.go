@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/constant"
 	"go/types"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -192,31 +191,5 @@ func TestStatusWriteRuleFiresOnPlantedViolations(t *testing.T) {
 		"QuotaFieldManager":      {packages: []string{"internal/rules/quota"}},
 	}
 	dir := filepath.Join("testdata", "statuswrites")
-	got := map[string]bool{}
-	for _, v := range ownerViolations(findStatusWrites(loadTyped(t, dir, ".")), docs) {
-		got[strings.SplitN(v, ": ", 2)[0]] = true
-	}
-	want := map[string]bool{}
-	src, err := os.ReadFile(filepath.Join(dir, "writes.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, line := range strings.Split(string(src), "\n") {
-		if wantMarker.MatchString(line) {
-			want[fmt.Sprintf("writes.go:%d", i+1)] = true
-		}
-	}
-	if len(want) < 5 {
-		t.Fatalf("testdata plants only %d violations", len(want))
-	}
-	for pos := range want {
-		if !got[pos] {
-			t.Errorf("the planted violation at %s was not found", pos)
-		}
-	}
-	for pos := range got {
-		if !want[pos] {
-			t.Errorf("%s was reported, but nothing is planted there", pos)
-		}
-	}
+	checkPlanted(t, dir, 5, ownerViolations(findStatusWrites(loadTyped(t, dir, ".")), docs))
 }

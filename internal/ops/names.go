@@ -1,4 +1,4 @@
-package facade
+package ops
 
 import (
 	"context"
@@ -10,9 +10,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Path values become object names. A name no object can have ("..", "a/b", "%zz" — client-go
-// refuses to put them in a URL) must read as a missing object, so each route answers its own
-// 404, rather than as client-go's request-building error (a 500).
+// Names from outside (a REST route's path values, a CLI's arguments) become object names. A
+// name no object can have ("..", "a/b", "%zz" — client-go refuses to put them in a URL) must
+// read as a missing object, so each operation answers its own not-found (a route its 404),
+// rather than client-go's request-building error (a 500).
 
 // namedReader is a client.Reader whose Get answers NotFound for impossible names.
 type namedReader struct{ client.Reader }
@@ -39,12 +40,12 @@ func impossibleName(key client.ObjectKey, obj client.Object) error {
 	return apierrors.NewNotFound(k8sschema.GroupResource{Resource: fmt.Sprintf("%T", obj)}, key.Name)
 }
 
-// guardNames wraps the options' clients with the impossible-name check.
-func guardNames(opts *Options) {
-	if opts.Client != nil {
-		opts.Client = namedClient{opts.Client}
+// guardNames wraps d's clients with the impossible-name check.
+func guardNames(d *Deps) {
+	if d.Client != nil {
+		d.Client = namedClient{d.Client}
 	}
-	if opts.APIReader != nil {
-		opts.APIReader = namedReader{opts.APIReader}
+	if d.APIReader != nil {
+		d.APIReader = namedReader{d.APIReader}
 	}
 }
