@@ -211,8 +211,12 @@ TEST_ENV := CGO_ENABLED=0
 ENGINE_ENV = AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)"
 
 .PHONY: test-unit
-test-unit: helm ## Tier 1: the tests that start no control plane, engine or node (fake clients, table tests).
+test-unit: ## Tier 1: the tests that start nothing but run in the test's process (fake clients, table tests).
 	$(TEST_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,unit)
+
+.PHONY: test-tools
+test-tools: helm ## Tier 1b: the tests that run programs of this machine (the engine double, node and npm for the CID vectors, the S3 test server, helm).
+	$(TEST_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,tools)
 
 .PHONY: test-envtest
 test-envtest: envtest-assets chromium promtool ## Tier 2: the suites against a real kube-apiserver and etcd (envtest).

@@ -1,7 +1,8 @@
 // Command testtiers lists the packages of one test tier, for the Makefile's test-unit,
 // test-envtest, test-engine and test-node targets:
 //
-//	go run ./hack/testtiers unit     # no control plane, no engine, no node
+//	go run ./hack/testtiers unit     # nothing but Go in the test's process
+//	go run ./hack/testtiers tools    # programs of this machine (node, npm, helm, the engine double)
 //	go run ./hack/testtiers envtest  # a real kube-apiserver and etcd (envtest)
 //	go run ./hack/testtiers engine   # the real OpenClaw engine (and the control plane)
 //	go run ./hack/testtiers node     # a real node: containerd, the kubelet (root)
@@ -28,7 +29,7 @@ func main() {
 	flag.Parse()
 	want := flag.Arg(0)
 	if !*all && !validTier(want) {
-		fmt.Fprintf(os.Stderr, "usage: testtiers unit|envtest|engine|node, or -all\n")
+		fmt.Fprintf(os.Stderr, "usage: testtiers unit|tools|envtest|engine|node, or -all\n")
 		os.Exit(2)
 	}
 	pkgs, err := listPackages()

@@ -9,13 +9,14 @@ import (
 type tier string
 
 const (
-	unit    tier = "unit"    // nothing but Go: fake clients, table tests
+	unit    tier = "unit"    // nothing but Go in the test's process: fake clients, table tests
+	tools   tier = "tools"   // programs of this machine: the engine double, node and npm, helm, an S3 server, a binary built for the test
 	envtest tier = "envtest" // a real kube-apiserver and etcd
 	engine  tier = "engine"  // the real OpenClaw engine (Node 24), sandbox and CRIU where asked
 	node    tier = "node"    // a real node: containerd, runc, the kubelet, kube-proxy (root)
 )
 
-var tiers = []tier{unit, envtest, engine, node}
+var tiers = []tier{unit, tools, envtest, engine, node}
 
 func validTier(s string) bool { return slices.Contains(tiers, tier(s)) }
 
@@ -36,6 +37,9 @@ var startedBy = map[tier][]string{
 		module + "internal/devtools/testenv/kubeenv", module + "internal/platform",
 		module + "pkg/agentplanetest", module + "pkg/agentplanetest/controlplane", module + "internal/devtools/controlplane/kit",
 	},
+	// A test that runs a program imports os/exec (or the engine double, whose bin/openclaw
+	// its users run).
+	tools: {"os/exec", module + "internal/devtools/fakeclaw"},
 }
 
 // engineMarkers name the real engine in a test's text: its install, or the variable make test
@@ -55,6 +59,8 @@ func tierOf(p pkg, text string) tier {
 		return engine
 	case uses(envtest):
 		return envtest
+	case uses(tools):
+		return tools
 	}
 	return unit
 }

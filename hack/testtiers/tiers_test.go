@@ -10,11 +10,13 @@ func TestTierOf(t *testing.T) {
 		want tier
 	}{
 		{"plain table tests", pkg{TestImports: []string{"testing", module + "internal/rules/secrets"}}, "", unit},
-		{"a fake engine is not the engine", pkg{XTestImports: []string{module + "internal/devtools/fakeclaw"}}, "", unit},
+		{"a fake engine is not the engine, but a program", pkg{XTestImports: []string{module + "internal/devtools/fakeclaw"}}, "", tools},
+		{"a program the test runs", pkg{TestImports: []string{"os/exec", module + "internal/adapters/cid"}}, "", tools},
+		{"a control plane wins over a program", pkg{TestImports: []string{"os/exec", module + "internal/devtools/testenv/kubeenv"}}, "", envtest},
 		{"the control plane", pkg{XTestImports: []string{module + "internal/devtools/testenv/kubeenv"}}, "", envtest},
 		{"the whole platform", pkg{TestImports: []string{module + "internal/platform"}}, "", envtest},
 		{"the public test kit", pkg{XTestImports: []string{module + "pkg/agentplanetest"}}, "", envtest},
-		{"the engine named in a test", pkg{TestImports: []string{module + "internal/devtools/testenv/kubeenv"}}, `os.Getenv("AGENTPLANE_ENGINE_DIR")`, engine},
+		{"the engine named in a test", pkg{TestImports: []string{module + "internal/devtools/testenv/kubeenv"}}, `os.Getenv("` + engineMarkers[0] + `")`, engine},
 		{"the end-to-end harness", pkg{XTestImports: []string{module + "test/e2e"}}, "", engine},
 		{"a real node wins over the engine", pkg{XTestImports: []string{module + "test/e2e", module + "internal/devtools/localcluster"}}, "", node},
 	} {

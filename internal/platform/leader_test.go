@@ -12,10 +12,10 @@ import (
 // clean stop, and refuses settings under which a deposed leader could act beside the next.
 func TestLeaderElectionOptions(t *testing.T) {
 	var o ctrl.Options
-	if err := (LeaderElectionOptions{}).apply(&o, "sys"); err != nil || o.LeaderElection {
+	if err := (LeaderElectionOptions{}).Apply(&o, "sys"); err != nil || o.LeaderElection {
 		t.Fatalf("disabled: leader election %v, err %v", o.LeaderElection, err)
 	}
-	if err := (LeaderElectionOptions{Enabled: true}).apply(&o, "sys"); err != nil {
+	if err := (LeaderElectionOptions{Enabled: true}).Apply(&o, "sys"); err != nil {
 		t.Fatal(err)
 	}
 	switch {
@@ -30,7 +30,7 @@ func TestLeaderElectionOptions(t *testing.T) {
 		{Enabled: true, LeaseDuration: 2 * time.Second, RenewDeadline: 3 * time.Second},
 		{Enabled: true, RenewDeadline: time.Second, RetryPeriod: time.Second},
 	} {
-		if err := bad.apply(&ctrl.Options{}, "sys"); err == nil || !strings.Contains(err.Error(), "renew deadline") {
+		if err := bad.Apply(&ctrl.Options{}, "sys"); err == nil || !strings.Contains(err.Error(), "renew deadline") {
 			t.Errorf("%+v: got %v, want a refusal", bad, err)
 		}
 	}

@@ -227,7 +227,7 @@ func newManager(ctx context.Context, cfg *rest.Config, scheme *k8sruntime.Scheme
 		Cache:      cache.Options{ByObject: byObject, DefaultTransform: cache.TransformStripManagedFields()},
 		Controller: config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	}
-	if err := o.LeaderElection.apply(&mopts, o.SystemNamespace); err != nil {
+	if err := o.LeaderElection.Apply(&mopts, o.SystemNamespace); err != nil {
 		return nil, err
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)

@@ -54,6 +54,9 @@ type childConfig struct {
 	// Lease tunes the leader election (zero durations: the platform's defaults; Enabled is
 	// LeaderElection).
 	Lease platform.LeaderElectionOptions
+	// Bare runs controller-runtime alone with the same lease instead of the platform
+	// (runBareManager): the failover benchmark's baseline.
+	Bare bool
 }
 
 // childConfigFor is a childConfig reaching the API server of cfg.
@@ -85,6 +88,12 @@ func runChildManager() int {
 	logf.SetLogger(logger)
 	cfg := &rest.Config{Host: c.Host, TLSClientConfig: rest.TLSClientConfig{CAData: c.CAData, CertData: c.CertData, KeyData: c.KeyData}}
 	c.Lease.Enabled = c.LeaderElection
+	if c.Bare {
+		if err := runBareManager(ctx, cfg, c.Lease); err != nil && ctx.Err() == nil {
+			return fail(err)
+		}
+		return 0
+	}
 	o := platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0",
 		Log:            logger,
@@ -173,7 +182,9 @@ func startChild(t testing.TB, name string, cfg childConfig) *child {
 	})
 	select {
 	case a := <-addr:
-		c.url = "http://" + a
+		if !cfg.Bare {
+			c.url = "http://" + a
+		}
 	case <-c.done:
 		t.Fatalf("%s exited before it listened", name)
 	case <-time.After(testenv.EventBound):
