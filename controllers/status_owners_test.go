@@ -15,8 +15,8 @@ import (
 	workspacectrl "github.com/agentplane/agentplane/controllers/workspace"
 	"github.com/agentplane/agentplane/internal/adapters/engine"
 	"github.com/agentplane/agentplane/internal/adapters/engine/openclaw"
-	"github.com/agentplane/agentplane/internal/adapters/modelaccess"
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/kubeaccess"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/kube"
 	"github.com/agentplane/agentplane/internal/rules/admission"
 	"github.com/agentplane/agentplane/internal/rules/quota"
@@ -71,7 +71,7 @@ var _ = Describe("Status writers", Ordered, func() {
 
 		By("the usage recorder")
 		day := time.Now().UTC().Format(time.DateOnly)
-		(&modelaccess.Recorder{Ledger: &oneDelta{d: modelproxy.Delta{
+		(&kubeaccess.Recorder{Ledger: &oneDelta{d: modelproxy.Delta{
 			Agent: ns + "/kept", Workspace: ns, Day: day, Usage: modelproxy.Usage{Requests: 1, InputTokens: 10, OutputTokens: 5},
 		}}, Client: k8sClient, APIReader: k8sClient}).Flush(ctx)
 

@@ -12,7 +12,7 @@ const (
 	// QuotaFieldManager writes the slots and counts of limits that span objects
 	// (internal/rules/quota's Limiter, whichever door or controller calls it).
 	QuotaFieldManager = "agentplane-quota"
-	// ModelProxyFieldManager writes status.usage (internal/adapters/modelaccess's Recorder).
+	// ModelProxyFieldManager writes status.usage (internal/adapters/modelproxy/kubeaccess's Recorder).
 	ModelProxyFieldManager = "agentplane-model-proxy"
 	// StorageMigrationFieldManager is the storage migration's (controllers/storageversion):
 	// its no-op updates, which change no field of any kind but make the API server store

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	agentctrl "github.com/agentplane/agentplane/controllers/agent"
-	"github.com/agentplane/agentplane/internal/adapters/modelaccess"
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/kubeaccess"
 )
 
 // ModelProxyOptions configure the model credential proxy: agents' calls to the model
@@ -95,7 +95,7 @@ func (p *Platform) setupModelProxy(own net.Listener, relay http.Handler) (*model
 	}
 	proxy, err := modelproxy.New(modelproxy.Options{
 		Prices:     prices,
-		Authorizer: &modelaccess.Authorizer{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer},
+		Authorizer: &kubeaccess.Authorizer{Cache: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Sealer: p.sealer},
 		Upstreams:  p.opts.ModelProxy.Upstreams,
 		Log:        p.opts.Log.WithName("modelproxy"),
 		Registerer: metrics.Registry,
@@ -103,7 +103,7 @@ func (p *Platform) setupModelProxy(own net.Listener, relay http.Handler) (*model
 	if err != nil {
 		return nil, err
 	}
-	err = mgr.Add(&modelaccess.Recorder{
+	err = mgr.Add(&kubeaccess.Recorder{
 		Ledger: proxy, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		Interval: p.opts.ModelProxy.FlushInterval, Log: p.opts.Log.WithName("usage"), Currency: prices.Currency(),
 	})

@@ -193,7 +193,7 @@ func TestImportRulesFireOnPlantedViolations(t *testing.T) {
 		"controllers/agent": {"controllers"}, "internal/ops": {"internal/rules/quota", "internal/adapters/runtime"},
 		"internal/rules/quota": {"api/v1alpha1"}, "internal/adapters/runtime": {"api/v1alpha1"},
 		"internal/platform": {"facade", "controllers", "internal/devtools/images"}, "internal/devtools/images": nil,
-		"internal/adapters/modelaccess": {"internal/rules/quota"}, "pkg/client": nil,
+		"internal/adapters/modelproxy/kubeaccess": {"internal/rules/quota"}, "pkg/client": nil,
 	}
 	if v := importViolations(legal); len(v) > 0 {
 		t.Fatalf("the legal graph breaks rules: %v", v)

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
-	"github.com/agentplane/agentplane/internal/adapters/modelaccess"
+	"github.com/agentplane/agentplane/internal/adapters/modelproxy/kubeaccess"
 	"github.com/agentplane/agentplane/internal/rules/auth"
 	"github.com/agentplane/agentplane/internal/rules/secrets"
 )
@@ -45,11 +45,11 @@ type staticKey []byte
 
 func (k staticKey) Key(context.Context) ([]byte, error) { return k, nil }
 
-// realAuthorizer is the platform's Authorizer (internal/adapters/modelaccess) over an in-memory cache
+// realAuthorizer is the platform's Authorizer (internal/adapters/modelproxy/kubeaccess) over an in-memory cache
 // holding one agent, its gateway token Secret, its attached sealed openai key (opened with
 // AES-GCM on every request, as in the manager) and its workspace; it returns the agent's
 // proxy credential.
-func realAuthorizer(ctx context.Context, providerKey string) (*modelaccess.Authorizer, string, error) {
+func realAuthorizer(ctx context.Context, providerKey string) (*kubeaccess.Authorizer, string, error) {
 	const ns, name, gatewayToken = "bench", "a", "gw-token-0123456789abcdef0123456789abcdef"
 	sealer := &secrets.Sealer{Keys: staticKey([]byte("0123456789abcdef0123456789abcdef"))}
 	sealed, err := sealer.Seal(ctx, ns, "openai-key", []byte(providerKey))
@@ -72,12 +72,12 @@ func realAuthorizer(ctx context.Context, providerKey string) (*modelaccess.Autho
 	ws.Name = ns
 	cache := cacheReader{}
 	cache.add(agent, tok, sec, ws)
-	a := &modelaccess.Authorizer{Cache: cache, APIReader: cache, Sealer: sealer}
+	a := &kubeaccess.Authorizer{Cache: cache, APIReader: cache, Sealer: sealer}
 	return a, auth.NewModelCredential(ns, name, gatewayToken), nil
 }
 
 // authorizeCost is the real Authorizer's time per call, measured alone.
-func authorizeCost(ctx context.Context, a *modelaccess.Authorizer, cred string) (time.Duration, error) {
+func authorizeCost(ctx context.Context, a *kubeaccess.Authorizer, cred string) (time.Duration, error) {
 	const n = 20000
 	start := time.Now()
 	for range n {

@@ -8,7 +8,7 @@
 // workers for -d on each side, direct and through the proxy interleaved: -rounds rounds of
 // d/rounds each, the side that goes first alternating (a machine that slows down or warms up
 // during the run weighs on both sides alike). The proxied side goes through the real Authorizer
-// (internal/adapters/modelaccess: credential MAC, agent, token Secret, attached secret opened with
+// (internal/adapters/modelproxy/kubeaccess: credential MAC, agent, token Secret, attached secret opened with
 // AES-GCM, workspace, read from an in-memory cache that deep-copies like the manager's), the
 // route allow-list, budget reservations and the stream's usage request in the path. It
 // prints p50 and p99 latency of both, what the proxy adds, throughput and the ratio

@@ -1,7 +1,8 @@
-// Package modelaccess connects the model proxy (internal/adapters/modelproxy) to the cluster: it
-// authorizes an agent's proxy credential against the Agent, its gateway token and its
-// attached secrets, and it records the proxy's usage in the status of Agents and Workspaces.
-package modelaccess
+// Package kubeaccess connects the model proxy (its parent, internal/adapters/modelproxy) to the
+// cluster as the proxy's Authorizer and Recorder: it authorizes an agent's proxy credential
+// against the Agent, its gateway token and its attached secrets, and it records the proxy's
+// usage in the status of Agents and Workspaces.
+package kubeaccess
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package modelaccess
+package kubeaccess
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package modelaccess
+package kubeaccess
 
 import (
 	"cmp"
@@ -247,7 +247,7 @@ func usageOf(obj client.Object) **agentsv1.ModelUsage {
 	case *agentsv1.Workspace:
 		return &o.Status.Usage
 	}
-	panic("modelaccess: usage of an unknown kind")
+	panic("kubeaccess: usage of an unknown kind")
 }
 
 func splitAgent(id string) (string, string) {
