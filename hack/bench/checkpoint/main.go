@@ -12,6 +12,12 @@
 // answers its health check again; suspend the time of the suspending Ensure. It also prints
 // the checkpoint's size and the agent's RSS before the suspend and after the resume, the
 // medians and the checkpointed/cold ratios.
+//
+// The runtime gives new agents copies of their engine's template, as shipped
+// (--gateway-templates; the reseed addon from $AGENTPLANE_RESEED or bin/, make
+// sandbox-packages). The agent above is the engine's first, which boots cold while the
+// template is made. Then, n times, a new agent born from the template idles and is suspended:
+// its checkpoint's own disk (thinned against the template) against the same checkpoint whole.
 package main
 
 import (
@@ -19,7 +25,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -67,6 +72,10 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	if criu == "" {
 		criu, _ = filepath.Abs("bin/criu")
 	}
+	if os.Getenv(local.ReseedEnv) == "" {
+		reseed, _ := filepath.Abs(filepath.Join("bin", local.ReseedName))
+		os.Setenv(local.ReseedEnv, reseed)
+	}
 	state, err := os.MkdirTemp("", "agentplane-bench-checkpoint-")
 	if err != nil {
 		return err
@@ -74,7 +83,7 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	defer os.RemoveAll(state)
 	rt, err := local.New(local.Options{
 		StateDir: state, Engine: openclaw.New(), EngineDirs: map[string]string{version: engineDir},
-		Log: logr.Discard(), Sandbox: local.SandboxRequired, CRIU: criu,
+		Log: logr.Discard(), Sandbox: local.SandboxRequired, CRIU: criu, Templates: true,
 	})
 	if err != nil {
 		return err
@@ -116,13 +125,70 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	fmt.Printf("\nmedian  checkpointed: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
 	fmt.Printf("median  cold:         suspend %.2f s, resume to first exec %.2f s\n", cold.suspend, cold.resume)
 	fmt.Printf("ratio checkpointed/cold: suspend %.3f, resume %.3f\n", c.suspend/cold.suspend, c.resume/cold.resume)
+	own, whole, err := bornRounds(ctx, rt, version, n, idle)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("median  born from the template: checkpoint %.0f MiB of its own, %.0f MiB whole: ratio %.3f\n", own, whole, own/whole)
 	row := fmt.Sprintf("median of %d rounds, engine %s", n, version)
 	const base, of = "the same agent suspended and resumed cold", "checkpointed / cold"
 	return report.Write(*jsonOut, []report.Result{
 		{Bench: "checkpoint", Row: row, Metric: "resume to first console exec", Value: c.resume, Unit: "s", Baseline: base, BaselineValue: cold.resume, Ratio: c.resume / cold.resume, RatioOf: of + "; target: at most 1 s"},
 		{Bench: "checkpoint", Row: row, Metric: "suspend", Value: c.suspend, Unit: "s", Baseline: base, BaselineValue: cold.suspend, Ratio: c.suspend / cold.suspend, RatioOf: of},
-		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk", Value: c.imageMiB, Unit: "MiB"},
+		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk, a gateway booted cold", Value: c.imageMiB, Unit: "MiB"},
+		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk, an idle agent born from the template", Value: own, Unit: "MiB",
+			Baseline: "the same checkpoint whole (not thinned against its template)", BaselineValue: whole, Ratio: own / whole, RatioOf: "thinned / whole; target: at most 64 MiB"},
 	})
+}
+
+// bornRounds waits for the engine's template, then n times makes a new agent born from it,
+// lets it idle and suspends it: it returns the medians of its checkpoint's own disk and of the
+// same checkpoint whole, in MiB. Each agent is deleted after its round.
+func bornRounds(ctx context.Context, rt *local.Runtime, version string, n int, idle time.Duration) (own, whole float64, err error) {
+	for start := time.Now(); ; {
+		ok, why := rt.TemplateReady(version)
+		if ok {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return 0, 0, fmt.Errorf("no template: %s", why)
+		}
+		if err := benchkit.Sleep(ctx, time.Second); err != nil {
+			return 0, 0, err
+		}
+	}
+	type size struct{ own, whole float64 }
+	var sizes []size
+	for i := range n {
+		ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: fmt.Sprintf("born-%d", i)}}
+		d := runtime.Desired{EngineVersion: version, GatewayToken: fmt.Sprintf("bench-born-token-%d-0123456789", i)}
+		first, err := waitRunning(ctx, rt, ag, d)
+		if err != nil {
+			return 0, 0, err
+		}
+		if first.Reason != agentsv1.ReasonBornFromGatewayTemplate {
+			return 0, 0, fmt.Errorf("agent %s was not born from the template: %s %s", ag.Name, first.Reason, first.Message)
+		}
+		if err := benchkit.Sleep(ctx, idle); err != nil {
+			return 0, 0, err
+		}
+		sd := d
+		sd.Stopped, sd.Suspended = true, true
+		if o, err := rt.Ensure(ctx, ag, sd); err != nil || o.Phase != runtime.PhaseStopped {
+			return 0, 0, fmt.Errorf("suspend %s: %v %+v", ag.Name, err, o)
+		}
+		o, w, err := local.CheckpointSize(filepath.Join(rt.AgentDir(ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}), "checkpoint"))
+		if err != nil || o == 0 {
+			return 0, 0, fmt.Errorf("the checkpoint of %s: %v (%d bytes; see the runtime's log)", ag.Name, err, o)
+		}
+		s := size{own: float64(o) / (1 << 20), whole: float64(w) / (1 << 20)}
+		fmt.Printf("born %d  checkpoint %.1f MiB of its own, %.0f MiB whole\n", i+1, s.own, s.whole)
+		sizes = append(sizes, s)
+		if err := rt.Delete(ctx, ag); err != nil {
+			return 0, 0, err
+		}
+	}
+	return benchkit.Median(sizes, func(s size) float64 { return s.own }), benchkit.Median(sizes, func(s size) float64 { return s.whole }), nil
 }
 
 func label(ckpt bool) string {
@@ -143,7 +209,8 @@ func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, key ktype
 		return s, "", fmt.Errorf("suspend: %v %+v", err, o)
 	}
 	s.suspend = time.Since(start).Seconds()
-	s.imageMiB = duMiB(filepath.Join(rt.AgentDir(key), "checkpoint"))
+	own, _, _ := local.CheckpointSize(filepath.Join(rt.AgentDir(key), "checkpoint"))
+	s.imageMiB = float64(own) / (1 << 20)
 	if ckpt && s.imageMiB == 0 {
 		return s, "", errors.New("no checkpoint was taken (see the runtime's log)")
 	}
@@ -183,20 +250,6 @@ func waitRunning(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, d r
 			return first, err
 		}
 	}
-}
-
-// duMiB is the size of the files under dir (0 when there is none).
-func duMiB(dir string) float64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, e fs.DirEntry, err error) error {
-		if err == nil && e.Type().IsRegular() {
-			if info, err := e.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return float64(n) / (1 << 20)
 }
 
 func medians(s []sample) sample {

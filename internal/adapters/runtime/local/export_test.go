@@ -90,3 +90,7 @@ func RefusedSyscalls() []RefusedSyscall {
 	}
 	return out
 }
+
+// CheckpointPages counts a checkpoint's pages, in bytes: in its own pages files and in its
+// parent image (its template's).
+func CheckpointPages(dir string) (own, inParent int64, err error) { return checkpointPages(dir) }

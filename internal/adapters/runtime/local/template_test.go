@@ -213,7 +213,7 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 	// sandbox layout, on the same state.
 	a, d := newAgent("tpl-copy-0"), desired("tok-copy-0")
 	before := instanceOf(t, f, a)
-	if r := suspendAndResume(t, f, a, d, nil); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+	if r := suspendAndResume(t, f, a, d, thinnedAgainstTemplate(t)); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 		t.Fatalf("a copy's resume = %+v, want %s", r, agentsv1.ReasonRestoredFromCheckpoint)
 	}
 	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-copy-0", 404)
@@ -238,6 +238,28 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 		t.Fatalf("an agent of a broken template = %+v, want a cold start that says the template could not be restored", o)
 	}
 	waitStatus(t, o.Endpoint, "tok-broken", 404)
+}
+
+// thinnedAgainstTemplate checks a suspended copy's checkpoint: it keeps in its own files
+// only the pages that differ from its template's, the others are marked as in its parent image
+// (links to the template's), so its restore (which follows) reads them there.
+func thinnedAgainstTemplate(t *testing.T) func(dir string) {
+	return func(dir string) {
+		t.Helper()
+		own, inParent, err := local.CheckpointPages(dir)
+		if err != nil {
+			t.Fatalf("read the copy's checkpoint: %v", err)
+		}
+		size, _, err := local.CheckpointSize(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the suspended copy's checkpoint: %d MiB on disk of its own, %d MiB of pages kept, %d MiB of pages its template's",
+			size>>20, own>>20, inParent>>20)
+		if inParent == 0 {
+			t.Fatalf("the copy's checkpoint leaves no page to its template (%d MiB kept): it was not thinned", own>>20)
+		}
+	}
 }
 
 // TestPoolMembersAreBornFromTheTemplate: once its engine's template is ready, a warm pool's
