@@ -439,28 +439,6 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	a.log.Info("gateway checkpointed", "took", took, "dir", dir, "diskMiB", size>>20)
 }
 
-// thinCheckpointLocked thins the fresh checkpoint in dir of a gateway born from a template
-// against that template's image (checkpoint_thin.go). A checkpoint that cannot be thinned
-// is kept whole, and why is logged.
-func (a *agent) thinCheckpointLocked(dir string) {
-	if a.st.Template == "" {
-		return
-	}
-	image := filepath.Join(a.rt.templateDir(a.st.Template), tplImage)
-	if _, err := os.Stat(filepath.Join(image, "inventory.img")); err != nil {
-		a.log.Info("the checkpoint keeps all its pages: its template's image is gone", "template", a.st.Template)
-		return
-	}
-	start := time.Now()
-	st, err := thinCheckpoint(dir, image)
-	if err != nil {
-		a.log.Info("the checkpoint keeps all its pages: it could not be thinned against its template", "error", err.Error())
-		return
-	}
-	a.log.Info("checkpoint thinned against the gateway's template", "keptMiB", st.kept>>20, "inTemplateMiB", st.inParent>>20,
-		"took", time.Since(start).Round(time.Millisecond))
-}
-
 // restoreLocked restores the checkpointed gateway of a waking agent, else (the restore
 // failed) starts it anew, which the phase's reason says. The checkpoint is used once.
 func (a *agent) restoreLocked(ctx context.Context) {

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/checkpoint-restore/go-criu/v7/crit"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/pagemap"
@@ -38,6 +39,28 @@ const (
 	// checkpointParentName is a checkpoint's parent image dir (CRIU's CR_PARENT_LINK).
 	checkpointParentName = "parent"
 )
+
+// thinCheckpointLocked thins the fresh checkpoint in dir of a gateway born from a template
+// against that template's image (checkpoint_thin.go). A checkpoint that cannot be thinned
+// is kept whole, and why is logged.
+func (a *agent) thinCheckpointLocked(dir string) {
+	if a.st.Template == "" {
+		return
+	}
+	image := filepath.Join(a.rt.templateDir(a.st.Template), tplImage)
+	if _, err := os.Stat(filepath.Join(image, "inventory.img")); err != nil {
+		a.log.Info("the checkpoint keeps all its pages: its template's image is gone", "template", a.st.Template)
+		return
+	}
+	start := time.Now()
+	st, err := thinCheckpoint(dir, image)
+	if err != nil {
+		a.log.Info("the checkpoint keeps all its pages: it could not be thinned against its template", "error", err.Error())
+		return
+	}
+	a.log.Info("checkpoint thinned against the gateway's template", "keptMiB", st.kept>>20, "inTemplateMiB", st.inParent>>20,
+		"took", time.Since(start).Round(time.Millisecond))
+}
 
 // thinStats are the bytes of pages a thinned checkpoint kept and handed to its parent.
 type thinStats struct{ kept, inParent int64 }
