@@ -41,7 +41,7 @@ const (
 )
 
 // thinCheckpointLocked thins the fresh checkpoint in dir of a gateway born from a template
-// against that template's image (checkpoint_thin.go). A checkpoint that cannot be thinned
+// against that template's image (thinCheckpoint, below). A checkpoint that cannot be thinned
 // is kept whole, and why is logged.
 func (a *agent) thinCheckpointLocked(dir string) {
 	if a.st.Template == "" {
