@@ -257,6 +257,8 @@ type thinner struct {
 	parent []pageRange
 	pf     io.ReaderAt // the parent's pages
 	st     thinStats
+	// page and ppage hold a page of the process and the parent's at its address.
+	page, ppage [pageSize]byte
 }
 
 // entry is e split into runs of pages kept (e's flags) and runs equal to the parent's.
@@ -265,7 +267,7 @@ func (t *thinner) entry(e *pagemap.PagemapEntry) ([]*pagemap.PagemapEntry, error
 		return []*pagemap.PagemapEntry{e}, nil
 	}
 	var runs []*pagemap.PagemapEntry
-	page, ppage := make([]byte, pageSize), make([]byte, pageSize)
+	page, ppage := t.page[:], t.ppage[:]
 	for i := uint32(0); i < e.GetNrPages(); i++ {
 		vaddr := e.GetVaddr() + uint64(i)*pageSize
 		if _, err := io.ReadFull(t.r, page); err != nil {
