@@ -197,7 +197,7 @@ test-prereqs: ## What make test needs first, in two lanes side by side (hack/tes
 
 .PHONY: test
 test: test-prereqs ## Every tier, in two lanes (hack/test-all.sh): the packages that boot gateways or a node one at a time, the checks (verify-generated, vet, lint) and the rest beside them.
-	$(TEST_ENV) $(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(GO_TEST_FLAGS)" EXAMPLE_MODULES="$(EXAMPLE_MODULES)" hack/test-all.sh "$(MAKE)"
+	$(TEST_ENV) $(ENGINE_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) GO_TEST_FLAGS="$(TEST_LDFLAGS) $(GO_TEST_FLAGS)" EXAMPLE_MODULES="$(EXAMPLE_MODULES)" hack/test-all.sh "$(MAKE)"
 
 # The test tiers (hack/testtiers: a package's tier is the heaviest thing its tests start). make
 # test runs all of them at once; these run one, for a quicker answer while working.
@@ -208,38 +208,42 @@ TIER_PKGS = $$($(GO) run ./hack/testtiers $(1))
 # which nearly everything imports, and with cgo on for the test binaries a fresh machine
 # compiled the whole graph twice (and go-ethereum's C secp256k1). Nothing of the module uses cgo.
 TEST_ENV := CGO_ENABLED=0
+# Test binaries are linked without DWARF (-w): no debugger reads them, and linking is most of a
+# tier that starts nothing (make test-unit links 45 test binaries; DWARF was about a fifth of
+# it). A debugging session passes its own: make test-unit TEST_LDFLAGS=.
+TEST_LDFLAGS ?= -ldflags=-w
 ENGINE_ENV = AGENTPLANE_ENGINE_DIR="$$(hack/install-engine.sh --print-dir)" AGENTPLANE_PREVIOUS_ENGINE_DIR="$$(hack/install-engine.sh --previous --print-dir)"
 
 .PHONY: test-unit
 test-unit: ## Tier 1: the tests that start nothing but run in the test's process (fake clients, table tests).
-	$(TEST_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,unit)
+	$(TEST_ENV) $(GO) test $(TEST_LDFLAGS) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,unit)
 
 .PHONY: test-tools
 test-tools: helm ## Tier 1b: the tests that run programs of this machine (the engine double, node and npm for the CID vectors, the S3 test server, helm).
-	$(TEST_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,tools)
+	$(TEST_ENV) $(GO) test $(TEST_LDFLAGS) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,tools)
 
 .PHONY: test-envtest
 test-envtest: envtest-assets chromium promtool ## Tier 2: the suites against a real kube-apiserver and etcd (envtest).
-	$(TEST_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,envtest)
+	$(TEST_ENV) $(GO) test $(TEST_LDFLAGS) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,envtest)
 
 .PHONY: test-engine
 test-engine: envtest-assets sandbox-packages engine ## Tier 3: the tests with the real OpenClaw engine (local runtime, sandbox, CRIU; root for some).
-	$(TEST_ENV) $(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,engine)
+	$(TEST_ENV) $(ENGINE_ENV) $(GO) test $(TEST_LDFLAGS) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,engine)
 
 .PHONY: test-node
 test-node: envtest-assets cluster-binaries node-packages engine helm ## Tier 4: the real-node tests (containerd, the kubelet; root).
-	$(TEST_ENV) $(ENGINE_ENV) $(GO) test -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,node)
+	$(TEST_ENV) $(ENGINE_ENV) $(GO) test $(TEST_LDFLAGS) -timeout $(TEST_TIMEOUT) $(GO_TEST_FLAGS) $(call TIER_PKGS,node)
 
 STRESS_TIMEOUT ?= 10m
 
 .PHONY: test-stress
 test-stress: envtest-assets ## Only the stress, fault and security tests (test/stress), verbose; `make test` runs them too.
-	$(TEST_ENV) $(GO) test -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/
+	$(TEST_ENV) $(GO) test $(TEST_LDFLAGS) -count=1 -v -timeout $(STRESS_TIMEOUT) $(GO_TEST_FLAGS) ./test/stress/
 
 .PHONY: test-robustness
 test-robustness: envtest-assets ## Long profile of the linearizability history test: the fixed seeds and 10 random ones, 60 s of traffic each (about 20 min).
 	AGENTPLANE_HISTORY_RUNS=$${AGENTPLANE_HISTORY_RUNS:-10} AGENTPLANE_HISTORY_DURATION=$${AGENTPLANE_HISTORY_DURATION:-60s} \
-		$(TEST_ENV) $(GO) test -count=1 -v -timeout 60m $(GO_TEST_FLAGS) -run 'TestHistoryIsLinearizable' ./test/stress/
+		$(TEST_ENV) $(GO) test $(TEST_LDFLAGS) -count=1 -v -timeout 60m $(GO_TEST_FLAGS) -run 'TestHistoryIsLinearizable' ./test/stress/
 
 ##@ Benchmarks
 

@@ -20,7 +20,7 @@ import (
 // a method called on a value of one of their types however it was obtained, and client-go's
 // retries. No file is exempt: authentication reads through an operation too (ops.AuthLookup).
 func TestHandlersCallOperations(t *testing.T) {
-	pkgs := loadTyped(t, filepath.Join("..", ".."), "./facade/...")
+	pkgs := loadModule(t, "facade")
 	files := 0
 	for _, p := range pkgs {
 		files += len(p.Syntax)

@@ -75,7 +75,7 @@ func inLoopWrite(info *types.Info, stack []ast.Node) bool {
 // TestStatusWritersShareOneLoop: every status write of the module's shipped code is the
 // reconcilers' one helper or the Write of a statuspatch.Loop.
 func TestStatusWritersShareOneLoop(t *testing.T) {
-	pkgs := loadTyped(t, filepath.Join("..", ".."), "./...")
+	pkgs := loadModule(t, "")
 	if n := len(findStatusWrites(pkgs)); n < 5 {
 		t.Fatalf("found only %d status writes", n)
 	}

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/tools/go/packages"
@@ -24,11 +25,43 @@ type statusWrite struct {
 	problem string // what is wrong with the owner argument, "" when it names a constant
 }
 
+// typedMode loads a package's syntax and types (its dependencies' from their export data).
+const typedMode = packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo
+
 // loadTyped loads patterns (non-test files) from dir with their types.
 func loadTyped(t *testing.T, dir string, patterns ...string) []*packages.Package {
 	t.Helper()
-	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo, Dir: dir}
-	pkgs, err := packages.Load(cfg, patterns...)
+	pkgs, err := packages.Load(&packages.Config{Mode: typedMode, Dir: dir}, patterns...)
+	return checkLoaded(t, pkgs, err)
+}
+
+// moduleTyped is the whole module with its types, loaded once for the rules that read all of
+// it: each load type-checks every package of the module from source (seconds of CPU).
+var moduleTyped = sync.OnceValues(func() ([]*packages.Package, error) {
+	return packages.Load(&packages.Config{Mode: typedMode, Dir: filepath.Join("..", "..")}, "./...")
+})
+
+// loadModule is the module's packages with their types; under, when given, keeps those of
+// that directory of the module and below.
+func loadModule(t *testing.T, under string) []*packages.Package {
+	t.Helper()
+	pkgs, err := moduleTyped()
+	pkgs = checkLoaded(t, pkgs, err)
+	if under == "" {
+		return pkgs
+	}
+	var kept []*packages.Package
+	for _, p := range pkgs {
+		if p.PkgPath == module+"/"+under || strings.HasPrefix(p.PkgPath, module+"/"+under+"/") {
+			kept = append(kept, p)
+		}
+	}
+	return kept
+}
+
+// checkLoaded fails the test on a load error and reports each package's errors.
+func checkLoaded(t *testing.T, pkgs []*packages.Package, err error) []*packages.Package {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +200,8 @@ func ownerViolations(writes []statusWrite, docs map[string]documentedManager) []
 // the writer was obtained) names a documented field manager, from a package the table assigns
 // it to.
 func TestStatusWritesByType(t *testing.T) {
-	root := filepath.Join("..", "..")
-	docs := readManagerTable(t, filepath.Join(root, "docs", "ARCHITECTURE.md"))
-	writes := findStatusWrites(loadTyped(t, root, "./..."))
+	docs := readManagerTable(t, filepath.Join("..", "..", "docs", "ARCHITECTURE.md"))
+	writes := findStatusWrites(loadModule(t, ""))
 	if len(writes) < 3 {
 		t.Fatalf("found only %d status writes", len(writes))
 	}

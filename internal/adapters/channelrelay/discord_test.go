@@ -131,6 +131,7 @@ func next[T any](t *testing.T, ch <-chan T, what string) T {
 // Discord with the bot's token in place of the relay token. Disabling the channel ends the
 // bot's connection and the gateway's session and drops the inbox.
 func TestDiscordIngressQueuesAndWakes(t *testing.T) {
+	t.Parallel()
 	dc := fakediscord.New(fakediscord.Options{BotToken: discordBotToken})
 	t.Cleanup(dc.Close)
 	s, c := newDiscordIngress(t, dc.APIURL(), sleeping("agent", time.Now().Add(-time.Hour)), discordChannel("agent", true), discordToken("agent"),
@@ -280,6 +281,7 @@ func (g *rawGateway) message() string {
 // does), gets what it had not seen, and a third of the time goes away before it heartbeats.
 // Every message reaches it once, in order.
 func TestDiscordHundredSleepWakeCycles(t *testing.T) {
+	t.Parallel()
 	router := &DiscordRouter{Authorizer: fakeAuthorizer{}, Log: logr.Discard(), Heartbeat: time.Minute}
 	srv, _ := newDiscordRelay(t, "http://127.0.0.1:1", fakeAuthorizer{}, router)
 	ready := json.RawMessage(`{"v":10,"user":{"id":"100000000000000001","username":"bot","bot":true},"guilds":[],"session_id":"upstream","application":{"id":"100000000000000001"}}`)
@@ -334,6 +336,7 @@ func TestDiscordHundredSleepWakeCycles(t *testing.T) {
 // with the bot's token, a bad relay token refused as Discord refuses one, a path that climbs
 // refused, and Discord or the platform down answered as such.
 func TestDiscordRelayREST(t *testing.T) {
+	t.Parallel()
 	dc := fakediscord.New(fakediscord.Options{BotToken: discordBotToken})
 	t.Cleanup(dc.Close)
 	router := &DiscordRouter{Authorizer: fakeAuthorizer{}, Log: logr.Discard()}
@@ -404,6 +407,7 @@ func TestDiscordRelayREST(t *testing.T) {
 // A gateway with a bad relay token is refused with Discord's close code for it, and one
 // that identifies before the bot's own connection is ready waits for it.
 func TestDiscordGatewayRefusesAndWaits(t *testing.T) {
+	t.Parallel()
 	router := &DiscordRouter{Authorizer: fakeAuthorizer{}, Log: logr.Discard(), Heartbeat: time.Minute}
 	srv, _ := newDiscordRelay(t, "http://127.0.0.1:1", fakeAuthorizer{}, router)
 	ws, _, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(srv.URL, "http")+DiscordGatewayPath, nil)
@@ -435,6 +439,7 @@ func TestDiscordGatewayRefusesAndWaits(t *testing.T) {
 // that does not read its events stalls only its own session: the platform's events keep
 // flowing, and the session is dropped once its queue is full.
 func TestDiscordGatewayRefusesBrowsersAndDropsStalledSessions(t *testing.T) {
+	t.Parallel()
 	router := &DiscordRouter{Authorizer: fakeAuthorizer{}, Log: logr.Discard(), Heartbeat: time.Minute, MaxInbox: 2}
 	srv, _ := newDiscordRelay(t, "http://127.0.0.1:1", fakeAuthorizer{}, router)
 	url := "ws" + strings.TrimPrefix(srv.URL, "http") + DiscordGatewayPath
@@ -465,6 +470,7 @@ func TestDiscordGatewayRefusesBrowsersAndDropsStalledSessions(t *testing.T) {
 // plugin fetches media only there under DISCORD_API_URL), which serves the file from Discord's
 // CDN; a URL the relay did not hand out opens nothing.
 func TestDiscordRelayServesAttachments(t *testing.T) {
+	t.Parallel()
 	dc := fakediscord.New(fakediscord.Options{BotToken: discordBotToken})
 	t.Cleanup(dc.Close)
 	s, _ := newDiscordIngress(t, dc.APIURL(), discordChannel("agent", true), discordToken("agent"),

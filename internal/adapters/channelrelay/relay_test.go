@@ -110,6 +110,7 @@ func call(t *testing.T, method, url string, params map[string]any) answer {
 // file download, and refuses what it must not forward; the real token is in no answer and no
 // log line.
 func TestRelayForwardsWithTheRealToken(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(realToken)
 	defer tg.Close()
 	var polledMu sync.Mutex
@@ -187,6 +188,7 @@ func TestRelayForwardsWithTheRealToken(t *testing.T) {
 // A platform that cannot read the channel answers 503; a Telegram that cannot be reached 502,
 // and the transport's error (which names the URL, so the real token) is not logged whole.
 func TestRelayFailures(t *testing.T) {
+	t.Parallel()
 	srv, _ := newRelay(t, "http://127.0.0.1:1", fakeAuthorizer{err: errors.New("kube-apiserver is down")}, nil)
 	if a := call(t, "POST", srv.URL+"/relay/telegram/bot"+relayToken+"/getMe", nil); a.status != 503 || a.body["ok"] != false {
 		t.Errorf("authorizer down: %d %s", a.status, a.raw)

@@ -13,6 +13,7 @@ import (
 // its answer is back (Sends.Busy, which holds the agent's suspend back); Telegram's long poll
 // and Discord's reads do not.
 func TestSendsCountCallsInFlightThatChangeSomething(t *testing.T) {
+	t.Parallel()
 	arrived, release := make(chan string, 4), make(chan struct{})
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		arrived <- req.Method + " " + req.URL.Path

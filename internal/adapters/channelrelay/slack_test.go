@@ -52,6 +52,7 @@ func slackCall(t *testing.T, srv, method, header string, form url.Values) (int, 
 // and in a form's token field (the fake refuses a call where either is not the bot's), and
 // refuses what would end the bot for every agent; the bot token is in no answer or log line.
 func TestSlackRelayForwardsWithTheBotToken(t *testing.T) {
+	t.Parallel()
 	sl := fakeslack.New(fakeslack.Options{BotToken: slackBotToken})
 	t.Cleanup(sl.Close)
 	srv, logs := newSlackRelay(t, sl.APIURL(), fakeAuthorizer{}, nil)
@@ -180,6 +181,7 @@ func message(text string) json.RawMessage {
 // connection, an envelope Slack sends twice is kept once, and a newer connection replaces an
 // older one.
 func TestSlackRouterDeliversUntilAcked(t *testing.T) {
+	t.Parallel()
 	router := &SlackRouter{Authorizer: fakeAuthorizer{}, Log: logr.Discard(), MaxInbox: 3}
 	srv, _ := newSlackRelay(t, "http://127.0.0.1:1", fakeAuthorizer{}, router)
 

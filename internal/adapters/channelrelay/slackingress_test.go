@@ -65,6 +65,7 @@ func newSlackIngress(t *testing.T, api string, objs ...client.Object) (*SlackIng
 // sleeps; the woken gateway gets the message over its relay websocket. Disabling the channel
 // ends the socket and drops the inbox.
 func TestSlackIngressQueuesAndWakes(t *testing.T) {
+	t.Parallel()
 	sl := fakeslack.New(fakeslack.Options{BotToken: slackBotToken, AppToken: slackAppToken})
 	t.Cleanup(sl.Close)
 	s, c := newSlackIngress(t, sl.APIURL(), sleeping("agent", time.Now().Add(-time.Hour)), slackChannel("agent", true), slackTokens("agent"),
@@ -125,6 +126,7 @@ func TestSlackIngressQueuesAndWakes(t *testing.T) {
 // An agent put to sleep while its inbox holds what its gateway did not ack is woken by the
 // next reconcile.
 func TestSlackIngressWakesForWhatWaits(t *testing.T) {
+	t.Parallel()
 	sl := fakeslack.New(fakeslack.Options{BotToken: slackBotToken, AppToken: slackAppToken})
 	t.Cleanup(sl.Close)
 	s, c := newSlackIngress(t, sl.APIURL(), sleeping("agent", time.Now().Add(-time.Hour)), slackChannel("agent", true), slackTokens("agent"))
@@ -147,6 +149,7 @@ func TestSlackIngressWakesForWhatWaits(t *testing.T) {
 // all cycles, every message is handled exactly once and in the order sent, and Slack has
 // every envelope acked.
 func TestSlackHundredSleepWakeCycles(t *testing.T) {
+	t.Parallel()
 	sl := fakeslack.New(fakeslack.Options{BotToken: slackBotToken, AppToken: slackAppToken})
 	t.Cleanup(sl.Close)
 	s, c := newSlackIngress(t, sl.APIURL(), sleeping("agent", time.Now().Add(-time.Hour)), slackChannel("agent", true), slackTokens("agent"))

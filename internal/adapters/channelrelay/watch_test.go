@@ -83,6 +83,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 // once an update waits and leaves the update to the gateway; it never polls for an agent that
 // is awake, has no enabled channel, or has a wake pending.
 func TestWatchWakesASleepingAgentForItsMessage(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(realToken)
 	defer tg.Close()
 	since := time.Now().Add(-time.Hour)
@@ -130,6 +131,7 @@ func TestWatchWakesASleepingAgentForItsMessage(t *testing.T) {
 
 // A gateway that asks for its updates through the relay ends the watch's poll of its bot.
 func TestWatchStopsWhenTheGatewayPolls(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(realToken)
 	defer tg.Close()
 	w, _ := newWatch(t, tg.URL, sleeping("asleep", time.Now()), telegramChannel("asleep", true), tokenSecret("asleep"))
@@ -145,6 +147,7 @@ func TestWatchStopsWhenTheGatewayPolls(t *testing.T) {
 
 // The manager's stop ends every poll and waits for it.
 func TestWatchStopsItsPollsWithTheManager(t *testing.T) {
+	t.Parallel()
 	tg := faketelegram.New(realToken)
 	defer tg.Close()
 	w, _ := newWatch(t, tg.URL, sleeping("asleep", time.Now()), telegramChannel("asleep", true), tokenSecret("asleep"))

@@ -93,6 +93,7 @@ func dgSession(t *testing.T, s *Server, token string) (*discordgo.Session, *even
 // discordgo connects (GET /gateway first), identifies, gets READY and GUILD_CREATE, receives a
 // DM and a guild message, and its posts are recorded.
 func TestDiscordgo(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	t.Cleanup(s.Close)
 	o := s.Options()
@@ -223,6 +224,7 @@ func TestDiscordgo(t *testing.T) {
 
 // A wrong token gets 401 from REST and 4004 from the gateway; a rotation refuses the old one.
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	s := New(Options{BotToken: "old"})
 	t.Cleanup(s.Close)
 	bad, _ := dgSession(t, s, "wrong")
@@ -273,6 +275,7 @@ func TestAuth(t *testing.T) {
 
 // A dropped discordgo session resumes and gets the DM sent while it was away.
 func TestResume(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	t.Cleanup(s.Close)
 	dg, ev := dgSession(t, s, s.BotToken())
@@ -305,6 +308,7 @@ func TestResume(t *testing.T) {
 // The gateway protocol on the wire: sequence numbers, intents, RESUME's replay, unknown
 // sessions and bad sequence numbers.
 func TestGatewayWire(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	t.Cleanup(s.Close)
 	tok := s.BotToken()
@@ -466,6 +470,7 @@ func (w *wire) close() {
 
 // The REST answers' shapes for clients other than discordgo: errors, multipart, /gateway/bot.
 func TestREST(t *testing.T) {
+	t.Parallel()
 	s := New(Options{})
 	t.Cleanup(s.Close)
 	do := func(method, path, body, ct string) (int, map[string]any) {
