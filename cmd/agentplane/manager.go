@@ -38,6 +38,9 @@ const templateDirUsage = "with the local runtime and --gateway-templates: where 
 // gatewayTemplatesUsage is the --gateway-templates flag's help.
 const gatewayTemplatesUsage = "with the local runtime (root, CRIU and the reseed addon; false to boot every gateway): give each new agent without secrets of its own a copy of its engine's template gateway (booted once, checkpointed, restored into the agent's sandbox with its own uid, cgroup, network and randomness) instead of booting one"
 
+// checkpointPackAfterUsage is the --checkpoint-pack-after flag's help.
+var checkpointPackAfterUsage = fmt.Sprintf("with the local runtime and checkpoints: how long a suspended agent sleeps before its checkpoint's pages are compressed (about a fifth of the disk; its wake takes about a second more); 0 = %s, negative = never", local.DefaultCheckpointPackAfter)
+
 // agentCAFileUsage is the --agent-ca-file flag's help (dev and manager, local runtime).
 const agentCAFileUsage = "with the local runtime: a PEM file of certificate authorities the agents' Node trusts besides its own (NODE_EXTRA_CA_CERTS in each gateway's and command's environment, the file shown read-only in every sandbox): the CA of an egress that intercepts TLS, without which plugin and skill installs from the registry fail (\"self-signed certificate in certificate chain\"); default: this process's own $NODE_EXTRA_CA_CERTS"
 
@@ -140,6 +143,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <runtime-dir>/compile-cache)")
 	cmd.Flags().BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", true, gatewayTemplatesUsage)
 	cmd.Flags().StringVar(&o.Runtime.TemplateDir, "template-dir", "", templateDirUsage+" (default <runtime-dir>/templates)")
+	cmd.Flags().DurationVar(&o.Runtime.CheckpointPackAfter, "checkpoint-pack-after", 0, checkpointPackAfterUsage)
 	cmd.Flags().StringVar(&o.Runtime.CAFile, "agent-ca-file", os.Getenv("NODE_EXTRA_CA_CERTS"), agentCAFileUsage)
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")
 	cmd.Flags().StringSliceVar(&o.Runtime.Versions, "engine-versions", []string{engine.PinnedVersion}, "engine versions agents may run (kube runtime; their images must exist)")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -48,6 +49,9 @@ type RuntimeOptions struct {
 	// (local.Options.Templates); TemplateDir keeps the templates ("": under StateDir).
 	GatewayTemplates bool
 	TemplateDir      string
+	// Local: CheckpointPackAfter is how long a suspended agent sleeps before its checkpoint's
+	// pages are compressed (local.Options.CheckpointPackAfter; 0: the default, negative: never).
+	CheckpointPackAfter time.Duration
 	// Local: CAFile is a PEM file of further certificate authorities the agents trust
 	// (local.Options.CAFile).
 	CAFile string
@@ -121,7 +125,8 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
-			CAFile: o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
+			CheckpointPackAfter: o.CheckpointPackAfter,
+			CAFile:              o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng), Busy: p.relayBusy(),
 		})
 		if err != nil {

@@ -19,7 +19,7 @@ var benches = []bench{
 		"POST /v0/agents to running plus one console exec: from a pool, cold, and a suspended agent's resume.",
 		"./hack/bench/pool", "-n", "5"),
 	rooted(program("checkpoint", "Checkpointed suspend and resume (local runtime, CRIU, real OpenClaw)",
-		"An agent suspended with a checkpoint and resumed from it, against the same agent suspended and resumed cold, alternating; then new agents born from the engine's template, each suspended idle: its checkpoint's own disk (thinned against the template) against the same checkpoint whole.",
+		"An agent suspended with a checkpoint and resumed from it, against the same agent suspended and resumed cold, alternating; then new agents born from the engine's template, each suspended idle: its checkpoint's own disk (thinned against the template) against the same checkpoint whole, and its wake; then suspended again until its checkpoint is compressed (the runtime's CheckpointPackAfter, 30 s here; every other wake of the run comes well before it, as with the shipped 10 minutes): the same disk, and the wake from the compressed checkpoint against the plain one.",
 		"./hack/bench/checkpoint", "-n", "3")),
 	program("agents-kube", "Agents to StatefulSets, the shipped manager (kube runtime, envtest)",
 		"500 Agents until every StatefulSet exists, against the same objects from the same builders written directly by 8 writers.",

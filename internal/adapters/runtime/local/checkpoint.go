@@ -431,12 +431,14 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	}
 	a.proc = nil
 	a.st.PID, a.st.StartTime, a.st.Checkpoint = 0, 0, true
+	a.st.CheckpointAt, a.st.CheckpointPacked = time.Now(), false
 	a.unhealthy = 0
 	a.saveLocked()
 	took := time.Since(start).Round(time.Millisecond)
 	a.thinCheckpointLocked(dir)
 	size, _ := checkpointBytes(dir)
 	a.log.Info("gateway checkpointed", "took", took, "dir", dir, "diskMiB", size>>20)
+	a.poke() // the supervisor schedules the checkpoint's packing (packDueLocked)
 }
 
 // restoreLocked restores the checkpointed gateway of a waking agent, else (the restore
@@ -492,6 +494,13 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 			return fmt.Errorf("the agent's cgroup: %w", err)
 		}
 	}
+	if a.st.CheckpointPacked {
+		start := time.Now()
+		if err := unpackCheckpoint(dir); err != nil {
+			return err
+		}
+		a.log.Info("checkpoint decompressed", "took", time.Since(start).Round(time.Millisecond))
+	}
 	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName), procs)
 	if err != nil {
 		return err
@@ -523,7 +532,7 @@ func (a *agent) discardCheckpointLocked() {
 	if err := os.RemoveAll(filepath.Join(a.dir, checkpointDirName)); err != nil {
 		a.log.Error(err, "cannot remove the gateway's checkpoint")
 	}
-	a.st.Checkpoint = false
+	a.st.Checkpoint, a.st.CheckpointAt, a.st.CheckpointPacked = false, time.Time{}, false
 	a.saveLocked()
 }
 

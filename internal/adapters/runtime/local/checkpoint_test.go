@@ -505,3 +505,49 @@ func TestRestoredGatewayKeepsItsWayOut(t *testing.T) {
 	waitPhase(t, f, a, d, runtime.PhaseRunning)
 	way("restored")
 }
+
+// TestALongSleeperKeepsItsCheckpointCompressed: once an agent has slept CheckpointPackAfter,
+// its checkpoint's own pages are compressed (none left plain, less disk than its pages take),
+// and its wake decompresses them and restores the same gateway, serving its token.
+func TestALongSleeperKeepsItsCheckpointCompressed(t *testing.T) {
+	f := checkpointing(t, func(o *local.Options) { o.CheckpointPackAfter = time.Nanosecond })
+	a := newAgent("ckpt-packed")
+	d := ckptDesired("tok-1")
+	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	r := suspendAndResume(t, f, a, d, func(dir string) {
+		waitPacked(t, dir)
+		own, whole, err := local.CheckpointSize(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("the packed checkpoint: %d KiB on disk, %d KiB whole", own>>10, whole>>10)
+		if own >= whole {
+			t.Fatalf("the packed checkpoint takes %d bytes, as much as whole (%d)", own, whole)
+		}
+	})
+	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+		t.Fatalf("resume = %+v, want reason %s", r, agentsv1.ReasonRestoredFromCheckpoint)
+	}
+	waitPhase(t, f, a, d, runtime.PhaseRunning)
+	if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
+		t.Fatalf("the gateway started %d times, want once (restored from the packed checkpoint)", n)
+	}
+	waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
+}
+
+// waitPacked waits until the checkpoint in dir keeps its pages compressed only.
+func waitPacked(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(eventBound)
+	for {
+		plain, _ := filepath.Glob(filepath.Join(dir, "pages-*.img"))
+		packed, _ := filepath.Glob(filepath.Join(dir, "pages-*.img.zst"))
+		if len(plain) == 0 && len(packed) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the checkpoint's pages were not compressed: %d files plain, %d packed", len(plain), len(packed))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

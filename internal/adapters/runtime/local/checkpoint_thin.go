@@ -359,12 +359,28 @@ func checkpointPages(dir string) (own, inParent int64, err error) {
 }
 
 // CheckpointSize is the disk the checkpoint in dir (an agent's <AgentDir>/checkpoint) takes
-// of its own, and how much it would take whole: its own files and the pages it leaves to its
-// template's image (what a dump not thinned stores).
+// of its own, and how much it would take whole: its files, its pages plain (a packed pages
+// file counted at its pages' size) and the pages it leaves to its template's image (what a
+// dump neither thinned nor packed stores).
 func CheckpointSize(dir string) (own, whole int64, err error) {
 	if own, err = checkpointBytes(dir); err != nil {
 		return 0, 0, err
 	}
-	_, inParent, err := checkpointPages(dir)
-	return own, own + inParent, err
+	pages, inParent, err := checkpointPages(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	plain, packed, err := ownPagesFiles(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	var files int64 // what the pages files take on disk, plain and packed
+	for _, f := range append(plain, packed...) {
+		st, err := os.Stat(f)
+		if err != nil {
+			return 0, 0, err
+		}
+		files += st.Size()
+	}
+	return own, own - files + pages + inParent, nil
 }

@@ -183,6 +183,10 @@ type Options struct {
 	CRIU string
 	// CRIUTimeout cuts off a CRIU run, the start's test checkpoint included (2 min when zero).
 	CRIUTimeout time.Duration
+	// CheckpointPackAfter is how long a suspended agent sleeps before its checkpoint's own
+	// pages are compressed (checkpoint_pack.go: about a fifth of the disk, a second more to
+	// wake): DefaultCheckpointPackAfter when 0, never when negative.
+	CheckpointPackAfter time.Duration
 	// Templates gives each new agent without an environment of its own a copy of its
 	// engine's template gateway instead of a boot (templates.go). They need checkpoints (CRIU)
 	// and the reseed addon ($AGENTPLANE_RESEED, else agentplane-reseed.node beside the running
@@ -347,6 +351,9 @@ func setDefaults(o *Options) {
 		}
 	}
 	def(&o.HealthInterval, DefaultHealthInterval)
+	if o.CheckpointPackAfter == 0 {
+		o.CheckpointPackAfter = DefaultCheckpointPackAfter
+	}
 	def(&o.RunningHealthInterval, DefaultRunningHealthInterval)
 	def(&o.RestartBackoff.Initial, DefaultBackoffInitial)
 	def(&o.RestartBackoff.Max, DefaultBackoffMax)

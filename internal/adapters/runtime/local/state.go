@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/archive"
 )
@@ -43,6 +44,10 @@ type state struct {
 	Stopped bool `json:"stopped,omitempty"`
 	// Checkpoint: the stopped gateway was checkpointed into <agent dir>/checkpoint.
 	Checkpoint bool `json:"checkpoint,omitempty"`
+	// CheckpointAt is when it was checkpointed; CheckpointPacked: its pages were compressed
+	// since (checkpoint_pack.go).
+	CheckpointAt     time.Time `json:"checkpointAt,omitzero"`
+	CheckpointPacked bool      `json:"checkpointPacked,omitempty"`
 	// Home is the agent's home when it is not <agent dir>/home: the home of the warm pool
 	// member the agent claimed (<StateDir>/pool/<member>/home).
 	Home string `json:"home,omitempty"`

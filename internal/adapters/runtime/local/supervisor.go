@@ -86,7 +86,7 @@ func (a *agent) step(ctx context.Context) time.Duration {
 		p = nil
 	}
 	if p == nil {
-		next := a.retryLocked(ctx)
+		next := minTimer(a.retryLocked(ctx), a.packDueLocked())
 		notify = a.takeNotify()
 		a.mu.Unlock()
 		return next
@@ -124,6 +124,17 @@ func (a *agent) step(ctx context.Context) time.Duration {
 		return a.rt.opts.RunningHealthInterval
 	}
 	return a.rt.opts.HealthInterval
+}
+
+// minTimer is the sooner of two waits (noTimer: none).
+func minTimer(a, b time.Duration) time.Duration {
+	switch {
+	case a == noTimer:
+		return b
+	case b == noTimer:
+		return a
+	}
+	return min(a, b)
 }
 
 // retryLocked starts a gateway that is not running once its restart backoff has passed and
