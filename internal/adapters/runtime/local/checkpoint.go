@@ -494,12 +494,12 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 			return fmt.Errorf("the agent's cgroup: %w", err)
 		}
 	}
-	if a.st.CheckpointPacked {
-		start := time.Now()
-		if err := unpackCheckpoint(dir); err != nil {
-			return err
-		}
-		a.log.Info("checkpoint decompressed", "took", time.Since(start).Round(time.Millisecond))
+	// Whatever the state says: a manager that ended while it packed left some files packed.
+	start := time.Now()
+	if n, err := unpackCheckpoint(dir); err != nil {
+		return err
+	} else if n > 0 {
+		a.log.Info("checkpoint decompressed", "files", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName), procs)
 	if err != nil {

@@ -85,13 +85,13 @@ func packCheckpoint(dir string) (plain, packed int64, err error) {
 }
 
 // unpackCheckpoint writes the plain pages files of a packed checkpoint back (CRIU reads only
-// plain images) and removes the packed ones.
-func unpackCheckpoint(dir string) error {
+// plain images), removes the packed ones and says how many there were.
+func unpackCheckpoint(dir string) (int, error) {
 	_, files, err := ownPagesFiles(dir)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return eachFile(files, unpackFile)
+	return len(files), eachFile(files, unpackFile)
 }
 
 // eachFile runs do on each file, side by side, and joins their errors.

@@ -64,8 +64,8 @@ func TestPackedCheckpointUnpacksToTheSameBytes(t *testing.T) {
 			t.Fatalf("%s changed by the packing: %v", name, err)
 		}
 	}
-	if err := unpackCheckpoint(dir); err != nil {
-		t.Fatal(err)
+	if n, err := unpackCheckpoint(dir); err != nil || n != 2 {
+		t.Fatalf("unpacked %d files: %v", n, err)
 	}
 	for name, want := range files {
 		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || !bytes.Equal(b, want) {
@@ -87,7 +87,7 @@ func TestPackedCheckpointUnpacksToTheSameBytes(t *testing.T) {
 	if err := os.Truncate(cut, st.Size()/2); err != nil {
 		t.Fatal(err)
 	}
-	if err := unpackCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "pages-2.img"+packedSuffix) {
+	if _, err := unpackCheckpoint(dir); err == nil || !strings.Contains(err.Error(), "pages-2.img"+packedSuffix) {
 		t.Fatalf("unpacking a cut packed file: %v", err)
 	}
 }
