@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -101,7 +103,7 @@ func (a *agent) readConfig() []byte {
 // gateway is a running fake gateway.
 type gateway struct {
 	cmd            *exec.Cmd
-	stdout, stderr *bytes.Buffer // read them once done is closed
+	stdout, stderr *output
 	done           chan struct{}
 	code           int
 }
@@ -110,7 +112,7 @@ type gateway struct {
 func (a *agent) start() *gateway {
 	a.t.Helper()
 	c := a.command(context.Background(), oc.GatewayCommand(engine.GatewayParams{Port: a.port, Bind: "loopback"}))
-	g := &gateway{cmd: c, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	g := &gateway{cmd: c, stdout: newOutput(), stderr: newOutput(), done: make(chan struct{})}
 	c.Stdout, c.Stderr = g.stdout, g.stderr
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.Start(); err != nil {
@@ -175,5 +177,48 @@ func (a *agent) waitHealthy(g *gateway) {
 			a.t.Fatalf("gateway not healthy: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// output is what a process wrote, readable while it still writes.
+type output struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	grew chan struct{} // closed at the next write
+}
+
+func newOutput() *output { return &output{grew: make(chan struct{})} }
+
+func (o *output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	close(o.grew)
+	o.grew = make(chan struct{})
+	return o.b.Write(p)
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.String()
+}
+
+// waitFor waits until the output holds s (testenv.EventBound ends a wait for output that
+// never comes).
+func (o *output) waitFor(t *testing.T, s string) {
+	t.Helper()
+	bound := time.After(testenv.EventBound)
+	for {
+		o.mu.Lock()
+		has, grew := strings.Contains(o.b.String(), s), o.grew
+		o.mu.Unlock()
+		if has {
+			return
+		}
+		select {
+		case <-grew:
+		case <-bound:
+			t.Fatalf("never printed %q; printed:\n%s", s, o)
+		}
 	}
 }
