@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,9 @@ func (a *agent) packDueLocked() time.Duration {
 		"plainMiB", plain>>20, "packedMiB", packed>>20, "took", time.Since(start).Round(time.Millisecond))
 	return noTimer
 }
+
+// ownPagesFile matches the name of a checkpoint's pages file, plain or packed.
+var ownPagesFile = regexp.MustCompile(`^pages-[0-9]+\.img(` + regexp.QuoteMeta(packedSuffix) + `)?$`)
 
 // ownPagesFiles lists the pages files of the checkpoint in dir (not those of its parent/),
 // plain and packed.

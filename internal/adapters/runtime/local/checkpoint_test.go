@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
@@ -535,19 +537,31 @@ func TestALongSleeperKeepsItsCheckpointCompressed(t *testing.T) {
 	waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
 }
 
-// waitPacked waits until the checkpoint in dir keeps its pages compressed only.
+// waitPacked waits until the checkpoint in dir keeps its pages compressed only: it looks
+// again at each change of the dir's entries (a packed file renamed in, a plain one removed).
 func waitPacked(t *testing.T, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(eventBound)
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(dir); err != nil {
+		t.Fatal(err)
+	}
+	bound := time.After(eventBound)
 	for {
 		plain, _ := filepath.Glob(filepath.Join(dir, "pages-*.img"))
 		packed, _ := filepath.Glob(filepath.Join(dir, "pages-*.img.zst"))
 		if len(plain) == 0 && len(packed) > 0 {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-w.Events:
+		case err := <-w.Errors:
+			t.Fatalf("watch %s: %v", dir, err)
+		case <-bound:
 			t.Fatalf("the checkpoint's pages were not compressed: %d files plain, %d packed", len(plain), len(packed))
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

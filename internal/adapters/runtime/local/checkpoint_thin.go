@@ -314,8 +314,14 @@ func (t *thinner) parentHas(vaddr uint64, page, buf []byte) (bool, error) {
 // checkpointBytes is the disk a checkpoint dir takes of its own: its files, but those of its
 // parent image (hard links to its template's).
 func checkpointBytes(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+	all, _, err := checkpointFiles(dir)
+	return all, err
+}
+
+// checkpointFiles is the disk a checkpoint dir's own files take (not its parent image's):
+// all of them, and its pages files, plain and packed.
+func checkpointFiles(dir string) (all, pages int64, err error) {
+	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -323,11 +329,14 @@ func checkpointBytes(dir string) (int64, error) {
 			return filepath.SkipDir
 		}
 		if info, err := d.Info(); err == nil && info.Mode().IsRegular() {
-			n += info.Size()
+			all += info.Size()
+			if ownPagesFile.MatchString(d.Name()) {
+				pages += info.Size()
+			}
 		}
 		return nil
 	})
-	return n, err
+	return all, pages, err
 }
 
 // checkpointPages counts the bytes of pages of a checkpoint's processes: those in its own pages
@@ -363,24 +372,13 @@ func checkpointPages(dir string) (own, inParent int64, err error) {
 // file counted at its pages' size) and the pages it leaves to its template's image (what a
 // dump neither thinned nor packed stores).
 func CheckpointSize(dir string) (own, whole int64, err error) {
-	if own, err = checkpointBytes(dir); err != nil {
+	own, files, err := checkpointFiles(dir)
+	if err != nil {
 		return 0, 0, err
 	}
 	pages, inParent, err := checkpointPages(dir)
 	if err != nil {
 		return 0, 0, err
-	}
-	plain, packed, err := ownPagesFiles(dir)
-	if err != nil {
-		return 0, 0, err
-	}
-	var files int64 // what the pages files take on disk, plain and packed
-	for _, f := range append(plain, packed...) {
-		st, err := os.Stat(f)
-		if err != nil {
-			return 0, 0, err
-		}
-		files += st.Size()
 	}
 	return own, own - files + pages + inParent, nil
 }
