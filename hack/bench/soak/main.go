@@ -20,8 +20,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +91,7 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 	}
 	c := &caller{base: p.URL, tok: tok}
 
-	availBefore := memAvailableMiB()
+	availBefore := benchkit.MemAvailableMiB()
 	var ids []string
 	for i := range idle + 1 {
 		start := time.Now()
@@ -109,11 +107,11 @@ func run(ctx context.Context, idle int, duration, every, settle time.Duration) (
 	if err := benchkit.Sleep(ctx, settle); err != nil {
 		return nil, err
 	}
-	availAfter := memAvailableMiB()
+	availAfter := benchkit.MemAvailableMiB()
 
 	work, stopWork := context.WithCancel(ctx)
 	workErrs := make(chan error, 1)
-	go func() { workErrs <- c.keepBusy(work, busy) }()
+	go func() { workErrs <- benchkit.KeepBusy(work, benchkit.Client{Base: c.base, Token: c.tok}, busy) }()
 	var samples []snapshot
 	start := time.Now()
 	for {
@@ -191,21 +189,6 @@ func (c *caller) create(name string) (string, error) {
 	return out.Agent.ID, nil
 }
 
-// keepBusy gives agent id work every 2 s until ctx ends; a failed call ends it with the error.
-func (c *caller) keepBusy(ctx context.Context, id string) error {
-	cmd := map[string]string{"command": "head -c 1048576 /dev/urandom > busy.bin && sha256sum busy.bin && rm busy.bin"}
-	for ctx.Err() == nil {
-		if status, body, err := c.call("POST", "/v0/agents/"+id+"/console/exec", cmd); ctx.Err() == nil && (err != nil || status != 200) {
-			return fmt.Errorf("exec: %d %v %s", status, err, body)
-		}
-		if status, body, err := c.call("GET", "/v0/agents/"+id+"/config", nil); ctx.Err() == nil && (err != nil || status != 200) {
-			return fmt.Errorf("config: %d %v %s", status, err, body)
-		}
-		_ = benchkit.Sleep(ctx, 2*time.Second)
-	}
-	return nil
-}
-
 func (c *caller) sample(ids []string, at time.Duration) snapshot {
 	s := snapshot{at: at, rss: map[string]float64{}, oomKills: oomKills()}
 	for _, id := range ids {
@@ -225,23 +208,5 @@ func (c *caller) call(method, path string, body any) (int, []byte, error) {
 
 // oomKills is the kernel's count of OOM kills since boot (/proc/vmstat oom_kill).
 func oomKills() int64 {
-	return procField("/proc/vmstat", "oom_kill ")
-}
-
-// memAvailableMiB is /proc/meminfo's MemAvailable in MiB.
-func memAvailableMiB() float64 {
-	return float64(procField("/proc/meminfo", "MemAvailable:")) / 1024
-}
-
-func procField(path, prefix string) int64 {
-	raw, _ := os.ReadFile(path)
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, prefix); ok {
-			if f := strings.Fields(rest); len(f) > 0 {
-				v, _ := strconv.ParseInt(f[0], 10, 64)
-				return v
-			}
-		}
-	}
-	return 0
+	return benchkit.ProcField("/proc/vmstat", "oom_kill ")
 }

@@ -129,3 +129,38 @@ func Median[T any](s []T, f func(T) float64) float64 {
 	}
 	return v[len(v)/2]
 }
+
+// KeepBusy gives agent id work every 2 s until ctx ends (a console exec writing, hashing and
+// removing 1 MiB in its home, and a config read); a failed call ends it with the error.
+func KeepBusy(ctx context.Context, c Client, id string) error {
+	cmd := map[string]string{"command": "head -c 1048576 /dev/urandom > busy.bin && sha256sum busy.bin && rm busy.bin"}
+	for ctx.Err() == nil {
+		if status, body, err := c.Call("POST", "/v0/agents/"+id+"/console/exec", cmd); ctx.Err() == nil && (err != nil || status != 200) {
+			return fmt.Errorf("exec: %d %v %s", status, err, body)
+		}
+		if status, body, err := c.Call("GET", "/v0/agents/"+id+"/config", nil); ctx.Err() == nil && (err != nil || status != 200) {
+			return fmt.Errorf("config: %d %v %s", status, err, body)
+		}
+		_ = Sleep(ctx, 2*time.Second)
+	}
+	return nil
+}
+
+// MemAvailableMiB is /proc/meminfo's MemAvailable in MiB.
+func MemAvailableMiB() float64 {
+	return float64(ProcField("/proc/meminfo", "MemAvailable:")) / 1024
+}
+
+// ProcField is the first number after prefix on a line of a /proc file (0 when none).
+func ProcField(path, prefix string) int64 {
+	raw, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			if f := strings.Fields(rest); len(f) > 0 {
+				v, _ := strconv.ParseInt(f[0], 10, 64)
+				return v
+			}
+		}
+	}
+	return 0
+}
