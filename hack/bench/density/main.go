@@ -142,6 +142,17 @@ func run(ctx context.Context, o options) ([]report.Result, error) {
 	if err := f.build(ctx, tg, o.n, o.awake); err != nil {
 		return nil, err
 	}
+	m, err := f.measure(ctx, o, availBefore)
+	if err != nil {
+		return nil, err
+	}
+	return results(o, version, m), nil
+}
+
+// measure measures the fleet once built (all but -awake asleep): memory, disk plain and
+// compressed, then the rounds and the burst beside the busy agents. availBefore is the
+// available memory before the platform started.
+func (f *fleet) measure(ctx context.Context, o options, availBefore float64) (measured, error) {
 	awake, asleep := f.agents[:o.awake], f.agents[o.awake:]
 	awakeRSS := make([]float64, 0, len(awake))
 	for _, a := range awake {
@@ -156,31 +167,31 @@ func run(ctx context.Context, o options) ([]report.Result, error) {
 	}
 	disk, whole, err := f.checkpointMiB(asleep)
 	if err != nil {
-		return nil, err
+		return measured{}, err
 	}
 	availHeld := benchkit.MemAvailableMiB()
 	// A fleet's sleepers are mostly long sleepers: the rounds start once every sleeping
 	// agent's checkpoint is compressed (CheckpointPackAfter, shipped 10 minutes).
 	fmt.Printf("waiting for the sleepers' checkpoints to be compressed (%s after each suspend)\n", local.DefaultCheckpointPackAfter)
 	if err := f.waitPacked(ctx, asleep); err != nil {
-		return nil, err
+		return measured{}, err
 	}
 	packed, _, err := f.checkpointMiB(asleep)
 	if err != nil {
-		return nil, err
+		return measured{}, err
 	}
 	m, err := f.rounds(ctx, o, awake, asleep)
 	if err != nil {
-		return nil, err
+		return measured{}, err
 	}
 	stopWork()
 	for range o.busy {
 		if err := <-busyErrs; err != nil {
-			return nil, fmt.Errorf("the busy agent: %w", err)
+			return measured{}, fmt.Errorf("the busy agent: %w", err)
 		}
 	}
 	m.held, m.awakeRSS, m.diskMiB, m.wholeMiB, m.packedMiB = availBefore-availHeld, benchkit.Median(awakeRSS, func(x float64) float64 { return x }), disk, whole, packed
-	return results(o, version, m), nil
+	return m, nil
 }
 
 // beside sets env to bin/<name> of the checkout when it is unset and that file exists: `go
