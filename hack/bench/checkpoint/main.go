@@ -79,10 +79,7 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	if criu == "" {
 		criu, _ = filepath.Abs("bin/criu")
 	}
-	if os.Getenv(local.ReseedEnv) == "" {
-		reseed, _ := filepath.Abs(filepath.Join("bin", local.ReseedName))
-		os.Setenv(local.ReseedEnv, reseed)
-	}
+	benchkit.BinEnv(local.ReseedEnv, local.ReseedName)
 	state, err := os.MkdirTemp("", "agentplane-bench-checkpoint-")
 	if err != nil {
 		return err

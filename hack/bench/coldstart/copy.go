@@ -42,13 +42,7 @@ func copyOptions(state, engineDir, version, cache, templates string) local.Optio
 // $AGENTPLANE_RESEED, else the checkout's bin/ (make sandbox-packages builds it): `go run`
 // runs this program from a temporary dir, where the runtime's own default does not find it.
 func makeTemplate(ctx context.Context, engineDir, version, cache, templates string) error {
-	if os.Getenv(local.ReseedEnv) == "" {
-		if p, err := filepath.Abs(filepath.Join("bin", local.ReseedName)); err == nil {
-			if _, err := os.Stat(p); err == nil {
-				_ = os.Setenv(local.ReseedEnv, p)
-			}
-		}
-	}
+	benchkit.BinEnv(local.ReseedEnv, local.ReseedName)
 	state, err := os.MkdirTemp("", "agentplane-bench-coldstart-template-")
 	if err != nil {
 		return err

@@ -18,11 +18,12 @@ import (
 type bots struct {
 	srv *httptest.Server
 	mu  sync.Mutex
-	by  map[string]*faketelegram.Server // token -> its bot
+	by  map[string]*httputil.ReverseProxy // token -> its bot's server
+	all []*faketelegram.Server
 }
 
 func newBots() *bots {
-	b := &bots{by: map[string]*faketelegram.Server{}}
+	b := &bots{by: map[string]*httputil.ReverseProxy{}}
 	b.srv = httptest.NewServer(http.HandlerFunc(b.serve))
 	return b
 }
@@ -30,8 +31,12 @@ func newBots() *bots {
 // add starts bot number i's server.
 func (b *bots) add(i int) *faketelegram.Server {
 	s := faketelegram.New(fmt.Sprintf("%d:AAdensity-bench-bot-%d", 700000000+i, i))
+	u, _ := url.Parse(s.URL)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	// A long poll the engine gives up (a gateway suspended mid-poll) is no error to print.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	b.mu.Lock()
-	b.by[s.Token] = s
+	b.by[s.Token], b.all = rp, append(b.all, s)
 	b.mu.Unlock()
 	return s
 }
@@ -43,22 +48,18 @@ func (b *bots) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	tok, _, _ := strings.Cut(rest, "/")
 	b.mu.Lock()
-	s := b.by[tok]
+	rp := b.by[tok]
 	b.mu.Unlock()
-	if !ok || s == nil {
+	if !ok || rp == nil {
 		http.Error(w, `{"ok":false,"error_code":401,"description":"Unauthorized"}`, http.StatusUnauthorized)
 		return
 	}
-	u, _ := url.Parse(s.URL)
-	rp := httputil.NewSingleHostReverseProxy(u)
-	// A long poll the engine gives up (a gateway suspended mid-poll) is no error to print.
-	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
 	rp.ServeHTTP(w, r)
 }
 
 func (b *bots) close() {
 	b.srv.Close()
-	for _, s := range b.by {
+	for _, s := range b.all {
 		s.Close()
 	}
 }

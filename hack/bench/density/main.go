@@ -33,7 +33,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -99,8 +98,8 @@ func run(ctx context.Context, o options) ([]report.Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	beside(local.CRIUEnv, "criu")
-	beside(local.ReseedEnv, local.ReseedName)
+	benchkit.BinEnv(local.CRIUEnv, "criu")
+	benchkit.BinEnv(local.ReseedEnv, local.ReseedName)
 	env, err := kubeenv.Start()
 	if err != nil {
 		return nil, err
@@ -192,20 +191,6 @@ func (f *fleet) measure(ctx context.Context, o options, availBefore float64) (me
 	}
 	m.held, m.awakeRSS, m.diskMiB, m.wholeMiB, m.packedMiB = availBefore-availHeld, benchkit.Median(awakeRSS, func(x float64) float64 { return x }), disk, whole, packed
 	return m, nil
-}
-
-// beside sets env to bin/<name> of the checkout when it is unset and that file exists: `go
-// run` runs this program from a temporary dir, where the runtime's own default (beside its
-// binary) finds nothing.
-func beside(env, name string) {
-	if os.Getenv(env) != "" {
-		return
-	}
-	if p, err := filepath.Abs(filepath.Join("bin", name)); err == nil {
-		if _, err := os.Stat(p); err == nil {
-			_ = os.Setenv(env, p)
-		}
-	}
 }
 
 // decode unmarshals an answer's agent.

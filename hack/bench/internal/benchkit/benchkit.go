@@ -164,3 +164,17 @@ func ProcField(path, prefix string) int64 {
 	}
 	return 0
 }
+
+// BinEnv sets env to the checkout's bin/<name> when env is unset and that file exists: `go
+// run` runs a benchmark from a temporary dir, where the runtime's own default (beside its
+// binary) finds nothing.
+func BinEnv(env, name string) {
+	if os.Getenv(env) != "" {
+		return
+	}
+	if p, err := filepath.Abs(filepath.Join("bin", name)); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			_ = os.Setenv(env, p)
+		}
+	}
+}
