@@ -64,12 +64,14 @@ func (b *bots) close() {
 	}
 }
 
-// answers counts the bot's messages to chat that carry the model's answer.
+// answers counts the bot's messages to chat that are the model's answer. The engine's own
+// messages that quote a model's output are not answers: its heartbeat (a periodic background
+// turn, on by default) sends the user an alert with the fake provider's reply in it.
 func answers(s *faketelegram.Server, chat int64) int {
 	n := 0
 	for _, c := range s.Calls() {
 		if text, _ := c.Params["text"].(string); c.Method == "sendMessage" && fmt.Sprint(c.Params["chat_id"]) == fmt.Sprint(chat) &&
-			strings.Contains(text, providertest.Reply) {
+			strings.TrimSpace(text) == providertest.Reply {
 			n++
 		}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -21,29 +20,16 @@ type fleet struct {
 	agents []*agent
 }
 
-// call sends a request and wants status want; it returns the answer's body.
-func (f *fleet) call(method, path string, body any, want int) ([]byte, error) {
-	status, out, err := f.c.Call(method, path, body)
-	if err == nil && status != want {
-		err = fmt.Errorf("%s %s: %d, want %d: %s", method, path, status, want, out)
-	}
-	return out, err
-}
-
 // build makes n agents one after another, each answering its first message awake; all but the
 // first awake are suspended once they answered, as a fleet mostly asleep grows.
 func (f *fleet) build(ctx context.Context, tg *bots, n, awake int) error {
-	out, err := f.call("POST", "/v0/secrets", map[string]string{"name": "ANTHROPIC_API_KEY", "value": "sk-ant-density-bench", "provider": "anthropic"}, 201)
+	secretID, err := f.c.ProviderKey()
 	if err != nil {
-		return err
-	}
-	var sec struct{ Secret struct{ ID string } }
-	if err := json.Unmarshal(out, &sec); err != nil {
 		return err
 	}
 	for i := range n {
 		start := time.Now()
-		a, err := f.create(ctx, i, tg, sec.Secret.ID)
+		a, err := f.create(ctx, i, tg, secretID)
 		if err != nil {
 			return err
 		}
@@ -61,45 +47,12 @@ func (f *fleet) build(ctx context.Context, tg *bots, n, awake int) error {
 // create makes agent i: created, running, given the provider key, the model and its bot's
 // channel (through the relay), and answering a first message.
 func (f *fleet) create(ctx context.Context, i int, tg *bots, secretID string) (*agent, error) {
-	out, err := f.call("POST", "/v0/agents", map[string]string{"name": fmt.Sprintf("density %d", i)}, 201)
-	if err != nil {
-		return nil, err
-	}
-	id, _, err := decode(out)
+	id, err := f.c.ModelAgent(ctx, fmt.Sprintf("density %d", i), secretID, answerBound)
 	if err != nil {
 		return nil, err
 	}
 	a := &agent{id: id, bot: tg.add(i)}
-	base := "/v0/agents/" + id
-	if err := f.waitStatus(ctx, a, "running"); err != nil {
-		return nil, err
-	}
-	if _, err := f.call("POST", base+"/secrets", map[string]any{"secretIds": []string{secretID}}, 200); err != nil {
-		return nil, err
-	}
-	out, err = f.call("GET", base+"/config", nil, 200)
-	if err != nil {
-		return nil, err
-	}
-	var cfg struct{ Config map[string]any }
-	if err := json.Unmarshal(out, &cfg); err != nil {
-		return nil, err
-	}
-	agents, _ := cfg.Config["agents"].(map[string]any)
-	if agents == nil {
-		agents = map[string]any{}
-		cfg.Config["agents"] = agents
-	}
-	defaults, _ := agents["defaults"].(map[string]any)
-	if defaults == nil {
-		defaults = map[string]any{}
-		agents["defaults"] = defaults
-	}
-	defaults["model"] = map[string]any{"primary": "anthropic/claude-sonnet-4-6"}
-	if _, err := f.call("PUT", base+"/config", map[string]any{"config": cfg.Config}, 200); err != nil {
-		return nil, err
-	}
-	if _, err := f.call("POST", base+"/channels/telegram", map[string]any{"botToken": a.bot.Token, "dmPolicy": "allowlist",
+	if _, err := f.c.Expect("POST", "/v0/agents/"+id+"/channels/telegram", map[string]any{"botToken": a.bot.Token, "dmPolicy": "allowlist",
 		"allowFrom": []string{fmt.Sprint(user)}}, 201); err != nil {
 		return nil, err
 	}
@@ -107,25 +60,6 @@ func (f *fleet) create(ctx context.Context, i int, tg *bots, secretID string) (*
 		return nil, fmt.Errorf("agent %s's first answer: %w", id, err)
 	}
 	return a, nil
-}
-
-// waitStatus waits until agent a's status is want.
-func (f *fleet) waitStatus(ctx context.Context, a *agent, want string) error {
-	deadline := time.Now().Add(answerBound)
-	for {
-		_, out, err := f.c.Call("GET", "/v0/agents/"+a.id, nil)
-		if err == nil {
-			if _, status, err := decode(out); err == nil && status == want {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent %s not %s after %s: %s", a.id, want, answerBound, out)
-		}
-		if err := benchkit.Sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
-	}
 }
 
 // errNoAnswer is an ask whose answer did not come within answerBound (counted as lost unless
@@ -139,6 +73,7 @@ func (f *fleet) ask(ctx context.Context, a *agent) (time.Duration, error) {
 	a.asked++
 	before := answers(a.bot, user)
 	start := time.Now()
+	a.sentAt = append(a.sentAt, start)
 	a.bot.SendText(user, fmt.Sprintf("message %d", a.asked))
 	for answers(a.bot, user) <= before {
 		if time.Since(start) > answerBound {
@@ -164,7 +99,7 @@ func (f *fleet) tally() (lost, doubled int) {
 
 // suspend puts agent a to sleep (its gateway checkpointed).
 func (f *fleet) suspend(a *agent) error {
-	_, err := f.call("POST", "/v0/agents/"+a.id+"/suspend", nil, 200)
+	_, err := f.c.Expect("POST", "/v0/agents/"+a.id+"/suspend", nil, 200)
 	return err
 }
 
@@ -216,6 +151,7 @@ type measured struct {
 	diskMiB, wholeMiB     float64
 	packedMiB             float64 // once every sleeper's checkpoint is compressed
 	lost, doubled, sent   int
+	late                  int // answered, but not within answerBound
 }
 
 // rounds runs the rounds and the burst: each round messages the next -wakes sleeping agents
@@ -234,6 +170,7 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 		if err != nil {
 			return m, err
 		}
+		m.late += unanswered
 		m.fromAsleep, m.fromAwake = append(m.fromAsleep, fromAsleep...), append(m.fromAwake, fromAwake...)
 		fmt.Printf("round %d: asleep answered in %v, awake in %v, %d unanswered after %s\n", r+1, seconds(fromAsleep), seconds(fromAwake), unanswered, answerBound)
 		for _, a := range woken {
@@ -256,9 +193,24 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 	fmt.Printf("burst: %d of %d sleeping agents answered in %.1f s, %d unanswered after %s (%s)\n",
 		m.burst, len(asleep), m.burstTook, unanswered, answerBound, time.Since(start).Round(time.Second))
 	m.fromAsleep = append(m.fromAsleep, fromAsleep...)
+	m.late += unanswered
+	if m.late > 0 {
+		fmt.Printf("waiting up to %s for the %d messages not answered within %s\n", lateBound, m.late, answerBound)
+	}
+	if err := f.waitLate(ctx); err != nil {
+		return m, err
+	}
 	m.lost, m.doubled = f.tally()
+	m.late -= m.lost
 	for _, a := range f.agents {
 		m.sent += a.asked
+	}
+	dir, err := f.trace()
+	if err != nil {
+		return m, err
+	}
+	if dir != "" {
+		fmt.Printf("the bot calls and gateway logs of the agents not answered once per message: %s\n", dir)
 	}
 	return m, nil
 }

@@ -21,13 +21,13 @@
 // disk is each sleeping agent's checkpoint once suspended: its own files (thinned against the
 // template), against the same checkpoint whole, and its own files once compressed: the rounds
 // start when every sleeper's checkpoint is (the shipped CheckpointPackAfter), as a fleet's
-// sleepers are mostly long sleepers. Every message is accounted for at the end: never
-// answered (lost) or answered more than once (doubled).
+// sleepers are mostly long sleepers. Every message is accounted for at the end: answered late
+// (after answerBound), not answered lateBound after the burst (lost) or answered more than once
+// (doubled); the bot calls and gateway logs of the agents concerned are kept (trace).
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -79,9 +79,10 @@ func main() {
 
 // agent is one agent of the fleet: its id, its bot, the messages it was sent.
 type agent struct {
-	id    string
-	bot   *faketelegram.Server
-	asked int
+	id     string
+	bot    *faketelegram.Server
+	asked  int
+	sentAt []time.Time // when each message was sent
 }
 
 // user is the Telegram user who writes to every bot (each agent's allowlist).
@@ -191,11 +192,4 @@ func (f *fleet) measure(ctx context.Context, o options, availBefore float64) (me
 	}
 	m.held, m.awakeRSS, m.diskMiB, m.wholeMiB, m.packedMiB = availBefore-availHeld, benchkit.Median(awakeRSS, func(x float64) float64 { return x }), disk, whole, packed
 	return m, nil
-}
-
-// decode unmarshals an answer's agent.
-func decode(body []byte) (id, status string, err error) {
-	var out struct{ Agent struct{ ID, Status string } }
-	err = json.Unmarshal(body, &out)
-	return out.Agent.ID, out.Agent.Status, err
 }

@@ -20,6 +20,7 @@ type Call struct {
 	Method string
 	Token  string         // the token of the request's URL
 	Params map[string]any // the JSON body (or the query)
+	At     time.Time      // when the call came
 }
 
 // Server is a fake Bot API server for one bot.
@@ -107,7 +108,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if rest, ok := strings.CutPrefix(r.URL.Path, "/file/bot"); ok {
 		tok, path, _ := strings.Cut(rest, "/")
 		s.mu.Lock()
-		s.calls = append(s.calls, Call{Method: "file", Token: tok, Params: map[string]any{"path": path}})
+		s.calls = append(s.calls, Call{Method: "file", Token: tok, Params: map[string]any{"path": path}, At: time.Now()})
 		s.notify()
 		good := tok == s.Token
 		s.mu.Unlock()
@@ -132,7 +133,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		params[k] = v[0]
 	}
 	s.mu.Lock()
-	s.calls = append(s.calls, Call{Method: method, Token: tok, Params: params})
+	s.calls = append(s.calls, Call{Method: method, Token: tok, Params: params, At: time.Now()})
 	s.notify()
 	good := tok == s.Token
 	var mine chan struct{}
