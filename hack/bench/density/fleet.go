@@ -70,14 +70,13 @@ var errNoAnswer = errors.New("no answer")
 // has sent one answer more than before the message (an earlier message answered twice is
 // counted by tally, not taken for this one's answer).
 func (f *fleet) ask(ctx context.Context, a *agent) (time.Duration, error) {
-	a.asked++
 	before := answers(a.bot, user)
 	start := time.Now()
 	a.sentAt = append(a.sentAt, start)
-	a.bot.SendText(user, fmt.Sprintf("message %d", a.asked))
+	a.bot.SendText(user, fmt.Sprintf("message %d", a.asked()))
 	for answers(a.bot, user) <= before {
 		if time.Since(start) > answerBound {
-			return 0, fmt.Errorf("agent %s, message %d: %w after %s", a.id, a.asked, errNoAnswer, answerBound)
+			return 0, fmt.Errorf("agent %s, message %d: %w after %s", a.id, a.asked(), errNoAnswer, answerBound)
 		}
 		if err := benchkit.Sleep(ctx, 20*time.Millisecond); err != nil {
 			return 0, err
@@ -91,8 +90,8 @@ func (f *fleet) ask(ctx context.Context, a *agent) (time.Duration, error) {
 func (f *fleet) tally() (lost, doubled int) {
 	for _, a := range f.agents {
 		n := answers(a.bot, user)
-		lost += max(0, a.asked-n)
-		doubled += max(0, n-a.asked)
+		lost += max(0, a.asked()-n)
+		doubled += max(0, n-a.asked())
 	}
 	return lost, doubled
 }
@@ -203,7 +202,7 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 	m.lost, m.doubled = f.tally()
 	m.late -= m.lost
 	for _, a := range f.agents {
-		m.sent += a.asked
+		m.sent += a.asked()
 	}
 	dir, err := f.trace()
 	if err != nil {

@@ -81,9 +81,11 @@ func main() {
 type agent struct {
 	id     string
 	bot    *faketelegram.Server
-	asked  int
 	sentAt []time.Time // when each message was sent
 }
+
+// asked is how many messages agent a was sent.
+func (a *agent) asked() int { return len(a.sentAt) }
 
 // user is the Telegram user who writes to every bot (each agent's allowlist).
 const user = 424242

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -36,7 +37,7 @@ func (f *fleet) waitLate(ctx context.Context) error {
 func (f *fleet) trace() (string, error) {
 	var odd []*agent
 	for _, a := range f.agents {
-		if answers(a.bot, user) != a.asked {
+		if answers(a.bot, user) != a.asked() {
 			odd = append(odd, a)
 		}
 	}
@@ -49,13 +50,14 @@ func (f *fleet) trace() (string, error) {
 	}
 	for _, a := range odd {
 		var b strings.Builder
-		fmt.Fprintf(&b, "agent %s: %d messages, %d answers\n", a.id, a.asked, answers(a.bot, user))
+		fmt.Fprintf(&b, "agent %s: %d messages, %d answers\n", a.id, a.asked(), answers(a.bot, user))
 		for i, at := range a.sentAt {
 			fmt.Fprintf(&b, "%s message %d sent\n", at.Format("15:04:05.000"), i+1)
 		}
 		for _, c := range a.bot.Calls() {
-			delete(c.Params, "reply_markup")
-			fmt.Fprintf(&b, "%s %s %v\n", c.At.Format("15:04:05.000"), c.Method, c.Params)
+			params := maps.Clone(c.Params) // the fake's record stays as it is
+			delete(params, "reply_markup")
+			fmt.Fprintf(&b, "%s %s %v\n", c.At.Format("15:04:05.000"), c.Method, params)
 		}
 		if err := os.WriteFile(filepath.Join(dir, a.id+"-bot.txt"), []byte(b.String()), 0o644); err != nil {
 			return "", err
