@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
@@ -64,16 +65,33 @@ func (b *bots) close() {
 	}
 }
 
-// answers counts the bot's messages to chat that are the model's answer. The engine's own
-// messages that quote a model's output are not answers: its heartbeat (a periodic background
-// turn, on by default) sends the user an alert with the fake provider's reply in it.
+// answers counts the bot's messages to chat that are the model's answer.
 func answers(s *faketelegram.Server, chat int64) int {
 	n := 0
 	for _, c := range s.Calls() {
-		if text, _ := c.Params["text"].(string); c.Method == "sendMessage" && fmt.Sprint(c.Params["chat_id"]) == fmt.Sprint(chat) &&
-			strings.TrimSpace(text) == providertest.Reply {
+		if isAnswer(c, chat) {
 			n++
 		}
 	}
 	return n
+}
+
+// lastAnswer is when the bot last sent chat the model's answer (zero when never).
+func lastAnswer(s *faketelegram.Server, chat int64) time.Time {
+	var at time.Time
+	for _, c := range s.Calls() {
+		if isAnswer(c, chat) && c.At.After(at) {
+			at = c.At
+		}
+	}
+	return at
+}
+
+// isAnswer is whether a Bot API call is a message to chat that is the model's answer. The
+// engine's own messages that quote a model's output are not answers: its heartbeat (a
+// periodic background turn, on by default) sends the user an alert with the fake provider's
+// reply in it.
+func isAnswer(c faketelegram.Call, chat int64) bool {
+	text, _ := c.Params["text"].(string)
+	return c.Method == "sendMessage" && fmt.Sprint(c.Params["chat_id"]) == fmt.Sprint(chat) && strings.TrimSpace(text) == providertest.Reply
 }

@@ -188,9 +188,8 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 	if err != nil {
 		return m, err
 	}
-	m.burst, m.burstTook = len(fromAsleep), slices.Max(append([]float64{0}, fromAsleep...))
-	fmt.Printf("burst: %d of %d sleeping agents answered in %.1f s, %d unanswered after %s (%s)\n",
-		m.burst, len(asleep), m.burstTook, unanswered, answerBound, time.Since(start).Round(time.Second))
+	fmt.Printf("burst: %d of %d sleeping agents answered within %s (%s)\n",
+		len(fromAsleep), len(asleep), answerBound, time.Since(start).Round(time.Second))
 	m.fromAsleep = append(m.fromAsleep, fromAsleep...)
 	m.late += unanswered
 	if m.late > 0 {
@@ -201,6 +200,7 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 	}
 	m.lost, m.doubled = f.tally()
 	m.late -= m.lost
+	m.burst, m.burstTook = burstAnswers(asleep, start)
 	for _, a := range f.agents {
 		m.sent += a.asked()
 	}
@@ -212,6 +212,19 @@ func (f *fleet) rounds(ctx context.Context, o options, awake, asleep []*agent) (
 		fmt.Printf("the bot calls and gateway logs of the agents not answered once per message: %s\n", dir)
 	}
 	return m, nil
+}
+
+// burstAnswers is how many of the agents messaged at start (the burst) answered that message,
+// late ones included, and when the last of them did, in seconds from start: each agent's
+// answer to its last message is its last answer (the bot's record).
+func burstAnswers(burst []*agent, start time.Time) (answered int, took float64) {
+	for _, a := range burst {
+		if at := lastAnswer(a.bot, user); at.After(start) && answers(a.bot, user) >= a.asked() {
+			answered++
+			took = max(took, at.Sub(start).Seconds())
+		}
+	}
+	return answered, took
 }
 
 // askAll messages every agent of both lists at once and returns the answers' times and how

@@ -41,10 +41,8 @@ import (
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
-	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/adapters/runtime/local"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
-	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 )
 
@@ -93,62 +91,27 @@ const user = 424242
 // answerBound bounds the wait for one answer: an agent that does not answer fails the run.
 const answerBound = 3 * time.Minute
 
-func run(ctx context.Context, o options) ([]report.Result, error) {
+func run(ctx context.Context, o options) (_ []report.Result, err error) {
 	if o.n < 2 || o.awake < 1 || o.awake >= o.n || o.busy > o.awake || o.wakes < 1 {
 		return nil, errors.New("want -n >= 2, 1 <= -awake < -n, -busy <= -awake, -wakes >= 1")
 	}
-	engineDir, version, err := benchkit.Engine()
-	if err != nil {
-		return nil, err
-	}
-	benchkit.BinEnv(local.CRIUEnv, "criu")
-	benchkit.BinEnv(local.ReseedEnv, local.ReseedName)
-	env, err := kubeenv.Start()
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = env.Stop() }()
-	llm := providertest.New()
-	defer llm.Close()
 	tg := newBots()
 	defer tg.close()
-	state, err := os.MkdirTemp("", "agentplane-bench-density-")
+	b, err := benchkit.StartPlatform(ctx, "density", platform.ChannelRelayOptions{TelegramAPI: tg.srv.URL})
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(state)
-	availBefore := benchkit.MemAvailableMiB()
-	p, err := platform.RunEmbedded(ctx, env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: logr.Discard(),
-		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: state, Sandbox: local.SandboxAuto,
-			EngineDirs: map[string]string{version: engineDir}, GatewayTemplates: true},
-		ProvisionTimeout: 5 * time.Minute,
-		ModelProxy:       platform.ModelProxyOptions{Upstreams: map[string]string{"anthropic": llm.URL}},
-		ChannelRelay:     platform.ChannelRelayOptions{TelegramAPI: tg.srv.URL},
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = p.Stop() }()
-	for _, check := range []func() (bool, string){p.Checkpoints, p.Templates} {
-		if ok, why := check(); !ok {
-			return nil, fmt.Errorf("the shipped defaults need CRIU and gateway templates here (root, make sandbox-packages): %s", why)
-		}
-	}
-	tok, err := platform.OwnerToken(ctx, env.Client, p.Signer, "density", "d", "density")
-	if err != nil {
-		return nil, err
-	}
-	f := &fleet{c: benchkit.Client{Base: p.URL, Token: tok}, state: state}
-	fmt.Printf("engine %s; %d agents, %d awake (%d busy), %d rounds of %d wakes every %s\n", version, o.n, o.awake, o.busy, o.rounds, o.wakes, o.every)
+	defer func() { b.Stop(err) }()
+	f := &fleet{c: b.Client, state: b.State}
+	fmt.Printf("engine %s; %d agents, %d awake (%d busy), %d rounds of %d wakes every %s\n", b.Version, o.n, o.awake, o.busy, o.rounds, o.wakes, o.every)
 	if err := f.build(ctx, tg, o.n, o.awake); err != nil {
 		return nil, err
 	}
-	m, err := f.measure(ctx, o, availBefore)
+	m, err := f.measure(ctx, o, b.AvailBefore)
 	if err != nil {
 		return nil, err
 	}
-	return results(o, version, m), nil
+	return results(o, b.Version, m), nil
 }
 
 // measure measures the fleet once built (all but -awake asleep): memory, disk plain and

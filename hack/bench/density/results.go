@@ -2,21 +2,10 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"slices"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
 )
-
-// percentile is the nearest-rank q-th percentile of s (0 for none).
-func percentile(s []float64, q float64) float64 {
-	if len(s) == 0 {
-		return 0
-	}
-	v := slices.Sorted(slices.Values(s))
-	return v[max(0, int(math.Ceil(q/100*float64(len(v))))-1)]
-}
 
 // results are the run's rows.
 func results(o options, version string, m measured) []report.Result {
@@ -24,7 +13,7 @@ func results(o options, version string, m measured) []report.Result {
 	const awakeBase = "the awake agents' answers in the same rounds"
 	med := func(s []float64) float64 { return benchkit.Median(s, func(x float64) float64 { return x }) }
 	asleepP50, awakeP50 := med(m.fromAsleep), med(m.fromAwake)
-	asleepP99, awakeP99 := percentile(m.fromAsleep, 99), percentile(m.fromAwake, 99)
+	asleepP99, awakeP99 := benchkit.Percentile(m.fromAsleep, 99), benchkit.Percentile(m.fromAwake, 99)
 	allAwake := float64(o.n) * m.awakeRSS
 	wakesPerSecond := 0.0
 	if m.burstTook > 0 {
@@ -46,8 +35,8 @@ func results(o options, version string, m measured) []report.Result {
 		{Bench: "density", Row: row, Metric: fmt.Sprintf("messages answered late (after %s)", answerBound), Value: float64(m.late), Unit: "messages", Settings: sent},
 		{Bench: "density", Row: row, Metric: fmt.Sprintf("messages lost (not answered %s after the burst)", lateBound+answerBound), Value: float64(m.lost), Unit: "messages", RatioOf: "target: 0", Settings: sent},
 		{Bench: "density", Row: row, Metric: "messages doubled (answered more than once)", Value: float64(m.doubled), Unit: "messages", RatioOf: "target: 0", Settings: sent},
-		{Bench: "density", Row: row, Metric: "wakes per second, every sleeping agent messaged at once", Value: wakesPerSecond, Unit: "wakes/s",
-			Settings: fmt.Sprintf("%d agents woken", m.burst)},
+		{Bench: "density", Row: row, Metric: "wakes per second, every sleeping agent messaged at once (answered, late ones too, over the time to the last answer)",
+			Value: wakesPerSecond, Unit: "wakes/s", Settings: fmt.Sprintf("%d agents woken, the last answered after %.0f s", m.burst, m.burstTook)},
 		{Bench: "density", Row: row, Metric: "memory held (available memory before the platform, against after the fleet settled)", Value: m.held, Unit: "MiB",
 			Baseline: "the same agents all awake (their count x an awake agent's RSS)", BaselineValue: allAwake, Ratio: m.held / allAwake, RatioOf: "held / all awake"},
 		{Bench: "density", Row: row, Metric: "disk per sleeping agent (its checkpoint, thinned against the template)", Value: m.diskMiB, Unit: "MiB",

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -128,6 +129,15 @@ func Median[T any](s []T, f func(T) float64) float64 {
 		return (v[len(v)/2-1] + v[len(v)/2]) / 2
 	}
 	return v[len(v)/2]
+}
+
+// Percentile is the nearest-rank q-th percentile of s (0 for none).
+func Percentile(s []float64, q float64) float64 {
+	if len(s) == 0 {
+		return 0
+	}
+	v := slices.Sorted(slices.Values(s))
+	return v[max(0, int(math.Ceil(q/100*float64(len(v))))-1)]
 }
 
 // KeepBusy gives agent id work every 2 s until ctx ends (a console exec writing, hashing and
