@@ -106,6 +106,10 @@ func Classify(err error) *Error {
 	switch {
 	case errors.Is(err, ErrUnavailable), errors.Is(err, runtime.ErrUnavailable), isUnreachable(err):
 		return Because(Unavailable, MsgUnavailable, err)
+	case errors.Is(err, context.Canceled):
+		// The request's context ended before its work did: the platform is shutting down (or
+		// the caller left, who reads no answer). Retry later, not a server fault.
+		return Because(Unavailable, MsgUnavailable, err)
 	case errors.Is(err, admission.ErrClaimUndecided):
 		// Another request's claim on the name is still in flight: taken or not is unknown yet.
 		return Because(Unavailable, MsgUnavailable, err)

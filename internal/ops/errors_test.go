@@ -1,6 +1,7 @@
 package ops
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,8 @@ import (
 )
 
 // TestUnreachableAPIServerIsUnavailable: a call the API server did not answer because it went
-// away answers 503 (retry later), not 500, whichever way the connection ended; a failure
+// away answers 503 (retry later), not 500, whichever way the connection ended, as does a
+// request whose context the platform's shutdown ended; a failure
 // that is not about reaching it stays Internal.
 func TestUnreachableAPIServerIsUnavailable(t *testing.T) {
 	post := func(err error) error {
@@ -25,6 +27,7 @@ func TestUnreachableAPIServerIsUnavailable(t *testing.T) {
 		{"HTTP/2 connection lost", post(errors.New("http2: client connection lost")), Unavailable},
 		{"connection ended before the answer", post(io.ErrUnexpectedEOF), Unavailable},
 		{"connection refused", post(fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)), Unavailable},
+		{"the platform shutting down mid-request", fmt.Errorf("install the slack plugin: %w", context.Canceled), Unavailable},
 		{"a failure of the platform's own", errors.New("cannot render the engine config"), Internal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
