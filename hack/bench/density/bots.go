@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
+	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
 )
 
@@ -69,7 +69,7 @@ func (b *bots) close() {
 func answers(s *faketelegram.Server, chat int64) int {
 	n := 0
 	for _, c := range s.Calls() {
-		if isAnswer(c, chat) {
+		if benchkit.IsTelegramAnswer(c, chat) {
 			n++
 		}
 	}
@@ -80,18 +80,9 @@ func answers(s *faketelegram.Server, chat int64) int {
 func lastAnswer(s *faketelegram.Server, chat int64) time.Time {
 	var at time.Time
 	for _, c := range s.Calls() {
-		if isAnswer(c, chat) && c.At.After(at) {
+		if benchkit.IsTelegramAnswer(c, chat) && c.At.After(at) {
 			at = c.At
 		}
 	}
 	return at
-}
-
-// isAnswer is whether a Bot API call is a message to chat that is the model's answer. The
-// engine's own messages that quote a model's output are not answers: its heartbeat (a
-// periodic background turn, on by default) sends the user an alert with the fake provider's
-// reply in it.
-func isAnswer(c faketelegram.Call, chat int64) bool {
-	text, _ := c.Params["text"].(string)
-	return c.Method == "sendMessage" && fmt.Sprint(c.Params["chat_id"]) == fmt.Sprint(chat) && strings.TrimSpace(text) == providertest.Reply
 }

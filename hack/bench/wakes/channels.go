@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
-	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
 	"github.com/agentplane/agentplane/internal/devtools/fakediscord"
 	"github.com/agentplane/agentplane/internal/devtools/fakeslack"
 	"github.com/agentplane/agentplane/internal/devtools/faketelegram"
@@ -24,11 +23,6 @@ type kind struct {
 	send    func(text string)
 	answers func() int
 }
-
-// isReply is whether a bot's message is the model's answer. The engine's own messages that
-// quote the model's output are not: its heartbeat (a periodic background turn, on by default)
-// sends the user an alert with the fake provider's reply in it.
-func isReply(text string) bool { return strings.TrimSpace(text) == providertest.Reply }
 
 // fakes are the three channel kinds' fake servers and the platform's relay options for them.
 type fakes struct {
@@ -82,7 +76,7 @@ func (f *fakes) telegram() kind {
 		answers: func() int {
 			n := 0
 			for _, c := range tg.Calls() {
-				if text, _ := c.Params["text"].(string); c.Method == "sendMessage" && fmt.Sprint(c.Params["chat_id"]) == fmt.Sprint(telegramUser) && isReply(text) {
+				if benchkit.IsTelegramAnswer(c, telegramUser) {
 					n++
 				}
 			}
@@ -105,7 +99,7 @@ func (f *fakes) slack() kind {
 		answers: func() int {
 			n := 0
 			for _, p := range sl.Posts() {
-				if p.Channel == "D"+slackUser && !p.Deleted && isReply(p.Text) {
+				if p.Channel == "D"+slackUser && !p.Deleted && benchkit.IsReply(p.Text) {
 					n++
 				}
 			}
@@ -125,7 +119,7 @@ func (f *fakes) discord() kind {
 		answers: func() int {
 			n := 0
 			for _, p := range dc.Posts() {
-				if p.ChannelID == dc.Options().DMChannelID && !p.Deleted && isReply(p.Content) {
+				if p.ChannelID == dc.Options().DMChannelID && !p.Deleted && benchkit.IsReply(p.Content) {
 					n++
 				}
 			}
