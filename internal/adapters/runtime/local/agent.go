@@ -44,6 +44,9 @@ type agent struct {
 	token    string            // Desired.GatewayToken of the last Ensure (to redact logs)
 	heapMiB  int64             // the gateway's Node heap from the Agent's memory limit (0: default)
 	proc     *process
+	// lazy is the page server of the gateway's last restore, nil once it is known to have
+	// ended (checkpoint_lazy.go).
+	lazy *lazyPages
 
 	phase           runtime.Phase
 	reason, message string

@@ -39,6 +39,9 @@ type checkpointer struct {
 	criu, tini string
 	// timeout bounds each CRIU run (criuTimeout when zero).
 	timeout time.Duration
+	// eager is why a waking gateway's memory is restored in full before it runs, not on
+	// demand (checkpoint_lazy.go); "" when on demand.
+	eager string
 }
 
 // criuTimeout bounds a CRIU run. A restore whose restored gateway dies while CRIU detaches it
@@ -93,6 +96,15 @@ func closeOnExecInherited() {
 			syscall.CloseOnExec(fd)
 		}
 	}
+}
+
+// LazyRestore reports whether a waking gateway's memory is restored on demand
+// (checkpoint_lazy.go) and, when it is not, why.
+func (r *Runtime) LazyRestore() (bool, string) {
+	if r.ckpt == nil {
+		return false, "no checkpoints: " + r.noCheckpoint
+	}
+	return r.ckpt.eager == "", r.ckpt.eager
 }
 
 // Checkpoints reports whether suspended gateways are checkpointed and, when not, why.
@@ -216,21 +228,14 @@ func (c *checkpointer) runIn(ctx context.Context, procs []string, dir, log strin
 	if err == nil {
 		return nil
 	}
-	if ctx.Err() != nil {
+	switch cause := context.Cause(ctx); {
+	case cause == nil:
+	case errors.Is(cause, context.DeadlineExceeded):
 		err = fmt.Errorf("%w (cut off after %s)", err, timeout)
+	default:
+		err = fmt.Errorf("%w (cut off: %w)", err, cause)
 	}
-	b, _ := os.ReadFile(filepath.Join(dir, log))
-	var errs []string
-	for _, l := range strings.Split(string(b), "\n") {
-		// This VM's root lacks CAP_SYS_RESOURCE: CRIU cannot raise its own open-file limit,
-		// which it reports as an error and does without.
-		if strings.Contains(l, "Error") && !strings.Contains(l, "RLIMIT_NOFILE for self") {
-			errs = append(errs, strings.TrimSpace(l))
-		}
-	}
-	if len(errs) > 3 {
-		errs = errs[:3]
-	}
+	errs := logErrorLines(filepath.Join(dir, log), 3)
 	return fmt.Errorf("criu %s: %v: %s%s", args[0], err, strings.Join(errs, "; "), lastLines(out, 2))
 }
 
@@ -405,6 +410,13 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	if c == nil || p == nil || p.hasExited() || a.phase != runtime.PhaseRunning {
 		return
 	}
+	if !a.lazyDoneLocked(ctx) {
+		a.log.Info("cannot checkpoint the gateway: its memory is still being restored, so it is stopped instead", "waited", lazyWait)
+		return
+	}
+	if p.hasExited() {
+		return
+	}
 	init := sandboxInit(p.pid)
 	if init.pid == 0 {
 		init = procRef{pid: p.pid, start: p.start} // a restored gateway: p is the sandbox's PID 1
@@ -449,7 +461,8 @@ func (a *agent) restoreLocked(ctx context.Context) {
 	start := time.Now()
 	err := a.restoreProcessLocked(ctx, dir)
 	if err == nil {
-		a.log.Info("gateway restored from its checkpoint", "pid", a.proc.pid, "took", time.Since(start).Round(time.Millisecond))
+		a.log.Info("gateway restored from its checkpoint", "pid", a.proc.pid, "took", time.Since(start).Round(time.Millisecond),
+			"memoryOnDemand", a.lazy != nil)
 		return
 	}
 	a.restoreFailedLocked(ctx, err)
@@ -501,7 +514,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	} else if n > 0 {
 		a.log.Info("checkpoint decompressed", "files", n, "took", time.Since(start).Round(time.Millisecond))
 	}
-	pid, err := c.restore(ctx, dir, filepath.Join(a.dir, sandboxRootName), procs)
+	pid, inFull, err := a.restoreMemoryLocked(ctx, dir, procs)
 	if err != nil {
 		return err
 	}
@@ -518,15 +531,43 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	a.proc, a.unhealthy = p, 0
 	a.st.PID, a.st.StartTime = pid, st.start
 	a.saveLocked()
-	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, "the gateway was restored from its checkpoint")
+	msg := "the gateway was restored from its checkpoint"
+	if inFull != nil {
+		msg += " (its memory in full: it could not be restored on demand: " + inFull.Error() + ")"
+	}
+	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, msg)
 	a.since = time.Now()
 	a.poke()
 	return nil
 }
 
-// discardCheckpointLocked removes the agent's checkpoint, if any.
+// restoreMemoryLocked restores the checkpoint in dir into the cgroups procs and returns the
+// restored sandbox's PID 1: its memory on demand where this host allows (a.lazy is then its
+// page server), else in full; inFull is why a restore on demand failed before the one in full.
+func (a *agent) restoreMemoryLocked(ctx context.Context, dir string, procs []string) (pid int, inFull, err error) {
+	c, root := a.rt.ckpt, filepath.Join(a.dir, sandboxRootName)
+	if c.eager == "" {
+		pid, lp, err := c.restoreLazily(ctx, a.rt, dir, root, procs)
+		if err == nil {
+			a.lazy = lp
+			return pid, nil, nil
+		}
+		a.log.Info("cannot restore the gateway's memory on demand: restoring it in full", "error", err.Error())
+		inFull = err
+	}
+	pid, err = c.restore(ctx, dir, root, procs)
+	return pid, inFull, err
+}
+
+// discardCheckpointLocked removes the agent's checkpoint, if any. The checkpoint a page
+// server still copies from is that server's to remove (checkpoint_lazy.go).
 func (a *agent) discardCheckpointLocked() {
 	if !a.st.Checkpoint {
+		return
+	}
+	if a.lazy != nil {
+		a.st.Checkpoint, a.st.CheckpointAt, a.st.CheckpointPacked = false, time.Time{}, false
+		a.saveLocked()
 		return
 	}
 	if err := os.RemoveAll(filepath.Join(a.dir, checkpointDirName)); err != nil {

@@ -63,8 +63,17 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 		return err
 	}
 	init.killAndWait()
-	pid, err := c.restore(ctx, images, root, nil)
-	if err != nil {
+	var pid int
+	if c.eager == "" {
+		var lp *lazyPages
+		if pid, lp, err = c.restoreLazily(ctx, r, images, root, nil); err == nil {
+			<-lp.done // bounded: a CRIU run's bound
+			err = lp.failure()
+		}
+		if err != nil {
+			return fmt.Errorf("%w: %w", errLazyProbe, err)
+		}
+	} else if pid, err = c.restore(ctx, images, root, nil); err != nil {
 		return err
 	}
 	restored := procRef{pid: pid}
@@ -107,6 +116,9 @@ func probeHolder(ctx context.Context, p *process, held string, within time.Durat
 	}
 }
 
+// errLazyProbe is a test checkpoint whose lazy restore failed.
+var errLazyProbe = errors.New("a lazy restore of the test checkpoint failed")
+
 // readTail is the end of the file at path (nil when it cannot be read).
 func readTail(path string) []byte {
 	b, _ := os.ReadFile(path)
@@ -123,7 +135,19 @@ func (r *Runtime) useCheckpointer(c *checkpointer, why string) {
 		r.noCheckpoint = why
 		return
 	}
-	if err := r.probeCheckpoint(context.Background(), c); err != nil {
+	switch {
+	case r.opts.EagerRestore:
+		c.eager = "EagerRestore is set"
+	default:
+		c.eager = lazyWhy(context.Background(), c.criu)
+	}
+	err := r.probeCheckpoint(context.Background(), c)
+	if errors.Is(err, errLazyProbe) {
+		// Checkpoints work without lazy restores: the probe again, restoring in full.
+		c.eager = err.Error()
+		err = r.probeCheckpoint(context.Background(), c)
+	}
+	if err != nil {
 		r.noCheckpoint = "a test checkpoint of a sandboxed process failed: " + err.Error()
 		return
 	}

@@ -95,10 +95,23 @@ func suspendAndResume(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Des
 		breakIt(dir)
 	}
 	o := ensure(t, f, a, d)
-	if _, err := os.Stat(dir); !os.IsNotExist(err) {
-		t.Errorf("checkpoint left after resume: %v", err)
-	}
+	waitCheckpointGone(t, dir)
 	return o
+}
+
+// waitCheckpointGone waits until the checkpoint dir is removed: it is used once, and removed
+// once restored (or, restored on demand, once its page server copied every page).
+func waitCheckpointGone(t *testing.T, dir string) {
+	t.Helper()
+	for deadline := time.Now().Add(eventBound); ; time.Sleep(20 * time.Millisecond) {
+		_, err := os.Stat(dir)
+		if os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("checkpoint left after resume: %v", err)
+		}
+	}
 }
 
 // TestSuspendCheckpointsAndResumeRestores: a suspended agent's gateway is checkpointed (its

@@ -187,6 +187,10 @@ type Options struct {
 	// pages are compressed (checkpoint_pack.go: about a fifth of the disk, a second more to
 	// wake): DefaultCheckpointPackAfter when 0, never when negative.
 	CheckpointPackAfter time.Duration
+	// EagerRestore restores a waking gateway's memory in full before it runs (CRIU's
+	// default) instead of on demand (checkpoint_lazy.go: a fifth of the wake here). Lazy
+	// restores need userfaultfd; LazyRestore says whether they are used.
+	EagerRestore bool
 	// Templates gives each new agent without an environment of its own a copy of its
 	// engine's template gateway instead of a boot (templates.go). They need checkpoints (CRIU)
 	// and the reseed addon ($AGENTPLANE_RESEED, else agentplane-reseed.node beside the running
@@ -261,6 +265,8 @@ type Runtime struct {
 	ccCtx     context.Context
 	ccStop    context.CancelFunc
 	ccWG      sync.WaitGroup
+	// lazyWG waits for the page servers of lazy restores (checkpoint_lazy.go).
+	lazyWG sync.WaitGroup
 }
 
 // versionRetry is how long a failed version command is not run again for the same dir.
@@ -326,6 +332,9 @@ func New(opts Options) (*Runtime, error) {
 	}
 	if r.ckpt != nil {
 		r.opts.Log.Info("suspended gateways are checkpointed (CRIU)", "criu", r.ckpt.criu)
+		if r.ckpt.eager != "" {
+			r.opts.Log.Info("a waking gateway's memory is restored in full before it runs", "why", r.ckpt.eager)
+		}
 	} else {
 		r.opts.Log.Info("suspended gateways are stopped and cold-started on resume", "why", r.noCheckpoint)
 	}
@@ -488,6 +497,7 @@ func (r *Runtime) Shutdown(ctx context.Context) error {
 	wg.Wait()
 	r.poolWG.Wait()
 	r.ccWG.Wait()
+	r.lazyWG.Wait()
 	if r.cg != nil {
 		// Gateways this runtime adopted (a manager before it started them) are in cgroups
 		// it did not make: those are its to remove too (once empty; kept running, they stay).

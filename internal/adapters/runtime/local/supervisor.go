@@ -186,8 +186,11 @@ func (a *agent) handleExitLocked() {
 	a.proc = nil
 	killGroup(p.pid) // whatever the gateway left in its group
 	if p.restored && time.Since(p.started) < restoredGrace {
-		a.restoreFailedLocked(context.Background(), fmt.Errorf("the restored gateway exited with %s after %s",
-			p.exitDesc, time.Since(p.started).Round(time.Millisecond)))
+		why := fmt.Errorf("the restored gateway exited with %s after %s", p.exitDesc, time.Since(p.started).Round(time.Millisecond))
+		if err := a.lazy.failure(); err != nil {
+			why = fmt.Errorf("the restored gateway was ended: its memory could not all be restored: %w", err)
+		}
+		a.restoreFailedLocked(context.Background(), why)
 		return
 	}
 	if a.configChangedWhileStarting(p) {
