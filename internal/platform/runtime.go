@@ -164,6 +164,16 @@ func (p *Platform) Templates() (bool, string) {
 	return false, "only the local runtime has gateway templates"
 }
 
+// TemplateReady reports whether the local runtime's template of the engine version is ready
+// to give new agents their gateways and, when it is not, why (a missing or stale one is
+// started); false for the kube runtime and for none.
+func (p *Platform) TemplateReady(version string) (bool, string) {
+	if rt, ok := p.runtime.(interface{ TemplateReady(string) (bool, string) }); ok {
+		return rt.TemplateReady(version)
+	}
+	return false, "only the local runtime has gateway templates"
+}
+
 // Sandboxed reports whether the local runtime runs agents in sandboxes and, when it does not,
 // why (true for the kube runtime and for none: pods contain their agents).
 func (p *Platform) Sandboxed() (bool, string) {
