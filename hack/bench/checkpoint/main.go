@@ -5,13 +5,15 @@
 //
 //	go run ./hack/bench/checkpoint -n 3
 //
-// One sandboxed agent boots, then each round suspends and resumes it twice, in alternating
+// One sandboxed agent boots, then each round suspends and resumes it twice, in rotating
 // order: once checkpointed (Desired.Suspended: the runtime checkpoints the gateway and
-// restores it) and once cold (a plain stop and a fresh boot). Resume is the time from the
-// waking Ensure to the first command run in the agent (runtime.Exec `true`) after the gateway
-// answers its health check again; suspend the time of the suspending Ensure. It also prints
-// the checkpoint's size and the agent's RSS before the suspend and after the resume, the
-// medians and the checkpointed/cold ratios.
+// restores it, its memory on demand as shipped) and once cold (a plain stop and a fresh
+// boot); in between, the same agent of a second runtime with EagerRestore (its own state dir)
+// is checkpointed and restored with its memory copied in full first, the baseline of the
+// restore on demand. Resume is the time from the waking Ensure to the first command run in
+// the agent (runtime.Exec `true`) after the gateway answers its health check again; suspend
+// the time of the suspending Ensure. It also prints the checkpoint's size and the agent's RSS
+// before the suspend and after the resume, the medians and the ratios.
 //
 // The runtime gives new agents copies of their engine's template, as shipped
 // (--gateway-templates; the reseed addon from $AGENTPLANE_RESEED or bin/, make
@@ -85,11 +87,12 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(state)
-	rt, err := local.New(local.Options{
+	opts := local.Options{
 		StateDir: state, Engine: openclaw.New(), EngineDirs: map[string]string{version: engineDir},
 		Log: logr.Discard(), Sandbox: local.SandboxRequired, CRIU: criu, Templates: true,
 		CheckpointPackAfter: *packAfter,
-	})
+	}
+	rt, err := local.New(opts)
 	if err != nil {
 		return err
 	}
@@ -97,55 +100,82 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	if ok, why := rt.Checkpoints(); !ok {
 		return fmt.Errorf("this runtime does not checkpoint: %s", why)
 	}
+	if ok, why := rt.LazyRestore(); !ok {
+		return fmt.Errorf("this runtime does not restore memory on demand: %s", why)
+	}
+	// The baseline of the restore on demand: a second runtime (its own state dir, no
+	// templates: its agent boots as the first one does) whose restores copy every page first.
+	if opts.StateDir, err = os.MkdirTemp("", "agentplane-bench-checkpoint-full-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(opts.StateDir)
+	opts.Templates, opts.EagerRestore = false, true
+	full, err := local.New(opts)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = full.Shutdown(context.Background()) }()
 	if err := rt.WarmCompileCache(ctx, version); err != nil {
 		return err
 	}
 	fmt.Printf("engine %s in %s, CRIU %s; %d rounds, idle %s\n", version, engineDir, criu, n, idle)
 	ag := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: "agent"}}
-	key := ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}
 	d := runtime.Desired{EngineVersion: version, GatewayToken: "bench-token-0123456789abcdef"}
-	if _, err := waitRunning(ctx, rt, ag, d); err != nil {
-		return err
-	}
-	got := map[bool][]sample{}
-	for i := range n {
-		order := []bool{true, false}
-		if i%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+	for _, r := range []*local.Runtime{rt, full} {
+		if _, err := waitRunning(ctx, r, ag, d); err != nil {
+			return err
 		}
-		for _, ckpt := range order {
+	}
+	modes := []mode{{"on demand", rt, true}, {"in full", full, true}, {"cold", rt, false}}
+	got := map[string][]sample{}
+	for i := range n {
+		for j := range modes {
+			m := modes[(i+j)%len(modes)]
 			if err := benchkit.Sleep(ctx, idle); err != nil {
 				return err
 			}
-			s, reason, err := cycle(ctx, rt, ag, key, d, ckpt)
+			s, reason, err := cycle(ctx, m.rt, ag, d, m.ckpt)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("round %d  %-12s  suspend %.2f s  resume to first exec %.2f s  checkpoint %.0f MiB  RSS %.0f -> %.0f MiB  (%s)\n",
-				i+1, label(ckpt), s.suspend, s.resume, s.imageMiB, s.rssBefore, s.rssAfter, reason)
-			got[ckpt] = append(got[ckpt], s)
+			fmt.Printf("round %d  %-9s  suspend %.2f s  resume to first exec %.2f s  checkpoint %.0f MiB  RSS %.0f -> %.0f MiB  (%s)\n",
+				i+1, m.name, s.suspend, s.resume, s.imageMiB, s.rssBefore, s.rssAfter, reason)
+			got[m.name] = append(got[m.name], s)
 		}
 	}
-	c, cold := medians(got[true]), medians(got[false])
-	fmt.Printf("\nmedian  checkpointed: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
-	fmt.Printf("median  cold:         suspend %.2f s, resume to first exec %.2f s\n", cold.suspend, cold.resume)
-	fmt.Printf("ratio checkpointed/cold: suspend %.3f, resume %.3f\n", c.suspend/cold.suspend, c.resume/cold.resume)
+	c, inFull, cold := medians(got["on demand"]), medians(got["in full"]), medians(got["cold"])
+	fmt.Printf("\nmedian  checkpointed, memory on demand: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
+	fmt.Printf("median  checkpointed, memory in full:  suspend %.2f s, resume to first exec %.2f s\n", inFull.suspend, inFull.resume)
+	fmt.Printf("median  cold:                          suspend %.2f s, resume to first exec %.2f s\n", cold.suspend, cold.resume)
+	fmt.Printf("ratio checkpointed/cold: suspend %.3f, resume %.3f; resume on demand/in full %.3f\n",
+		c.suspend/cold.suspend, c.resume/cold.resume, c.resume/inFull.resume)
 	b, err := bornRounds(ctx, rt, version, n, idle)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("median  born from the template: checkpoint %.0f MiB of its own plain, %.0f MiB packed, %.0f MiB whole; wake %.2f s plain, %.2f s packed\n",
 		b.plain, b.packed, b.whole, b.plainWake, b.packedWake)
-	return report.Write(*jsonOut, results(fmt.Sprintf("median of %d rounds, engine %s", n, version), c, cold, b))
+	return report.Write(*jsonOut, results(fmt.Sprintf("median of %d rounds, engine %s", n, version), c, inFull, cold, b))
+}
+
+// mode is one way of a round's suspend and resume: checkpointed (ckpt) or cold, by the
+// runtime rt (the shipped one, or the one that restores memory in full).
+type mode struct {
+	name string
+	rt   *local.Runtime
+	ckpt bool
 }
 
 // results are the rows of the run: row names its case.
-func results(row string, c, cold sample, b born) []report.Result {
+func results(row string, c, inFull, cold sample, b born) []report.Result {
 	const base, of = "the same agent suspended and resumed cold", "checkpointed / cold"
 	const wholeBase = "the same checkpoint whole (neither thinned against its template nor compressed)"
 	packed := fmt.Sprintf("CheckpointPackAfter %s (shipped: %s)", *packAfter, local.DefaultCheckpointPackAfter)
 	return []report.Result{
 		{Bench: "checkpoint", Row: row, Metric: "resume to first console exec", Value: c.resume, Unit: "s", Baseline: base, BaselineValue: cold.resume, Ratio: c.resume / cold.resume, RatioOf: of + "; target: at most 1 s"},
+		{Bench: "checkpoint", Row: row, Metric: "resume to first console exec, the memory restored on demand", Value: c.resume, Unit: "s",
+			Baseline: "the same, the memory restored in full before the gateway runs (EagerRestore)", BaselineValue: inFull.resume,
+			Ratio: c.resume / inFull.resume, RatioOf: "on demand / in full; target: at most 0.5 s"},
 		{Bench: "checkpoint", Row: row, Metric: "suspend", Value: c.suspend, Unit: "s", Baseline: base, BaselineValue: cold.suspend, Ratio: c.suspend / cold.suspend, RatioOf: of},
 		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk, a gateway booted cold", Value: c.imageMiB, Unit: "MiB"},
 		{Bench: "checkpoint", Row: row, Metric: "checkpoint on disk, an idle agent born from the template", Value: b.plain, Unit: "MiB",
@@ -257,15 +287,9 @@ func sleepAndWake(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, d 
 	return float64(o) / (1 << 20), float64(w) / (1 << 20), time.Since(start).Seconds(), nil
 }
 
-func label(ckpt bool) string {
-	if ckpt {
-		return "checkpointed"
-	}
-	return "cold"
-}
-
 // cycle suspends the running agent (checkpointed or plainly stopped) and resumes it.
-func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, key ktypes.NamespacedName, d runtime.Desired, ckpt bool) (sample, string, error) {
+func cycle(ctx context.Context, rt *local.Runtime, ag *agentsv1.Agent, d runtime.Desired, ckpt bool) (sample, string, error) {
+	key := ktypes.NamespacedName{Namespace: ag.Namespace, Name: ag.Name}
 	home := filepath.Join(rt.AgentDir(key), "home")
 	s := sample{rssBefore: benchkit.AgentRSS(benchkit.HomeIs(home))}
 	sd := d
