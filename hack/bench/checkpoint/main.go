@@ -126,22 +126,9 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 			return err
 		}
 	}
-	modes := []mode{{"on demand", rt, true}, {"in full", full, true}, {"cold", rt, false}}
-	got := map[string][]sample{}
-	for i := range n {
-		for j := range modes {
-			m := modes[(i+j)%len(modes)]
-			if err := benchkit.Sleep(ctx, idle); err != nil {
-				return err
-			}
-			s, reason, err := cycle(ctx, m.rt, ag, d, m.ckpt)
-			if err != nil {
-				return err
-			}
-			fmt.Printf("round %d  %-9s  suspend %.2f s  resume to first exec %.2f s  checkpoint %.0f MiB  RSS %.0f -> %.0f MiB  (%s)\n",
-				i+1, m.name, s.suspend, s.resume, s.imageMiB, s.rssBefore, s.rssAfter, reason)
-			got[m.name] = append(got[m.name], s)
-		}
+	got, err := suspendRounds(ctx, []mode{{"on demand", rt, true}, {"in full", full, true}, {"cold", rt, false}}, ag, d, n, idle)
+	if err != nil {
+		return err
 	}
 	c, inFull, cold := medians(got["on demand"]), medians(got["in full"]), medians(got["cold"])
 	fmt.Printf("\nmedian  checkpointed, memory on demand: suspend %.2f s, resume to first exec %.2f s, checkpoint %.0f MiB\n", c.suspend, c.resume, c.imageMiB)
@@ -156,6 +143,29 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 	fmt.Printf("median  born from the template: checkpoint %.0f MiB of its own plain, %.0f MiB packed, %.0f MiB whole; wake %.2f s plain, %.2f s packed\n",
 		b.plain, b.packed, b.whole, b.plainWake, b.packedWake)
 	return report.Write(*jsonOut, results(fmt.Sprintf("median of %d rounds, engine %s", n, version), c, inFull, cold, b))
+}
+
+// suspendRounds runs n rounds of a suspend and resume of the running agent ag in each mode
+// (the same agent of each mode's runtime), the modes' order rotating, after idle each; it
+// returns the samples by mode name.
+func suspendRounds(ctx context.Context, modes []mode, ag *agentsv1.Agent, d runtime.Desired, n int, idle time.Duration) (map[string][]sample, error) {
+	got := map[string][]sample{}
+	for i := range n {
+		for j := range modes {
+			m := modes[(i+j)%len(modes)]
+			if err := benchkit.Sleep(ctx, idle); err != nil {
+				return nil, err
+			}
+			s, reason, err := cycle(ctx, m.rt, ag, d, m.ckpt)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Printf("round %d  %-9s  suspend %.2f s  resume to first exec %.2f s  checkpoint %.0f MiB  RSS %.0f -> %.0f MiB  (%s)\n",
+				i+1, m.name, s.suspend, s.resume, s.imageMiB, s.rssBefore, s.rssAfter, reason)
+			got[m.name] = append(got[m.name], s)
+		}
+	}
+	return got, nil
 }
 
 // mode is one way of a round's suspend and resume: checkpointed (ckpt) or cold, by the
