@@ -100,15 +100,29 @@ func suspendAndResume(t *testing.T, f *fixture, a *agentsv1.Agent, d runtime.Des
 }
 
 // waitCheckpointGone waits until the checkpoint dir is removed: it is used once, and removed
-// once restored (or, restored on demand, once its page server copied every page).
+// once restored (or, restored on demand, once its page server copied every page). It looks
+// again at each change of the agent dir's entries.
 func waitCheckpointGone(t *testing.T, dir string) {
 	t.Helper()
-	for deadline := time.Now().Add(eventBound); ; time.Sleep(20 * time.Millisecond) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Add(filepath.Dir(dir)); err != nil {
+		t.Fatal(err)
+	}
+	bound := time.After(eventBound)
+	for {
 		_, err := os.Stat(dir)
 		if os.IsNotExist(err) {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-w.Events:
+		case err := <-w.Errors:
+			t.Fatalf("watch %s: %v", filepath.Dir(dir), err)
+		case <-bound:
 			t.Fatalf("checkpoint left after resume: %v", err)
 		}
 	}
