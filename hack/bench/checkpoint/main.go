@@ -208,17 +208,8 @@ type born struct{ plain, packed, whole, plainWake, packedWake float64 }
 // (CheckpointPackAfter) before it wakes it again. It returns the medians; each agent is
 // deleted after its round.
 func bornRounds(ctx context.Context, rt *local.Runtime, version string, n int, idle time.Duration) (born, error) {
-	for start := time.Now(); ; {
-		ok, why := rt.TemplateReady(version)
-		if ok {
-			break
-		}
-		if time.Since(start) > 10*time.Minute {
-			return born{}, fmt.Errorf("no template: %s", why)
-		}
-		if err := benchkit.Sleep(ctx, time.Second); err != nil {
-			return born{}, err
-		}
+	if _, err := benchkit.WaitTemplate(ctx, func() (bool, string) { return rt.TemplateReady(version) }); err != nil {
+		return born{}, err
 	}
 	var got []born
 	for i := range n {

@@ -56,18 +56,8 @@ func makeTemplate(ctx context.Context, engineDir, version, cache, templates stri
 	if ok, why := rt.Templates(); !ok {
 		return fmt.Errorf("no gateway templates here: %s", why)
 	}
-	for {
-		ok, why := rt.TemplateReady(version)
-		if ok {
-			return nil
-		}
-		if !strings.Contains(why, "being made") {
-			return fmt.Errorf("the template: %s", why)
-		}
-		if err := benchkit.Sleep(ctx, time.Second); err != nil {
-			return err
-		}
-	}
+	_, err = benchkit.WaitTemplate(ctx, func() (bool, string) { return rt.TemplateReady(version) })
+	return err
 }
 
 // copyAgent creates one agent born from the template in a fresh runtime, measures it and

@@ -85,6 +85,31 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// templateBound bounds the wait for the engine's template (about a minute here: a gateway's
+// boot and its checkpoint).
+const templateBound = 10 * time.Minute
+
+// WaitTemplate waits until ready (a runtime's TemplateReady for the engine version, which
+// starts a missing template) says the engine's template is ready, and returns how long that
+// took: at most templateBound while it is being made, an error at once when it cannot be.
+func WaitTemplate(ctx context.Context, ready func() (bool, string)) (time.Duration, error) {
+	start := time.Now()
+	for {
+		ok, why := ready()
+		switch {
+		case ok:
+			return time.Since(start), nil
+		case !strings.Contains(why, "being made"):
+			return 0, fmt.Errorf("the engine's template: %s", why)
+		case time.Since(start) > templateBound:
+			return 0, fmt.Errorf("the engine's template is not ready after %s: %s", templateBound, why)
+		}
+		if err := Sleep(ctx, 250*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
+}
+
 // Client calls the REST facade at Base with a bearer Token.
 type Client struct{ Base, Token string }
 

@@ -36,10 +36,6 @@ type Platform struct {
 	logFile *os.File
 }
 
-// templateBound bounds the wait for the engine's template (about a minute here: a gateway's
-// boot and its checkpoint).
-const templateBound = 10 * time.Minute
-
 // StartPlatform starts the control plane, the fake provider and the platform for the
 // benchmark name (its workspace and its state and log files are named after it), its channel
 // relay at relay. Stop ends them.
@@ -89,20 +85,11 @@ func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelay
 	}
 	// The agents are to be born from the template, which the runtime makes on first use:
 	// the first agents of a run would otherwise start cold while it is made.
-	start := time.Now()
-	for {
-		ok, why := b.p.TemplateReady(version)
-		if ok {
-			break
-		}
-		if time.Since(start) > templateBound {
-			return nil, fmt.Errorf("the engine's template is not ready after %s: %s", templateBound, why)
-		}
-		if err := Sleep(ctx, 250*time.Millisecond); err != nil {
-			return nil, err
-		}
+	took, err := WaitTemplate(ctx, func() (bool, string) { return b.p.TemplateReady(version) })
+	if err != nil {
+		return nil, err
 	}
-	fmt.Printf("the engine's template is ready (%s)\n", time.Since(start).Round(time.Second))
+	fmt.Printf("the engine's template is ready (%s)\n", took.Round(time.Second))
 	tok, err := platform.OwnerToken(ctx, b.env.Client, b.p.Signer, name, name[:1], name)
 	if err != nil {
 		return nil, err
