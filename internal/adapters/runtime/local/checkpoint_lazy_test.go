@@ -34,9 +34,11 @@ func TestWakeRestoresMemoryOnDemand(t *testing.T) {
 			d := ckptDesired("tok-1")
 			o := waitPhase(t, f, a, d, runtime.PhaseRunning)
 			for round := 1; round <= 2; round++ {
-				if r := suspendAndResume(t, f, a, d, nil); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+				r := suspendAndResume(t, f, a, d, nil)
+				if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 					t.Fatalf("round %d: resume = %+v, want reason %s", round, r, agentsv1.ReasonRestoredFromCheckpoint)
 				}
+				restoredOnDemand(t, f, r)
 				waitPhase(t, f, a, d, runtime.PhaseRunning)
 				waitStatus(t, o.Endpoint, "tok-1", 404)
 				if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
@@ -87,5 +89,15 @@ exec ` + real + ` "$@"
 	waitStatus(t, o.Endpoint, "tok-1", 404)
 	if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
 		t.Fatalf("the gateway started %d times, want once (restored, not restarted)", n)
+	}
+}
+
+// restoredOnDemand fails t when r, a wake's status, says that its memory was restored in full
+// on a runtime that restores it on demand: a restore on demand that failed (cut off, its page
+// server ended) falls back to one in full, which a test of the wake alone would pass.
+func restoredOnDemand(t *testing.T, f *fixture, r runtime.Observed) {
+	t.Helper()
+	if ok, _ := f.rt.LazyRestore(); ok && strings.Contains(r.Message, "in full") {
+		t.Fatalf("the wake fell back to a restore in full: %s", r.Message)
 	}
 }

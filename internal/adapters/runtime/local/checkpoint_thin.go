@@ -31,6 +31,7 @@ import (
 // CRIU's pagemap entry flags (criu/include/pagemap.h).
 const (
 	pageInParent = 1 << 0 // PE_PARENT: the pages are in the parent image
+	pageLazy     = 1 << 1 // PE_LAZY: a restore with --lazy-pages leaves the pages to its page server
 	pagePresent  = 1 << 2 // PE_PRESENT: the pages are in this image's pages file
 )
 
@@ -279,7 +280,9 @@ func (t *thinner) entry(e *pagemap.PagemapEntry) ([]*pagemap.PagemapEntry, error
 		}
 		flags := e.GetFlags()
 		if same {
-			flags = pageInParent
+			// Still lazy: without it a restore on demand would copy every page equal to
+			// the template's before the gateway runs (hack/criu/patches/0006 serves them).
+			flags = pageInParent | e.GetFlags()&pageLazy
 			t.st.inParent += pageSize
 		} else {
 			if _, err := t.w.Write(page); err != nil {

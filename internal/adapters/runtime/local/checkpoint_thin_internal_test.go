@@ -18,6 +18,10 @@ import (
 // fakeImage is a process's memory as a dump stores it: runs of pages by address.
 type fakeImage map[uint64][]byte // vaddr of a run: its pages
 
+// fakeLazyBelow: a fake dump's runs below this address are anonymous memory, which CRIU marks
+// lazy (PE_LAZY: a restore on demand leaves them to its page server); the runs above are not.
+const fakeLazyBelow = 0x40000
+
 // writeFakeDump writes procs (pid: its memory) as CRIU's pagemap and pages images into dir,
 // each process's pages file named by pagesID(pid).
 func writeFakeDump(t *testing.T, dir string, procs map[int]fakeImage, pagesID func(int) uint32) {
@@ -31,7 +35,11 @@ func writeFakeDump(t *testing.T, dir string, procs map[int]fakeImage, pagesID fu
 		var pages []byte
 		for _, vaddr := range slices.Sorted(maps.Keys(img)) {
 			run := img[vaddr]
-			entries = append(entries, &pagemap.PagemapEntry{Vaddr: proto.Uint64(vaddr), NrPages: proto.Uint32(uint32(len(run) / pageSize)), Flags: proto.Uint32(pagePresent)})
+			flags := uint32(pagePresent)
+			if vaddr < fakeLazyBelow {
+				flags |= pageLazy
+			}
+			entries = append(entries, &pagemap.PagemapEntry{Vaddr: proto.Uint64(vaddr), NrPages: proto.Uint32(uint32(len(run) / pageSize)), Flags: proto.Uint32(flags)})
 			pages = append(pages, run...)
 		}
 		if err := writePagemap(filepath.Join(dir, fmt.Sprintf("pagemap-%d.img", pid)), head, entries); err != nil {
@@ -63,7 +71,7 @@ func readBack(t *testing.T, dir string, pid int) map[uint64][]byte {
 	for _, e := range entries {
 		for i := range e.GetNrPages() {
 			vaddr := e.GetVaddr() + uint64(i)*pageSize
-			switch e.GetFlags() {
+			switch e.GetFlags() &^ pageLazy {
 			case pagePresent:
 				out[vaddr] = own[off : off+pageSize]
 				off += pageSize
@@ -83,6 +91,22 @@ func readBack(t *testing.T, dir string, pid int) map[uint64][]byte {
 	}
 	if off != len(own) {
 		t.Fatalf("pid %d: the pages file holds %d bytes, the pagemap names %d", pid, len(own), off)
+	}
+	return out
+}
+
+// lazyOf is, for each page of process pid in dir's pagemap, whether it is marked lazy.
+func lazyOf(t *testing.T, dir string, pid int) map[uint64]bool {
+	t.Helper()
+	_, entries, err := readPagemap(filepath.Join(dir, fmt.Sprintf("pagemap-%d.img", pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[uint64]bool{}
+	for _, e := range entries {
+		for i := range e.GetNrPages() {
+			out[e.GetVaddr()+uint64(i)*pageSize] = e.GetFlags()&pageLazy != 0
+		}
 	}
 	return out
 }
@@ -147,6 +171,14 @@ func TestThinCheckpointKeepsOnlyWhatDiffers(t *testing.T) {
 		t.Errorf("kept %d pages, %d in the parent; want 6 and 8", st.kept/pageSize, st.inParent/pageSize)
 	}
 	for pid, img := range dump {
+		// A page stays lazy or not as it was dumped, kept or in the parent: a restore on
+		// demand copies a page it finds not lazy before the gateway runs.
+		lazy := lazyOf(t, ckpt, pid)
+		for vaddr := range pagesOf(img) {
+			if lazy[vaddr] != (vaddr < fakeLazyBelow) {
+				t.Errorf("pid %d: page %#x is lazy: %v after thinning, %v as dumped", pid, vaddr, lazy[vaddr], vaddr < fakeLazyBelow)
+			}
+		}
 		got, want := readBack(t, ckpt, pid), pagesOf(img)
 		if len(got) != len(want) {
 			t.Fatalf("pid %d: read back %d pages, dumped %d", pid, len(got), len(want))

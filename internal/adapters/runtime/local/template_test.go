@@ -213,9 +213,14 @@ func TestNewAgentsAreBornFromTheTemplate(t *testing.T) {
 	// sandbox layout, on the same state.
 	a, d := newAgent("tpl-copy-0"), desired("tok-copy-0")
 	before := instanceOf(t, f, a)
-	if r := suspendAndResume(t, f, a, d, thinnedAgainstTemplate(t)); r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
+	r := suspendAndResume(t, f, a, d, thinnedAgainstTemplate(t))
+	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 		t.Fatalf("a copy's resume = %+v, want %s", r, agentsv1.ReasonRestoredFromCheckpoint)
 	}
+	// Its pages equal to the template's are in the parent image and still lazy: the page
+	// server serves them from there (hack/criu/patches/0006; without it the restore waited
+	// for them until cut off, then restored in full).
+	restoredOnDemand(t, f, r)
 	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-copy-0", 404)
 	d.RestartNonce = "again"
 	waitStatus(t, waitPhase(t, f, a, d, runtime.PhaseRunning).Endpoint, "tok-copy-0", 404)
