@@ -122,6 +122,10 @@ func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheck
 var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing",
 	"--manage-cgroups=ignore"}
 
+// restoredInFull is what a restored gateway's status says when its restore on demand failed
+// and its memory was restored in full instead (then why).
+const restoredInFull = "its memory in full: it could not be restored on demand"
+
 const (
 	// criuExitingZombie is CRIU's error for a process it caught exiting.
 	criuExitingZombie = "Zombies with threads are not supported"
@@ -533,7 +537,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	a.saveLocked()
 	msg := "the gateway was restored from its checkpoint"
 	if inFull != nil {
-		msg += " (its memory in full: it could not be restored on demand: " + inFull.Error() + ")"
+		msg += " (" + restoredInFull + ": " + inFull.Error() + ")"
 	}
 	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, msg)
 	a.since = time.Now()

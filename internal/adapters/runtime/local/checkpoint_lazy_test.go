@@ -80,7 +80,7 @@ exec ` + real + ` "$@"
 	d := ckptDesired("tok-1")
 	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
 	r := suspendAndResume(t, f, a, d, nil)
-	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint || !strings.Contains(r.Message, "its memory in full: it could not be restored on demand: criu restore") ||
+	if r.Reason != agentsv1.ReasonRestoredFromCheckpoint || !strings.Contains(r.Message, local.RestoredInFull+": criu restore") ||
 		!strings.Contains(r.Message, "(cut off: its page server failed)") || !strings.Contains(r.Message, "criu lazy-pages: exit status") ||
 		strings.Contains(r.Message, "cut off after") {
 		t.Fatalf("resume = %+v, want restored in full, cut off by its failed page server", r)
@@ -97,7 +97,7 @@ exec ` + real + ` "$@"
 // server ended) falls back to one in full, which a test of the wake alone would pass.
 func restoredOnDemand(t *testing.T, f *fixture, r runtime.Observed) {
 	t.Helper()
-	if ok, _ := f.rt.LazyRestore(); ok && strings.Contains(r.Message, "in full") {
+	if ok, _ := f.rt.LazyRestore(); ok && strings.Contains(r.Message, local.RestoredInFull) {
 		t.Fatalf("the wake fell back to a restore in full: %s", r.Message)
 	}
 }

@@ -94,3 +94,7 @@ func RefusedSyscalls() []RefusedSyscall {
 // CheckpointPages counts a checkpoint's pages, in bytes: in its own pages files and in its
 // parent image (its template's).
 func CheckpointPages(dir string) (own, inParent int64, err error) { return checkpointPages(dir) }
+
+// RestoredInFull is what a restored gateway's status says when its memory was restored in full
+// after its restore on demand failed.
+const RestoredInFull = restoredInFull
