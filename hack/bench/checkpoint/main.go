@@ -23,6 +23,9 @@
 // and its wake; then it idles and is suspended again, and once its checkpoint is compressed
 // (the runtime's CheckpointPackAfter, -pack-after here: the first rounds wake well before it)
 // the same disk and wake from the compressed checkpoint.
+//
+// -log FILE keeps the runtime's log, its lines timestamped to the millisecond: where a wake's
+// time goes (the page server's start, the restore, the first health answer, the exec).
 package main
 
 import (
@@ -37,8 +40,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
@@ -53,6 +58,7 @@ func main() {
 	idle := flag.Duration("idle", 10*time.Second, "quiet time before each suspend")
 	packAfter = flag.Duration("pack-after", 30*time.Second, "the runtime's CheckpointPackAfter: the first rounds wake well before it, the born agents' second sleep waits for it")
 	jsonOut = report.Flag()
+	logPath = flag.String("log", "", "write the runtime's log to this file (timestamped: where a wake's time goes)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -65,8 +71,24 @@ func main() {
 // packAfter is -pack-after.
 var packAfter *time.Duration
 
+// logPath is -log.
+var logPath *string
+
 // jsonOut is -json: where the results go for `make bench`.
 var jsonOut *string
+
+// runtimeLog is the runtime's logger: into the file at path, each line timestamped to the
+// millisecond, or nowhere when path is empty.
+func runtimeLog(path string) (logr.Logger, func(), error) {
+	if path == "" {
+		return logr.Discard(), func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return logr.Logger{}, nil, err
+	}
+	return zap.New(zap.WriteTo(f), func(o *zap.Options) { o.TimeEncoder = zapcore.ISO8601TimeEncoder }), func() { _ = f.Close() }, nil
+}
 
 type sample struct {
 	suspend, resume, rssBefore, rssAfter, imageMiB float64
@@ -87,9 +109,14 @@ func run(ctx context.Context, n int, idle time.Duration) error {
 		return err
 	}
 	defer os.RemoveAll(state)
+	log, closeLog, err := runtimeLog(*logPath)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
 	opts := local.Options{
 		StateDir: state, Engine: openclaw.New(), EngineDirs: map[string]string{version: engineDir},
-		Log: logr.Discard(), Sandbox: local.SandboxRequired, CRIU: criu, Templates: true,
+		Log: log, Sandbox: local.SandboxRequired, CRIU: criu, Templates: true,
 		CheckpointPackAfter: *packAfter,
 	}
 	rt, err := local.New(opts)
