@@ -457,9 +457,10 @@ var _ = Describe("Channels", Ordered, func() {
 		_, cfg = engineConfig(tok, agent)
 		Expect(cfg).NotTo(HaveKey("channels"))
 		// The channel plugins' entries went with their channels (the platform's lean entries,
-		// plugins it keeps off, stay).
+		// plugins it keeps off, stay): a relayed channel's plugin is off again.
 		plugins, _ := cfg["plugins"].(map[string]any)
-		Expect(plugins["entries"]).NotTo(Or(HaveKey("slack"), HaveKey("telegram")))
+		Expect(plugins["entries"]).NotTo(HaveKey("telegram"))
+		Expect(plugins["entries"]).To(HaveKeyWithValue("slack", Equal(map[string]any{"enabled": false})))
 	})
 
 	It("never shows a token in the platform's log or events", func() {

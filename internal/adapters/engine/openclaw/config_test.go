@@ -150,12 +150,15 @@ func TestSetChannel(t *testing.T) {
 			if at(m, "gateway.auth.token") != "tok" {
 				t.Fatal("lost the rest of the config")
 			}
-			// Removing restores the config SetChannel started from.
+			// Removing restores the config SetChannel started from (with the lean defaults
+			// every render ends with).
 			r, err := New().RemoveChannel(b, tc.ch.Type)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(decode(t, r), decode(t, base)) {
+			removed := decode(t, r)
+			applyLean(removed)
+			if !reflect.DeepEqual(removed, decode(t, base)) {
 				t.Fatalf("RemoveChannel left\n%s", r)
 			}
 		})

@@ -16,6 +16,8 @@ var leanPaths = map[string]any{
 	"plugins.entries.geolocation.enabled":  false,
 	"plugins.entries.linux-node.enabled":   false,
 	"plugins.entries.talk-voice.enabled":   false,
+	"plugins.entries.slack.enabled":        false,
+	"plugins.entries.discord.enabled":      false,
 }
 
 func TestInitialConfigIsLean(t *testing.T) {
@@ -43,9 +45,41 @@ func TestInitialConfigIsLean(t *testing.T) {
 	}
 	// No channel plugin is trusted before the agent has the channel.
 	for _, ch := range externalPluginChannels {
-		if v := at(m, "plugins.entries."+ch); v != nil {
-			t.Errorf("plugins.entries.%s = %#v without a channel", ch, v)
+		if v := at(m, "plugins.entries."+ch+".enabled"); v == true {
+			t.Errorf("plugins.entries.%s is enabled without a channel", ch)
 		}
+	}
+}
+
+// The relayed channels' plugins are off in a config without their channel: the relay's
+// variables in every gateway's environment would otherwise make the engine's startup take
+// them for configured channels with missing plugins. A channel enables its plugin; without
+// it again the plugin is off again; a channel of the user's own keeps the user's entry.
+func TestRelayedChannelPluginsAreOffWithoutTheirChannel(t *testing.T) {
+	e := New()
+	slack := engine.Channel{Type: "slack", Enabled: true, BotToken: "relay-tok", RelayURL: "ws://relay/slack", APIRoot: "http://relay/slack/api/", GatewayID: "ws/agent"}
+	with, err := e.RenderConfig(engine.Render{Live: []byte(live), Managed: []string{"slack", "discord"}, Channels: []engine.Channel{slack}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := decode(t, with)
+	if at(m, "plugins.entries.slack.enabled") != true || at(m, "plugins.entries.discord.enabled") != false {
+		t.Fatalf("with a slack channel: %s", with)
+	}
+	without, err := e.RenderConfig(engine.Render{Live: with, Managed: []string{"slack", "discord"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = decode(t, without)
+	if at(m, "plugins.entries.slack.enabled") != false || at(m, "channels.slack") != nil {
+		t.Fatalf("the slack channel removed: %s", without)
+	}
+	user, err := e.RenderConfig(engine.Render{Base: []byte(`{channels: {discord: {enabled: true, token: "x"}}}`), Live: []byte(live)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := decode(t, user); at(m, "plugins.entries.discord") != nil || at(m, "plugins.entries.slack.enabled") != false {
+		t.Fatalf("the user's own discord channel: %s", user)
 	}
 }
 
