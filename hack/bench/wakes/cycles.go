@@ -25,6 +25,7 @@ type cycler struct {
 	k                      kind
 	c                      benchkit.Client
 	id                     string
+	sleep                  time.Duration // between the suspend and the message asleep
 	sent                   int
 	awake, asleep, suspend []float64
 	unanswered             int
@@ -64,7 +65,7 @@ func (r *cycler) record(ctx context.Context, into *[]float64) error {
 }
 
 // cycles runs n sleep and wake cycles: a message to the agent awake (the baseline), its
-// suspend (checkpointed), a message to it asleep (the platform's relay wakes it).
+// suspend (checkpointed), r.sleep later a message to it asleep (the platform's relay wakes it).
 func (r *cycler) cycles(ctx context.Context, n int) error {
 	for i := range n {
 		if err := r.record(ctx, &r.awake); err != nil {
@@ -75,6 +76,9 @@ func (r *cycler) cycles(ctx context.Context, n int) error {
 			return err
 		}
 		r.suspend = append(r.suspend, time.Since(start).Seconds())
+		if err := benchkit.Sleep(ctx, r.sleep); err != nil {
+			return err
+		}
 		if err := r.record(ctx, &r.asleep); err != nil {
 			return err
 		}

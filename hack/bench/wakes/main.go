@@ -11,7 +11,7 @@
 // the model proxy), the model and its channel through the relay (the Slack and Discord plugins
 // installed from the registry), and answers a first message. Then each agent runs -cycles
 // cycles, the kinds side by side: a message awake (the baseline), a suspend (its gateway
-// checkpointed), a message asleep (the relay holds the channel, wakes the agent from its
+// checkpointed), -asleep later a message asleep (the relay holds the channel, wakes the agent from its
 // checkpoint and delivers; the engine answers through the fake provider). Each answer's time
 // from its message is measured, asleep against awake; at the end every message is accounted
 // for: answered late (after answerBound), lost (not answered lateBound after the cycles) or
@@ -40,12 +40,13 @@ import (
 func main() {
 	cycles := flag.Int("cycles", 100, "sleep and wake cycles per channel kind")
 	names := flag.String("kinds", "telegram,slack,discord", "channel kinds, one agent each")
+	asleep := flag.Duration("asleep", 0, "how long each agent sleeps before its message asleep (its gateway's timers come due meanwhile, as in a real sleep)")
 	jsonOut := report.Flag()
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rs, err := run(ctx, *cycles, *names)
+	rs, err := run(ctx, *cycles, *names, *asleep)
 	if err == nil {
 		err = report.Write(*jsonOut, rs)
 	}
@@ -55,7 +56,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, cycles int, names string) (_ []report.Result, err error) {
+func run(ctx context.Context, cycles int, names string, asleep time.Duration) (_ []report.Result, err error) {
 	if cycles < 1 {
 		return nil, fmt.Errorf("want -cycles >= 1")
 	}
@@ -72,7 +73,7 @@ func run(ctx context.Context, cycles int, names string) (_ []report.Result, err 
 	}
 	defer func() { b.Stop(err) }()
 	fmt.Printf("engine %s; %d sleep and wake cycles for each of %s, side by side\n", b.Version, cycles, names)
-	cs, err := connect(ctx, b.Client, kinds)
+	cs, err := connect(ctx, b.Client, kinds, asleep)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func run(ctx context.Context, cycles int, names string) (_ []report.Result, err 
 }
 
 // connect makes one agent per kind, each answering a first message on its channel.
-func connect(ctx context.Context, c benchkit.Client, kinds []kind) ([]*cycler, error) {
+func connect(ctx context.Context, c benchkit.Client, kinds []kind, asleep time.Duration) ([]*cycler, error) {
 	secretID, err := c.ProviderKey()
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func connect(ctx context.Context, c benchkit.Client, kinds []kind) ([]*cycler, e
 		if err := k.connect(ctx, c, id); err != nil {
 			return nil, err
 		}
-		r := &cycler{k: k, c: c, id: id}
+		r := &cycler{k: k, c: c, id: id, sleep: asleep}
 		if _, err := r.ask(ctx); err != nil {
 			return nil, fmt.Errorf("the %s agent's first answer: %w", k.name, err)
 		}

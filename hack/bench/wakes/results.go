@@ -12,6 +12,9 @@ import (
 func results(r *cycler, cycles int, version string, late, lost, doubled int) []report.Result {
 	row := fmt.Sprintf("%s, engine %s", r.k.name, version)
 	sample := fmt.Sprintf("%d cycles, the kinds side by side: %d answers from asleep, %d awake", cycles, len(r.asleep), len(r.awake))
+	if r.sleep > 0 {
+		sample += fmt.Sprintf(", each message asleep %s after the suspend", r.sleep)
+	}
 	sent := fmt.Sprintf("%d messages sent over %d cycles", r.sent, cycles)
 	p := benchkit.Percentile
 	asleepP50, awakeP50, asleepP99, awakeP99 := p(r.asleep, 50), p(r.awake, 50), p(r.asleep, 99), p(r.awake, 99)

@@ -40,7 +40,12 @@ func HeapMiB(limit int64) int64 { return int64(float64(limit) * HeapShare / (1 <
 //     forced collection of every thread still gives back about 200 MiB of RSS); the
 //     collector gives back most of it within a minute of idling, for one collection (well
 //     under a second of CPU) per idle thread that grew. It takes gc from a fresh vm
-//     context: the agent's code sees no global gc.
+//     context: the agent's code sees no global gc. A round more than a second late does
+//     not collect: it is a wake from a checkpoint (the threads were stopped for the sleep,
+//     which their event loops count as idle, and every thread's round is due at once). With
+//     those collections (2-3 threads, 23-66 MiB each, at every wake) a Telegram message to
+//     an agent asleep for 25 s was answered about a second later at the median
+//     (hack/bench/wakes -asleep 25s).
 //
 // Not --v8-pool-size (fewer V8 background threads): 2 instead of Node's 4 saved no memory
 // that could be measured and looked to cost CPU at boot; nor GLIBC_TUNABLES'

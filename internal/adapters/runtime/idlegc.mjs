@@ -20,13 +20,28 @@ for (let i = 0; i < 100 && !gc; i++) {
   }
 }
 const every = Number(process.env.AGENTPLANE_IDLE_GC_MS) || 10000;
+
+// collectNow is the collector's rule for one round of a thread: busy is the share of the
+// round its event loop was busy, grown how much its heap grew (bytes) since it last collected,
+// late how long after its time the round came (ms). A round more than a second late comes
+// after the thread was stopped (its gateway checkpointed: the agent slept), which its event
+// loop counts as idle: at a wake every thread's round is due at once, while the message that
+// woke the agent is to be answered. Such a round does not collect; the next one may.
+export function collectNow({ busy, grown, late }) {
+  return late <= 1000 && busy < 0.05 && grown >= 8 << 20;
+}
+
 let last = performance.eventLoopUtilization();
+let due = performance.now() + every;
 let kept = 0;
 if (gc) setInterval(() => {
   const now = performance.eventLoopUtilization();
   const busy = performance.eventLoopUtilization(now, last).utilization;
   last = now;
-  if (busy < 0.05 && v8.getHeapStatistics().used_heap_size - kept >= 8 << 20) {
+  const t = performance.now();
+  const late = t - due;
+  due = t + every;
+  if (collectNow({ busy, grown: v8.getHeapStatistics().used_heap_size - kept, late })) {
     gc();
     kept = v8.getHeapStatistics().used_heap_size;
   }

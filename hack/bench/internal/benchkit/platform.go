@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/agentplane/agentplane/internal/adapters/modelproxy/providertest"
@@ -19,7 +20,8 @@ import (
 // root (the sandbox, CRIU checkpoints, gateway templates), its model proxy pointed at the fake
 // provider and its channel relay at the benchmark's fake channels, its agents trusting
 // $NODE_EXTRA_CA_CERTS as agentplane's own default does. Its log is written to
-// LogPath, kept when the run fails.
+// LogPath (timestamps to the nanosecond: a wake's steps are milliseconds apart), kept when
+// the run fails.
 type Platform struct {
 	// Client calls the facade as the owner of the benchmark's workspace.
 	Client Client
@@ -65,7 +67,7 @@ func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelay
 	}
 	b.AvailBefore = MemAvailableMiB()
 	b.p, err = platform.RunEmbedded(ctx, b.env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: zap.New(zap.WriteTo(b.logFile)),
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: zap.New(zap.WriteTo(b.logFile), func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder }),
 		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: b.State, Sandbox: local.SandboxAuto,
 			EngineDirs: map[string]string{version: engineDir}, GatewayTemplates: true,
 			// As agentplane's --agent-ca-file defaults: behind an egress that intercepts TLS,
