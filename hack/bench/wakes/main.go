@@ -11,12 +11,12 @@
 // the model proxy), the model and its channel through the relay (the Slack and Discord plugins
 // installed from the registry), and answers a first message. Then each agent runs -cycles
 // cycles, the kinds side by side: a message awake (the baseline), a suspend (its gateway
-// checkpointed), -asleep later a message asleep (the relay holds the channel, wakes the agent from its
-// checkpoint and delivers; the engine answers through the fake provider). Each answer's time
-// from its message is measured, asleep against awake; at the end every message is accounted
-// for: answered late (after answerBound), lost (not answered lateBound after the cycles) or
-// doubled (answered more than once). An answer is a bot message that is the model's reply
-// itself (the engine's heartbeat alerts quote it and are not counted).
+// checkpointed), -asleep later a message asleep (the relay holds the channel, wakes the agent
+// from its checkpoint and delivers; the engine answers through the fake provider). Each
+// answer's time from its message is measured, asleep against awake; at the end every message
+// is accounted for: answered late (after answerBound), lost (not answered lateBound after the
+// cycles) or doubled (answered more than once). An answer is a bot message that is the model's
+// reply itself (the engine's heartbeat alerts quote it and are not counted).
 package main
 
 import (
