@@ -17,12 +17,17 @@
 # at 2,140 s; the real node's 860 s at 40-65% of the machine). At the light lane's end it runs
 # beside the real node's first minutes instead, as it ran beside the light lane's envtest
 # packages before.
-# The local cluster's package (a minute: one cluster's start, pods and stop) runs in the light
-# lane after its envtest packages, beside devmode's last tests, not on the heavy lane's path
-# (2026-12-04): it holds the machine's cluster lock (localcluster.Lock) as the real node does,
-# so a real node that comes first waits for it, and the light lane reaches it well before devmode
-# ends. Devmode's agents (their own network namespaces and cgroups) are not the cluster's: its
-# leak check counts only the cluster's kinds (cni- namespaces, its cgroup root, its chains).
+# The local cluster's package (a minute: one cluster's start, pods and stop) opens the light
+# lane, right after the checks, not on the heavy lane's path (2026-12-04): it holds the
+# machine's cluster lock (localcluster.Lock) as the real node does, so whichever comes second
+# waits for the other. It must come first. Placed after the envtest packages, it did on warm
+# machines, but on a fresh one (2026-12-06) the checks took 11.6 minutes (golangci-lint and go
+# vet compiling), devmode ended before the light lane reached the cluster, and the cluster's
+# test waited 7 minutes for the real node's deploy test: the light lane then ended 7 minutes
+# after the heavy lane, the run's critical path. At the lane's head it runs beside devmode's
+# first test: the checks end well before devmode does, even there (11.6 against 21.7 minutes).
+# Devmode's agents (their own network namespaces and cgroups) are not the cluster's: its leak
+# check counts only the cluster's kinds (cni- namespaces, its cgroup root, its chains).
 # Neither a second heavy lane nor a light lane of low CPU weight beside this one shortened the
 # run (2026-12-01): two heavy packages side by side each took three times as long, and the
 # envtest packages, starved at a tenth of the CPU weight, missed their kube-apiserver's
@@ -85,7 +90,7 @@ set +m
 trap 'kill -INT -- -$heavy_pid 2>/dev/null; wait $heavy_pid' INT TERM
 # shellcheck disable=SC2086
 "$make" --no-print-directory verify-generated vet lint &&
-	"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${light_first[@]}" "${light_cluster[@]}" $light &&
+	"$go" test -p 1 -timeout "$timeout" "${flags[@]}" "${light_cluster[@]}" "${light_first[@]}" $light &&
 	examples &&
 	"$go" test -p 1 -timeout "$timeout" "${flags[@]}" $light_last
 light_rc=$?
