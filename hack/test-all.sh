@@ -17,15 +17,16 @@
 # at 2,140 s; the real node's 860 s at 40-65% of the machine). At the light lane's end it runs
 # beside the real node's first minutes instead, as it ran beside the light lane's envtest
 # packages before.
-# The local cluster's package (a minute: one cluster's start, pods and stop) opens the light
-# lane, right after the checks, not on the heavy lane's path (2026-12-04): it holds the
-# machine's cluster lock (localcluster.Lock) as the real node does, so whichever comes second
-# waits for the other. It must come first. Placed after the envtest packages, it did on warm
-# machines, but on a fresh one (2026-12-06) the checks took 11.6 minutes (golangci-lint and go
-# vet compiling), devmode ended before the light lane reached the cluster, and the cluster's
-# test waited 7 minutes for the real node's deploy test: the light lane then ended 7 minutes
-# after the heavy lane, the run's critical path. At the lane's head it runs beside devmode's
-# first test: the checks end well before devmode does, even there (11.6 against 21.7 minutes).
+# The local cluster's package (a minute: one cluster's start, pods and stop) runs in the light
+# lane, not on the heavy lane's path (2026-12-04), and opens it, right after the checks: it
+# holds the machine's cluster lock (localcluster.Lock) as the real node does, so whichever
+# comes second waits for the other, and it must come before the real node. It used to follow
+# the envtest packages. On a fresh machine (2026-12-06) the checks took 11.6 minutes
+# (golangci-lint and go vet compiling), devmode ended before the light lane reached the
+# cluster, and the cluster's test waited 7 minutes for the real node's deploy test, which made
+# the light lane the run's critical path (it ended 7.3 minutes after the heavy lane). At the
+# lane's head it runs beside devmode's first test: even there the checks ended well before
+# devmode did (11.6 against 21.7 minutes).
 # Devmode's agents (their own network namespaces and cgroups) are not the cluster's: its leak
 # check counts only the cluster's kinds (cni- namespaces, its cgroup root, its chains).
 # Neither a second heavy lane nor a light lane of low CPU weight beside this one shortened the
