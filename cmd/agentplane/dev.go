@@ -65,6 +65,7 @@ agents there as StatefulSets. That cluster is fresh at every start.`,
 	fl.StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <state-dir>/runtime/compile-cache)")
 	fl.BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", true, gatewayTemplatesUsage)
 	fl.StringVar(&o.Runtime.TemplateDir, "template-dir", "", templateDirUsage+" (default <state-dir>/runtime/templates)")
+	fl.BoolVar(&o.Runtime.MemoryMerge, "memory-merge", false, memoryMergeUsage)
 	fl.DurationVar(&o.Runtime.CheckpointPackAfter, "checkpoint-pack-after", 0, checkpointPackAfterUsage)
 	fl.StringVar(&o.Runtime.CAFile, "agent-ca-file", os.Getenv("NODE_EXTRA_CA_CERTS"), agentCAFileUsage)
 	fl.StringVar(&o.Runtime.Sandbox, "sandbox", local.SandboxAuto, "contain each local agent in a bubblewrap sandbox: auto (when this host can; otherwise serve one workspace only), required (refuse to start without) or off (one workspace only)")

@@ -38,6 +38,9 @@ const templateDirUsage = "with the local runtime and --gateway-templates: where 
 // gatewayTemplatesUsage is the --gateway-templates flag's help.
 const gatewayTemplatesUsage = "with the local runtime (root, CRIU and the reseed addon; false to boot every gateway): give each new agent without secrets of its own a copy of its engine's template gateway (booted once, checkpointed, restored into the agent's sandbox with its own uid, cgroup, network and randomness) instead of booting one"
 
+// memoryMergeUsage is the --memory-merge flag's help (dev and manager, local runtime).
+const memoryMergeUsage = "with the local runtime: mark every gateway's memory mergeable by the kernel's same-page merging (KSM; pages merge while /sys/kernel/mm/ksm/run is 1), so that pages agents hold alike are kept once; off by default: a merged page is shared between tenants, and how long a write to it takes tells an agent that another holds the same bytes"
+
 // checkpointPackAfterUsage is the --checkpoint-pack-after flag's help.
 var checkpointPackAfterUsage = fmt.Sprintf("with the local runtime and checkpoints: how long a suspended agent sleeps before its checkpoint's pages are compressed (about a fifth of the disk; its wake takes about a second more); 0 = %s, negative = never", local.DefaultCheckpointPackAfter)
 
@@ -143,6 +146,7 @@ func (m *managerFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.Runtime.CompileCacheDir, "compile-cache-dir", "", compileCacheDirUsage+" (default <runtime-dir>/compile-cache)")
 	cmd.Flags().BoolVar(&o.Runtime.GatewayTemplates, "gateway-templates", true, gatewayTemplatesUsage)
 	cmd.Flags().StringVar(&o.Runtime.TemplateDir, "template-dir", "", templateDirUsage+" (default <runtime-dir>/templates)")
+	cmd.Flags().BoolVar(&o.Runtime.MemoryMerge, "memory-merge", false, memoryMergeUsage)
 	cmd.Flags().DurationVar(&o.Runtime.CheckpointPackAfter, "checkpoint-pack-after", 0, checkpointPackAfterUsage)
 	cmd.Flags().StringVar(&o.Runtime.CAFile, "agent-ca-file", os.Getenv("NODE_EXTRA_CA_CERTS"), agentCAFileUsage)
 	cmd.Flags().StringVar(&o.Runtime.Name, "runtime", platform.RuntimeKube, "where agents run: kube (StatefulSets) or local (processes on this host)")

@@ -49,6 +49,9 @@ type RuntimeOptions struct {
 	// (local.Options.Templates); TemplateDir keeps the templates ("": under StateDir).
 	GatewayTemplates bool
 	TemplateDir      string
+	// Local: MemoryMerge marks the gateways' memory mergeable by the kernel's same-page
+	// merging (local.Options.MemoryMerge; off: a side channel between agents).
+	MemoryMerge bool
 	// Local: CheckpointPackAfter is how long a suspended agent sleeps before its checkpoint's
 	// pages are compressed (local.Options.CheckpointPackAfter; 0: the default, negative: never).
 	CheckpointPackAfter time.Duration
@@ -125,6 +128,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 		rt, err := local.New(local.Options{
 			StateDir: o.StateDir, Engine: eng, EngineDirs: o.EngineDirs, PortRange: o.Ports, Log: p.opts.Log.WithName("runtime"),
 			Sandbox: o.Sandbox, ReadOnlyPaths: o.ReadOnlyPaths, CompileCacheDir: o.CompileCacheDir, Templates: o.GatewayTemplates, TemplateDir: o.TemplateDir,
+			MemoryMerge:         o.MemoryMerge,
 			CheckpointPackAfter: o.CheckpointPackAfter,
 			CAFile:              o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
 			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng), Busy: p.relayBusy(),

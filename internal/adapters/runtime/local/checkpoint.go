@@ -42,6 +42,9 @@ type checkpointer struct {
 	// eager is why a waking gateway's memory is restored in full before it runs, not on
 	// demand (checkpoint_lazy.go); "" when on demand.
 	eager string
+	// merge: restored gateways' memory is marked mergeable (Options.MemoryMerge): CRIU runs
+	// marked, and the tree it restores is forked from it.
+	merge bool
 }
 
 // criuTimeout bounds a CRIU run. A restore whose restored gateway dies while CRIU detaches it
@@ -221,6 +224,11 @@ func (c *checkpointer) runIn(ctx context.Context, procs []string, dir, log strin
 		bin, argv = cgroupWrap(procs, bin, argv)
 	}
 	cmd := exec.CommandContext(ctx, bin, argv...)
+	if c.merge && args[0] == "restore" {
+		if err := mergeable(cmd); err != nil {
+			return err
+		}
+	}
 	// Cut off, CRIU's children (a half-restored tree) go with it, and an output pipe one of
 	// them holds does not keep the wait.
 	cmd.Cancel = func() error {

@@ -135,6 +135,7 @@ func (r *Runtime) useCheckpointer(c *checkpointer, why string) {
 		r.noCheckpoint = why
 		return
 	}
+	c.merge = r.opts.MemoryMerge
 	switch {
 	case r.opts.EagerRestore:
 		c.eager = "EagerRestore is set"

@@ -222,7 +222,8 @@ func (a *agent) startLocked(ctx context.Context) {
 		a.crashedLocked(timeZero, agentsv1.ReasonGatewayStartFailed, "cannot start the gateway: "+err.Error())
 		return
 	}
-	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil}
+	l := launch{binary: bin, args: args, env: env, dir: a.home, logPath: filepath.Join(a.dir, logFileName), sandboxed: a.rt.sbx != nil,
+		merge: a.rt.opts.MemoryMerge}
 	authored := a.configDigest()
 	p, err := startProcess(l)
 	if err == nil {

@@ -98,3 +98,6 @@ func CheckpointPages(dir string) (own, inParent int64, err error) { return check
 // RestoredInFull is what a restored gateway's status says when its memory was restored in full
 // after its restore on demand failed.
 const RestoredInFull = restoredInFull
+
+// ChildPIDs is childPIDs: the children of process pid.
+var ChildPIDs = childPIDs

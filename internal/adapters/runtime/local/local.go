@@ -199,6 +199,13 @@ type Options struct {
 	// TemplateDir keeps the engines' templates (<StateDir>/templates by default). Runtimes of
 	// different state dirs on one machine may share one.
 	TemplateDir string
+	// MemoryMerge marks each gateway's memory mergeable by the kernel's same-page merging
+	// (KSM; memmerge.go), started or restored: pages that agents' gateways hold alike are
+	// kept once. Off by default: a merged page is shared between tenants, and the time a write
+	// to it takes tells an agent that another agent holds the same bytes (a known side
+	// channel). Pages merge only while the kernel's daemon runs (/sys/kernel/mm/ksm/run, set
+	// by root); New fails on a kernel that cannot mark a gateway.
+	MemoryMerge bool
 }
 
 // Runtime runs agents as local processes. Create it with New; call Shutdown when done.
@@ -319,6 +326,10 @@ func New(opts Options) (*Runtime, error) {
 	}
 	r.ccCtx, r.ccStop = context.WithCancel(context.Background())
 	if err := r.setupSandbox(); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	if err := r.setupMemoryMerge(); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}

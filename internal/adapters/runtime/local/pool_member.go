@@ -50,7 +50,8 @@ func (r *Runtime) startMember(p *pool, version, engineDir string) (*member, erro
 	if err != nil {
 		return fail(err)
 	}
-	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(m.dir, logFileName), sandboxed: r.sbx != nil}); err != nil {
+	if m.proc, err = startProcess(launch{binary: bin, args: args, env: env, dir: m.home, logPath: filepath.Join(m.dir, logFileName), sandboxed: r.sbx != nil,
+		merge: r.opts.MemoryMerge}); err != nil {
 		return fail(err)
 	}
 	if err := r.attach(m.proc, m.port, m.port, m.home); err != nil {

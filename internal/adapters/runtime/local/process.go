@@ -131,6 +131,8 @@ type launch struct {
 	// to catch a manager killed while bwrap starts; Go sets PR_SET_PDEATHSIG before exec and
 	// kills the child itself if the parent is already gone.
 	dieWithManager bool
+	// merge: the process starts with its memory marked mergeable (Options.MemoryMerge).
+	merge bool
 }
 
 // StartLineTime is the time format of the line a gateway's log gets before each start
@@ -158,6 +160,11 @@ func startProcess(l launch) (*process, error) {
 	}
 	if l.dieWithManager {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if l.merge {
+		if err := mergeable(cmd); err != nil {
+			return nil, err
+		}
 	}
 	if l.sandboxed {
 		files, err := sandboxFiles()
