@@ -53,7 +53,7 @@ func measurePids(pids []int) usage {
 		p := strconv.Itoa(pid)
 		u.procs++
 		u.rssMiB += rss.MiB(p)
-		u.pssMiB += pssMiB(p)
+		u.pssMiB += rss.PssMiB(p)
 		if stat, err := os.ReadFile("/proc/" + p + "/stat"); err == nil {
 			s := string(stat)
 			if i := strings.LastIndexByte(s, ')'); i >= 0 {
@@ -68,23 +68,6 @@ func measurePids(pids []int) usage {
 		}
 	}
 	return u
-}
-
-// pssMiB is the proportional set size of pid from /proc/<pid>/smaps_rollup; 0 when unreadable.
-func pssMiB(pid string) float64 {
-	raw, err := os.ReadFile("/proc/" + pid + "/smaps_rollup")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Pss:"); ok {
-			if f := strings.Fields(rest); len(f) > 0 {
-				kb, _ := strconv.ParseFloat(f[0], 64)
-				return kb / 1024
-			}
-		}
-	}
-	return 0
 }
 
 // killMarked SIGKILLs every process marked with marker (what a stop left behind).

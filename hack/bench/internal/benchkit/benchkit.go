@@ -45,8 +45,17 @@ func Engine() (dir, version string, err error) {
 // AgentRSS sums the resident memory (MiB) of every process whose environment names an agent
 // home that match accepts: the gateway, its workers and children and, sandboxed, bwrap's.
 func AgentRSS(match func(home string) bool) float64 {
-	entries, _ := os.ReadDir("/proc")
 	total := 0.0
+	for _, pid := range AgentPIDs(match) {
+		total += rss.MiB(pid)
+	}
+	return total
+}
+
+// AgentPIDs are the processes whose environment names an agent home that match accepts.
+func AgentPIDs(match func(home string) bool) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
@@ -59,12 +68,12 @@ func AgentRSS(match func(home string) bool) float64 {
 			// The local runtime's marker of a gateway (and of the engine's workers and
 			// children, which inherit it): the agent's home.
 			if home, ok := strings.CutPrefix(kv, local.MarkerEnv+"="); ok && match(home) {
-				total += rss.MiB(e.Name())
+				out = append(out, e.Name())
 				break
 			}
 		}
 	}
-	return total
+	return out
 }
 
 // HomeIs matches the agent whose home is home.

@@ -40,8 +40,9 @@ type Platform struct {
 
 // StartPlatform starts the control plane, the fake provider and the platform for the
 // benchmark name (its workspace and its state and log files are named after it), its channel
-// relay at relay. Stop ends them.
-func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelayOptions) (_ *Platform, err error) {
+// relay at relay; tune, if any, changes the runtime's options (a setting the benchmark
+// compares with the shipped default). Stop ends them.
+func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelayOptions, tune ...func(*platform.RuntimeOptions)) (_ *Platform, err error) {
 	engineDir, version, err := Engine()
 	if err != nil {
 		return nil, err
@@ -66,13 +67,17 @@ func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelay
 		return nil, err
 	}
 	b.AvailBefore = MemAvailableMiB()
+	rt := platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: b.State, Sandbox: local.SandboxAuto,
+		EngineDirs: map[string]string{version: engineDir}, GatewayTemplates: true,
+		// As agentplane's --agent-ca-file defaults: behind an egress that intercepts TLS,
+		// the agents' plugin installs from the registry need its CA.
+		CAFile: os.Getenv("NODE_EXTRA_CA_CERTS")}
+	for _, t := range tune {
+		t(&rt)
+	}
 	b.p, err = platform.RunEmbedded(ctx, b.env.Config, platform.Options{
 		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: zap.New(zap.WriteTo(b.logFile), func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder }),
-		Runtime: platform.RuntimeOptions{Name: platform.RuntimeLocal, StateDir: b.State, Sandbox: local.SandboxAuto,
-			EngineDirs: map[string]string{version: engineDir}, GatewayTemplates: true,
-			// As agentplane's --agent-ca-file defaults: behind an egress that intercepts TLS,
-			// the agents' plugin installs from the registry need its CA.
-			CAFile: os.Getenv("NODE_EXTRA_CA_CERTS")},
+		Runtime:          rt,
 		ProvisionTimeout: 5 * time.Minute,
 		ModelProxy:       platform.ModelProxyOptions{Upstreams: map[string]string{"anthropic": b.llm.URL}},
 		ChannelRelay:     relay,
