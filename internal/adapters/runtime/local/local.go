@@ -324,12 +324,13 @@ func New(opts Options) (*Runtime, error) {
 		ccWarming:  map[string]chan struct{}{},
 		ccFail:     map[string]warmFailure{},
 	}
-	r.ccCtx, r.ccStop = context.WithCancel(context.Background())
-	if err := r.setupSandbox(); err != nil {
+	// Before the sandbox, which starts what an error would have to stop (the egress proxy).
+	if err := r.setupMemoryMerge(); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}
-	if err := r.setupMemoryMerge(); err != nil {
+	r.ccCtx, r.ccStop = context.WithCancel(context.Background())
+	if err := r.setupSandbox(); err != nil {
 		_ = lock.Close()
 		return nil, err
 	}
