@@ -121,7 +121,7 @@ func (f *fleet) measure(ctx context.Context, o options, availBefore float64) (me
 	awake, asleep := f.agents[:o.awake], f.agents[o.awake:]
 	awakeRSS := make([]float64, 0, len(awake))
 	for _, a := range awake {
-		awakeRSS = append(awakeRSS, benchkit.AgentRSS(benchkit.HomeOfAgent(a.id)))
+		awakeRSS = append(awakeRSS, benchkit.GatewayRSS(f.state, a.id))
 	}
 	fmt.Printf("%d agents asleep, %d awake\n", len(asleep), len(awake))
 	work, stopWork := context.WithCancel(ctx)

@@ -52,6 +52,30 @@ func AgentRSS(match func(home string) bool) float64 {
 	return total
 }
 
+// GatewayRSS sums the resident memory (MiB) of agent id's gateway on a local runtime whose
+// state dir is state: the process in its gateway.pid and every process under it. A gateway
+// born from a template carries the template's home in its environment (restored with its
+// memory), so AgentRSS's marker does not find it; its pid file does.
+func GatewayRSS(state, id string) float64 {
+	files, _ := filepath.Glob(filepath.Join(state, "agents", "*", id, "gateway.pid"))
+	total := 0.0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for todo := []string{strings.TrimSpace(string(b))}; len(todo) > 0; todo = todo[1:] {
+			total += rss.MiB(todo[0])
+			kids, _ := filepath.Glob("/proc/" + todo[0] + "/task/*/children")
+			for _, k := range kids {
+				c, _ := os.ReadFile(k)
+				todo = append(todo, strings.Fields(string(c))...)
+			}
+		}
+	}
+	return total
+}
+
 // AgentPIDs are the processes whose environment names an agent home that match accepts.
 func AgentPIDs(match func(home string) bool) []string {
 	entries, _ := os.ReadDir("/proc")
