@@ -31,13 +31,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
-
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
@@ -62,17 +56,7 @@ func main() {
 	flag.DurationVar(&o.every, "every", time.Minute, "time between the rounds' starts")
 	jsonOut := report.Flag()
 	flag.Parse()
-	ctrllog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rs, err := run(ctx, o)
-	if err == nil {
-		err = report.Write(*jsonOut, rs)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	benchkit.Main(*jsonOut, func(ctx context.Context) ([]report.Result, error) { return run(ctx, o) })
 }
 
 // agent is one agent of the fleet: its id, its bot, the messages it was sent.

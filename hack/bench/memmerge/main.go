@@ -23,14 +23,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
-
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
@@ -62,24 +57,11 @@ func main() {
 	flag.DurationVar(&o.heldFor, "held-for", 0, "(run by the benchmark itself) how long -side plain holds its agents")
 	jsonOut := report.Flag()
 	flag.Parse()
-	ctrllog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if o.side != "" {
-		if err := oneSide(ctx, o); err != nil {
-			fmt.Fprintln(os.Stderr, "error:", err)
-			os.Exit(1)
-		}
+		benchkit.Main("", func(ctx context.Context) ([]report.Result, error) { return nil, oneSide(ctx, o) })
 		return
 	}
-	rs, err := run(ctx, o)
-	if err == nil {
-		err = report.Write(*jsonOut, rs)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	benchkit.Main(*jsonOut, func(ctx context.Context) ([]report.Result, error) { return run(ctx, o) })
 }
 
 // side is one side's figures.

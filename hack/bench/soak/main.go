@@ -19,12 +19,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
@@ -39,17 +36,9 @@ func main() {
 	settle := flag.Duration("settle", 2*time.Minute, "quiet time after the last create before the first sample")
 	jsonOut := report.Flag()
 	flag.Parse()
-	ctrllog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rs, err := run(ctx, *idle, *duration, *sample, *settle)
-	if err == nil {
-		err = report.Write(*jsonOut, rs)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	benchkit.Main(*jsonOut, func(ctx context.Context) ([]report.Result, error) {
+		return run(ctx, *idle, *duration, *sample, *settle)
+	})
 }
 
 // snapshot is one sample: RSS per agent id (MiB), the oom_kill counter, agents not running.

@@ -23,14 +23,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
-
-	"github.com/go-logr/logr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/agentplane/agentplane/hack/bench/internal/benchkit"
 	"github.com/agentplane/agentplane/hack/bench/internal/report"
@@ -43,17 +37,9 @@ func main() {
 	asleep := flag.Duration("asleep", 0, "how long each agent sleeps before its message asleep (its gateway's timers come due meanwhile, as in a real sleep)")
 	jsonOut := report.Flag()
 	flag.Parse()
-	ctrllog.SetLogger(logr.Discard())
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	rs, err := run(ctx, *cycles, *names, *asleep)
-	if err == nil {
-		err = report.Write(*jsonOut, rs)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "error:", err)
-		os.Exit(1)
-	}
+	benchkit.Main(*jsonOut, func(ctx context.Context) ([]report.Result, error) {
+		return run(ctx, *cycles, *names, *asleep)
+	})
 }
 
 func run(ctx context.Context, cycles int, names string, asleep time.Duration) (_ []report.Result, err error) {
