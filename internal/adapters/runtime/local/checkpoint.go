@@ -153,6 +153,12 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	// like one that arrives during the sleep: its client retries. Without --skip-in-flight
 	// it fails the dump, and the gateway is stopped with its memory lost.
 	dumpArgs := append(append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...), extra...)
+	// The sandbox's network namespace is the runtime's to make again (checkpoint_netns.go).
+	netns, err := externalNetNSArgs(init)
+	if err != nil {
+		return err
+	}
+	dumpArgs = append(dumpArgs, netns...)
 	// A process of the sandbox caught exiting (a zombie whose threads are still going) makes
 	// CRIU refuse the dump and leave the tree running; a moment later it is reaped, so such a
 	// dump is tried again, a few times.
@@ -177,6 +183,9 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	if err := os.Remove(filepath.Join(dir, "timens-0.img")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
+	if netns != nil {
+		return markNetNSExternal(dir)
+	}
 	return nil
 }
 
@@ -198,7 +207,16 @@ func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work strin
 		return 0, err
 	}
 	args := append(append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...), extra...)
-	if err := c.runIn(ctx, procs, work, "restore.log", args...); err != nil {
+	netns, nsArgs, err := restoreNetNS(images)
+	if err != nil {
+		return 0, err
+	}
+	var files []*os.File
+	if netns != nil {
+		defer netns.Close() // the restored tree holds the namespace
+		files, args = []*os.File{netns}, append(args, nsArgs...)
+	}
+	if err := c.runIn(ctx, procs, files, work, "restore.log", args...); err != nil {
 		return 0, err
 	}
 	b, err := os.ReadFile(pidFile)
@@ -210,11 +228,12 @@ func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work strin
 
 // run runs CRIU with its log in dir/log; an error carries the log's error lines.
 func (c *checkpointer) run(ctx context.Context, dir, log string, args ...string) error {
-	return c.runIn(ctx, nil, dir, log, args...)
+	return c.runIn(ctx, nil, nil, dir, log, args...)
 }
 
-// runIn is run with CRIU in the cgroups whose cgroup.procs files are procs (none: its own).
-func (c *checkpointer) runIn(ctx context.Context, procs []string, dir, log string, args ...string) error {
+// runIn is run with CRIU in the cgroups whose cgroup.procs files are procs (none: its own),
+// given files as its fds 3 and on.
+func (c *checkpointer) runIn(ctx context.Context, procs []string, files []*os.File, dir, log string, args ...string) error {
 	args = append(args, "-o", log)
 	timeout := c.runTimeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -224,6 +243,7 @@ func (c *checkpointer) runIn(ctx context.Context, procs []string, dir, log strin
 		bin, argv = cgroupWrap(procs, bin, argv)
 	}
 	cmd := exec.CommandContext(ctx, bin, argv...)
+	cmd.ExtraFiles = files
 	if c.merge && args[0] == "restore" {
 		if err := mergeable(cmd); err != nil {
 			return err

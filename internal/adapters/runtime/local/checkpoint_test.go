@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -130,18 +131,32 @@ func waitCheckpointGone(t *testing.T, dir string) {
 
 // TestSuspendCheckpointsAndResumeRestores: a suspended agent's gateway is checkpointed (its
 // processes end) and restored on resume, the same process (it logs no second start), serving
-// its token; a second suspend and resume of the restored gateway works the same.
+// its token; a second suspend and resume of the restored gateway works the same. The
+// checkpoint leaves the sandbox's network namespace out (CRIU would make it again with six
+// programs on each restore): the restored gateway is in a namespace of its own that the
+// runtime made, not the host's.
 func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
 	f := checkpointing(t)
 	a := newAgent("ckpt")
 	d := ckptDesired("tok-1")
 	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
+	host := netNSOf(t, os.Getpid())
 	for round := 1; round <= 2; round++ {
-		r := suspendAndResume(t, f, a, d, nil)
+		r := suspendAndResume(t, f, a, d, func(dir string) {
+			// CRIU's dump of a namespace it makes again: its addresses and its iptables.
+			for _, img := range []string{"ifaddr-*.img", "iptables-*.img"} {
+				if m, _ := filepath.Glob(filepath.Join(dir, img)); len(m) > 0 {
+					t.Fatalf("round %d: the checkpoint holds the sandbox's network namespace: %v", round, m)
+				}
+			}
+		})
 		if r.Reason != agentsv1.ReasonRestoredFromCheckpoint {
 			t.Fatalf("round %d: resume = %+v, want reason %s", round, r, agentsv1.ReasonRestoredFromCheckpoint)
 		}
 		waitPhase(t, f, a, d, runtime.PhaseRunning)
+		if ns := netNSOf(t, gatewayPID(t, f, a)); ns == host {
+			t.Fatalf("round %d: the restored gateway runs in the host's network namespace (%d): want one of its own", round, ns)
+		}
 		if n := gatewayStarts(t, f, a, "[gateway] listening on"); n != 1 {
 			t.Fatalf("round %d: the gateway started %d times, want once (restored, not restarted)", round, n)
 		}
@@ -151,6 +166,16 @@ func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
 		}
 		waitStatus(t, o.Endpoint, "tok-1", http.StatusNotFound)
 	}
+}
+
+// netNSOf is the inode of process pid's network namespace.
+func netNSOf(t *testing.T, pid int) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(fmt.Sprintf("/proc/%d/ns/net", pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 // tmpMountSize is the size option of the tmpfs on /tmp in process pid's mount namespace ("" when
