@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,14 +39,14 @@ func externalNetNSArgs(pid int) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/"+strconv.Itoa(pid)+"/ns/net", &st); err != nil {
+	ino, err := netNSOf(strconv.Itoa(pid))
+	if err != nil {
 		return nil, fmt.Errorf("the sandbox's network namespace: %w", err)
 	}
-	if st.Ino == host {
+	if ino == host {
 		return nil, nil
 	}
-	return []string{"--external", fmt.Sprintf("net[%d]:%s", st.Ino, netnsKey)}, nil
+	return []string{"--external", fmt.Sprintf("net[%d]:%s", ino, netnsKey)}, nil
 }
 
 // markNetNSExternal records in the checkpoint dir that its dump left the namespace out.

@@ -141,9 +141,12 @@ func (g *gatewayNet) untrack(c net.Conn) {
 }
 
 // hostNetNS is the inode of the manager's own network namespace.
-func hostNetNS() (uint64, error) {
+func hostNetNS() (uint64, error) { return netNSOf("self") }
+
+// netNSOf is the inode of the network namespace of process pid ("self": this one's).
+func netNSOf(pid string) (uint64, error) {
 	var st syscall.Stat_t
-	if err := syscall.Stat("/proc/self/ns/net", &st); err != nil {
+	if err := syscall.Stat("/proc/"+pid+"/ns/net", &st); err != nil {
 		return 0, err
 	}
 	return st.Ino, nil
