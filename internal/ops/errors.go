@@ -157,13 +157,15 @@ func WithMessage(msg string, err error) error {
 }
 
 // isUnreachable recognises a dependency that did not answer (refused, reset, timed out, or
-// gone while it answered: a connection that ended before the response did, which is what a
-// call in flight gets when the API server dies).
+// gone while it answered: a connection that ended before the response or its body did, which
+// is what a call in flight gets when the API server dies).
 func isUnreachable(err error) bool {
 	var netErr net.Error
 	var urlErr *url.Error
 	switch {
 	case errors.As(err, &urlErr) && connectionLost(urlErr.Err):
+		return true
+	case strings.Contains(err.Error(), bodyReadFailed):
 		return true
 	case errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EHOSTUNREACH):
@@ -174,6 +176,12 @@ func isUnreachable(err error) bool {
 	var opErr *net.OpError
 	return errors.As(err, &opErr)
 }
+
+// bodyReadFailed begins the error client-go returns when an answer's headers came and its
+// body did not (the API server died between them): it reads the body after the call
+// returned, so the read's error is not in a *url.Error but wrapped in these words, which end
+// "Please retry".
+const bodyReadFailed = "unexpected error when reading response body"
 
 // connectionLost recognises a call whose connection ended before its answer did. client-go
 // closes an HTTP/2 connection whose pings go unanswered (the API server died), and a call in
