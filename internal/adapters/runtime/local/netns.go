@@ -140,10 +140,16 @@ func (g *gatewayNet) untrack(c net.Conn) {
 	c.Close()
 }
 
-// hostNetNS is the inode of the manager's own network namespace.
-func hostNetNS() (uint64, error) { return netNSOf("self") }
+// hostNetNS is the inode of the manager's own network namespace: the calling thread's. Not
+// /proc/self's, which is the main thread's: Go runs goroutines there too, and while one of
+// them is in a gateway's namespace (inNetNS) that is the namespace /proc/self shows. A
+// restored gateway was then taken for one in the host's namespace and started anew (make
+// test, 2026-12-06). Every thread in another namespace is locked to the goroutine that put it
+// there, so the caller's, never locked there, is in the manager's.
+func hostNetNS() (uint64, error) { return netNSOf("thread-self") }
 
-// netNSOf is the inode of the network namespace of process pid ("self": this one's).
+// netNSOf is the inode of the network namespace of process pid ("thread-self": the calling
+// thread's).
 func netNSOf(pid string) (uint64, error) {
 	var st syscall.Stat_t
 	if err := syscall.Stat("/proc/"+pid+"/ns/net", &st); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -91,8 +92,8 @@ func (a *agent) busy() bool {
 // ownNetns reports whether pid has a network namespace other than the manager's: only there
 // are its sockets the gateway's alone (in the host's, every socket of the host would count).
 func ownNetns(pid int) bool {
-	own, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid))
-	host, herr := os.Readlink("/proc/self/ns/net")
+	own, err := netNSOf(strconv.Itoa(pid))
+	host, herr := hostNetNS()
 	return err == nil && herr == nil && own != host
 }
 
