@@ -1,18 +1,20 @@
 package facade
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"syscall"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
 	"github.com/agentplane/agentplane/internal/ops"
@@ -51,7 +53,10 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 }
 
 // TestConnectionLostMidCallIsUnavailable: a dependency that dies while it answers (the
-// connection ends before the response does) is 503, whatever point of the answer it reached.
+// connection ends before the response does) is 503, whatever point of the answer it reached,
+// through client-go's REST client as the platform calls the API server. Cut inside the body,
+// client-go reads it after the call returned and wraps the read's error in words of its own,
+// outside any *url.Error (make test's outage test once answered 500 for a secret's create).
 func TestConnectionLostMidCallIsUnavailable(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -60,6 +65,7 @@ func TestConnectionLostMidCallIsUnavailable(t *testing.T) {
 		{"before any answer", ""},
 		{"inside the status line", "HTTP/1.1 20"},
 		{"inside the headers", "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\n"},
+		{"inside the body", "HTTP/1.1 201 Created\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"kind\":"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -74,9 +80,15 @@ func TestConnectionLostMidCallIsUnavailable(t *testing.T) {
 				_ = conn.Close()
 			}))
 			defer srv.Close()
-			resp, err := srv.Client().Post(srv.URL+"/apis/agentplane.io/v1alpha1/namespaces/ws/agentsecrets", "application/json", strings.NewReader(`{}`))
+			c, err := rest.RESTClientFor(&rest.Config{Host: srv.URL, APIPath: "/apis", ContentConfig: rest.ContentConfig{
+				GroupVersion:         &k8sschema.GroupVersion{Group: "agentplane.io", Version: "v1alpha1"},
+				NegotiatedSerializer: scheme.Codecs.WithoutConversion(),
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Post().Namespace("ws").Resource("agentsecrets").Body([]byte(`{}`)).Do(context.Background()).Error()
 			if err == nil {
-				resp.Body.Close()
 				t.Fatal("the call succeeded")
 			}
 			if got := httpError(fmt.Errorf("create secret: %w", err)); got.Status != http.StatusServiceUnavailable || got.Message != msgUnavailable {
