@@ -54,7 +54,7 @@ func TestWithMessageKeepsTheMappedStatus(t *testing.T) {
 
 // TestConnectionLostMidCallIsUnavailable: a dependency that dies while it answers (the
 // connection ends before the response does) is 503, whatever point of the answer it reached,
-// through client-go's REST client as the platform calls the API server. Cut inside the body,
+// through client-go's REST client as the platform calls kube-apiserver. Cut inside the body,
 // client-go reads it after the call returned and wraps the read's error in words of its own,
 // outside any *url.Error (make test's outage test once answered 500 for a secret's create).
 func TestConnectionLostMidCallIsUnavailable(t *testing.T) {
