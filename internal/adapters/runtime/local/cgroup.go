@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -200,6 +201,9 @@ func (c *cgroups) sweep(ctx context.Context, wait bool) {
 	}
 	c.mu.Unlock()
 	for _, uid := range uids {
+		if wait {
+			c.end(ctx, uid)
+		}
 		for c.remove(uid); wait && c.holds(uid); c.remove(uid) {
 			select {
 			case <-ctx.Done():
@@ -211,6 +215,45 @@ func (c *cgroups) sweep(ctx context.Context, wait bool) {
 	for _, parent := range c.dirs {
 		_ = os.Remove(parent)
 	}
+}
+
+// end kills what is left in uid's cgroup and returns once it is empty (or ctx ends). It is
+// called once the runtime stopped the agent's gateway and commands: a process left there is a
+// straggler, such as a sandbox whose starter was killed before it let the sandbox go on (make
+// test once left one waiting forever after the manager's kill -9). A straggler would keep the
+// agent's home mounted and its cgroup in place.
+func (c *cgroups) end(ctx context.Context, uid int) {
+	for {
+		pids := c.procsOf(uid)
+		if len(pids) == 0 {
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// procsOf are the processes in uid's cgroup, in any hierarchy.
+func (c *cgroups) procsOf(uid int) []int {
+	var pids []int
+	for _, parent := range c.dirs {
+		raw, err := os.ReadFile(filepath.Join(parent, cgroupName(uid), "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			if pid, err := strconv.Atoi(f); err == nil && !slices.Contains(pids, pid) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // track makes uid's cgroup one this runtime removes (sweep).

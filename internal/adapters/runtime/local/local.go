@@ -469,12 +469,14 @@ func (r *Runtime) Delete(ctx context.Context, ag *agentsv1.Agent) error {
 			stopProcess(ctx, p, r.opts.StopTimeout, nil)
 		}
 	}
+	r.endStragglers(ctx, filepath.Join(dir, homeDirName))
 	if err := removeHomeDir(dir); err != nil {
 		return fmt.Errorf("remove agent dir: %w", err)
 	}
 	r.releaseUIDs(dir)
 	// The home of a claimed warm gateway lives in its member dir.
 	if home := homeOf(dir, st); err == nil && home != filepath.Join(dir, homeDirName) {
+		r.endStragglers(ctx, home)
 		if err := removeHomeDir(filepath.Dir(home)); err != nil {
 			return fmt.Errorf("remove agent home: %w", err)
 		}

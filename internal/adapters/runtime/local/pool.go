@@ -332,6 +332,7 @@ func (r *Runtime) destroyMember(m *member) {
 	if m.proc != nil {
 		stopProcess(context.Background(), m.proc, r.opts.StopTimeout, nil)
 	}
+	r.endStragglers(context.Background(), m.home)
 	if err := removeHomeDir(m.dir); err != nil {
 		r.opts.Log.Error(err, "cannot remove a warm gateway's dir", "dir", m.dir)
 	} else {

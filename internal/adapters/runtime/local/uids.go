@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -196,6 +197,24 @@ func (r *Runtime) releaseUIDs(dir string) {
 				r.cg.remove(uid)
 			}
 		}
+	}
+}
+
+// endStragglers kills what is left in the cgroups of home (if it is there), which is about to
+// be removed with its agent's or member's dir once its gateway and commands were stopped
+// (cgroups.end). Its uid is looked up in the table: after a restart of the manager, this
+// runtime may not have looked it up yet.
+func (r *Runtime) endStragglers(ctx context.Context, home string) {
+	if r.sbx == nil || !r.sbx.root || r.cg == nil {
+		return
+	}
+	if _, err := os.Stat(home); err != nil {
+		return
+	}
+	if uid, err := r.sbx.uids.of(home); err == nil {
+		ctx, cancel := context.WithTimeout(ctx, r.opts.StopTimeout)
+		defer cancel()
+		r.cg.end(ctx, uid)
 	}
 }
 
