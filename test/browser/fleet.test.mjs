@@ -146,7 +146,8 @@ test('rows are updated in place: a click and keyboard focus survive the stream\'
   await update();
   await page.mouse.up();
   await page.getByRole('heading', { name: 'Agent: fleet-gamma' }).waitFor({ timeout: T });
-  assert.equal(await select.getAttribute('aria-pressed'), 'true');
+  // Waited for, not read once: make test once read 'false' just after the heading showed.
+  await page.getByRole('button', { name: 'Select fleet-gamma', pressed: true }).waitFor({ timeout: T });
   const back = await api('PUT', `/v0/agents/${ids['fleet-alpha']}/budget`, { tokensPerDay: 0, requestsPerMinute: 0 });
   assert.equal(back.status, 200, JSON.stringify(back.body));
 });
