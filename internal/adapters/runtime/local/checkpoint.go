@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -251,14 +252,21 @@ func (c *checkpointer) runIn(ctx context.Context, procs []string, files []*os.Fi
 	}
 	// Cut off, CRIU's children (a half-restored tree) go with it, and an output pipe one of
 	// them holds does not keep the wait.
+	var cut atomic.Bool
 	cmd.Cancel = func() error {
+		cut.Store(true)
 		killChildren(cmd.Process.Pid)
 		return cmd.Process.Kill()
 	}
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
-	if err == nil {
+	switch {
+	case err == nil && !cut.Load():
 		return nil
+	case err == nil:
+		// Its children killed, it may end well before its own kill lands (make test's
+		// hanging CRIU did, a shell's wait): a run cut off failed all the same.
+		err = errors.New("it ended as it was cut off")
 	}
 	switch cause := context.Cause(ctx); {
 	case cause == nil:
