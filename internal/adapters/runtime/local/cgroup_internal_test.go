@@ -13,9 +13,9 @@ import (
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
-// TestCgroupOrphansAreSwept: a runtime killed before its sweep leaves its agents' cgroups; the
-// next runtime to start removes the empty ones whose uid no home holds, and keeps the others.
-func TestCgroupOrphansAreSwept(t *testing.T) {
+// realCgroups are this machine's cgroups, with the runtime's defaults (root).
+func realCgroups(t *testing.T) *cgroups {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		testenv.Skip(t, "cgroups need root")
 	}
@@ -23,6 +23,13 @@ func TestCgroupOrphansAreSwept(t *testing.T) {
 	if err != nil {
 		testenv.Skip(t, "no cgroups here: %v", err)
 	}
+	return cg
+}
+
+// TestCgroupOrphansAreSwept: a runtime killed before its sweep leaves its agents' cgroups; the
+// next runtime to start removes the empty ones whose uid no home holds, and keeps the others.
+func TestCgroupOrphansAreSwept(t *testing.T) {
+	cg := realCgroups(t)
 	const orphan, held = 2100000001, 2100000002 // above every allocated uid's range
 	for _, uid := range []int{orphan, held} {
 		if _, err := cg.join(uid); err != nil {
@@ -45,13 +52,7 @@ func TestCgroupOrphansAreSwept(t *testing.T) {
 // commands were stopped (a sandbox whose starter was killed waits forever) is killed before its
 // home and cgroup are removed; a process outside the cgroup is left alone.
 func TestStragglersInACgroupAreEnded(t *testing.T) {
-	if os.Geteuid() != 0 {
-		testenv.Skip(t, "cgroups need root")
-	}
-	cg, err := newCgroups(cgroupRoot, DefaultMemoryLimit, DefaultPidsLimit)
-	if err != nil {
-		testenv.Skip(t, "no cgroups here: %v", err)
-	}
+	cg := realCgroups(t)
 	const uid = 2100000003 // above every allocated uid's range
 	procs, err := cg.join(uid)
 	if err != nil {
