@@ -114,15 +114,15 @@ func (r *Runtime) LazyRestore() (bool, string) {
 // Checkpoints reports whether suspended gateways are checkpointed and, when not, why.
 func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheckpoint }
 
-// criuOpts are the options dump and restore share. Established TCP connections are closed,
-// not kept: after a sleep their peers have long given up on them, and the gateway reconnects
-// (the channels' long polls) as after any network error. The sandbox's bind mounts of this
-// host's dirs are external mounts, found again at the same paths on restore. Cgroups are
-// not CRIU's: its default walks the whole subtree of each of the gateway's cgroups at the
-// dump (on cgroup v1 the host's root in every hierarchy the runtime does not limit, a
-// kubelet's pods among them) and makes all it saw again at the restore, which fails when one
-// goes meanwhile. A restore runs CRIU in the agent's cgroups instead (cgroupWrap), and the
-// restored tree stays in them.
+// criuOpts are the options dump and restore share. Established TCP connections are closed, not
+// kept: after a sleep their peers have long given up on them, and the gateway reconnects (the
+// channels' long polls) as after any network error. The sandbox's bind mounts of this host's
+// dirs are external mounts, found again at the same paths on restore. Cgroups are not CRIU's:
+// its default walks the whole subtree of each of the gateway's cgroups at the dump (on cgroup
+// v1 the host's root in every hierarchy the runtime does not limit, a kubelet's pods among
+// them) and makes all it saw again at the restore, which fails when one goes meanwhile. A
+// restore runs CRIU in the agent's cgroups instead (cgroupWrap), and the restored tree stays in
+// them.
 var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing",
 	"--manage-cgroups=ignore"}
 
@@ -152,8 +152,14 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 	}
 	// A connection not accepted yet when the dump runs (a health probe, a client) is dropped
 	// like one that arrives during the sleep: its client retries. Without --skip-in-flight
-	// it fails the dump, and the gateway is stopped with its memory lost.
-	dumpArgs := append(append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight"}, criuOpts...), extra...)
+	// it fails the dump, and the gateway is stopped with its memory lost. The network is not
+	// locked: CRIU's lock (iptables rules in the sandbox's namespace for the dump, removed
+	// after the restore, which reads the method from the images) holds packets back while it
+	// saves and restores connections' state, which --tcp-close never saves. It ran two
+	// iptables-restore at each end, and in a namespace the runtime made for the restore
+	// (checkpoint_netns.go) the removal failed.
+	dumpArgs := append(append([]string{"dump", "-t", strconv.Itoa(init), "-D", dir, "--skip-in-flight", "--network-lock", "skip"},
+		criuOpts...), extra...)
 	// The sandbox's network namespace is the runtime's to make again (checkpoint_netns.go).
 	netns, err := externalNetNSArgs(init)
 	if err != nil {
