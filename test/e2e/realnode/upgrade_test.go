@@ -101,35 +101,6 @@ type agentState struct {
 	config string            // the config as the facade answers it
 }
 
-// engineSeeded are the workspace files the engine writes itself on an agent's first run
-// (`start/bootstrapping.md` in its docs) when they are missing. That run need not be the
-// user's: the engine's own nightly dreaming sweep (memory-core, `0 3 * * *` by default) is
-// one, so a gateway that lives across 03:00 seeds them whatever the upgrade does.
-var engineSeeded = map[string]bool{
-	"./AGENTS.md": true, "./SOUL.md": true, "./IDENTITY.md": true, "./USER.md": true, "./BOOTSTRAP.md": true,
-}
-
-// filesChanged says how after differs from before: a file lost or changed, or a new one the
-// engine does not seed itself ("" when none).
-func filesChanged(before, after map[string]string) string {
-	var diffs []string
-	for path, sum := range before {
-		switch got, ok := after[path]; {
-		case !ok:
-			diffs = append(diffs, path+" lost")
-		case got != sum:
-			diffs = append(diffs, path+" changed")
-		}
-	}
-	for path := range after {
-		if _, ok := before[path]; !ok && !engineSeeded[path] {
-			diffs = append(diffs, path+" new")
-		}
-	}
-	slices.Sort(diffs)
-	return strings.Join(diffs, ", ")
-}
-
 // digests reads `sha256sum` output: digest by path.
 func digests(t *testing.T, out string) map[string]string {
 	t.Helper()
@@ -268,7 +239,7 @@ func (f *fleet) checkAfterUpgrade(ctx context.Context, t *testing.T, before map[
 		if a.status != b.status || a.config != b.config {
 			t.Errorf("agent %s changed across the upgrade:\nbefore %s %s\nafter  %s %s", id, b.status, b.config, a.status, a.config)
 		}
-		if d := filesChanged(b.files, a.files); d != "" {
+		if d := e2e.FilesChanged(b.files, a.files); d != "" {
 			t.Errorf("agent %s's files changed across the upgrade: %s\nbefore %v\nafter  %v", id, d, b.files, a.files)
 		}
 	}
