@@ -5,10 +5,11 @@
 # and etcd), and the pod sandbox binary (`pause`, from the same module's build/pause).
 #
 # Its module pins every module it shares with the control plane's at the control plane's
-# version, and both build with the same flags (-trimpath here and there, whatever GOFLAGS the
-# caller has), so Go's build cache compiles the Kubernetes libraries once: after
+# version, and both build with the same flags (-trimpath and cgo off here and there, whatever
+# GOFLAGS the caller has), so Go's build cache compiles the Kubernetes libraries once: after
 # kube-apiserver, these take about 3 minutes instead of 15 or more on 2 cores
-# (internal/devtools/controlplane's tests check the pins agree and its build's flags).
+# (internal/devtools/controlplane's tests check the pins agree and its build's flags). Only
+# pause is C (gcc, static).
 #
 # Cached under the user cache dir keyed by the pinned module graph and the Go version, and
 # linked into the directory given as $1 (default bin/k8s). `--print-dir` prints the cache dir.
@@ -39,7 +40,7 @@ if ! all_cached "$cache" "${bins[@]}"; then
   minor=${k8s_version#v1.}; minor=${minor%%.*}
   start=$SECONDS
   log "building kubelet, kube-controller-manager, kube-scheduler and kube-proxy $k8s_version (about 3 minutes on 2 cores after kube-apiserver, whose packages they share)"
-  (cd "$mod" && go build -trimpath -ldflags "-s -w \
+  (cd "$mod" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w \
       -X k8s.io/component-base/version.gitVersion=$k8s_version \
       -X k8s.io/component-base/version.gitMajor=1 \
       -X k8s.io/component-base/version.gitMinor=$minor" \

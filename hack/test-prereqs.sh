@@ -4,7 +4,9 @@
 #   - the control plane's lane: kube-apiserver and etcd, then the real node's Kubernetes
 #     binaries and kwok (they reuse the Kubernetes packages kube-apiserver's build compiled);
 #   - the other lane: the engine and Node (npm), the sandbox's packages and CRIU, the node's
-#     packages, chromium (apt, one install at a time), helm, promtool, kube-router, gVisor.
+#     packages, chromium (apt, one install at a time), kube-router, gVisor, then helm and
+#     promtool, last: they share the Kubernetes client libraries with kube-apiserver at one
+#     version and build flags, so by then most of their packages are in Go's build cache.
 # The generated files' check, go vet and the linters run in the tests' light lane
 # (hack/test-all.sh), beside the heavy tests and yielding the CPU to them.
 # Everything is built before any test starts. Built beside the tests instead, the node's
@@ -20,7 +22,7 @@ start=$SECONDS
 "$make" --no-print-directory envtest-assets kube-binaries &
 kube=$!
 trap 'kill $kube 2>/dev/null' INT TERM
-"$make" --no-print-directory engine sandbox-packages node-packages chromium helm promtool kube-router gvisor
+"$make" --no-print-directory engine sandbox-packages node-packages chromium kube-router gvisor helm promtool
 other=$?
 wait $kube
 kube_rc=$?

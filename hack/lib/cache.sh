@@ -27,12 +27,15 @@ link_cached() {
 
 # go_tool NAME VERSION MODDIR PKG [GO BUILD FLAGS...] prints the path of NAME built from the Go
 # package PKG of the module pinned in MODDIR (never a downloaded release), kept under
-# $cache_root/tools/NAME-VERSION-<key>/NAME where <key> covers MODDIR's go.mod and go.sum and the
-# Go version: built once per pin and toolchain. Progress goes to stderr.
+# $cache_root/tools/NAME-VERSION-<key>/NAME where <key> covers MODDIR's go.mod and go.sum, the
+# Go version and the build's flags: built once per pin and toolchain. Progress goes to stderr.
+# Built as make test's packages and the control plane are (-trimpath, cgo off), so the packages
+# their modules share at one version (the Kubernetes client libraries: internal/devtools/
+# controlplane's tests keep helm's at the control plane's) are compiled once.
 go_tool() {
   local name=$1 version=$2 mod=$3 pkg=$4 key dir bin tmp start
   shift 4
-  key=$( { cat "$mod/go.mod" "$mod/go.sum"; go env GOVERSION; } | cache_key)
+  key=$( { cat "$mod/go.mod" "$mod/go.sum"; go env GOVERSION; echo "CGO_ENABLED=0 -trimpath $*"; } | cache_key)
   dir="$cache_root/tools/$name-$version-$key"
   bin="$dir/$name"
   if [[ ! -x "$bin" ]]; then
@@ -40,7 +43,7 @@ go_tool() {
     tmp=$(mktemp "$dir/$name.tmp.XXXXXX")
     start=$SECONDS
     echo "[$name] building $name $version from $mod (a few minutes on 2 cores the first time)" >&2
-    if ! (cd "$mod" && go build "$@" -o "$tmp" "$pkg"); then
+    if ! (cd "$mod" && CGO_ENABLED=0 go build -trimpath "$@" -o "$tmp" "$pkg"); then
       rm -f "$tmp"
       return 1
     fi

@@ -31,7 +31,7 @@ var (
 // Binaries are the files a control-plane directory holds.
 var Binaries = []string{"kube-apiserver", "etcd"}
 
-// KubernetesVersion is the k8s.io/kubernetes version of the pins (v1.37.0).
+// KubernetesVersion is the k8s.io/kubernetes version of the pins (v1.37.2).
 func KubernetesVersion() string {
 	for _, line := range strings.Split(string(goMod), "\n") {
 		if f := strings.Fields(line); len(f) >= 2 && f[0] == "k8s.io/kubernetes" {
@@ -171,9 +171,13 @@ func (b Builder) build(ctx context.Context, tmp string) error {
 // make exports GOFLAGS=-trimpath, so kube-apiserver's packages were compiled without it and
 // hack/build-cluster.sh's kubelet and controllers, built with it, compiled them all again.
 // Both builds also pass -trimpath themselves, so they share Go's build cache however they are
-// started.
+// started. Cgo is off, as in the node's binaries' build and make test's (a package's compiled
+// form depends on CGO_ENABLED through net and os/user): left to the machine, it was on where a C
+// compiler was installed, and on a fresh machine the compiler arrives midway, with the sandbox's
+// packages, so kube-apiserver built without cgo and the node's binaries with it compiled every
+// Kubernetes package a second time.
 func buildEnv(callerGoflags string) []string {
-	return []string{"GOWORK=off", "GOFLAGS=" + strings.TrimSpace(callerGoflags+" -mod=readonly")}
+	return []string{"GOWORK=off", "CGO_ENABLED=0", "GOFLAGS=" + strings.TrimSpace(callerGoflags+" -mod=readonly")}
 }
 
 func lastLines(s string, n int) string {

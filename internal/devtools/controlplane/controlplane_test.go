@@ -3,9 +3,11 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -28,23 +30,57 @@ func TestPinsMatchTheToolsModule(t *testing.T) {
 	}
 }
 
-// The node binaries' and kwok's modules pin every module they share with the control plane at
-// the control plane's version: Go's build cache then compiles the Kubernetes libraries once
-// for all of them (the node binaries took 15 minutes on 2 cores when the versions differed,
-// 3.5 after kube-apiserver once they agreed).
+// The node binaries', kwok's, helm's and promtool's modules, the project's own and its
+// example's require every module they share with the control plane at the control plane's
+// version: Go's build cache then compiles the Kubernetes libraries and their dependencies once
+// for all of them, and make test's packages find them compiled by the prerequisites' builds
+// (the node binaries took 15 minutes on 2 cores when the versions differed, 3.5 after
+// kube-apiserver once they agreed). A go.mod lists every module that provides a package to its
+// build, so comparing the require lines covers them all.
 func TestToolModulesShareTheControlPlanesVersions(t *testing.T) {
 	pins := requires(t, "pins", goMod)
-	for _, tool := range []string{"cluster", "kwok"} {
-		path := filepath.Join("..", "..", "..", "hack", "tools", tool, "go.mod")
+	root := filepath.Join("..", "..", "..")
+	modules := []string{"hack/tools/cluster", "hack/tools/kwok", "hack/tools/helm", "hack/tools/promtool",
+		".", "examples/envtest-consumer"}
+	for _, dir := range modules {
+		path := filepath.Join(root, dir, "go.mod")
 		b, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for mod, v := range requires(t, path, b) {
-			if want, ok := pins[mod]; ok && v != want {
-				t.Errorf("hack/tools/%s/go.mod: %s %s, the control plane pins %s (go get %s@%s there)", tool, mod, v, want, mod, want)
-			}
+		for _, d := range differences(requires(t, path, b), pins) {
+			t.Errorf("%s/go.mod: %s (go get it there, or raise the control plane's pins and the others with it)", dir, d)
 		}
+	}
+}
+
+// differences lists each module both maps require at different versions, sorted.
+func differences(got, pins map[string]string) []string {
+	var out []string
+	for mod, v := range got {
+		if want, ok := pins[mod]; ok && v != want {
+			out = append(out, fmt.Sprintf("%s %s, the control plane pins %s", mod, v, want))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// A module at another version than the pins' is found, whether the pins require or replace it.
+func TestDifferencesFindsAModuleOffThePins(t *testing.T) {
+	pins := requires(t, "pins", goMod)
+	planted := map[string]string{"example.com/only-here": "v1.0.0"}
+	for mod, v := range pins {
+		planted[mod] = v
+	}
+	if d := differences(planted, pins); len(d) != 0 {
+		t.Fatalf("the pins differ from themselves: %v", d)
+	}
+	planted["k8s.io/api"] = "v0.1.0"       // replaced in the pins
+	planted["golang.org/x/net"] = "v0.0.1" // required in the pins
+	d := differences(planted, pins)
+	if len(d) != 2 || !strings.HasPrefix(d[0], "golang.org/x/net v0.0.1,") || !strings.HasPrefix(d[1], "k8s.io/api v0.1.0,") {
+		t.Errorf("differences = %v", d)
 	}
 }
 
@@ -77,7 +113,8 @@ shift # build
 [ "$1" = -trimpath ] || { echo "not -trimpath: $*" >&2; exit 1; }
 ldflags="$3"; out="$5"; pkg="$6"
 cmp -s go.mod "$FAKEGO_PINS" || { echo "go.mod is not the pins" >&2; exit 1; }
-[ "$GOFLAGS" = "$FAKEGO_WANT_GOFLAGS" ] && [ "$GOWORK" = off ] || { echo "env not pinned: GOFLAGS=$GOFLAGS" >&2; exit 1; }
+[ "$GOFLAGS" = "$FAKEGO_WANT_GOFLAGS" ] && [ "$GOWORK" = off ] && [ "$CGO_ENABLED" = 0 ] ||
+	{ echo "env not pinned: GOFLAGS=$GOFLAGS GOWORK=$GOWORK CGO_ENABLED=$CGO_ENABLED" >&2; exit 1; }
 mkdir -p "$(dirname "$out")" && printf '#!/bin/sh\n' > "$out" && chmod +x "$out"
 echo "$pkg $ldflags" >> "$FAKEGO_LOG"
 `
@@ -100,6 +137,8 @@ func TestEnsureBuildsOnceIntoTheCache(t *testing.T) {
 	// too: dropped, each build compiled the Kubernetes packages on its own).
 	t.Setenv("GOFLAGS", "-trimpath -tags=planted")
 	t.Setenv("FAKEGO_WANT_GOFLAGS", "-trimpath -tags=planted -mod=readonly")
+	// Cgo is off whatever the machine says (make test's packages build without it).
+	t.Setenv("CGO_ENABLED", "1")
 
 	var progress bytes.Buffer
 	b := Builder{Go: goBin, Log: &progress}
