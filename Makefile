@@ -125,22 +125,10 @@ sandbox-packages: ## Install bubblewrap, tini and CRIU's build dependencies from
 chromium: ## Install Debian's chromium when absent, for the web console's browser tests (root).
 	@hack/install-chromium.sh
 
-# Prometheus's promtool, built from Go modules (hack/tools/promtool) once per pin into the
-# user cache; the alert rules' tests (test/monitoring) run it. Without the service discoveries
-# (remove_all_sd: the cloud SDKs are most of its build), which rule tests never use. Built as
-# make test's packages are (-trimpath, cgo off), with the Kubernetes libraries at the control
-# plane's versions, so those are compiled once.
-PROMTOOL_VERSION := $(shell sed -n 's|.*github.com/prometheus/prometheus \(v[^ ]*\).*|\1|p' hack/tools/promtool/go.mod | head -1)
-PROMTOOL_KEY := $(shell cat hack/tools/promtool/go.mod hack/tools/promtool/go.sum | sha256sum | cut -c1-16)
-PROMTOOL := $(HOME)/.cache/agentplane/tools/promtool-$(PROMTOOL_VERSION)-$(PROMTOOL_KEY)
-export AGENTPLANE_PROMTOOL := $(PROMTOOL)
-
 .PHONY: promtool
-promtool: $(PROMTOOL) ## Build promtool from Go modules into the user cache (once per version; takes minutes).
-
-$(PROMTOOL):
-	@mkdir -p $(dir $(PROMTOOL))
-	cd hack/tools/promtool && CGO_ENABLED=0 $(GO) build -trimpath -tags remove_all_sd -o $(PROMTOOL).tmp github.com/prometheus/prometheus/cmd/promtool && mv $(PROMTOOL).tmp $(PROMTOOL)
+promtool: ## Build Prometheus's promtool from its Go module (hack/tools/promtool) into the user cache, linked as bin/promtool.
+	@mkdir -p $(BIN)
+	ln -sf "$$(hack/build-promtool.sh)" $(BIN)/promtool
 
 .PHONY: engine
 engine: ## Install the pinned OpenClaw engine, the release before it (real-node upgrade test) and Node into the user cache (once).

@@ -30,8 +30,8 @@ link_cached() {
 # $cache_root/tools/NAME-VERSION-<key>/NAME where <key> covers MODDIR's go.mod and go.sum, the
 # Go version and the build's flags: built once per pin and toolchain. Progress goes to stderr.
 # Built as make test's packages and the control plane are (-trimpath, cgo off), so the packages
-# their modules share at one version (the Kubernetes client libraries: internal/devtools/
-# controlplane's tests keep helm's at the control plane's) are compiled once.
+# their modules share at one version (the Kubernetes client libraries, which the tests of
+# internal/devtools/controlplane keep at the control plane's) are compiled once.
 go_tool() {
   local name=$1 version=$2 mod=$3 pkg=$4 key dir bin tmp start
   shift 4

@@ -24,26 +24,13 @@ import (
 // monitoringDir is config/monitoring of the checkout.
 func monitoringDir() string { return filepath.Join(testenv.RepoRoot(), "config", "monitoring") }
 
-// promtool is the promtool `make promtool` builds: $AGENTPLANE_PROMTOOL, else the user cache's
-// binary of the version hack/tools/promtool pins. Without it the test skips, except under
-// CI=true where it fails.
+// promtool is the promtool `make promtool` builds: $AGENTPLANE_PROMTOOL, else the checkout's
+// bin/promtool. Without it the test skips, except under CI=true where it fails.
 func promtool(t *testing.T) string {
 	t.Helper()
 	path := os.Getenv("AGENTPLANE_PROMTOOL")
 	if path == "" {
-		raw, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "hack", "tools", "promtool", "go.mod"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := regexp.MustCompile(`github\.com/prometheus/prometheus (v\S+)`).FindSubmatch(raw)
-		if m == nil {
-			t.Fatal("hack/tools/promtool/go.mod pins no github.com/prometheus/prometheus")
-		}
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		path = filepath.Join(home, ".cache", "agentplane", "tools", "promtool-"+string(m[1]))
+		path = filepath.Join(testenv.RepoRoot(), "bin", "promtool")
 	}
 	if _, err := os.Stat(path); err != nil {
 		testenv.Skip(t, "promtool missing at %s: run `make promtool`", path)
