@@ -15,8 +15,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 	"github.com/agentplane/agentplane/internal/devtools/testenv/kubeenv"
 	"github.com/agentplane/agentplane/internal/platform"
 	"github.com/agentplane/agentplane/internal/rules/auth"
@@ -185,6 +189,35 @@ func (c *histCluster) ensureUp(t *testing.T) {
 			t.Logf("%s is down: starting it", procName(i))
 			c.start(t, i)
 		}
+	}
+}
+
+// admitsAgents waits until the API server admits an Agent in namespace ns (a server-side dry
+// run, which stores nothing). The previous run's last fault may have restarted the API server,
+// and until its admission knows the CRDs' kinds again it refuses their writes with 503
+// ("Resource kind ... not found. There can be a delay between when CustomResourceDefinitions
+// are created and when they are available."), which the facade passes on as its own 503. The
+// traffic takes such answers as they come (the contract's answer while a dependency is down);
+// a run's setup expects its creates to succeed, so it waits for the event first.
+func (c *histCluster) admitsAgents(t *testing.T, ns string) {
+	t.Helper()
+	probe := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admission-probe"},
+		Spec: agentsv1.AgentSpec{DisplayName: "admission probe"}}
+	var last error
+	refused := 0
+	_ = eventually(testenv.EventBound, 100*time.Millisecond, func() error {
+		last = c.cp.Client.Create(bg(), probe.DeepCopy(), client.DryRunAll)
+		if apierrors.IsServiceUnavailable(last) {
+			refused++
+			return last
+		}
+		return nil
+	})
+	if last != nil {
+		t.Fatalf("the API server does not admit an Agent in %s (a dry run, %d refusals with 503): %v", ns, refused, last)
+	}
+	if refused > 0 {
+		t.Logf("the API server admitted an Agent in %s after %d refusals with 503", ns, refused)
 	}
 }
 

@@ -153,6 +153,7 @@ func historyRun(t *testing.T, c *histCluster, seed int64, run int, duration time
 		ws := fmt.Sprintf("hist-%d-%s", run, s)
 		tr.spaces = append(tr.spaces, ws)
 		workspaceIn(t, c.cp.Client, ws, agentsv1.PlanPro, func(s *agentsv1.WorkspaceSpec) { s.AgentLimit = new(int32(historyAgentMax + 1)) })
+		c.admitsAgents(t, ws)
 		limits.Agents[ws] = historyAgentMax + 1
 		tr.toks[ws] = tokenFrom(t, c.cp.Client, c.signer, ws)
 		tr.homes[ws] = newAgent(t, c.url(procManager), tr.toks[ws], ws+" home")
