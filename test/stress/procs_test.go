@@ -2,13 +2,19 @@ package stress
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
 // The local runtime starts every gateway with AGENTPLANE_AGENT_HOME=<StateDir>/agents/<ns>/<name>/home
@@ -92,19 +98,105 @@ func alive(pid int) bool {
 	return i > 0 && i+2 < len(s) && s[i+2] != 'Z' && s[i+2] != 'X'
 }
 
-// killGateways kills the process group of every gateway under stateDir and returns their
-// pids (nil when none ran).
+// killGateways kills every process of every gateway under stateDir and returns the gateways'
+// pids (nil when none ran). It kills each marked process and whatever else runs in the
+// agents' cgroups, not only each gateway's process group: a checkpointable sandbox runs its
+// init in a session of its own (bwrap --new-session), out of the group of the process the
+// runtime started, and a fresh machine's run that failed midway left such sandboxes running.
+// Once they are gone it releases what the runtime releases when it stops a gateway: the
+// mounts under stateDir (an agent's home volume; its loop device goes with its last mount)
+// and the agents' cgroups.
 func killGateways(stateDir string) []int {
 	var pids []int
 	for _, ps := range gatewayPIDs(stateDir) {
-		for _, pid := range ps {
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			pids = append(pids, pid)
+		pids = append(pids, ps...)
+	}
+	if len(pids) == 0 {
+		return nil
+	}
+	var marked []int
+	for _, ps := range markedPIDs(filepath.Join(stateDir, "agents")) {
+		marked = append(marked, ps...)
+	}
+	cgroups := agentCgroups(marked)
+	_ = eventually(testenv.EventBound, 50*time.Millisecond, func() error {
+		left := 0
+		for _, pid := range slices.Concat(marked, cgroupProcs(cgroups)) {
+			if alive(pid) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				left++
+			}
 		}
+		if left > 0 {
+			return fmt.Errorf("%d processes of the gateways still run", left)
+		}
+		return nil
+	})
+	unmountUnder(stateDir)
+	for _, dir := range cgroups {
+		_ = os.Remove(dir)
 	}
 	sort.Ints(pids)
 	return pids
+}
+
+// agentCgroups are the local runtime's agent cgroups (under agentplane-agents) that pids run
+// in, as directories of /sys/fs/cgroup (one per controller on cgroup v1).
+func agentCgroups(pids []int) []string {
+	var dirs []string
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			parts := strings.SplitN(line, ":", 3)
+			if len(parts) != 3 || !strings.Contains(parts[2], "/agentplane-agents/") {
+				continue
+			}
+			if parts[1] == "" { // cgroup v2
+				dirs = append(dirs, filepath.Join("/sys/fs/cgroup", parts[2]))
+				continue
+			}
+			for _, ctrl := range strings.Split(parts[1], ",") {
+				dirs = append(dirs, filepath.Join("/sys/fs/cgroup", strings.TrimPrefix(ctrl, "name="), parts[2]))
+			}
+		}
+	}
+	slices.Sort(dirs)
+	return slices.Compact(dirs)
+}
+
+// cgroupProcs are the processes in the cgroups dirs.
+func cgroupProcs(dirs []string) []int {
+	var pids []int
+	for _, dir := range dirs {
+		b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// unmountUnder detaches every mount of this mount namespace under dir, the deepest first.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+string(filepath.Separator)) {
+			points = append(points, f[4])
+		}
+	}
+	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
+	for _, p := range points {
+		_ = syscall.Unmount(p, syscall.MNT_DETACH)
+	}
 }
 
 // recordedPID is the pid of the gateway the runtime recorded for an agent in its state.json
@@ -140,4 +232,42 @@ func processWithArgs(name, arg string) int {
 		}
 	}
 	return 0
+}
+
+// TestKillGatewaysReachesASandboxInASessionOfItsOwn: a gateway whose sandbox's init left its
+// parent's process group and session (as bwrap --new-session does) is killed with it, so a
+// failed test's cleanup leaves no sandbox running.
+func TestKillGatewaysReachesASandboxInASessionOfItsOwn(t *testing.T) {
+	state := t.TempDir()
+	pidFile := filepath.Join(t.TempDir(), "init.pid")
+	cmd := exec.Command("sh", "-c", `setsid sleep 600 & echo $! > "$1"; wait`, "sh", pidFile)
+	cmd.Env = append(os.Environ(), markerEnv+filepath.Join(state, "agents", "ns", "agent", "home"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	var init int
+	if err := eventually(testenv.EventBound, 20*time.Millisecond, func() error {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
+		}
+		init, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		if err == nil && !alive(init) {
+			err = fmt.Errorf("the sandbox's init (pid %d) is not running", init)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(init, syscall.SIGKILL) })
+	if got := killGateways(state); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Errorf("killGateways reported %v, want the gateway's top process [%d]", got, cmd.Process.Pid)
+	}
+	<-exited
+	if alive(init) {
+		t.Errorf("the sandbox's init (pid %d, in a session of its own) still runs", init)
+	}
 }
