@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moby/sys/mountinfo"
+
+	"github.com/agentplane/agentplane/internal/adapters/loopfs"
 	"github.com/agentplane/agentplane/internal/devtools/testenv"
 )
 
@@ -181,21 +184,18 @@ func cgroupProcs(dirs []string) []int {
 	return pids
 }
 
-// unmountUnder detaches every mount of this mount namespace under dir, the deepest first.
+// unmountUnder unmounts every mount under dir, the deepest first (loopfs.Unmount: lazily when
+// still busy, so a home volume's loop device goes with its last user).
 func unmountUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	if err != nil {
 		return
 	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], dir+string(filepath.Separator)) {
-			points = append(points, f[4])
+	slices.SortFunc(mounts, func(a, b *mountinfo.Info) int { return len(b.Mountpoint) - len(a.Mountpoint) })
+	for _, m := range mounts {
+		if m.Mountpoint != dir {
+			_ = loopfs.Unmount(m.Mountpoint)
 		}
-	}
-	slices.SortFunc(points, func(a, b string) int { return len(b) - len(a) })
-	for _, p := range points {
-		_ = syscall.Unmount(p, syscall.MNT_DETACH)
 	}
 }
 
