@@ -139,8 +139,9 @@ const (
 
 // dump checkpoints the sandbox whose PID 1 is init into dir and ends it. args are the bwrap
 // arguments it was started with: the root skeleton restore needs is made from them in root.
-// extra are further CRIU options (a template's named mounts).
-func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string, extra ...string) error {
+// clock is the clocks its restore gives (checkpoint_clock.go). extra are further CRIU options
+// (a template's named mounts).
+func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, args []string, clock clockMode, extra ...string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -166,6 +167,10 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 		return err
 	}
 	dumpArgs = append(dumpArgs, netns...)
+	offsets, err := readClockOffsets(init)
+	if err != nil {
+		return err
+	}
 	// A process of the sandbox caught exiting (a zombie whose threads are still going) makes
 	// CRIU refuse the dump and leave the tree running; a moment later it is reaped, so such a
 	// dump is tried again, a few times.
@@ -183,12 +188,8 @@ func (c *checkpointer) dump(ctx context.Context, init int, dir, root string, arg
 		case <-time.After(time.Duration(try) * 200 * time.Millisecond):
 		}
 	}
-	// Without the dumped clocks CRIU restores into the host's time namespace, not into a new
-	// one whose CLOCK_MONOTONIC goes on from the dump: there the gateway's timers (its cron
-	// schedule among them) would all fire late by the time it was suspended. Here the
-	// monotonic clock jumps over the sleep, and timers due meanwhile fire at once.
-	if err := os.Remove(filepath.Join(dir, "timens-0.img")); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+	if err := keepClock(dir, clock, offsets); err != nil {
+		return fmt.Errorf("the checkpoint's clocks: %w", err)
 	}
 	if netns != nil {
 		return markNetNSExternal(dir)
@@ -212,6 +213,9 @@ func (c *checkpointer) restoreFrom(ctx context.Context, images, root, work strin
 	pidFile := filepath.Join(work, "restore.pid")
 	if err := os.Remove(pidFile); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
+	}
+	if err := clockForRestore(images); err != nil {
+		return 0, fmt.Errorf("the checkpoint's clocks: %w", err)
 	}
 	args := append(append([]string{"restore", "-D", images, "-W", work, "-d", "--pidfile", pidFile, "--root", root}, criuOpts...), extra...)
 	netns, nsArgs, err := restoreNetNS(images)
@@ -475,7 +479,7 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 		if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU, a.busy) {
 			a.log.Info("the gateway stayed busy: checkpointing it all the same", "waited", settleBound)
 		}
-		err = c.dump(ctx, init.pid, dir, filepath.Join(a.dir, sandboxRootName), args)
+		err = c.dump(ctx, init.pid, dir, filepath.Join(a.dir, sandboxRootName), args, clockRuns)
 	}
 	if err != nil {
 		_ = os.RemoveAll(dir)

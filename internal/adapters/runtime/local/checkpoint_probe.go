@@ -59,7 +59,7 @@ func (r *Runtime) probeCheckpoint(ctx context.Context, c *checkpointer) (err err
 	if err != nil {
 		return fmt.Errorf("the test sandbox did not start: %w (%s)", err, lastLines(readTail(filepath.Join(dir, logFileName)), 2))
 	}
-	if err := c.dump(ctx, init.pid, images, root, args); err != nil {
+	if err := c.dump(ctx, init.pid, images, root, args, clockRuns); err != nil {
 		return err
 	}
 	init.killAndWait()

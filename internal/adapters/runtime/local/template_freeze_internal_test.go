@@ -76,14 +76,7 @@ func TestTemplateCopiesDrawTheirOwnRandomness(t *testing.T) {
 		testenv.Skip(t, "no CRIU (%s) or reseed addon (%s): make sandbox-packages", criu, reseed)
 	}
 	ctx := context.Background()
-	s, err := newSandbox(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, why := newCheckpointer(ctx, criu, 0)
-	if c == nil {
-		testenv.Skip(t, "this host cannot checkpoint: %s", why)
-	}
+	s, c := checkpointingSandbox(t, criu)
 	dir := t.TempDir()
 	home, tdir, root, images := filepath.Join(dir, "home"), filepath.Join(dir, "template"), filepath.Join(dir, sandboxRootName), filepath.Join(dir, checkpointDirName)
 	if err := os.Mkdir(home, 0o700); err != nil {
@@ -120,7 +113,7 @@ func TestTemplateCopiesDrawTheirOwnRandomness(t *testing.T) {
 	if n != 2 {
 		t.Fatalf("froze %d Node processes, want 2 (the program and its child)", n)
 	}
-	if err := c.dump(ctx, init.pid, images, root, args); err != nil {
+	if err := c.dump(ctx, init.pid, images, root, args, clockHeld); err != nil {
 		t.Fatal(err)
 	}
 	init.killAndWait()

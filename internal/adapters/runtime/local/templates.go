@@ -346,13 +346,13 @@ func (r *Runtime) waitTemplateReady(ctx context.Context, p *process, port int, t
 var templateMounts = [][2]string{{templateHome, "home"}, {templateRunDir, "run"}, {sandboxLog, "log"}}
 
 // dumpTemplate dumps a frozen template's sandbox (dump) with its home, hooks' dir and log as
-// named mounts.
+// named mounts, and its clocks held: each copy's go on from the dump (checkpoint_clock.go).
 func (c *checkpointer) dumpTemplate(ctx context.Context, init int, images, root string, args []string) error {
 	var extra []string
 	for _, m := range templateMounts {
 		extra = append(extra, "--external", "mnt["+m[0]+"]:"+m[1])
 	}
-	return c.dump(ctx, init, images, root, args, extra...)
+	return c.dump(ctx, init, images, root, args, clockHeld, extra...)
 }
 
 // TemplateReady reports whether the template of the engine version is ready to give new
