@@ -173,7 +173,9 @@ func (w *Watch) run(ctx context.Context, agent types.NamespacedName, token strin
 			continue
 		default:
 			err = w.wake(ctx, agent)
-			if err == nil {
+			if err == nil || ctx.Err() != nil {
+				// Woken, or this poll was stopped meanwhile (the agent woke, changed or went:
+				// Reconcile starts a new poll for an agent still asleep), which cut the wake.
 				return
 			}
 			log.Error(err, "cannot wake the agent for its Telegram message; trying again later")
