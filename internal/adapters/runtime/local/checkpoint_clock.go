@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/checkpoint-restore/go-criu/v7/crit"
-	critcli "github.com/checkpoint-restore/go-criu/v7/crit/cli"
 	"github.com/checkpoint-restore/go-criu/v7/crit/images/timens"
 	"golang.org/x/sys/unix"
 )
@@ -96,12 +94,15 @@ func keepClock(dir string, mode clockMode, off clockOffsets) error {
 		return nil // CRIU's own: the dumped clocks go on
 	case off == clockOffsets{}:
 		imgs, err := filepath.Glob(filepath.Join(dir, "timens-*.img"))
+		if err != nil {
+			return err
+		}
 		for _, img := range imgs {
 			if err := os.Remove(img); err != nil {
 				return err
 			}
 		}
-		return err
+		return nil
 	}
 	b, err := json.Marshal(off)
 	if err != nil {
@@ -145,37 +146,17 @@ func writeClocks(img string, mono, boot time.Duration) error {
 	if mono < 0 || boot < 0 {
 		return fmt.Errorf("a restored clock would read before the host's boot (%s, %s)", mono, boot)
 	}
-	f, err := os.Open(img)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	typ, err := critcli.GetEntryTypeFromImg(f)
-	if err != nil {
-		return err
-	}
-	image, err := crit.New(f, nil, "", false, false).Decode(typ)
+	image, err := readImage(img, "TIMENS", &timens.TimensEntry{})
 	if err != nil {
 		return err
 	}
 	if len(image.Entries) != 1 {
 		return fmt.Errorf("%s: %d entries", filepath.Base(img), len(image.Entries))
 	}
-	e, ok := image.Entries[0].Message.(*timens.TimensEntry)
-	if !ok {
-		return fmt.Errorf("%s is not a time namespace image", filepath.Base(img))
-	}
+	e := image.Entries[0].Message.(*timens.TimensEntry)
 	e.Monotonic, e.Boottime = timespec(mono), timespec(boot)
 	tmp := img + ".new"
-	o, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := crit.New(nil, o, "", false, false).Encode(image); err != nil {
-		o.Close()
-		return err
-	}
-	if err := o.Close(); err != nil {
+	if err := writeImage(tmp, image); err != nil {
 		return err
 	}
 	return os.Rename(tmp, img)

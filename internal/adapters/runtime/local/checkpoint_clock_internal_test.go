@@ -20,13 +20,8 @@ import (
 // writeTimensImage writes a CRIU time namespace image at path whose clocks read mono and boot.
 func writeTimensImage(t *testing.T, path string, mono, boot time.Duration) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	img := &crit.CriuImage{Magic: "TIMENS", Entries: []*crit.CriuEntry{{Message: &timens.TimensEntry{Monotonic: timespec(mono), Boottime: timespec(boot)}}}}
-	if err := crit.New(nil, f, "", false, false).Encode(img); err != nil {
+	if err := writeImage(path, img); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -34,12 +29,7 @@ func writeTimensImage(t *testing.T, path string, mono, boot time.Duration) {
 // readTimensImage reads the clocks of the CRIU time namespace image at path.
 func readTimensImage(t *testing.T, path string) (mono, boot time.Duration) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := crit.New(f, nil, "", false, false).Decode(&timens.TimensEntry{})
+	img, err := readImage(path, "TIMENS", &timens.TimensEntry{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -187,17 +187,12 @@ func pagesName(head *pagemap.PagemapHead) string {
 
 // readPagemap decodes a pagemap image: its head and its entries.
 func readPagemap(path string) (*pagemap.PagemapHead, []*pagemap.PagemapEntry, error) {
-	f, err := os.Open(path)
+	img, err := readImage(path, "PAGEMAP", &pagemap.PagemapEntry{})
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
-	img, err := crit.New(f, nil, "", false, false).Decode(&pagemap.PagemapEntry{})
-	if err != nil {
-		return nil, nil, err
-	}
-	if img.Magic != "PAGEMAP" || len(img.Entries) == 0 {
-		return nil, nil, fmt.Errorf("not a pagemap (%s, %d entries)", img.Magic, len(img.Entries))
+	if len(img.Entries) == 0 {
+		return nil, nil, errors.New("a pagemap without entries")
 	}
 	head, ok := img.Entries[0].Message.(*pagemap.PagemapHead)
 	if !ok {
@@ -220,15 +215,7 @@ func writePagemap(path string, head *pagemap.PagemapHead, entries []*pagemap.Pag
 	for _, e := range entries {
 		img.Entries = append(img.Entries, &crit.CriuEntry{Message: e})
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := crit.New(nil, f, "", false, false).Encode(img); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeImage(path, img)
 }
 
 // pageRange is a run of pages present in a pages file: from vaddr, nr pages, at off.

@@ -95,15 +95,7 @@ func rewriteProtoImage(in, out string, from, to int) (bool, error) {
 	if !changed {
 		return false, nil
 	}
-	o, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return false, err
-	}
-	if err := crit.New(nil, o, "", false, false).Encode(img); err != nil {
-		o.Close()
-		return false, err
-	}
-	return true, o.Close()
+	return true, writeImage(out, img)
 }
 
 // rewriteIDs replaces from by to in m's id fields, in m and the messages it holds; it
