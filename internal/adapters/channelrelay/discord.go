@@ -56,6 +56,7 @@ type DiscordRouter struct {
 	agents  map[AgentKey]*discordAgent
 	changed chan struct{} // closed and replaced when a bot's READY arrives
 	closed  bool
+	held    holds // agents quiesced (quiesce.go)
 	// mediaKey authenticates the attachment URLs the relay hands out (discordmedia.go).
 	mediaKey []byte
 }
@@ -329,6 +330,10 @@ func (r *DiscordRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		conn.Close(discordgw.CloseUnknownError, "the platform cannot read the channel now")
 		return
 	}
+	if r.held.held(g.Agent) {
+		conn.Close(discordgw.CloseUnknownError, "the agent is going to sleep")
+		return
+	}
 	if !r.attach(req.Context(), g.Agent, conn, first, req.Host) {
 		return
 	}
@@ -355,7 +360,7 @@ func (r *DiscordRouter) attach(ctx context.Context, agent AgentKey, conn *discor
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		if r.closed {
+		if r.closed || r.held.held(agent) {
 			conn.Close(discordgw.CloseUnknownError, "")
 			return false
 		}

@@ -127,6 +127,7 @@ type Relay struct {
 	discordAPI   *url.URL
 	discordProxy *httputil.ReverseProxy
 	mux          *http.ServeMux
+	polls        telegramPolls // the agents' getUpdates in flight (quiesce.go)
 }
 
 // New builds a Relay.
@@ -160,10 +161,11 @@ func New(o Options) (*Relay, error) {
 	}
 	r := &Relay{opts: o, api: api, slackAPI: slackAPI, discordAPI: discordAPI, mux: http.NewServeMux()}
 	r.proxy = &httputil.ReverseProxy{
-		Rewrite:       func(*httputil.ProxyRequest) {}, // the handler sets the outbound URL
-		Transport:     o.Transport,
-		FlushInterval: -1,
-		ErrorHandler:  r.upstreamError,
+		Rewrite:        func(*httputil.ProxyRequest) {}, // the handler sets the outbound URL
+		Transport:      o.Transport,
+		FlushInterval:  -1,
+		ModifyResponse: r.telegramAnswer,
+		ErrorHandler:   r.upstreamError,
 	}
 	r.slackProxy = &httputil.ReverseProxy{
 		Rewrite:      func(*httputil.ProxyRequest) {},
@@ -220,10 +222,29 @@ func (r *Relay) telegramMethod(w http.ResponseWriter, req *http.Request) {
 		if r.opts.Polled != nil {
 			r.opts.Polled(g.Agent)
 		}
+		ctx, p := r.polls.start(req.Context(), g.Agent)
+		if p == nil {
+			asleepAnswer(w) // the agent is going to sleep (quiesce.go)
+			return
+		}
+		defer r.polls.end(g.Agent, p)
+		req = req.WithContext(ctx)
 	} else {
 		defer r.opts.Sends.begin(g.Agent)()
 	}
 	r.forward(w, req, g, "/bot"+g.BotToken+"/"+method)
+}
+
+// errCut is how telegramAnswer drops Telegram's answer to a poll a quiesce has cut.
+var errCut = errors.New("channelrelay: the poll was cut by a quiesce")
+
+// telegramAnswer lets Telegram's answer through, unless it answers a poll that a quiesce has
+// cut meanwhile (upstreamError then answers it).
+func (r *Relay) telegramAnswer(resp *http.Response) error {
+	if p := pollOf(resp.Request.Context()); p != nil && !r.polls.answer(p) {
+		return errCut
+	}
+	return nil
 }
 
 func (r *Relay) telegramFile(w http.ResponseWriter, req *http.Request) {
@@ -275,6 +296,10 @@ func (r *Relay) forward(w http.ResponseWriter, req *http.Request, g Grant, path 
 
 // upstreamError answers a request Telegram could not be asked.
 func (r *Relay) upstreamError(w http.ResponseWriter, req *http.Request, err error) {
+	if p := pollOf(req.Context()); p != nil && r.polls.cut(p) {
+		asleepAnswer(w)
+		return
+	}
 	if r.upstreamFailed(req, "Telegram", err) {
 		telegramError(w, http.StatusBadGateway, "Bad Gateway: Telegram did not answer the platform's relay")
 	}

@@ -49,6 +49,8 @@ type SlackRouter struct {
 	mu       sync.Mutex
 	inboxes  map[AgentKey]*slackInbox
 	closed   bool
+	held     holds         // agents quiesced (quiesce.go)
+	acked    chan struct{} // closed and replaced at each ack
 }
 
 type slackInbox struct {
@@ -95,6 +97,7 @@ func (r *SlackRouter) init() {
 			r.Ping = DefaultSlackPing
 		}
 		r.inboxes = map[AgentKey]*slackInbox{}
+		r.acked = make(chan struct{})
 		r.upgrader = websocket.Upgrader{
 			HandshakeTimeout: 30 * time.Second,
 			// the gateway is no browser: it sends no Origin; a browser page must not reach it
@@ -216,6 +219,10 @@ func (r *SlackRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "the platform cannot read the channel now", http.StatusServiceUnavailable)
 		return
 	}
+	if r.held.held(g.Agent) {
+		http.Error(w, "the agent is going to sleep", http.StatusServiceUnavailable)
+		return
+	}
 	ws, err := r.upgrader.Upgrade(w, req, nil)
 	if err != nil {
 		return // the upgrader answered
@@ -237,7 +244,7 @@ func (r *SlackRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (r *SlackRouter) attach(agent AgentKey, c *gatewayConn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed || r.held.held(agent) {
 		return false
 	}
 	in := r.inboxes[agent]
@@ -275,6 +282,8 @@ func (r *SlackRouter) ack(agent AgentKey, id string) {
 	for i, e := range in.events {
 		if e.id == id {
 			in.events = append(in.events[:i], in.events[i+1:]...)
+			close(r.acked)
+			r.acked = make(chan struct{})
 			return
 		}
 	}

@@ -203,6 +203,10 @@ func (c *Conn) InvalidSession(resumable bool) error {
 	return c.send(OpInvalidSession, nil, nil, resumable)
 }
 
+// Heartbeat asks the client for a heartbeat now (op 1), which it answers at once with the
+// sequence number it has seen (Serve passes it on).
+func (c *Conn) Heartbeat() error { return c.send(OpHeartbeat, nil, nil, nil) }
+
 // Reconnect asks the client to reconnect and resume.
 func (c *Conn) Reconnect() error { return c.send(OpReconnect, nil, nil, nil) }
 
