@@ -214,7 +214,7 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 	if p.controllersChannelRelay() == nil {
 		return nil, nil
 	}
-	return channelrelay.New(channelrelay.Options{
+	relay, err := channelrelay.New(channelrelay.Options{
 		Authorizer:  p.relayAuthorizer(),
 		TelegramAPI: p.opts.ChannelRelay.TelegramAPI,
 		SlackAPI:    p.opts.ChannelRelay.SlackAPI,
@@ -230,4 +230,24 @@ func (p *Platform) setupChannelRelay() (http.Handler, error) {
 			}
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	p.channelRelay = relay
+	return relay, nil
+}
+
+// relayQuiesce is the relay's Quiesce for the local runtime (local.Options.Quiesce: the
+// agent's channel connections end before its gateway's checkpoint; nil: no relay). The relay
+// is built after the runtime, so the hook reads it when a checkpoint calls it.
+func (p *Platform) relayQuiesce() func(types.NamespacedName) func() {
+	if p.controllersChannelRelay() == nil {
+		return nil
+	}
+	return func(agent types.NamespacedName) func() {
+		if p.channelRelay == nil {
+			return func() {}
+		}
+		return p.channelRelay.Quiesce(agent)
+	}
 }

@@ -122,6 +122,8 @@ type Platform struct {
 	slackRouter *channelrelay.SlackRouter
 	// discordRouter is the relayed Discord agents' gateway (nil: Discord not relayed here).
 	discordRouter *channelrelay.DiscordRouter
+	// channelRelay is the relay the facade serves (nil: off).
+	channelRelay *channelrelay.Relay
 	// relaySends counts the agents' calls in flight through this replica's channel relay
 	// that may change something on a chat network (the Agent controller's suspends wait
 	// for them).

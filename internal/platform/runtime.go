@@ -131,7 +131,7 @@ func (p *Platform) buildRuntime() (runtime.Runtime, error) {
 			MemoryMerge:         o.MemoryMerge,
 			CheckpointPackAfter: o.CheckpointPackAfter,
 			CAFile:              o.CAFile, HostServices: hostServices(p.modelBase, p.facade), Egress: localEgress(o.Egress),
-			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng), Busy: p.relayBusy(),
+			PlatformService: loopbackService(p.modelBase), GatewayEnv: p.relayEnv(eng), Busy: p.relayBusy(), Quiesce: p.relayQuiesce(),
 		})
 		if err != nil {
 			return nil, err

@@ -476,6 +476,9 @@ func (a *agent) checkpointLocked(ctx context.Context) {
 	dir := filepath.Join(a.dir, checkpointDirName)
 	start := time.Now()
 	if err == nil {
+		if q := a.rt.opts.Quiesce; q != nil {
+			defer q(a.key)() // before settle, which then waits for the gateway to take it in
+		}
 		if !settle(ctx, init.pid, settleQuiet, settleBound, settleCPU, a.busy) {
 			a.log.Info("the gateway stayed busy: checkpointing it all the same", "waited", settleBound)
 		}

@@ -11,11 +11,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/types"
 
 	agentsv1 "github.com/agentplane/agentplane/api/v1alpha1"
 	"github.com/agentplane/agentplane/internal/adapters/runtime"
@@ -136,13 +138,38 @@ func waitCheckpointGone(t *testing.T, dir string) {
 // programs on each restore): the restored gateway is in a namespace of its own that the
 // runtime made, not the host's.
 func TestSuspendCheckpointsAndResumeRestores(t *testing.T) {
-	f := checkpointing(t)
+	var mu sync.Mutex
+	var quiesces []string // what Options.Quiesce saw: when it was called and released
+	var f *fixture
 	a := newAgent("ckpt")
+	f = checkpointing(t, func(o *local.Options) {
+		o.Quiesce = func(agent types.NamespacedName) func() {
+			saw := func(what string) {
+				_, err := os.Stat(filepath.Join(f.rt.AgentDir(keyOf(a)), "checkpoint", "inventory.img"))
+				mu.Lock()
+				defer mu.Unlock()
+				quiesces = append(quiesces, fmt.Sprintf("%s dumped=%v", what, err == nil))
+			}
+			saw("quiesce " + agent.String())
+			return func() { saw("release") }
+		}
+	})
 	d := ckptDesired("tok-1")
 	o := waitPhase(t, f, a, d, runtime.PhaseRunning)
 	host := netNSOf(t, os.Getpid())
 	for round := 1; round <= 2; round++ {
+		mu.Lock()
+		quiesces = nil
+		mu.Unlock()
 		r := suspendAndResume(t, f, a, d, func(dir string) {
+			// The agent's connections to the platform were ended before the dump, and held
+			// off until it had ended (Options.Quiesce).
+			mu.Lock()
+			got := strings.Join(quiesces, ", ")
+			mu.Unlock()
+			if want := "quiesce " + keyOf(a).String() + " dumped=false, release dumped=true"; got != want {
+				t.Fatalf("round %d: Quiesce saw %q, want %q", round, got, want)
+			}
 			// CRIU's dump of a namespace it makes again: its addresses and its iptables.
 			for _, img := range []string{"ifaddr-*.img", "iptables-*.img"} {
 				if m, _ := filepath.Glob(filepath.Join(dir, img)); len(m) > 0 {

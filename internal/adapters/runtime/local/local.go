@@ -156,6 +156,12 @@ type Options struct {
 	// agent's that must not be cut (the channel relay's sends): a checkpoint waits, within
 	// its settle bound, until it is not (nil: nothing is).
 	Busy func(agent types.NamespacedName) bool
+	// Quiesce ends the agent's connections to the platform's service that the gateway keeps
+	// open (the channel relay's polls and websockets) before its gateway is checkpointed, so
+	// that the dump finds its clients waiting to reconnect rather than on a connection a
+	// restore would give back closed; the runtime calls release once the dump has ended
+	// (nil: nothing to end).
+	Quiesce func(agent types.NamespacedName) (release func())
 	// Egress opens destinations the egress proxy of the gateways' network namespaces refuses
 	// by default (egress.go: it reaches the public internet only).
 	Egress []EgressRule
