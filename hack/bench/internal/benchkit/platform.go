@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -76,7 +77,12 @@ func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelay
 		t(&rt)
 	}
 	b.p, err = platform.RunEmbedded(ctx, b.env.Config, platform.Options{
-		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: zap.New(zap.WriteTo(b.logFile), func(o *zap.Options) { o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder }),
+		APIAddr: "127.0.0.1:0", MetricsAddr: "0", ProbeAddr: "0", Log: zap.New(zap.WriteTo(b.logFile), func(o *zap.Options) {
+			o.TimeEncoder = zapcore.RFC3339NanoTimeEncoder
+			if keepLog() {
+				o.Level = zapcore.DebugLevel // V(1): the relay's calls by method, among others
+			}
+		}),
 		Runtime:          rt,
 		ProvisionTimeout: 5 * time.Minute,
 		ModelProxy:       platform.ModelProxyOptions{Upstreams: map[string]string{"anthropic": b.llm.URL}},
@@ -106,8 +112,8 @@ func StartPlatform(ctx context.Context, name string, relay platform.ChannelRelay
 }
 
 // Stop stops the platform, the fake provider and the control plane, and removes the state
-// dir; the log is removed too unless the run failed (runErr not nil), when its path is
-// printed.
+// dir; the log is removed too unless the run failed (runErr not nil) or keepLog, when its
+// path is printed.
 func (b *Platform) Stop(runErr error) {
 	if b.p != nil {
 		_ = b.p.Stop()
@@ -119,15 +125,36 @@ func (b *Platform) Stop(runErr error) {
 		_ = b.env.Stop()
 	}
 	if b.State != "" {
+		if keepLog() && b.logFile != nil {
+			keepGatewayLogs(b.State, b.LogPath+".gateways")
+		}
 		_ = os.RemoveAll(b.State)
 	}
 	if b.logFile == nil {
 		return
 	}
 	_ = b.logFile.Close()
-	if runErr == nil {
+	if runErr == nil && !keepLog() {
 		_ = os.Remove(b.LogPath)
 		return
 	}
 	fmt.Fprintln(os.Stderr, "the platform's log:", b.LogPath)
+}
+
+// keepLog: $AGENTPLANE_BENCH_KEEP_LOG keeps the platform's log, at debug level, and the
+// agents' gateway logs (in a dir beside it), for a look at where a run's time went.
+func keepLog() bool { return os.Getenv("AGENTPLANE_BENCH_KEEP_LOG") != "" }
+
+// keepGatewayLogs copies each agent's gateway.log under state into dir as <namespace>_<name>.log.
+func keepGatewayLogs(state, dir string) {
+	logs, _ := filepath.Glob(filepath.Join(state, "agents", "*", "*", "gateway.log"))
+	if len(logs) == 0 || os.MkdirAll(dir, 0o700) != nil {
+		return
+	}
+	for _, l := range logs {
+		agent := filepath.Dir(l)
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(dir, filepath.Base(filepath.Dir(agent))+"_"+filepath.Base(agent)+".log"), b, 0o600)
+		}
+	}
 }
