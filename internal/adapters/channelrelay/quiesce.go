@@ -3,6 +3,7 @@ package channelrelay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -68,17 +69,14 @@ func (h *holds) held(agent AgentKey) bool {
 // the agent's gateway and releases it once the dump has ended, whether it succeeded or not
 // (local.Options.Quiesce).
 func (r *Relay) Quiesce(agent AgentKey) (release func()) {
+	quiesces := [...]func(AgentKey) func(){r.polls.quiesce, r.opts.Slack.quiesce, r.opts.Discord.quiesce}
+	var releases [len(quiesces)]func()
 	var wg sync.WaitGroup
-	var releases []func()
-	var mu sync.Mutex
-	for _, q := range []func(AgentKey) func(){r.polls.quiesce, r.opts.Slack.quiesce, r.opts.Discord.quiesce} {
+	for i, q := range quiesces {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rel := q(agent)
-			mu.Lock()
-			releases = append(releases, rel)
-			mu.Unlock()
+			releases[i] = q(agent)
 		}()
 	}
 	wg.Wait()
@@ -180,11 +178,12 @@ func (t *telegramPolls) quiesce(agent AgentKey) func() {
 	t.mu.Unlock()
 	deadline := time.NewTimer(QuiesceWait)
 	defer deadline.Stop()
+wait:
 	for _, d := range wait {
 		select {
 		case <-d:
 		case <-deadline.C:
-			return func() { t.release(agent) }
+			break wait
 		}
 	}
 	return func() { t.release(agent) }
@@ -199,7 +198,7 @@ func asleepAnswer(w http.ResponseWriter) {
 	w.WriteHeader(http.StatusTooManyRequests)
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"ok": false, "error_code": http.StatusTooManyRequests,
-		"description": "Too Many Requests: retry after 1 (the agent is going to sleep)",
+		"description": fmt.Sprintf("Too Many Requests: retry after %d (the agent is going to sleep)", asleepRetryAfter),
 		"parameters":  map[string]any{"retry_after": asleepRetryAfter},
 	})
 }
