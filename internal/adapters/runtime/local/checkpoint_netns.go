@@ -74,7 +74,8 @@ func restoreNetNS(dir string) (*os.File, []string, error) {
 // newLoopbackNetNS makes a network namespace whose loopback is up (127.0.0.1 and ::1, as
 // bwrap --unshare-net leaves a sandbox's) and returns it open. The thread that made it is in
 // it for good, so it ends with its goroutine, still locked: no other goroutine ever runs
-// there.
+// there (the process's main thread is parked instead of ended, and /proc/self/ then shows
+// this namespace: the host's is read through /proc/thread-self, hostNetNS).
 func newLoopbackNetNS() (*os.File, error) {
 	type made struct {
 		f   *os.File
