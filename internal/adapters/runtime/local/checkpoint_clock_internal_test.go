@@ -57,7 +57,11 @@ func hostClocks(t *testing.T) (mono, boot time.Duration) {
 // namespace's offsets, so that its sleep counts.
 func TestCheckpointClocksForRestore(t *testing.T) {
 	const dumpedMono, dumpedBoot = 3 * time.Second, 4 * time.Second
-	off := clockOffsets{Monotonic: -2*time.Hour - 7*time.Millisecond, Boottime: -2*time.Hour - 9*time.Millisecond}
+	// Offsets behind the host's clocks by about half its uptime: a restored clock cannot read
+	// before the host's boot (a fixed 2 hours failed on a machine booted 72 minutes before).
+	mono, _ := hostClocks(t)
+	back := (mono / 2).Truncate(time.Millisecond)
+	off := clockOffsets{Monotonic: -back - 7*time.Millisecond, Boottime: -back - 9*time.Millisecond}
 	for _, tc := range []struct {
 		name    string
 		mode    clockMode
