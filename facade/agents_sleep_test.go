@@ -151,6 +151,28 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		Eventually(phaseOf(id)).Should(Equal(agentsv1.AgentSuspended))
 	})
 
+	It("wakes a suspended agent for a channel message as the relay asks, and says so", func() {
+		id := newAgentIn(tok, "listener")
+		woken := counter("agentplane_agent_wakes_total", "Message")
+		Expect(call("POST", "/v0/agents/"+id+"/suspend", tok, nil).Status).To(Equal(200))
+		// What the channel relay writes for a message to a sleeping agent (wakeAgent).
+		a := agentObj(id)
+		patch := client.MergeFrom(a.DeepCopy())
+		at := metav1.NewTime(time.Now().UTC().Truncate(time.Second))
+		a.Spec.WakeRequestedAt = &at
+		metav1.SetMetaDataAnnotation(&a.ObjectMeta, agentsv1.AnnotationMessageWake, at.Format(time.RFC3339))
+		Expect(k8sClient.Patch(ctx, a, patch)).To(Succeed())
+		Eventually(phaseOf(id)).Should(Equal(agentsv1.AgentRunning))
+		a = agentObj(id)
+		Expect(meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended)).To(And(
+			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", agentsv1.ReasonWokenByMessage)))
+		Expect(counter("agentplane_agent_wakes_total", "Message")).To(BeNumerically(">", woken))
+		// A request after it is a request's wake, whatever the annotation still says.
+		Expect(call("POST", "/v0/agents/"+id+"/suspend", tok, nil).Status).To(Equal(200))
+		Expect(strings.TrimSpace(shell(tok, id, "echo awake"))).To(Equal("awake"))
+		Expect(meta.FindStatusCondition(agentObj(id).Status.Conditions, agentsv1.ConditionSuspended).Reason).To(Equal(agentsv1.ReasonWokenByRequest))
+	})
+
 	It("suspends an idle agent after its idleAfter, and a request wakes it", func() {
 		id := newAgentIn(tok, "idler")
 		a := agentObj(id)

@@ -34,16 +34,25 @@ const (
 	ReasonWokenForTask = "WokenForTask"
 	// ReasonWokenByRequest: woken by a request that needs the gateway.
 	ReasonWokenByRequest = "WokenByRequest"
+	// ReasonWokenByMessage: woken by the channel relay for a message to one of its channels
+	// (spec.wakeRequestedAt with AnnotationMessageWake).
+	ReasonWokenByMessage = "WokenByMessage"
 	// ReasonSuspendPending: the controller could not list the agent's scheduled tasks and keeps it
 	// awake rather than miss one (retried).
 	ReasonSuspendPending = "SuspendPending"
 )
 
-// Wake reasons recorded in status.sleep.wakeReason.
+// Wake reasons recorded in status.sleep.wakeReason (Task) and counted by the wakes metric.
 const (
 	WakeForTask    = "Task"
 	WakeForRequest = "Request"
+	WakeForMessage = "Message"
 )
+
+// AnnotationMessageWake is the spec.wakeRequestedAt (RFC 3339) the channel relay set to wake
+// the agent for a message to one of its channels. A wake whose stamp it names was asked for
+// by a message (ReasonWokenByMessage); any later stamp by a request.
+const AnnotationMessageWake = "agentplane.io/message-wake"
 
 // AnnotationLastActive is the last time the REST facade served a request for the agent
 // (RFC 3339, written at most once a minute per agent): the idle policy counts from it.

@@ -46,7 +46,7 @@ var (
 	}, []string{"reason"})
 	wakes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentplane_agent_wakes_total",
-		Help: "Sleeping agents woken, by reason (Task: ahead of a scheduled task; Request: a request needed the gateway; Resume).",
+		Help: "Sleeping agents woken, by reason (Task: ahead of a scheduled task; Request: a request needed the gateway; Message: the channel relay woke it for a message; Resume).",
 	}, []string{"reason"})
 )
 
@@ -152,9 +152,19 @@ func wokenReason(agent *agentsv1.Agent, reqWake, taskWake time.Time) string {
 		return agentsv1.ReasonWokenForTask
 	}
 	if !reqWake.IsZero() {
+		if forMessage(agent, reqWake) {
+			return agentsv1.ReasonWokenByMessage
+		}
 		return agentsv1.ReasonWokenByRequest
 	}
 	return agentsv1.ReasonAwake
+}
+
+// forMessage: the wake request stamped reqWake was the channel relay's, for a message
+// (AnnotationMessageWake names it).
+func forMessage(agent *agentsv1.Agent, reqWake time.Time) bool {
+	t, err := time.Parse(time.RFC3339, agent.Annotations[agentsv1.AnnotationMessageWake])
+	return err == nil && t.Equal(reqWake)
 }
 
 // lastActive is the facade's last-active stamp (zero when absent or unreadable).
@@ -280,6 +290,8 @@ func (r *Reconciler) keepAwake(agent *agentsv1.Agent, d sleepDecision, cond meta
 		switch d.reason {
 		case agentsv1.ReasonWokenByRequest:
 			wakes.WithLabelValues(agentsv1.WakeForRequest).Inc()
+		case agentsv1.ReasonWokenByMessage:
+			wakes.WithLabelValues(agentsv1.WakeForMessage).Inc()
 		case agentsv1.ReasonAwake:
 			wakes.WithLabelValues("Resume").Inc()
 		}

@@ -19,6 +19,7 @@ func TestDecideSleep(t *testing.T) {
 		idle      time.Duration
 		active    time.Duration // last-active stamp relative to t0 (0: none)
 		wakeReq   *metav1.Time
+		msgWake   *metav1.Time // the channel relay's wake stamp (AnnotationMessageWake)
 		sleep     *agentsv1.AgentSleep
 		now       time.Duration
 		asleep    bool
@@ -38,6 +39,10 @@ func TestDecideSleep(t *testing.T) {
 			asleep: true, reason: agentsv1.ReasonSuspendedBySpec},
 		{name: "suspended, woken by a request: awake for the window", suspended: true, wakeReq: at(58 * time.Minute), now: time.Hour,
 			reason: agentsv1.ReasonWokenByRequest, recheck: 63 * time.Minute},
+		{name: "suspended, woken by a channel message: awake for the window", suspended: true, wakeReq: at(58 * time.Minute), msgWake: at(58 * time.Minute), now: time.Hour,
+			reason: agentsv1.ReasonWokenByMessage, recheck: 63 * time.Minute},
+		{name: "suspended, a request after the message's wake", suspended: true, wakeReq: at(59 * time.Minute), msgWake: at(58 * time.Minute), now: time.Hour,
+			reason: agentsv1.ReasonWokenByRequest, recheck: 64 * time.Minute},
 		{name: "suspended, request wake over", suspended: true, wakeReq: at(50 * time.Minute), now: time.Hour,
 			asleep: true, reason: agentsv1.ReasonSuspendedBySpec},
 		{name: "asleep, task far away: timer at task minus lead", suspended: true, now: time.Hour,
@@ -60,7 +65,10 @@ func TestDecideSleep(t *testing.T) {
 			a := &agentsv1.Agent{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(t0)}}
 			a.Spec.Suspended, a.Spec.WakeRequestedAt, a.Status.Sleep = c.suspended, c.wakeReq, c.sleep
 			if c.active != 0 {
-				a.Annotations = map[string]string{agentsv1.AnnotationLastActive: t0.Add(c.active).Format(time.RFC3339)}
+				metav1.SetMetaDataAnnotation(&a.ObjectMeta, agentsv1.AnnotationLastActive, t0.Add(c.active).Format(time.RFC3339))
+			}
+			if c.msgWake != nil {
+				metav1.SetMetaDataAnnotation(&a.ObjectMeta, agentsv1.AnnotationMessageWake, c.msgWake.Format(time.RFC3339))
 			}
 			d := decideSleep(a, c.idle, t0.Add(c.now), opts)
 			if d.asleep != c.asleep || d.wakeForTask != c.wakeTask || d.reason != c.reason {

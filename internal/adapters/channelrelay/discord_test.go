@@ -153,6 +153,7 @@ func TestDiscordIngressQueuesAndWakes(t *testing.T) {
 	eventually(t, "the agent to be woken", func() bool {
 		return c.Get(ctx, agentKey, a) == nil && a.Spec.WakeRequestedAt != nil
 	})
+	wokenForMessage(t, a)
 
 	srv, logs := newDiscordRelay(t, dc.APIURL(), fakeAuthorizer{}, s.Router)
 	dg, got := agentGateway(t, srv.URL)

@@ -90,6 +90,7 @@ func TestSlackIngressQueuesAndWakes(t *testing.T) {
 	eventually(t, "the agent to be woken", func() bool {
 		return c.Get(ctx, agentKey, a) == nil && a.Spec.WakeRequestedAt != nil
 	})
+	wokenForMessage(t, a)
 
 	srv, _ := newSlackRelay(t, "http://127.0.0.1:1", fakeAuthorizer{}, s.Router)
 	g, _, err := dialGateway(t, srv.URL, slackRelayToken)

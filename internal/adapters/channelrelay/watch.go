@@ -243,7 +243,8 @@ type waker struct {
 }
 
 // wakeAgent asks for the agent's gateway (spec.wakeRequestedAt, later than any earlier
-// request), unless it no longer sleeps, with the event WokenByMessage saying why.
+// request, which AnnotationMessageWake names as a message's), unless it no longer sleeps, with
+// the event WokenByMessage saying why.
 func wakeAgent(ctx context.Context, k waker, key types.NamespacedName, why string) error {
 	var woken *agentsv1.Agent
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -260,6 +261,7 @@ func wakeAgent(ctx context.Context, k waker, key types.NamespacedName, why strin
 			t = metav1.NewTime(prev.Add(time.Second))
 		}
 		a.Spec.WakeRequestedAt = &t
+		metav1.SetMetaDataAnnotation(&a.ObjectMeta, agentsv1.AnnotationMessageWake, t.UTC().Format(time.RFC3339))
 		if err := k.Client.Patch(ctx, a, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			return err
 		}

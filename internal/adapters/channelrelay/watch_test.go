@@ -114,6 +114,7 @@ func TestWatchWakesASleepingAgentForItsMessage(t *testing.T) {
 	eventually(t, "the agent to be woken", func() bool {
 		return c.Get(ctx, key("asleep"), a) == nil && a.Spec.WakeRequestedAt != nil
 	})
+	wokenForMessage(t, a)
 	eventually(t, "the watch to stop polling", func() bool { return !w.Polling(key("asleep")) })
 	if tg.Pending() != 1 {
 		t.Errorf("the watch took the update off Telegram's queue: %d pending", tg.Pending())
@@ -167,5 +168,15 @@ func TestWatchStopsItsPollsWithTheManager(t *testing.T) {
 	}
 	if _, err := w.Reconcile(context.Background(), ctrl.Request{NamespacedName: key("asleep")}); err != nil || w.Polling(key("asleep")) {
 		t.Fatalf("a poll started after the stop (%v)", err)
+	}
+}
+
+// wokenForMessage fails unless the woken agent a names its wake request as a message's
+// (AnnotationMessageWake holds spec.wakeRequestedAt): the Agent controller then reports the
+// wake as WokenByMessage and counts it as a Message wake.
+func wokenForMessage(t *testing.T, a *agentsv1.Agent) {
+	t.Helper()
+	if got, want := a.Annotations[agentsv1.AnnotationMessageWake], a.Spec.WakeRequestedAt.UTC().Format(time.RFC3339); got != want {
+		t.Errorf("annotation %s = %q, want the wake request's stamp %q", agentsv1.AnnotationMessageWake, got, want)
 	}
 }
