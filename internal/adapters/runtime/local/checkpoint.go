@@ -126,9 +126,14 @@ func (r *Runtime) Checkpoints() (bool, string) { return r.ckpt != nil, r.noCheck
 var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto", "--enable-external-masters", "--enable-external-sharing",
 	"--manage-cgroups=ignore"}
 
-// restoredInFull is what a restored gateway's status says when its restore on demand failed
-// and its memory was restored in full instead (then why).
-const restoredInFull = "its memory in full: it could not be restored on demand"
+// How a restored gateway's status says its memory was restored.
+const (
+	restoredOnDemand = "its memory on demand"
+	// restoredInFull: in full, because its restore on demand failed (then why).
+	restoredInFull = "its memory in full: it could not be restored on demand"
+	// restoredEagerly: in full, because this runtime restores no memory on demand.
+	restoredEagerly = "its memory in full"
+)
 
 const (
 	// criuExitingZombie is CRIU's error for a process it caught exiting.
@@ -567,7 +572,7 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	} else if n > 0 {
 		a.log.Info("checkpoint decompressed", "files", n, "took", time.Since(start).Round(time.Millisecond))
 	}
-	pid, inFull, err := a.restoreMemoryLocked(ctx, dir, procs)
+	pid, how, err := a.restoreMemoryLocked(ctx, dir, procs)
 	if err != nil {
 		return err
 	}
@@ -584,32 +589,29 @@ func (a *agent) restoreProcessLocked(ctx context.Context, dir string) error {
 	a.proc, a.unhealthy = p, 0
 	a.st.PID, a.st.StartTime = pid, st.start
 	a.saveLocked()
-	msg := "the gateway was restored from its checkpoint"
-	if inFull != nil {
-		msg += " (" + restoredInFull + ": " + inFull.Error() + ")"
-	}
-	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, msg)
+	a.setPhase(runtime.PhaseStarting, agentsv1.ReasonRestoredFromCheckpoint, "the gateway was restored from its checkpoint, "+how)
 	a.since = time.Now()
 	a.poke()
 	return nil
 }
 
 // restoreMemoryLocked restores the checkpoint in dir into the cgroups procs and returns the
-// restored sandbox's PID 1: its memory on demand where this host allows (a.lazy is then its
-// page server), else in full; inFull is why a restore on demand failed before the one in full.
-func (a *agent) restoreMemoryLocked(ctx context.Context, dir string, procs []string) (pid int, inFull, err error) {
+// restored sandbox's PID 1 and how its memory was restored, for the status: on demand where
+// this host allows (a.lazy is then its page server), else in full.
+func (a *agent) restoreMemoryLocked(ctx context.Context, dir string, procs []string) (pid int, how string, err error) {
 	c, root := a.rt.ckpt, filepath.Join(a.dir, sandboxRootName)
+	how = restoredEagerly
 	if c.eager == "" {
 		pid, lp, err := c.restoreLazily(ctx, a.rt, dir, root, procs)
 		if err == nil {
 			a.lazy = lp
-			return pid, nil, nil
+			return pid, restoredOnDemand, nil
 		}
 		a.log.Info("cannot restore the gateway's memory on demand: restoring it in full", "error", err.Error())
-		inFull = err
+		how = restoredInFull + ": " + err.Error()
 	}
 	pid, err = c.restore(ctx, dir, root, procs)
-	return pid, inFull, err
+	return pid, how, err
 }
 
 // discardCheckpointLocked removes the agent's checkpoint, if any. The checkpoint a page

@@ -99,5 +99,9 @@ func CheckpointPages(dir string) (own, inParent int64, err error) { return check
 // after its restore on demand failed.
 const RestoredInFull = restoredInFull
 
+// RestoredOnDemand is what a restored gateway's status says when its memory was restored on
+// demand.
+const RestoredOnDemand = restoredOnDemand
+
 // ChildPIDs is childPIDs: the children of process pid.
 var ChildPIDs = childPIDs
