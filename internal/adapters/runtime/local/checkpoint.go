@@ -129,10 +129,10 @@ var criuOpts = []string{"--tcp-close", "--file-locks", "--ext-mount-map", "auto"
 // How a restored gateway's status says its memory was restored.
 const (
 	restoredOnDemand = "its memory on demand"
-	// restoredInFull: in full, because its restore on demand failed (then why).
-	restoredInFull = "its memory in full: it could not be restored on demand"
 	// restoredEagerly: in full, because this runtime restores no memory on demand.
 	restoredEagerly = "its memory in full"
+	// restoredInFull: in full, because its restore on demand failed (then why).
+	restoredInFull = restoredEagerly + ": it could not be restored on demand"
 )
 
 const (
