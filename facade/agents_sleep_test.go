@@ -167,8 +167,10 @@ var _ = Describe("Suspend and resume", Ordered, func() {
 		Expect(meta.FindStatusCondition(a.Status.Conditions, agentsv1.ConditionSuspended)).To(And(
 			HaveField("Status", metav1.ConditionFalse), HaveField("Reason", agentsv1.ReasonWokenByMessage)))
 		Expect(counter("agentplane_agent_wakes_total", "Message")).To(BeNumerically(">", woken))
-		// A request after it is a request's wake, whatever the annotation still says.
+		// A request after it is a request's wake, even in the same second (the API keeps
+		// seconds): the suspend takes the message's annotation away.
 		Expect(call("POST", "/v0/agents/"+id+"/suspend", tok, nil).Status).To(Equal(200))
+		Expect(agentObj(id).Annotations).NotTo(HaveKey(agentsv1.AnnotationMessageWake))
 		Expect(strings.TrimSpace(shell(tok, id, "echo awake"))).To(Equal("awake"))
 		Expect(meta.FindStatusCondition(agentObj(id).Status.Conditions, agentsv1.ConditionSuspended).Reason).To(Equal(agentsv1.ReasonWokenByRequest))
 	})

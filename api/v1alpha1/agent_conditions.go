@@ -51,7 +51,9 @@ const (
 
 // AnnotationMessageWake is the spec.wakeRequestedAt (RFC 3339) the channel relay set to wake
 // the agent for a message to one of its channels. A wake whose stamp it names was asked for
-// by a message (ReasonWokenByMessage); any later stamp by a request.
+// by a message (ReasonWokenByMessage); any later stamp by a request. The facade's own wake
+// requests and a suspend remove it: the API keeps seconds, and after a suspend (which clears
+// the stamp) a request may get the very stamp of a message's wake before it.
 const AnnotationMessageWake = "agentplane.io/message-wake"
 
 // AnnotationLastActive is the last time the REST facade served a request for the agent

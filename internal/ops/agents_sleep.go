@@ -28,6 +28,7 @@ const (
 func (o *Ops) SuspendAgent(ctx context.Context, t Scope, id string, wait bool) (*agentsv1.Agent, bool, error) {
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		a.Spec.Suspended, a.Spec.WakeRequestedAt = true, nil
+		delete(a.Annotations, agentsv1.AnnotationMessageWake)
 	})
 	if err != nil {
 		return nil, false, WithMessage(MsgSuspendFailed, err)
@@ -47,7 +48,8 @@ func (o *Ops) ResumeAgent(ctx context.Context, t Scope, id string, wait bool) (*
 	var requested metav1.Time
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		requested = o.StampAfter(a.Spec.WakeRequestedAt)
-		a.Spec.Suspended, a.Spec.WakeRequestedAt = false, &requested
+		a.Spec.Suspended = false
+		requestWake(a, &requested)
 	})
 	if err != nil {
 		return nil, false, WithMessage(MsgResumeFailed, err)
@@ -61,6 +63,15 @@ func (o *Ops) ResumeAgent(ctx context.Context, t Scope, id string, wait bool) (*
 	return o.waitForGateway(ctx, a, MsgResumeFailed, func(got *agentsv1.Agent) bool {
 		return got.Status.ObservedGeneration >= gen && !got.Spec.Suspended
 	})
+}
+
+// requestWake records a caller's wake request: the stamp, and no AnnotationMessageWake, which
+// names the channel relay's requests. The API keeps seconds, and a suspend clears the stamp, so
+// a request's stamp may equal that of a message's wake before it: the annotation goes with the
+// request it named, or the controller would say a message woke the agent.
+func requestWake(a *agentsv1.Agent, at *metav1.Time) {
+	a.Spec.WakeRequestedAt = at
+	delete(a.Annotations, agentsv1.AnnotationMessageWake)
 }
 
 // sleeping: the controller reports the agent asleep (or putting it to sleep).
@@ -91,7 +102,7 @@ func (o *Ops) Awaken(ctx context.Context, t Scope, id string) error {
 	var requested metav1.Time
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		requested = o.StampAfter(a.Spec.WakeRequestedAt)
-		a.Spec.WakeRequestedAt = &requested
+		requestWake(a, &requested)
 	})
 	if err != nil {
 		return err
