@@ -221,12 +221,14 @@ func (r *SlackRouter) quiesce(agent AgentKey) func() {
 		return release
 	}
 	// The engine's client answers a close frame with its own, and then reconnects after its
-	// backoff; the read loop ends on that answer, which ends the connection (detach).
+	// backoff; the read loop ends on that answer, which ends the connection (detach). The
+	// router has forgotten it when detached is closed (done may come first).
 	_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseServiceRestart, "the agent is going to sleep"), time.Now().Add(time.Second))
 	select {
-	case <-c.done:
+	case <-c.detached:
 	case <-ctx.Done():
-		c.close()
+		c.close() // the read loop ends at once, and detaches it
+		<-c.detached
 	}
 	return release
 }

@@ -68,6 +68,8 @@ type gatewayConn struct {
 	out  chan []byte
 	once sync.Once
 	done chan struct{}
+	// detached is closed once the router no longer holds the connection (detach).
+	detached chan struct{}
 }
 
 func (c *gatewayConn) close() {
@@ -228,7 +230,7 @@ func (r *SlackRouter) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return // the upgrader answered
 	}
 	ws.SetReadLimit(64 << 10)
-	c := &gatewayConn{ws: ws, out: make(chan []byte, r.MaxInbox+64), done: make(chan struct{})}
+	c := &gatewayConn{ws: ws, out: make(chan []byte, r.MaxInbox+64), done: make(chan struct{}), detached: make(chan struct{})}
 	if !r.attach(g.Agent, c) {
 		c.close()
 		return
@@ -262,13 +264,15 @@ func (r *SlackRouter) attach(agent AgentKey, c *gatewayConn) bool {
 	return true
 }
 
+// detach forgets the agent's connection c once it has ended, and ends it if it has not.
 func (r *SlackRouter) detach(agent AgentKey, c *gatewayConn) {
-	c.close()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if in := r.inboxes[agent]; in != nil && in.conn == c {
 		in.conn = nil
 	}
+	r.mu.Unlock()
+	c.close()
+	close(c.detached)
 }
 
 // ack removes an acked event from the inbox.
