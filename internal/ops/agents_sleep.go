@@ -27,8 +27,8 @@ const (
 // sleeps (false: the wait ended first, or was not asked for).
 func (o *Ops) SuspendAgent(ctx context.Context, t Scope, id string, wait bool) (*agentsv1.Agent, bool, error) {
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
-		a.Spec.Suspended, a.Spec.WakeRequestedAt = true, nil
-		delete(a.Annotations, agentsv1.AnnotationMessageWake)
+		a.Spec.Suspended = true
+		setWakeRequest(a, nil)
 	})
 	if err != nil {
 		return nil, false, WithMessage(MsgSuspendFailed, err)
@@ -49,7 +49,7 @@ func (o *Ops) ResumeAgent(ctx context.Context, t Scope, id string, wait bool) (*
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		requested = o.StampAfter(a.Spec.WakeRequestedAt)
 		a.Spec.Suspended = false
-		requestWake(a, &requested)
+		setWakeRequest(a, &requested)
 	})
 	if err != nil {
 		return nil, false, WithMessage(MsgResumeFailed, err)
@@ -65,11 +65,12 @@ func (o *Ops) ResumeAgent(ctx context.Context, t Scope, id string, wait bool) (*
 	})
 }
 
-// requestWake records a caller's wake request: the stamp, and no AnnotationMessageWake, which
-// names the channel relay's requests. The API keeps seconds, and a suspend clears the stamp, so
-// a request's stamp may equal that of a message's wake before it: the annotation goes with the
-// request it named, or the controller would say a message woke the agent.
-func requestWake(a *agentsv1.Agent, at *metav1.Time) {
+// setWakeRequest is the facade's one write of the agent's wake request (at, or none): the
+// stamp, and no AnnotationMessageWake, which names the channel relay's requests. The API keeps
+// seconds, and a suspend clears the stamp, so a request's stamp may equal that of a message's
+// wake before it: the annotation goes with the request it named, or the controller would say a
+// message woke the agent.
+func setWakeRequest(a *agentsv1.Agent, at *metav1.Time) {
 	a.Spec.WakeRequestedAt = at
 	delete(a.Annotations, agentsv1.AnnotationMessageWake)
 }
@@ -102,7 +103,7 @@ func (o *Ops) Awaken(ctx context.Context, t Scope, id string) error {
 	var requested metav1.Time
 	a, err := o.updateAgentSpec(ctx, t, id, func(a *agentsv1.Agent) {
 		requested = o.StampAfter(a.Spec.WakeRequestedAt)
-		requestWake(a, &requested)
+		setWakeRequest(a, &requested)
 	})
 	if err != nil {
 		return err
